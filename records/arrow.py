@@ -1,0 +1,205 @@
+"""The log's Arrow schema, derived from the record Structs, and records <-> Arrow tables.
+
+Columns: the envelope (``offset``, ``ts_ms``, ``type``, ``version``, ``key``, ``source``,
+``source_offset``, ``producer``, ``producer_seq``), then one nullable struct column per record type
+that has payload fields (``PartitionChange`` -> ``partition_change``), so Spark SQL reads
+``partition_change.leader`` with no Python decoding. Integer widths come from the fields' msgspec
+bounds (``records.types``); there is no hand-kept second schema.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .base import ENVELOPE_FIELDS, Record, payload_fields, type_name
+from .catalog import BY_NAME, RECORD_TYPES
+from .codec import record_error
+
+ENVELOPE_SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("ts_ms", pa.int64(), nullable=False),
+        pa.field("type", pa.string(), nullable=False),
+        pa.field("version", pa.int32(), nullable=False),
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("source_offset", pa.int64()),
+        pa.field("producer", pa.string()),
+        pa.field("producer_seq", pa.int64()),
+    ]
+)
+"""``producer``/``producer_seq`` name the exactly-once batch a row was appended in (null without)."""
+
+_INT_WIDTHS = ((8, pa.int8()), (16, pa.int16()), (32, pa.int32()))
+
+
+def column_name(cls: type[Record]) -> str:
+    """``PartitionChange`` -> ``partition_change``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type_name(cls)).lower()
+
+
+def _int_type(info: mi.IntType) -> pa.DataType:
+    lo = info.ge if info.ge is not None else (info.gt + 1 if info.gt is not None else None)
+    hi = info.le if info.le is not None else (info.lt - 1 if info.lt is not None else None)
+    if lo is not None and hi is not None:
+        for bits, arrow in _INT_WIDTHS:
+            if -(2 ** (bits - 1)) <= lo and hi <= 2 ** (bits - 1) - 1:
+                return arrow
+    return pa.int64()
+
+
+def _arrow_type(info: mi.Type) -> pa.DataType:
+    if isinstance(info, mi.Metadata):
+        return _arrow_type(info.type)
+    if isinstance(info, mi.IntType):
+        return _int_type(info)
+    if isinstance(info, mi.StrType):
+        return pa.string()
+    if isinstance(info, mi.BoolType):
+        return pa.bool_()
+    if isinstance(info, (mi.VarTupleType, mi.ListType)):
+        return pa.list_(_arrow_type(info.item_type))
+    if isinstance(info, mi.StructType):
+        return pa.struct([pa.field(f.name, _arrow_type(f.type)) for f in info.fields])
+    if isinstance(info, mi.UnionType):
+        inner = [t for t in info.types if not isinstance(t, mi.NoneType)]
+        if len(inner) == 1:
+            return _arrow_type(inner[0])
+    raise TypeError(f"no Arrow type for {info!r}")
+
+
+@lru_cache(maxsize=None)
+def payload_type(cls: type[Record]) -> pa.StructType | None:
+    """The struct type of a record type's column, or None when it has no payload fields."""
+    info = mi.type_info(cls)
+    fields = [
+        pa.field(f.name, _arrow_type(f.type)) for f in info.fields if f.name not in ENVELOPE_FIELDS
+    ]
+    return pa.struct(fields) if fields else None
+
+
+def log_schema(record_types: Sequence[type[Record]] = RECORD_TYPES) -> pa.Schema:
+    """The full table schema for a set of record types."""
+    fields = list(ENVELOPE_SCHEMA)
+    for cls in record_types:
+        t = payload_type(cls)
+        if t is not None:
+            fields.append(pa.field(column_name(cls), t))
+    return pa.schema(fields)
+
+
+LOG_SCHEMA = log_schema()
+
+
+def to_table(
+    records: Sequence[Record],
+    *,
+    first_offset: int,
+    ts_ms: int,
+    producer: str | None = None,
+    producer_seq: int | None = None,
+    schema: pa.Schema = LOG_SCHEMA,
+) -> pa.Table:
+    """Records as log rows with offsets ``first_offset ..``; a record's own ``ts_ms`` wins.
+
+    A record that already has an ``offset`` (copied from another log) keeps it as
+    ``source_offset``, unless it already carries one from further upstream.
+    """
+    n = len(records)
+    rows = msgspec.to_builtins(records)
+    names = [r["type"] for r in rows]
+    columns: dict[str, Any] = {
+        "offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
+        "ts_ms": pa.array([r["ts_ms"] if r["ts_ms"] is not None else ts_ms for r in rows], pa.int64()),
+        "type": pa.array(names, pa.string()),
+        "version": pa.array([r["version"] for r in rows], pa.int32()),
+        "key": pa.array([rec.entity_key() for rec in records], pa.string()),
+        "source": pa.array([r["source"] for r in rows], pa.string()),
+        "source_offset": pa.array(
+            [r["source_offset"] if r["source_offset"] is not None else r["offset"] for r in rows],
+            pa.int64(),
+        ),
+        "producer": pa.array([producer] * n, pa.string()),
+        "producer_seq": pa.array([producer_seq] * n, pa.int64()),
+    }
+    by_type: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        by_type.setdefault(name, []).append(i)
+    for field in schema:
+        if field.name in columns:
+            continue
+        columns[field.name] = pa.nulls(n, field.type)
+    for name, idx in by_type.items():
+        cls = BY_NAME[name]
+        col = column_name(cls)
+        if col not in columns:
+            continue  # a type with no payload fields has no column
+        ftype = schema.field(col).type
+        keep = [f.name for f in ftype]
+        compact = pa.array([{k: rows[i].get(k) for k in keep} for i in idx], ftype)
+        if len(idx) == n:
+            columns[col] = compact
+        else:
+            positions: list[int | None] = [None] * n
+            for j, i in enumerate(idx):
+                positions[i] = j
+            columns[col] = compact.take(pa.array(positions, pa.int32()))
+    return pa.table([columns[f.name] for f in schema], schema=schema)
+
+
+@lru_cache(maxsize=None)
+def _droppable_nulls(cls: type[Record]) -> frozenset[str]:
+    """Fields that cannot be None in the Struct but have a default: a null there (a column added
+    to the table after the row was written) means 'take the default'."""
+    info = mi.type_info(cls)
+    out = set()
+    for f in info.fields:
+        nullable = isinstance(f.type, mi.NoneType) or (
+            isinstance(f.type, mi.UnionType) and any(isinstance(t, mi.NoneType) for t in f.type.types)
+        )
+        if not nullable and not f.required:
+            out.add(f.name)
+    return frozenset(out)
+
+
+def from_table(table: pa.Table) -> list[Record]:
+    """Log rows back into records, in the table's row order."""
+    n = table.num_rows
+    out: list[Record | None] = [None] * n
+    if n == 0:
+        return []
+    types = table.column("type")
+    envelope = {name: table.column(name) for name in ENVELOPE_FIELDS}
+    for name in pc.unique(types).to_pylist():
+        cls = BY_NAME.get(name)
+        if cls is None:
+            raise record_error(ValueError(f"unknown record type {name!r}"), line=None, record_type=name)
+        idx = pc.indices_nonzero(pc.equal(types, name))
+        env = {k: col.take(idx).to_pylist() for k, col in envelope.items()}
+        col = column_name(cls)
+        if col in table.column_names and payload_fields(cls):
+            payloads = table.column(col).take(idx).to_pylist()
+        else:
+            payloads = [{} for _ in range(len(idx))]
+        drop = _droppable_nulls(cls)
+        dicts = []
+        for j, payload in enumerate(payloads):
+            d = {k: v for k, v in (payload or {}).items() if not (v is None and k in drop)}
+            for k in ENVELOPE_FIELDS:
+                d[k] = env[k][j]
+            dicts.append(d)
+        try:
+            converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]
+        except msgspec.ValidationError as exc:
+            raise record_error(exc, line=None, record_type=name) from None
+        for pos, rec in zip(idx.to_pylist(), converted):
+            out[pos] = rec
+    return out  # type: ignore[return-value]

@@ -1,0 +1,29 @@
+"""The catalogue of every record type kraftlake knows, across families.
+
+One tuple, one name index, one union alias and one decoder for the tagged union: a family adds
+its types to ``RECORD_TYPES`` and every layer (JSON Lines, Arrow schema, Delta log) picks them up.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+from .base import Record, type_name
+from .kraft import KRAFT_RECORDS
+from .observations import OBSERVATION_RECORDS
+
+RECORD_TYPES: tuple[type[Record], ...] = KRAFT_RECORDS + OBSERVATION_RECORDS
+BY_NAME: dict[str, type[Record]] = {type_name(cls): cls for cls in RECORD_TYPES}
+
+AnyRecord = Union[RECORD_TYPES]  # type: ignore[valid-type]
+"""The tagged union of every record type, decoded by the ``type`` field."""
+
+JSON_DECODER = msgspec.json.Decoder(AnyRecord)
+JSON_ENCODER = msgspec.json.Encoder()
+
+
+def record_type(name: str) -> type[Record]:
+    """The record class written with tag ``name``; ``KeyError`` if there is none."""
+    return BY_NAME[name]

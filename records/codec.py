@@ -1,0 +1,121 @@
+"""Records to and from JSON Lines and plain builtins, with errors that name line, type and field.
+
+The fast path decodes a line straight into the tagged union. Only records produced at an older
+version take the slow path (plain dict -> ``check_since`` -> ``upcast`` -> Struct).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+
+from .base import Record, current_version, type_name
+from .catalog import BY_NAME, JSON_DECODER, JSON_ENCODER
+from .errors import RecordError
+from .upcast import check_since, upcast
+
+_AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_NAMED = re.compile(r"^(?:Object missing required field|Object contains unknown field) `(?P<f>[^`]+)`")
+_OWN = re.compile(r"^`(?P<f>[^`]+)`: ")
+
+
+def _field_and_message(text: str) -> tuple[str | None, str]:
+    """Split a msgspec validation message into (field path, message without the path)."""
+    path = None
+    m = _AT.search(text)
+    if m:
+        path = m.group("path") or None
+        text = text[: m.start()]
+    m = _NAMED.match(text)
+    if m:
+        path = f"{path}.{m.group('f')}" if path else m.group("f")
+        text = "required field is missing" if "missing" in text else "unknown field"
+    else:
+        m = _OWN.match(text)
+        if m:
+            path = m.group("f")
+            text = text[m.end() :]
+    return path, text
+
+
+def record_error(exc: Exception, *, line: int | None, record_type: str | None) -> RecordError:
+    """A ``RecordError`` from a msgspec (or upcaster) error, naming the field when it can."""
+    if isinstance(exc, RecordError):
+        exc.line = line if exc.line is None else exc.line
+        exc.record_type = exc.record_type or record_type
+        return exc
+    field, message = _field_and_message(str(exc))
+    if field == "type" and record_type is not None and record_type not in BY_NAME:
+        return RecordError(
+            f"unknown record type {record_type!r}", line=line, record_type=record_type, field=None
+        )
+    return RecordError(message, line=line, record_type=record_type, field=field)
+
+
+def from_builtins(raw: Any, *, line: int | None = None) -> Record:
+    """A record from a decoded JSON object (dict), upcasting older versions."""
+    if not isinstance(raw, dict):
+        kind = type(raw).__name__
+        raise RecordError(f"expected a JSON object, got {kind}", line=line)
+    name = raw.get("type")
+    if not isinstance(name, str):
+        raise RecordError("missing or non-string `type`", line=line, field="type")
+    cls = BY_NAME.get(name)
+    if cls is None:
+        raise RecordError(f"unknown record type {name!r}", line=line, record_type=name)
+    try:
+        version = raw.get("version", current_version(cls))
+        if isinstance(version, int) and version < current_version(cls):
+            check_since(cls, raw)
+            raw = upcast(cls, dict(raw))
+        return msgspec.convert(raw, cls)
+    except (msgspec.ValidationError, RecordError, ValueError, TypeError) as exc:
+        raise record_error(exc, line=line, record_type=name) from None
+
+
+def decode_line(line: bytes | str, *, line_no: int | None = None) -> Record:
+    """Decode one JSON Lines line into its record."""
+    try:
+        record = JSON_DECODER.decode(line)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        try:
+            raw = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            raise RecordError(f"not JSON: {exc}", line=line_no) from None
+        return from_builtins(raw, line=line_no)
+    if record.version < current_version(type(record)):
+        return from_builtins(msgspec.json.decode(line), line=line_no)
+    return record
+
+
+def iter_lines(lines: Iterable[bytes | str]) -> Iterator[Record]:
+    """Decode JSON Lines, skipping blank lines; errors carry the 1-based line number."""
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        yield decode_line(line, line_no=no)
+
+
+def encode_line(record: Record) -> bytes:
+    """One record as one JSON line (no trailing newline)."""
+    return JSON_ENCODER.encode(record)
+
+
+def encode_lines(records: Iterable[Record]) -> bytes:
+    return b"".join(JSON_ENCODER.encode(r) + b"\n" for r in records)
+
+
+def normalize(record: Record, *, index: int | None = None) -> Record:
+    """Validate a record built in Python and upcast it when it was produced at an older version.
+
+    Structs built by calling the class skip msgspec's type checks (they are static), so records
+    from Python callers go through one builtins round trip here: the same checks as JSON input.
+    """
+    try:
+        raw = msgspec.to_builtins(record)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise RecordError(str(exc), line=index, record_type=type_name(type(record))) from None
+    return from_builtins(raw, line=index)

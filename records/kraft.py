@@ -1,0 +1,421 @@
+"""KRaft metadata records (Kafka >= 3.7 semantics), one Struct per Kafka record type.
+
+Field names are Kafka's in snake_case; every Kafka version of a record maps onto one Struct whose
+``version`` says which Kafka version it was (``SINCE`` says which version added a field). Sources:
+``metadata/src/main/resources/common/metadata/*.json`` in apache/kafka, summarised in
+``shared/research/kafka-kraft.md`` section 1.
+
+The KIP-858 shape: ``Partition`` and ``PartitionChange`` carry ``assignment``, a list of
+(broker, directory) pairs in replica order, in place of Kafka's ``Directories`` array that runs
+parallel to ``Replicas``. Reserved directory ids and Kafka's sentinels are constants below.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from .base import Record
+from .types import BrokerId, Int8, Int16, Int32, Int64, PartitionIndex, UInt16, Uuid, check_real_uuid
+
+__all__ = [
+    "MIGRATING", "UNASSIGNED", "LOST", "RESERVED_DIRECTORIES",
+    "NO_LEADER", "LEADER_UNCHANGED", "LRS_RECOVERED", "LRS_RECOVERING", "LRS_UNCHANGED",
+    "FENCE", "UNFENCE", "NO_CHANGE",
+    "ReplicaDirectory", "BrokerEndpoint", "BrokerFeature", "KraftRecord",
+    "RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker",
+    "UnfenceBroker", "Topic", "RemoveTopic", "Partition", "PartitionChange", "FeatureLevel",
+    "Config", "RegisterController", "ProducerIds", "BeginTransaction", "EndTransaction",
+    "AbortTransaction", "NoOp", "ZkMigrationState", "KRAFT_RECORDS", "API_KEYS",
+]  # fmt: skip
+
+# Reserved directory ids (DirectoryId.java, as shipped in 3.7.0; see kafka-kraft.md 2.3).
+MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
+"""(0, 0): the replica is in *some* directory nobody recorded (pre-3.7 data). Counts as online."""
+UNASSIGNED = "AAAAAAAAAAAAAAAAAAAAAQ"
+"""(0, 1): not placed yet; the broker will choose and report it. Counts as online."""
+LOST = "AAAAAAAAAAAAAAAAAAAAAg"
+"""(0, 2): in an offline directory whose id is unknown. Counts as offline."""
+RESERVED_DIRECTORIES = {MIGRATING: "MIGRATING", UNASSIGNED: "UNASSIGNED", LOST: "LOST"}
+
+# Sentinels (LeaderConstants.java, PartitionChangeRecord.json, BrokerRegistrationChangeRecord.json).
+NO_LEADER = -1
+LEADER_UNCHANGED = -2
+LRS_RECOVERED = 0
+LRS_RECOVERING = 1
+LRS_UNCHANGED = -1
+FENCE = 1
+UNFENCE = -1
+NO_CHANGE = 0
+
+Leader = Annotated[int, Meta(ge=NO_LEADER, le=2**31 - 1, description="-1 = no leader")]
+ChangedLeader = Annotated[
+    int, Meta(ge=LEADER_UNCHANGED, le=2**31 - 1, description="-2 = unchanged, -1 = no leader")
+]
+Brokers = tuple[BrokerId, ...]
+
+
+class ReplicaDirectory(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One replica of a partition and the log directory it lives in (KIP-858)."""
+
+    broker: BrokerId
+    directory: Uuid
+    """A real directory id, or MIGRATING / UNASSIGNED / LOST."""
+
+
+Assignment = tuple[ReplicaDirectory, ...]
+
+
+class BrokerEndpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    host: str
+    port: UInt16
+    security_protocol: Int16
+    """0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL."""
+
+
+class BrokerFeature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    min_supported_version: Int16
+    max_supported_version: Int16
+
+
+class KraftRecord(Record, frozen=True, kw_only=True):
+    FAMILY = "kraft"
+
+
+def _check_assignment(record: Partition | PartitionChange) -> None:
+    assignment, replicas = record.assignment, record.replicas
+    if assignment is None or replicas is None:
+        return
+    if len(assignment) != len(replicas):
+        raise ValueError(
+            f"`assignment`: has {len(assignment)} entries but `replicas` has {len(replicas)};"
+            " there is one (broker, directory) per replica, in replica order"
+        )
+    for i, (pair, broker) in enumerate(zip(assignment, replicas)):
+        if pair.broker != broker:
+            raise ValueError(
+                f"`assignment`: entry {i} is broker {pair.broker} but replicas[{i}] is {broker}"
+            )
+
+
+def _check_brokers(field: str, brokers: tuple[int, ...] | None) -> None:
+    if brokers is not None and len(set(brokers)) != len(brokers):
+        raise ValueError(f"`{field}`: lists a broker twice: {list(brokers)}")
+
+
+class RegisterBroker(KraftRecord, frozen=True, kw_only=True):
+    """Kafka RegisterBrokerRecord, apiKey 0, versions 0-3.
+
+    v1 adds in_controlled_shutdown, v2 is_migrating_zk_broker, v3 log_dirs (KIP-858).
+    """
+
+    version: int = 3
+    KEY = "broker/{r.broker_id}"
+    SINCE = {"in_controlled_shutdown": 1, "is_migrating_zk_broker": 2, "log_dirs": 3}
+
+    broker_id: BrokerId
+    is_migrating_zk_broker: bool = False
+    incarnation_id: Uuid
+    """Changes on every broker process start."""
+    broker_epoch: Int64
+    """Assigned by the controller: the offset of this record."""
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    """A fresh registration is fenced."""
+    in_controlled_shutdown: bool = False
+    log_dirs: tuple[Uuid, ...] = ()
+    """Ids of the broker's *online* log directories; empty = registered before KIP-858."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_real_uuid("incarnation_id", self.incarnation_id)
+        for d in self.log_dirs:
+            check_real_uuid("log_dirs", d)
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise ValueError("`log_dirs`: lists a directory twice")
+
+
+class UnregisterBroker(KraftRecord, frozen=True, kw_only=True):
+    """Kafka UnregisterBrokerRecord, apiKey 1, version 0."""
+
+    version: int = 0
+    KEY = "broker/{r.broker_id}"
+
+    broker_id: BrokerId
+    broker_epoch: Int64
+
+
+class BrokerRegistrationChange(KraftRecord, frozen=True, kw_only=True):
+    """Kafka BrokerRegistrationChangeRecord (BRCR), apiKey 17, versions 0-2.
+
+    v1 adds in_controlled_shutdown, v2 log_dirs (KIP-858).
+    """
+
+    version: int = 2
+    KEY = "broker/{r.broker_id}"
+    SINCE = {"in_controlled_shutdown": 1, "log_dirs": 2}
+
+    broker_id: BrokerId
+    broker_epoch: Int64
+    """Must equal the broker's current registration epoch."""
+    fenced: Annotated[int, Meta(ge=UNFENCE, le=FENCE)] = NO_CHANGE
+    """-1 = unfence, 0 = no change, 1 = fence."""
+    in_controlled_shutdown: Annotated[int, Meta(ge=0, le=1)] = NO_CHANGE
+    """0 = no change, 1 = enter controlled shutdown (only a new registration leaves it)."""
+    log_dirs: tuple[Uuid, ...] = ()
+    """The broker's remaining *online* directories; empty = no change."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for d in self.log_dirs:
+            check_real_uuid("log_dirs", d)
+
+
+class FenceBroker(KraftRecord, frozen=True, kw_only=True):
+    """Kafka FenceBrokerRecord, apiKey 7, version 0 (only written when MV < 3.3-IV2)."""
+
+    version: int = 0
+    KEY = "broker/{r.id}"
+
+    id: BrokerId
+    epoch: Int64
+
+
+class UnfenceBroker(KraftRecord, frozen=True, kw_only=True):
+    """Kafka UnfenceBrokerRecord, apiKey 8, version 0 (only written when MV < 3.3-IV2)."""
+
+    version: int = 0
+    KEY = "broker/{r.id}"
+
+    id: BrokerId
+    epoch: Int64
+
+
+class Topic(KraftRecord, frozen=True, kw_only=True):
+    """Kafka TopicRecord, apiKey 2, version 0."""
+
+    version: int = 0
+    KEY = "topic/{r.topic_id}"
+
+    name: Annotated[str, Meta(min_length=1, max_length=249)]
+    topic_id: Uuid
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_real_uuid("topic_id", self.topic_id)
+
+
+class RemoveTopic(KraftRecord, frozen=True, kw_only=True):
+    """Kafka RemoveTopicRecord, apiKey 9, version 0: removes the topic, its partitions and configs."""
+
+    version: int = 0
+    KEY = "topic/{r.topic_id}"
+
+    topic_id: Uuid
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_real_uuid("topic_id", self.topic_id)
+
+
+class Partition(KraftRecord, frozen=True, kw_only=True):
+    """Kafka PartitionRecord, apiKey 3, versions 0-2.
+
+    v1 adds Directories (here ``assignment``, KIP-858), v2 the ELR fields (KIP-966). A v0 record
+    is upcast with every replica in MIGRATING, as Kafka reads it.
+    """
+
+    version: int = 2
+    KEY = "partition/{r.topic_id}/{r.partition_id}"
+    SINCE = {"assignment": 1, "eligible_leader_replicas": 2, "last_known_elr": 2}
+
+    partition_id: PartitionIndex
+    topic_id: Uuid
+    replicas: Brokers
+    """Preferred order; replicas[0] is the preferred leader."""
+    isr: Brokers
+    removing_replicas: Brokers = ()
+    adding_replicas: Brokers = ()
+    leader: Leader
+    """-1 = no leader."""
+    leader_recovery_state: Annotated[int, Meta(ge=0, le=1)] = LRS_RECOVERED
+    """0 RECOVERED, 1 RECOVERING (after an unclean election)."""
+    leader_epoch: Int32 = -1
+    partition_epoch: Int32 = -1
+    assignment: Assignment = ()
+    """(broker, directory) per replica, in replica order."""
+    eligible_leader_replicas: Brokers | None = None
+    last_known_elr: Brokers | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_real_uuid("topic_id", self.topic_id)
+        _check_brokers("replicas", self.replicas)
+        _check_brokers("isr", self.isr)
+        _check_assignment(self)
+
+
+class PartitionChange(KraftRecord, frozen=True, kw_only=True):
+    """Kafka PartitionChangeRecord (PCR), apiKey 5, versions 0-2. Absent/None = unchanged.
+
+    v1 adds Directories (here ``assignment``, KIP-858), v2 the ELR fields (KIP-966).
+    """
+
+    version: int = 2
+    KEY = "partition/{r.topic_id}/{r.partition_id}"
+    SINCE = {"assignment": 1, "eligible_leader_replicas": 2, "last_known_elr": 2}
+
+    partition_id: PartitionIndex
+    topic_id: Uuid
+    isr: Brokers | None = None
+    leader: ChangedLeader = LEADER_UNCHANGED
+    """-2 = unchanged, -1 = no leader, else the new leader."""
+    replicas: Brokers | None = None
+    removing_replicas: Brokers | None = None
+    adding_replicas: Brokers | None = None
+    leader_recovery_state: Annotated[int, Meta(ge=LRS_UNCHANGED, le=1)] = LRS_UNCHANGED
+    """-1 = unchanged, 0 RECOVERED, 1 RECOVERING."""
+    eligible_leader_replicas: Brokers | None = None
+    last_known_elr: Brokers | None = None
+    assignment: Assignment | None = None
+    """The full new (broker, directory) list, in replica order; None = unchanged."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_real_uuid("topic_id", self.topic_id)
+        _check_brokers("replicas", self.replicas)
+        _check_brokers("isr", self.isr)
+        _check_assignment(self)
+
+
+class FeatureLevel(KraftRecord, frozen=True, kw_only=True):
+    """Kafka FeatureLevelRecord, apiKey 12, version 0 (frozen at 0 forever). Level 0 = disabled."""
+
+    version: int = 0
+    KEY = "feature/{r.name}"
+
+    name: Annotated[str, Meta(min_length=1)]
+    feature_level: Int16
+
+
+class Config(KraftRecord, frozen=True, kw_only=True):
+    """Kafka ConfigRecord, apiKey 4, version 0. ``value`` None deletes the key."""
+
+    version: int = 0
+    KEY = "config/{r.resource_type}/{r.resource_name}"
+
+    resource_type: Int8
+    """2 TOPIC, 4 BROKER, 8 BROKER_LOGGER, 16 CLIENT_METRICS, 32 GROUP."""
+    resource_name: str
+    """"" = the cluster default for BROKER."""
+    name: str
+    value: str | None = None
+
+
+class RegisterController(KraftRecord, frozen=True, kw_only=True):
+    """Kafka RegisterControllerRecord, apiKey 27, version 0."""
+
+    version: int = 0
+    KEY = "controller/{r.controller_id}"
+
+    controller_id: BrokerId
+    incarnation_id: Uuid
+    zk_migration_ready: bool = False
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+
+
+class ProducerIds(KraftRecord, frozen=True, kw_only=True):
+    """Kafka ProducerIdsRecord, apiKey 15, version 0: a block of producer ids handed out."""
+
+    version: int = 0
+    KEY = "producer-ids"
+
+    broker_id: BrokerId
+    broker_epoch: Int64
+    next_producer_id: Int64
+
+
+class BeginTransaction(KraftRecord, frozen=True, kw_only=True):
+    """Kafka BeginTransactionRecord, apiKey 23, version 0 (metadata transactions, MV >= 3.6-IV1)."""
+
+    version: int = 0
+    name: str | None = None
+
+
+class EndTransaction(KraftRecord, frozen=True, kw_only=True):
+    """Kafka EndTransactionRecord, apiKey 24, version 0: publishes the records since Begin."""
+
+    version: int = 0
+
+
+class AbortTransaction(KraftRecord, frozen=True, kw_only=True):
+    """Kafka AbortTransactionRecord, apiKey 25, version 0: discards the records since Begin."""
+
+    version: int = 0
+    reason: str | None = None
+
+
+class NoOp(KraftRecord, frozen=True, kw_only=True):
+    """Kafka NoOpRecord, apiKey 20, version 0: the active controller's heartbeat."""
+
+    version: int = 0
+
+
+class ZkMigrationState(KraftRecord, frozen=True, kw_only=True):
+    """Kafka ZkMigrationStateRecord, apiKey 21, version 0 (0 = none)."""
+
+    version: int = 0
+    zk_migration_state: Int8
+
+
+KRAFT_RECORDS: tuple[type[Record], ...] = (
+    RegisterBroker,
+    UnregisterBroker,
+    BrokerRegistrationChange,
+    FenceBroker,
+    UnfenceBroker,
+    Topic,
+    RemoveTopic,
+    Partition,
+    PartitionChange,
+    FeatureLevel,
+    Config,
+    RegisterController,
+    ProducerIds,
+    BeginTransaction,
+    EndTransaction,
+    AbortTransaction,
+    NoOp,
+    ZkMigrationState,
+)
+"""Every KRaft record type, in Kafka apiKey order of first appearance in DESIGN.md."""
+
+API_KEYS: dict[type[Record], int] = {
+    RegisterBroker: 0,
+    UnregisterBroker: 1,
+    Topic: 2,
+    Partition: 3,
+    Config: 4,
+    PartitionChange: 5,
+    FenceBroker: 7,
+    UnfenceBroker: 8,
+    RemoveTopic: 9,
+    FeatureLevel: 12,
+    ProducerIds: 15,
+    BrokerRegistrationChange: 17,
+    NoOp: 20,
+    ZkMigrationState: 21,
+    BeginTransaction: 23,
+    EndTransaction: 24,
+    AbortTransaction: 25,
+    RegisterController: 27,
+}
+"""Kafka's apiKey of each record type (kafka-kraft.md 1.1)."""
+

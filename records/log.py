@@ -1,0 +1,586 @@
+"""The log: records in a Delta Lake table with gapless offsets, via delta-rs.
+
+What it guarantees (measured in ``shared/research/delta-spark-probe.md`` sections 1-3):
+
+- **Gapless, strictly increasing offsets from 0.** Every append is *fenced*: it commits only on top
+  of the version it read (``max_commit_retries=0``), and carries the new last offset as the app
+  transaction ``kraftlake.offset``. A plain delta-rs append would silently rebase onto a newer
+  version and repeat offsets; a fenced one fails, re-reads and retries.
+- **A batch lands whole or not at all**, as one Parquet file in one Delta commit. A commit that
+  loses the race deletes the file it wrote; a process killed before its commit leaves an
+  unreferenced file that ``maintain`` vacuums, never a partial batch.
+- **Exactly-once batches.** With a producer id and a sequence number, the commit also carries the
+  app transactions ``kraftlake.producer/<id>`` (= sequence) and ``.../first``/``.../last`` (the
+  batch's offsets). A batch whose sequence is not above the stored one is acknowledged with its
+  original offsets and not written again.
+- **Time travel** by Delta version, timestamp or record offset. delta-rs resolves the snapshot;
+  the rows are read from exactly its Parquet files with pyarrow (the same file list Spark reads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import structlog
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.schema import Schema as DeltaSchema
+from deltalake.transaction import AddAction
+
+from .arrow import LOG_SCHEMA, column_name, from_table, to_table
+from .base import Record
+from .catalog import BY_NAME
+from .codec import normalize
+from .errors import (
+    AppendConflictError,
+    LogError,
+    LogExistsError,
+    LogNotFoundError,
+    RecordError,
+    TimeTravelError,
+)
+
+log = structlog.get_logger("kraftlake.log")
+
+OFFSET_TXN = "kraftlake.offset"
+PRODUCER_TXN = "kraftlake.producer/"
+TABLE_PROPERTIES = {
+    "delta.appendOnly": "true",
+    "delta.checkpointInterval": "100",
+}
+REOPEN_EVERY = 100
+"""Commits between re-opening the DeltaTable: a long-lived object slows with history (probe 2)."""
+ENVELOPE = ("offset", "ts_ms", "type", "version", "key", "source", "source_offset")
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed. ``duplicate``: it had landed before and was not written again."""
+
+    first_offset: int
+    last_offset: int
+    version: int
+    duplicate: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "version": self.version,
+            "duplicate": self.duplicate,
+        }
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One entry of the table's history."""
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    first_offset: int | None = None
+    last_offset: int | None = None
+    records: int | None = None
+    producer: str | None = None
+    seq: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class MaintenanceReport:
+    version_before: int
+    version_after: int
+    files_before: int
+    files_after: int
+    compacted: dict[str, Any] = field(default_factory=dict)
+    vacuumed: list[str] = field(default_factory=list)
+    checkpoint_version: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version_before": self.version_before,
+            "version_after": self.version_after,
+            "files_before": self.files_before,
+            "files_after": self.files_after,
+            "files_added_by_compaction": self.compacted.get("numFilesAdded", 0),
+            "files_removed_by_compaction": self.compacted.get("numFilesRemoved", 0),
+            "files_vacuumed": len(self.vacuumed),
+            "checkpoint_version": self.checkpoint_version,
+        }
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _arrow_schema(dt: DeltaTable) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
+def _open_table(path: str, version: int | None = None) -> DeltaTable:
+    try:
+        return DeltaTable(path, version=version)
+    except TableNotFoundError:
+        if version is None:
+            raise LogNotFoundError(f"no kraftlake log at {path} (create one with `kraftlake init`)") from None
+        raise TimeTravelError(f"{path} has no version {version}") from None
+
+
+class LogSnapshot:
+    """The log as of one Delta version, optionally cut at an offset. Read-only."""
+
+    def __init__(self, dt: DeltaTable, *, to_offset: int | None = None) -> None:
+        self._dt = dt
+        self.version: int = dt.version()
+        stored = dt.transaction_version(OFFSET_TXN)
+        last = -1 if stored is None else stored
+        self.last_offset: int = last if to_offset is None else min(last, to_offset)
+        protocol = dt.protocol()
+        if protocol.reader_features or dt.metadata().partition_columns:
+            raise LogError(
+                "this table uses Delta reader features or partition columns that kraftlake's"
+                f" file-list reader does not support: {protocol.reader_features}"
+            )
+
+    def files(self) -> list[str]:
+        """The snapshot's Parquet files (absolute paths): exactly what Spark reads on this machine."""
+        return list(self._dt.file_uris())
+
+    def _file_ranges(self) -> list[tuple[str, int | None, int | None]]:
+        actions = pa.table(self._dt.get_add_actions(flatten=True))
+        root = self._dt.table_uri.removeprefix("file://")
+        paths = actions.column("path").to_pylist()
+        cols = actions.column_names
+        lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
+        hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
+        return [(os.path.join(root, p), a, b) for p, a, b in zip(paths, lo, hi)]
+
+    def table(
+        self,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        types: Iterable[str] | None = None,
+    ) -> pa.Table:
+        """Rows with ``from_offset <= offset <= to_offset`` (and of the given types), by offset."""
+        lo = 0 if from_offset is None else from_offset
+        hi = self.last_offset if to_offset is None else min(to_offset, self.last_offset)
+        schema = _arrow_schema(self._dt)
+        wanted = None
+        if types is not None:
+            wanted = sorted(set(types))
+            unknown = [t for t in wanted if t not in BY_NAME]
+            if unknown:
+                raise RecordError(f"unknown record type {unknown[0]!r}", record_type=unknown[0])
+            keep = set(ENVELOPE) | {"producer", "producer_seq"}
+            keep |= {column_name(BY_NAME[t]) for t in wanted}
+            schema = pa.schema([f for f in schema if f.name in keep])
+        parts = []
+        if hi >= lo:
+            for path, a, b in self._file_ranges():
+                if a is not None and b is not None and (b < lo or a > hi):
+                    continue
+                try:
+                    part = pq.read_table(
+                        path,
+                        columns=[n for n in schema.names if n in pq.read_schema(path).names],
+                        filters=[("offset", ">=", lo), ("offset", "<=", hi)],
+                    )
+                except FileNotFoundError:
+                    raise TimeTravelError(
+                        f"version {self.version} refers to {os.path.basename(path)}, which was"
+                        " vacuumed; read the latest version cut at an offset instead"
+                    ) from None
+                parts.append(part)
+        if not parts:
+            result = schema.empty_table()
+        else:
+            result = pa.concat_tables(parts, promote_options="permissive")
+            result = _conform(result, schema)
+        if wanted is not None:
+            result = result.filter(pc.is_in(result.column("type"), pa.array(wanted)))
+        return result.sort_by("offset")
+
+    def records(
+        self,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        types: Iterable[str] | None = None,
+    ) -> list[Record]:
+        """Records with ``from_offset <= offset <= to_offset`` (and of the given types), by offset."""
+        return from_table(self.table(from_offset, to_offset, types))
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast rows read from files of several schema generations to the table's current schema."""
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            columns.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, f.type))
+    return pa.table(columns, schema=pa.schema([f.with_nullable(True) for f in schema]))
+
+
+class Log:
+    """A kraftlake log: one Delta table. Create with ``Log.create``, open with ``Log.open``."""
+
+    def __init__(self, path: str | os.PathLike[str], dt: DeltaTable) -> None:
+        self.path = str(path)
+        self._dt = dt
+        self._commits_since_open = 0
+        self._schema_checked = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str]) -> Log:
+        """Create an empty log at ``path``; ``LogExistsError`` if a table is already there."""
+        path = str(Path(path).absolute())
+        try:
+            DeltaTable(path)
+        except TableNotFoundError:
+            pass
+        else:
+            raise LogExistsError(f"{path} already holds a Delta table")
+        dt = DeltaTable.create(
+            path,
+            schema=LOG_SCHEMA,
+            name="kraftlake",
+            description="kraftlake event-sourced metadata log",
+            configuration=TABLE_PROPERTIES,
+            commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "init"}),
+        )
+        log.info("log.created", path=path, version=dt.version())
+        return cls(path, dt)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Log:
+        """Open the log at ``path``; ``LogNotFoundError`` if there is none."""
+        path = str(Path(path).absolute())
+        return cls(path, _open_table(path))
+
+    # -- state -------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        if self._commits_since_open >= REOPEN_EVERY:
+            self._dt = _open_table(self.path)
+            self._commits_since_open = 0
+        else:
+            self._dt.update_incremental()
+
+    @property
+    def version(self) -> int:
+        return self._dt.version()
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last record, -1 for an empty log (as of the last refresh)."""
+        stored = self._dt.transaction_version(OFFSET_TXN)
+        return -1 if stored is None else stored
+
+    def producer_seq(self, producer: str) -> int | None:
+        """The last sequence number that landed for ``producer``, or None."""
+        return self._dt.transaction_version(PRODUCER_TXN + producer)
+
+    # -- append ------------------------------------------------------------------------------
+
+    def _evolve_schema(self) -> pa.Schema:
+        """Add the columns and struct fields this code knows and the table lacks (newer record
+        types or fields); tables written by an older kraftlake stay readable and appendable."""
+        current = _arrow_schema(self._dt)
+        missing = []
+        for f in LOG_SCHEMA:
+            if f.name not in current.names:
+                missing.append(f)
+            elif pa.types.is_struct(f.type) and not _struct_covers(current.field(f.name).type, f.type):
+                missing.append(f)
+        if missing:
+            fields = DeltaSchema.from_arrow(pa.schema(missing)).fields
+            self._dt.alter.add_columns(fields)
+            self._dt.update_incremental()
+            log.info("log.schema_evolved", path=self.path, columns=[f.name for f in missing])
+        self._schema_checked = True
+        return LOG_SCHEMA
+
+    def append(
+        self,
+        records: Sequence[Record],
+        *,
+        producer: str | None = None,
+        seq: int | None = None,
+        max_attempts: int = 1000,
+    ) -> AppendResult:
+        """Append one batch atomically, with offsets ``last + 1 .. last + len(records)``.
+
+        Args:
+            records: the batch, validated first (``RecordError`` names index, type and field).
+            producer, seq: give both for exactly-once: a batch whose ``seq`` is not above the
+                producer's stored sequence is acknowledged with its original offsets.
+            max_attempts: fenced commits to try before ``AppendConflictError``.
+        """
+        if (producer is None) != (seq is None):
+            raise ValueError("give both producer and seq, or neither")
+        if seq is not None and seq < 0:
+            raise ValueError("seq must be >= 0")
+        if not records:
+            raise RecordError("a batch holds at least one record")
+        batch = [normalize(r, index=i + 1) for i, r in enumerate(records)]
+        if not self._schema_checked:
+            self._evolve_schema()
+        ts_ms = _now_ms()
+        data = to_table(batch, first_offset=0, ts_ms=ts_ms, producer=producer, producer_seq=seq)
+        batch_id = str(uuid.uuid4())
+        rng = random.Random(batch_id)  # jitter only: no effect on what is written
+        for attempt in range(1, max_attempts + 1):
+            if producer is not None:
+                done = self._duplicate(producer, seq)  # type: ignore[arg-type]
+                if done is not None:
+                    return done
+            version = self._dt.version()
+            first = self.last_offset + 1
+            result = self._try_commit(data, first, version, producer, seq, batch_id)
+            if result is not None:
+                if attempt > 1:
+                    log.debug("append.committed_after_retries", attempts=attempt, version=result.version)
+                return result
+            self.refresh()
+            time.sleep(rng.uniform(0, min(0.05, 0.002 * attempt)))
+        raise AppendConflictError(
+            f"gave up after {max_attempts} attempts: other writers kept committing first"
+        )
+
+    def _try_commit(
+        self,
+        data: pa.Table,
+        first: int,
+        version: int,
+        producer: str | None,
+        seq: int | None,
+        batch_id: str,
+    ) -> AppendResult | None:
+        n = data.num_rows
+        last = first + n - 1
+        data = data.set_column(0, "offset", pa.array(range(first, first + n), pa.int64()))
+        name = f"part-{first:020d}-{batch_id}.zstd.parquet"
+        full = os.path.join(self.path, name)
+        pq.write_table(data, full, compression="zstd")
+        st = os.stat(full)
+        ts = data.column("ts_ms")
+        stats = {
+            "numRecords": n,
+            "minValues": {"offset": first, "ts_ms": pc.min(ts).as_py()},
+            "maxValues": {"offset": last, "ts_ms": pc.max(ts).as_py()},
+            "nullCount": {"offset": 0, "ts_ms": 0},
+        }
+        add = AddAction(name, st.st_size, {}, int(st.st_mtime * 1000), True, json.dumps(stats))
+        txns = [Transaction(OFFSET_TXN, last)]
+        meta = {
+            "kraftlake.operation": "append",
+            "kraftlake.batch": batch_id,
+            "kraftlake.first_offset": str(first),
+            "kraftlake.last_offset": str(last),
+            "kraftlake.records": str(n),
+        }
+        if producer is not None:
+            txns += [
+                Transaction(PRODUCER_TXN + producer, seq),  # type: ignore[arg-type]
+                Transaction(PRODUCER_TXN + producer + "/first", first),
+                Transaction(PRODUCER_TXN + producer + "/last", last),
+            ]
+            meta |= {"kraftlake.producer": producer, "kraftlake.seq": str(seq)}
+        try:
+            self._dt.create_write_transaction(
+                [add],
+                mode="append",
+                schema=self._dt.schema(),
+                commit_properties=CommitProperties(
+                    max_commit_retries=0, app_transactions=txns, custom_metadata=meta
+                ),
+                post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
+            )
+        except CommitFailedError:
+            os.remove(full)  # nothing refers to it: the rejected commit never happened
+            return None
+        except DeltaError:
+            # The outcome is ambiguous when a post-commit hook failed after the commit landed:
+            # look at the log before deciding.
+            self.refresh()
+            if self._commit_landed(version + 1, batch_id):
+                return AppendResult(first, last, version + 1)
+            os.remove(full)
+            raise
+        self._dt.update_incremental()  # create_write_transaction does not advance the object
+        self._commits_since_open += 1
+        log.debug("append.committed", first_offset=first, last_offset=last, version=version + 1)
+        return AppendResult(first, last, version + 1)
+
+    def _commit_landed(self, version: int, batch_id: str) -> bool:
+        if self._dt.version() < version:
+            return False
+        for entry in self._dt.history(self._dt.version() - version + 1):
+            if entry.get("version") == version:
+                return entry.get("kraftlake.batch") == batch_id
+        return False
+
+    def _duplicate(self, producer: str, seq: int) -> AppendResult | None:
+        stored = self.producer_seq(producer)
+        if stored is None or seq > stored:
+            return None
+        if seq == stored:
+            first = self._dt.transaction_version(PRODUCER_TXN + producer + "/first")
+            last = self._dt.transaction_version(PRODUCER_TXN + producer + "/last")
+            assert first is not None and last is not None
+            return AppendResult(first, last, self.version, duplicate=True)
+        # An older batch: find its rows (rare; a retry that lost its acknowledgement long ago).
+        rows = self.at().table().select(["offset", "producer", "producer_seq"])
+        mask = pc.and_(pc.equal(rows["producer"], producer), pc.equal(rows["producer_seq"], seq))
+        offsets = rows.filter(mask).column("offset")
+        if len(offsets) == 0:
+            raise RecordError(
+                f"producer {producer!r} sent seq {seq} after seq {stored}: sequences must increase"
+            )
+        return AppendResult(
+            pc.min(offsets).as_py(), pc.max(offsets).as_py(), self.version, duplicate=True
+        )
+
+    # -- read --------------------------------------------------------------------------------
+
+    def at(
+        self,
+        *,
+        version: int | None = None,
+        timestamp: datetime | str | None = None,
+        offset: int | None = None,
+    ) -> LogSnapshot:
+        """The log as of a Delta ``version``, a ``timestamp`` (datetime or ISO string), or a record
+        ``offset`` (the latest version cut there). Give at most one."""
+        given = [x is not None for x in (version, timestamp, offset)]
+        if sum(given) > 1:
+            raise ValueError("give at most one of version, timestamp, offset")
+        if version is not None:
+            if version < 0 or version > self._fresh().version():
+                raise TimeTravelError(f"{self.path} has versions 0..{self._dt.version()}, not {version}")
+            return LogSnapshot(_open_table(self.path, version))
+        if timestamp is not None:
+            dt = _open_table(self.path)
+            when = datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+            try:
+                dt.load_as_version(when)
+            except (DeltaError, ValueError) as exc:
+                raise TimeTravelError(f"no version of {self.path} at {when.isoformat()}: {exc}") from None
+            return LogSnapshot(dt)
+        if offset is not None and offset < -1:
+            raise TimeTravelError(f"offset {offset} is below -1 (the empty log)")
+        return LogSnapshot(self._fresh(), to_offset=offset)
+
+    def _fresh(self) -> DeltaTable:
+        self.refresh()
+        return self._dt
+
+    def read(
+        self,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        types: Iterable[str] | None = None,
+    ) -> list[Record]:
+        """Records of the latest version in ``[from_offset, to_offset]``, of the given types."""
+        return self.at().records(from_offset, to_offset, types)
+
+    def history(self, limit: int | None = None) -> list[Commit]:
+        """Commits, newest first."""
+        out = []
+        for h in self._fresh().history(limit):
+            def num(key: str) -> int | None:
+                v = h.get(key)
+                return None if v is None else int(v)
+
+            out.append(
+                Commit(
+                    version=h["version"],
+                    timestamp_ms=h["timestamp"],
+                    operation=h.get("kraftlake.operation") or h.get("operation", "?").lower(),
+                    first_offset=num("kraftlake.first_offset"),
+                    last_offset=num("kraftlake.last_offset"),
+                    records=num("kraftlake.records"),
+                    producer=h.get("kraftlake.producer"),
+                    seq=num("kraftlake.seq"),
+                )
+            )
+        return out
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def maintain(self, *, retention_hours: int | None = None, target_size: int | None = None) -> MaintenanceReport:
+        """Compact small files, write a checkpoint, vacuum unreferenced files.
+
+        Vacuum runs in full mode (it also reaps files of commits that never landed) and honours
+        the retention window (the table's ``delta.deletedFileRetentionDuration``, 7 days by
+        default, unless ``retention_hours`` says otherwise): no version inside the window loses a
+        file. Older versions stay reachable by offset (``at(offset=...)``).
+        """
+        dt = _open_table(self.path)
+        before_version, before_files = dt.version(), len(dt.file_uris())
+        compacted = dt.optimize.compact(
+            target_size=target_size,
+            commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "compact"}),
+        )
+        dt.update_incremental()
+        dt.create_checkpoint()
+        checkpoint_version = dt.version()
+        vacuumed = dt.vacuum(
+            retention_hours=retention_hours,
+            dry_run=False,
+            enforce_retention_duration=retention_hours is None,
+            full=True,
+            commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "vacuum"}),
+        )
+        dt.cleanup_metadata()
+        dt = _open_table(self.path)
+        self._dt = dt
+        self._commits_since_open = 0
+        report = MaintenanceReport(
+            version_before=before_version,
+            version_after=dt.version(),
+            files_before=before_files,
+            files_after=len(dt.file_uris()),
+            compacted=compacted.get("metrics", compacted) if isinstance(compacted, dict) else {},
+            vacuumed=list(vacuumed),
+            checkpoint_version=checkpoint_version,
+        )
+        log.info("log.maintained", path=self.path, **report.to_dict())
+        return report
+
+
+def _struct_covers(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether struct type ``have`` already holds every (nested) field of ``want``."""
+    if not pa.types.is_struct(want):
+        return True
+    if not pa.types.is_struct(have):
+        return False
+    names = {f.name: f for f in have}
+    return all(f.name in names and _struct_covers(names[f.name].type, f.type) for f in want)
+
+
+def init(path: str | os.PathLike[str]) -> Log:
+    return Log.create(path)
+
+
+def open_log(path: str | os.PathLike[str]) -> Log:
+    return Log.open(path)

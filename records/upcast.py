@@ -1,0 +1,61 @@
+"""Upcasters: one pure function per version step, turning a payload of version k into the shape
+of version k + 1. A step that only adds defaulted fields needs no function.
+
+They run on plain dicts (a decoded JSON line, or a row read from an older table), before the dict
+is converted into the record's Struct. The record keeps the ``version`` it was produced at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from .base import Record, current_version, type_name
+from .errors import RecordError
+from .kraft import MIGRATING
+
+Payload = dict[str, Any]
+Step = Callable[[Payload], Payload]
+
+
+def _partition_v0_to_v1(raw: Payload) -> Payload:
+    # PartitionRecord v0 has no Directories; Kafka reads that as MIGRATING for every replica
+    # (PartitionRegistration: "defaultToMigrating").
+    if not raw.get("assignment"):
+        replicas = raw.get("replicas") or []
+        raw["assignment"] = [{"broker": b, "directory": MIGRATING} for b in replicas]
+    return raw
+
+
+STEPS: dict[tuple[str, int], Step] = {
+    ("Partition", 0): _partition_v0_to_v1,
+}
+"""(record type, from version) -> step to version + 1."""
+
+
+def check_since(cls: type[Record], raw: Payload) -> None:
+    """A producer of version k cannot set a field that version k does not have."""
+    version = raw.get("version", current_version(cls))
+    defaults = dict(zip(cls.__struct_fields__[-len(cls.__struct_defaults__) :], cls.__struct_defaults__))
+    for name, since in cls.SINCE.items():
+        if version < since and name in raw:
+            default = defaults.get(name, msgspec.NODEFAULT)
+            if default is msgspec.NODEFAULT or raw[name] != msgspec.to_builtins(default):
+                raise RecordError(
+                    f"{type_name(cls)} v{version} has no such field (added in v{since})",
+                    record_type=type_name(cls),
+                    field=name,
+                )
+
+
+def upcast(cls: type[Record], raw: Payload) -> Payload:
+    """Apply every step from the payload's version up to the type's current one."""
+    version = raw.get("version", current_version(cls))
+    name = type_name(cls)
+    for v in range(version, current_version(cls)):
+        step = STEPS.get((name, v))
+        if step is not None:
+            raw = step(raw)
+    return raw

@@ -1,0 +1,1 @@
+"""Local replay, snapshots, time travel, the audit engine and its reports."""

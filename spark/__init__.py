@@ -1,0 +1,1 @@
+"""The same replay and audits on Spark, at scale."""
