@@ -75,11 +75,18 @@ def current_version(cls: type[Record]) -> int:
     try:
         return _CURRENT[cls]
     except KeyError:
-        idx = cls.__struct_fields__.index("version")
-        defaults = cls.__struct_defaults__
-        value = defaults[idx - (len(cls.__struct_fields__) - len(defaults))]
+        value = field_defaults(cls)["version"]
         _CURRENT[cls] = value
         return value
+
+
+def field_defaults(cls: type[msgspec.Struct]) -> dict[str, object]:
+    """Defaults of a Struct's fields that have one (``msgspec.NODEFAULT`` never appears)."""
+    return {
+        f.name: f.default if f.default is not msgspec.NODEFAULT else f.default_factory()
+        for f in msgspec.structs.fields(cls)
+        if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
+    }
 
 
 def type_name(cls: type[Record]) -> str:

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ TABLE_PROPERTIES = {
 }
 REOPEN_EVERY = 100
 """Commits between re-opening the DeltaTable: a long-lived object slows with history (probe 2)."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 ENVELOPE = ("offset", "ts_ms", "type", "version", "key", "source", "source_offset")
 
 
@@ -477,18 +478,23 @@ class Log:
                 raise TimeTravelError(f"{self.path} has versions 0..{self._dt.version()}, not {version}")
             return LogSnapshot(_open_table(self.path, version))
         if timestamp is not None:
-            dt = _open_table(self.path)
-            when = datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=timezone.utc)
-            try:
-                dt.load_as_version(when)
-            except (DeltaError, ValueError) as exc:
-                raise TimeTravelError(f"no version of {self.path} at {when.isoformat()}: {exc}") from None
-            return LogSnapshot(dt)
+            return LogSnapshot(_open_table(self.path, self._version_at(timestamp)))
         if offset is not None and offset < -1:
             raise TimeTravelError(f"offset {offset} is below -1 (the empty log)")
         return LogSnapshot(self._fresh(), to_offset=offset)
+
+    def _version_at(self, timestamp: datetime | str) -> int:
+        """The newest version committed at or before ``timestamp``, by the commit times that
+        ``history`` shows (delta-rs's own resolution uses file modification times, which can
+        differ from them by milliseconds)."""
+        when = datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        limit_ms = (when - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
+        candidates = [h["version"] for h in self._fresh().history() if h["timestamp"] <= limit_ms]
+        if not candidates:
+            raise TimeTravelError(f"{self.path} has no version committed at or before {when.isoformat()}")
+        return max(candidates)
 
     def _fresh(self) -> DeltaTable:
         self.refresh()

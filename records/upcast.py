@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from .base import Record, current_version, type_name
+from .base import Record, current_version, field_defaults, type_name
 from .errors import RecordError
 from .kraft import MIGRATING
 
@@ -36,18 +36,27 @@ STEPS: dict[tuple[str, int], Step] = {
 
 
 def check_since(cls: type[Record], raw: Payload) -> None:
-    """A producer of version k cannot set a field that version k does not have."""
+    """A producer of version k cannot set a field that version k does not have.
+
+    Such a field may still appear with its default, or with exactly the value the upcasters give
+    it (a v0 ``Partition`` read back from a log carries MIGRATING directories).
+    """
     version = raw.get("version", current_version(cls))
-    defaults = dict(zip(cls.__struct_fields__[-len(cls.__struct_defaults__) :], cls.__struct_defaults__))
-    for name, since in cls.SINCE.items():
-        if version < since and name in raw:
-            default = defaults.get(name, msgspec.NODEFAULT)
-            if default is msgspec.NODEFAULT or raw[name] != msgspec.to_builtins(default):
-                raise RecordError(
-                    f"{type_name(cls)} v{version} has no such field (added in v{since})",
-                    record_type=type_name(cls),
-                    field=name,
-                )
+    newer = [n for n, since in cls.SINCE.items() if version < since and n in raw]
+    if not newer:
+        return
+    defaults = field_defaults(cls)
+    upcast_form = upcast(cls, {k: v for k, v in raw.items() if k not in newer})
+    for name in newer:
+        allowed = [_plain(defaults[name])] if name in defaults else []
+        if name in upcast_form:
+            allowed.append(_plain(upcast_form[name]))
+        if _plain(raw[name]) not in allowed:
+            raise RecordError(
+                f"{type_name(cls)} v{version} has no such field (added in v{cls.SINCE[name]})",
+                record_type=type_name(cls),
+                field=name,
+            )
 
 
 def upcast(cls: type[Record], raw: Payload) -> Payload:
@@ -59,3 +68,8 @@ def upcast(cls: type[Record], raw: Payload) -> Payload:
         if step is not None:
             raw = step(raw)
     return raw
+
+
+def _plain(value: object) -> object:
+    """A default as it reads back from JSON (tuples become lists)."""
+    return msgspec.json.decode(msgspec.json.encode(value))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -16,7 +15,7 @@ from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, err
 class _Group(TyperGroup):
     """Turns kraftlake's errors into a message on stderr and an exit code, for every command."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         from kraftlake.records.errors import (
             KraftlakeError,
             LogNotFoundError,

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -1,0 +1,132 @@
+"""Testing helpers that ship with kraftlake: hypothesis strategies for every record type.
+
+Strategies are derived from the record Structs themselves (field types, bounds, optionality), so
+a new record type is covered as soon as it is in the catalogue. They favour Kafka's sentinels
+(-1, -2, null = unchanged) and the reserved directory ids, where bugs live. Needs ``hypothesis``
+(the ``dev`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+from hypothesis import strategies as st
+
+from kraftlake.records import (
+    RECORD_TYPES,
+    Record,
+    current_version,
+    from_builtins,
+    payload_fields,
+)
+from kraftlake.records.kraft import (
+    LOST,
+    MIGRATING,
+    UNASSIGNED,
+    Partition,
+    PartitionChange,
+    ReplicaDirectory,
+)
+from kraftlake.records.observations import DirectoryReplicas
+from kraftlake.records.types import is_reserved, uuid_from_bytes
+
+RESERVED_DIRS = (MIGRATING, UNASSIGNED, LOST)
+ANY_UUID_FIELDS = {(ReplicaDirectory, "directory"), (DirectoryReplicas, "id")}
+"""Uuid fields where a reserved id is legal (a replica's directory, a directory in a request)."""
+
+real_uuids = st.binary(min_size=16, max_size=16).map(uuid_from_bytes).filter(lambda u: not is_reserved(u))
+directories = st.one_of(st.sampled_from(RESERVED_DIRS), real_uuids)
+broker_ids = st.one_of(st.integers(0, 5), st.integers(0, 2**31 - 1))
+
+
+def _ints(info: mi.IntType) -> st.SearchStrategy[int]:
+    lo = info.ge if info.ge is not None else -(2**63)
+    hi = info.le if info.le is not None else 2**63 - 1
+    edges = sorted({v for v in (lo, lo + 1, -2, -1, 0, 1, hi) if lo <= v <= hi})
+    return st.one_of(st.sampled_from(edges), st.integers(lo, hi))
+
+
+def _strategy(info: mi.Type, name: str, owner: type | None = None) -> st.SearchStrategy[Any]:
+    if isinstance(info, mi.Metadata):
+        return _strategy(info.type, name, owner)
+    if isinstance(info, mi.IntType):
+        return broker_ids if info.ge == 0 and info.le == 2**31 - 1 else _ints(info)
+    if isinstance(info, mi.BoolType):
+        return st.booleans()
+    if isinstance(info, mi.StrType):
+        if info.pattern is not None:  # a Kafka uuid
+            return directories if (owner, name) in ANY_UUID_FIELDS else real_uuids
+        return st.text(min_size=info.min_length or 0, max_size=min(info.max_length or 24, 24))
+    if isinstance(info, (mi.VarTupleType, mi.ListType)):
+        item = info.item_type
+        inner = item.type if isinstance(item, mi.Metadata) else item
+        unique = isinstance(inner, (mi.IntType, mi.StrType))
+        return st.lists(_strategy(item, name, owner), max_size=5, unique=unique)
+    if isinstance(info, mi.StructType):
+        return st.fixed_dictionaries({f.name: _strategy(f.type, f.name, info.cls) for f in info.fields})
+    if isinstance(info, mi.UnionType):
+        return st.one_of(
+            *[st.none() if isinstance(t, mi.NoneType) else _strategy(t, name, owner) for t in info.types]
+        )
+    raise TypeError(f"no strategy for {info!r}")
+
+
+def _aligned_assignment(draw: st.DrawFn, replicas: list[int]) -> list[dict[str, Any]]:
+    return [{"broker": b, "directory": draw(directories)} for b in replicas]
+
+
+def _fix_partition(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    d["assignment"] = _aligned_assignment(draw, d["replicas"])
+
+
+def _fix_partition_change(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    if d.get("assignment") is None:
+        return
+    if d.get("replicas") is not None:
+        d["assignment"] = _aligned_assignment(draw, d["replicas"])
+    else:
+        brokers = draw(st.lists(broker_ids, max_size=5, unique=True))
+        d["assignment"] = _aligned_assignment(draw, brokers)
+
+
+_FIXUPS = {Partition: _fix_partition, PartitionChange: _fix_partition_change}
+
+
+@st.composite
+def records_of(draw: st.DrawFn, cls: type[Record], *, envelope: bool = True) -> Record:
+    """A valid record of type ``cls``, at any of its versions, with or without envelope values."""
+    info = mi.type_info(cls)
+    fields = {f.name: f for f in info.fields}
+    d: dict[str, Any] = {"type": cls.__struct_config__.tag}
+    for name in payload_fields(cls):
+        f = fields[name]
+        if f.required or draw(st.booleans()):
+            d[name] = draw(_strategy(f.type, name, cls))
+    fix = _FIXUPS.get(cls)
+    if fix is not None:
+        fix(draw, d)
+    version = draw(st.integers(cls.MIN_VERSION, current_version(cls)))
+    d["version"] = version
+    for name, since in cls.SINCE.items():
+        if since > version:
+            d.pop(name, None)  # a producer of this version cannot set it
+    if envelope:
+        d["ts_ms"] = draw(st.none() | st.integers(0, 2**53))
+        d["source"] = draw(st.none() | st.text(max_size=12))
+        d["source_offset"] = draw(st.none() | st.integers(0, 2**40))
+    return from_builtins(d)
+
+
+def any_record(*, envelope: bool = True) -> st.SearchStrategy[Record]:
+    """A record of any type in the catalogue."""
+    return st.one_of(*[records_of(cls, envelope=envelope) for cls in RECORD_TYPES])
+
+
+def batches(*, max_size: int = 20) -> st.SearchStrategy[list[Record]]:
+    return st.lists(any_record(), min_size=1, max_size=max_size)
+
+
+def without_offset(record: Record) -> Record:
+    return msgspec.structs.replace(record, offset=None)

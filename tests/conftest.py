@@ -1,0 +1,30 @@
+"""Shared test setup: quiet structured logs, hypothesis profiles, small log factories."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from kraftlake.logging import configure
+
+configure(level=os.environ.get("KRAFTLAKE_LOG_LEVEL", "warning"))
+
+settings.register_profile(
+    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+@pytest.fixture
+def log_path(tmp_path):
+    return tmp_path / "log"
+
+
+@pytest.fixture
+def new_log(log_path):
+    from kraftlake.records import Log
+
+    return Log.create(log_path)

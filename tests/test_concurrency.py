@@ -1,0 +1,275 @@
+"""Concurrent appenders on one log: gapless offsets, whole batches, exactly-once producers.
+
+What these tests prove, with real OS processes racing on one Delta table:
+
+- **Fenced appends.** 4 processes append 200 batches each at the same time. Afterwards the offsets
+  are exactly ``0..N-1``, every batch sits whole and in order in one contiguous run of offsets,
+  no batch is lost or written twice, every ``AppendResult`` a writer got back names exactly its
+  own rows, and every append is exactly one Delta commit (versions 1..800, as the history says).
+- **Exactly-once, one process.** A producer batch sent again with the same ``seq`` is
+  acknowledged with its original offsets and not written again; so is an older ``seq`` after a
+  newer one landed, even through a freshly opened ``Log``; an older ``seq`` that never landed is
+  a ``RecordError``.
+- **Exactly-once, racing processes.** 4 processes send the same producer batch at once, round
+  after round: each round lands once, all four get the same offsets, exactly one of them is told
+  it wrote the batch.
+
+Workers run in *spawned* processes: a process that has used delta-rs must not fork.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kraftlake.records import AppendResult, Config, Log, RecordError
+
+SPAWN = multiprocessing.get_context("spawn")
+WORKER_TIMEOUT_S = 180
+
+WRITERS = 4
+BATCHES_PER_WRITER = 200
+ROUNDS = 10
+PRODUCER = "shared-producer"
+
+
+# -- batches ---------------------------------------------------------------------------------
+
+
+def batch_records(writer: int, batch: int, size: int) -> list[Config]:
+    """Batch ``batch`` of ``writer``: ``size`` records, each naming writer, batch and index."""
+    return [
+        Config(
+            resource_type=2,
+            resource_name=f"writer-{writer}",
+            name=f"batch-{batch}",
+            value=f"r{i}",
+            source=f"writer-{writer}",
+        )
+        for i in range(size)
+    ]
+
+
+def tag(record: Any) -> tuple[int, int, int]:
+    """(writer, batch, index within the batch) of a record made by ``batch_records``."""
+    assert isinstance(record, Config), record
+    writer = int(record.resource_name.removeprefix("writer-"))
+    assert record.source == record.resource_name
+    return writer, int(record.name.removeprefix("batch-")), int(record.value.removeprefix("r"))
+
+
+def batch_sizes(writer: int) -> list[int]:
+    """The sizes of ``writer``'s batches: 1-5 records, from a generator seeded by the writer id."""
+    rng = random.Random(writer)
+    return [rng.randint(1, 5) for _ in range(BATCHES_PER_WRITER)]
+
+
+# -- spawned workers -------------------------------------------------------------------------
+
+
+def _worker_main(target: Callable[..., Any], worker: int, path: str, barrier: Any, results: Any) -> None:
+    """Run ``target`` in a spawned process; send back its result or its traceback."""
+    from kraftlake.logging import configure
+
+    configure(level="warning")
+    try:
+        results.put((worker, True, target(worker, path, barrier)))
+    except BaseException:
+        barrier.abort()  # release the others from the start barrier instead of hanging them
+        results.put((worker, False, traceback.format_exc()))
+
+
+def run_workers(target: Callable[..., Any], path: str, n: int) -> dict[int, Any]:
+    """Start ``n`` spawned processes running ``target(worker, path, barrier)`` on the log at
+    ``path``; return each worker's result. ``barrier`` (of ``n``) lets them start at once."""
+    barrier = SPAWN.Barrier(n)
+    results = SPAWN.Queue()
+    procs = [
+        SPAWN.Process(target=_worker_main, args=(target, w, path, barrier, results), name=f"worker-{w}")
+        for w in range(n)
+    ]
+    for p in procs:
+        p.start()
+    out: dict[int, Any] = {}
+    failures = []
+    try:
+        for _ in range(n):
+            worker, ok, payload = results.get(timeout=WORKER_TIMEOUT_S)
+            if ok:
+                out[worker] = payload
+            else:
+                failures.append(f"worker {worker} failed:\n{payload}")
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    assert not failures, "\n".join(failures)
+    assert [p.exitcode for p in procs] == [0] * n
+    return out
+
+
+def append_own_batches(worker: int, path: str, barrier: Any) -> list[tuple[int, int, dict]]:
+    """Append this writer's 200 batches; return (batch, size, AppendResult) for each."""
+    log = Log.open(path)
+    sizes = batch_sizes(worker)
+    barrier.wait(timeout=60)
+    reported = []
+    for batch, size in enumerate(sizes):
+        result = log.append(batch_records(worker, batch, size))
+        reported.append((batch, size, result.to_dict()))
+    return reported
+
+
+def append_shared_batches(worker: int, path: str, barrier: Any) -> list[dict]:
+    """Send the same producer batch as every other worker, ``seq`` 0..ROUNDS-1, in lock step."""
+    log = Log.open(path)
+    reported = []
+    for seq in range(ROUNDS):
+        barrier.wait(timeout=60)
+        result = log.append(shared_batch(seq), producer=PRODUCER, seq=seq)
+        reported.append(result.to_dict())
+    return reported
+
+
+def shared_batch(seq: int) -> list[Config]:
+    """The batch every worker sends as ``seq``: identical content in all of them."""
+    return batch_records(9, seq, 1 + seq % 4)
+
+
+# -- tests -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(tmp_path):
+    path = str(tmp_path / "log")
+    Log.create(path)
+
+    reports = run_workers(append_own_batches, path, WRITERS)
+
+    log = Log.open(path)
+    records = log.read()
+    expected = {(w, b): size for w in range(WRITERS) for b, size in enumerate(batch_sizes(w))}
+    n = sum(expected.values())
+
+    # Offsets: exactly 0..N-1, nothing missing, nothing repeated.
+    assert [r.offset for r in records] == list(range(n))
+    assert log.last_offset == n - 1
+
+    # Batches: each one is a single contiguous run holding its records in order, seen once.
+    runs: dict[tuple[int, int], tuple[int, int]] = {}  # (writer, batch) -> (first, last) offset
+    i = 0
+    while i < len(records):
+        writer, batch, index = tag(records[i])
+        key = (writer, batch)
+        assert index == 0, f"offset {i}: batch {key} starts at index {index}"
+        assert key not in runs, f"batch {key} appears twice: offsets {runs[key]} and {i}.."
+        size = expected[key]
+        run = [tag(r) for r in records[i : i + size]]
+        assert run == [(writer, batch, j) for j in range(size)], f"batch {key} split at offset {i}: {run}"
+        runs[key] = (i, i + size - 1)
+        i += size
+    assert runs.keys() == expected.keys()
+
+    # Each writer's batches land in the order it sent them.
+    for w in range(WRITERS):
+        firsts = [runs[(w, b)][0] for b in range(BATCHES_PER_WRITER)]
+        assert firsts == sorted(firsts)
+
+    # Every AppendResult names exactly the rows of the batch it acknowledged.
+    versions: dict[int, tuple[int, int]] = {}
+    for w, reported in reports.items():
+        assert [b for b, _, _ in reported] == list(range(BATCHES_PER_WRITER))
+        for batch, size, res in reported:
+            result = AppendResult(**res)
+            assert not result.duplicate
+            assert (result.first_offset, result.last_offset) == runs[(w, batch)]
+            assert result.last_offset - result.first_offset + 1 == size
+            assert result.version not in versions, f"two appends report version {result.version}"
+            versions[result.version] = (result.first_offset, result.last_offset)
+
+    # One commit per append: versions 1..800 (Log.create wrote 0), and the history agrees.
+    appends = WRITERS * BATCHES_PER_WRITER
+    assert log.version == appends
+    assert sorted(versions) == list(range(1, appends + 1))
+    history = {c.version: c for c in log.history() if c.operation == "append"}
+    assert sorted(history) == list(range(1, appends + 1))
+    for version, (first, last) in versions.items():
+        commit = history[version]
+        assert (commit.first_offset, commit.last_offset) == (first, last)
+        assert commit.records == last - first + 1
+
+
+def test_exactly_once_sequential(tmp_path):
+    log = Log.create(tmp_path / "log")
+    log.append(batch_records(0, 0, 2))  # a batch without a producer comes first: offsets 0-1
+
+    first = log.append(batch_records(1, 0, 3), producer="p1", seq=0)
+    assert (first.first_offset, first.last_offset, first.duplicate) == (2, 4, False)
+    version = log.version
+
+    again = log.append(batch_records(1, 0, 3), producer="p1", seq=0)
+    assert again.duplicate
+    assert (again.first_offset, again.last_offset) == (2, 4)
+    assert log.version == version, "a duplicate must not commit"
+
+    second = log.append(batch_records(1, 1, 2), producer="p1", seq=1)
+    assert (second.first_offset, second.last_offset, second.duplicate) == (5, 6, False)
+    log.append(batch_records(2, 0, 1), producer="p2", seq=0)  # another producer in between
+
+    # An older seq, after a newer one landed, is acknowledged with its original offsets, also by
+    # a Log opened afresh (a restarted producer that lost the acknowledgement).
+    for view in (log, Log.open(log.path)):
+        old = view.append(batch_records(1, 0, 3), producer="p1", seq=0)
+        assert (old.first_offset, old.last_offset, old.duplicate) == (2, 4, True)
+        newest = view.append(batch_records(1, 1, 2), producer="p1", seq=1)
+        assert (newest.first_offset, newest.last_offset, newest.duplicate) == (5, 6, True)
+
+    # Seqs may skip; a lower seq that never landed is an error, not a silent write.
+    skipped = log.append(batch_records(1, 5, 1), producer="p1", seq=5)
+    assert (skipped.first_offset, skipped.last_offset, skipped.duplicate) == (8, 8, False)
+    with pytest.raises(RecordError, match="sequences must increase"):
+        log.append(batch_records(1, 3, 1), producer="p1", seq=3)
+
+    records = log.read()
+    assert [r.offset for r in records] == list(range(9))
+    assert [tag(r) for r in records] == [
+        (0, 0, 0), (0, 0, 1),
+        (1, 0, 0), (1, 0, 1), (1, 0, 2),
+        (1, 1, 0), (1, 1, 1),
+        (2, 0, 0),
+        (1, 5, 0),
+    ]  # fmt: skip
+    assert log.producer_seq("p1") == 5
+    assert log.producer_seq("p2") == 0
+    assert log.producer_seq("p3") is None
+    assert log.version == 5
+
+
+@pytest.mark.slow
+def test_exactly_once_when_processes_race_with_the_same_batch(tmp_path):
+    path = str(tmp_path / "log")
+    Log.create(path)
+
+    reports = run_workers(append_shared_batches, path, WRITERS)
+
+    log = Log.open(path)
+    records = log.read()
+    offset = 0
+    for seq in range(ROUNDS):
+        results = [AppendResult(**reports[w][seq]) for w in range(WRITERS)]
+        size = len(shared_batch(seq))
+        span = (offset, offset + size - 1)
+        assert {(r.first_offset, r.last_offset) for r in results} == {span}, (seq, results)
+        assert sum(not r.duplicate for r in results) == 1, (seq, results)
+        assert [tag(r) for r in records[offset : offset + size]] == [tag(r) for r in shared_batch(seq)]
+        offset += size
+    assert [r.offset for r in records] == list(range(offset)), "each round lands exactly once"
+    assert log.version == ROUNDS
+    assert log.producer_seq(PRODUCER) == ROUNDS - 1
