@@ -45,21 +45,56 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_table(records: list) -> None:
+    """One row per record; only fields that differ from their default (Kafka's tagged-field view:
+    a PartitionChange shows what it changes)."""
     import datetime as dt
 
     import msgspec
     from rich.table import Table
 
-    from kraftlake.records import ENVELOPE_FIELDS
+    from kraftlake.records import payload_fields
+    from kraftlake.records.base import field_defaults
 
-    table = Table(show_lines=False, header_style="bold")
-    for name in ("offset", "time (UTC)", "type", "v", "key", "fields"):
-        table.add_column(name, no_wrap=name != "fields")
+    table = Table(header_style="bold", expand=False)
+    table.add_column("offset", justify="right", no_wrap=True)
+    table.add_column("time (UTC)", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("key", no_wrap=True)
+    table.add_column("fields", overflow="fold")
     for r in records:
-        fields = {
-            k: v for k, v in msgspec.to_builtins(r).items() if k not in ENVELOPE_FIELDS and k != "type"
-        }
-        when = dt.datetime.fromtimestamp(r.ts_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        body = " ".join(f"{k}={msgspec.json.encode(v).decode()}" for k, v in fields.items())
-        table.add_row(str(r.offset), when, type(r).__name__, str(r.version), r.entity_key(), body)
+        defaults = field_defaults(type(r))
+        key = r.entity_key()
+        shown = []
+        for name in payload_fields(type(r)):
+            value = getattr(r, name)
+            if name in defaults and value == defaults[name]:
+                continue
+            if name in _IN_KEY and str(value) in key.split("/"):
+                continue
+            shown.append(f"{name}={_render(value)}")
+        when = dt.datetime.fromtimestamp(r.ts_ms / 1000, dt.timezone.utc)
+        name = type(r).__name__ + ("" if r.version == _current(type(r)) else f" v{r.version}")
+        table.add_row(str(r.offset), when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], name, key, " ".join(shown))
+    if not out.is_terminal:
+        out.width = max(out.width, 220)  # piped: don't squeeze the table into 80 columns
     out.print(table)
+
+
+_IN_KEY = {"topic_id", "partition_id", "broker_id", "controller_id"}
+
+
+def _render(value: object) -> str:
+    """Compact display: a replica's directory as ``broker:DIR``, reserved ids by name."""
+    import msgspec
+
+    from kraftlake.records import RESERVED_DIRECTORIES, ReplicaDirectory
+
+    if isinstance(value, tuple) and value and isinstance(value[0], ReplicaDirectory):
+        return "[" + ", ".join(f"{rd.broker}:{RESERVED_DIRECTORIES.get(rd.directory, rd.directory)}" for rd in value) + "]"
+    return msgspec.json.encode(value).decode()
+
+
+def _current(cls: type) -> int:
+    from kraftlake.records import current_version
+
+    return current_version(cls)
