@@ -86,6 +86,14 @@ class KraftRecord(Record, frozen=True, kw_only=True):
     FAMILY = "kraft"
 
 
+def _check_partition(record: Partition | PartitionChange) -> None:
+    """The cross-field rules Kafka enforces when it reads a partition record."""
+    check_real_uuid("topic_id", record.topic_id)
+    _check_brokers("replicas", record.replicas)
+    _check_brokers("isr", record.isr)
+    _check_assignment(record)
+
+
 def _check_assignment(record: Partition | PartitionChange) -> None:
     assignment, replicas = record.assignment, record.replicas
     if assignment is None or replicas is None:
@@ -255,10 +263,7 @@ class Partition(KraftRecord, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_real_uuid("topic_id", self.topic_id)
-        _check_brokers("replicas", self.replicas)
-        _check_brokers("isr", self.isr)
-        _check_assignment(self)
+        _check_partition(self)
 
 
 class PartitionChange(KraftRecord, frozen=True, kw_only=True):
@@ -288,10 +293,7 @@ class PartitionChange(KraftRecord, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_real_uuid("topic_id", self.topic_id)
-        _check_brokers("replicas", self.replicas)
-        _check_brokers("isr", self.isr)
-        _check_assignment(self)
+        _check_partition(self)
 
 
 class FeatureLevel(KraftRecord, frozen=True, kw_only=True):

@@ -25,13 +25,14 @@ import random
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import structlog
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction
@@ -76,12 +77,7 @@ class AppendResult:
     duplicate: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "first_offset": self.first_offset,
-            "last_offset": self.last_offset,
-            "version": self.version,
-            "duplicate": self.duplicate,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -98,7 +94,7 @@ class Commit:
     seq: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return asdict(self)
 
 
 @dataclass
@@ -189,30 +185,24 @@ class LogSnapshot:
             keep = set(ENVELOPE) | {"producer", "producer_seq"}
             keep |= {column_name(BY_NAME[t]) for t in wanted}
             schema = pa.schema([f for f in schema if f.name in keep])
-        parts = []
-        if hi >= lo:
-            for path, a, b in self._file_ranges():
-                if a is not None and b is not None and (b < lo or a > hi):
-                    continue
-                try:
-                    part = pq.read_table(
-                        path,
-                        columns=[n for n in schema.names if n in pq.read_schema(path).names],
-                        filters=[("offset", ">=", lo), ("offset", "<=", hi)],
-                    )
-                except FileNotFoundError:
-                    raise TimeTravelError(
-                        f"version {self.version} refers to {os.path.basename(path)}, which was"
-                        " vacuumed; read the latest version cut at an offset instead"
-                    ) from None
-                parts.append(part)
-        if not parts:
-            result = schema.empty_table()
-        else:
-            result = pa.concat_tables(parts, promote_options="permissive")
-            result = _conform(result, schema)
+        files = [
+            path
+            for path, a, b in self._file_ranges()
+            if hi >= lo and not (a is not None and b is not None and (b < lo or a > hi))
+        ]
+        missing = [f for f in files if not os.path.exists(f)]
+        if missing:
+            raise TimeTravelError(
+                f"version {self.version} refers to {os.path.basename(missing[0])}, which was"
+                " vacuumed; read the latest version cut at an offset instead"
+            )
+        # One multi-threaded scan of exactly the snapshot's files; files written before a column
+        # or struct field existed read it as null (conformed to defaults in from_table).
+        dataset = ds.dataset(files, schema=schema, format="parquet")
+        where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         if wanted is not None:
-            result = result.filter(pc.is_in(result.column("type"), pa.array(wanted)))
+            where &= ds.field("type").isin(wanted)
+        result = dataset.to_table(filter=where)
         return result.sort_by("offset")
 
     def records(
@@ -223,18 +213,6 @@ class LogSnapshot:
     ) -> list[Record]:
         """Records with ``from_offset <= offset <= to_offset`` (and of the given types), by offset."""
         return from_table(self.table(from_offset, to_offset, types))
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Cast rows read from files of several schema generations to the table's current schema."""
-    columns = []
-    for f in schema:
-        if f.name in table.column_names:
-            col = table.column(f.name)
-            columns.append(col if col.type == f.type else col.cast(f.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, f.type))
-    return pa.table(columns, schema=pa.schema([f.with_nullable(True) for f in schema]))
 
 
 class Log:
