@@ -380,6 +380,8 @@ class Log:
                 Transaction(PRODUCER_TXN + producer, seq),  # type: ignore[arg-type]
                 Transaction(PRODUCER_TXN + producer + "/first", first),
                 Transaction(PRODUCER_TXN + producer + "/last", last),
+                # fenced: this commit becomes exactly version + 1, or nothing
+                Transaction(PRODUCER_TXN + producer + "/version", version + 1),
             ]
             meta |= {"kraftlake.producer": producer, "kraftlake.seq": str(seq)}
         try:
@@ -417,24 +419,23 @@ class Log:
         return False
 
     def _duplicate(self, producer: str, seq: int) -> AppendResult | None:
+        """The original landing of a batch this producer already sent, or None for a new one."""
         stored = self.producer_seq(producer)
         if stored is None or seq > stored:
             return None
+        txn = self._dt.transaction_version
         if seq == stored:
-            first = self._dt.transaction_version(PRODUCER_TXN + producer + "/first")
-            last = self._dt.transaction_version(PRODUCER_TXN + producer + "/last")
-            assert first is not None and last is not None
-            return AppendResult(first, last, self.version, duplicate=True)
-        # An older batch: find its rows (rare; a retry that lost its acknowledgement long ago).
-        rows = self.at().table().select(["offset", "producer", "producer_seq"])
-        mask = pc.and_(pc.equal(rows["producer"], producer), pc.equal(rows["producer_seq"], seq))
-        offsets = rows.filter(mask).column("offset")
-        if len(offsets) == 0:
-            raise RecordError(
-                f"producer {producer!r} sent seq {seq} after seq {stored}: sequences must increase"
-            )
-        return AppendResult(
-            pc.min(offsets).as_py(), pc.max(offsets).as_py(), self.version, duplicate=True
+            first, last = txn(PRODUCER_TXN + producer + "/first"), txn(PRODUCER_TXN + producer + "/last")
+            version = txn(PRODUCER_TXN + producer + "/version")
+            assert first is not None and last is not None and version is not None
+            return AppendResult(first, last, version, duplicate=True)
+        # An older batch (a retry whose acknowledgement was lost long ago): its commit says where.
+        for c in self.history():
+            if c.producer == producer and c.seq == seq and c.first_offset is not None:
+                return AppendResult(c.first_offset, c.last_offset, c.version, duplicate=True)  # type: ignore[arg-type]
+        raise RecordError(
+            f"producer {producer!r} sent seq {seq} after seq {stored}, and no commit in the"
+            " table's history holds it: sequences must increase"
         )
 
     # -- read --------------------------------------------------------------------------------

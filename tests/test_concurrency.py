@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from kraftlake.records import AppendResult, Config, Log, RecordError
+from kraftlake.records import AppendResult, Config, Log, NoOp, RecordError
 
 SPAWN = multiprocessing.get_context("spawn")
 WORKER_TIMEOUT_S = 180
@@ -184,6 +184,7 @@ def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(tmp_path):
 
     # Every AppendResult names exactly the rows of the batch it acknowledged.
     versions: dict[int, tuple[int, int]] = {}
+    spans: dict[int, tuple[int, int]] = {}  # writer -> (first, last) version it committed
     for w, reported in reports.items():
         assert [b for b, _, _ in reported] == list(range(BATCHES_PER_WRITER))
         for batch, size, res in reported:
@@ -193,6 +194,12 @@ def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(tmp_path):
             assert result.last_offset - result.first_offset + 1 == size
             assert result.version not in versions, f"two appends report version {result.version}"
             versions[result.version] = (result.first_offset, result.last_offset)
+        spans[w] = (AppendResult(**reported[0][2]).version, AppendResult(**reported[-1][2]).version)
+
+    # The writers really raced: each committed before and after every other one.
+    for a in spans:
+        for b in spans:
+            assert spans[a][0] < spans[b][1], f"writers {a} and {b} did not overlap: {spans}"
 
     # One commit per append: versions 1..800 (Log.create wrote 0), and the history agrees.
     appends = WRITERS * BATCHES_PER_WRITER
@@ -273,3 +280,17 @@ def test_exactly_once_when_processes_race_with_the_same_batch(tmp_path):
     assert [r.offset for r in records] == list(range(offset)), "each round lands exactly once"
     assert log.version == ROUNDS
     assert log.producer_seq(PRODUCER) == ROUNDS - 1
+
+
+def test_duplicate_reports_the_version_the_batch_landed_in(tmp_path):
+    log = Log.create(tmp_path / "log")
+    first = log.append([NoOp()], producer="p", seq=0)
+    log.append([NoOp()])
+    log.append([NoOp()])
+    assert log.append([NoOp()], producer="p", seq=0) == AppendResult(0, 0, first.version, duplicate=True)
+    second = log.append([NoOp()], producer="p", seq=1)
+    log.append([NoOp()])
+    assert log.append([NoOp()], producer="p", seq=0) == AppendResult(0, 0, first.version, duplicate=True)
+    assert log.append([NoOp()], producer="p", seq=1) == AppendResult(
+        second.first_offset, second.last_offset, second.version, duplicate=True
+    )
