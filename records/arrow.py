@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 import msgspec.inspect as mi
+from msgspec.structs import astuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -99,6 +100,31 @@ def log_schema(record_types: Sequence[type[Record]] = RECORD_TYPES) -> pa.Schema
 LOG_SCHEMA = log_schema()
 
 
+def _field_array(values: list[Any], ftype: pa.DataType) -> pa.Array:
+    """One struct field's values as an Arrow array; nested Structs go through builtins first."""
+    if _is_nested(ftype):
+        values = msgspec.to_builtins(values)
+    return pa.array(values, ftype)
+
+
+@lru_cache(maxsize=None)
+def _nested_cache(ftype: pa.DataType) -> bool:
+    if pa.types.is_struct(ftype):
+        return True
+    if pa.types.is_list(ftype) or pa.types.is_large_list(ftype):
+        return _nested_cache(ftype.value_type)
+    return False
+
+
+def _is_nested(ftype: pa.DataType) -> bool:
+    return _nested_cache(ftype)
+
+
+@lru_cache(maxsize=None)
+def _positions(cls: type[Record]) -> dict[str, int]:
+    return {name: i for i, name in enumerate(cls.__struct_fields__)}
+
+
 def to_table(
     records: Sequence[Record],
     *,
@@ -111,21 +137,20 @@ def to_table(
     """Records as log rows with offsets ``first_offset ..``; a record's own ``ts_ms`` wins.
 
     A record that already has an ``offset`` (copied from another log) keeps it as
-    ``source_offset``, unless it already carries one from further upstream.
+    ``source_offset``, unless it already carries one from further upstream. Columns are built
+    field by field (one Arrow conversion per struct field of each type present), not row by row.
     """
     n = len(records)
-    rows = msgspec.to_builtins(records)
-    names = [r["type"] for r in rows]
+    names = [type_name(type(r)) for r in records]
     columns: dict[str, Any] = {
         "offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
-        "ts_ms": pa.array([r["ts_ms"] if r["ts_ms"] is not None else ts_ms for r in rows], pa.int64()),
+        "ts_ms": pa.array([ts_ms if r.ts_ms is None else r.ts_ms for r in records], pa.int64()),
         "type": pa.array(names, pa.string()),
-        "version": pa.array([r["version"] for r in rows], pa.int32()),
-        "key": pa.array([rec.entity_key() for rec in records], pa.string()),
-        "source": pa.array([r["source"] for r in rows], pa.string()),
+        "version": pa.array([r.version for r in records], pa.int32()),
+        "key": pa.array([r.entity_key() for r in records], pa.string()),
+        "source": pa.array([r.source for r in records], pa.string()),
         "source_offset": pa.array(
-            [r["source_offset"] if r["source_offset"] is not None else r["offset"] for r in rows],
-            pa.int64(),
+            [r.offset if r.source_offset is None else r.source_offset for r in records], pa.int64()
         ),
         "producer": pa.array([producer] * n, pa.string()),
         "producer_seq": pa.array([producer_seq] * n, pa.int64()),
@@ -133,18 +158,21 @@ def to_table(
     by_type: dict[str, list[int]] = {}
     for i, name in enumerate(names):
         by_type.setdefault(name, []).append(i)
-    for field in schema:
-        if field.name in columns:
-            continue
-        columns[field.name] = pa.nulls(n, field.type)
     for name, idx in by_type.items():
-        cls = BY_NAME[name]
-        col = column_name(cls)
-        if col not in columns:
+        col = column_name(BY_NAME[name])
+        if col not in schema.names:
             continue  # a type with no payload fields has no column
         ftype = schema.field(col).type
-        keep = [f.name for f in ftype]
-        compact = pa.array([{k: rows[i].get(k) for k in keep} for i in idx], ftype)
+        # astuple + zip transpose rows to columns in C; the struct field order is the table's
+        values = list(zip(*[astuple(records[i]) for i in idx]))
+        position = _positions(BY_NAME[name])
+        arrays = [
+            _field_array(list(values[position[f.name]]), f.type)
+            if f.name in position
+            else pa.nulls(len(idx), f.type)
+            for f in ftype
+        ]
+        compact = pa.StructArray.from_arrays(arrays, fields=list(ftype))
         if len(idx) == n:
             columns[col] = compact
         else:
@@ -152,7 +180,10 @@ def to_table(
             for j, i in enumerate(idx):
                 positions[i] = j
             columns[col] = compact.take(pa.array(positions, pa.int32()))
-    return pa.table([columns[f.name] for f in schema], schema=schema)
+    return pa.table(
+        [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema],
+        schema=schema,
+    )
 
 
 @lru_cache(maxsize=None)

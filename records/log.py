@@ -43,7 +43,7 @@ from deltalake.transaction import AddAction
 from .arrow import LOG_SCHEMA, column_name, from_table, to_table
 from .base import Record
 from .catalog import BY_NAME
-from .codec import normalize
+from .codec import normalize_batch
 from .errors import (
     AppendConflictError,
     LogError,
@@ -318,7 +318,7 @@ class Log:
             raise ValueError("seq must be >= 0")
         if not records:
             raise RecordError("a batch holds at least one record")
-        batch = [normalize(r, index=i + 1) for i, r in enumerate(records)]
+        batch = normalize_batch(records)
         if not self._schema_checked:
             self._evolve_schema()
         ts_ms = _now_ms()
