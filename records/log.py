@@ -338,6 +338,8 @@ class Log:
                     log.debug("append.committed_after_retries", attempts=attempt, version=result.version)
                 return result
             self.refresh()
+            # Lost the race to another writer: back off a little, with jitter, so that writers
+            # contending for the same version don't keep colliding in lockstep.
             time.sleep(rng.uniform(0, min(0.05, 0.002 * attempt)))
         raise AppendConflictError(
             f"gave up after {max_attempts} attempts: other writers kept committing first"
@@ -562,10 +564,3 @@ def _struct_covers(have: pa.DataType, want: pa.DataType) -> bool:
     names = {f.name: f for f in have}
     return all(f.name in names and _struct_covers(names[f.name].type, f.type) for f in want)
 
-
-def init(path: str | os.PathLike[str]) -> Log:
-    return Log.create(path)
-
-
-def open_log(path: str | os.PathLike[str]) -> Log:
-    return Log.open(path)

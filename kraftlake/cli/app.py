@@ -25,12 +25,10 @@ class _Group(TyperGroup):
 
         try:
             return super().invoke(ctx)
-        except (RecordError, LogNotFoundError, TimeTravelError) as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            ctx.exit(EXIT_INPUT)
         except KraftlakeError as exc:
+            unusable_input = isinstance(exc, (RecordError, LogNotFoundError, TimeTravelError))
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            ctx.exit(EXIT_FAILED)
+            ctx.exit(EXIT_INPUT if unusable_input else EXIT_FAILED)
 
 
 app = typer.Typer(
