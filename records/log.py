@@ -302,6 +302,7 @@ class Log:
         *,
         producer: str | None = None,
         seq: int | None = None,
+        validated: bool = False,
         max_attempts: int = 1000,
     ) -> AppendResult:
         """Append one batch atomically, with offsets ``last + 1 .. last + len(records)``.
@@ -310,6 +311,10 @@ class Log:
             records: the batch, validated first (``RecordError`` names index, type and field).
             producer, seq: give both for exactly-once: a batch whose ``seq`` is not above the
                 producer's stored sequence is acknowledged with its original offsets.
+            validated: the records come straight from kraftlake's decoders (``iter_lines``,
+                ``decode_line``, ``from_builtins``), which already checked and upcast them; skips
+                the second check. Structs built by calling their class are never validated:
+                leave it False for those.
             max_attempts: fenced commits to try before ``AppendConflictError``.
         """
         if (producer is None) != (seq is None):
@@ -318,7 +323,7 @@ class Log:
             raise ValueError("seq must be >= 0")
         if not records:
             raise RecordError("a batch holds at least one record")
-        batch = normalize_batch(records)
+        batch = list(records) if validated else normalize_batch(records)
         if not self._schema_checked:
             self._evolve_schema()
         ts_ms = _now_ms()

@@ -189,3 +189,12 @@ def test_python_built_record_is_validated_on_normalize():
 @given(record=any_record())
 def test_every_record_decodes_through_the_catalogue(record):
     assert BY_NAME[type(record).__name__] is type(record)
+
+
+def test_log_append_rejects_a_bad_python_record_and_writes_nothing(new_log):
+    good = PartitionChange(partition_id=0, topic_id=TOPIC, leader=1)
+    bad = PartitionChange(partition_id=0, topic_id=TOPIC, isr=(1, 1))  # a broker twice
+    with pytest.raises(RecordError) as exc:
+        new_log.append([good, bad])
+    assert (exc.value.line, exc.value.record_type, exc.value.field) == (2, "PartitionChange", "isr")
+    assert new_log.version == 0 and new_log.read() == []

@@ -43,5 +43,5 @@ def register(app: typer.Typer) -> None:
         records = list(iter_lines(lines))
         if not records:
             abort(f"{file}: no records to append", EXIT_INPUT)
-        result = Log.open(log).append(records, producer=producer, seq=seq)
+        result = Log.open(log).append(records, producer=producer, seq=seq, validated=True)
         write_bytes((json.dumps(result.to_dict()) + "\n").encode())
