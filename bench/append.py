@@ -44,6 +44,7 @@ real appends instead.
 
 from __future__ import annotations
 
+import abc
 import argparse
 import base64
 import copy
@@ -429,15 +430,16 @@ class StageTimer:
 # -- append benchmark ------------------------------------------------------------------------------
 
 
-class Writer:
+class Writer(abc.ABC):
     """One contender: appends the batch it is given to its own table, one commit per call."""
 
     def __init__(self, name: str, label: str) -> None:
         self.name, self.label = name, label
         self.samples: list[float] = []
 
+    @abc.abstractmethod
     def write(self, batch: list[Record], table: pa.Table) -> None:
-        raise NotImplementedError
+        """Append one batch (kraftlake takes the records, raw delta-rs the Arrow table)."""
 
     def finish(self) -> dict[str, Any]:
         return {}
