@@ -126,7 +126,3 @@ def any_record(*, envelope: bool = True) -> st.SearchStrategy[Record]:
 
 def batches(*, max_size: int = 20) -> st.SearchStrategy[list[Record]]:
     return st.lists(any_record(), min_size=1, max_size=max_size)
-
-
-def without_offset(record: Record) -> Record:
-    return msgspec.structs.replace(record, offset=None)

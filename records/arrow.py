@@ -42,6 +42,7 @@ ENVELOPE_SCHEMA = pa.schema(
 _INT_WIDTHS = ((8, pa.int8()), (16, pa.int16()), (32, pa.int32()))
 
 
+@lru_cache(maxsize=None)
 def column_name(cls: type[Record]) -> str:
     """``PartitionChange`` -> ``partition_change``."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", type_name(cls)).lower()
@@ -108,16 +109,13 @@ def _field_array(values: list[Any], ftype: pa.DataType) -> pa.Array:
 
 
 @lru_cache(maxsize=None)
-def _nested_cache(ftype: pa.DataType) -> bool:
+def _is_nested(ftype: pa.DataType) -> bool:
+    """Whether values of this type hold Structs (directly or in lists)."""
     if pa.types.is_struct(ftype):
         return True
     if pa.types.is_list(ftype) or pa.types.is_large_list(ftype):
-        return _nested_cache(ftype.value_type)
+        return _is_nested(ftype.value_type)
     return False
-
-
-def _is_nested(ftype: pa.DataType) -> bool:
-    return _nested_cache(ftype)
 
 
 @lru_cache(maxsize=None)

@@ -15,6 +15,9 @@ version does not have must be left at its default by a producer of that version 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import lru_cache
+from types import MappingProxyType
 from typing import ClassVar
 
 import msgspec
@@ -80,13 +83,16 @@ def current_version(cls: type[Record]) -> int:
         return value
 
 
-def field_defaults(cls: type[msgspec.Struct]) -> dict[str, object]:
-    """Defaults of a Struct's fields that have one (``msgspec.NODEFAULT`` never appears)."""
-    return {
-        f.name: f.default if f.default is not msgspec.NODEFAULT else f.default_factory()
-        for f in msgspec.structs.fields(cls)
-        if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
-    }
+@lru_cache(maxsize=None)
+def field_defaults(cls: type[msgspec.Struct]) -> Mapping[str, object]:
+    """Defaults of a Struct's fields that have one (read-only; computed once per type)."""
+    return MappingProxyType(
+        {
+            f.name: f.default if f.default is not msgspec.NODEFAULT else f.default_factory()
+            for f in msgspec.structs.fields(cls)
+            if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
+        }
+    )
 
 
 def type_name(cls: type[Record]) -> str:
