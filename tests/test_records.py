@@ -198,3 +198,12 @@ def test_entity_keys_name_the_entity(record):
         assert key == f"topic/{record.topic_id}"
     else:
         assert key.split("/")[0] in {"broker", "feature", "config", "controller", "producer-ids", "cluster"}
+
+
+def test_log_append_rejects_a_bad_python_record_and_writes_nothing(new_log):
+    good = PartitionChange(partition_id=0, topic_id=TOPIC, leader=1)
+    bad = PartitionChange(partition_id=0, topic_id=TOPIC, isr=(1, -3))  # constructors skip ranges
+    with pytest.raises(RecordError) as exc:
+        new_log.append([good, bad])
+    assert (exc.value.line, exc.value.record_type, exc.value.field) == (2, "PartitionChange", "isr[1]")
+    assert new_log.version == 0 and new_log.read() == []
