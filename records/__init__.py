@@ -15,6 +15,7 @@ from .errors import (
     LogExistsError,
     LogNotFoundError,
     RecordError,
+    ReplayError,
     TimeTravelError,
 )
 from .kraft import *  # noqa: F403 - the KRaft record types and constants are the package's API

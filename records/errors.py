@@ -2,6 +2,7 @@
 
 ``KraftlakeError``
  ├── ``RecordError``      a record is invalid: names line (or index), record type and field
+ ├── ``ReplayError``      a reducer met a record the real system would reject: names offset and rule
  └── ``LogError``         the Delta log cannot do what was asked
       ├── ``LogNotFoundError``   no log at that path
       ├── ``LogExistsError``     ``init`` on a path that already holds a table
@@ -48,6 +49,45 @@ class RecordError(KraftlakeError, ValueError):
             "line": self.line,
             "type": self.record_type,
             "field": self.field,
+            "message": self.message,
+        }
+
+
+class ReplayError(KraftlakeError, ValueError):
+    """A record a reducer cannot apply, because the real system would have rejected it.
+
+    ``rule`` names the replay-validation rule broken (``R-REPLAY-*``, kafka-kraft.md 3.7), ``entity``
+    the entity key (``broker/101``, ``partition/<topic>/<p>``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rule: str,
+        offset: int | None = None,
+        record_type: str | None = None,
+        entity: str | None = None,
+    ) -> None:
+        self.message = message
+        self.rule = rule
+        self.offset = offset
+        self.record_type = record_type
+        self.entity = entity
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"offset {self.offset}" if self.offset is not None else "record"
+        what = self.record_type or "record"
+        entity = f" ({self.entity})" if self.entity else ""
+        return f"{where}: {what}{entity}: {self.rule}: {self.message}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "offset": self.offset,
+            "type": self.record_type,
+            "rule": self.rule,
+            "entity": self.entity,
             "message": self.message,
         }
 

@@ -96,7 +96,8 @@ def _check_partition(record: Partition | PartitionChange) -> None:
 
 def _check_assignment(record: Partition | PartitionChange) -> None:
     assignment, replicas = record.assignment, record.replicas
-    if assignment is None or replicas is None:
+    # Empty means "no directories" (read as MIGRATING, or "unchanged" in a PartitionChange).
+    if not assignment or replicas is None:
         return
     if len(assignment) != len(replicas):
         raise ValueError(

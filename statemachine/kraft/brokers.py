@@ -1,0 +1,206 @@
+"""Broker lifecycle deciders: registration (R-REG-*), heartbeats (R-HB-*), session expiry,
+controlled shutdown and unregistration (R-UNREG-1), after Kafka's ClusterControlManager,
+BrokerHeartbeatManager and ReplicationControlManager.
+"""
+
+from __future__ import annotations
+
+from kraftlake.records.kraft import (
+    FENCE,
+    UNFENCE,
+    UNASSIGNED,
+    BrokerRegistrationChange,
+    FenceBroker,
+    RegisterBroker,
+    UnfenceBroker,
+    UnregisterBroker,
+)
+from kraftlake.records.types import is_reserved
+
+from . import commands as c
+from .dirs import offline_dirs_records
+from .directories import sorted_dirs
+from .features import MV_3_3_IV2, MV_3_3_IV3, MV_3_4_IV0, directories_supported, register_broker_version
+from .replication import bulk_update
+from .view import BrokerRegistration, ControllerView
+
+
+def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
+    """R-REG-1..4. The new epoch is the offset the registration's records start at (R-REG-3)."""
+    mv = view.metadata_version
+    dirs: tuple[str, ...] = ()
+    if directories_supported(mv):
+        dirs = cmd.log_dirs
+        problem = None
+        if not dirs:
+            problem = "No directories specified in request"
+        elif any(is_reserved(d) for d in dirs):
+            problem = f"Reserved directory ID in request: {[d for d in dirs if is_reserved(d)][0]}"
+        elif len(set(dirs)) != len(dirs):
+            problem = "Duplicate directory ID in request"
+        else:
+            for d in dirs:
+                owner = view.dir_owner.get(d)
+                if owner is not None and owner != cmd.broker_id:
+                    problem = f"Broker {owner} is already registered with directory {d}"
+                    break
+        if problem:
+            return c.Decision(reply=c.RegisterBrokerReply(error_code=c.INVALID_REGISTRATION, message=problem))
+    existing = view.brokers.get(cmd.broker_id)
+    epoch = view.offset + 1
+    fenced, in_controlled_shutdown = True, False
+    if existing is not None:
+        if existing.incarnation_id == cmd.incarnation_id:
+            # KAFKA-16952 (3.8+): the same incarnation keeps its epoch and state (R-REG-4).
+            epoch = existing.epoch
+            fenced, in_controlled_shutdown = existing.fenced, existing.in_controlled_shutdown
+        elif not existing.fenced:
+            # Kafka refuses while the old incarnation's session is alive. Sessions are clock
+            # state, not log state: an unfenced registration stands for a live session here.
+            return c.Decision(
+                reply=c.RegisterBrokerReply(
+                    error_code=c.DUPLICATE_BROKER_REGISTRATION,
+                    message=f"Another broker is registered with that broker id ({cmd.broker_id}).",
+                )
+            )
+    record = RegisterBroker(
+        version=register_broker_version(mv),
+        broker_id=cmd.broker_id,
+        is_migrating_zk_broker=cmd.is_migrating_zk_broker if mv >= MV_3_4_IV0 else False,
+        incarnation_id=cmd.incarnation_id,
+        broker_epoch=epoch,
+        end_points=cmd.end_points,
+        features=cmd.features,
+        rack=cmd.rack,
+        fenced=fenced,
+        in_controlled_shutdown=in_controlled_shutdown if mv >= MV_3_3_IV3 else False,
+        log_dirs=sorted_dirs(dirs),
+    )
+    return c.Decision(records=(record,), reply=c.RegisterBrokerReply(broker_epoch=epoch))
+
+
+def _fence_record(view: ControllerView, reg: BrokerRegistration):
+    if view.metadata_version < MV_3_3_IV2:
+        return FenceBroker(id=reg.id, epoch=reg.epoch)
+    return BrokerRegistrationChange(version=0, broker_id=reg.id, broker_epoch=reg.epoch, fenced=FENCE)
+
+
+def _unfence_record(view: ControllerView, reg: BrokerRegistration):
+    if view.metadata_version < MV_3_3_IV2:
+        return UnfenceBroker(id=reg.id, epoch=reg.epoch)
+    return BrokerRegistrationChange(version=0, broker_id=reg.id, broker_epoch=reg.epoch, fenced=UNFENCE)
+
+
+def fence_records(view: ControllerView, reg: BrokerRegistration) -> list:
+    """-> FENCED / SHUTDOWN_NOW (R-HB-3): leave every ISR, then the fence record."""
+    records: list = bulk_update(view, view.isr_index.get(reg.id, ()), broker_to_remove=reg.id)
+    records.append(_fence_record(view, reg))
+    return records
+
+
+def unfence_records(view: ControllerView, reg: BrokerRegistration) -> list:
+    """-> UNFENCED (R-HB-3): the unfence record, then elect it where nobody leads."""
+    return [_unfence_record(view, reg), *bulk_update(view, view.leaderless, broker_to_add=reg.id)]
+
+
+def controlled_shutdown_records(view: ControllerView, reg: BrokerRegistration) -> list:
+    """-> CONTROLLED_SHUTDOWN (R-HB-3): mark it once (MV >= 3.3-IV3), then leave every ISR."""
+    records: list = []
+    if view.metadata_version >= MV_3_3_IV3 and not reg.in_controlled_shutdown:
+        records.append(
+            BrokerRegistrationChange(version=1, broker_id=reg.id, broker_epoch=reg.epoch, in_controlled_shutdown=1)
+        )
+    records.extend(bulk_update(view, view.isr_index.get(reg.id, ()), broker_to_remove=reg.id))
+    return records
+
+
+def leads_partitions(view: ControllerView, broker: int) -> bool:
+    for topic_id, partition_id in view.isr_index.get(broker, ()):
+        p = view.partition(topic_id, partition_id)
+        if p is not None and p.leader == broker:
+            return True
+    return False
+
+
+def has_unassigned_replicas(view: ControllerView, broker: int) -> bool:
+    for parts in view.partitions.values():
+        for p in parts.values():
+            if broker in p.replicas and p.directory(broker) == UNASSIGNED:
+                return True
+    return False
+
+
+FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"
+
+
+def next_state(view: ControllerView, reg: BrokerRegistration, cmd: c.Heartbeat, config: c.ControllerConfig) -> tuple[str, str]:
+    """R-HB-2 (BrokerHeartbeatManager.calculateNextBrokerState): (current, next)."""
+    current = FENCED if reg.fenced else CONTROLLED_SHUTDOWN if reg.in_controlled_shutdown else UNFENCED
+    if current == FENCED:
+        if cmd.want_shut_down:
+            return current, SHUTDOWN_NOW
+        if not cmd.want_fence and cmd.current_metadata_offset >= reg.registered_at:
+            if (
+                config.stay_fenced_while_unassigned
+                and len(reg.log_dirs) >= 2
+                and has_unassigned_replicas(view, reg.id)
+            ):
+                return current, FENCED
+            return current, UNFENCED
+        return current, FENCED
+    if current == UNFENCED:
+        if cmd.want_fence:
+            return current, SHUTDOWN_NOW if cmd.want_shut_down else FENCED
+        if cmd.want_shut_down:
+            return current, CONTROLLED_SHUTDOWN if leads_partitions(view, reg.id) else SHUTDOWN_NOW
+        return current, UNFENCED
+    # CONTROLLED_SHUTDOWN: stays while it still leads partitions. (Kafka also waits for the other
+    # brokers to catch up with its shutdown offset: clock state, not in the log.)
+    return current, CONTROLLED_SHUTDOWN if leads_partitions(view, reg.id) else SHUTDOWN_NOW
+
+
+def heartbeat(view: ControllerView, cmd: c.Heartbeat, config: c.ControllerConfig) -> c.Decision:
+    reg = view.brokers.get(cmd.broker_id)
+    if reg is None or reg.epoch != cmd.broker_epoch:
+        why = "not registered" if reg is None else f"registered with epoch {reg.epoch}"
+        return c.Decision(reply=c.HeartbeatReply(error_code=c.STALE_BROKER_EPOCH, message=f"broker {cmd.broker_id} is {why}"))
+    current, nxt = next_state(view, reg, cmd, config)
+    records: list = []
+    if current != nxt:
+        if nxt in (FENCED, SHUTDOWN_NOW):
+            records = fence_records(view, reg)
+        elif nxt == UNFENCED:
+            records = unfence_records(view, reg)
+        elif nxt == CONTROLLED_SHUTDOWN:
+            records = controlled_shutdown_records(view, reg)
+    if directories_supported(view.metadata_version):
+        # Independent of the transition, and from the same pre-heartbeat state (R-HB-3, R-DIR-1).
+        records.extend(offline_dirs_records(view, reg, cmd.broker_epoch, cmd.offline_log_dirs))
+    reply = c.HeartbeatReply(
+        is_caught_up=cmd.current_metadata_offset >= reg.registered_at,
+        is_fenced=nxt in (FENCED, SHUTDOWN_NOW),
+        should_shut_down=nxt == SHUTDOWN_NOW,
+    )
+    return c.Decision(records=tuple(records), reply=reply)
+
+
+def expire_session(view: ControllerView, cmd: c.ExpireSession) -> c.Decision:
+    """R-HB-4: the controller fences a broker whose session expired (one per event)."""
+    reg = view.brokers.get(cmd.broker_id)
+    if reg is None:
+        return c.Decision(reply=c.Reply(error_code=c.BROKER_ID_NOT_REGISTERED))
+    if reg.fenced:
+        return c.Decision()
+    return c.Decision(records=tuple(fence_records(view, reg)))
+
+
+def unregister(view: ControllerView, cmd: c.UnregisterBroker) -> c.Decision:
+    """R-UNREG-1: leave every ISR (ELR is off), then the UnregisterBroker record."""
+    reg = view.brokers.get(cmd.broker_id)
+    if reg is None:
+        return c.Decision(
+            reply=c.Reply(error_code=c.BROKER_ID_NOT_REGISTERED, message=f"broker {cmd.broker_id} is not registered")
+        )
+    records: list = bulk_update(view, view.isr_index.get(reg.id, ()), broker_to_remove=reg.id)
+    records.append(UnregisterBroker(broker_id=reg.id, broker_epoch=reg.epoch))
+    return c.Decision(records=tuple(records))

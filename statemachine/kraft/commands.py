@@ -1,0 +1,166 @@
+"""Commands to the KRaft controller and its replies: the request side of Kafka's broker RPCs.
+
+A command carries everything a decision needs that is not in the log (a heartbeat's metadata
+offset, a new broker's directories, free-disk weights for placement); time and randomness never
+come from anywhere else. Replies carry Kafka's error codes (kafka-kraft.md 2.2).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature
+from kraftlake.records.observations import AssignReplicasToDirsRequest
+
+# Kafka error codes used by the deciders.
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+STALE_BROKER_EPOCH = 77
+INVALID_UPDATE_VERSION = 95
+UNKNOWN_TOPIC_ID = 100
+DUPLICATE_BROKER_REGISTRATION = 101
+BROKER_ID_NOT_REGISTERED = 102
+INELIGIBLE_REPLICA = 107
+INVALID_REGISTRATION = 119
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
+    """Base of the controller's commands."""
+
+
+class RegisterBroker(Command, frozen=True, kw_only=True):
+    """BrokerRegistrationRequest (apiKey 62)."""
+
+    broker_id: int
+    incarnation_id: str
+    log_dirs: tuple[str, ...] = ()
+    rack: str | None = None
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    is_migrating_zk_broker: bool = False
+
+
+class Heartbeat(Command, frozen=True, kw_only=True):
+    """BrokerHeartbeatRequest (apiKey 63). ``offline_log_dirs`` is cumulative since the broker
+    process started; ``want_shut_down`` asks for a controlled shutdown."""
+
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool = False
+    want_shut_down: bool = False
+    offline_log_dirs: tuple[str, ...] = ()
+
+
+class ExpireSession(Command, frozen=True, kw_only=True):
+    """The broker's session timed out (no heartbeat for broker.session.timeout.ms): fence it."""
+
+    broker_id: int
+
+
+class UnregisterBroker(Command, frozen=True, kw_only=True):
+    """UnregisterBrokerRequest (apiKey 64)."""
+
+    broker_id: int
+
+
+class CreateTopic(Command, frozen=True, kw_only=True):
+    """CreateTopicsRequest for one topic: ``assignments`` (one replica list per partition) or
+    ``partitions`` x ``replication_factor`` placed by free-disk weight (``broker_weights``, equal
+    when absent)."""
+
+    name: str
+    partitions: int = 1
+    replication_factor: int = 1
+    assignments: tuple[tuple[int, ...], ...] | None = None
+    configs: dict[str, str] = {}
+    topic_id: str | None = None
+    broker_weights: dict[int, int] | None = None
+
+
+class AssignReplicasToDirs(Command, frozen=True, kw_only=True):
+    """AssignReplicasToDirsRequest (apiKey 73), as the broker sent it."""
+
+    request: AssignReplicasToDirsRequest
+
+
+class AlterPartition(Command, frozen=True, kw_only=True):
+    """AlterPartitionRequest (apiKey 56) for one partition: the leader changes the ISR."""
+
+    broker_id: int
+    broker_epoch: int
+    topic_id: str
+    partition_id: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    leader_recovery_state: int = 0
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True):
+    error_code: int = NONE
+    message: str | None = None
+
+
+class RegisterBrokerReply(Reply, frozen=True, kw_only=True):
+    broker_epoch: int = -1
+
+
+class HeartbeatReply(Reply, frozen=True, kw_only=True):
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+class CreateTopicReply(Reply, frozen=True, kw_only=True):
+    topic_id: str | None = None
+    assignments: tuple[tuple[int, ...], ...] = ()
+
+
+class PartitionResult(msgspec.Struct, frozen=True, kw_only=True):
+    topic_id: str
+    partition_id: int
+    error_code: int
+
+
+class DirectoryResult(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    partitions: tuple[PartitionResult, ...]
+
+
+class AssignReplicasToDirsReply(Reply, frozen=True, kw_only=True):
+    directories: tuple[DirectoryResult, ...] = ()
+
+
+class AlterPartitionReply(Reply, frozen=True, kw_only=True):
+    leader: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+class ControllerConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Controller policies that are not in the log."""
+
+    stay_fenced_while_unassigned: bool = False
+    """KIP-858's proposal (not in Kafka, R-DIR-9): a broker with two or more directories stays
+    fenced while any of its replicas is UNASSIGNED. Off by default, like Kafka."""
+    max_multiple: int = 3
+    """Placement cap: no broker is chosen with more than this multiple of the median probability
+    (BookKeeper's bookieMaxMultipleForWeightBasedPlacement); <= 0 disables it."""
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """What a command decided (Kafka's ControllerResult): the records to append, in order, and the
+    reply to send once they are committed."""
+
+    records: tuple = ()
+    reply: Reply = Reply()

@@ -1,0 +1,35 @@
+"""The KRaft controller's decider: ``decide(view, command) -> Decision``, one dispatch point.
+
+Pure: the view is read, never changed; the records come back without offsets and start at
+``view.offset + 1`` once appended (broker epochs and placement seeds are derived from that).
+Fold them with ``reducer.apply`` to get the next view, as Kafka replays a committed batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import brokers, dirs, topics
+from . import commands as c
+from .view import ControllerView
+
+DEFAULT_CONFIG = c.ControllerConfig()
+
+_DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Decision]] = {
+    c.RegisterBroker: lambda v, cmd, cfg: brokers.register(v, cmd),
+    c.Heartbeat: brokers.heartbeat,
+    c.ExpireSession: lambda v, cmd, cfg: brokers.expire_session(v, cmd),
+    c.UnregisterBroker: lambda v, cmd, cfg: brokers.unregister(v, cmd),
+    c.CreateTopic: topics.create_topic,
+    c.AssignReplicasToDirs: lambda v, cmd, cfg: dirs.assign_replicas_to_dirs(v, cmd),
+    c.AlterPartition: lambda v, cmd, cfg: topics.alter_partition(v, cmd),
+}  # type: ignore[dict-item]
+
+
+def decide(view: ControllerView, command: c.Command, config: c.ControllerConfig = DEFAULT_CONFIG) -> c.Decision:
+    """The records (and reply) the controller produces for ``command`` in state ``view``."""
+    try:
+        fn = _DECIDE[type(command)]
+    except KeyError:
+        raise TypeError(f"not a KRaft controller command: {type(command).__name__}") from None
+    return fn(view, command, config)

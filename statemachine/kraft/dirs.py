@@ -1,0 +1,123 @@
+"""KIP-858 directory deciders: a heartbeat's offline directories (R-DIR-1..3), the controller's
+AssignReplicasToDirs (R-DIR-4), and, on the broker side, choosing a directory for each replica
+the controller left UNASSIGNED (the KIP's future work), weighted by free disk.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+from kraftlake.records.kraft import UNASSIGNED, BrokerRegistrationChange
+from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
+
+from .. import placement
+from . import commands as c
+from .directories import is_online
+from .features import directories_supported
+from .replication import builder, bulk_update
+from .view import BrokerRegistration, ControllerView, PartitionKey
+
+
+def offline_dirs_records(
+    view: ControllerView, reg: BrokerRegistration, epoch: int, offline: tuple[str, ...]
+) -> list:
+    """R-DIR-1: for each newly offline directory of the broker (registration order), move every
+    partition with a replica there off the broker; then one BrokerRegistrationChange v2 with the
+    remaining directories. Ids the broker does not have are ignored; repeats give no records."""
+    reported = set(offline)
+    newly_offline = [d for d in reg.log_dirs if d in reported]
+    if not newly_offline:
+        return []
+    records: list = []
+    for d in newly_offline:
+        records.extend(bulk_update(view, view.dir_index.get(d, ()), broker_to_remove=reg.id))
+    # R-DIR-3 kept: when every directory is offline this list is empty, which replay reads as
+    # "no change"; the registration keeps its directories.
+    remaining = tuple(d for d in reg.log_dirs if d not in reported)
+    records.append(BrokerRegistrationChange(version=2, broker_id=reg.id, broker_epoch=epoch, log_dirs=remaining))
+    return records
+
+
+def assign_replicas_to_dirs(view: ControllerView, cmd: c.AssignReplicasToDirs) -> c.Decision:
+    """R-DIR-4. Every entry gets an error code; valid ones a directory change if the directory
+    differs, and replicas moved to a directory that is not online leave their ISR afterwards
+    (computed from the pre-request state, so those changes carry no directories)."""
+    req = cmd.request
+    if not directories_supported(view.metadata_version):
+        return c.Decision(reply=c.AssignReplicasToDirsReply(error_code=c.UNSUPPORTED_VERSION))
+    reg = view.brokers.get(req.broker_id)
+    if reg is None or reg.epoch != req.broker_epoch:
+        return c.Decision(reply=c.AssignReplicasToDirsReply(error_code=c.STALE_BROKER_EPOCH))
+    b = req.broker_id
+    records: list = []
+    offline: list[PartitionKey] = []
+    results = []
+    for directory in req.directories:
+        dir_online = is_online(directory.id, reg.log_dirs)
+        entries = []
+        for topic in directory.topics:
+            for pid in topic.partitions:
+                if topic.topic_id not in view.topics:
+                    code = c.UNKNOWN_TOPIC_ID
+                else:
+                    p = view.partition(topic.topic_id, pid)
+                    if p is None:
+                        code = c.UNKNOWN_TOPIC_OR_PARTITION
+                    elif b not in p.replicas:
+                        code = c.NOT_LEADER_OR_FOLLOWER
+                    else:
+                        code = c.NONE
+                        change = builder(view, p).set_directory(b, directory.id).build()
+                        if change is not None:
+                            records.append(change)
+                        if not dir_online:
+                            offline.append(p.key)
+                entries.append(c.PartitionResult(topic_id=topic.topic_id, partition_id=pid, error_code=code))
+        results.append(c.DirectoryResult(id=directory.id, partitions=tuple(entries)))
+    if offline:
+        records.extend(bulk_update(view, offline, broker_to_remove=b))
+    return c.Decision(records=tuple(records), reply=c.AssignReplicasToDirsReply(directories=tuple(results)))
+
+
+def choose_dirs(
+    view: ControllerView, broker: int, free_bytes: Mapping[str, int], *, seed: int, max_multiple: int = 3
+) -> AssignReplicasToDirsRequest | None:
+    """Broker side: pick a directory for each of ``broker``'s UNASSIGNED replicas, weighted by
+    ``free_bytes`` of its online directories with the median cap, and say so to the controller.
+
+    ``seed`` comes from the log (``placement.seed_for(offset)``) so that a replay decides the same.
+    Returns None when nothing is UNASSIGNED or the broker has no online directory to offer.
+    """
+    reg = view.brokers.get(broker)
+    if reg is None:
+        return None
+    weights = {d: max(0, int(free_bytes.get(d, 0))) for d in reg.log_dirs}
+    if not weights:
+        return None
+    unassigned = [
+        p.key
+        for p in view.iter_partitions()
+        if broker in p.replicas and p.directory(broker) == UNASSIGNED
+    ]
+    if not unassigned:
+        return None
+    selection = placement.WeightedSelection(weights, max_multiple=max_multiple)
+    rng = random.Random(seed)
+    picks = selection.draws(rng, len(unassigned))
+    by_dir: dict[str, dict[str, list[int]]] = {}
+    for (topic_id, pid), d in zip(unassigned, picks):
+        by_dir.setdefault(d, {}).setdefault(topic_id, []).append(pid)
+    return AssignReplicasToDirsRequest(
+        broker_id=broker,
+        broker_epoch=reg.epoch,
+        directories=tuple(
+            DirectoryReplicas(
+                id=d,
+                topics=tuple(
+                    TopicPartitions(topic_id=t, partitions=tuple(sorted(ps))) for t, ps in sorted(topics.items())
+                ),
+            )
+            for d, topics in sorted(by_dir.items())
+        ),
+    )

@@ -1,0 +1,46 @@
+"""metadata.version levels that change what the KRaft controller writes (MetadataVersion.java).
+
+Only the levels this package branches on are named; kafka-kraft.md section 0 has the full table.
+A log with no ``metadata.version`` FeatureLevel record is at level 1 (3.0-IV1), as in Kafka.
+"""
+
+from __future__ import annotations
+
+METADATA_VERSION = "metadata.version"
+
+MV_3_0_IV1 = 1
+"""Minimum KRaft level; assumed when the log has no metadata.version record."""
+MV_3_2_IV0 = 3
+"""Leader recovery state (KIP-704)."""
+MV_3_3_IV2 = 6
+"""Fence/unfence written as BrokerRegistrationChange instead of Fence/UnfenceBroker."""
+MV_3_3_IV3 = 7
+"""In-controlled-shutdown state (RegisterBroker v1, BrokerRegistrationChange v1)."""
+MV_3_4_IV0 = 8
+"""ZK migration (RegisterBroker v2)."""
+MV_3_6_IV0 = 12
+"""An ISR shrink no longer forces a leader-epoch bump (KAFKA-15021)."""
+MV_3_7_IV2 = 17
+"""JBOD in KRaft (KIP-858): directories on registrations and partitions, AssignReplicasToDirs."""
+MV_3_9_IV0 = 21
+"""Kafka 3.9: the semantics this package targets."""
+MV_4_0_IV1 = 23
+"""ELR (KIP-966): Partition and PartitionChange v2."""
+
+
+def partition_record_version(mv: int) -> int:
+    """Version of Partition and PartitionChange records written at ``mv``."""
+    return 2 if mv >= MV_4_0_IV1 else 1 if mv >= MV_3_7_IV2 else 0
+
+
+def register_broker_version(mv: int) -> int:
+    """Version of RegisterBroker records written at ``mv``."""
+    if mv >= MV_3_7_IV2:
+        return 3
+    if mv >= MV_3_4_IV0:
+        return 2
+    return 1 if mv >= MV_3_3_IV3 else 0
+
+
+def directories_supported(mv: int) -> bool:
+    return mv >= MV_3_7_IV2

@@ -1,0 +1,325 @@
+"""The one place partition changes are made (``PartitionChangeBuilder``) and the one place they are
+applied (``merge``), as in Kafka's ``PartitionChangeBuilder`` and ``PartitionRegistration.merge``.
+
+Every decider that touches a partition configures a builder from the partition's current
+registration and calls ``build()``, which returns a ``PartitionChange`` or ``None`` when nothing
+would change; nothing else bumps epochs. Target semantics: Kafka 3.8/3.9 with eligible leader
+replicas (KIP-966) off; ELR fields are carried through and never changed here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+
+from kraftlake.records.kraft import (
+    LEADER_UNCHANGED,
+
+    LRS_RECOVERING,
+    LRS_UNCHANGED,
+    MIGRATING,
+    NO_LEADER,
+    UNASSIGNED,
+    Partition,
+    PartitionChange,
+    ReplicaDirectory,
+)
+
+from .features import MV_3_2_IV0, MV_3_6_IV0, directories_supported, partition_record_version
+from .view import PartitionRegistration
+
+
+class Election(enum.Enum):
+    """How the builder picks a leader (PartitionChangeBuilder.Election)."""
+
+    ONLINE = "online"
+    """Keep the leader if still valid, else the first valid ISR member in replica order."""
+    PREFERRED = "preferred"
+    """replicas[0] if valid, else as ONLINE."""
+    UNCLEAN = "unclean"
+    """As ONLINE; with no valid ISR member, any acceptable replica (ISR := [leader], RECOVERING)."""
+
+
+# -- apply -----------------------------------------------------------------------------------------
+
+
+def from_record(record: Partition) -> PartitionRegistration:
+    """A PartitionRecord's registration (R-EPOCH-3: epochs verbatim). A record without
+    directories (v0, or empty) puts every replica in MIGRATING, as Kafka reads it."""
+    replicas = record.replicas
+    if record.assignment:
+        directories = tuple(a.directory for a in record.assignment)
+    else:
+        directories = (MIGRATING,) * len(replicas)
+    return PartitionRegistration(
+        topic_id=record.topic_id,
+        partition_id=record.partition_id,
+        replicas=replicas,
+        directories=directories,
+        isr=record.isr,
+        removing_replicas=record.removing_replicas,
+        adding_replicas=record.adding_replicas,
+        leader=record.leader,
+        leader_recovery_state=record.leader_recovery_state,
+        leader_epoch=record.leader_epoch,
+        partition_epoch=record.partition_epoch,
+        eligible_leader_replicas=record.eligible_leader_replicas or (),
+        last_known_elr=record.last_known_elr or (),
+    )
+
+
+def directories_from(
+    replicas: tuple[int, ...], directories: tuple[str, ...], new_replicas: tuple[int, ...]
+) -> tuple[str, ...]:
+    """``DirectoryId.createDirectoriesFrom``: directories follow their replicas; new ones are
+    UNASSIGNED."""
+    where = dict(zip(replicas, directories))
+    return tuple(where.get(r, UNASSIGNED) for r in new_replicas)
+
+
+def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration:
+    """Apply a PartitionChange (``PartitionRegistration.merge``), R-EPOCH-1, -2 and -5 exactly.
+
+    Raises ``ValueError`` when the change's directories do not fit the replicas.
+    """
+    replicas = p.replicas if c.replicas is None else c.replicas
+    assignment = c.assignment
+    if assignment:
+        if len(assignment) != len(replicas):
+            raise ValueError(
+                f"`assignment` has {len(assignment)} entries for {len(replicas)} replicas {list(replicas)}"
+            )
+        for i, (pair, broker) in enumerate(zip(assignment, replicas)):
+            if pair.broker != broker:
+                raise ValueError(f"`assignment` entry {i} is broker {pair.broker}, replica {i} is {broker}")
+        directories = tuple(pair.directory for pair in assignment)
+    elif c.replicas is not None:
+        directories = directories_from(p.replicas, p.directories, c.replicas)
+    else:
+        directories = p.directories
+    if not directories:
+        # Kafka quirk kept: defaultToMigrating is given the *old* replica count.
+        directories = (MIGRATING,) * len(p.replicas)
+    if c.leader == LEADER_UNCHANGED:
+        leader, leader_epoch = p.leader, p.leader_epoch
+    else:
+        leader, leader_epoch = c.leader, p.leader_epoch + 1
+    lrs = p.leader_recovery_state if c.leader_recovery_state == LRS_UNCHANGED else c.leader_recovery_state
+    return PartitionRegistration(
+        topic_id=p.topic_id,
+        partition_id=p.partition_id,
+        replicas=replicas,
+        directories=directories,
+        isr=p.isr if c.isr is None else c.isr,
+        removing_replicas=p.removing_replicas if c.removing_replicas is None else c.removing_replicas,
+        adding_replicas=p.adding_replicas if c.adding_replicas is None else c.adding_replicas,
+        leader=leader,
+        leader_recovery_state=lrs,
+        leader_epoch=leader_epoch,
+        partition_epoch=p.partition_epoch + 1,
+        eligible_leader_replicas=(
+            p.eligible_leader_replicas if c.eligible_leader_replicas is None else c.eligible_leader_replicas
+        ),
+        last_known_elr=p.last_known_elr if c.last_known_elr is None else c.last_known_elr,
+    )
+
+
+# -- build -----------------------------------------------------------------------------------------
+
+
+class PartitionChangeBuilder:
+    """Kafka's ``PartitionChangeBuilder`` (3.8/3.9, ELR off): targets in, one change or None out.
+
+    ``acceptor(r)`` says whether replica ``r`` may lead (Kafka's ``LeaderAcceptor``: the broker is
+    acceptable *and* its replica's directory is online). ``default_dir(r)`` gives the directory of
+    a replica that the partition does not have yet (R-DIR-5).
+
+    Example::
+
+        change = (
+            PartitionChangeBuilder(p, acceptor=lambda r: r != 3, metadata_version=21)
+            .set_target_isr((2, 1))
+            .build()
+        )  # PartitionChange(isr=(2, 1)): an ISR shrink does not bump the leader epoch
+    """
+
+    def __init__(
+        self,
+        partition: PartitionRegistration,
+        *,
+        acceptor: Callable[[int], bool],
+        metadata_version: int,
+        default_dir: Callable[[int], str] | None = None,
+    ) -> None:
+        self.partition = partition
+        self.acceptor = acceptor
+        self.metadata_version = metadata_version
+        self.default_dir = default_dir or (lambda _r: UNASSIGNED)
+        self.target_isr: tuple[int, ...] = partition.isr
+        self.target_replicas: tuple[int, ...] = partition.replicas
+        self.target_removing: tuple[int, ...] = partition.removing_replicas
+        self.target_adding: tuple[int, ...] = partition.adding_replicas
+        self.target_lrs: int = partition.leader_recovery_state
+        self.election = Election.ONLINE
+        self.directory_overrides: dict[int, str] = {}
+
+    def set_target_isr(self, isr: tuple[int, ...]) -> PartitionChangeBuilder:
+        self.target_isr = tuple(isr)
+        return self
+
+    def set_target_replicas(self, replicas: tuple[int, ...]) -> PartitionChangeBuilder:
+        self.target_replicas = tuple(replicas)
+        return self
+
+    def set_target_removing(self, removing: tuple[int, ...]) -> PartitionChangeBuilder:
+        self.target_removing = tuple(removing)
+        return self
+
+    def set_target_adding(self, adding: tuple[int, ...]) -> PartitionChangeBuilder:
+        self.target_adding = tuple(adding)
+        return self
+
+    def set_target_leader_recovery_state(self, state: int) -> PartitionChangeBuilder:
+        self.target_lrs = state
+        return self
+
+    def set_election(self, election: Election) -> PartitionChangeBuilder:
+        self.election = election
+        return self
+
+    def set_directory(self, broker: int, directory: str) -> PartitionChangeBuilder:
+        self.directory_overrides[broker] = directory
+        return self
+
+    def set_directories(self, overrides: Mapping[int, str]) -> PartitionChangeBuilder:
+        self.directory_overrides.update(overrides)
+        return self
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _complete_reassignment(self) -> None:
+        """Step 1: finish a reassignment once every adding replica is in the target ISR."""
+        removing, adding = self.target_removing, self.target_adding
+        if not removing and not adding:
+            return
+        isr, replicas = self.target_isr, self.target_replicas
+        if removing:
+            isr = tuple(r for r in isr if r not in removing)
+            if not isr:
+                return
+            replicas = tuple(r for r in replicas if r not in removing)
+        if adding and not all(r in isr for r in adding):
+            return
+        self.target_isr, self.target_replicas = isr, replicas
+        self.target_removing, self.target_adding = (), ()
+
+    def _valid_leader(self, r: int) -> bool:
+        isr = self.target_isr
+        in_set = r in isr or (not isr and r in self.partition.eligible_leader_replicas)
+        return in_set and self.acceptor(r)
+
+    def _elect(self) -> tuple[int, bool]:
+        """Step 3: (leader, unclean)."""
+        p, replicas = self.partition, self.target_replicas
+        if self.election is Election.PREFERRED:
+            if replicas and self._valid_leader(replicas[0]):
+                return replicas[0], False
+            if self._valid_leader(p.leader):
+                return p.leader, False
+            for r in replicas[1:]:
+                if self._valid_leader(r):
+                    return r, False
+            return NO_LEADER, False
+        if self._valid_leader(p.leader):
+            return p.leader, False
+        for r in replicas:
+            if self._valid_leader(r):
+                return r, False
+        if self.election is Election.UNCLEAN:
+            for r in replicas:
+                if self.acceptor(r):
+                    return r, True
+        return NO_LEADER, False
+
+    def _directories(self) -> tuple[str, ...]:
+        """Step 9 (MV >= 3.7-IV2): override, else the replica's current dir, else the default."""
+        p = self.partition
+        current = dict(zip(p.replicas, p.directories))
+        overrides = self.directory_overrides
+        out = []
+        for r in self.target_replicas:
+            d = overrides.get(r)
+            if d is None:
+                d = current.get(r)
+                if d is None:
+                    d = self.default_dir(r)
+            out.append(d)
+        return tuple(out)
+
+    def build(self) -> PartitionChange | None:
+        """The change that takes the partition to the targets, or None if nothing changes."""
+        p = self.partition
+        mv = self.metadata_version
+        fields: dict[str, object] = {}
+
+        self._complete_reassignment()
+
+        leader, unclean = self._elect()
+        if leader != p.leader:
+            if leader != NO_LEADER and not unclean and not self.target_isr and leader in p.eligible_leader_replicas:
+                self.target_isr = (leader,)
+            fields["leader"] = leader
+            if unclean:
+                # Forcing the ISR to the new leader can lose data: this is what UNCLEAN means.
+                fields["isr"] = (leader,)
+                if p.leader_recovery_state != LRS_RECOVERING and mv >= MV_3_2_IV0:
+                    fields["leader_recovery_state"] = LRS_RECOVERING
+
+        # Step 4: a leader-epoch bump when a replica leaves (reassignment), or, before
+        # 3.6-IV0 (KAFKA-15021), when the ISR shrinks.
+        if "leader" not in fields:
+            if not all(r in self.target_replicas for r in p.replicas):
+                fields["leader"] = p.leader
+            elif mv < MV_3_6_IV0 and not all(r in self.target_isr for r in p.isr):
+                fields["leader"] = p.leader
+
+        # Step 6: without ELR the ISR is never emptied ("last replica standing").
+        if "isr" not in fields and self.target_isr and self.target_isr != p.isr:
+            fields["isr"] = self.target_isr
+
+        # Step 9: the assignment.
+        replicas = self.target_replicas
+        if directories_supported(mv):
+            directories = self._directories()
+            if directories != p.directories:
+                fields["assignment"] = tuple(
+                    ReplicaDirectory(broker=b, directory=d) for b, d in zip(replicas, directories)
+                )
+        if replicas and replicas != p.replicas:
+            fields["replicas"] = replicas
+        if self.target_removing != p.removing_replicas:
+            fields["removing_replicas"] = self.target_removing
+        if self.target_adding != p.adding_replicas:
+            fields["adding_replicas"] = self.target_adding
+
+        # Step 10.
+        if self.target_lrs != p.leader_recovery_state:
+            fields["leader_recovery_state"] = self.target_lrs
+
+        if not fields:
+            return None
+        return PartitionChange(
+            version=partition_record_version(mv),
+            topic_id=p.topic_id,
+            partition_id=p.partition_id,
+            **fields,  # type: ignore[arg-type]
+        )
+
+
+__all__ = [
+    "Election",
+    "PartitionChangeBuilder",
+    "directories_from",
+    "from_record",
+    "merge",
+]

@@ -1,0 +1,171 @@
+"""Topic creation (R-TOP-1, R-TOP-2, R-DIR-5) and AlterPartition, the leader's ISR change.
+
+New partitions are placed on active brokers by free-disk weighted random choice with the median
+cap (``statemachine.placement``), seeded from the offset the topic's records will start at, so a
+replay of the log decides the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, Config, Partition, ReplicaDirectory, Topic
+from kraftlake.records.types import is_reserved, uuid_from_bytes
+
+from .. import placement
+from . import commands as c
+from .features import directories_supported, partition_record_version
+from .partitions import merge
+from .replication import TOPIC_RESOURCE, builder, default_dir_provider
+from .view import ControllerView
+
+MAX_TOPIC_NAME = 249
+
+
+def derived_topic_id(name: str, offset: int) -> str:
+    """A topic id made from the log position (Kafka draws a random one; here replay must agree)."""
+    n = 0
+    while True:
+        tid = uuid_from_bytes(hashlib.sha256(f"topic:{name}:{offset}:{n}".encode()).digest()[:16])
+        if not is_reserved(tid):
+            return tid
+        n += 1
+
+
+def _error(code: int, message: str) -> c.Decision:
+    return c.Decision(reply=c.CreateTopicReply(error_code=code, message=message))
+
+
+def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerConfig) -> c.Decision:
+    first = view.offset + 1
+    name = cmd.name
+    if not name or len(name) > MAX_TOPIC_NAME or name in (".", ".."):
+        return _error(c.INVALID_REQUEST, f"invalid topic name {name!r}")
+    if name in view.topic_ids:
+        return _error(c.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    registered = sorted(view.brokers)
+    active = [b for b in registered if view.is_active(b)]
+    if cmd.assignments is not None:
+        if not cmd.assignments:
+            return _error(c.INVALID_REPLICA_ASSIGNMENT, "no partitions in the manual assignment")
+        assignments = tuple(tuple(a) for a in cmd.assignments)
+        rf = len(assignments[0])
+        for i, replicas in enumerate(assignments):
+            if not replicas:
+                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} has an empty replica list")
+            if len(set(replicas)) != len(replicas):
+                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} lists a broker twice: {list(replicas)}")
+            if len(replicas) != rf:
+                return _error(c.INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same replication factor")
+            unknown = [b for b in replicas if b not in view.brokers]
+            if unknown:
+                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} names unregistered broker {unknown[0]}")
+            if not any(view.is_active(b) for b in replicas):
+                return _error(
+                    c.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition {i}"
+                    " are fenced or in controlled shutdown.",
+                )
+    else:
+        if cmd.partitions < 1:
+            return _error(c.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+        if cmd.replication_factor < 1:
+            return _error(c.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if cmd.replication_factor > len(active):
+            return _error(
+                c.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {cmd.replication_factor} time(s): The target"
+                f" replication factor of {cmd.replication_factor} cannot be reached because only"
+                f" {len(active)} broker(s) are registered.",
+            )
+        weights = {b: max(0, int((cmd.broker_weights or {}).get(b, 0))) for b in active}
+        assignments = tuple(
+            placement.choose(
+                weights,
+                cmd.replication_factor,
+                seed=placement.seed_for(first, f"create-topic/{name}/{p}"),
+                max_multiple=config.max_multiple,
+            )
+            for p in range(cmd.partitions)
+        )
+    topic_id = cmd.topic_id or derived_topic_id(name, first)
+    if topic_id in view.topics or is_reserved(topic_id):
+        return _error(c.INVALID_REQUEST, f"topic id {topic_id} is taken or reserved")
+    mv = view.metadata_version
+    version = partition_record_version(mv)
+    default_dir = default_dir_provider(view)
+    records: list = [Topic(name=name, topic_id=topic_id)]
+    records.extend(
+        Config(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
+        for k, v in sorted(cmd.configs.items())
+    )
+    for pid, replicas in enumerate(assignments):
+        isr = tuple(b for b in replicas if view.is_active(b))
+        assignment = ()
+        if directories_supported(mv):
+            assignment = tuple(ReplicaDirectory(broker=b, directory=default_dir(b)) for b in replicas)
+        records.append(
+            Partition(
+                version=version,
+                partition_id=pid,
+                topic_id=topic_id,
+                replicas=replicas,
+                isr=isr,
+                leader=isr[0],
+                leader_epoch=0,
+                partition_epoch=0,
+                assignment=assignment,
+                eligible_leader_replicas=None,
+                last_known_elr=None,
+            )
+        )
+    return c.Decision(records=tuple(records), reply=c.CreateTopicReply(topic_id=topic_id, assignments=assignments))
+
+
+def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
+    """The leader expands or shrinks the ISR (ReplicationControlManager.alterPartition)."""
+
+    def error(code: int, message: str) -> c.Decision:
+        return c.Decision(reply=c.AlterPartitionReply(error_code=code, message=message))
+
+    reg = view.brokers.get(cmd.broker_id)
+    if reg is None or reg.epoch != cmd.broker_epoch:
+        return error(c.STALE_BROKER_EPOCH, f"broker {cmd.broker_id} epoch {cmd.broker_epoch} is stale")
+    if cmd.topic_id not in view.topics:
+        return error(c.UNKNOWN_TOPIC_ID, f"unknown topic {cmd.topic_id}")
+    p = view.partition(cmd.topic_id, cmd.partition_id)
+    if p is None:
+        return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
+    if cmd.leader_epoch != p.leader_epoch:
+        return error(c.FENCED_LEADER_EPOCH, f"leader epoch {cmd.leader_epoch}, current {p.leader_epoch}")
+    if cmd.broker_id != p.leader:
+        return error(c.INVALID_REQUEST, f"broker {cmd.broker_id} is not the leader ({p.leader})")
+    if cmd.partition_epoch != p.partition_epoch:
+        return error(c.INVALID_UPDATE_VERSION, f"partition epoch {cmd.partition_epoch}, current {p.partition_epoch}")
+    new_isr = tuple(cmd.new_isr)
+    if (
+        not new_isr
+        or len(set(new_isr)) != len(new_isr)
+        or any(b not in p.replicas for b in new_isr)
+        or p.leader not in new_isr
+    ):
+        return error(c.INVALID_REQUEST, f"invalid ISR {list(new_isr)} for replicas {list(p.replicas)}")
+    lrs = cmd.leader_recovery_state
+    if lrs == LRS_RECOVERING and len(new_isr) > 1:
+        return error(c.INVALID_REQUEST, "a RECOVERING partition cannot have more than one ISR member")
+    if p.leader_recovery_state == LRS_RECOVERED and lrs == LRS_RECOVERING:
+        return error(c.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING")
+    for b in new_isr:
+        if b not in p.isr:
+            other = view.brokers.get(b)
+            if other is None or other.fenced or other.in_controlled_shutdown:
+                return error(c.INELIGIBLE_REPLICA, f"broker {b} is unregistered, fenced or shutting down")
+    change = builder(view, p).set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
+    if change is None:
+        merged = p
+    else:
+        merged = merge(p, change)
+    reply = c.AlterPartitionReply(
+        leader=merged.leader, leader_epoch=merged.leader_epoch, partition_epoch=merged.partition_epoch, isr=merged.isr
+    )
+    return c.Decision(records=() if change is None else (change,), reply=reply)

@@ -1,0 +1,405 @@
+"""The KRaft controller's view of the cluster, built by ``reducer.apply`` from records alone.
+
+``ControllerView`` is Kafka's controller state (ClusterControlManager + ReplicationControlManager +
+FeatureControlManager + ...): features, broker and controller registrations, topics, partitions,
+configs, producer ids, plus the indexes the controller keeps in replay (partitions by ISR member,
+by directory, without a leader). Only the reducer mutates it; deciders read it.
+
+``ControllerView.image()`` is the frozen, canonical form (everything sorted, ids in Kafka's base64):
+what ``kraftlake view`` prints, what snapshots store and what ``state_hash`` hashes. Same records
+in, byte-identical image out, in every process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, ReplicaDirectory
+
+from .directories import is_online, is_reserved_dir
+from .features import METADATA_VERSION, MV_3_0_IV1
+
+PartitionKey = tuple[str, int]
+"""(topic id, partition id)."""
+
+
+class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A broker's current registration (Kafka ``BrokerRegistration``)."""
+
+    id: int
+    epoch: int
+    incarnation_id: str
+    registered_at: int
+    """Offset of the RegisterBroker record: the broker is caught up once its metadata offset
+    reaches it (R-HB-2)."""
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    log_dirs: tuple[str, ...] = ()
+    """Online directories, in Kafka's uuid order; empty = registered before KIP-858."""
+    removed_dirs: tuple[str, ...] = ()
+    """Directories dropped from ``log_dirs`` by BrokerRegistrationChange since this registration."""
+    rack: str | None = None
+    is_migrating_zk_broker: bool = False
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """Kafka's ``isActive``: registered, not fenced, not in controlled shutdown."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+class ControllerRegistration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    id: int
+    incarnation_id: str
+    zk_migration_ready: bool = False
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+
+
+class TopicInfo(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    id: str
+    name: str
+
+
+class PartitionRegistration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One partition (Kafka ``PartitionRegistration``); ``directories`` runs parallel to
+    ``replicas`` as in Kafka, ``assignment`` gives the (broker, directory) pairs."""
+
+    topic_id: str
+    partition_id: int
+    replicas: tuple[int, ...]
+    directories: tuple[str, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader: int = -1
+    leader_recovery_state: int = 0
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+
+    @property
+    def key(self) -> PartitionKey:
+        return (self.topic_id, self.partition_id)
+
+    def directory(self, broker: int) -> str:
+        """The directory of ``broker``'s replica (Kafka ``PartitionRegistration.directory``)."""
+        return self.directories[self.replicas.index(broker)]
+
+    def assignment(self) -> tuple[ReplicaDirectory, ...]:
+        return tuple(
+            ReplicaDirectory(broker=b, directory=d) for b, d in zip(self.replicas, self.directories)
+        )
+
+
+class ProducerIdsBlock(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+class Transaction(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """An open metadata transaction (BeginTransaction without End/Abort yet)."""
+
+    begin_offset: int
+    name: str | None = None
+
+
+# -- the canonical image -------------------------------------------------------------------------
+
+
+class BrokerImage(msgspec.Struct, frozen=True, kw_only=True):
+    id: int
+    epoch: int
+    incarnation_id: str
+    fenced: bool
+    in_controlled_shutdown: bool
+    log_dirs: tuple[str, ...]
+    registered_at: int
+    removed_dirs: tuple[str, ...]
+    rack: str | None
+    is_migrating_zk_broker: bool
+    end_points: tuple[BrokerEndpoint, ...]
+    features: tuple[BrokerFeature, ...]
+
+
+class PartitionImage(msgspec.Struct, frozen=True, kw_only=True):
+    topic_id: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: int
+    assignment: tuple[ReplicaDirectory, ...]
+    removing_replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    eligible_leader_replicas: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+
+
+class ConfigImage(msgspec.Struct, frozen=True, kw_only=True):
+    resource_type: int
+    resource_name: str
+    configs: dict[str, str]
+
+
+class ControllerImage(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole controller view, canonical: lists sorted by id, dicts by key."""
+
+    offset: int
+    state_hash: str
+    features: dict[str, int]
+    brokers: tuple[BrokerImage, ...]
+    controllers: tuple[ControllerRegistration, ...]
+    topics: tuple[TopicInfo, ...]
+    partitions: tuple[PartitionImage, ...]
+    configs: tuple[ConfigImage, ...]
+    producer_ids: ProducerIdsBlock | None
+    zk_migration_state: int
+    transaction: Transaction | None
+
+
+_ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
+def state_hash_of(image_without_hash: Any) -> str:
+    """sha256 of the canonical JSON encoding (offset excluded: equal states hash equal)."""
+    return hashlib.sha256(_ENCODER.encode(image_without_hash)).hexdigest()
+
+
+# -- the mutable view the reducer folds into ------------------------------------------------------
+
+
+class ControllerView:
+    """Kafka's controller state at ``offset``. Mutated only by ``reducer.apply``."""
+
+    __slots__ = (
+        "offset", "features", "brokers", "controllers", "topics", "topic_ids", "partitions",
+        "configs", "producer_ids", "zk_migration_state", "transaction", "_before_transaction",
+        "dir_owner", "isr_index", "dir_index", "leaderless",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.offset: int = -1
+        self.features: dict[str, int] = {}
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.controllers: dict[int, ControllerRegistration] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.topic_ids: dict[str, str] = {}
+        """Topic name -> id."""
+        self.partitions: dict[str, dict[int, PartitionRegistration]] = {}
+        """Topic id -> partition id -> registration."""
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.producer_ids: ProducerIdsBlock | None = None
+        self.zk_migration_state: int = 0
+        self.transaction: Transaction | None = None
+        self._before_transaction: ControllerView | None = None
+        # Indexes Kafka keeps in replay (ClusterControlManager, BrokersToIsrs,
+        # directoriesToPartitions); derived from the above, rebuilt by ``reindex``.
+        self.dir_owner: dict[str, int] = {}
+        self.isr_index: dict[int, set[PartitionKey]] = {}
+        self.dir_index: dict[str, set[PartitionKey]] = {}
+        self.leaderless: set[PartitionKey] = set()
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    @property
+    def metadata_version(self) -> int:
+        return self.features.get(METADATA_VERSION, MV_3_0_IV1)
+
+    def partition(self, topic_id: str, partition_id: int) -> PartitionRegistration | None:
+        parts = self.partitions.get(topic_id)
+        return None if parts is None else parts.get(partition_id)
+
+    def iter_partitions(self):
+        """Every partition, in (topic id, partition id) order."""
+        for tid in sorted(self.partitions):
+            parts = self.partitions[tid]
+            for pid in sorted(parts):
+                yield parts[pid]
+
+    def partition_count(self) -> int:
+        return sum(len(p) for p in self.partitions.values())
+
+    def is_active(self, broker: int) -> bool:
+        reg = self.brokers.get(broker)
+        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+    def has_online_dir(self, broker: int, directory: str) -> bool:
+        """Kafka ``ClusterControlManager.hasOnlineDir``."""
+        reg = self.brokers.get(broker)
+        return reg is not None and is_online(directory, reg.log_dirs)
+
+    def config(self, resource_type: int, resource_name: str, name: str) -> str | None:
+        return self.configs.get((resource_type, resource_name), {}).get(name)
+
+    # -- copies, images and hashes -----------------------------------------------------------------
+
+    def copy(self) -> ControllerView:
+        """An independent copy (values are frozen, so containers are all that is copied)."""
+        other = ControllerView()
+        other.offset = self.offset
+        other.features = dict(self.features)
+        other.brokers = dict(self.brokers)
+        other.controllers = dict(self.controllers)
+        other.topics = dict(self.topics)
+        other.topic_ids = dict(self.topic_ids)
+        other.partitions = {t: dict(p) for t, p in self.partitions.items()}
+        other.configs = {k: dict(v) for k, v in self.configs.items()}
+        other.producer_ids = self.producer_ids
+        other.zk_migration_state = self.zk_migration_state
+        other.transaction = self.transaction
+        other._before_transaction = self._before_transaction
+        other.dir_owner = dict(self.dir_owner)
+        other.isr_index = {b: set(s) for b, s in self.isr_index.items()}
+        other.dir_index = {d: set(s) for d, s in self.dir_index.items()}
+        other.leaderless = set(self.leaderless)
+        return other
+
+    def _image_fields(self) -> dict[str, Any]:
+        return {
+            "features": dict(sorted(self.features.items())),
+            "brokers": tuple(
+                BrokerImage(
+                    id=b.id, epoch=b.epoch, incarnation_id=b.incarnation_id, fenced=b.fenced,
+                    in_controlled_shutdown=b.in_controlled_shutdown, log_dirs=b.log_dirs,
+                    registered_at=b.registered_at, removed_dirs=b.removed_dirs, rack=b.rack,
+                    is_migrating_zk_broker=b.is_migrating_zk_broker, end_points=b.end_points,
+                    features=b.features,
+                )  # fmt: skip
+                for _, b in sorted(self.brokers.items())
+            ),
+            "controllers": tuple(c for _, c in sorted(self.controllers.items())),
+            "topics": tuple(t for _, t in sorted(self.topics.items())),
+            "partitions": tuple(
+                PartitionImage(
+                    topic_id=p.topic_id, partition=p.partition_id, replicas=p.replicas, isr=p.isr,
+                    leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                    leader_recovery_state=p.leader_recovery_state, assignment=p.assignment(),
+                    removing_replicas=p.removing_replicas, adding_replicas=p.adding_replicas,
+                    eligible_leader_replicas=p.eligible_leader_replicas,
+                    last_known_elr=p.last_known_elr,
+                )  # fmt: skip
+                for p in self.iter_partitions()
+            ),
+            "configs": tuple(
+                ConfigImage(resource_type=t, resource_name=n, configs=dict(sorted(c.items())))
+                for (t, n), c in sorted(self.configs.items())
+            ),
+            "producer_ids": self.producer_ids,
+            "zk_migration_state": self.zk_migration_state,
+            "transaction": self.transaction,
+        }
+
+    def image(self) -> ControllerImage:
+        """The canonical, frozen form of this view, with its state hash."""
+        fields = self._image_fields()
+        return ControllerImage(offset=self.offset, state_hash=state_hash_of(fields), **fields)
+
+    def state_hash(self) -> str:
+        return state_hash_of(self._image_fields())
+
+    @classmethod
+    def from_image(cls, image: ControllerImage) -> ControllerView:
+        """Rebuild the view (and its indexes) a snapshot stored as an image.
+
+        An image taken inside an open transaction cannot be restored (the state before the
+        transaction, which an abort returns to, is not in it); snapshots are never taken there.
+        """
+        if image.transaction is not None:
+            raise ValueError("an image taken inside a metadata transaction cannot be restored")
+        view = cls()
+        view.offset = image.offset
+        view.features = dict(image.features)
+        for b in image.brokers:
+            view.brokers[b.id] = BrokerRegistration(
+                id=b.id, epoch=b.epoch, incarnation_id=b.incarnation_id, registered_at=b.registered_at,
+                fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown, log_dirs=b.log_dirs,
+                removed_dirs=b.removed_dirs, rack=b.rack, is_migrating_zk_broker=b.is_migrating_zk_broker,
+                end_points=b.end_points, features=b.features,
+            )  # fmt: skip
+        view.controllers = {c.id: c for c in image.controllers}
+        for t in image.topics:
+            view.topics[t.id] = t
+            view.topic_ids[t.name] = t.id
+            view.partitions[t.id] = {}
+        for p in image.partitions:
+            view.partitions[p.topic_id][p.partition] = PartitionRegistration(
+                topic_id=p.topic_id, partition_id=p.partition, replicas=p.replicas,
+                directories=tuple(a.directory for a in p.assignment), isr=p.isr,
+                removing_replicas=p.removing_replicas, adding_replicas=p.adding_replicas,
+                leader=p.leader, leader_recovery_state=p.leader_recovery_state,
+                leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                eligible_leader_replicas=p.eligible_leader_replicas, last_known_elr=p.last_known_elr,
+            )  # fmt: skip
+        view.configs = {(c.resource_type, c.resource_name): dict(c.configs) for c in image.configs}
+        view.producer_ids = image.producer_ids
+        view.zk_migration_state = image.zk_migration_state
+        view.reindex()
+        return view
+
+    # -- indexes -------------------------------------------------------------------------------------
+
+    def reindex(self) -> None:
+        """Rebuild every index from the registrations and partitions."""
+        self.dir_owner = {d: b.id for b in self.brokers.values() for d in b.log_dirs}
+        self.isr_index = {}
+        self.dir_index = {}
+        self.leaderless = set()
+        for parts in self.partitions.values():
+            for p in parts.values():
+                self.index_partition(None, p)
+
+    def index_partition(self, old: PartitionRegistration | None, new: PartitionRegistration | None) -> None:
+        """Move one partition's index entries from ``old`` to ``new`` (either may be None)."""
+        key = (new or old).key  # type: ignore[union-attr]
+        old_isr = old.isr if old is not None else ()
+        new_isr = new.isr if new is not None else ()
+        if old_isr != new_isr:
+            isr_index = self.isr_index
+            for b in old_isr:
+                if b not in new_isr:
+                    s = isr_index.get(b)
+                    if s is not None:
+                        s.discard(key)
+                        if not s:
+                            del isr_index[b]
+            for b in new_isr:
+                if b not in old_isr:
+                    s = isr_index.get(b)
+                    if s is None:
+                        isr_index[b] = {key}
+                    else:
+                        s.add(key)
+        was = old is not None and old.leader == -1
+        now = new is not None and new.leader == -1
+        if was != now:
+            if now:
+                self.leaderless.add(key)
+            else:
+                self.leaderless.discard(key)
+        old_dirs = old.directories if old is not None else ()
+        new_dirs = new.directories if new is not None else ()
+        if old_dirs != new_dirs:
+            dir_index = self.dir_index
+            for d in old_dirs:
+                if d not in new_dirs and not is_reserved_dir(d):
+                    s = dir_index.get(d)
+                    if s is not None:
+                        s.discard(key)
+                        if not s:
+                            del dir_index[d]
+            for d in new_dirs:
+                if not is_reserved_dir(d):
+                    s = dir_index.get(d)
+                    if s is None:
+                        dir_index[d] = {key}
+                    else:
+                        s.add(key)
