@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from kraftlake.cli import append, history, init, log, maintain
+from kraftlake.cli import append, history, init, log, maintain, snapshot, view
 from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, err
 
 
@@ -20,13 +20,14 @@ class _Group(TyperGroup):
             KraftlakeError,
             LogNotFoundError,
             RecordError,
+            ReplayError,
             TimeTravelError,
         )
 
         try:
             return super().invoke(ctx)
         except KraftlakeError as exc:
-            unusable_input = isinstance(exc, (RecordError, LogNotFoundError, TimeTravelError))
+            unusable_input = isinstance(exc, (RecordError, ReplayError, LogNotFoundError, TimeTravelError))
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             ctx.exit(EXIT_INPUT if unusable_input else EXIT_FAILED)
 
@@ -37,7 +38,8 @@ app = typer.Typer(
     help=(
         "kraftlake: an event-sourced metadata log for streaming-storage clusters (KRaft with JBOD,"
         " S3Stream, BookKeeper) on Delta Lake. Append typed records with gapless offsets, read"
-        " them back as of any version, timestamp or offset, and keep the table healthy."
+        " them back as of any version, timestamp or offset, replay them into the controller's and"
+        " each broker's view, and keep the table healthy."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -63,7 +65,7 @@ def _global(
     configure(json=log_json, level=level)
 
 
-for module in (init, append, log, history, maintain):
+for module in (init, append, log, view, snapshot, history, maintain):
     module.register(app)
 
 

@@ -22,6 +22,10 @@ from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, ReplicaDirect
 from .directories import is_online, is_reserved_dir
 from .features import METADATA_VERSION, MV_3_0_IV1
 
+IMAGE_FORMAT = 1
+"""Version of the image's shape and of the reducer's semantics. Bump it when either changes:
+stored snapshots of another format are ignored, never misread."""
+
 PartitionKey = tuple[str, int]
 """(topic id, partition id)."""
 

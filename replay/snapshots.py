@@ -1,0 +1,155 @@
+"""Snapshots of the controller view, in a side Delta table inside the log's directory.
+
+``<log>/_kraftlake_snapshots`` is a Delta table of its own, one row (and one Parquet file) per
+snapshot: the view at ``offset`` as a msgpack-encoded canonical image, its state hash and a sha256
+of the blob. Delta ignores directories that start with ``_``, so the log's vacuum never touches
+it, and moving the log's directory moves its snapshots along.
+
+Offsets are immutable, so a snapshot at offset o serves every later version of the log. Snapshots
+are only taken outside metadata transactions (an abort would need the state before Begin), and a
+snapshot of another image format is ignored (``IMAGE_FORMAT``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pyarrow.dataset as ds
+import structlog
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from kraftlake.records.errors import LogError
+from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerImage, ControllerView
+
+log = structlog.get_logger(__name__)
+
+SNAPSHOTS_DIR = "_kraftlake_snapshots"
+KIND = "kraft.controller"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("format", pa.int32(), nullable=False),
+        pa.field("state_hash", pa.string(), nullable=False),
+        pa.field("blob_sha256", pa.string(), nullable=False),
+        pa.field("brokers", pa.int64(), nullable=False),
+        pa.field("partitions", pa.int64(), nullable=False),
+        pa.field("created_ms", pa.int64(), nullable=False),
+        pa.field("image", pa.large_binary(), nullable=False),
+    ]
+)
+
+_IMAGE_DECODER = msgspec.msgpack.Decoder(ControllerImage)
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    offset: int
+    kind: str
+    format: int
+    state_hash: str
+    brokers: int
+    partitions: int
+    created_ms: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class SnapshotStore:
+    """The snapshots of one log. ``SnapshotStore(log_path)``; the table is created on first write."""
+
+    def __init__(self, log_path: str | os.PathLike[str]) -> None:
+        self.path = str(Path(log_path) / SNAPSHOTS_DIR)
+
+    def _table(self) -> DeltaTable | None:
+        try:
+            return DeltaTable(self.path)
+        except TableNotFoundError:
+            return None
+
+    def write(self, view: ControllerView) -> SnapshotInfo:
+        """Store ``view`` (at ``view.offset``). Refuses a view inside a metadata transaction."""
+        if view.transaction is not None:
+            raise LogError(
+                f"offset {view.offset} is inside the metadata transaction that began at"
+                f" {view.transaction.begin_offset}: snapshots are taken outside transactions"
+            )
+        image = view.image()
+        blob = msgspec.msgpack.encode(image)
+        row = {
+            "offset": view.offset,
+            "kind": KIND,
+            "format": IMAGE_FORMAT,
+            "state_hash": image.state_hash,
+            "blob_sha256": hashlib.sha256(blob).hexdigest(),
+            "brokers": len(image.brokers),
+            "partitions": len(image.partitions),
+            "created_ms": time.time_ns() // 1_000_000,
+            "image": blob,
+        }
+        table = pa.Table.from_pylist([row], schema=SCHEMA)
+        write_deltalake(self.path, table, mode="append", schema_mode=None)
+        log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
+        return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")}, bytes=len(blob))
+
+    def _files(self, dt: DeltaTable) -> list[tuple[str, int | None, int | None]]:
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        cols = actions.column_names
+        paths = actions.column("path").to_pylist()
+        lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
+        hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
+        return [(os.path.join(self.path, p), a, b) for p, a, b in zip(paths, lo, hi)]
+
+    def list(self) -> list[SnapshotInfo]:
+        """Every usable snapshot (this kind and format), by offset, without their images."""
+        dt = self._table()
+        if dt is None:
+            return []
+        files = [f for f, _, _ in self._files(dt)]
+        cols = ["offset", "kind", "format", "state_hash", "brokers", "partitions", "created_ms"]
+        table = ds.dataset(files, schema=SCHEMA, format="parquet").to_table(columns=cols)
+        sizes = ds.dataset(files, schema=SCHEMA, format="parquet").to_table(columns=["image"]).column("image")
+        out: dict[int, SnapshotInfo] = {}
+        for row, blob in zip(table.to_pylist(), sizes.to_pylist()):
+            if row["kind"] == KIND and row["format"] == IMAGE_FORMAT:
+                out[row["offset"]] = SnapshotInfo(**row, bytes=len(blob))
+        return [out[o] for o in sorted(out)]
+
+    def nearest(self, offset: int) -> ControllerView | None:
+        """The view of the newest usable snapshot at or before ``offset``, or None."""
+        dt = self._table()
+        if dt is None:
+            return None
+        candidates = [(b, f) for f, a, b in self._files(dt) if a is not None and a <= offset]
+        # Newest first; each file is one snapshot, so its max offset is the snapshot's offset.
+        for _, path in sorted(candidates, reverse=True):
+            table = ds.dataset([path], schema=SCHEMA, format="parquet").to_table(
+                filter=(ds.field("offset") <= offset)
+                & (ds.field("kind") == KIND)
+                & (ds.field("format") == IMAGE_FORMAT)
+            )
+            if table.num_rows == 0:
+                continue
+            best = table.sort_by([("offset", "descending")]).slice(0, 1).to_pylist()[0]
+            blob = best["image"]
+            if hashlib.sha256(blob).hexdigest() != best["blob_sha256"]:
+                log.warning("snapshot.corrupt", offset=best["offset"], path=path)
+                continue
+            return ControllerView.from_image(_IMAGE_DECODER.decode(blob))
+        return None
+
+    def delete(self) -> None:
+        """Drop every snapshot (they are derived data: ``kraftlake snapshot`` rebuilds them)."""
+        import shutil
+
+        shutil.rmtree(self.path, ignore_errors=True)

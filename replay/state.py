@@ -1,0 +1,90 @@
+"""State at any point of a log: nearest snapshot + replay of the tail, and snapshot writing.
+
+``state_at(log, offset=… | version=… | timestamp=…)`` is what analysts call; ``replay_log`` folds a
+range of the log into a view in bounded memory (one Parquet file at a time); ``take_snapshots``
+replays once and stores a snapshot every ``every`` records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+
+from kraftlake.records.errors import TimeTravelError
+from kraftlake.records.log import Log, LogSnapshot
+from kraftlake.statemachine.kraft.reducer import replay
+from kraftlake.statemachine.kraft.view import ControllerView
+
+from .snapshots import SnapshotInfo, SnapshotStore
+
+log = structlog.get_logger(__name__)
+
+Progress = Callable[[int], None]
+"""Called with the number of records just replayed."""
+
+
+def replay_log(
+    snapshot: LogSnapshot,
+    view: ControllerView | None = None,
+    *,
+    to_offset: int | None = None,
+    progress: Progress | None = None,
+) -> ControllerView:
+    """Fold the records after ``view.offset`` up to ``to_offset`` (default: the snapshot's end)."""
+    v = ControllerView() if view is None else view
+    for records in snapshot.iter_records(v.offset + 1, to_offset):
+        replay(records, v)
+        if progress is not None:
+            progress(len(records))
+    return v
+
+
+def state_at(
+    log_: Log,
+    *,
+    offset: int | None = None,
+    version: int | None = None,
+    timestamp: datetime | str | None = None,
+    use_snapshots: bool = True,
+    progress: Progress | None = None,
+) -> ControllerView:
+    """The controller view after the record at ``offset``, or at the end of Delta ``version``, or
+    of the newest version committed at or before ``timestamp`` (at most one; default: now)."""
+    snap = log_.at(offset=offset, version=version, timestamp=timestamp)
+    target = snap.last_offset
+    if offset is not None and offset > target:
+        raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
+    start = SnapshotStore(log_.path).nearest(target) if use_snapshots else None
+    if start is not None:
+        log.debug("state_at.snapshot", snapshot=start.offset, target=target)
+    return replay_log(snap, start, to_offset=target, progress=progress)
+
+
+def take_snapshots(
+    log_: Log, *, every: int, progress: Progress | None = None
+) -> list[SnapshotInfo]:
+    """Store a snapshot at every multiple of ``every`` records (at the first offset at or after
+    it outside a metadata transaction), continuing from the newest existing snapshot."""
+    if every < 1:
+        raise ValueError("every must be at least 1")
+    store = SnapshotStore(log_.path)
+    snap = log_.at()
+    view = store.nearest(snap.last_offset) or ControllerView()
+    written = []
+    next_cut = (view.offset // every + 1) * every
+    for records in snap.iter_records(view.offset + 1, snap.last_offset):
+        i, n = 0, len(records)
+        while i < n:
+            # Offsets are gapless: replay up to and including the cut, then look at the state
+            # (inside a transaction, one record at a time until it ends).
+            j = min(n, i + max(0, next_cut - records[i].offset) + 1)  # type: ignore[operator]
+            replay(records[i:j], view)
+            i = j
+            if view.offset >= next_cut and view.transaction is None:
+                written.append(store.write(view))
+                next_cut = (view.offset // every + 1) * every
+        if progress is not None:
+            progress(len(records))
+    return written
