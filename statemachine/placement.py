@@ -118,7 +118,7 @@ class WeightedSelection(Generic[K]):
         'd2'
     """
 
-    __slots__ = ("_bits", "_bounds", "_keys", "_total", "_units")
+    __slots__ = ("_bits", "_bounds", "_index", "_keys", "_total", "_units")
 
     def __init__(self, weights: Mapping[K, int], *, max_multiple: int = DEFAULT_MAX_MULTIPLE) -> None:
         if not weights:
@@ -158,6 +158,7 @@ class WeightedSelection(Generic[K]):
             bounds.append(running)
 
         self._keys = keys
+        self._index = frozenset(keys)
         self._units = tuple(units)
         self._bounds = bounds
         self._total = running
@@ -212,31 +213,54 @@ class WeightedSelection(Generic[K]):
             append(keys[bisect_right(bounds, r)])
         return out
 
-    def _choose(self, rng: random.Random, count: int, exclude: Collection[K]) -> tuple[K, ...]:
-        """``count`` distinct keys not in ``exclude``, in draw order (see :func:`choose`)."""
+    def pick(self, rng: random.Random, count: int, exclude: Collection[K] = ()) -> tuple[K, ...]:
+        """``count`` distinct keys not in ``exclude``, in draw order (see :func:`choose`).
+
+        Draws as BookKeeper does (draw, keep the key unless taken or excluded) for a few tries,
+        then draws from the allowed keys directly. A rejected draw followed by an accepted one
+        returns k with probability p_k / (sum of p over allowed keys), and so does the direct
+        draw, so the mix has exactly the loop's distribution; the first is O(log N) per key when
+        most keys are allowed, the second bounds the time when few are.
+        """
         if count < 0:
             raise PlacementError(f"count must be >= 0, got {count}")
         excluded = frozenset(exclude)
-        remaining = [(k, u) for k, u in zip(self._keys, self._units) if k not in excluded]
-        if len(remaining) < count:
-            n_excluded = len(self._keys) - len(remaining)
+        eligible = len(self._keys) - sum(1 for k in excluded if k in self._index)
+        if eligible < count:
             raise NotEnoughCandidates(
-                f"need {count} distinct keys but only {len(remaining)} of {len(self._keys)} "
-                f"are eligible ({n_excluded} excluded)",
+                f"need {count} distinct keys but only {eligible} of {len(self._keys)} "
+                f"are eligible ({len(self._keys) - eligible} excluded)",
                 needed=count,
-                eligible=len(remaining),
+                eligible=eligible,
             )
+        keys, bounds, total, bits = self._keys, self._bounds, self._total, self._bits
         getrandbits = rng.getrandbits
         chosen: list[K] = []
+        taken = set(excluded)
         for _ in range(count):
-            total = sum(u for _, u in remaining)
-            r = _below(getrandbits, total, total.bit_length())
-            i = 0
-            while r >= remaining[i][1]:
-                r -= remaining[i][1]
-                i += 1
-            chosen.append(remaining.pop(i)[0])
+            for _try in range(_TRIES):
+                r = getrandbits(bits)
+                while r >= total:
+                    r = getrandbits(bits)
+                key = keys[bisect_right(bounds, r)]
+                if key not in taken:
+                    break
+            else:
+                remaining = [(k, u) for k, u in zip(keys, self._units) if k not in taken]
+                left = sum(u for _, u in remaining)
+                r = _below(getrandbits, left, left.bit_length())
+                i = 0
+                while r >= remaining[i][1]:
+                    r -= remaining[i][1]
+                    i += 1
+                key = remaining[i][0]
+            chosen.append(key)
+            taken.add(key)
         return tuple(chosen)
+
+
+_TRIES = 16
+"""Rejection draws per key before drawing from the allowed keys directly."""
 
 
 def choose(
@@ -274,7 +298,7 @@ def choose(
         >>> choose(free, 1, seed=seed_for(1234, "replica-dir"), exclude={"dir-c"})
         ('dir-a',)
     """
-    return WeightedSelection(weights, max_multiple=max_multiple)._choose(random.Random(seed), count, exclude)
+    return WeightedSelection(weights, max_multiple=max_multiple).pick(random.Random(seed), count, exclude)
 
 
 def seed_for(offset: int, purpose: str = "") -> int:

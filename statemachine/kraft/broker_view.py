@@ -55,9 +55,7 @@ def broker_view(view: ControllerView, broker: int) -> BrokerView:
     online_dirs = reg.log_dirs if reg is not None else ()
     serving = reg is not None and not reg.fenced
     replicas = []
-    for p in view.iter_partitions():
-        if broker not in p.replicas:
-            continue
+    for p in view.partitions_of(broker):
         d = p.directory(broker)
         replicas.append(
             LocalReplica(

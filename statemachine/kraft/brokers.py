@@ -123,11 +123,7 @@ def leads_partitions(view: ControllerView, broker: int) -> bool:
 
 
 def has_unassigned_replicas(view: ControllerView, broker: int) -> bool:
-    for parts in view.partitions.values():
-        for p in parts.values():
-            if broker in p.replicas and p.directory(broker) == UNASSIGNED:
-                return True
-    return False
+    return any(p.directory(broker) == UNASSIGNED for p in view.partitions_of(broker))
 
 
 FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"

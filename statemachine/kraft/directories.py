@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
-from kraftlake.records.types import is_reserved, uuid_to_ints
+from kraftlake.records.types import uuid_from_ints, uuid_to_ints
 
 ONLINE_RESERVED = frozenset({MIGRATING, UNASSIGNED})
 
@@ -55,7 +55,6 @@ def default_dir(broker_dirs: tuple[str, ...] | None, *, directories_supported: b
     return UNASSIGNED
 
 
-def is_reserved_dir(directory: str) -> bool:
-    """R-DIR-2: reserved ids (MIGRATING, UNASSIGNED, LOST, and the rest of Kafka's reserved
-    range) are never indexed by directory."""
-    return is_reserved(directory)
+RESERVED_IDS = frozenset(uuid_from_ints(0, lsb) for lsb in range(100))
+"""Kafka's whole reserved range (``DirectoryId.reserved``): MIGRATING, UNASSIGNED, LOST and the
+97 ids after them. Never indexed by directory (R-DIR-2)."""

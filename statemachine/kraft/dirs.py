@@ -95,11 +95,7 @@ def choose_dirs(
     weights = {d: max(0, int(free_bytes.get(d, 0))) for d in reg.log_dirs}
     if not weights:
         return None
-    unassigned = [
-        p.key
-        for p in view.iter_partitions()
-        if broker in p.replicas and p.directory(broker) == UNASSIGNED
-    ]
+    unassigned = [p.key for p in view.partitions_of(broker) if p.directory(broker) == UNASSIGNED]
     if not unassigned:
         return None
     selection = placement.WeightedSelection(weights, max_multiple=max_multiple)

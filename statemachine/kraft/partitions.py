@@ -82,45 +82,52 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
 
     Raises ``ValueError`` when the change's directories do not fit the replicas.
     """
-    replicas = p.replicas if c.replicas is None else c.replicas
+    # The hot path of every replay: locals, no helper calls unless replicas or directories move.
+    new_replicas = c.replicas
     assignment = c.assignment
+    if new_replicas is None:
+        replicas = p.replicas
+        directories = p.directories
+    else:
+        replicas = new_replicas
+        directories = directories_from(p.replicas, p.directories, new_replicas)
     if assignment:
         if len(assignment) != len(replicas):
             raise ValueError(
                 f"`assignment` has {len(assignment)} entries for {len(replicas)} replicas {list(replicas)}"
             )
-        for i, (pair, broker) in enumerate(zip(assignment, replicas)):
-            if pair.broker != broker:
-                raise ValueError(f"`assignment` entry {i} is broker {pair.broker}, replica {i} is {broker}")
-        directories = tuple(pair.directory for pair in assignment)
-    elif c.replicas is not None:
-        directories = directories_from(p.replicas, p.directories, c.replicas)
-    else:
-        directories = p.directories
+        directories = tuple([pair.directory for pair in assignment])
+        for i, pair in enumerate(assignment):
+            if pair.broker != replicas[i]:
+                raise ValueError(f"`assignment` entry {i} is broker {pair.broker}, replica {i} is {replicas[i]}")
     if not directories:
         # Kafka quirk kept: defaultToMigrating is given the *old* replica count.
         directories = (MIGRATING,) * len(p.replicas)
-    if c.leader == LEADER_UNCHANGED:
+    leader = c.leader
+    if leader == LEADER_UNCHANGED:
         leader, leader_epoch = p.leader, p.leader_epoch
     else:
-        leader, leader_epoch = c.leader, p.leader_epoch + 1
-    lrs = p.leader_recovery_state if c.leader_recovery_state == LRS_UNCHANGED else c.leader_recovery_state
+        leader_epoch = p.leader_epoch + 1
+    lrs = c.leader_recovery_state
+    isr = c.isr
+    removing = c.removing_replicas
+    adding = c.adding_replicas
+    elr = c.eligible_leader_replicas
+    last_known_elr = c.last_known_elr
     return PartitionRegistration(
-        topic_id=p.topic_id,
-        partition_id=p.partition_id,
-        replicas=replicas,
-        directories=directories,
-        isr=p.isr if c.isr is None else c.isr,
-        removing_replicas=p.removing_replicas if c.removing_replicas is None else c.removing_replicas,
-        adding_replicas=p.adding_replicas if c.adding_replicas is None else c.adding_replicas,
-        leader=leader,
-        leader_recovery_state=lrs,
-        leader_epoch=leader_epoch,
-        partition_epoch=p.partition_epoch + 1,
-        eligible_leader_replicas=(
-            p.eligible_leader_replicas if c.eligible_leader_replicas is None else c.eligible_leader_replicas
-        ),
-        last_known_elr=p.last_known_elr if c.last_known_elr is None else c.last_known_elr,
+        p.topic_id,
+        p.partition_id,
+        replicas,
+        directories,
+        p.isr if isr is None else isr,
+        p.removing_replicas if removing is None else removing,
+        p.adding_replicas if adding is None else adding,
+        leader,
+        p.leader_recovery_state if lrs == LRS_UNCHANGED else lrs,
+        leader_epoch,
+        p.partition_epoch + 1,
+        p.eligible_leader_replicas if elr is None else elr,
+        p.last_known_elr if last_known_elr is None else last_known_elr,
     )
 
 

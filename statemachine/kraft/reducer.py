@@ -184,8 +184,7 @@ def _remove_topic(view: ControllerView, r: RemoveTopic, offset: int) -> None:
     if topic is None:
         raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
     del view.topic_ids[topic.name]
-    for p in view.partitions.pop(r.topic_id).values():
-        view.index_partition(p, None)
+    view.dirty.update((r.topic_id, pid) for pid in view.partitions.pop(r.topic_id))
     view.configs.pop((TOPIC_RESOURCE, topic.name), None)
 
 
@@ -193,30 +192,28 @@ def _partition(view: ControllerView, r: Partition, offset: int) -> None:
     parts = view.partitions.get(r.topic_id)
     if parts is None:
         raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
-    new = from_record(r)
-    old = parts.get(r.partition_id)
-    parts[r.partition_id] = new
-    view.index_partition(old, new)
+    parts[r.partition_id] = from_record(r)
+    view.dirty.add((r.topic_id, r.partition_id))
 
 
 def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> None:
     parts = view.partitions.get(r.topic_id)
     if parts is None:
         raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
-    old = parts.get(r.partition_id)
+    pid = r.partition_id
+    old = parts.get(pid)
     if old is None:
-        raise _fail(r, offset, "R-REPLAY-PARTITION", f"partition {r.partition_id} does not exist")
+        raise _fail(r, offset, "R-REPLAY-PARTITION", f"partition {pid} does not exist")
     try:
         new = merge(old, r)
     except ValueError as exc:
         raise _fail(r, offset, "R-REPLAY-DIRECTORIES", str(exc)) from None
-    parts[r.partition_id] = new
+    parts[pid] = new
+    view.dirty.add((r.topic_id, pid))
     if new.eligible_leader_replicas and set(new.isr) & set(new.eligible_leader_replicas):
         # Kafka logs this as an error and goes on (kafka-kraft.md 3.7).
         log.error("isr_and_elr_overlap", offset=offset, entity=r.entity_key(), isr=new.isr,
                   elr=new.eligible_leader_replicas)
-    if new.isr != old.isr or new.leader != old.leader or new.directories is not old.directories:
-        view.index_partition(old, new)
 
 
 def _feature_level(view: ControllerView, r: FeatureLevel, offset: int) -> None:

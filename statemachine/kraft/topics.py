@@ -8,6 +8,7 @@ replay of the log decides the same.
 from __future__ import annotations
 
 import hashlib
+import random
 
 from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, Config, Partition, ReplicaDirectory, Topic
 from kraftlake.records.types import is_reserved, uuid_from_bytes
@@ -79,13 +80,9 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
                 f" {len(active)} broker(s) are registered.",
             )
         weights = {b: max(0, int((cmd.broker_weights or {}).get(b, 0))) for b in active}
+        selection = placement.WeightedSelection(weights, max_multiple=config.max_multiple)
         assignments = tuple(
-            placement.choose(
-                weights,
-                cmd.replication_factor,
-                seed=placement.seed_for(first, f"create-topic/{name}/{p}"),
-                max_multiple=config.max_multiple,
-            )
+            selection.pick(random.Random(placement.seed_for(first, f"create-topic/{name}/{p}")), cmd.replication_factor)
             for p in range(cmd.partitions)
         )
     topic_id = cmd.topic_id or derived_topic_id(name, first)

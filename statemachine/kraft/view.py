@@ -19,7 +19,7 @@ import msgspec
 
 from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, ReplicaDirectory
 
-from .directories import is_online, is_reserved_dir
+from .directories import RESERVED_IDS, is_online
 from .features import METADATA_VERSION, MV_3_0_IV1
 
 IMAGE_FORMAT = 1
@@ -69,9 +69,10 @@ class TopicInfo(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     name: str
 
 
-class PartitionRegistration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class PartitionRegistration(msgspec.Struct, frozen=True, gc=False):
     """One partition (Kafka ``PartitionRegistration``); ``directories`` runs parallel to
-    ``replicas`` as in Kafka, ``assignment`` gives the (broker, directory) pairs."""
+    ``replicas`` as in Kafka, ``assignment`` gives the (broker, directory) pairs. Fields are
+    positional in this order (``merge`` builds one per replayed change)."""
 
     topic_id: str
     partition_id: int
@@ -187,7 +188,7 @@ class ControllerView:
     __slots__ = (
         "offset", "features", "brokers", "controllers", "topics", "topic_ids", "partitions",
         "configs", "producer_ids", "zk_migration_state", "transaction", "_before_transaction",
-        "dir_owner", "isr_index", "dir_index", "leaderless",
+        "dir_owner", "dirty", "_indexed", "_isr_index", "_dir_index", "_replica_index", "_leaderless",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -205,12 +206,16 @@ class ControllerView:
         self.zk_migration_state: int = 0
         self.transaction: Transaction | None = None
         self._before_transaction: ControllerView | None = None
-        # Indexes Kafka keeps in replay (ClusterControlManager, BrokersToIsrs,
-        # directoriesToPartitions); derived from the above, rebuilt by ``reindex``.
         self.dir_owner: dict[str, int] = {}
-        self.isr_index: dict[int, set[PartitionKey]] = {}
-        self.dir_index: dict[str, set[PartitionKey]] = {}
-        self.leaderless: set[PartitionKey] = set()
+        # Indexes Kafka keeps in replay (BrokersToIsrs, directoriesToPartitions, ...). Only the
+        # deciders read them, so replay just notes which partitions changed (``dirty``) and the
+        # indexes catch up on first read: pure replays (audits, time travel) never pay for them.
+        self.dirty: set[PartitionKey] = set()
+        self._indexed: dict[PartitionKey, PartitionRegistration] = {}
+        self._isr_index: dict[int, set[PartitionKey]] = {}
+        self._dir_index: dict[str, set[PartitionKey]] = {}
+        self._replica_index: dict[int, set[PartitionKey]] = {}
+        self._leaderless: set[PartitionKey] = set()
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -221,6 +226,11 @@ class ControllerView:
     def partition(self, topic_id: str, partition_id: int) -> PartitionRegistration | None:
         parts = self.partitions.get(topic_id)
         return None if parts is None else parts.get(partition_id)
+
+    def partitions_of(self, broker: int) -> list[PartitionRegistration]:
+        """The partitions ``broker`` is a replica of, in (topic id, partition id) order."""
+        parts = self.partitions
+        return [parts[t][p] for t, p in sorted(self.replica_index.get(broker, ()))]
 
     def iter_partitions(self):
         """Every partition, in (topic id, partition id) order."""
@@ -262,9 +272,12 @@ class ControllerView:
         other.transaction = self.transaction
         other._before_transaction = self._before_transaction
         other.dir_owner = dict(self.dir_owner)
-        other.isr_index = {b: set(s) for b, s in self.isr_index.items()}
-        other.dir_index = {d: set(s) for d, s in self.dir_index.items()}
-        other.leaderless = set(self.leaderless)
+        other.dirty = set(self.dirty)
+        other._indexed = dict(self._indexed)
+        other._isr_index = {b: set(s) for b, s in self._isr_index.items()}
+        other._dir_index = {d: set(s) for d, s in self._dir_index.items()}
+        other._replica_index = {b: set(s) for b, s in self._replica_index.items()}
+        other._leaderless = set(self._leaderless)
         return other
 
     def _image_fields(self) -> dict[str, Any]:
@@ -354,56 +367,77 @@ class ControllerView:
     def reindex(self) -> None:
         """Rebuild every index from the registrations and partitions."""
         self.dir_owner = {d: b.id for b in self.brokers.values() for d in b.log_dirs}
-        self.isr_index = {}
-        self.dir_index = {}
-        self.leaderless = set()
-        for parts in self.partitions.values():
-            for p in parts.values():
-                self.index_partition(None, p)
+        self._indexed, self._isr_index, self._dir_index, self._replica_index = {}, {}, {}, {}
+        self._leaderless = set()
+        self.dirty = {(t, p) for t, parts in self.partitions.items() for p in parts}
 
-    def index_partition(self, old: PartitionRegistration | None, new: PartitionRegistration | None) -> None:
-        """Move one partition's index entries from ``old`` to ``new`` (either may be None)."""
-        key = (new or old).key  # type: ignore[union-attr]
-        old_isr = old.isr if old is not None else ()
-        new_isr = new.isr if new is not None else ()
-        if old_isr != new_isr:
-            isr_index = self.isr_index
-            for b in old_isr:
-                if b not in new_isr:
-                    s = isr_index.get(b)
-                    if s is not None:
-                        s.discard(key)
-                        if not s:
-                            del isr_index[b]
-            for b in new_isr:
-                if b not in old_isr:
-                    s = isr_index.get(b)
-                    if s is None:
-                        isr_index[b] = {key}
-                    else:
-                        s.add(key)
-        was = old is not None and old.leader == -1
-        now = new is not None and new.leader == -1
-        if was != now:
-            if now:
-                self.leaderless.add(key)
+    def _sync(self) -> None:
+        """Bring the partition indexes up to date with the partitions replay changed."""
+        if not self.dirty:
+            return
+        indexed, parts = self._indexed, self.partitions
+        for key in self.dirty:
+            old = indexed.get(key)
+            topic = parts.get(key[0])
+            new = None if topic is None else topic.get(key[1])
+            if old is new:
+                continue
+            _move(self._isr_index, key, () if old is None else old.isr, () if new is None else new.isr)
+            _move(self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas)
+            _move(
+                self._dir_index,
+                key,
+                () if old is None else [d for d in old.directories if d not in RESERVED_IDS],
+                () if new is None else [d for d in new.directories if d not in RESERVED_IDS],
+            )  # R-DIR-2: reserved ids are never indexed.
+            if new is not None and new.leader == -1:
+                self._leaderless.add(key)
             else:
-                self.leaderless.discard(key)
-        old_dirs = old.directories if old is not None else ()
-        new_dirs = new.directories if new is not None else ()
-        if old_dirs != new_dirs:
-            dir_index = self.dir_index
-            for d in old_dirs:
-                if d not in new_dirs and not is_reserved_dir(d):
-                    s = dir_index.get(d)
-                    if s is not None:
-                        s.discard(key)
-                        if not s:
-                            del dir_index[d]
-            for d in new_dirs:
-                if not is_reserved_dir(d):
-                    s = dir_index.get(d)
-                    if s is None:
-                        dir_index[d] = {key}
-                    else:
-                        s.add(key)
+                self._leaderless.discard(key)
+            if new is None:
+                del indexed[key]
+            else:
+                indexed[key] = new
+        self.dirty = set()
+
+    @property
+    def isr_index(self) -> dict[int, set[PartitionKey]]:
+        """Broker -> partitions whose ISR lists it (Kafka's BrokersToIsrs)."""
+        self._sync()
+        return self._isr_index
+
+    @property
+    def dir_index(self) -> dict[str, set[PartitionKey]]:
+        """Real directory id -> partitions with a replica there (``directoriesToPartitions``)."""
+        self._sync()
+        return self._dir_index
+
+    @property
+    def replica_index(self) -> dict[int, set[PartitionKey]]:
+        """Broker -> partitions it is a replica of."""
+        self._sync()
+        return self._replica_index
+
+    @property
+    def leaderless(self) -> set[PartitionKey]:
+        """Partitions without a leader."""
+        self._sync()
+        return self._leaderless
+
+
+def _move(index: dict, key: PartitionKey, old, new) -> None:
+    """Index ``key`` under the members of ``new`` instead of those of ``old``."""
+    for m in old:
+        if m not in new:
+            s = index.get(m)
+            if s is not None:
+                s.discard(key)
+                if not s:
+                    del index[m]
+    for m in new:
+        if m not in old:
+            s = index.get(m)
+            if s is None:
+                index[m] = {key}
+            else:
+                s.add(key)
