@@ -56,7 +56,7 @@ def _strategy(info: mi.Type, name: str, owner: type | None = None) -> st.SearchS
     if isinstance(info, mi.BoolType):
         return st.booleans()
     if isinstance(info, mi.StrType):
-        if info.pattern is not None:  # a Kafka uuid
+        if info.min_length == info.max_length == 22:  # a Kafka uuid (records.types.Uuid)
             return directories if (owner, name) in ANY_UUID_FIELDS else real_uuids
         return st.text(min_size=info.min_length or 0, max_size=min(info.max_length or 24, 24))
     if isinstance(info, (mi.VarTupleType, mi.ListType)):

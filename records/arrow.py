@@ -20,8 +20,8 @@ from msgspec.structs import astuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .base import ENVELOPE_FIELDS, Record, payload_fields, type_name
-from .catalog import BY_NAME, RECORD_TYPES
+from .base import ENVELOPE_FIELDS, Record, payload_fields, trusted, type_name
+from .catalog import BY_NAME, RECORD_TYPES, AnyRecord
 from .codec import record_error
 
 ENVELOPE_SCHEMA = pa.schema(
@@ -88,6 +88,12 @@ def payload_type(cls: type[Record]) -> pa.StructType | None:
     return pa.struct(fields) if fields else None
 
 
+RECORD_COLUMN = "record"
+"""The whole record (envelope included) as msgpack: what local replay decodes, in one msgspec
+call per file, instead of converting the struct columns cell by cell (10x faster). The struct
+columns stay the queryable truth for Spark SQL; both are written from the same Struct."""
+
+
 def log_schema(record_types: Sequence[type[Record]] = RECORD_TYPES) -> pa.Schema:
     """The full table schema for a set of record types."""
     fields = list(ENVELOPE_SCHEMA)
@@ -95,6 +101,7 @@ def log_schema(record_types: Sequence[type[Record]] = RECORD_TYPES) -> pa.Schema
         t = payload_type(cls)
         if t is not None:
             fields.append(pa.field(column_name(cls), t))
+    fields.append(pa.field(RECORD_COLUMN, pa.binary()))
     return pa.schema(fields)
 
 
@@ -140,18 +147,19 @@ def to_table(
     """
     n = len(records)
     names = [type_name(type(r)) for r in records]
+    ts = [ts_ms if r.ts_ms is None else r.ts_ms for r in records]
+    source_offsets = [r.offset if r.source_offset is None else r.source_offset for r in records]
     columns: dict[str, Any] = {
         "offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
-        "ts_ms": pa.array([ts_ms if r.ts_ms is None else r.ts_ms for r in records], pa.int64()),
+        "ts_ms": pa.array(ts, pa.int64()),
         "type": pa.array(names, pa.string()),
         "version": pa.array([r.version for r in records], pa.int32()),
         "key": pa.array([r.entity_key() for r in records], pa.string()),
         "source": pa.array([r.source for r in records], pa.string()),
-        "source_offset": pa.array(
-            [r.offset if r.source_offset is None else r.source_offset for r in records], pa.int64()
-        ),
+        "source_offset": pa.array(source_offsets, pa.int64()),
         "producer": pa.array([producer] * n, pa.string()),
         "producer_seq": pa.array([producer_seq] * n, pa.int64()),
+        RECORD_COLUMN: record_column(records, first_offset=first_offset, ts_ms=ts_ms),
     }
     by_type: dict[str, list[int]] = {}
     for i, name in enumerate(names):
@@ -199,8 +207,61 @@ def _droppable_nulls(cls: type[Record]) -> frozenset[str]:
     return frozenset(out)
 
 
+_ENCODER = msgspec.msgpack.Encoder()
+_LIST_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])  # type: ignore[valid-type]
+
+
+def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
+    """The records of a ``record`` column, or None when some rows lack one (written before the
+    column existed). The values buffer of a binary array is the blobs end to end, so one msgpack
+    array header in front makes the whole column a single ``list[AnyRecord]`` to decode."""
+    if column.null_count:
+        return None
+    arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    n = len(arr)
+    if n == 0:
+        return []
+    bounds = pa.Array.from_buffers(pa.int32(), n + 1, [None, arr.buffers()[1]], offset=arr.offset)
+    start, end = bounds[0].as_py(), bounds[n].as_py()
+    body = arr.buffers()[2].slice(start, end - start).to_pybytes()
+    header = b"\xdd" + n.to_bytes(4, "big")
+    with trusted():
+        return _LIST_DECODER.decode(header + body)
+
+
+def record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -> pa.Array:
+    """The ``record`` column of rows ``first_offset ..``: each record as stored (its offset, its
+    time or ``ts_ms``, the old offset as ``source_offset``), msgpack-encoded. An append that
+    loses a commit race to another writer rebuilds it for its new offsets."""
+    encode = _ENCODER.encode
+    replace = msgspec.structs.replace
+    blobs = []
+    for i, r in enumerate(records):
+        blobs.append(
+            encode(
+                replace(
+                    r,
+                    offset=first_offset + i,
+                    ts_ms=ts_ms if r.ts_ms is None else r.ts_ms,
+                    source_offset=r.offset if r.source_offset is None else r.source_offset,
+                )
+            )
+        )
+    return pa.array(blobs, pa.binary())
+
+
 def from_table(table: pa.Table) -> list[Record]:
-    """Log rows back into records, in the table's row order."""
+    """Log rows back into records, in the table's row order. Kraftlake wrote and validated
+    them: msgspec checks types and bounds, the records' own Python checks are skipped."""
+    if RECORD_COLUMN in table.column_names:
+        records = _decode_blobs(table.column(RECORD_COLUMN))
+        if records is not None:
+            return records
+    with trusted():
+        return _from_struct_columns(table)
+
+
+def _from_struct_columns(table: pa.Table) -> list[Record]:
     n = table.num_rows
     out: list[Record | None] = [None] * n
     if n == 0:

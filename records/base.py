@@ -15,14 +15,89 @@ version does not have must be left at its default by a producer of that version 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from types import MappingProxyType
 from typing import ClassVar
 
 import msgspec
+import msgspec.inspect as mi
 
-from .types import Int64
+from .types import Int64, check_uuid
+
+_TRUSTED: ContextVar[bool] = ContextVar("kraftlake_trusted_decode", default=False)
+
+
+@contextmanager
+def trusted() -> Iterator[None]:
+    """Skip the records' Python validation while decoding data kraftlake itself wrote and
+    validated (its own log, its snapshots). msgspec still checks types and bounds."""
+    token = _TRUSTED.set(True)
+    try:
+        yield
+    finally:
+        _TRUSTED.reset(token)
+
+
+def _is_uuid(t: mi.Type) -> bool:
+    if isinstance(t, mi.Metadata):
+        t = t.type
+    return isinstance(t, mi.StrType) and t.min_length == 22 and t.max_length == 22
+
+
+UUID, UUIDS, PART, PARTS = "uuid", "uuids", "part", "parts"
+
+
+@lru_cache(maxsize=None)
+def uuid_fields(cls: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
+    """(field, kind) of every field of a Struct that is or holds a ``Uuid``: a uuid, a sequence
+    of uuids, a nested ``Part`` or a sequence of them (optional or not)."""
+    out = []
+    for f in mi.type_info(cls).fields:
+        t = f.type
+        if isinstance(t, mi.UnionType):
+            rest = [u for u in t.types if not isinstance(u, mi.NoneType)]
+            t = rest[0] if len(rest) == 1 else t
+        item = t.item_type if isinstance(t, (mi.VarTupleType, mi.ListType)) else None
+        if _is_uuid(t):
+            out.append((f.name, UUID))
+        elif item is not None and _is_uuid(item):
+            out.append((f.name, UUIDS))
+        elif isinstance(t, mi.StructType) and uuid_fields(t.cls):
+            out.append((f.name, PART))
+        elif isinstance(item, mi.StructType) and uuid_fields(item.cls):
+            out.append((f.name, PARTS))
+    return tuple(out)
+
+
+def check_uuids(obj: msgspec.Struct, prefix: str = "") -> None:
+    """Check every uuid in ``obj``, nested Structs included; errors name the path
+    (``assignment[1].directory``)."""
+    for name, kind in uuid_fields(type(obj)):
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        path = prefix + name
+        if kind == UUID:
+            check_uuid(path, value)
+        elif kind == UUIDS:
+            for v in value:
+                check_uuid(path, v)
+        elif kind == PART:
+            check_uuids(value, path + ".")
+        else:
+            for i, v in enumerate(value):
+                check_uuids(v, f"{path}[{i}].")
+
+
+class Part(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """Base of the Structs nested in records (a replica's directory, an endpoint, ...).
+
+    No ``__post_init__``: the record that holds one checks it (``check_uuids``), so decoding
+    kraftlake's own log calls no Python per nested value.
+    """
 
 ENVELOPE_FIELDS: tuple[str, ...] = ("version", "offset", "ts_ms", "source", "source_offset")
 
@@ -34,6 +109,7 @@ class Record(
     tag_field="type",
     tag=True,
     forbid_unknown_fields=True,
+    gc=False,
 ):
     """Base of every record type. Subclasses set ``version``'s default to their current version."""
 
@@ -58,12 +134,20 @@ class Record(
     """Payload fields added after version 0, with the version that added them."""
 
     def __post_init__(self) -> None:
+        if _TRUSTED.get():
+            return
         current = current_version(type(self))
         if not self.MIN_VERSION <= self.version <= current:
             raise ValueError(
                 f"`version`: {type(self).__name__} has versions {self.MIN_VERSION}..{current},"
                 f" got {self.version}"
             )
+        check_uuids(self)
+        self._validate()
+
+    def _validate(self) -> None:
+        """The record type's own rules (Kafka's replay checks that need no state); raise
+        ``ValueError`` with a message that starts with the field in backquotes."""
 
     def entity_key(self) -> str:
         """The entity this record changes, from the type's ``KEY`` template."""

@@ -22,6 +22,10 @@ _NAMED = re.compile(r"^(?:Object missing required field|Object contains unknown 
 _OWN = re.compile(r"^`(?P<f>[^`]+)`: ")
 
 
+_UUID_LENGTH = ("Expected `str` of length >= 22", "Expected `str` of length <= 22")
+"""msgspec's words for a string that cannot be a uuid (the only 22-character strings)."""
+
+
 def _field_and_message(text: str) -> tuple[str | None, str]:
     """Split a msgspec validation message into (field path, message without the path)."""
     path = None
@@ -36,7 +40,8 @@ def _field_and_message(text: str) -> tuple[str | None, str]:
     else:
         m = _OWN.match(text)
         if m:
-            path = m.group("f")
+            # A nested Struct's own check: "`directory`: ... - at `$.assignment[1]`".
+            path = f"{path}.{m.group('f')}" if path else m.group("f")
             text = text[m.end() :]
     return path, text
 
@@ -48,6 +53,8 @@ def record_error(exc: Exception, *, line: int | None, record_type: str | None) -
         exc.record_type = exc.record_type or record_type
         return exc
     field, message = _field_and_message(str(exc))
+    if message in _UUID_LENGTH:
+        message = "is not a Kafka uuid (22 characters of URL-safe base64, no padding)"
     if field == "type" and record_type is not None and record_type not in BY_NAME:
         return RecordError(
             f"unknown record type {record_type!r}", line=line, record_type=record_type, field=None

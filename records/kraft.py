@@ -17,7 +17,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from .base import Record
+from .base import Part, Record
 from .types import BrokerId, Int8, Int16, Int32, Int64, PartitionIndex, UInt16, Uuid, check_real_uuid
 
 __all__ = [
@@ -57,7 +57,7 @@ ChangedLeader = Annotated[
 Brokers = tuple[BrokerId, ...]
 
 
-class ReplicaDirectory(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ReplicaDirectory(Part, frozen=True, kw_only=True):
     """One replica of a partition and the log directory it lives in (KIP-858)."""
 
     broker: BrokerId
@@ -68,7 +68,7 @@ class ReplicaDirectory(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 Assignment = tuple[ReplicaDirectory, ...]
 
 
-class BrokerEndpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class BrokerEndpoint(Part, frozen=True, kw_only=True):
     name: str
     host: str
     port: UInt16
@@ -76,7 +76,7 @@ class BrokerEndpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL."""
 
 
-class BrokerFeature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class BrokerFeature(Part, frozen=True, kw_only=True):
     name: str
     min_supported_version: Int16
     max_supported_version: Int16
@@ -141,8 +141,7 @@ class RegisterBroker(KraftRecord, frozen=True, kw_only=True):
     log_dirs: tuple[Uuid, ...] = ()
     """Ids of the broker's *online* log directories; empty = registered before KIP-858."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         check_real_uuid("incarnation_id", self.incarnation_id)
         for d in self.log_dirs:
             check_real_uuid("log_dirs", d)
@@ -180,8 +179,7 @@ class BrokerRegistrationChange(KraftRecord, frozen=True, kw_only=True):
     log_dirs: tuple[Uuid, ...] = ()
     """The broker's remaining *online* directories; empty = no change."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         for d in self.log_dirs:
             check_real_uuid("log_dirs", d)
 
@@ -215,8 +213,7 @@ class Topic(KraftRecord, frozen=True, kw_only=True):
     name: Annotated[str, Meta(min_length=1, max_length=249)]
     topic_id: Uuid
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         check_real_uuid("topic_id", self.topic_id)
 
 
@@ -228,8 +225,7 @@ class RemoveTopic(KraftRecord, frozen=True, kw_only=True):
 
     topic_id: Uuid
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         check_real_uuid("topic_id", self.topic_id)
 
 
@@ -262,8 +258,7 @@ class Partition(KraftRecord, frozen=True, kw_only=True):
     eligible_leader_replicas: Brokers | None = None
     last_known_elr: Brokers | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         _check_partition(self)
 
 
@@ -292,8 +287,7 @@ class PartitionChange(KraftRecord, frozen=True, kw_only=True):
     assignment: Assignment | None = None
     """The full new (broker, directory) list, in replica order; None = unchanged."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         _check_partition(self)
 
 

@@ -40,7 +40,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.schema import Schema as DeltaSchema
 from deltalake.transaction import AddAction
 
-from .arrow import LOG_SCHEMA, column_name, from_table, to_table
+from .arrow import LOG_SCHEMA, RECORD_COLUMN, column_name, from_table, record_column, to_table
 from .base import Record
 from .catalog import BY_NAME
 from .codec import normalize_batch
@@ -182,7 +182,7 @@ class LogSnapshot:
             unknown = [t for t in wanted if t not in BY_NAME]
             if unknown:
                 raise RecordError(f"unknown record type {unknown[0]!r}", record_type=unknown[0])
-            keep = set(ENVELOPE) | {"producer", "producer_seq"}
+            keep = set(ENVELOPE) | {"producer", "producer_seq", RECORD_COLUMN}
             keep |= {column_name(BY_NAME[t]) for t in wanted}
             schema = pa.schema([f for f in schema if f.name in keep])
         files = [
@@ -215,7 +215,11 @@ class LogSnapshot:
         return from_table(self.table(from_offset, to_offset, types))
 
     def iter_tables(
-        self, from_offset: int | None = None, to_offset: int | None = None
+        self,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> Iterator[pa.Table]:
         """The rows of ``[from_offset, to_offset]`` in offset order, one Parquet file at a time, so
         that a long log replays in bounded memory. Falls back to one table when files' offset
@@ -237,6 +241,8 @@ class LogSnapshot:
             yield self.table(lo, hi)
             return
         schema = _arrow_schema(self._dt)
+        if columns is not None and all(c in schema.names for c in columns):
+            schema = pa.schema([schema.field(c) for c in columns])
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         for _, _, path in ranges:
             if not os.path.exists(path):
@@ -250,8 +256,11 @@ class LogSnapshot:
     def iter_records(
         self, from_offset: int | None = None, to_offset: int | None = None
     ) -> Iterator[list[Record]]:
-        """``iter_tables`` decoded: lists of records in offset order."""
-        for table in self.iter_tables(from_offset, to_offset):
+        """``iter_tables`` decoded: lists of records in offset order. Reads only the ``record``
+        column where every row has one (the struct columns are for SQL engines)."""
+        for table in self.iter_tables(from_offset, to_offset, columns=("offset", RECORD_COLUMN)):
+            if table.column(RECORD_COLUMN).null_count:  # rows older than the column
+                table = self.table(table.column("offset")[0].as_py(), table.column("offset")[-1].as_py())
             yield from_table(table)
 
 
@@ -367,7 +376,8 @@ class Log:
         if not self._schema_checked:
             self._evolve_schema()
         ts_ms = _now_ms()
-        data = to_table(batch, first_offset=0, ts_ms=ts_ms, producer=producer, producer_seq=seq)
+        encoded_at = self.last_offset + 1
+        data = to_table(batch, first_offset=encoded_at, ts_ms=ts_ms, producer=producer, producer_seq=seq)
         batch_id = str(uuid.uuid4())
         rng = random.Random(batch_id)  # jitter only: no effect on what is written
         for attempt in range(1, max_attempts + 1):
@@ -377,6 +387,10 @@ class Log:
                     return done
             version = self._dt.version()
             first = self.last_offset + 1
+            if first != encoded_at:  # another writer took our offsets: re-encode the records
+                blobs = record_column(batch, first_offset=first, ts_ms=ts_ms)
+                data = data.set_column(data.schema.get_field_index(RECORD_COLUMN), RECORD_COLUMN, blobs)
+                encoded_at = first
             result = self._try_commit(data, first, version, producer, seq, batch_id)
             if result is not None:
                 if attempt > 1:

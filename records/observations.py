@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .base import Record
+from .base import Part, Record
 from .types import BrokerId, Int64, PartitionIndex, Uuid, check_real_uuid
 
 
@@ -26,8 +26,7 @@ class LogDirFailed(ObservationRecord, frozen=True, kw_only=True):
     broker_id: BrokerId
     directory: Uuid
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         check_real_uuid("directory", self.directory)
 
 
@@ -39,18 +38,17 @@ class HeartbeatOfflineDirs(ObservationRecord, frozen=True, kw_only=True):
     broker_epoch: Int64
     offline_log_dirs: tuple[Uuid, ...]
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
         for d in self.offline_log_dirs:
             check_real_uuid("offline_log_dirs", d)
 
 
-class TopicPartitions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class TopicPartitions(Part, frozen=True, kw_only=True):
     topic_id: Uuid
     partitions: tuple[PartitionIndex, ...]
 
 
-class DirectoryReplicas(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DirectoryReplicas(Part, frozen=True, kw_only=True):
     id: Uuid
     """Any id, even LOST or one the controller does not know: Kafka accepts and treats it as offline."""
     topics: tuple[TopicPartitions, ...]

@@ -11,6 +11,7 @@ significant long, big-endian) as URL-safe base64 without padding, 22 characters.
 from __future__ import annotations
 
 import base64
+import re
 import struct
 from functools import lru_cache
 from typing import Annotated
@@ -27,10 +28,13 @@ BrokerId = Annotated[int, Meta(ge=0, le=2**31 - 1, description="a broker (node) 
 PartitionIndex = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 
 # 22 base64url characters; the last one carries only 2 significant bits, so it is one of A, Q, g, w.
-_UUID_PATTERN = r"^[A-Za-z0-9_-]{21}[AQgw]$"
+# The type checks only the length (in C, on every decode); the characters are checked by the
+# records' validation (``check_uuid``), which reads of kraftlake's own log skip: a regex in the
+# type cost 0.4 us per uuid on every replayed record.
+_UUID_RE = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")
 Uuid = Annotated[
     str,
-    Meta(pattern=_UUID_PATTERN, description="Kafka uuid: 22-character URL-safe base64, no padding"),
+    Meta(min_length=22, max_length=22, description="Kafka uuid: 22-character URL-safe base64, no padding"),
 ]
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -64,7 +68,14 @@ def is_reserved(text: str) -> bool:
     return msb == 0 and 0 <= lsb < 100
 
 
+def check_uuid(field: str, value: str) -> None:
+    """Raise ``ValueError`` naming ``field`` unless ``value`` is a Kafka uuid's text form."""
+    if _UUID_RE.fullmatch(value) is None:
+        raise ValueError(f"`{field}`: {value!r} is not a Kafka uuid (22 characters of URL-safe base64, no padding)")
+
+
 def check_real_uuid(field: str, value: str) -> None:
-    """Raise ``ValueError`` naming ``field`` when a reserved id stands where a real one is needed."""
+    """Raise ``ValueError`` naming ``field`` unless ``value`` is a uuid and not a reserved id."""
+    check_uuid(field, value)
     if is_reserved(value):
         raise ValueError(f"`{field}`: {value} is a reserved id, a real one is needed here")

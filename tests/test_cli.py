@@ -135,7 +135,12 @@ BAD_LINES = {
     ),
     "negative broker": ('{"type":"UnregisterBroker","broker_id":-1,"broker_epoch":3}', "UnregisterBroker", "broker_id", ">= 0"),
     "negative replica": ('{"type":"PartitionChange","partition_id":0,"topic_id":"%s","isr":[1,-4]}' % T, "PartitionChange", "isr[1]", ">= 0"),
-    "malformed uuid": ('{"type":"Topic","name":"t","topic_id":"not-a-uuid"}', "Topic", "topic_id", "matching regex"),
+    "malformed uuid": ('{"type":"Topic","name":"t","topic_id":"not-a-uuid"}', "Topic", "topic_id", "is not a Kafka uuid"),
+    "uuid with a bad character": ('{"type":"Topic","name":"t","topic_id":"YW6soxYeId5Lgf56lnEg3!"}', "Topic", "topic_id", "is not a Kafka uuid"),
+    "nested uuid": (
+        '{"type":"PartitionChange","partition_id":0,"topic_id":"%s","replicas":[1],"assignment":[{"broker":1,"directory":"YW6soxYeId5Lgf56lnEg3!"}]}' % T,
+        "PartitionChange", "assignment[0].directory", "is not a Kafka uuid",
+    ),
     "not JSON": ('{"type": "Topic", name: t}', None, None, "not JSON"),
     "not an object": ('[1, 2]', None, None, "expected a JSON object"),
 }
