@@ -64,6 +64,8 @@ TABLE_PROPERTIES = {
 REOPEN_EVERY = 100
 """Commits between re-opening the DeltaTable: a long-lived object slows with history (probe 2)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+ROW_GROUP_ROWS = 32_768
+
 ENVELOPE = ("offset", "ts_ms", "type", "version", "key", "source", "source_offset")
 
 
@@ -244,14 +246,22 @@ class LogSnapshot:
         if columns is not None and all(c in schema.names for c in columns):
             schema = pa.schema([schema.field(c) for c in columns])
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
-        for _, _, path in ranges:
+        for a, b, path in ranges:
             if not os.path.exists(path):
                 raise TimeTravelError(
                     f"version {self.version} refers to {os.path.basename(path)}, which was vacuumed"
                 )
-            table = ds.dataset([path], schema=schema, format="parquet").to_table(filter=where)
-            if table.num_rows:
-                yield table.sort_by("offset")
+            whole = lo <= a and b <= hi
+            table = ds.dataset([path], schema=schema, format="parquet").to_table(
+                filter=None if whole else where
+            )
+            if table.num_rows == 0:
+                continue
+            offsets = table.column("offset")
+            # Appends write their rows in offset order; sort only what is not (compacted files).
+            if table.num_rows > 1 and not pc.all(pc.less(offsets[:-1], offsets[1:])).as_py():
+                table = table.sort_by("offset")
+            yield table
 
     def iter_records(
         self, from_offset: int | None = None, to_offset: int | None = None
@@ -418,7 +428,9 @@ class Log:
         data = data.set_column(0, "offset", pa.array(range(first, first + n), pa.int64()))
         name = f"part-{first:020d}-{batch_id}.zstd.parquet"
         full = os.path.join(self.path, name)
-        pq.write_table(data, full, compression="zstd")
+        # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
+        # skips the groups outside it instead of decompressing the whole file.
+        pq.write_table(data, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
         st = os.stat(full)
         ts = data.column("ts_ms")
         stats = {

@@ -1,7 +1,7 @@
 """Snapshots of the controller view, in a side Delta table inside the log's directory.
 
 ``<log>/_kraftlake_snapshots`` is a Delta table of its own, one row (and one Parquet file) per
-snapshot: the view at ``offset`` as a msgpack-encoded canonical image, its state hash and a sha256
+snapshot: the view's data at ``offset`` (``ControllerState``, msgpack), its state hash and a sha256
 of the blob. Delta ignores directories that start with ``_``, so the log's vacuum never touches
 it, and moving the log's directory moves its snapshots along.
 
@@ -25,8 +25,9 @@ import structlog
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from kraftlake.records.base import trusted
 from kraftlake.records.errors import LogError
-from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerImage, ControllerView
+from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +48,7 @@ SCHEMA = pa.schema(
     ]
 )
 
-_IMAGE_DECODER = msgspec.msgpack.Decoder(ControllerImage)
+_STATE_DECODER = msgspec.msgpack.Decoder(ControllerState)
 
 
 @dataclass(frozen=True)
@@ -84,22 +85,23 @@ class SnapshotStore:
                 f"offset {view.offset} is inside the metadata transaction that began at"
                 f" {view.transaction.begin_offset}: snapshots are taken outside transactions"
             )
-        image = view.image()
-        blob = msgspec.msgpack.encode(image)
+        state = view.state()
+        blob = msgspec.msgpack.encode(state)
+        state_hash = view.state_hash()
         row = {
             "offset": view.offset,
             "kind": KIND,
             "format": IMAGE_FORMAT,
-            "state_hash": image.state_hash,
+            "state_hash": state_hash,
             "blob_sha256": hashlib.sha256(blob).hexdigest(),
-            "brokers": len(image.brokers),
-            "partitions": len(image.partitions),
+            "brokers": len(state.brokers),
+            "partitions": len(state.partitions),
             "created_ms": time.time_ns() // 1_000_000,
             "image": blob,
         }
         table = pa.Table.from_pylist([row], schema=SCHEMA)
         write_deltalake(self.path, table, mode="append", schema_mode=None)
-        log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
+        log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=state_hash)
         return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")}, bytes=len(blob))
 
     def _files(self, dt: DeltaTable) -> list[tuple[str, int | None, int | None]]:
@@ -145,7 +147,8 @@ class SnapshotStore:
             if hashlib.sha256(blob).hexdigest() != best["blob_sha256"]:
                 log.warning("snapshot.corrupt", offset=best["offset"], path=path)
                 continue
-            return ControllerView.from_image(_IMAGE_DECODER.decode(blob))
+            with trusted():
+                return ControllerView.from_state(_STATE_DECODER.decode(blob))
         return None
 
     def delete(self) -> None:

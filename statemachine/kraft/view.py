@@ -22,7 +22,7 @@ from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, ReplicaDirect
 from .directories import RESERVED_IDS, is_online
 from .features import METADATA_VERSION, MV_3_0_IV1
 
-IMAGE_FORMAT = 1
+IMAGE_FORMAT = 2
 """Version of the image's shape and of the reducer's semantics. Bump it when either changes:
 stored snapshots of another format are ignored, never misread."""
 
@@ -69,10 +69,11 @@ class TopicInfo(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     name: str
 
 
-class PartitionRegistration(msgspec.Struct, frozen=True, gc=False):
+class PartitionRegistration(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """One partition (Kafka ``PartitionRegistration``); ``directories`` runs parallel to
     ``replicas`` as in Kafka, ``assignment`` gives the (broker, directory) pairs. Fields are
-    positional in this order (``merge`` builds one per replayed change)."""
+    positional in this order (``merge`` builds one per replayed change) and encode as an array
+    (snapshots store thousands of them)."""
 
     topic_id: str
     partition_id: int
@@ -169,6 +170,20 @@ class ControllerImage(msgspec.Struct, frozen=True, kw_only=True):
     producer_ids: ProducerIdsBlock | None
     zk_migration_state: int
     transaction: Transaction | None
+
+
+class ControllerState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The view's own data, as snapshots store it: decoding gives the reducer's objects directly."""
+
+    offset: int
+    features: dict[str, int]
+    brokers: tuple[BrokerRegistration, ...]
+    controllers: tuple[ControllerRegistration, ...]
+    topics: tuple[TopicInfo, ...]
+    partitions: tuple[PartitionRegistration, ...]
+    configs: tuple[ConfigImage, ...]
+    producer_ids: ProducerIdsBlock | None
+    zk_migration_state: int
 
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
@@ -323,42 +338,43 @@ class ControllerView:
     def state_hash(self) -> str:
         return state_hash_of(self._image_fields())
 
-    @classmethod
-    def from_image(cls, image: ControllerImage) -> ControllerView:
-        """Rebuild the view (and its indexes) a snapshot stored as an image.
+    def state(self) -> ControllerState:
+        """The view's data, sorted (what a snapshot stores). Refused inside a transaction: the
+        state before Begin, which an abort returns to, would be lost."""
+        if self.transaction is not None:
+            raise ValueError("a view inside a metadata transaction cannot be stored")
+        return ControllerState(
+            offset=self.offset,
+            features=dict(sorted(self.features.items())),
+            brokers=tuple(b for _, b in sorted(self.brokers.items())),
+            controllers=tuple(c for _, c in sorted(self.controllers.items())),
+            topics=tuple(t for _, t in sorted(self.topics.items())),
+            partitions=tuple(self.iter_partitions()),
+            configs=tuple(
+                ConfigImage(resource_type=t, resource_name=n, configs=dict(sorted(c.items())))
+                for (t, n), c in sorted(self.configs.items())
+            ),
+            producer_ids=self.producer_ids,
+            zk_migration_state=self.zk_migration_state,
+        )
 
-        An image taken inside an open transaction cannot be restored (the state before the
-        transaction, which an abort returns to, is not in it); snapshots are never taken there.
-        """
-        if image.transaction is not None:
-            raise ValueError("an image taken inside a metadata transaction cannot be restored")
+    @classmethod
+    def from_state(cls, state: ControllerState) -> ControllerView:
+        """The view a snapshot stored (its indexes are rebuilt on first use)."""
         view = cls()
-        view.offset = image.offset
-        view.features = dict(image.features)
-        for b in image.brokers:
-            view.brokers[b.id] = BrokerRegistration(
-                id=b.id, epoch=b.epoch, incarnation_id=b.incarnation_id, registered_at=b.registered_at,
-                fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown, log_dirs=b.log_dirs,
-                removed_dirs=b.removed_dirs, rack=b.rack, is_migrating_zk_broker=b.is_migrating_zk_broker,
-                end_points=b.end_points, features=b.features,
-            )  # fmt: skip
-        view.controllers = {c.id: c for c in image.controllers}
-        for t in image.topics:
-            view.topics[t.id] = t
-            view.topic_ids[t.name] = t.id
-            view.partitions[t.id] = {}
-        for p in image.partitions:
-            view.partitions[p.topic_id][p.partition] = PartitionRegistration(
-                topic_id=p.topic_id, partition_id=p.partition, replicas=p.replicas,
-                directories=tuple(a.directory for a in p.assignment), isr=p.isr,
-                removing_replicas=p.removing_replicas, adding_replicas=p.adding_replicas,
-                leader=p.leader, leader_recovery_state=p.leader_recovery_state,
-                leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                eligible_leader_replicas=p.eligible_leader_replicas, last_known_elr=p.last_known_elr,
-            )  # fmt: skip
-        view.configs = {(c.resource_type, c.resource_name): dict(c.configs) for c in image.configs}
-        view.producer_ids = image.producer_ids
-        view.zk_migration_state = image.zk_migration_state
+        view.offset = state.offset
+        view.features = dict(state.features)
+        view.brokers = {b.id: b for b in state.brokers}
+        view.controllers = {c.id: c for c in state.controllers}
+        view.topics = {t.id: t for t in state.topics}
+        view.topic_ids = {t.name: t.id for t in state.topics}
+        view.partitions = {t.id: {} for t in state.topics}
+        parts = view.partitions
+        for p in state.partitions:
+            parts[p.topic_id][p.partition_id] = p
+        view.configs = {(c.resource_type, c.resource_name): dict(c.configs) for c in state.configs}
+        view.producer_ids = state.producer_ids
+        view.zk_migration_state = state.zk_migration_state
         view.reindex()
         return view
 
