@@ -43,6 +43,11 @@ demo: $(VENV)/.installed java
 	@echo "--- the log before log dir A1 of broker 101 failed (Delta version 1):"
 	$(BIN)/kraftlake log $(DEMO) --version 1 --type PartitionChange --from 19 --format table
 	$(BIN)/kraftlake history $(DEMO)
+	@echo "--- broker 101 as the controller saw it when dir A1 failed (offset 24), then after it acted:"
+	$(BIN)/kraftlake view $(DEMO) --offset 24 --broker 101 --format table
+	$(BIN)/kraftlake view $(DEMO) --broker 101 --format table
+	$(BIN)/kraftlake view $(DEMO) --format table
+	$(BIN)/kraftlake snapshot $(DEMO) --every 10
 	$(BIN)/kraftlake maintain $(DEMO)
 
 test: $(VENV)/.installed java
@@ -50,6 +55,7 @@ test: $(VENV)/.installed java
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/append.py
+	$(BIN)/python bench/replay.py
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .hypothesis

@@ -9,11 +9,14 @@ The public surface, delta-rs style: a few names over the packages that do the wo
     appender = kraftlake.Appender(log, producer="controller-1")
     appender.append([PartitionChange(topic_id=..., partition_id=0, leader=2)])
     log.at(offset=41).records()                         # the log as it was at offset 41
+    view = kraftlake.state_at(log, offset=41)           # the controller's view after offset 41
 """
 
 from __future__ import annotations
 
 import os
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from kraftlake.records import (
     AppendConflictError,
@@ -31,6 +34,9 @@ from kraftlake.records import (
 
 from ._appender import Appender
 
+if TYPE_CHECKING:
+    from kraftlake.statemachine.kraft.view import ControllerView
+
 __version__ = "0.1.0"
 
 
@@ -42,6 +48,26 @@ def open(path: str | os.PathLike[str]) -> Log:  # noqa: A001 - mirrors deltalake
 def init(path: str | os.PathLike[str]) -> Log:
     """Create an empty log at ``path``."""
     return Log.create(path)
+
+
+def state_at(
+    log: Log | str | os.PathLike[str],
+    *,
+    offset: int | None = None,
+    version: int | None = None,
+    timestamp: datetime | str | None = None,
+) -> ControllerView:
+    """The KRaft controller's view after the record at ``offset``, at the end of Delta
+    ``version``, or at ``timestamp`` (at most one; default: the end of the log). Uses the
+    log's snapshots (``kraftlake snapshot``) when there are any.
+
+    ``view.image()`` is the canonical form (what ``kraftlake view`` prints);
+    ``kraftlake.statemachine.kraft.broker_view.broker_view(view, b)`` is broker b's view.
+    """
+    from kraftlake.replay.state import state_at as _state_at
+
+    opened = log if isinstance(log, Log) else Log.open(log)
+    return _state_at(opened, offset=offset, version=version, timestamp=timestamp)
 
 
 __all__ = [
@@ -59,4 +85,5 @@ __all__ = [
     "TimeTravelError",
     "init",
     "open",
+    "state_at",
 ]
