@@ -1,0 +1,189 @@
+"""Deciders beyond Kafka's S1-S8: controlled shutdown as in a real 3.7 log (S9), the KIP-858
+stay-fenced policy, unregistration, AlterPartition, the broker's directory choice, and the
+placement of new partitions. Given records, when a command, then these records."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import msgspec
+import pytest
+
+from kraftlake.records import UNASSIGNED, BrokerRegistrationChange, PartitionChange, UnregisterBroker
+from kraftlake.statemachine import placement
+from kraftlake.statemachine.kraft import commands as c
+from kraftlake.statemachine.kraft.broker_view import broker_view
+from kraftlake.statemachine.kraft.controller import Controller
+from kraftlake.statemachine.kraft.dirs import choose_dirs
+
+from kraft_helpers import bootstrap, registration, uid
+from test_kraft_scenarios import controller_with_brokers, strip
+
+
+def hb(ctl, b, **kw):
+    return ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=ctl.view.brokers[b].epoch, current_metadata_offset=ctl.view.offset, **kw))
+
+
+def test_s9_controlled_shutdown_of_a_single_broker_like_the_real_37_log():
+    """kafka37-jbod-dirs offsets 4871-4926: BRCR v1 {InControlledShutdown=1}, one PCR {Leader=-1}
+    per partition with the ISR untouched (last replica standing), then BRCR v0 {Fenced=1}."""
+    ctl = controller_with_brokers({1: [uid("only")]})
+    t = ctl.handle(c.CreateTopic(name="t", partitions=54, replication_factor=1)).reply.topic_id
+    d = hb(ctl, 1, want_shut_down=True)
+    assert not d.reply.should_shut_down
+    assert strip(d.records) == [
+        BrokerRegistrationChange(version=1, broker_id=1, broker_epoch=101, in_controlled_shutdown=1),
+        *(PartitionChange(version=1, topic_id=t, partition_id=p, leader=-1) for p in range(54)),
+    ]
+    assert all(p.isr == (1,) and p.leader == -1 for p in ctl.view.iter_partitions())
+    d = hb(ctl, 1, want_shut_down=True)
+    assert d.reply.should_shut_down
+    assert strip(d.records) == [BrokerRegistrationChange(version=0, broker_id=1, broker_epoch=101, fenced=1)]
+
+
+def test_controlled_shutdown_moves_leadership_first():
+    ctl = controller_with_brokers({1: [uid("c1")], 2: [uid("c2")], 3: [uid("c3")]})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3), (2, 1, 3)))).reply.topic_id
+    d = hb(ctl, 1, want_shut_down=True)
+    assert d.reply.is_fenced is False and d.reply.should_shut_down is False
+    assert strip(d.records) == [
+        BrokerRegistrationChange(version=1, broker_id=1, broker_epoch=101, in_controlled_shutdown=1),
+        PartitionChange(version=1, topic_id=t, partition_id=0, isr=(2, 3), leader=2),
+        PartitionChange(version=1, topic_id=t, partition_id=1, isr=(2, 3)),
+    ]
+    assert hb(ctl, 1, want_shut_down=True).reply.should_shut_down  # leads nothing any more
+
+
+def test_unfence_elects_the_broker_where_nobody_leads():
+    ctl = controller_with_brokers({1: [uid("u1")], 2: [uid("u2")]})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1,),))).reply.topic_id
+    ctl.handle(c.CreateTopic(name="u", assignments=((1, 2),)))
+    ctl.handle(c.ExpireSession(broker_id=1))
+    assert ctl.view.partition(t, 0).leader == -1
+    d = hb(ctl, 1)
+    assert strip(d.records) == [
+        BrokerRegistrationChange(version=0, broker_id=1, broker_epoch=101, fenced=-1),
+        PartitionChange(version=1, topic_id=t, partition_id=0, leader=1),
+    ]  # u-0 keeps leader 2: only leaderless partitions are looked at
+
+
+def test_a_broker_that_has_not_caught_up_stays_fenced():
+    ctl = Controller(bootstrap() + [registration(1, [uid("f1")])])
+    d = ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=101, current_metadata_offset=0))
+    assert d.reply.is_fenced and d.records == () and not d.reply.is_caught_up
+    stale = ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=7, current_metadata_offset=5))
+    assert stale.reply.error_code == c.STALE_BROKER_EPOCH and stale.records == ()
+
+
+@pytest.mark.parametrize("policy", [False, True])
+def test_stay_fenced_while_unassigned_is_a_policy_off_by_default(policy):
+    cfg = c.ControllerConfig(stay_fenced_while_unassigned=policy)
+    ctl = Controller(bootstrap() + [registration(1, [uid("p1")]), registration(2, [uid("p2a"), uid("p2b")])], config=cfg)
+    for b in (1, 2):
+        hb(ctl, b)
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),))).reply.topic_id
+    assert ctl.view.partition(t, 0).directories == (uid("p1"), UNASSIGNED)
+    ctl.handle(c.ExpireSession(broker_id=2))
+    assert broker_view(ctl.view, 2).should_stay_fenced
+    d = hb(ctl, 2)
+    assert d.reply.is_fenced is policy
+    if policy:
+        request = choose_dirs(ctl.view, 2, {uid("p2a"): 10, uid("p2b"): 20}, seed=placement.seed_for(ctl.view.offset + 1))
+        ctl.handle(c.AssignReplicasToDirs(request=request))
+        assert not broker_view(ctl.view, 2).should_stay_fenced
+        assert hb(ctl, 2).reply.is_fenced is False
+
+
+def test_unregister_leaves_every_isr_then_unregisters():
+    ctl = controller_with_brokers({1: [uid("r1")], 2: [uid("r2")]})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),))).reply.topic_id
+    d = ctl.handle(c.UnregisterBroker(broker_id=1))
+    assert strip(d.records) == [
+        PartitionChange(version=1, topic_id=t, partition_id=0, isr=(2,), leader=2),
+        UnregisterBroker(broker_id=1, broker_epoch=101),
+    ]
+    assert 1 not in ctl.view.brokers
+    assert ctl.handle(c.UnregisterBroker(broker_id=1)).reply.error_code == c.BROKER_ID_NOT_REGISTERED
+
+
+def test_alter_partition_shrinks_and_expands_the_isr_and_rejects_what_kafka_rejects():
+    ctl = controller_with_brokers({1: [uid("a1")], 2: [uid("a2")], 3: [uid("a3")]})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+
+    def alter(isr, **kw):
+        p = ctl.view.partition(t, 0)
+        fields = dict(broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=p.leader_epoch,
+                      partition_epoch=p.partition_epoch, new_isr=isr)  # fmt: skip
+        fields.update(kw)
+        return ctl.handle(c.AlterPartition(**fields))
+
+    d = alter((1, 2))
+    assert strip(d.records) == [PartitionChange(version=1, topic_id=t, partition_id=0, isr=(1, 2))]
+    assert (d.reply.isr, d.reply.leader_epoch, d.reply.partition_epoch) == ((1, 2), 0, 1)
+    assert alter((1, 2, 3)).reply.isr == (1, 2, 3)
+    assert alter((1, 2), partition_epoch=0).reply.error_code == c.INVALID_UPDATE_VERSION
+    assert alter((1, 2), leader_epoch=5).reply.error_code == c.FENCED_LEADER_EPOCH
+    assert alter((1, 2), broker_id=2, broker_epoch=102).reply.error_code == c.INVALID_REQUEST
+    assert alter((2, 3)).reply.error_code == c.INVALID_REQUEST  # the leader must stay in
+    assert alter((1, 4)).reply.error_code == c.INVALID_REQUEST  # not a replica
+    assert alter((1,), broker_epoch=5).reply.error_code == c.STALE_BROKER_EPOCH
+    ctl.handle(c.ExpireSession(broker_id=3))
+    alter((1, 2))
+    assert alter((1, 2, 3)).reply.error_code == c.INELIGIBLE_REPLICA
+    assert alter((1, 2), leader_recovery_state=1).reply.error_code == c.INVALID_REQUEST
+
+
+def test_topic_creation_errors():
+    ctl = controller_with_brokers({1: [uid("e1")], 2: [uid("e2")]})
+    assert ctl.handle(c.CreateTopic(name="t", replication_factor=3)).reply.error_code == c.INVALID_REPLICATION_FACTOR
+    assert ctl.handle(c.CreateTopic(name="t", assignments=((1, 1),))).reply.error_code == c.INVALID_REPLICA_ASSIGNMENT
+    assert ctl.handle(c.CreateTopic(name="t", assignments=((1, 9),))).reply.error_code == c.INVALID_REPLICA_ASSIGNMENT
+    assert ctl.handle(c.CreateTopic(name="t", partitions=0)).reply.error_code == c.INVALID_PARTITIONS
+    assert ctl.handle(c.CreateTopic(name="t")).reply.error_code == 0
+    assert ctl.handle(c.CreateTopic(name="t")).reply.error_code == c.TOPIC_ALREADY_EXISTS
+    ctl.handle(c.ExpireSession(broker_id=1))
+    assert ctl.handle(c.CreateTopic(name="u", assignments=((1,),))).reply.error_code == c.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_placement_of_new_partitions_follows_free_disk_with_the_median_cap():
+    """Brokers with 10/20/30/1000 units of free disk: first replicas land 7.41/14.81/22.22/55.56 %
+    of the time (bookkeeper.md 3.4), and the decision replays exactly (seeded from the offset)."""
+    ctl = controller_with_brokers({b: [uid(f"w{b}")] for b in range(4)})
+    weights = {0: 10, 1: 20, 2: 30, 3: 1000}
+    d = ctl.handle(c.CreateTopic(name="w", partitions=20000, replication_factor=1, broker_weights=weights))
+    counts = Counter(a[0] for a in d.reply.assignments)
+    expected = {0: 10 / 135, 1: 20 / 135, 2: 30 / 135, 3: 75 / 135}
+    for b, p in expected.items():
+        sigma = (p * (1 - p) / 20000) ** 0.5
+        assert abs(counts[b] / 20000 - p) < 5 * sigma, (b, counts[b])
+    again = controller_with_brokers({b: [uid(f"w{b}")] for b in range(4)})
+    same = again.handle(c.CreateTopic(name="w", partitions=20000, replication_factor=1, broker_weights=weights))
+    assert same.reply.assignments == d.reply.assignments
+    rf3 = ctl.handle(c.CreateTopic(name="r", partitions=200, replication_factor=3, broker_weights=weights))
+    assert all(len(set(a)) == 3 for a in rf3.reply.assignments)
+
+
+def test_the_broker_chooses_dirs_for_unassigned_replicas_by_free_disk():
+    ctl = controller_with_brokers({1: [uid("x1"), uid("x2")], 2: [uid("y")]})
+    t = ctl.handle(c.CreateTopic(name="t", partitions=3000, replication_factor=2, assignments=None)).reply.topic_id
+    request = choose_dirs(ctl.view, 1, {uid("x1"): 100, uid("x2"): 300}, seed=placement.seed_for(ctl.view.offset + 1, "dirs/1"))
+    placed = {d.id: sum(len(tp.partitions) for tp in d.topics) for d in request.directories}
+    assert sum(placed.values()) == 3000 and abs(placed[uid("x2")] / 3000 - 0.75) < 0.05
+    ctl.handle(c.AssignReplicasToDirs(request=request))
+    bv = broker_view(ctl.view, 1)
+    assert bv.unassigned == () and bv.mismatched == () and all(r.online for r in bv.replicas)
+    assert choose_dirs(ctl.view, 1, {uid("x1"): 1}, seed=1) is None  # nothing left to place
+    assert ctl.view.partition(t, 0).directory(2) == uid("y")  # a single-dir broker's dir at once
+
+
+def test_decide_does_not_change_the_view():
+    ctl = controller_with_brokers({1: [uid("n1")], 2: [uid("n2")]})
+    ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),)))
+    before = ctl.view.state_hash()
+    from kraftlake.statemachine.kraft.decider import decide
+
+    for cmd in (c.ExpireSession(broker_id=1), c.UnregisterBroker(broker_id=2), c.CreateTopic(name="u")):
+        decide(ctl.view, cmd)
+        assert ctl.view.state_hash() == before
+    with pytest.raises(TypeError, match="not a KRaft controller command"):
+        decide(ctl.view, msgspec.Struct())  # type: ignore[arg-type]
