@@ -12,6 +12,21 @@ import sys
 import structlog
 
 
+class _CurrentStderr:
+    """A file that is whatever ``sys.stderr`` is at write time (a test runner or a notebook may
+    swap it after ``configure``; a logger bound to the old one would write to a closed file)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=_CurrentStderr())  # type: ignore[arg-type]
+
+
 def configure(*, json: bool = False, level: str = "warning") -> None:
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -25,6 +40,6 @@ def configure(*, json: bool = False, level: str = "warning") -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

@@ -20,7 +20,7 @@ from msgspec.structs import astuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .base import ENVELOPE_FIELDS, Record, payload_fields, trusted, type_name
+from .base import ENVELOPE_FIELDS, Record, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord
 from .codec import record_error
 
@@ -225,7 +225,7 @@ def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
     start, end = bounds[0].as_py(), bounds[n].as_py()
     body = arr.buffers()[2].slice(start, end - start).to_pybytes()
     header = b"\xdd" + n.to_bytes(4, "big")
-    with trusted():
+    with trusted(), gc_paused():
         return _LIST_DECODER.decode(header + body)
 
 

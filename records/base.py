@@ -15,6 +15,7 @@ version does not have must be left at its default by a producer of that version 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -39,6 +40,20 @@ def trusted() -> Iterator[None]:
         yield
     finally:
         _TRUSTED.reset(token)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic GC around bulk decoding and replay. Records, views and their
+    tuples form no reference cycles, yet allocating millions of them triggers collections that
+    re-scan everything alive: 20-30 % of a replay's time. Reference counting still frees all."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _is_uuid(t: mi.Type) -> bool:

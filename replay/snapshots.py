@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -153,6 +154,4 @@ class SnapshotStore:
 
     def delete(self) -> None:
         """Drop every snapshot (they are derived data: ``kraftlake snapshot`` rebuilds them)."""
-        import shutil
-
         shutil.rmtree(self.path, ignore_errors=True)

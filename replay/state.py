@@ -12,6 +12,7 @@ from datetime import datetime
 
 import structlog
 
+from kraftlake.records.base import gc_paused
 from kraftlake.records.errors import TimeTravelError
 from kraftlake.records.log import Log, LogSnapshot
 from kraftlake.statemachine.kraft.reducer import replay
@@ -34,10 +35,11 @@ def replay_log(
 ) -> ControllerView:
     """Fold the records after ``view.offset`` up to ``to_offset`` (default: the snapshot's end)."""
     v = ControllerView() if view is None else view
-    for records in snapshot.iter_records(v.offset + 1, to_offset):
-        replay(records, v)
-        if progress is not None:
-            progress(len(records))
+    with gc_paused():
+        for records in snapshot.iter_records(v.offset + 1, to_offset):
+            replay(records, v)
+            if progress is not None:
+                progress(len(records))
     return v
 
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 
 from kraftlake.records.kraft import (
     LEADER_UNCHANGED,
-
     LRS_RECOVERING,
     LRS_UNCHANGED,
     MIGRATING,
