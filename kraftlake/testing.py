@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import msgspec.inspect as mi
 from hypothesis import strategies as st
 

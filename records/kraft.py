@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import msgspec
 from msgspec import Meta
 
 from .base import Part, Record

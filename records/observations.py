@@ -8,7 +8,6 @@ directories they really live in. Shapes follow the Kafka RPCs they come from
 
 from __future__ import annotations
 
-import msgspec
 
 from .base import Part, Record
 from .types import BrokerId, Int64, PartitionIndex, Uuid, check_real_uuid

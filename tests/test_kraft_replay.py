@@ -29,7 +29,7 @@ from kraftlake.records import (
 )
 from kraftlake.replay.snapshots import SNAPSHOTS_DIR, SnapshotStore
 from kraftlake.replay.state import state_at, take_snapshots
-from kraftlake.statemachine.kraft import ControllerView, replay
+from kraftlake.statemachine.kraft import replay
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
 from kraft_helpers import bootstrap, registration, uid

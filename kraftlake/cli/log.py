@@ -49,7 +49,6 @@ def _print_table(records: list) -> None:
     a PartitionChange shows what it changes)."""
     import datetime as dt
 
-    import msgspec
     from rich.table import Table
 
     from kraftlake.records import payload_fields
