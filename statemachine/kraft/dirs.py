@@ -51,7 +51,8 @@ def assign_replicas_to_dirs(view: ControllerView, cmd: c.AssignReplicasToDirs) -
         return c.Decision(reply=c.AssignReplicasToDirsReply(error_code=c.STALE_BROKER_EPOCH))
     b = req.broker_id
     records: list = []
-    offline: list[PartitionKey] = []
+    # A set, as Kafka's: a partition listed under two offline dirs leaves its ISR once.
+    offline: set[PartitionKey] = set()
     results = []
     for directory in req.directories:
         dir_online = is_online(directory.id, reg.log_dirs)
@@ -72,7 +73,7 @@ def assign_replicas_to_dirs(view: ControllerView, cmd: c.AssignReplicasToDirs) -
                         if change is not None:
                             records.append(change)
                         if not dir_online:
-                            offline.append(p.key)
+                            offline.add(p.key)
                 entries.append(c.PartitionResult(topic_id=topic.topic_id, partition_id=pid, error_code=code))
         results.append(c.DirectoryResult(id=directory.id, partitions=tuple(entries)))
     if offline:

@@ -133,11 +133,16 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
     p = view.partition(cmd.topic_id, cmd.partition_id)
     if p is None:
         return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
-    if cmd.leader_epoch != p.leader_epoch:
+    # An epoch ahead of the controller's means this controller is behind (NOT_CONTROLLER).
+    if cmd.leader_epoch > p.leader_epoch:
+        return error(c.NOT_CONTROLLER, f"leader epoch {cmd.leader_epoch} is ahead of {p.leader_epoch}")
+    if cmd.leader_epoch < p.leader_epoch:
         return error(c.FENCED_LEADER_EPOCH, f"leader epoch {cmd.leader_epoch}, current {p.leader_epoch}")
     if cmd.broker_id != p.leader:
         return error(c.INVALID_REQUEST, f"broker {cmd.broker_id} is not the leader ({p.leader})")
-    if cmd.partition_epoch != p.partition_epoch:
+    if cmd.partition_epoch > p.partition_epoch:
+        return error(c.NOT_CONTROLLER, f"partition epoch {cmd.partition_epoch} is ahead of {p.partition_epoch}")
+    if cmd.partition_epoch < p.partition_epoch:
         return error(c.INVALID_UPDATE_VERSION, f"partition epoch {cmd.partition_epoch}, current {p.partition_epoch}")
     new_isr = tuple(cmd.new_isr)
     if (
@@ -152,17 +157,18 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
         return error(c.INVALID_REQUEST, "a RECOVERING partition cannot have more than one ISR member")
     if p.leader_recovery_state == LRS_RECOVERED and lrs == LRS_RECOVERING:
         return error(c.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING")
+    # Every member of the new ISR, the leader included (Kafka's ineligibleReplicasForIsr).
     for b in new_isr:
-        if b not in p.isr:
-            other = view.brokers.get(b)
-            if other is None or other.fenced or other.in_controlled_shutdown:
-                return error(c.INELIGIBLE_REPLICA, f"broker {b} is unregistered, fenced or shutting down")
+        other = view.brokers.get(b)
+        if other is None or other.fenced or other.in_controlled_shutdown:
+            return error(c.INELIGIBLE_REPLICA, f"broker {b} is unregistered, fenced or shutting down")
     change = builder(view, p).set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
-    if change is None:
-        merged = p
-    else:
-        merged = merge(p, change)
+    merged = p if change is None else merge(p, change)
+    # The builder may elect another leader (the current one's directory went offline): Kafka
+    # writes that change and answers NEW_LEADER_ELECTED.
+    code = c.NEW_LEADER_ELECTED if merged.leader != p.leader else c.NONE
     reply = c.AlterPartitionReply(
-        leader=merged.leader, leader_epoch=merged.leader_epoch, partition_epoch=merged.partition_epoch, isr=merged.isr
-    )
+        error_code=code, leader=merged.leader, leader_epoch=merged.leader_epoch,
+        partition_epoch=merged.partition_epoch, isr=merged.isr,
+    )  # fmt: skip
     return c.Decision(records=() if change is None else (change,), reply=reply)
