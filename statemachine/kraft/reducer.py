@@ -184,7 +184,9 @@ def _remove_topic(view: ControllerView, r: RemoveTopic, offset: int) -> None:
     if topic is None:
         raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
     del view.topic_ids[topic.name]
-    view.dirty.update((r.topic_id, pid) for pid in view.partitions.pop(r.topic_id))
+    removed = view.partitions.pop(r.topic_id)
+    if view.dirty is not None:
+        view.dirty.update((r.topic_id, pid) for pid in removed)
     view.configs.pop((TOPIC_RESOURCE, topic.name), None)
 
 
@@ -193,7 +195,8 @@ def _partition(view: ControllerView, r: Partition, offset: int) -> None:
     if parts is None:
         raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
     parts[r.partition_id] = from_record(r)
-    view.dirty.add((r.topic_id, r.partition_id))
+    if view.dirty is not None:
+        view.dirty.add((r.topic_id, r.partition_id))
 
 
 def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> None:
@@ -209,7 +212,9 @@ def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> 
     except ValueError as exc:
         raise _fail(r, offset, "R-REPLAY-DIRECTORIES", str(exc)) from None
     parts[pid] = new
-    view.dirty.add((r.topic_id, pid))
+    dirty = view.dirty
+    if dirty is not None:
+        dirty.add((r.topic_id, pid))
     if new.eligible_leader_replicas and set(new.isr) & set(new.eligible_leader_replicas):
         # Kafka logs this as an error and goes on (kafka-kraft.md 3.7).
         log.error("isr_and_elr_overlap", offset=offset, entity=r.entity_key(), isr=new.isr,

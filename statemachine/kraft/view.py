@@ -223,9 +223,10 @@ class ControllerView:
         self._before_transaction: ControllerView | None = None
         self.dir_owner: dict[str, int] = {}
         # Indexes Kafka keeps in replay (BrokersToIsrs, directoriesToPartitions, ...). Only the
-        # deciders read them, so replay just notes which partitions changed (``dirty``) and the
-        # indexes catch up on first read: pure replays (audits, time travel) never pay for them.
-        self.dirty: set[PartitionKey] = set()
+        # deciders read them: they are built on first read, and from then on replay notes which
+        # partitions changed (``dirty``) so they catch up on the next read. Pure replays (audits,
+        # time travel) never build them and track nothing (``dirty`` is None).
+        self.dirty: set[PartitionKey] | None = None
         self._indexed: dict[PartitionKey, PartitionRegistration] = {}
         self._isr_index: dict[int, set[PartitionKey]] = {}
         self._dir_index: dict[str, set[PartitionKey]] = {}
@@ -287,7 +288,7 @@ class ControllerView:
         other.transaction = self.transaction
         other._before_transaction = self._before_transaction
         other.dir_owner = dict(self.dir_owner)
-        other.dirty = set(self.dirty)
+        other.dirty = None if self.dirty is None else set(self.dirty)
         other._indexed = dict(self._indexed)
         other._isr_index = {b: set(s) for b, s in self._isr_index.items()}
         other._dir_index = {d: set(s) for d, s in self._dir_index.items()}
@@ -385,14 +386,17 @@ class ControllerView:
         self.dir_owner = {d: b.id for b in self.brokers.values() for d in b.log_dirs}
         self._indexed, self._isr_index, self._dir_index, self._replica_index = {}, {}, {}, {}
         self._leaderless = set()
-        self.dirty = {(t, p) for t, parts in self.partitions.items() for p in parts}
+        self.dirty = None
 
     def _sync(self) -> None:
-        """Bring the partition indexes up to date with the partitions replay changed."""
-        if not self.dirty:
+        """Build the partition indexes, or bring them up to date with what replay changed."""
+        dirty = self.dirty
+        if dirty is None:
+            dirty = [(t, p) for t, parts in self.partitions.items() for p in parts]
+        elif not dirty:
             return
         indexed, parts = self._indexed, self.partitions
-        for key in self.dirty:
+        for key in dirty:
             old = indexed.get(key)
             topic = parts.get(key[0])
             new = None if topic is None else topic.get(key[1])
