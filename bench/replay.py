@@ -89,6 +89,7 @@ def phase_reducer(args: argparse.Namespace) -> dict:
     """The reducer's time alone: each file is decoded first (untimed), then folded (timed), so
     memory stays bounded at 10^7 records."""
     from kraftlake.records import Log
+    from kraftlake.records.base import gc_paused
     from kraftlake.statemachine.kraft.reducer import replay
     from kraftlake.statemachine.kraft.view import ControllerView
 
@@ -97,7 +98,8 @@ def phase_reducer(args: argparse.Namespace) -> dict:
     n, s = 0, 0.0
     for records in log.at().iter_records():
         t = time.perf_counter()
-        replay(records, view)
+        with gc_paused():  # as replay_log does
+            replay(records, view)
         s += time.perf_counter() - t
         n += len(records)
     return {"records": n, "seconds": s, "state_hash": view.state_hash(), "peak_mb": _peak_mb()}
