@@ -65,7 +65,7 @@ def _strip(records):
 @pytest.mark.parametrize(
     "bad, rule",
     [
-        (BrokerRegistrationChange(broker_id=101, broker_epoch=7, fenced=1), "R-REPLAY-BROKER"),
+        (BrokerRegistrationChange(broker_id=101, broker_epoch=7, fenced=1), "R-REPLAY-BROKER-EPOCH"),
         (BrokerRegistrationChange(broker_id=999, broker_epoch=1, fenced=1), "R-REPLAY-BROKER"),
         (Topic(name="a", topic_id=uid("another-a")), "R-REPLAY-TOPIC"),
         (PartitionChange(topic_id=uid("nope"), partition_id=0, leader=1), "R-REPLAY-TOPIC"),

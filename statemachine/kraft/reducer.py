@@ -10,7 +10,8 @@ Replay rules (``ReplayError.rule``):
 
 ========================  ===================================================================
 R-REPLAY-ORDER            offsets must increase
-R-REPLAY-BROKER           broker record for an unregistered broker, or with a stale epoch
+R-REPLAY-BROKER           broker record for an unregistered broker
+R-REPLAY-BROKER-EPOCH     broker record whose epoch is not the registration's
 R-REPLAY-DIR-OWNER        a registration lists a directory another broker has (Kafka: "BUG")
 R-REPLAY-TOPIC            duplicate topic name or id; record for an unknown topic
 R-REPLAY-PARTITION        PartitionChange for an unknown partition
@@ -81,7 +82,7 @@ def _broker(view: ControllerView, r: Record, offset: int, broker_id: int, epoch:
         raise _fail(r, offset, "R-REPLAY-BROKER", f"broker {broker_id} is not registered")
     if reg.epoch != epoch:
         raise _fail(
-            r, offset, "R-REPLAY-BROKER",
+            r, offset, "R-REPLAY-BROKER-EPOCH",
             f"broker {broker_id} is registered with epoch {reg.epoch}, the record has epoch {epoch}",
         )  # fmt: skip
     return reg

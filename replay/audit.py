@@ -1,0 +1,325 @@
+"""The audit engine: one streaming pass over a log that replays it and checks the invariant
+catalogue after every record, reporting violations as intervals.
+
+A violation begins at the offset where an entity went wrong and ends at the last offset where it
+still was (``last_offset`` None = still open at the end); ``evidence`` holds the records that
+caused and fixed it. Graced invariants only count once the wrong state has lasted longer than
+the grace, in records *and* in milliseconds of ``ts_ms``; a state fixed within the grace is not
+reported. A record the reducer refuses (Kafka would have) is an instant violation and is skipped.
+Memory is bounded by the size of the state, not the length of the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import msgspec
+
+from kraftlake.records.base import Record, gc_paused
+from kraftlake.records.errors import ReplayError
+from kraftlake.records.kraft import (
+    UNASSIGNED,
+    BrokerRegistrationChange,
+    FenceBroker,
+    Partition,
+    PartitionChange,
+    RegisterBroker,
+    RemoveTopic,
+    UnfenceBroker,
+    UnregisterBroker,
+)
+from kraftlake.records.log import LogSnapshot
+from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed
+from kraftlake.statemachine.kraft import invariants as kinv
+from kraftlake.statemachine.kraft.reducer import apply
+from kraftlake.statemachine.kraft.view import ControllerView
+
+from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    grace_records: int = 1000
+    """A graced wrong state counts once it has lasted more than this many records..."""
+    grace_ms: int = 30_000
+    """...and more than this many ms of ts_ms (Kafka's log.dir.failure.timeout.ms)."""
+    fail_on: str = ERROR
+
+
+class Violation(msgspec.Struct, kw_only=True):
+    invariant: str
+    severity: str
+    entity: str
+    first_offset: int
+    last_offset: int | None
+    message: str
+    evidence: list[int]
+
+
+class InvariantResult(msgspec.Struct, kw_only=True):
+    id: str
+    severity: str
+    definition: str
+    checked: int
+    violations: int
+
+
+class AuditReport(msgspec.Struct, kw_only=True):
+    verdict: str
+    records: int
+    first_offset: int | None
+    last_offset: int | None
+    state_hash: str
+    fail_on: str
+    grace_records: int
+    grace_ms: int
+    invariants: list[InvariantResult]
+    violations: list[Violation]
+
+
+class _Wrong:
+    __slots__ = ("first_offset", "first_ts", "message", "evidence", "confirmed")
+
+    def __init__(self, offset: int, ts: int | None, message: str) -> None:
+        self.first_offset, self.first_ts, self.message = offset, ts, message
+        self.evidence = [offset]
+        self.confirmed = False
+
+
+class Audit:
+    """Feed records in offset order (``feed``), then ``report()``. Starts from ``view`` (the
+    state before the first record fed; empty by default)."""
+
+    def __init__(self, config: AuditConfig | None = None, view: ControllerView | None = None) -> None:
+        self.config = config or AuditConfig()
+        self.view = view or ControllerView()
+        self.checked = dict.fromkeys(BY_ID, 0)
+        self.closed: list[Violation] = []
+        self.wrong: dict[tuple[str, str], _Wrong] = {}
+        self.records = 0
+        self.first_offset: int | None = None
+        self.reported_offline: dict[tuple[int, str], int] = {}
+        self.unassigned: dict[int, int] = {}
+        """Broker -> replicas it has in UNASSIGNED (K8), kept from the partitions' changes."""
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def _instant(self, inv: str, entity: str, offset: int, message: str) -> None:
+        self.checked[inv] += 1
+        self.closed.append(
+            Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=offset,
+                      last_offset=offset, message=message, evidence=[offset])  # fmt: skip
+        )
+
+    def _state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> None:
+        """The entity is wrong (message) or right (None) after the record at ``offset``."""
+        self.checked[inv] += 1
+        key = (inv, entity)
+        w = self.wrong.get(key)
+        if message is None:
+            if w is not None:
+                del self.wrong[key]
+                if w.confirmed or not BY_ID[inv].graced:
+                    self._close(inv, entity, w, offset - 1, fixed_by=offset)
+            return
+        if w is None:
+            w = self.wrong[key] = _Wrong(offset, ts, message)
+            if not BY_ID[inv].graced:
+                w.confirmed = True
+
+    def _close(self, inv: str, entity: str, w: _Wrong, last: int | None, fixed_by: int | None) -> None:
+        evidence = w.evidence + ([fixed_by] if fixed_by is not None else [])
+        self.closed.append(
+            Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=w.first_offset,
+                      last_offset=last, message=w.message, evidence=evidence)  # fmt: skip
+        )
+
+    def _promote(self, offset: int, ts: int | None) -> None:
+        g_rec, g_ms = self.config.grace_records, self.config.grace_ms
+        for w in self.wrong.values():
+            if w.confirmed or offset - w.first_offset <= g_rec:
+                continue
+            # Records without a time (fresh from a decider) are held to the record grace alone.
+            if ts is None or w.first_ts is None or ts - w.first_ts > g_ms:
+                w.confirmed = True
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _partition(self, p, offset: int, ts: int) -> None:
+        entity = f"partition/{p.topic_id}/{p.partition_id}"
+        self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p))
+        self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p))
+        self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p))
+
+    def _broker(self, broker: int, offset: int, ts: int) -> None:
+        view = self.view
+        for p in view.partitions_of(broker):
+            entity = f"partition/{p.topic_id}/{p.partition_id}"
+            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(view, p))
+            self._state("K5", entity, offset, ts, kinv.isr_is_online(view, p))
+        self._k8(broker, offset, ts)
+        reg = view.brokers.get(broker)
+        # K6: reported-offline dirs are handled once they leave the registration (or it goes).
+        for b, d in [k for k in self.reported_offline if k[0] == broker]:
+            if reg is None or d not in reg.log_dirs:
+                self._state("K6", f"dir/{b}/{d}", offset, ts, None)
+                del self.reported_offline[(b, d)]
+
+    def _count_unassigned(self, old, new, offset: int, ts: int | None) -> None:
+        """Keep the per-broker UNASSIGNED counts; re-check K8 where one crosses zero."""
+        counts = self.unassigned
+        changed = []
+        for p, step in ((old, -1), (new, 1)):
+            if p is None:
+                continue
+            for b, d in zip(p.replicas, p.directories):
+                if d == UNASSIGNED:
+                    before = counts.get(b, 0)
+                    counts[b] = before + step
+                    if (before == 0) != (counts[b] == 0):
+                        changed.append(b)
+        for b in changed:
+            self._k8(b, offset, ts)
+
+    def _k8(self, broker: int, offset: int, ts: int | None) -> None:
+        """K8 (a warning; KIP-858's proposal, not Kafka's behaviour): a multi-directory broker
+        is not unfenced while any of its replicas is UNASSIGNED."""
+        reg = self.view.brokers.get(broker)
+        bad = None
+        if reg is not None and not reg.fenced and len(reg.log_dirs) >= 2 and self.unassigned.get(broker, 0) > 0:
+            bad = f"unfenced with {self.unassigned[broker]} UNASSIGNED replica(s) on {len(reg.log_dirs)} directories"
+        self._state("K8", f"broker/{broker}", offset, ts, bad)
+
+    def _observed_offline(self, broker: int, dirs: Iterable[str], offset: int, ts: int) -> None:
+        reg = self.view.brokers.get(broker)
+        for d in dirs:
+            if reg is not None and d in reg.log_dirs and (broker, d) not in self.reported_offline:
+                self.reported_offline[(broker, d)] = offset
+                self._state("K6", f"dir/{broker}/{d}", offset, ts,
+                            f"broker {broker} reported directory {d} offline; the controller has not removed it")  # fmt: skip
+
+    def feed(self, records: Iterable[Record]) -> None:
+        view = self.view
+        with gc_paused():
+            for r in records:
+                self._one(view, r)
+
+    def _one(self, view: ControllerView, r: Record) -> None:
+        offset = view.offset + 1 if r.offset is None else r.offset
+        ts = r.ts_ms
+        if self.first_offset is None:
+            self.first_offset = offset
+        self.records += 1
+        self.checked["L1"] += 1
+        if offset != view.offset + 1 and not (view.offset == -1 and self.records == 1 and offset > 0):
+            self._instant("L1", "log", offset, f"offset {offset} follows {view.offset}")
+            if offset <= view.offset:
+                return
+        cls = type(r)
+        old = None
+        if cls is PartitionChange or cls is Partition:
+            old = view.partition(r.topic_id, r.partition_id)  # type: ignore[attr-defined]
+        removed = None
+        if cls is RemoveTopic:
+            gone = list(view.partitions.get(r.topic_id, {}).values())  # type: ignore[attr-defined]
+            removed = [f"partition/{p.topic_id}/{p.partition_id}" for p in gone]
+            for p in gone:
+                self._count_unassigned(p, None, offset, ts)
+        dirs_before = None
+        if cls is BrokerRegistrationChange and r.log_dirs:  # type: ignore[attr-defined]
+            reg = view.brokers.get(r.broker_id)  # type: ignore[attr-defined]
+            dirs_before = reg.log_dirs if reg is not None else ()
+        try:
+            apply(view, r)
+        except ReplayError as exc:
+            inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
+            self._instant(inv, exc.entity or "log", offset, f"{exc.rule}: {exc.message} (record skipped)")
+            view.offset = offset
+            return
+        if cls is PartitionChange or cls is Partition:
+            p = view.partition(r.topic_id, r.partition_id)  # type: ignore[attr-defined]
+            self._partition(p, offset, ts)
+            if old is None or old.directories is not p.directories:
+                self._count_unassigned(old, p, offset, ts)
+            if old is not None and cls is PartitionChange:
+                self.checked["K3"] += 1
+                bad = kinv.change_bumps_leader_epoch(view, old, p)
+                if bad:
+                    self._instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+        elif cls in (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker):
+            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
+            if dirs_before is not None:
+                for d in dirs_before:
+                    if d not in view.brokers[broker].log_dirs:
+                        self.checked["K7"] += 1
+                        for p, why in kinv.dir_removal_complete(view, broker, d):
+                            self._instant("K7", f"partition/{p.topic_id}/{p.partition_id}", offset, why)
+            self._broker(broker, offset, ts)
+        elif cls is RemoveTopic and removed:
+            for entity in removed:
+                for inv in ("K1", "K4", "K5"):
+                    if (inv, entity) in self.wrong:
+                        self._state(inv, entity, offset, ts, None)
+        elif cls is LogDirFailed:
+            self._observed_offline(r.broker_id, (r.directory,), offset, ts)  # type: ignore[attr-defined]
+        elif cls is HeartbeatOfflineDirs:
+            self._observed_offline(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
+        if self.wrong:
+            self._promote(offset, ts)
+
+    # -- the report ----------------------------------------------------------------------------
+
+    def report(self) -> AuditReport:
+        violations = list(self.closed)
+        for (inv, entity), w in self.wrong.items():
+            if w.confirmed:
+                self._close_open(violations, inv, entity, w)
+        violations.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
+        counts = {i.id: 0 for i in CATALOGUE}
+        for v in violations:
+            counts[v.invariant] += 1
+        threshold = SEVERITIES.index(self.config.fail_on)
+        failed = any(SEVERITIES.index(v.severity) >= threshold for v in violations)
+        return AuditReport(
+            verdict="fail" if failed else "pass",
+            records=self.records,
+            first_offset=self.first_offset,
+            last_offset=None if self.first_offset is None else self.view.offset,
+            state_hash=self.view.state_hash(),
+            fail_on=self.config.fail_on,
+            grace_records=self.config.grace_records,
+            grace_ms=self.config.grace_ms,
+            invariants=[
+                InvariantResult(id=i.id, severity=i.severity, definition=i.definition, checked=self.checked[i.id],
+                                violations=counts[i.id])  # fmt: skip
+                for i in CATALOGUE
+            ],
+            violations=violations,
+        )
+
+    @staticmethod
+    def _close_open(out: list, inv: str, entity: str, w: _Wrong) -> None:
+        out.append(
+            Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=w.first_offset,
+                      last_offset=None, message=w.message, evidence=list(w.evidence))  # fmt: skip
+        )
+
+
+def audit_log(
+    snapshot: LogSnapshot,
+    *,
+    config: AuditConfig | None = None,
+    from_offset: int | None = None,
+    to_offset: int | None = None,
+    start: ControllerView | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> AuditReport:
+    """Audit ``[from_offset, to_offset]`` of a log snapshot in one streaming pass. ``start`` is
+    the state before ``from_offset`` (see ``replay.state.state_at``)."""
+    a = Audit(config, start)
+    for records in snapshot.iter_records(from_offset, to_offset):
+        a.feed(records)
+        if progress is not None:
+            progress(len(records))
+    return a.report()

@@ -1,0 +1,52 @@
+"""The catalogue of invariants the audit checks: one place, each with id, severity, a one-line
+definition and whether a grace applies (states Kafka passes through legitimately).
+
+The checks themselves live beside their family (``statemachine/kraft/invariants.py``); the
+engine (``replay.audit``) knows when to ask them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ERROR, WARNING = "error", "warning"
+SEVERITIES = (WARNING, ERROR)
+
+
+@dataclass(frozen=True)
+class Invariant:
+    id: str
+    severity: str
+    definition: str
+    graced: bool = False
+    """True: the state may be wrong for up to the grace (records and ms) before it counts."""
+
+
+CATALOGUE: tuple[Invariant, ...] = (
+    Invariant("L1", ERROR, "offsets are gapless and increasing"),
+    Invariant("L3", ERROR, "records refer to existing entities (broker, topic, partition)"),
+    Invariant("L4", ERROR, "broker epochs of registration changes, fences and unfences match the registration"),
+    Invariant("L5", ERROR, "Kafka's other replay checks hold (transactions, directory ownership, producer ids)"),
+    Invariant("K1", ERROR, "leader = -1 or leader in ISR; ISR non-empty and within the replicas"),
+    Invariant("K2", ERROR, "one directory per replica (assignment length = replicas)"),
+    Invariant("K3", ERROR, "a change that removes a replica (or, before 3.6-IV0, shrinks the ISR) bumps the leader epoch"),
+    Invariant("K4", ERROR, "a leader is registered, unfenced and on an online directory", graced=True),
+    Invariant("K5", ERROR, "no ISR member on an offline directory (except the last replica standing)", graced=True),
+    Invariant("K6", ERROR, "a directory a broker reports offline leaves its registration within the grace", graced=True),
+    Invariant("K7", ERROR, "when a directory leaves a broker's LogDirs, no partition is led from it or keeps it in the ISR"),
+    Invariant("K8", WARNING, "a multi-directory broker is not unfenced while replicas are UNASSIGNED (KIP-858 policy)", graced=True),
+)
+BY_ID = {i.id: i for i in CATALOGUE}
+
+REPLAY_RULE_TO_INVARIANT = {
+    "R-REPLAY-ORDER": "L1",
+    "R-REPLAY-BROKER": "L3",
+    "R-REPLAY-TOPIC": "L3",
+    "R-REPLAY-PARTITION": "L3",
+    "R-REPLAY-BROKER-EPOCH": "L4",
+    "R-REPLAY-DIRECTORIES": "K2",
+    "R-REPLAY-DIR-OWNER": "L5",
+    "R-REPLAY-TXN": "L5",
+    "R-REPLAY-PRODUCER-IDS": "L5",
+}
+"""A record the reducer refuses is a violation of this invariant (and is skipped)."""

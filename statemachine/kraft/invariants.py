@@ -1,0 +1,89 @@
+"""KRaft/JBOD invariants (kafka-kraft.md 3.8, DESIGN.md 6): what must hold in the controller's
+view, checked on exactly the entities a record can have changed.
+
+Each check is a pure function of the view (after the record) and returns a message when the
+entity is wrong, None when it is right. The audit engine (``replay.audit``) turns the answers
+into intervals: a violation begins where an entity went wrong and ends where it was fixed,
+after a grace for the states Kafka passes through legitimately.
+"""
+
+from __future__ import annotations
+
+from kraftlake.records.kraft import NO_LEADER
+
+from .directories import is_online
+from .features import MV_3_6_IV0
+from .view import ControllerView, PartitionRegistration
+
+
+def leader_in_isr_in_replicas(p: PartitionRegistration) -> str | None:
+    """K1: leader = -1 or leader in ISR; ISR non-empty and within the replicas."""
+    if not p.isr:
+        return "the ISR is empty"
+    outside = [b for b in p.isr if b not in p.replicas]
+    if outside:
+        return f"ISR {list(p.isr)} lists {outside}, not replicas {list(p.replicas)}"
+    if p.leader != NO_LEADER and p.leader not in p.isr:
+        return f"leader {p.leader} is not in the ISR {list(p.isr)}"
+    return None
+
+
+def leader_is_healthy(view: ControllerView, p: PartitionRegistration) -> str | None:
+    """K4: a leader is registered, not fenced, and its replica's directory is online."""
+    if p.leader == NO_LEADER:
+        return None
+    reg = view.brokers.get(p.leader)
+    if reg is None:
+        return f"leader {p.leader} is not registered"
+    if reg.fenced:
+        return f"leader {p.leader} is fenced"
+    d = p.directory(p.leader) if p.leader in p.replicas else None
+    if d is not None and not is_online(d, reg.log_dirs):
+        return f"leader {p.leader} is on directory {d}, which is offline"
+    return None
+
+
+def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
+    """K5: no ISR member on an offline directory, except the last replica standing (R-GEN-1:
+    ISR = [b] and no leader)."""
+    if len(p.isr) == 1 and p.leader == NO_LEADER:
+        return None
+    where = dict(zip(p.replicas, p.directories))
+    bad = []
+    for b in p.isr:
+        reg = view.brokers.get(b)
+        d = where.get(b)
+        if reg is not None and d is not None and not is_online(d, reg.log_dirs):
+            bad.append(f"{b} on {d}")
+    return f"ISR members on offline directories: {', '.join(bad)}" if bad else None
+
+
+def change_bumps_leader_epoch(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
+    """K3 (R-EPOCH-4): a change that removes a replica, or before 3.6-IV0 shrinks the ISR, sets
+    the leader (a leader-epoch bump); replay itself makes partition epochs +1 per change."""
+    if new.leader_epoch != old.leader_epoch:
+        return None
+    lost = [b for b in old.replicas if b not in new.replicas]
+    if lost:
+        return f"replicas {lost} left without a leader-epoch bump"
+    if view.metadata_version < MV_3_6_IV0:
+        shrunk = [b for b in old.isr if b not in new.isr]
+        if shrunk:
+            return f"ISR lost {shrunk} without a leader-epoch bump (metadata.version < 3.6-IV0)"
+    return None
+
+
+def dir_removal_complete(view: ControllerView, broker: int, directory: str) -> list[tuple[PartitionRegistration, str]]:
+    """K7 (kafka-kraft.md 3.8 item 5): when ``directory`` leaves ``broker``'s LogDirs, every
+    partition with the broker's replica there no longer has it as leader, nor in the ISR unless
+    it is the last replica standing. UNASSIGNED and MIGRATING replicas are exempt."""
+    out = []
+    for topic_id, partition_id in sorted(view.dir_index.get(directory, ())):
+        p = view.partition(topic_id, partition_id)
+        if p is None or broker not in p.replicas or p.directory(broker) != directory:
+            continue
+        if p.leader == broker:
+            out.append((p, f"broker {broker} still leads it on removed directory {directory}"))
+        elif broker in p.isr and not (p.isr == (broker,) and p.leader == NO_LEADER):
+            out.append((p, f"broker {broker} is still in its ISR on removed directory {directory}"))
+    return out
