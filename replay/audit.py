@@ -4,7 +4,7 @@ catalogue after every record, reporting violations as intervals.
 A violation begins at the offset where an entity went wrong and ends at the last offset where it
 still was (``last_offset`` None = still open at the end); ``evidence`` holds the records that
 caused and fixed it. Graced invariants only count once the wrong state has lasted longer than
-the grace, in records *and* in milliseconds of ``ts_ms``; a state fixed within the grace is not
+the grace, in records or in milliseconds of ``ts_ms``; a state fixed within the grace is not
 reported. A record the reducer refuses (Kafka would have) is an instant violation and is skipped.
 Memory is bounded by the size of the state, not the length of the history.
 """
@@ -30,7 +30,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.log import LogSnapshot
-from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed
+from kraftlake.records.observations import AssignReplicasToDirsRequest, HeartbeatOfflineDirs, LogDirFailed
 from kraftlake.statemachine.kraft import invariants as kinv
 from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.view import ControllerView
@@ -41,9 +41,10 @@ from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVER
 @dataclass(frozen=True)
 class AuditConfig:
     grace_records: int = 1000
-    """A graced wrong state counts once it has lasted more than this many records..."""
-    grace_ms: int = 30_000
-    """...and more than this many ms of ts_ms (Kafka's log.dir.failure.timeout.ms)."""
+    """A graced wrong state counts once it has lasted more than this many records (a dir
+    failure's whole batch of partition changes fits)..."""
+    grace_ms: int = 5_000
+    """...or more than this many ms of ts_ms (a controller reacts within a heartbeat, 2 s)."""
     fail_on: str = ERROR
 
 
@@ -100,6 +101,8 @@ class Audit:
         self.records = 0
         self.first_offset: int | None = None
         self.reported_offline: dict[tuple[int, str], int] = {}
+        self.reported_dirs: dict[tuple[str, int], dict[int, str]] = {}
+        """(topic, partition) -> broker -> the directory the broker reported (K9)."""
         self.unassigned: dict[int, int] = {}
         """Broker -> replicas it has in UNASSIGNED (K8), kept from the partitions' changes."""
 
@@ -138,10 +141,12 @@ class Audit:
     def _promote(self, offset: int, ts: int | None) -> None:
         g_rec, g_ms = self.config.grace_records, self.config.grace_ms
         for w in self.wrong.values():
-            if w.confirmed or offset - w.first_offset <= g_rec:
+            if w.confirmed:
                 continue
             # Records without a time (fresh from a decider) are held to the record grace alone.
-            if ts is None or w.first_ts is None or ts - w.first_ts > g_ms:
+            if offset - w.first_offset > g_rec or (
+                ts is not None and w.first_ts is not None and ts - w.first_ts > g_ms
+            ):
                 w.confirmed = True
 
     # -- checks --------------------------------------------------------------------------------
@@ -165,6 +170,33 @@ class Audit:
             if reg is None or d not in reg.log_dirs:
                 self._state("K6", f"dir/{b}/{d}", offset, ts, None)
                 del self.reported_offline[(b, d)]
+
+    def _reported_assignments(self, r: AssignReplicasToDirsRequest, offset: int, ts: int | None) -> None:
+        """K9: a replica's directory that its broker reported is recorded within the grace."""
+        view = self.view
+        reg = view.brokers.get(r.broker_id)
+        if reg is None or reg.epoch != r.broker_epoch:
+            return  # the controller rightly refuses a stale request
+        for directory in r.directories:
+            for tp in directory.topics:
+                for pid in tp.partitions:
+                    p = view.partition(tp.topic_id, pid)
+                    if p is None or r.broker_id not in p.replicas or p.directory(r.broker_id) == directory.id:
+                        continue
+                    self.reported_dirs.setdefault((tp.topic_id, pid), {})[r.broker_id] = directory.id
+                    self._state("K9", f"replica/{tp.topic_id}/{pid}/{r.broker_id}", offset, ts,
+                                f"broker {r.broker_id} reported it in {directory.id}; recorded in {p.directory(r.broker_id)}")  # fmt: skip
+
+    def _recorded_assignments(self, p, offset: int, ts: int | None) -> None:
+        pending = self.reported_dirs.get((p.topic_id, p.partition_id))
+        if not pending:
+            return
+        for b, d in list(pending.items()):
+            if b not in p.replicas or p.directory(b) == d:
+                del pending[b]
+                self._state("K9", f"replica/{p.topic_id}/{p.partition_id}/{b}", offset, ts, None)
+        if not pending:
+            del self.reported_dirs[(p.topic_id, p.partition_id)]
 
     def _count_unassigned(self, old, new, offset: int, ts: int | None) -> None:
         """Keep the per-broker UNASSIGNED counts; re-check K8 where one crosses zero."""
@@ -242,11 +274,13 @@ class Audit:
             self._partition(p, offset, ts)
             if old is None or old.directories is not p.directories:
                 self._count_unassigned(old, p, offset, ts)
-            if old is not None and cls is PartitionChange:
+            if old is not None:
                 self.checked["K3"] += 1
-                bad = kinv.change_bumps_leader_epoch(view, old, p)
+                check = kinv.change_bumps_leader_epoch if cls is PartitionChange else kinv.replacement_bumps_epochs
+                bad = check(view, old, p)
                 if bad:
                     self._instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+            self._recorded_assignments(p, offset, ts)
         elif cls in (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker):
             broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
             if dirs_before is not None:
@@ -261,6 +295,8 @@ class Audit:
                 for inv in ("K1", "K4", "K5"):
                     if (inv, entity) in self.wrong:
                         self._state(inv, entity, offset, ts, None)
+        elif cls is AssignReplicasToDirsRequest:
+            self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LogDirFailed:
             self._observed_offline(r.broker_id, (r.directory,), offset, ts)  # type: ignore[attr-defined]
         elif cls is HeartbeatOfflineDirs:

@@ -29,11 +29,12 @@ CATALOGUE: tuple[Invariant, ...] = (
     Invariant("L5", ERROR, "Kafka's other replay checks hold (transactions, directory ownership, producer ids)"),
     Invariant("K1", ERROR, "leader = -1 or leader in ISR; ISR non-empty and within the replicas"),
     Invariant("K2", ERROR, "one directory per replica (assignment length = replicas)"),
-    Invariant("K3", ERROR, "a change that removes a replica (or, before 3.6-IV0, shrinks the ISR) bumps the leader epoch"),
+    Invariant("K3", ERROR, "epochs move as Kafka's: a change that removes a replica (or, before 3.6-IV0, shrinks the ISR) bumps the leader epoch; a partition rewritten whole has higher epochs, the leader's if it moved"),
     Invariant("K4", ERROR, "a leader is registered, unfenced and on an online directory", graced=True),
     Invariant("K5", ERROR, "no ISR member on an offline directory (except the last replica standing)", graced=True),
     Invariant("K6", ERROR, "a directory a broker reports offline leaves its registration within the grace", graced=True),
     Invariant("K7", ERROR, "when a directory leaves a broker's LogDirs, no partition is led from it or keeps it in the ISR"),
+    Invariant("K9", ERROR, "a replica directory its broker reports (AssignReplicasToDirs) is recorded within the grace", graced=True),
     Invariant("K8", WARNING, "a multi-directory broker is not unfenced while replicas are UNASSIGNED (KIP-858 policy)", graced=True),
 )
 BY_ID = {i.id: i for i in CATALOGUE}

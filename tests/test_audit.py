@@ -56,10 +56,12 @@ def test_a_late_reaction_is_a_closed_interval_and_within_the_grace_none():
     [v] = audit(slow).violations
     fix = HEARTBEAT + 1 + 1200 + 2  # the BrokerRegistrationChange that removes A1
     assert (v.invariant, v.first_offset, v.last_offset, v.evidence) == ("K6", 23, fix - 1, [23, fix])
-    quick = RECORDS[: HEARTBEAT + 1] + later(10) + RECORDS[HEARTBEAT + 1 :]
-    assert audit(quick).violations == []
-    # The grace is in records and in milliseconds: both must be exceeded.
-    assert audit(slow, grace_ms=20 * 60_000).violations == []
+    quick = RECORDS[: HEARTBEAT + 1] + later(4) + RECORDS[HEARTBEAT + 1 :]
+    assert audit(quick).violations == []  # 2 s, 7 records: within the grace
+    # The grace is in records or in milliseconds: exceeding either one counts.
+    assert audit(slow, grace_records=5000, grace_ms=20 * 60_000).violations == []
+    assert audit(quick, grace_records=5000, grace_ms=1000).violations != []
+    assert audit(quick, grace_records=3).violations != []
 
 
 def test_removing_a_dir_without_moving_leadership_breaks_k7_and_k4():
@@ -131,7 +133,7 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
     assert set(doc["violations"][0]) == {"invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence"}
     # K8 is a warning: it fails the audit only with --fail-on warning (a grace of 3 records
     # confirms it; the controller's 3-record reaction to the dir failure stays within it).
-    strict = ["audit", str(good), "--grace-records", "3", "--grace-ms", "0"]
+    strict = ["audit", str(good), "--grace-records", "3", "--grace-ms", "60000"]
     assert runner.invoke(app, strict).exit_code == 0
     assert runner.invoke(app, [*strict, "--fail-on", "warning"]).exit_code == 1
     # A range: the state before --from is replayed, not audited.

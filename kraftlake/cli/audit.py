@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         from_offset: int | None = typer.Option(None, "--from", help="First offset to audit (the state before it is replayed, from snapshots when there are any)."),
         to_offset: int | None = typer.Option(None, "--to", help="Last offset to audit."),
         grace_records: int = typer.Option(1000, "--grace-records", min=0, help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records..."),
-        grace_ms: int = typer.Option(30_000, "--grace-ms", min=0, help="...and more than MS milliseconds of record time (Kafka's log.dir.failure.timeout.ms)."),
+        grace_ms: int = typer.Option(5_000, "--grace-ms", min=0, help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s)."),
         fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found."),
         fmt: Format = typer.Option(Format.text, "--format", "-f", help="text (a summary, default) or json (the full report)."),
         out_file: Path | None = typer.Option(None, "--out", help="Also write the JSON report to this file."),

@@ -73,6 +73,16 @@ def change_bumps_leader_epoch(view: ControllerView, old: PartitionRegistration, 
     return None
 
 
+def replacement_bumps_epochs(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
+    """K3 for a Partition record that rewrites an existing partition: the partition epoch goes
+    up, and so does the leader epoch when the leader moved (R-EPOCH-3 writes them verbatim)."""
+    if new.partition_epoch <= old.partition_epoch:
+        return f"partition epoch {new.partition_epoch} does not move past {old.partition_epoch}"
+    if new.leader != old.leader and new.leader_epoch <= old.leader_epoch:
+        return f"leader {old.leader} -> {new.leader} keeps leader epoch {new.leader_epoch}"
+    return None
+
+
 def dir_removal_complete(view: ControllerView, broker: int, directory: str) -> list[tuple[PartitionRegistration, str]]:
     """K7 (kafka-kraft.md 3.8 item 5): when ``directory`` leaves ``broker``'s LogDirs, every
     partition with the broker's replica there no longer has it as leader, nor in the ISR unless

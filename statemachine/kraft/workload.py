@@ -28,6 +28,7 @@ from kraftlake.records.types import uuid_from_bytes
 from .. import placement
 from . import commands as c
 from .controller import Controller
+from .decider import decide
 from .dirs import choose_dirs
 from .directories import is_online
 from .features import MV_3_9_IV0
@@ -45,6 +46,17 @@ class WorkloadConfig:
     noop_every: int = 0
     """Append a NoOp (the active controller's heartbeat) after every N records; 0 = never."""
     metadata_version: int = MV_3_9_IV0
+    faults: tuple[str, ...] = ("dir-failure", "controlled-shutdown", "broker-crash")
+    """Which faults the cluster lives through (see ``FAULTS``)."""
+    bug: str | None = None
+    """A faulty decider from ``statemachine.kraft.bugs`` in place of the correct one."""
+    start_ms: int = 1_700_000_000_000
+    step_ms: int = 200
+    """Simulated time: records of one controller operation share a time; each operation is
+    ``step_ms`` after the previous one."""
+
+
+FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash")
 
 
 def _uuid(*parts: object) -> str:
@@ -57,7 +69,18 @@ class Cluster:
     def __init__(self, config: WorkloadConfig) -> None:
         self.config = config
         self.rng = random.Random(config.seed)
-        self.controller = Controller()
+        unknown = set(config.faults) - set(FAULTS)
+        if unknown or not config.faults:
+            raise ValueError(f"faults must be some of {', '.join(FAULTS)}; got {sorted(unknown) or 'none'}")
+        decide_fn = decide
+        if config.bug is not None:
+            from .bugs import BUGS
+
+            if config.bug not in BUGS:
+                raise ValueError(f"unknown bug {config.bug!r}; known: {', '.join(BUGS)}")
+            decide_fn = BUGS[config.bug]
+        self.controller = Controller(decide_fn=decide_fn, strict=config.bug is None)
+        self.controller.ts_ms = config.start_ms
         self.incarnation: dict[int, int] = {}
         self.dirs: dict[int, list[str]] = {}
         self.failed: dict[int, list[str]] = {}
@@ -72,7 +95,9 @@ class Cluster:
     def run(self, command: c.Command) -> c.Decision:
         """Append pending observations, then decide and append ``command``; the batch goes out."""
         self.flush()
-        return self.controller.handle(command)
+        decision = self.controller.handle(command)
+        self.controller.ts_ms += self.config.step_ms  # type: ignore[operator]
+        return decision
 
     def flush(self) -> None:
         if self.pending:
@@ -228,10 +253,16 @@ class Cluster:
             self.assign_unassigned(b)
 
     def step(self) -> None:
-        roll = self.rng.random()
-        if roll < 0.5:
+        weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2}
+        faults = [f for f in FAULTS if f in self.config.faults]
+        roll = self.rng.random() * sum(weights[f] for f in faults)
+        for fault in faults:
+            roll -= weights[fault]
+            if roll < 0:
+                break
+        if fault == "dir-failure":
             self.dir_failure()
-        elif roll < 0.8:
+        elif fault == "controlled-shutdown":
             self.restart(replace_disks=True)
         else:
             self.crash()
