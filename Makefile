@@ -32,22 +32,31 @@ java:
 	  fi; \
 	fi
 
-# The main job on the embedded default: a local Delta table under .demo/.
+# The main job on the embedded default: local Delta tables under .demo/.
 demo: $(VENV)/.installed java
 	@rm -rf .demo && mkdir -p .demo
+	@echo "--- 1. Kafka's own KIP-858 story (fixtures/): a dir fails, the controller moves leadership off it"
 	$(BIN)/kraftlake init $(DEMO)
 	head -n 23 $(FIXTURE) | $(BIN)/kraftlake append $(DEMO) - --producer demo-controller --seq 0
 	tail -n +24 $(FIXTURE) | $(BIN)/kraftlake append $(DEMO) - --producer demo-controller --seq 1
 	tail -n +24 $(FIXTURE) | $(BIN)/kraftlake append $(DEMO) - --producer demo-controller --seq 1
-	$(BIN)/kraftlake log $(DEMO) --format table
-	@echo "--- the log before log dir A1 of broker 101 failed (Delta version 1):"
-	$(BIN)/kraftlake log $(DEMO) --version 1 --type PartitionChange --from 19 --format table
-	$(BIN)/kraftlake history $(DEMO)
+	$(BIN)/kraftlake log $(DEMO) --from 19 --format table
 	@echo "--- broker 101 as the controller saw it when dir A1 failed (offset 24), then after it acted:"
 	$(BIN)/kraftlake view $(DEMO) --offset 24 --broker 101 --format table
 	$(BIN)/kraftlake view $(DEMO) --broker 101 --format table
-	$(BIN)/kraftlake view $(DEMO) --format table
-	$(BIN)/kraftlake snapshot $(DEMO) --every 10
+	$(BIN)/kraftlake history $(DEMO)
+	@echo "--- 2. two simulated JBOD clusters (seed 7): a correct controller, and one that ignores offline dirs"
+	$(BIN)/kraftlake simulate --seed 7 --records 20000 --out .demo/correct.jsonl
+	$(BIN)/kraftlake simulate --seed 7 --records 20000 --bug ignore-offline-dirs --out .demo/buggy.jsonl
+	$(BIN)/kraftlake init .demo/correct && $(BIN)/kraftlake append .demo/correct .demo/correct.jsonl
+	$(BIN)/kraftlake init .demo/buggy && $(BIN)/kraftlake append .demo/buggy .demo/buggy.jsonl
+	$(BIN)/kraftlake snapshot .demo/correct --every 5000
+	@echo "--- 3. audits (exit 0 = pass, 1 = violations):"
+	$(BIN)/kraftlake audit .demo/correct; echo "exit code $$?"
+	$(BIN)/kraftlake audit .demo/buggy; echo "exit code $$?"
+	@$(BIN)/kraftlake audit .demo/correct --format html --out .demo/correct.html; \
+	 $(BIN)/kraftlake audit .demo/buggy --format html --out .demo/buggy.html; \
+	 echo "HTML reports: .demo/correct.html .demo/buggy.html"
 	$(BIN)/kraftlake maintain $(DEMO)
 
 test: $(VENV)/.installed java

@@ -11,6 +11,7 @@ Memory is bounded by the size of the state, not the length of the history.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -80,12 +81,13 @@ class AuditReport(msgspec.Struct, kw_only=True):
 
 
 class _Wrong:
-    __slots__ = ("first_offset", "first_ts", "message", "evidence", "confirmed")
+    __slots__ = ("first_offset", "first_ts", "message", "evidence", "confirmed", "fixed")
 
     def __init__(self, offset: int, ts: int | None, message: str) -> None:
         self.first_offset, self.first_ts, self.message = offset, ts, message
         self.evidence = [offset]
         self.confirmed = False
+        self.fixed = False
 
 
 class Audit:
@@ -98,6 +100,8 @@ class Audit:
         self.checked = dict.fromkeys(BY_ID, 0)
         self.closed: list[Violation] = []
         self.wrong: dict[tuple[str, str], _Wrong] = {}
+        self.in_grace: deque[_Wrong] = deque()
+        """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
         self.records = 0
         self.first_offset: int | None = None
         self.reported_offline: dict[tuple[int, str], int] = {}
@@ -122,13 +126,16 @@ class Audit:
         w = self.wrong.get(key)
         if message is None:
             if w is not None:
+                w.fixed = True
                 del self.wrong[key]
                 if w.confirmed or not BY_ID[inv].graced:
                     self._close(inv, entity, w, offset - 1, fixed_by=offset)
             return
         if w is None:
             w = self.wrong[key] = _Wrong(offset, ts, message)
-            if not BY_ID[inv].graced:
+            if BY_ID[inv].graced:
+                self.in_grace.append(w)
+            else:
                 w.confirmed = True
 
     def _close(self, inv: str, entity: str, w: _Wrong, last: int | None, fixed_by: int | None) -> None:
@@ -139,15 +146,23 @@ class Audit:
         )
 
     def _promote(self, offset: int, ts: int | None) -> None:
+        """Confirm the wrong states whose grace ran out. They entered the queue in offset (and
+        so time) order: only the front can be due."""
         g_rec, g_ms = self.config.grace_records, self.config.grace_ms
-        for w in self.wrong.values():
-            if w.confirmed:
+        queue = self.in_grace
+        while queue:
+            w = queue[0]
+            if w.fixed or w.confirmed:
+                queue.popleft()
                 continue
             # Records without a time (fresh from a decider) are held to the record grace alone.
             if offset - w.first_offset > g_rec or (
                 ts is not None and w.first_ts is not None and ts - w.first_ts > g_ms
             ):
                 w.confirmed = True
+                queue.popleft()
+            else:
+                break
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -301,7 +316,7 @@ class Audit:
             self._observed_offline(r.broker_id, (r.directory,), offset, ts)  # type: ignore[attr-defined]
         elif cls is HeartbeatOfflineDirs:
             self._observed_offline(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
-        if self.wrong:
+        if self.in_grace:
             self._promote(offset, ts)
 
     # -- the report ----------------------------------------------------------------------------

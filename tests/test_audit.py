@@ -142,3 +142,17 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
     assert (doc["records"], doc["first_offset"], doc["last_offset"]) == (7, 20, 26)
     assert runner.invoke(app, ["audit", str(good), "--from", "99"]).exit_code == 2
     assert runner.invoke(app, ["audit", str(tmp_path / "nothing")]).exit_code == 2
+
+
+def test_cli_audit_html_is_one_self_contained_page(tmp_path):
+    log = tmp_path / "log"
+    lines = tmp_path / "bad.jsonl"
+    lines.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in RECORDS[: HEARTBEAT + 1] + later(1200)))
+    runner.invoke(app, ["init", str(log)])
+    runner.invoke(app, ["append", str(log), str(lines)])
+    page = tmp_path / "report.html"
+    res = runner.invoke(app, ["audit", str(log), "--format", "html", "--out", str(page)])
+    assert res.exit_code == 1 and str(page) in res.stderr
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and "FAIL" in text and "<svg" in text
+    assert f"dir/101/{RECORDS[23].directory}" in text and "<script" not in text and "http" not in text

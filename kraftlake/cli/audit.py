@@ -14,6 +14,7 @@ from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, abort, err, out, writ
 class Format(str, Enum):
     text = "text"
     json = "json"
+    html = "html"
 
 
 class FailOn(str, Enum):
@@ -30,8 +31,8 @@ def register(app: typer.Typer) -> None:
         grace_records: int = typer.Option(1000, "--grace-records", min=0, help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records..."),
         grace_ms: int = typer.Option(5_000, "--grace-ms", min=0, help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s)."),
         fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found."),
-        fmt: Format = typer.Option(Format.text, "--format", "-f", help="text (a summary, default) or json (the full report)."),
-        out_file: Path | None = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+        fmt: Format = typer.Option(Format.text, "--format", "-f", help="text (a summary, default), json (the full report) or html (one self-contained page with timelines)."),
+        out_file: Path | None = typer.Option(None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout."),
     ) -> None:
         """Audit a KRaft log: was leadership and the ISR moved correctly after log directories failed?
 
@@ -53,12 +54,23 @@ def register(app: typer.Typer) -> None:
         last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
         with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:
             report = audit_log(snap, config=config, from_offset=from_offset, to_offset=to_offset, start=start, progress=progress)
-        doc = msgspec.json.encode(report)
-        if out_file is not None:
-            out_file.write_bytes(doc + b"\n")
-        if fmt is Format.json:
-            write_bytes(doc + b"\n")
+        doc = msgspec.json.encode(report) + b"\n"
+        if fmt is Format.html:
+            from kraftlake.replay.html import render
+
+            page = render(report, title=f"kraftlake audit of {log}").encode()
+            if out_file is not None:
+                out_file.write_bytes(page)
+                err.print(f"{report.verdict.upper()}: HTML report in {out_file}")
+            else:
+                write_bytes(page)
+        elif fmt is Format.json:
+            if out_file is not None:
+                out_file.write_bytes(doc)
+            write_bytes(doc)
         else:
+            if out_file is not None:
+                out_file.write_bytes(doc)
             _summary(report)
         if report.verdict == "fail":
             raise typer.Exit(EXIT_FAILED)
