@@ -166,11 +166,19 @@ class Audit:
 
     # -- checks --------------------------------------------------------------------------------
 
-    def _partition(self, p, offset: int, ts: int) -> None:
+    def _partition(self, p, old, offset: int, ts: int | None) -> None:
+        """K1, K4, K5 for a partition a record wrote; each only if a field it reads moved (the
+        brokers' side is re-checked by ``_broker``)."""
         entity = f"partition/{p.topic_id}/{p.partition_id}"
-        self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p))
-        self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p))
-        self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p))
+        moved_dirs = old is None or p.directories is not old.directories
+        moved_isr = old is None or p.isr is not old.isr
+        moved_leader = old is None or p.leader != old.leader
+        if moved_isr or moved_leader or old is None or p.replicas is not old.replicas:
+            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p))
+        if moved_leader or moved_dirs:
+            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p))
+        if moved_isr or moved_dirs or moved_leader:
+            self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p))
 
     def _broker(self, broker: int, offset: int, ts: int) -> None:
         view = self.view
@@ -286,7 +294,7 @@ class Audit:
             return
         if cls is PartitionChange or cls is Partition:
             p = view.partition(r.topic_id, r.partition_id)  # type: ignore[attr-defined]
-            self._partition(p, offset, ts)
+            self._partition(p, old, offset, ts)
             if old is None or old.directories is not p.directories:
                 self._count_unassigned(old, p, offset, ts)
             if old is not None:
