@@ -180,12 +180,25 @@ class Audit:
         if moved_isr or moved_dirs or moved_leader:
             self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p))
 
-    def _broker(self, broker: int, offset: int, ts: int) -> None:
+    def _broker(self, broker: int, offset: int, ts: int | None, scope: str, dirs: Iterable[str] = ()) -> None:
+        """Re-check what a broker record can have changed: ``scope`` "all" (a registration comes
+        or goes), "fencing" (leaders only: K4), "dirs" (partitions on ``dirs``: K4, K5)."""
         view = self.view
-        for p in view.partitions_of(broker):
-            entity = f"partition/{p.topic_id}/{p.partition_id}"
+        if scope == "all":
+            keys = view.replica_index.get(broker, ())
+        elif scope == "fencing":
+            keys = view.isr_index.get(broker, ())
+        else:
+            index = view.dir_index
+            keys = set().union(*(index.get(d, ()) for d in dirs)) if dirs else ()
+        for topic_id, partition_id in sorted(keys):
+            p = view.partition(topic_id, partition_id)
+            if p is None:
+                continue
+            entity = f"partition/{topic_id}/{partition_id}"
             self._state("K4", entity, offset, ts, kinv.leader_is_healthy(view, p))
-            self._state("K5", entity, offset, ts, kinv.isr_is_online(view, p))
+            if scope != "fencing":
+                self._state("K5", entity, offset, ts, kinv.isr_is_online(view, p))
         self._k8(broker, offset, ts)
         reg = view.brokers.get(broker)
         # K6: reported-offline dirs are handled once they leave the registration (or it goes).
@@ -306,13 +319,25 @@ class Audit:
             self._recorded_assignments(p, offset, ts)
         elif cls in (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker):
             broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
+            changed_dirs: list[str] = []
             if dirs_before is not None:
+                now = view.brokers[broker].log_dirs
+                changed_dirs = [d for d in dirs_before if d not in now] + [d for d in now if d not in dirs_before]
                 for d in dirs_before:
-                    if d not in view.brokers[broker].log_dirs:
+                    if d not in now:
                         self.checked["K7"] += 1
                         for p, why in kinv.dir_removal_complete(view, broker, d):
                             self._instant("K7", f"partition/{p.topic_id}/{p.partition_id}", offset, why)
-            self._broker(broker, offset, ts)
+            if cls is RegisterBroker or cls is UnregisterBroker:
+                self._broker(broker, offset, ts, "all")
+            else:
+                fencing = cls is not BrokerRegistrationChange or r.fenced != 0  # type: ignore[attr-defined]
+                if fencing:
+                    self._broker(broker, offset, ts, "fencing")
+                if changed_dirs:
+                    self._broker(broker, offset, ts, "dirs", changed_dirs)
+                if not fencing and not changed_dirs:
+                    self._broker(broker, offset, ts, "dirs", ())
         elif cls is RemoveTopic and removed:
             for entity in removed:
                 for inv in ("K1", "K4", "K5"):

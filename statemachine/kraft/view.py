@@ -402,14 +402,19 @@ class ControllerView:
             new = None if topic is None else topic.get(key[1])
             if old is new:
                 continue
-            _move(self._isr_index, key, () if old is None else old.isr, () if new is None else new.isr)
-            _move(self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas)
-            _move(
-                self._dir_index,
-                key,
-                () if old is None else [d for d in old.directories if d not in RESERVED_IDS],
-                () if new is None else [d for d in new.directories if d not in RESERVED_IDS],
-            )  # R-DIR-2: reserved ids are never indexed.
+            # merge() reuses the tuples a change leaves alone: identity says what did not move.
+            both = old is not None and new is not None
+            if not (both and old.isr is new.isr):
+                _move(self._isr_index, key, () if old is None else old.isr, () if new is None else new.isr)
+            if not (both and old.replicas is new.replicas):
+                _move(self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas)
+            if not (both and old.directories is new.directories):
+                _move(
+                    self._dir_index,
+                    key,
+                    () if old is None else [d for d in old.directories if d not in RESERVED_IDS],
+                    () if new is None else [d for d in new.directories if d not in RESERVED_IDS],
+                )  # R-DIR-2: reserved ids are never indexed.
             if new is not None and new.leader == -1:
                 self._leaderless.add(key)
             else:
