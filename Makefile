@@ -65,6 +65,7 @@ test: $(VENV)/.installed java
 bench: $(VENV)/.installed
 	$(BIN)/python bench/append.py
 	$(BIN)/python bench/replay.py
+	$(BIN)/python bench/audit.py
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .hypothesis
