@@ -188,3 +188,25 @@ def test_decide_does_not_change_the_view():
         assert ctl.view.state_hash() == before
     with pytest.raises(TypeError, match="not a KRaft controller command"):
         decide(ctl.view, msgspec.Struct())  # type: ignore[arg-type]
+
+
+def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr():
+    """changePartitionReassignment then AlterPartition: replicas become target + leaving with
+    adding/removing; once the new replica is in the ISR the builder completes the move, drops the
+    leaving leader with a bump and answers NEW_LEADER_ELECTED."""
+    ctl = controller_with_brokers({b: [uid(f"ra{b}")] for b in (1, 2, 3, 4)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+    d = ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 2, 3)))
+    [start] = strip(d.records)
+    assert (start.replicas, start.adding_replicas, start.removing_replicas, start.leader) == ((4, 2, 3, 1), (4,), (1,), -2)
+    assert [a.directory for a in start.assignment] == [uid("ra4"), uid("ra2"), uid("ra3"), uid("ra1")]
+    assert ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(1, 2, 3))).reply.error_code == c.INVALID_REQUEST
+    p = ctl.view.partition(t, 0)
+    d = ctl.handle(c.AlterPartition(broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=p.leader_epoch,
+                                    partition_epoch=p.partition_epoch, new_isr=(1, 2, 3, 4)))  # fmt: skip
+    assert d.reply.error_code == c.NEW_LEADER_ELECTED
+    [done] = strip(d.records)
+    assert (done.replicas, done.adding_replicas, done.removing_replicas, done.isr, done.leader) == ((4, 2, 3), (), (), (2, 3, 4), 4)
+    p = ctl.view.partition(t, 0)
+    assert (p.leader_epoch, p.directories) == (1, (uid("ra4"), uid("ra2"), uid("ra3")))
+    assert ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 4))).reply.error_code == c.INVALID_REPLICA_ASSIGNMENT

@@ -34,6 +34,27 @@ def violated(seed: int, bug: str | None) -> set[str]:
     return {v.invariant for v in a.report().violations}
 
 
+def test_reassignments_complete_and_audit_clean_on_20_seeds():
+    """With every fault, reassignments among them: they start (adding/removing set), complete
+    once the new replica is in the ISR, and the audit finds nothing."""
+    from kraftlake.records import PartitionChange
+    from kraftlake.statemachine.kraft.workload import FAULTS
+
+    started = completed = 0
+    for seed in SEEDS:
+        cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, faults=FAULTS)
+        a = Audit()
+        for batch in generate(cfg, records=1200):
+            a.feed(batch)
+            for r in batch:
+                if isinstance(r, PartitionChange) and r.removing_replicas:
+                    started += 1
+                elif isinstance(r, PartitionChange) and r.removing_replicas == () and r.replicas is not None:
+                    completed += 1
+        assert a.report().violations == [], seed
+    assert started > 20 and completed > 0.8 * started
+
+
 def test_every_bug_is_named():
     assert set(CAUGHT_BY) == set(BUGS)
 

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         partitions: int = typer.Option(60, "--partitions", min=1),
         topics: int = typer.Option(5, "--topics", min=1),
         replication: int = typer.Option(3, "--replication", min=1),
-        faults: str = typer.Option("dir-failure,controlled-shutdown,broker-crash", "--faults", help="Comma-separated: dir-failure, controlled-shutdown, broker-crash."),
+        faults: str = typer.Option("dir-failure,controlled-shutdown,broker-crash", "--faults", help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign."),
         bug: str | None = typer.Option(None, "--bug", help="Run a faulty controller: ignore-offline-dirs, keep-offline-replica-in-isr, elect-offline-leader, no-leader-epoch-bump, leader-outside-isr, stale-broker-epoch, skip-dir-assignment."),
     ) -> None:
         """Simulate a KRaft cluster with JBOD brokers living through log-dir failures, disk replacements, controlled shutdowns and crashes.

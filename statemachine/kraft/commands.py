@@ -94,6 +94,15 @@ class AssignReplicasToDirs(Command, frozen=True, kw_only=True):
     request: AssignReplicasToDirsRequest
 
 
+class ReassignPartition(Command, frozen=True, kw_only=True):
+    """AlterPartitionReassignmentsRequest (apiKey 45) for one partition: move it to
+    ``target_replicas`` (the new replicas join, catch up, and then the old ones leave)."""
+
+    topic_id: str
+    partition_id: int
+    target_replicas: tuple[int, ...]
+
+
 class AlterPartition(Command, frozen=True, kw_only=True):
     """AlterPartitionRequest (apiKey 56) for one partition: the leader changes the ISR."""
 

@@ -23,6 +23,7 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.CreateTopic: topics.create_topic,
     c.AssignReplicasToDirs: lambda v, cmd, cfg: dirs.assign_replicas_to_dirs(v, cmd),
     c.AlterPartition: lambda v, cmd, cfg: topics.alter_partition(v, cmd),
+    c.ReassignPartition: lambda v, cmd, cfg: topics.reassign_partition(v, cmd),
 }  # type: ignore[dict-item]
 
 

@@ -172,3 +172,38 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
         partition_epoch=merged.partition_epoch, isr=merged.isr,
     )  # fmt: skip
     return c.Decision(records=() if change is None else (change,), reply=reply)
+
+
+def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Decision:
+    """Start moving a partition to ``target_replicas`` (ReplicationControlManager
+    .changePartitionReassignment): replicas become target + the ones leaving, ``adding`` and
+    ``removing`` say which; new replicas start in their default dir (R-DIR-5). The builder
+    completes the move once every adding replica is in the ISR (an AlterPartition from the
+    leader), dropping the leaving ones with a leader-epoch bump."""
+
+    def error(code: int, message: str) -> c.Decision:
+        return c.Decision(reply=c.Reply(error_code=code, message=message))
+
+    if cmd.topic_id not in view.topics:
+        return error(c.UNKNOWN_TOPIC_ID, f"unknown topic {cmd.topic_id}")
+    p = view.partition(cmd.topic_id, cmd.partition_id)
+    if p is None:
+        return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
+    target = tuple(cmd.target_replicas)
+    if not target or len(set(target)) != len(target):
+        return error(c.INVALID_REPLICA_ASSIGNMENT, f"invalid target replicas {list(target)}")
+    unknown = [b for b in target if b not in view.brokers]
+    if unknown:
+        return error(c.INVALID_REPLICA_ASSIGNMENT, f"target replicas name unregistered broker {unknown[0]}")
+    if p.adding_replicas or p.removing_replicas:
+        return error(c.INVALID_REQUEST, "a reassignment of this partition is in progress")
+    removing = tuple(b for b in p.replicas if b not in target)
+    adding = tuple(b for b in target if b not in p.replicas)
+    change = (
+        builder(view, p)
+        .set_target_replicas(target + removing)
+        .set_target_adding(adding)
+        .set_target_removing(removing)
+        .build()
+    )
+    return c.Decision(records=() if change is None else (change,))

@@ -56,7 +56,7 @@ class WorkloadConfig:
     ``step_ms`` after the previous one."""
 
 
-FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash")
+FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign")
 
 
 def _uuid(*parts: object) -> str:
@@ -225,6 +225,28 @@ class Cluster:
         self.run(c.ExpireSession(broker_id=b))
         self._come_back(b, replace_disks=True)
 
+    def reassign(self) -> None:
+        """Move one replica of a random partition to another live broker; the new replica picks
+        its dir, catches up, and the leader's ISR expansion completes the move."""
+        view = self.view
+        live = [b for b, reg in sorted(view.brokers.items()) if not reg.fenced and not reg.in_controlled_shutdown]
+        topics = sorted(view.partitions)
+        if not topics:
+            return
+        parts = view.partitions[self.rng.choice(topics)]
+        p = parts[self.rng.choice(sorted(parts))]
+        spare = [b for b in live if b not in p.replicas]
+        if not spare or p.adding_replicas or p.removing_replicas:
+            return
+        leaving = self.rng.choice(p.replicas)
+        joining = self.rng.choice(spare)
+        target = tuple(joining if b == leaving else b for b in p.replicas)
+        d = self.run(c.ReassignPartition(topic_id=p.topic_id, partition_id=p.partition_id, target_replicas=target))
+        if d.reply.error_code:
+            return
+        self.assign_unassigned(joining)
+        self.catch_up(joining)
+
     def _come_back(self, b: int, replace_disks: bool) -> None:
         failed = self.failed.pop(b, [])
         if replace_disks:
@@ -253,7 +275,7 @@ class Cluster:
             self.assign_unassigned(b)
 
     def step(self) -> None:
-        weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2}
+        weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2, "reassign": 2}
         faults = [f for f in FAULTS if f in self.config.faults]
         roll = self.rng.random() * sum(weights[f] for f in faults)
         for fault in faults:
@@ -262,6 +284,8 @@ class Cluster:
                 break
         if fault == "dir-failure":
             self.dir_failure()
+        elif fault == "reassign":
+            self.reassign()
         elif fault == "controlled-shutdown":
             self.restart(replace_disks=True)
         else:
