@@ -90,6 +90,14 @@ class _Wrong:
         self.fixed = False
 
 
+def _violation(inv: str, entity: str, w: _Wrong, last: int | None, fixed_by: int | None) -> Violation:
+    """The interval ``w`` became: ``last`` None while still open, ``fixed_by`` the fixing record."""
+    return Violation(
+        invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=w.first_offset,
+        last_offset=last, message=w.message, evidence=w.evidence + ([] if fixed_by is None else [fixed_by]),
+    )  # fmt: skip
+
+
 class Audit:
     """Feed records in offset order (``feed``), then ``report()``. Starts from ``view`` (the
     state before the first record fed; empty by default)."""
@@ -139,11 +147,7 @@ class Audit:
                 w.confirmed = True
 
     def _close(self, inv: str, entity: str, w: _Wrong, last: int | None, fixed_by: int | None) -> None:
-        evidence = w.evidence + ([fixed_by] if fixed_by is not None else [])
-        self.closed.append(
-            Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=w.first_offset,
-                      last_offset=last, message=w.message, evidence=evidence)  # fmt: skip
-        )
+        self.closed.append(_violation(inv, entity, w, last, fixed_by))
 
     def _promote(self, offset: int, ts: int | None) -> None:
         """Confirm the wrong states whose grace ran out. They entered the queue in offset (and
@@ -356,9 +360,7 @@ class Audit:
 
     def report(self) -> AuditReport:
         violations = list(self.closed)
-        for (inv, entity), w in self.wrong.items():
-            if w.confirmed:
-                self._close_open(violations, inv, entity, w)
+        violations += [_violation(inv, e, w, None, None) for (inv, e), w in self.wrong.items() if w.confirmed]
         violations.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
         counts = {i.id: 0 for i in CATALOGUE}
         for v in violations:
@@ -382,12 +384,6 @@ class Audit:
             violations=violations,
         )
 
-    @staticmethod
-    def _close_open(out: list, inv: str, entity: str, w: _Wrong) -> None:
-        out.append(
-            Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=w.first_offset,
-                      last_offset=None, message=w.message, evidence=list(w.evidence))  # fmt: skip
-        )
 
 
 def audit_log(

@@ -80,7 +80,7 @@ def _controller_tables(image) -> None:
 
     _wide()
     out.print(f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}")
-    out.print("features: " + ", ".join(f"{k}={v}" for k, v in image.features.items()) or "features: none")
+    out.print("features: " + (", ".join(f"{k}={v}" for k, v in image.features.items()) or "none"))
     brokers = Table(title="brokers", header_style="bold")
     for col in ("id", "epoch", "state", "rack", "online dirs", "removed dirs"):
         brokers.add_column(col)

@@ -50,11 +50,6 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     end_points: tuple[BrokerEndpoint, ...] = ()
     features: tuple[BrokerFeature, ...] = ()
 
-    @property
-    def active(self) -> bool:
-        """Kafka's ``isActive``: registered, not fenced, not in controlled shutdown."""
-        return not self.fenced and not self.in_controlled_shutdown
-
 
 class ControllerRegistration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: int
