@@ -269,7 +269,9 @@ class LogSnapshot:
         """``iter_tables`` decoded: lists of records in offset order. Reads only the ``record``
         column where every row has one (the struct columns are for SQL engines)."""
         for table in self.iter_tables(from_offset, to_offset, columns=("offset", RECORD_COLUMN)):
-            if table.column(RECORD_COLUMN).null_count:  # rows older than the column
+            # A table without the column comes back whole (from_table then uses the struct
+            # columns); rows written before it was added are null there: re-read them whole.
+            if RECORD_COLUMN in table.column_names and table.column(RECORD_COLUMN).null_count:
                 table = self.table(table.column("offset")[0].as_py(), table.column("offset")[-1].as_py())
             yield from_table(table)
 
