@@ -394,3 +394,36 @@ def test_state_hash_changes_when_a_record_is_dropped():
             assert h != full, f"dropping record {i} ({type(r).__name__}) left the hash unchanged"
             checked += 1
     assert checked >= 10
+
+
+# -- the audit's fast screen ---------------------------------------------------------------------
+
+
+@st.composite
+def any_partition_and_brokers(draw):
+    """Any partition, consistent or not (ISR outside the replicas, leader outside the ISR, empty
+    ISR), and any registrations: missing, fenced, with or without directories."""
+    from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
+
+    replicas = tuple(draw(st.lists(st.sampled_from(BROKERS), min_size=1, max_size=4, unique=True)))
+    isr = tuple(draw(st.lists(st.sampled_from(BROKERS), max_size=4, unique=True)))
+    leader = draw(st.sampled_from((-1, *BROKERS)))
+    dirs = tuple(draw(st.sampled_from(DIR_POOL)) for _ in replicas)
+    view = ControllerView()
+    for b in BROKERS:
+        if draw(st.booleans()):
+            view.brokers[b] = BrokerRegistration(
+                id=b, epoch=1, incarnation_id=TOPIC, registered_at=1, fenced=draw(st.booleans()),
+                log_dirs=tuple(draw(st.lists(st.sampled_from(REAL_DIRS), unique=True))),
+            )  # fmt: skip
+    return view, PartitionRegistration(TOPIC, 0, replicas, dirs, isr, leader=leader)
+
+
+@given(case=any_partition_and_brokers())
+def test_the_audit_screen_never_passes_what_a_check_fails(case):
+    """``partition_is_sound`` (the audit's fast path) is True exactly when K1, K4 and K5 all hold."""
+    from kraftlake.statemachine.kraft import invariants as kinv
+
+    view, p = case
+    checks = (kinv.leader_in_isr_in_replicas(p), kinv.leader_is_healthy(view, p), kinv.isr_is_online(view, p))
+    assert kinv.partition_is_sound(view.brokers, p) == all(c is None for c in checks), checks

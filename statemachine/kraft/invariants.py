@@ -58,6 +58,37 @@ def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
     return f"ISR members on offline directories: {', '.join(bad)}" if bad else None
 
 
+def partition_is_sound(brokers: dict, p: PartitionRegistration) -> bool:
+    """A fast screen for K1, K4 and K5 together: True only when all three checks above would
+    answer None. False means "ask them" (they say what is wrong). The audit runs this on every
+    partition a record touches; a property test holds it to the three checks."""
+    isr, replicas, leader = p.isr, p.replicas, p.leader
+    if not isr:
+        return False
+    for b in isr:
+        if b not in replicas:
+            return False
+    dirs = p.directories
+    if leader != NO_LEADER:
+        if leader not in isr:
+            return False
+        reg = brokers.get(leader)
+        if reg is None or reg.fenced:
+            return False
+        d = dirs[replicas.index(leader)]
+        if d not in reg.log_dirs and not is_online(d, reg.log_dirs):
+            return False
+    elif len(isr) == 1:
+        return True  # K5's last replica standing
+    for b in isr:
+        reg = brokers.get(b)
+        if reg is not None:
+            d = dirs[replicas.index(b)]
+            if d not in reg.log_dirs and not is_online(d, reg.log_dirs):
+                return False
+    return True
+
+
 def change_bumps_leader_epoch(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
     """K3 (R-EPOCH-4): a change that removes a replica, or before 3.6-IV0 shrinks the ISR, sets
     the leader (a leader-epoch bump); replay itself makes partition epochs +1 per change."""
@@ -83,12 +114,16 @@ def replacement_bumps_epochs(view: ControllerView, old: PartitionRegistration, n
     return None
 
 
-def dir_removal_complete(view: ControllerView, broker: int, directory: str) -> list[tuple[PartitionRegistration, str]]:
+def dir_removal_complete(
+    view: ControllerView, broker: int, directory: str, dir_index: dict | None = None
+) -> list[tuple[PartitionRegistration, str]]:
     """K7 (kafka-kraft.md 3.8 item 5): when ``directory`` leaves ``broker``'s LogDirs, every
     partition with the broker's replica there no longer has it as leader, nor in the ISR unless
-    it is the last replica standing. UNASSIGNED and MIGRATING replicas are exempt."""
+    it is the last replica standing. UNASSIGNED and MIGRATING replicas are exempt. ``dir_index``
+    (directory -> partitions) replaces the view's own index where the caller keeps one."""
     out = []
-    for topic_id, partition_id in sorted(view.dir_index.get(directory, ())):
+    index = view.dir_index if dir_index is None else dir_index
+    for topic_id, partition_id in sorted(index.get(directory, ())):
         p = view.partition(topic_id, partition_id)
         if p is None or broker not in p.replicas or p.directory(broker) != directory:
             continue

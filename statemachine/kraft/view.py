@@ -400,11 +400,11 @@ class ControllerView:
             # merge() reuses the tuples a change leaves alone: identity says what did not move.
             both = old is not None and new is not None
             if not (both and old.isr is new.isr):
-                _move(self._isr_index, key, () if old is None else old.isr, () if new is None else new.isr)
+                move_key(self._isr_index, key, () if old is None else old.isr, () if new is None else new.isr)
             if not (both and old.replicas is new.replicas):
-                _move(self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas)
+                move_key(self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas)
             if not (both and old.directories is new.directories):
-                _move(
+                move_key(
                     self._dir_index,
                     key,
                     () if old is None else [d for d in old.directories if d not in RESERVED_IDS],
@@ -445,7 +445,7 @@ class ControllerView:
         return self._leaderless
 
 
-def _move(index: dict, key: PartitionKey, old, new) -> None:
+def move_key(index: dict, key: PartitionKey, old, new) -> None:
     """Index ``key`` under the members of ``new`` instead of those of ``old``."""
     for m in old:
         if m not in new:
