@@ -56,18 +56,23 @@ def state_at(
     offset: int | None = None,
     version: int | None = None,
     timestamp: datetime | str | None = None,
+    source_offset: int | None = None,
 ) -> ControllerView:
     """The KRaft controller's view after the record at ``offset``, at the end of Delta
-    ``version``, or at ``timestamp`` (at most one; default: the end of the log). Uses the
-    log's snapshots (``kraftlake snapshot``) when there are any.
+    ``version``, at ``timestamp``, or after every record imported from Kafka offset
+    ``source_offset`` or before (at most one; default: the end of the log). Uses the log's
+    snapshots (``kraftlake snapshot``) when there are any.
 
-    ``view.image()`` is the canonical form (what ``kraftlake view`` prints);
+    Inside an open metadata transaction this is what Kafka publishes: the state before its Begin
+    record (``view.offset`` says which). ``view.image()`` is the canonical form (what ``kraftlake view`` prints);
     ``kraftlake.statemachine.kraft.broker_view.broker_view(view, b)`` is broker b's view.
     """
     from kraftlake.replay.state import state_at as _state_at
 
     opened = log if isinstance(log, Log) else Log.open(log)
-    return _state_at(opened, offset=offset, version=version, timestamp=timestamp)
+    return _state_at(
+        opened, offset=offset, version=version, timestamp=timestamp, source_offset=source_offset
+    ).published()
 
 
 __all__ = [

@@ -216,6 +216,22 @@ class LogSnapshot:
         """Records with ``from_offset <= offset <= to_offset`` (and of the given types), by offset."""
         return from_table(self.table(from_offset, to_offset, types))
 
+    def offset_of_source(self, source_offset: int) -> int:
+        """The last offset whose record came from ``source_offset`` or before in the log it was
+        imported from (Kafka's offsets, for an imported ``__cluster_metadata``); -1 if none.
+
+        Imports keep the source's order, so this is where "state after Kafka offset X" ends."""
+        table = self.iter_tables(columns=("offset", "source_offset"))
+        best = -1
+        for t in table:
+            if "source_offset" not in t.column_names:
+                continue
+            mask = pc.less_equal(t.column("source_offset"), source_offset)
+            hit = pc.max(pc.filter(t.column("offset"), pc.fill_null(mask, False))).as_py()
+            if hit is not None and hit > best:
+                best = hit
+        return best
+
     def iter_tables(
         self,
         from_offset: int | None = None,
@@ -521,12 +537,18 @@ class Log:
         version: int | None = None,
         timestamp: datetime | str | None = None,
         offset: int | None = None,
+        source_offset: int | None = None,
     ) -> LogSnapshot:
-        """The log as of a Delta ``version``, a ``timestamp`` (datetime or ISO string), or a record
-        ``offset`` (the latest version cut there). Give at most one."""
-        given = [x is not None for x in (version, timestamp, offset)]
+        """The log as of a Delta ``version``, a ``timestamp`` (datetime or ISO string), a record
+        ``offset`` (the latest version cut there), or a ``source_offset``: the latest version cut
+        after the last record imported from that offset or before it (a Kafka offset, for a log
+        made by ``import-kafka``). Give at most one."""
+        given = [x is not None for x in (version, timestamp, offset, source_offset)]
         if sum(given) > 1:
-            raise ValueError("give at most one of version, timestamp, offset")
+            raise ValueError("give at most one of version, timestamp, offset, source_offset")
+        if source_offset is not None:
+            fresh = self._fresh()
+            return LogSnapshot(fresh, to_offset=LogSnapshot(fresh).offset_of_source(source_offset))
         if version is not None:
             if version < 0 or version > self._fresh().version():
                 raise TimeTravelError(f"{self.path} has versions 0..{self._dt.version()}, not {version}")

@@ -49,12 +49,14 @@ def state_at(
     offset: int | None = None,
     version: int | None = None,
     timestamp: datetime | str | None = None,
+    source_offset: int | None = None,
     use_snapshots: bool = True,
     progress: Progress | None = None,
 ) -> ControllerView:
     """The controller view after the record at ``offset``, or at the end of Delta ``version``, or
-    of the newest version committed at or before ``timestamp`` (at most one; default: now)."""
-    snap = log_.at(offset=offset, version=version, timestamp=timestamp)
+    of the newest version committed at or before ``timestamp``, or after every record imported
+    from ``source_offset`` or before (a Kafka offset; at most one; default: now)."""
+    snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
     target = snap.last_offset
     if offset is not None and offset > target:
         raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")

@@ -108,6 +108,28 @@ def test_an_aborted_transaction_leaves_no_trace_and_a_committed_one_does():
     assert inside.transaction is not None and inside.image().transaction.begin_offset == len(RECORDS)
 
 
+def test_an_open_transaction_is_not_published(tmp_path):
+    """Kafka publishes nothing of a transaction before its End: the facade and `view` show the
+    state before Begin while one is open, and the whole transaction once it ends."""
+    import kraftlake
+
+    txn = [BeginTransaction(name="t"), registration(7, [uid("seven")]), Topic(name="z", topic_id=uid("z"))]
+    log = Log.create(tmp_path / "log")
+    log.append(_strip(RECORDS) + txn + [EndTransaction()])
+    before = replay(_strip(RECORDS))
+    inside = kraftlake.state_at(log, offset=len(RECORDS) + 2)
+    assert inside.transaction is None and inside.offset == len(RECORDS) - 1
+    assert inside.state_hash() == before.state_hash() and 7 not in inside.brokers
+    # The replay engine's own state keeps the open transaction (an audit goes on from it).
+    assert state_at(log, offset=len(RECORDS) + 2).transaction is not None
+    after = kraftlake.state_at(log)
+    assert 7 in after.brokers and "z" in after.topic_ids
+    result = runner.invoke(app, ["view", str(log.path), "--offset", str(len(RECORDS) + 1)])
+    assert result.exit_code == 0, result.output
+    assert "inside the metadata transaction" in result.stderr
+    assert json.loads(result.stdout)["state_hash"] == before.state_hash()
+
+
 def test_epoch_rules_on_replay():
     """R-EPOCH-1/2: +1 partition epoch per change; +1 leader epoch iff leader is set (even to
     the current leader or to -1)."""

@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         log: Path = typer.Argument(..., help="The log."),
         from_offset: int | None = typer.Option(None, "--from", help="First offset to audit (the state before it is replayed, from snapshots when there are any)."),
         to_offset: int | None = typer.Option(None, "--to", help="Last offset to audit."),
+        to_source_offset: int | None = typer.Option(None, "--to-source-offset", help="Audit up to the last record imported from this Kafka offset or before (logs made by import-kafka)."),
         grace_records: int = typer.Option(1000, "--grace-records", min=0, help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records..."),
         grace_ms: int = typer.Option(5_000, "--grace-ms", min=0, help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s)."),
         fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found."),
@@ -47,6 +48,10 @@ def register(app: typer.Typer) -> None:
 
         opened = Log.open(log)
         snap = opened.at()
+        if to_source_offset is not None:
+            if to_offset is not None:
+                abort("give at most one of --to, --to-source-offset", EXIT_INPUT)
+            to_offset = snap.offset_of_source(to_source_offset)
         if from_offset is not None and from_offset > snap.last_offset + 1:
             abort(f"--from {from_offset} is past the end of the log (last offset {snap.last_offset})", EXIT_INPUT)
         start = state_at(opened, offset=from_offset - 1) if from_offset else None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, abort, out, write_bytes
+from kraftlake.cli.console import EXIT_INPUT, abort, err, out, write_bytes
 
 
 class Format(str, Enum):
@@ -24,6 +24,9 @@ def register(app: typer.Typer) -> None:
         timestamp: str | None = typer.Option(
             None, "--timestamp", help="At the newest version committed by this time (ISO 8601, UTC unless it says otherwise)."
         ),
+        source_offset: int | None = typer.Option(
+            None, "--source-offset", help="After every record imported from this Kafka offset or before (logs made by import-kafka)."
+        ),
         broker: int | None = typer.Option(None, "--broker", "-b", help="What this broker serves (its BrokerView)."),
         fmt: Format = typer.Option(Format.json, "--format", "-f", help="json (canonical, default) or table."),
         no_snapshots: bool = typer.Option(False, "--no-snapshots", help="Replay from offset 0, ignoring stored snapshots."),
@@ -39,15 +42,24 @@ def register(app: typer.Typer) -> None:
         from kraftlake.replay.state import state_at
         from kraftlake.statemachine.kraft.broker_view import broker_view
 
-        if sum(x is not None for x in (offset, version, timestamp)) > 1:
-            abort("give at most one of --offset, --version, --timestamp", EXIT_INPUT)
+        if sum(x is not None for x in (offset, version, timestamp, source_offset)) > 1:
+            abort("give at most one of --offset, --version, --timestamp, --source-offset", EXIT_INPUT)
         opened = Log.open(log)
+        if source_offset is not None:
+            offset = opened.at().offset_of_source(source_offset)
         total = opened.at(offset=offset, version=version, timestamp=timestamp).last_offset + 1
         with replay_progress(total) as progress:
             state = state_at(
                 opened, offset=offset, version=version, timestamp=timestamp,
                 use_snapshots=not no_snapshots, progress=progress,
             )  # fmt: skip
+        if state.transaction is not None:
+            # Brokers never see an open transaction's records: show what Kafka publishes.
+            err.print(
+                f"offset {state.offset} is inside the metadata transaction opened at offset"
+                f" {state.transaction.begin_offset}: showing the state before it"
+            )
+            state = state.published()
         if broker is not None:
             bv = broker_view(state, broker)
             if fmt is Format.json:

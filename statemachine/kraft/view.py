@@ -291,6 +291,16 @@ class ControllerView:
         other._leaderless = set(self._leaderless)
         return other
 
+    def published(self) -> ControllerView:
+        """What Kafka publishes to brokers (``MetadataBatchLoader``): inside an open metadata
+        transaction, the state before its Begin record (its ``offset`` is the one before Begin);
+        otherwise this view itself."""
+        if self.transaction is None:
+            return self
+        before = self._before_transaction
+        assert before is not None
+        return before
+
     def _image_fields(self) -> dict[str, Any]:
         return {
             "features": dict(sorted(self.features.items())),
