@@ -54,6 +54,10 @@ def _strategy(info: mi.Type, name: str, owner: type | None = None) -> st.SearchS
         return broker_ids if info.ge == 0 and info.le == 2**31 - 1 else _ints(info)
     if isinstance(info, mi.BoolType):
         return st.booleans()
+    if isinstance(info, mi.BytesType):
+        return st.binary(max_size=24)
+    if isinstance(info, mi.FloatType):
+        return st.floats(allow_nan=False, allow_infinity=False)  # what ClientQuota accepts
     if isinstance(info, mi.StrType):
         if info.min_length == info.max_length == 22:  # a Kafka uuid (records.types.Uuid)
             return directories if (owner, name) in ANY_UUID_FIELDS else real_uuids

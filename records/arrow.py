@@ -67,6 +67,10 @@ def _arrow_type(info: mi.Type) -> pa.DataType:
         return pa.string()
     if isinstance(info, mi.BoolType):
         return pa.bool_()
+    if isinstance(info, mi.BytesType):
+        return pa.binary()
+    if isinstance(info, mi.FloatType):
+        return pa.float64()
     if isinstance(info, (mi.VarTupleType, mi.ListType)):
         return pa.list_(_arrow_type(info.item_type))
     if isinstance(info, mi.StructType):
@@ -111,7 +115,7 @@ LOG_SCHEMA = log_schema()
 def _field_array(values: list[Any], ftype: pa.DataType) -> pa.Array:
     """One struct field's values as an Arrow array; nested Structs go through builtins first."""
     if _is_nested(ftype):
-        values = msgspec.to_builtins(values)
+        values = msgspec.to_builtins(values, builtin_types=(bytes,))
     return pa.array(values, ftype)
 
 

@@ -2,6 +2,7 @@
 
 ``KraftlakeError``
  ├── ``RecordError``      a record is invalid: names line (or index), record type and field
+ │    └── ``KafkaFormatError`` (records.kafka) Kafka bytes that do not decode: file, byte, offset
  ├── ``ReplayError``      a reducer met a record the real system would reject: names offset and rule
  └── ``LogError``         the Delta log cannot do what was asked
       ├── ``LogNotFoundError``   no log at that path

@@ -12,6 +12,7 @@ parallel to ``Replicas``. Reserved directory ids and Kafka's sentinels are const
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from msgspec import Meta
@@ -27,7 +28,10 @@ __all__ = [
     "RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker",
     "UnfenceBroker", "Topic", "RemoveTopic", "Partition", "PartitionChange", "FeatureLevel",
     "Config", "RegisterController", "ProducerIds", "BeginTransaction", "EndTransaction",
-    "AbortTransaction", "NoOp", "ZkMigrationState", "KRAFT_RECORDS", "API_KEYS",
+    "AbortTransaction", "NoOp", "ZkMigrationState", "DelegationToken", "RemoveDelegationToken",
+    "CredentialInfo", "UserScramCredential", "RemoveUserScramCredential", "EntityData", "ClientQuota",
+    "AccessControlEntry", "RemoveAccessControlEntry", "LeaderChange", "KRaftVersion", "VoterEndpoint",
+    "Voter", "Voters", "KafkaOpaque", "KRAFT_RECORDS", "API_KEYS", "CONTROL_TYPES",
 ]  # fmt: skip
 
 # Reserved directory ids (DirectoryId.java, as shipped in 3.7.0; see kafka-kraft.md 2.3).
@@ -371,6 +375,173 @@ class ZkMigrationState(KraftRecord, frozen=True, kw_only=True):
     zk_migration_state: Int8
 
 
+class DelegationToken(KraftRecord, frozen=True, kw_only=True):
+    """Kafka DelegationTokenRecord, apiKey 10, version 0 (the token's HMAC is not in the log)."""
+
+    version: int = 0
+    KEY = "token/{r.token_id}"
+
+    owner: str
+    requester: str
+    renewers: tuple[str, ...] = ()
+    issue_timestamp: Int64
+    max_timestamp: Int64
+    expiration_timestamp: Int64
+    token_id: str
+
+
+class RemoveDelegationToken(KraftRecord, frozen=True, kw_only=True):
+    """Kafka RemoveDelegationTokenRecord, apiKey 26, version 0."""
+
+    version: int = 0
+    KEY = "token/{r.token_id}"
+
+    token_id: str
+
+
+class CredentialInfo(Part, frozen=True, kw_only=True):
+    mechanism: Int8
+    """1 SCRAM-SHA-256, 2 SCRAM-SHA-512."""
+    salt: bytes
+    salted_password: bytes
+    iterations: Int32
+
+
+class UserScramCredential(KraftRecord, frozen=True, kw_only=True):
+    """Kafka UserScramCredentialRecord, apiKey 11, version 0 (salted hashes, never passwords)."""
+
+    version: int = 0
+    KEY = "user/{r.name}"
+
+    name: str
+    credential_infos: tuple[CredentialInfo, ...] = ()
+
+
+class RemoveUserScramCredential(KraftRecord, frozen=True, kw_only=True):
+    """Kafka RemoveUserScramCredentialRecord, apiKey 22, version 0."""
+
+    version: int = 0
+    KEY = "user/{r.name}"
+
+    name: str
+    mechanism: Int8
+
+
+class EntityData(Part, frozen=True, kw_only=True):
+    entity_type: str
+    entity_name: str | None = None
+    """None = the default entity."""
+
+
+class ClientQuota(KraftRecord, frozen=True, kw_only=True):
+    """Kafka ClientQuotaRecord, apiKey 14, version 0: set (or remove) one quota of an entity."""
+
+    version: int = 0
+
+    entity: tuple[EntityData, ...] = ()
+    key: str
+    value: float
+    remove: bool = False
+
+    def _validate(self) -> None:
+        if not math.isfinite(self.value):
+            # JSON (the fixtures' format) has no infinity or NaN; no quota needs one.
+            raise ValueError(f"`value`: a quota is a finite number, got {self.value}")
+
+
+class AccessControlEntry(KraftRecord, frozen=True, kw_only=True):
+    """Kafka AccessControlEntryRecord, apiKey 18, version 0: one ACL."""
+
+    version: int = 0
+    KEY = "acl/{r.id}"
+
+    id: Uuid
+    resource_type: Int8
+    resource_name: str
+    pattern_type: Int8
+    principal: str
+    host: str
+    operation: Int8
+    permission_type: Int8
+
+
+class RemoveAccessControlEntry(KraftRecord, frozen=True, kw_only=True):
+    """Kafka RemoveAccessControlEntryRecord, apiKey 19, version 0."""
+
+    version: int = 0
+    KEY = "acl/{r.id}"
+
+    id: Uuid
+
+
+# -- Raft control records (kafka-kraft.md 6.6) ---------------------------------------------------
+
+
+class LeaderChange(KraftRecord, frozen=True, kw_only=True):
+    """Raft LeaderChangeMessage (control type 2): written once at the start of every Raft epoch.
+
+    ``epoch`` is the batch's PartitionLeaderEpoch, the epoch this leader starts; ``version`` is
+    the message's own Version field."""
+
+    version: int = 0
+    KEY = "quorum"
+
+    epoch: Int32
+    leader_id: Int32
+    voters: tuple[Int32, ...] = ()
+    granting_voters: tuple[Int32, ...] = ()
+
+
+class KRaftVersion(KraftRecord, frozen=True, kw_only=True):
+    """Raft KRaftVersionRecord (control type 5): the kraft.version in force from here."""
+
+    version: int = 0
+    KEY = "quorum"
+
+    kraft_version: Int16
+
+
+class VoterEndpoint(Part, frozen=True, kw_only=True):
+    name: str
+    host: str
+    port: UInt16
+
+
+class Voter(Part, frozen=True, kw_only=True):
+    voter_id: Int32
+    voter_directory_id: Uuid
+    endpoints: tuple[VoterEndpoint, ...] = ()
+    min_supported_version: Int16 = 0
+    max_supported_version: Int16 = 0
+    """The voter's supported kraft.version range (Kafka's KRaftVersionFeature struct)."""
+
+
+class Voters(KraftRecord, frozen=True, kw_only=True):
+    """Raft VotersRecord (control type 6): the voter set in force from here (KIP-853)."""
+
+    version: int = 0
+    KEY = "quorum"
+
+    voters: tuple[Voter, ...] = ()
+
+
+class KafkaOpaque(KraftRecord, frozen=True, kw_only=True):
+    """A record imported from Kafka that kraftlake cannot decode (an apiKey or version it does
+    not know, or an unknown control type): kept as Kafka wrote it, never dropped, so that an
+    export writes it back byte for byte. Reducers ignore it; the import warns and counts it."""
+
+    version: int = 0
+    KEY = "kafka/{r.api_key}"
+
+    api_key: Int16
+    """Metadata apiKey, or the control type when ``control``."""
+    kafka_version: Int16
+    """The record's version as Kafka wrote it (the frame's version; the key version for control)."""
+    control: bool = False
+    value: bytes
+    """The raw record value (with its frame header for metadata records)."""
+
+
 KRAFT_RECORDS: tuple[type[Record], ...] = (
     RegisterBroker,
     UnregisterBroker,
@@ -390,6 +561,17 @@ KRAFT_RECORDS: tuple[type[Record], ...] = (
     AbortTransaction,
     NoOp,
     ZkMigrationState,
+    DelegationToken,
+    RemoveDelegationToken,
+    UserScramCredential,
+    RemoveUserScramCredential,
+    ClientQuota,
+    AccessControlEntry,
+    RemoveAccessControlEntry,
+    LeaderChange,
+    KRaftVersion,
+    Voters,
+    KafkaOpaque,
 )
 """Every KRaft record type, in Kafka apiKey order of first appearance in DESIGN.md."""
 
@@ -412,6 +594,16 @@ API_KEYS: dict[type[Record], int] = {
     EndTransaction: 24,
     AbortTransaction: 25,
     RegisterController: 27,
+    DelegationToken: 10,
+    UserScramCredential: 11,
+    ClientQuota: 14,
+    AccessControlEntry: 18,
+    RemoveAccessControlEntry: 19,
+    RemoveUserScramCredential: 22,
+    RemoveDelegationToken: 26,
 }
-"""Kafka's apiKey of each record type (kafka-kraft.md 1.1)."""
+"""Kafka's apiKey of each metadata record type (kafka-kraft.md 1.1)."""
+
+CONTROL_TYPES: dict[type[Record], int] = {LeaderChange: 2, KRaftVersion: 5, Voters: 6}
+"""Raft control record types kraftlake keeps, by their control type (kafka-kraft.md 6.6)."""
 
