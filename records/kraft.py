@@ -337,7 +337,8 @@ class ProducerIds(KraftRecord, frozen=True, kw_only=True):
     version: int = 0
     KEY = "producer-ids"
 
-    broker_id: BrokerId
+    broker_id: Annotated[int, Meta(ge=-1, le=2**31 - 1)]
+    """The broker the block went to; -1 in a snapshot, which keeps only the next id."""
     broker_epoch: Int64
     next_producer_id: Int64
 

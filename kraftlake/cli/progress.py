@@ -22,3 +22,19 @@ def replay_progress(total: int, description: str = "replaying") -> Iterator[Call
     ) as bar:  # fmt: skip
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextmanager
+def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None] | None]:
+    """Like ``replay_progress``, counting bytes read (an import's files)."""
+    if not err.is_terminal or total <= 0:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        TimeRemainingColumn(), console=err, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)

@@ -18,7 +18,10 @@ class Format(str, Enum):
 def register(app: typer.Typer) -> None:
     @app.command("view")
     def view(
-        log: Path = typer.Argument(..., help="The log."),
+        log: Path | None = typer.Argument(None, help="The log (not needed with --kafka-checkpoint)."),
+        kafka_checkpoint: Path | None = typer.Option(
+            None, "--kafka-checkpoint", help="Print the view a Kafka .checkpoint snapshot (or bootstrap.checkpoint) holds, instead of replaying a log."
+        ),
         offset: int | None = typer.Option(None, "--offset", "-o", help="After the record at this offset."),
         version: int | None = typer.Option(None, "--version", help="At the end of this Delta version."),
         timestamp: str | None = typer.Option(
@@ -35,13 +38,21 @@ def register(app: typer.Typer) -> None:
 
         The JSON is canonical (sorted by id, Kafka's base64 ids) with a state_hash: the sha256 of the state, equal for equal states whatever the offset. With --broker, what that broker serves: its replicas, their directories, which are online, its offline directories. Stored snapshots (kraftlake snapshot) make this fast on long logs.
         """
-        import msgspec
-
         from kraftlake.cli.progress import replay_progress
         from kraftlake.records import Log
         from kraftlake.replay.state import state_at
-        from kraftlake.statemachine.kraft.broker_view import broker_view
 
+        if kafka_checkpoint is not None:
+            from kraftlake.replay.kafka_snapshots import checkpoint_view
+
+            if log is not None:
+                abort("give a log or --kafka-checkpoint, not both", EXIT_INPUT)
+            if not kafka_checkpoint.is_file():
+                abort(f"{kafka_checkpoint}: no such file", EXIT_INPUT)
+            _print(checkpoint_view(kafka_checkpoint), broker, fmt)
+            return
+        if log is None:
+            abort("give a log (or --kafka-checkpoint FILE)", EXIT_INPUT)
         if sum(x is not None for x in (offset, version, timestamp, source_offset)) > 1:
             abort("give at most one of --offset, --version, --timestamp, --source-offset", EXIT_INPUT)
         opened = Log.open(log)
@@ -60,18 +71,26 @@ def register(app: typer.Typer) -> None:
                 f" {state.transaction.begin_offset}: showing the state before it"
             )
             state = state.published()
-        if broker is not None:
-            bv = broker_view(state, broker)
-            if fmt is Format.json:
-                write_bytes(msgspec.json.encode(bv) + b"\n")
-            else:
-                _broker_table(bv)
-            return
-        image = state.image()
+        _print(state, broker, fmt)
+
+
+def _print(state, broker: int | None, fmt: Format) -> None:
+    import msgspec
+
+    from kraftlake.statemachine.kraft.broker_view import broker_view
+
+    if broker is not None:
+        bv = broker_view(state, broker)
         if fmt is Format.json:
-            write_bytes(msgspec.json.encode(image) + b"\n")
+            write_bytes(msgspec.json.encode(bv) + b"\n")
         else:
-            _controller_tables(image)
+            _broker_table(bv)
+        return
+    image = state.image()
+    if fmt is Format.json:
+        write_bytes(msgspec.json.encode(image) + b"\n")
+    else:
+        _controller_tables(image)
 
 
 def _dir(d: str) -> str:

@@ -1,0 +1,120 @@
+"""``kraftlake import-kafka``, ``export-kafka`` and ``dump``: Kafka's own metadata log files."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from kraftlake.cli.console import EXIT_INPUT, abort, err, out, write_bytes
+
+
+class DumpFormat(str, Enum):
+    text = "text"
+    jsonl = "jsonl"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import-kafka")
+    def import_kafka(
+        metadata_dir: Path = typer.Argument(..., help="A Kafka metadata log dir (with __cluster_metadata-0/ and meta.properties), or the __cluster_metadata-0 dir itself."),
+        log: Path = typer.Argument(..., help="The kraftlake log to write (created if missing; must be new, or an interrupted import of the same dir)."),
+        include_noop: bool = typer.Option(False, "--include-noop", help="Keep NoOp records (the active controller's heartbeats, ~99% of a real log); always counted."),
+        to_offset: int | None = typer.Option(None, "--to-offset", help="Stop after this Kafka offset."),
+        from_snapshot: str | None = typer.Option(None, "--from-snapshot", help="Start from a .checkpoint snapshot (a file, or 'latest'): its image, then the log from its end offset."),
+        skip_corrupt: bool = typer.Option(False, "--skip-corrupt", help="Skip batches whose CRC fails or that do not parse, and report them, instead of stopping."),
+    ) -> None:
+        """Import a Kafka KRaft __cluster_metadata log into a kraftlake log.
+
+        Reads every .log segment in offset order (RecordBatch v2, CRC-32C checked), decodes every metadata record type and version and the Raft control records, and appends them in atomic chunks. Kafka's offset is kept as source_offset (view --source-offset, audit --to-source-offset). Unknown record types or versions are kept as KafkaOpaque records with a warning. A CRC failure or a truncated batch stops with the file and byte position; run again to resume (chunks that landed are not written twice).
+        """
+        from kraftlake.cli.progress import byte_progress
+        from kraftlake.records import Log
+        from kraftlake.records.errors import LogNotFoundError
+        from kraftlake.records.kafka.importer import import_kafka as run
+        from kraftlake.records.kafka.layout import open_metadata_dir
+
+        md = open_metadata_dir(metadata_dir)
+        try:
+            opened = Log.open(log)
+        except LogNotFoundError:
+            opened = Log.create(log)
+        total = sum(s.path.stat().st_size for s in md.segments)
+        with byte_progress(total, "importing") as progress:
+            stats = run(md.root, opened, include_noop=include_noop, to_offset=to_offset,
+                        from_snapshot=from_snapshot, skip_corrupt=skip_corrupt, progress=progress)  # fmt: skip
+        _import_summary(stats, opened)
+
+    @app.command("export-kafka")
+    def export_kafka(
+        log: Path = typer.Argument(..., help="The kraftlake log."),
+        out_dir: Path = typer.Argument(..., help="Where to write __cluster_metadata-0/<base offset>.log (created if missing)."),
+        to_offset: int | None = typer.Option(None, "--to", help="Last kraftlake offset to export."),
+    ) -> None:
+        """Write a kraftlake log as a Kafka __cluster_metadata segment (RecordBatch v2, CRC-32C).
+
+        Records imported from Kafka keep their offsets and batches (an import with --include-noop exported again gives the same bytes); other records are batched by append. Observations and records with no Kafka form are left out and counted. The segment reads with kafka-dump-log.sh --cluster-metadata-decoder and with import-kafka.
+        """
+        from kraftlake.records import Log
+        from kraftlake.records.kafka.exporter import export_kafka as run
+
+        snap = Log.open(log).at(offset=to_offset)
+        stats = run((r for batch in snap.iter_records() for r in batch), out_dir)
+        err.print(f"wrote {stats.records:,} records in {stats.batches:,} batches ({stats.bytes_written:,} bytes) to {stats.segment}")
+        if stats.left_out:
+            err.print("left out (no Kafka form): " + ", ".join(f"{n:,} {t}" for t, n in sorted(stats.left_out.items())))
+
+    @app.command("dump")
+    def dump(
+        path: Path = typer.Argument(..., help="A .log segment, a .checkpoint, bootstrap.checkpoint, or a metadata log dir."),
+        fmt: DumpFormat = typer.Option(DumpFormat.text, "--format", "-f", help="text (like kafka-dump-log) or jsonl (one JSON object per file, batch and record)."),
+        batches_only: bool = typer.Option(False, "--batches-only", help="Batch headers only, no records."),
+    ) -> None:
+        """List Kafka metadata log files batch by batch and record by record, like kafka-dump-log.sh --cluster-metadata-decoder.
+
+        Records print as their Kafka type name, version and fields (in kraftlake's shape: Directories as assignment pairs). CRC-32C is verified; a bad batch stops the listing with its file and byte position.
+        """
+        import msgspec
+
+        from kraftlake.records.kafka.dump import dump_lines
+
+        if not path.exists():
+            abort(f"{path}: no such file or directory", EXIT_INPUT)
+        for line in dump_lines(path, records=not batches_only):
+            if fmt is DumpFormat.jsonl:
+                write_bytes(msgspec.json.encode(line) + b"\n")
+            elif line["kind"] == "file":
+                out.print(f"Dumping {line['file']} ({line['bytes']:,} bytes)")
+            elif line["kind"] == "batch":
+                out.print(
+                    f"baseOffset: {line['base_offset']} lastOffset: {line['last_offset']} count: {line['count']}"
+                    f" partitionLeaderEpoch: {line['epoch']} isControl: {str(line['control']).lower()}"
+                    f" isTransactional: {str(line['transactional']).lower()} position: {line['position']}"
+                    f" CreateTime: {line['create_time']} size: {line['size']} compresscodec: {line['compression']}"
+                    f" crc: {line['crc']} isvalid: true"
+                )  # fmt: skip
+            else:
+                payload = msgspec.json.encode({"type": line["type"], "version": line["version"], "data": line["data"]}).decode()
+                out.print(f"| offset: {line['offset']} CreateTime: {line['create_time']} payload: {payload}", markup=False)
+
+
+def _import_summary(stats, log) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"imported into {log.path}", header_style="bold", title_justify="left")
+    table.add_column("record type")
+    table.add_column("count", justify="right")
+    for name, n in sorted(stats.by_type.items()):
+        table.add_row(name, f"{n:,}")
+    table.add_row("[dim]NoOp (read" + (", kept)" if stats.by_type.get("NoOp") else ", skipped)") + "[/]", f"[dim]{stats.noops:,}[/]")
+    err.print(table)
+    err.print(
+        f"{stats.records:,} records from {stats.batches:,} batches; Kafka offsets"
+        f" {stats.first_source_offset}..{stats.last_source_offset}"
+        + (f"; started from snapshot {stats.snapshot}" if stats.snapshot else "")
+    )
+    for (key, version, control), n in sorted(stats.opaque.items()):
+        err.print(f"[yellow]warning:[/] {n:,} {'control type' if control else 'apiKey'} {key} v{version} record(s) kraftlake cannot decode, kept as KafkaOpaque")
+    for s in stats.skipped:
+        err.print(f"[yellow]skipped:[/] {s}")
