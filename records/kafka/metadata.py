@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from kraftlake.records.base import Record
+from kraftlake.records.base import _TRUSTED, Record
 from kraftlake.records.kraft import (
     AbortTransaction,
     AccessControlEntry,
@@ -398,7 +398,15 @@ class MetadataDecoder:
                 self._directories(cls, kw, src_off)
             elif cls is RemoveTopic:
                 self.replicas.pop(kw["topic_id"], None)
-            return cls(version=version, offset=offset, ts_ms=ts_ms, source=source, source_offset=src_off, **kw)
+            # The uuids came from 16 raw bytes and the version from the schema table: only the
+            # type's own rules (real ids where Kafka needs them, assignment alignment) are left.
+            token = _TRUSTED.set(True)
+            try:
+                record = cls(version=version, offset=offset, ts_ms=ts_ms, source=source, source_offset=src_off, **kw)
+            finally:
+                _TRUSTED.reset(token)
+            record._validate()
+            return record
         except KafkaFormatError:
             raise
         except (ValueError, TypeError, msgspec.ValidationError) as exc:
