@@ -212,6 +212,7 @@ def test_cli_import_view_audit_and_dump(tmp_path):
     result = runner.invoke(app, ["import-kafka", str(VECTORS / "kafka37-jbod-dirs"), str(log)])
     assert result.exit_code == 0, result.output
     assert "4,801" in result.stderr and "Kafka offsets 0..4926" in result.stderr
+    assert "bootstrap.checkpoint: metadata.version=19" in result.stderr
     result = runner.invoke(app, ["view", str(log), "--source-offset", "4871"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["brokers"][0]["in_controlled_shutdown"] is True

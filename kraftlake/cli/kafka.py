@@ -114,6 +114,8 @@ def _import_summary(stats, log) -> None:
         f" {stats.first_source_offset}..{stats.last_source_offset}"
         + (f"; started from snapshot {stats.snapshot}" if stats.snapshot else "")
     )
+    if stats.bootstrap is not None:
+        err.print("bootstrap.checkpoint: " + ", ".join(f"{k}={v}" for k, v in sorted(stats.bootstrap.items())))
     for (key, version, control), n in sorted(stats.opaque.items()):
         err.print(f"[yellow]warning:[/] {n:,} {'control type' if control else 'apiKey'} {key} v{version} record(s) kraftlake cannot decode, kept as KafkaOpaque")
     for s in stats.skipped:

@@ -28,7 +28,7 @@ import structlog
 
 from kraftlake.records.base import Record
 from kraftlake.records.errors import LogError
-from kraftlake.records.kraft import KafkaOpaque, NoOp
+from kraftlake.records.kraft import FeatureLevel, KafkaOpaque, NoOp
 
 from .batches import iter_batches, read_checkpoint
 from .errors import KafkaFormatError
@@ -76,6 +76,10 @@ class ImportStats:
     last_source_offset: int | None = None
     snapshot: str | None = None
     """The snapshot the import started from, if any."""
+    bootstrap: dict[str, int] | None = None
+    """The features ``bootstrap.checkpoint`` holds (what the controller formatted the cluster
+    with). Read and checked, not imported: a log that starts at 0 holds the same records in its
+    "Bootstrap records" transaction."""
 
     def to_dict(self) -> dict:
         return {
@@ -92,6 +96,7 @@ class ImportStats:
             "first_source_offset": self.first_source_offset,
             "last_source_offset": self.last_source_offset,
             "snapshot": self.snapshot,
+            "bootstrap": self.bootstrap,
         }
 
 
@@ -122,6 +127,9 @@ def read_kafka(
     st = stats if stats is not None else ImportStats()
     decoder = MetadataDecoder()
     start = 0
+    if md.bootstrap is not None:
+        boot = read_checkpoint(md.bootstrap.read_bytes(), file=str(md.bootstrap))
+        st.bootstrap = {r.name: r.feature_level for r in boot.records if type(r) is FeatureLevel}
     if from_snapshot is not None:
         if from_snapshot == "latest":
             cp = md.latest_checkpoint()
