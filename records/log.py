@@ -155,6 +155,10 @@ class LogSnapshot:
                 f" file-list reader does not support: {protocol.reader_features}"
             )
 
+    def schema(self) -> pa.Schema:
+        """The table's Arrow schema at this version (every column, struct fields included)."""
+        return _arrow_schema(self._dt)
+
     def files(self) -> list[str]:
         """The snapshot's Parquet files (absolute paths): exactly what Spark reads on this machine."""
         return list(self._dt.file_uris())

@@ -28,3 +28,13 @@ def new_log(log_path):
     from kraftlake.records import Log
 
     return Log.create(log_path)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run (starting one takes 10-15 s)."""
+    from kraftlake.spark import session
+
+    s = session(cores=2, memory="2g")
+    yield s
+    s.stop()

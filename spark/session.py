@@ -1,0 +1,52 @@
+"""The Spark session kraftlake runs on: local and sized for the machine, or the caller's own.
+
+Local sessions start in 10-15 s on these machines (delta-spark-probe.md 4), so a program builds one
+and passes it around (tests share one per run). Settings that matter for the log's workloads:
+Arrow for the transfer to Python, a few shuffle partitions (the per-key folds are small), UTC, no
+UI, and a high file-listing threshold (listing 10 000 small files as a job takes a minute).
+"""
+
+from __future__ import annotations
+
+import os
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+def session(spark=None, *, cores: int | None = None, app_name: str = "kraftlake", memory: str | None = None):
+    """``spark`` itself when given; else a local SparkSession on ``cores`` cores (all by default)
+    with ``memory`` for the driver (default: a quarter of the machine, at least 1g, at most 8g)."""
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    n = cores or os.cpu_count() or 1
+    mem = memory or _driver_memory()
+    builder = (
+        SparkSession.builder.master(f"local[{n}]")
+        .appName(app_name)
+        .config("spark.driver.memory", mem)
+        .config("spark.sql.shuffle.partitions", str(max(2, 2 * n)))
+        .config("spark.default.parallelism", str(max(2, 2 * n)))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    log.info("spark.session", master=f"local[{n}]", driver_memory=mem, version=spark.version)
+    return spark
+
+
+def _driver_memory() -> str:
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "2g"
+    gb = max(1, min(8, total // 4 // 2**30))
+    return f"{gb}g"

@@ -1,0 +1,75 @@
+"""Spark reads a log exactly as delta-rs does: the same rows for every version, a timestamp and an
+offset cut, after compaction and after vacuum (the file-list reader, the one these machines can
+run; the connector reader is refused cleanly without the connector)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from kraftlake.records import Log
+from kraftlake.records.errors import LogError, TimeTravelError
+from kraftlake.spark import has_delta_connector, read_log
+from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    cfg = WorkloadConfig(brokers=4, dirs_per_broker=2, topics=2, partitions=12, seed=5)
+    batches = list(generate(cfg, records=1200))
+    log = Log.create(tmp_path_factory.mktemp("spark") / "log")
+    chunk: list = []
+    for b in batches:  # five appends of ~240 records: five versions, five files
+        chunk.extend(b)
+        if len(chunk) >= 240:
+            log.append(chunk)
+            chunk = []
+    if chunk:
+        log.append(chunk)
+    return log
+
+
+def _rows_spark(df) -> pa.Table:
+    return df.toArrow().sort_by("offset")
+
+
+def _same(df, expected: pa.Table) -> None:
+    got = _rows_spark(df)
+    assert got.num_rows == expected.num_rows
+    assert got.column_names == expected.column_names
+    for name in expected.column_names:
+        assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
+
+
+def test_auto_reads_the_file_list_here_and_delta_needs_the_connector(spark, log):
+    assert not has_delta_connector(spark)
+    with pytest.raises(LogError, match="needs the Delta Spark connector"):
+        read_log(spark, log.path, reader="delta")
+
+
+def test_every_version_reads_the_same_rows_as_delta_rs(spark, log):
+    assert log.version >= 5
+    for version in range(1, log.version + 1):
+        _same(read_log(spark, log.path, version=version), log.at(version=version).table())
+
+
+def test_a_timestamp_and_an_offset_cut(spark, log):
+    commit = sorted(log.history(), key=lambda c: c.version)[2]
+    from datetime import datetime, timezone
+
+    when = datetime.fromtimestamp(commit.timestamp_ms / 1000, timezone.utc).isoformat()
+    _same(read_log(spark, log.path, timestamp=when), log.at(timestamp=when).table())
+    _same(read_log(spark, log.path, to_offset=500), log.at(offset=500).table())
+    assert read_log(spark, log.path, version=2, to_offset=10).count() == 11
+
+
+def test_after_compaction_and_vacuum(spark, log, tmp_path):
+    import shutil
+
+    copy = Log.open(shutil.copytree(log.path, tmp_path / "copy"))
+    old = copy.version
+    copy.maintain(retention_hours=0)
+    assert len(copy.at().files()) < len(copy.at(version=old).files())
+    _same(read_log(spark, copy.path), copy.at().table())
+    with pytest.raises(TimeTravelError, match="vacuumed"):
+        read_log(spark, copy.path, version=1)
