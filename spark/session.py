@@ -9,6 +9,7 @@ UI, and a high file-listing threshold (listing 10 000 small files as a job takes
 from __future__ import annotations
 
 import os
+import sys
 
 import structlog
 
@@ -22,6 +23,9 @@ def session(spark=None, *, cores: int | None = None, app_name: str = "kraftlake"
         return spark
     from pyspark.sql import SparkSession
 
+    # Workers must run this interpreter (the one kraftlake is installed in), not `python3` on
+    # PATH; a local SparkContext reads it from the environment only.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     n = cores or os.cpu_count() or 1
     mem = memory or _driver_memory()
     builder = (
@@ -36,6 +40,10 @@ def session(spark=None, *, cores: int | None = None, app_name: str = "kraftlake"
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        # Python workers start with `python -m`, which puts the working directory first on
+        # sys.path: run from a kraftlake checkout, its kraftlake/ folder (the facade alone) would
+        # shadow the installed package and its kraftlake.records, kraftlake.statemachine, ...
+        .config("spark.executorEnv.PYTHONSAFEPATH", "1")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

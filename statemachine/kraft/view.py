@@ -184,6 +184,38 @@ class ControllerState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 _ENCODER = msgspec.json.Encoder(order="deterministic")
 
 
+def broker_image(b: BrokerRegistration) -> BrokerImage:
+    """A broker's canonical form, as ``ControllerView.image()`` lists it."""
+    return BrokerImage(
+        id=b.id, epoch=b.epoch, incarnation_id=b.incarnation_id, fenced=b.fenced,
+        in_controlled_shutdown=b.in_controlled_shutdown, log_dirs=b.log_dirs,
+        registered_at=b.registered_at, removed_dirs=b.removed_dirs, rack=b.rack,
+        is_migrating_zk_broker=b.is_migrating_zk_broker, end_points=b.end_points, features=b.features,
+    )  # fmt: skip
+
+
+def broker_hash(b: BrokerRegistration) -> str:
+    """sha256 of one broker's canonical form (see ``partition_hash``)."""
+    return state_hash_of(broker_image(b))
+
+
+def partition_image(p: PartitionRegistration) -> PartitionImage:
+    """A partition's canonical form, as ``ControllerView.image()`` lists it."""
+    return PartitionImage(
+        topic_id=p.topic_id, partition=p.partition_id, replicas=p.replicas, isr=p.isr,
+        leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+        leader_recovery_state=p.leader_recovery_state, assignment=p.assignment(),
+        removing_replicas=p.removing_replicas, adding_replicas=p.adding_replicas,
+        eligible_leader_replicas=p.eligible_leader_replicas, last_known_elr=p.last_known_elr,
+    )  # fmt: skip
+
+
+def partition_hash(p: PartitionRegistration) -> str:
+    """sha256 of one partition's canonical form: what engines that replay per entity (Spark)
+    compare with the local reducer's."""
+    return state_hash_of(partition_image(p))
+
+
 def state_hash_of(image_without_hash: Any) -> str:
     """sha256 of the canonical JSON encoding (offset excluded: equal states hash equal)."""
     return hashlib.sha256(_ENCODER.encode(image_without_hash)).hexdigest()
@@ -304,29 +336,10 @@ class ControllerView:
     def _image_fields(self) -> dict[str, Any]:
         return {
             "features": dict(sorted(self.features.items())),
-            "brokers": tuple(
-                BrokerImage(
-                    id=b.id, epoch=b.epoch, incarnation_id=b.incarnation_id, fenced=b.fenced,
-                    in_controlled_shutdown=b.in_controlled_shutdown, log_dirs=b.log_dirs,
-                    registered_at=b.registered_at, removed_dirs=b.removed_dirs, rack=b.rack,
-                    is_migrating_zk_broker=b.is_migrating_zk_broker, end_points=b.end_points,
-                    features=b.features,
-                )  # fmt: skip
-                for _, b in sorted(self.brokers.items())
-            ),
+            "brokers": tuple(broker_image(b) for _, b in sorted(self.brokers.items())),
             "controllers": tuple(c for _, c in sorted(self.controllers.items())),
             "topics": tuple(t for _, t in sorted(self.topics.items())),
-            "partitions": tuple(
-                PartitionImage(
-                    topic_id=p.topic_id, partition=p.partition_id, replicas=p.replicas, isr=p.isr,
-                    leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                    leader_recovery_state=p.leader_recovery_state, assignment=p.assignment(),
-                    removing_replicas=p.removing_replicas, adding_replicas=p.adding_replicas,
-                    eligible_leader_replicas=p.eligible_leader_replicas,
-                    last_known_elr=p.last_known_elr,
-                )  # fmt: skip
-                for p in self.iter_partitions()
-            ),
+            "partitions": tuple(partition_image(p) for p in self.iter_partitions()),
             "configs": tuple(
                 ConfigImage(resource_type=t, resource_name=n, configs=dict(sorted(c.items())))
                 for (t, n), c in sorted(self.configs.items())
