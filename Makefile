@@ -58,6 +58,11 @@ demo: $(VENV)/.installed java
 	 $(BIN)/kraftlake audit .demo/buggy --format html --out .demo/buggy.html; \
 	 echo "HTML reports: .demo/correct.html .demo/buggy.html"
 	$(BIN)/kraftlake maintain $(DEMO)
+	@echo "--- 4. a real Kafka metadata log (fixtures/kafka/codecrafters-single, MIT): dump, import, view, audit"
+	$(BIN)/kraftlake dump fixtures/kafka/codecrafters-single
+	$(BIN)/kraftlake import-kafka fixtures/kafka/codecrafters-single .demo/kafka
+	$(BIN)/kraftlake view .demo/kafka --source-offset 35 --format table
+	$(BIN)/kraftlake audit .demo/kafka; echo "exit code $$?"
 
 test: $(VENV)/.installed java
 	$(BIN)/python -m pytest -q
