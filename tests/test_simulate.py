@@ -90,3 +90,16 @@ def test_simulate_is_byte_identical_for_a_seed_and_appends_and_audits(tmp_path: 
     assert res.exit_code == 1 and "K7" in res.stdout
     assert runner.invoke(app, ["simulate", "--seed", "1", "--out", str(c), "--bug", "nope"]).exit_code == 2
     assert runner.invoke(app, ["simulate", "--seed", "1", "--out", str(c), "--faults", "meteor"]).exit_code == 2
+
+
+def test_dir_failures_alone_go_on_with_disk_replacements():
+    """Once every live broker is down to one directory, an operator replaces failed disks (a
+    re-registration with new directories) instead of the history stopping (it used to hang)."""
+    from kraftlake.records.kraft import RegisterBroker
+    from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
+
+    cfg = WorkloadConfig(brokers=3, dirs_per_broker=2, topics=1, partitions=3, replication_factor=2, seed=4,
+                         faults=("dir-failure",))  # fmt: skip
+    records = [r for batch in generate(cfg, records=800) for r in batch]
+    assert len(records) >= 800
+    assert sum(type(r) is RegisterBroker for r in records) > cfg.brokers  # re-registrations happened

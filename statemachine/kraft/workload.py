@@ -197,6 +197,12 @@ class Cluster:
     def dir_failure(self) -> None:
         candidates = [b for b, reg in sorted(self.view.brokers.items()) if not reg.fenced and len(reg.log_dirs) >= 2]
         if not candidates:
+            # Every live broker is down to its last directory: an operator replaces the failed
+            # disks of one (a restart), or dir failures alone would end the history here.
+            if self.failed:
+                b = self.rng.choice(sorted(self.failed))
+                if not self.view.brokers[b].fenced:
+                    self._restart(b, replace_disks=True)
             return
         b = self.rng.choice(candidates)
         d = self.rng.choice(self.view.brokers[b].log_dirs)
@@ -210,7 +216,9 @@ class Cluster:
         live = [b for b, reg in sorted(self.view.brokers.items()) if not reg.fenced]
         if not live:
             return
-        b = self.rng.choice(live)
+        self._restart(self.rng.choice(live), replace_disks=replace_disks)
+
+    def _restart(self, b: int, *, replace_disks: bool) -> None:
         for _ in range(3):
             d = self.heartbeat(b, want_shut_down=True)
             if d.reply.should_shut_down:
@@ -307,8 +315,15 @@ def generate(config: WorkloadConfig, *, records: int) -> Iterator[list[Record]]:
 
     cluster.bootstrap()
     yield drain()
+    idle = 0
     while produced < records:
         cluster.step()
+        idle = 0 if ctl.records else idle + 1
+        if idle > 10_000:
+            raise ValueError(
+                f"the cluster stopped changing after {produced} records (faults {list(config.faults)}):"
+                " add faults that bring brokers back (controlled-shutdown, broker-crash)"
+            )
         if config.noop_every:
             # The active controller's NoOp timer, interleaved after the fact.
             ctl.append([NoOp() for _ in range(max(1, len(ctl.records) // config.noop_every))])
