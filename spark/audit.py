@@ -6,8 +6,9 @@ and a message per row, and runs of wrong rows become intervals (gaps and islands
 shape as ``kraftlake audit``'s violations: first offset, last offset (null = still open),
 message of the first wrong row, evidence = the record that broke it and the one that fixed it.
 
-So far: K1 (leader in ISR within replicas; ungraced). The broker/directory invariants (K4-K9)
-need the broker timeline joined in, and come next.
+So far: K1 (leader in ISR within replicas; ungraced intervals) and K3 (epoch rules; instant
+violations). The broker/directory invariants (K4-K9) need the broker timeline joined in, and
+come next.
 """
 
 from __future__ import annotations
@@ -19,13 +20,20 @@ _PARTITION_TYPES = ("Partition", "PartitionChange")
 
 
 def partition_timeline(df):
-    """One row per Partition/PartitionChange record: the partition's state after it."""
+    """One row per Partition/PartitionChange record: the partition's state after it (replicas,
+    ISR, leader, both epochs), and the state before it (``old_*``; null for a new partition)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     rows = df.where(F.col("type").isin(*_PARTITION_TYPES)).select(
         "offset",
         KEY,
+        "type",
+        F.when(F.col("type") == "Partition", F.col("offset")).alias("reset"),
+        F.col("partition.leader_epoch").alias("base_leader_epoch"),
+        F.col("partition.partition_epoch").alias("base_partition_epoch"),
+        (F.col("partition_change.leader") != -2).cast("int").alias("sets_leader"),
+        F.col("partition_change.replicas").isNotNull().alias("sets_replicas"),
         F.coalesce("partition.topic_id", "partition_change.topic_id").alias("topic_id"),
         F.coalesce("partition.partition_id", "partition_change.partition_id").alias("partition_id"),
         F.coalesce("partition.isr", "partition_change.isr").alias("isr_set"),
@@ -36,12 +44,28 @@ def partition_timeline(df):
         ).alias("leader_set"),
     )
     w = Window.partitionBy(KEY).orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
-    return rows.select(
-        "offset", KEY, "topic_id", "partition_id",
+    t = rows.select(
+        "offset", KEY, "type", "topic_id", "partition_id", "sets_leader", "sets_replicas",
         F.last("isr_set", ignorenulls=True).over(w).alias("isr"),
         F.last("replicas_set", ignorenulls=True).over(w).alias("replicas"),
         F.last("leader_set", ignorenulls=True).over(w).alias("leader"),
+        F.last("reset", ignorenulls=True).over(w).alias("segment"),
     ).where(F.col("replicas").isNotNull())  # fmt: skip  (a change before its partition: L3, skipped)
+    # Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
+    # leader (leader epoch), R-EPOCH-1/2, counted within the run since that record.
+    base = rows.where(F.col("type") == "Partition").select(
+        KEY, F.col("offset").alias("segment"), "base_leader_epoch", "base_partition_epoch")
+    ws = Window.partitionBy(KEY, "segment").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+    t = t.join(base, [KEY, "segment"]).select(
+        "*",
+        (F.col("base_leader_epoch") + F.sum(F.coalesce("sets_leader", F.lit(0))).over(ws)).alias("leader_epoch"),
+        (F.col("base_partition_epoch") + F.count(F.when(F.col("type") == "PartitionChange", 1)).over(ws)).alias("partition_epoch"),
+    )  # fmt: skip
+    wp = Window.partitionBy(KEY).orderBy("offset")
+    return t.select(
+        "*",
+        *[F.lag(c).over(wp).alias(f"old_{c}") for c in ("isr", "replicas", "leader", "leader_epoch", "partition_epoch")],
+    )
 
 
 def _list(col):
@@ -123,10 +147,58 @@ def k1_violations(df):
     return intervals(states, invariant="K1", severity="error", removals=removals)
 
 
-def violations(df, invariants: Iterable[str] = ("K1",)) -> list[dict]:
+def _metadata_version(df):
+    """A column expression: the metadata.version in force before each row (from the few
+    FeatureLevel records, folded into a CASE on the offset)."""
+    from pyspark.sql import functions as F
+
+    from kraftlake.statemachine.kraft.features import METADATA_VERSION, MV_3_0_IV1
+
+    levels = (df.where((F.col("type") == "FeatureLevel") & (F.col("feature_level.name") == METADATA_VERSION))
+              .select("offset", F.col("feature_level.feature_level").alias("level")).orderBy("offset").collect())  # fmt: skip
+    expr = F.lit(MV_3_0_IV1)
+    for r in levels:
+        expr = F.when(F.col("offset") > r["offset"], F.lit(r["level"])).otherwise(expr)
+    return expr
+
+
+def k3_violations(df):
+    """K3, instant violations: a change that removes a replica (or, before 3.6-IV0, shrinks the
+    ISR) without a leader-epoch bump; a PartitionRecord rewriting a partition whose epochs do
+    not move (worded as ``change_bumps_leader_epoch`` / ``replacement_bumps_epochs``)."""
+    from pyspark.sql import functions as F
+
+    from kraftlake.statemachine.kraft.features import MV_3_6_IV0
+
+    t = partition_timeline(df).where(F.col("old_replicas").isNotNull()).withColumn("mv", _metadata_version(df))
+    lost = F.filter("old_replicas", lambda b: ~F.array_contains(F.col("replicas"), b))
+    shrunk = F.filter("old_isr", lambda b: ~F.array_contains(F.col("isr"), b))
+    change = F.col("type") == "PartitionChange"
+    same_le = F.col("leader_epoch") == F.col("old_leader_epoch")
+    message = (
+        F.when(change & same_le & (F.size(lost) > 0),
+               F.concat(F.lit("replicas "), _list(lost), F.lit(" left without a leader-epoch bump")))
+        .when(change & same_le & (F.col("mv") < MV_3_6_IV0) & (F.size(shrunk) > 0),
+              F.concat(F.lit("ISR lost "), _list(shrunk), F.lit(" without a leader-epoch bump (metadata.version < 3.6-IV0)")))
+        .when(~change & (F.col("partition_epoch") <= F.col("old_partition_epoch")),
+              F.concat(F.lit("partition epoch "), F.col("partition_epoch").cast("string"), F.lit(" does not move past "),
+                       F.col("old_partition_epoch").cast("string")))
+        .when(~change & (F.col("leader") != F.col("old_leader")) & (F.col("leader_epoch") <= F.col("old_leader_epoch")),
+              F.concat(F.lit("leader "), F.col("old_leader").cast("string"), F.lit(" -> "), F.col("leader").cast("string"),
+                       F.lit(" keeps leader epoch "), F.col("leader_epoch").cast("string")))
+    )  # fmt: skip
+    return t.select(
+        F.lit("K3").alias("invariant"), F.lit("error").alias("severity"),
+        F.concat(F.lit("partition/"), "topic_id", F.lit("/"), F.col("partition_id").cast("string")).alias("entity"),
+        F.col("offset").alias("first_offset"), F.col("offset").alias("last_offset"), message.alias("message"),
+        F.array("offset").alias("evidence"),
+    ).where(F.col("message").isNotNull())  # fmt: skip
+
+
+def violations(df, invariants: Iterable[str] = ("K1", "K3")) -> list[dict]:
     """The violations of ``invariants`` as dicts in ``kraftlake audit``'s JSON shape, sorted by
     (first_offset, invariant, entity)."""
-    builders = {"K1": k1_violations}
+    builders = {"K1": k1_violations, "K3": k3_violations}
     out = []
     for inv in invariants:
         for r in builders[inv](df).collect():
