@@ -124,25 +124,8 @@ class StructOf:
     fields: tuple[F, ...]
 
 
-def _struct_array(spec: StructOf, *, nested_struct: bool = False) -> tuple[Callable, Callable]:
-    readers = [(f.name, _reader(f.kind)) for f in spec.fields]
-    writers = [(f.name, _writer(f.kind)) for f in spec.fields]
-    cls = spec.cls
-
-    def read_one(buf: bytes, pos: int):
-        kw = {}
-        for name, rd in readers:
-            kw[name], pos = rd(buf, pos)
-        pos = w.skip_tagged(buf, pos)
-        return cls(**kw), pos
-
-    def write_one(out: bytearray, v) -> None:
-        for name, wr in writers:
-            wr(out, getattr(v, name))
-        out.append(0)
-
-    if nested_struct:
-        return read_one, write_one
+def _array_of(read_one: Callable, write_one: Callable) -> tuple[Callable, Callable]:
+    """A non-nullable compact array of elements read and written by ``read_one``/``write_one``."""
 
     def read(buf: bytes, pos: int):
         n, pos = w.uvarint(buf, pos)
@@ -162,28 +145,27 @@ def _struct_array(spec: StructOf, *, nested_struct: bool = False) -> tuple[Calla
     return read, write
 
 
-def _string_array() -> tuple[Callable, Callable]:
-    def read(buf: bytes, pos: int):
-        n, pos = w.uvarint(buf, pos)
-        if n == 0:
-            raise ValueError("null array")
-        out = []
-        for _ in range(n - 1):
-            s, pos = w.string(buf, pos)
-            if s is None:
-                raise ValueError("null string in an array")
-            out.append(s)
-        return tuple(out), pos
+def _struct_array(spec: StructOf) -> tuple[Callable, Callable]:
+    readers = [(f.name, _reader(f.kind)) for f in spec.fields]
+    writers = [(f.name, _writer(f.kind)) for f in spec.fields]
+    cls = spec.cls
 
-    def write(out: bytearray, values) -> None:
-        w.write_uvarint(out, len(values) + 1)
-        for s in values:
-            w.w_string(out, s)
+    def read_one(buf: bytes, pos: int):
+        kw = {}
+        for name, rd in readers:
+            kw[name], pos = rd(buf, pos)
+        pos = w.skip_tagged(buf, pos)
+        return cls(**kw), pos
 
-    return read, write
+    def write_one(out: bytearray, v) -> None:
+        for name, wr in writers:
+            wr(out, getattr(v, name))
+        out.append(0)
+
+    return _array_of(read_one, write_one)
 
 
-_KINDS["[str]"] = _string_array()
+_KINDS["[str]"] = _array_of(_KINDS["str"][0], w.w_string)
 
 
 def _reader(kind: Any) -> Callable:
