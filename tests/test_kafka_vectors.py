@@ -150,6 +150,10 @@ def test_an_import_from_a_snapshot_ends_where_a_full_import_does(imported, tmp_p
     image = [r for r in records if r.source == "kafka-snapshot@1:21513"]
     assert image and all(r.source_offset == 21512 for r in image)
     assert all(r.source_offset >= 21513 for r in records[len(image):])  # then the log's tail only
+    older = Log.create(tmp_path / "from-older-snapshot")
+    cp = VECTORS / "three-snapshots" / "__cluster_metadata-0" / "00000000000000007192-0000000001.checkpoint"
+    assert import_kafka(VECTORS / "three-snapshots", older, from_snapshot=cp).snapshot == cp.name
+    assert differences(full, state_at(older).published()) == []
 
 
 def test_an_open_metadata_transaction_is_never_published(imported):

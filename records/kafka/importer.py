@@ -32,7 +32,7 @@ from kraftlake.records.kraft import FeatureLevel, KafkaOpaque, NoOp
 
 from .batches import iter_batches, read_checkpoint
 from .errors import KafkaFormatError
-from .layout import Checkpoint, MetadataDir, open_metadata_dir
+from .layout import Checkpoint, MetadataDir, open_metadata_dir, parse_checkpoint
 from .metadata import MetadataDecoder, decode_control
 
 log = structlog.get_logger(__name__)
@@ -197,12 +197,10 @@ def _checkpoint_at(md: MetadataDir, path: Path) -> Checkpoint:
     for cp in md.checkpoints:
         if cp.path.resolve() == path.resolve() or cp.path.name == path.name:
             return cp
-    from .layout import _CHECKPOINT  # the name carries the end offset and the epoch
-
-    m = _CHECKPOINT.match(path.name)
-    if m is None or not path.exists():
+    cp = parse_checkpoint(path)
+    if cp is None or not path.exists():
         raise KafkaFormatError(f"{path}: not a snapshot (<20-digit end offset>-<10-digit epoch>.checkpoint)")
-    return Checkpoint(int(m.group(1)), int(m.group(2)), path)
+    return cp
 
 
 def import_kafka(

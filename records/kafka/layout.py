@@ -96,11 +96,7 @@ def open_metadata_dir(path: str | Path) -> MetadataDir:
     segments = sorted(
         Segment(int(m.group(1)), f) for f in partition.iterdir() if (m := _SEGMENT.match(f.name))
     )
-    checkpoints = sorted(
-        Checkpoint(int(m.group(1)), int(m.group(2)), f)
-        for f in partition.iterdir()
-        if (m := _CHECKPOINT.match(f.name))
-    )
+    checkpoints = sorted(cp for f in partition.iterdir() if (cp := parse_checkpoint(f)) is not None)
     bootstrap = root / "bootstrap.checkpoint"
     return MetadataDir(
         root=root,
@@ -110,6 +106,13 @@ def open_metadata_dir(path: str | Path) -> MetadataDir:
         checkpoints=tuple(checkpoints),
         bootstrap=bootstrap if bootstrap.exists() else None,
     )
+
+
+def parse_checkpoint(path: Path) -> Checkpoint | None:
+    """The snapshot a file is, from its name (``<end offset>-<epoch>.checkpoint``); None if the
+    name is not a snapshot's."""
+    m = _CHECKPOINT.match(path.name)
+    return None if m is None else Checkpoint(int(m.group(1)), int(m.group(2)), path)
 
 
 def checkpoint_name(end_offset: int, epoch: int) -> str:
