@@ -314,11 +314,14 @@ _COMPILED: dict[tuple[int, int], _Compiled] = {
 def decode_fields(value: bytes) -> tuple[int, int, dict[str, Any] | None]:
     """(apiKey, version, fields) of a metadata record value; fields None when kraftlake does not
     know that apiKey or version. Raises ``ValueError``/``IndexError`` on malformed bytes."""
-    frame, pos = w.uvarint(value, 0)
-    if frame != FRAME_VERSION:
-        raise ValueError(f"frame version {frame} (only 1 exists; 0 was the 2.8 preview format)")
-    api_key, pos = w.uvarint(value, pos)
-    version, pos = w.uvarint(value, pos)
+    if value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:  # every known record
+        api_key, version, pos = value[1], value[2], 3
+    else:
+        frame, pos = w.uvarint(value, 0)
+        if frame != FRAME_VERSION:
+            raise ValueError(f"frame version {frame} (only 1 exists; 0 was the 2.8 preview format)")
+        api_key, pos = w.uvarint(value, pos)
+        version, pos = w.uvarint(value, pos)
     c = _COMPILED.get((api_key, version))
     if c is None:
         return api_key, version, None
