@@ -247,3 +247,19 @@ def test_cli_import_of_a_corrupt_segment_names_file_and_byte_then_skips(tmp_path
     result = runner.invoke(app, ["import-kafka", str(tmp_path / "meta"), str(tmp_path / "log"), "--skip-corrupt"])
     assert result.exit_code == 0, result.output
     assert "skipped" in result.stderr and Log.open(tmp_path / "log").last_offset == 3
+
+
+def test_an_import_run_again_resumes_and_writes_nothing_twice(tmp_path):
+    log = Log.create(tmp_path / "log")
+    first = import_kafka(VECTORS / "kafka37-jbod-dirs", log, chunk=40)
+    version, last = log.version, log.last_offset
+    assert last + 1 == first.records == 128 and version == 4  # four chunks, four commits
+    again = import_kafka(VECTORS / "kafka37-jbod-dirs", Log.open(log.path), chunk=40)
+    reopened = Log.open(log.path)
+    assert again.records == first.records and (reopened.version, reopened.last_offset) == (version, last)
+    other = Log.create(tmp_path / "other")
+    other.append(list(read_kafka(VECTORS / "codecrafters-single"))[0])
+    from kraftlake.records.errors import LogError
+
+    with pytest.raises(LogError, match="not written by this import"):
+        import_kafka(VECTORS / "kafka37-jbod-dirs", other)
