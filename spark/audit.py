@@ -6,8 +6,9 @@ and a message per row, and runs of wrong rows become intervals (gaps and islands
 shape as ``kraftlake audit``'s violations: first offset, last offset (null = still open),
 message of the first wrong row, evidence = the record that broke it and the one that fixed it.
 
-So far: K1 (leader in ISR within replicas; ungraced intervals) and K3 (epoch rules; instant
-violations). The broker/directory invariants (K4-K9) need the broker timeline joined in, and
+So far: K1 (leader in ISR within replicas; ungraced intervals), K3 (epoch rules; instant
+violations), and L3/L4 for broker records (a change of an unregistered broker, or with a stale
+broker epoch; instant, the record skipped as the local reducer does). The broker/directory invariants (K4-K9) need the broker timeline joined in, and
 come next.
 """
 
@@ -195,15 +196,58 @@ def k3_violations(df):
     ).where(F.col("message").isNotNull())  # fmt: skip
 
 
-def violations(df, invariants: Iterable[str] = ("K1", "K3")) -> list[dict]:
+def broker_record_violations(df):
+    """L3 and L4 of broker records (Kafka's replay checks, R-REPLAY-BROKER and -BROKER-EPOCH):
+    each change, fence, unfence or unregistration is held against the registration in force,
+    the last RegisterBroker before it unless a valid UnregisterBroker came in between."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = df.where(F.col("type").isin(*_BROKER_TYPES)).select(
+        "offset", "type", KEY,
+        F.coalesce("register_broker.broker_id", "unregister_broker.broker_id", "broker_registration_change.broker_id",
+                   "fence_broker.id", "unfence_broker.id").alias("broker"),
+        F.coalesce("register_broker.broker_epoch", "unregister_broker.broker_epoch", "broker_registration_change.broker_epoch",
+                   "fence_broker.epoch", "unfence_broker.epoch").alias("epoch"),
+    )  # fmt: skip
+    run = Window.partitionBy("broker").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+    register = F.col("type") == "RegisterBroker"
+    rows = rows.select(
+        "*",
+        F.last(F.when(register, F.col("offset")), ignorenulls=True).over(run).alias("seg"),
+        F.last(F.when(register, F.col("epoch")), ignorenulls=True).over(run).alias("reg_epoch"),
+    )
+    candidate = (F.col("type") == "UnregisterBroker") & (F.col("epoch") == F.col("reg_epoch"))
+    rows = rows.withColumn("unregistered_at", F.min(F.when(candidate, F.col("offset"))).over(Window.partitionBy("broker", "seg")))
+    not_registered = F.col("seg").isNull() | (F.col("unregistered_at") < F.col("offset"))
+    stale = F.col("epoch") != F.col("reg_epoch")
+    b = F.col("broker").cast("string")
+    return rows.where(~register & (not_registered | stale)).select(
+        F.when(not_registered, F.lit("L3")).otherwise(F.lit("L4")).alias("invariant"),
+        F.lit("error").alias("severity"), F.col(KEY).alias("entity"),
+        F.col("offset").alias("first_offset"), F.col("offset").alias("last_offset"),
+        F.when(not_registered, F.concat(F.lit("R-REPLAY-BROKER: broker "), b, F.lit(" is not registered (record skipped)")))
+        .otherwise(F.concat(F.lit("R-REPLAY-BROKER-EPOCH: broker "), b, F.lit(" is registered with epoch "),
+                            F.col("reg_epoch").cast("string"), F.lit(", the record has epoch "), F.col("epoch").cast("string"),
+                            F.lit(" (record skipped)"))).alias("message"),
+        F.array("offset").alias("evidence"),
+    )  # fmt: skip
+
+
+_BROKER_TYPES = ("RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker", "UnfenceBroker")
+
+
+def violations(df, invariants: Iterable[str] = ("K1", "K3", "L3", "L4")) -> list[dict]:
     """The violations of ``invariants`` as dicts in ``kraftlake audit``'s JSON shape, sorted by
-    (first_offset, invariant, entity)."""
-    builders = {"K1": k1_violations, "K3": k3_violations}
+    (first_offset, invariant, entity). L3 covers broker records only so far."""
+    builders = {"K1": k1_violations, "K3": k3_violations, "L3": broker_record_violations, "L4": broker_record_violations}
     out = []
-    for inv in invariants:
-        for r in builders[inv](df).collect():
+    wanted = set(invariants)
+    for build in dict.fromkeys(builders[i] for i in invariants):  # L3 and L4 come from one query
+        for r in build(df).collect():
             d = r.asDict()
-            d["evidence"] = list(d["evidence"])
-            out.append(d)
+            if d["invariant"] in wanted:
+                d["evidence"] = list(d["evidence"])
+                out.append(d)
     out.sort(key=lambda v: (v["first_offset"], v["invariant"], v["entity"]))
     return out
