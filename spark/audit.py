@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .replay import BROKER_TYPES
+
 KEY = "key"
 _PARTITION_TYPES = ("Partition", "PartitionChange")
 
@@ -203,7 +205,7 @@ def broker_record_violations(df):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    rows = df.where(F.col("type").isin(*_BROKER_TYPES)).select(
+    rows = df.where(F.col("type").isin(*BROKER_TYPES)).select(
         "offset", "type", KEY,
         F.coalesce("register_broker.broker_id", "unregister_broker.broker_id", "broker_registration_change.broker_id",
                    "fence_broker.id", "unfence_broker.id").alias("broker"),
@@ -233,8 +235,6 @@ def broker_record_violations(df):
         F.array("offset").alias("evidence"),
     )  # fmt: skip
 
-
-_BROKER_TYPES = ("RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker", "UnfenceBroker")
 
 
 def violations(df, invariants: Iterable[str] = ("K1", "K3", "L3", "L4")) -> list[dict]:

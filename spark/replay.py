@@ -22,7 +22,7 @@ PARTITION_SCHEMA = (
 )
 BROKER_SCHEMA = "broker_id int, last_offset long, state_hash string, epoch long, fenced boolean, in_controlled_shutdown boolean, log_dirs array<string>"
 _TXN_TYPES = ("BeginTransaction", "EndTransaction", "AbortTransaction")
-_BROKER_TYPES = ("RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker", "UnfenceBroker")
+BROKER_TYPES = ("RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker", "UnfenceBroker")
 
 
 def unpublished_ranges(spark_df, hi: int) -> list[tuple[int, int]]:
@@ -148,7 +148,7 @@ def broker_states(spark_df, *, at_offset: int | None = None):
 
     hi = _cut(spark_df, at_offset)
     ranges = unpublished_ranges(spark_df, hi)
-    rows = spark_df.where(F.col("type").isin(*_BROKER_TYPES) & (F.col("offset") <= hi) & _keep(ranges))
+    rows = spark_df.where(F.col("type").isin(*BROKER_TYPES) & (F.col("offset") <= hi) & _keep(ranges))
     return rows.select("key", "offset", "record").groupBy("key").applyInArrow(_replay_broker, BROKER_SCHEMA)
 
 

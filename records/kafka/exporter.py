@@ -60,7 +60,7 @@ def _kafka_offset(r: Record) -> int:
 
 def plan_batches(records: Iterable[Record], stats: ExportStats) -> Iterable[tuple[int, int, bool, list[Record]]]:
     """(base offset, epoch, control?, records) per batch to write, in offset order."""
-    epoch = 1
+    epoch = batch_epoch = 1
     current: list[Record] = []
     key: tuple | None = None
     base = 0
