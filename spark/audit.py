@@ -133,11 +133,12 @@ def intervals(states, *, invariant: str, severity: str, removals=None):
     )  # fmt: skip
 
 
-def k1_violations(df):
-    """K1 intervals of a log DataFrame (``read_log``)."""
+def k1_violations(df, timeline=None):
+    """K1 intervals of a log DataFrame (``read_log``); ``timeline`` is its
+    ``partition_timeline`` when the caller already has it."""
     from pyspark.sql import functions as F
 
-    t = partition_timeline(df)
+    t = partition_timeline(df) if timeline is None else timeline
     states = t.select(
         "offset",
         F.concat(F.lit("partition/"), "topic_id", F.lit("/"), F.col("partition_id").cast("string")).alias("entity"),
@@ -165,7 +166,7 @@ def _metadata_version(df):
     return expr
 
 
-def k3_violations(df):
+def k3_violations(df, timeline=None):
     """K3, instant violations: a change that removes a replica (or, before 3.6-IV0, shrinks the
     ISR) without a leader-epoch bump; a PartitionRecord rewriting a partition whose epochs do
     not move (worded as ``change_bumps_leader_epoch`` / ``replacement_bumps_epochs``)."""
@@ -173,7 +174,8 @@ def k3_violations(df):
 
     from kraftlake.statemachine.kraft.features import MV_3_6_IV0
 
-    t = partition_timeline(df).where(F.col("old_replicas").isNotNull()).withColumn("mv", _metadata_version(df))
+    t = partition_timeline(df) if timeline is None else timeline
+    t = t.where(F.col("old_replicas").isNotNull()).withColumn("mv", _metadata_version(df))
     lost = F.filter("old_replicas", lambda b: ~F.array_contains(F.col("replicas"), b))
     shrunk = F.filter("old_isr", lambda b: ~F.array_contains(F.col("isr"), b))
     change = F.col("type") == "PartitionChange"
@@ -236,18 +238,28 @@ def broker_record_violations(df):
     )  # fmt: skip
 
 
-
 def violations(df, invariants: Iterable[str] = ("K1", "K3", "L3", "L4")) -> list[dict]:
     """The violations of ``invariants`` as dicts in ``kraftlake audit``'s JSON shape, sorted by
     (first_offset, invariant, entity). L3 covers broker records only so far."""
-    builders = {"K1": k1_violations, "K3": k3_violations, "L3": broker_record_violations, "L4": broker_record_violations}
-    out = []
     wanted = set(invariants)
+    timeline = None
+    if wanted & {"K1", "K3"}:
+        # Computed once (one scan, one sort by partition) for every partition invariant.
+        timeline = partition_timeline(df).persist()
+    builders = {
+        "K1": lambda d: k1_violations(d, timeline),
+        "K3": lambda d: k3_violations(d, timeline),
+        "L3": broker_record_violations,
+        "L4": broker_record_violations,
+    }
+    out = []
     for build in dict.fromkeys(builders[i] for i in invariants):  # L3 and L4 come from one query
         for r in build(df).collect():
             d = r.asDict()
             if d["invariant"] in wanted:
                 d["evidence"] = list(d["evidence"])
                 out.append(d)
+    if timeline is not None:
+        timeline.unpersist()
     out.sort(key=lambda v: (v["first_offset"], v["invariant"], v["entity"]))
     return out
