@@ -98,8 +98,9 @@ _FIXUPS = {Partition: _fix_partition, PartitionChange: _fix_partition_change}
 
 
 @st.composite
-def records_of(draw: st.DrawFn, cls: type[Record], *, envelope: bool = True) -> Record:
-    """A valid record of type ``cls``, at any of its versions, with or without envelope values."""
+def records_of(draw: st.DrawFn, cls: type[Record], *, envelope: bool = True, version: int | None = None) -> Record:
+    """A valid record of type ``cls``, at any of its versions (or at ``version``), with or without
+    envelope values."""
     info = mi.type_info(cls)
     fields = {f.name: f for f in info.fields}
     d: dict[str, Any] = {"type": cls.__struct_config__.tag}
@@ -110,7 +111,8 @@ def records_of(draw: st.DrawFn, cls: type[Record], *, envelope: bool = True) -> 
     fix = _FIXUPS.get(cls)
     if fix is not None:
         fix(draw, d)
-    version = draw(st.integers(cls.MIN_VERSION, current_version(cls)))
+    if version is None:
+        version = draw(st.integers(cls.MIN_VERSION, current_version(cls)))
     d["version"] = version
     for name, since in cls.SINCE.items():
         if since > version:

@@ -14,6 +14,7 @@ re-encoding what Kafka wrote gives the same bytes.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -368,7 +369,7 @@ class MetadataDecoder:
         api_key = version = None
         try:
             api_key, version, kw = decode_fields(value)
-        except (ValueError, IndexError, UnicodeDecodeError, Exception) as exc:  # struct.error too
+        except (ValueError, IndexError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
             name = BY_API_KEY[api_key].cls.__name__ if api_key in BY_API_KEY else f"apiKey {api_key}"
             raise KafkaFormatError(
                 f"{name} v{version}: does not decode: {exc}" if version is not None else f"record value does not decode: {exc}",
@@ -547,6 +548,10 @@ def _write_voter(out: bytearray, v: Voter) -> None:
     out.append(0)
 
 
+class _UnknownControl(Exception):
+    """A control type or version kraftlake does not decode (kept as KafkaOpaque)."""
+
+
 def decode_control(
     key: bytes | None, value: bytes | None, *, epoch: int, offset: int | None, ts_ms: int | None,
     source: str | None,
@@ -561,7 +566,7 @@ def decode_control(
     try:
         version, pos = w.i16(buf, 0)
         if key_version != 0 or version != 0 or ctype not in (LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, VOTERS):
-            raise LookupError
+            raise _UnknownControl
         if ctype == LEADER_CHANGE:
             leader, pos = w.i32(buf, pos)
             voters, pos = _voter_ids(buf, pos)
@@ -587,11 +592,11 @@ def decode_control(
         if pos != len(buf):
             raise ValueError(f"{len(buf) - pos} trailing bytes")
         return result
-    except LookupError:
+    except _UnknownControl:
         return KafkaOpaque(api_key=ctype, kafka_version=key_version, control=True, value=bytes(buf), **env)
-    except (ValueError, IndexError, Exception) as exc:
-        if isinstance(exc, KafkaFormatError):
-            raise
+    except KafkaFormatError:
+        raise
+    except (ValueError, IndexError, struct.error) as exc:
         raise KafkaFormatError(f"{CONTROL_NAMES.get(ctype, ctype)} control record does not decode: {exc}", offset=offset) from None
 
 

@@ -119,25 +119,27 @@ def uuid(buf: bytes, pos: int) -> tuple[str, int]:
     return text, pos + 16
 
 
-def string(buf: bytes, pos: int) -> tuple[str | None, int]:
-    """Compact string: uvarint N+1 then N UTF-8 bytes; 0 = null."""
+def _span(buf: bytes, pos: int) -> tuple[int, int]:
+    """Where a compact string's or bytes' content lies: (start, end); start -1 = null."""
     n, pos = uvarint(buf, pos)
     if n == 0:
-        return None, pos
+        return -1, pos
     end = pos + n - 1
     if end > len(buf):
-        raise IndexError("string past the end")
-    return buf[pos:end].decode("utf-8"), end
+        raise IndexError("value past the end")
+    return pos, end
 
 
 def compact_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    n, pos = uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    end = pos + n - 1
-    if end > len(buf):
-        raise IndexError("bytes past the end")
-    return bytes(buf[pos:end]), end
+    """Compact bytes: uvarint N+1 then N bytes; 0 = null."""
+    start, end = _span(buf, pos)
+    return (None if start < 0 else bytes(buf[start:end])), end
+
+
+def string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """Compact string: uvarint N+1 then N UTF-8 bytes; 0 = null."""
+    start, end = _span(buf, pos)
+    return (None if start < 0 else buf[start:end].decode("utf-8")), end
 
 
 def int32_array(buf: bytes, pos: int) -> tuple[tuple[int, ...] | None, int]:
