@@ -103,8 +103,14 @@ class Audit:
     """Feed records in offset order (``feed``), then ``report()``. Starts from ``view`` (the
     state before the first record fed; empty by default)."""
 
-    def __init__(self, config: AuditConfig | None = None, view: ControllerView | None = None) -> None:
+    def __init__(
+        self, config: AuditConfig | None = None, view: ControllerView | None = None, *, partial: bool = False
+    ) -> None:
         self.config = config or AuditConfig()
+        self.partial = partial
+        """Fed a subset of the log (the Spark audit's records other than partitions'): offsets have
+        gaps (no L1), and graced states are reported whole, for the caller to hold to the grace
+        with the times of the records it did not see."""
         self.view = view or ControllerView()
         self.checked = dict.fromkeys(BY_ID, 0)
         self.closed: list[Violation] = []
@@ -112,6 +118,8 @@ class Audit:
         self.in_grace: deque[_Wrong] = deque()
         """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
         self.records = 0
+        self.refused: int | None = None
+        """Offset of the last record the reducer refused."""
         self.first_offset: int | None = None
         self.reported_offline: dict[tuple[int, str], int] = {}
         self.reported_dirs: dict[tuple[str, int], dict[int, str]] = {}
@@ -144,18 +152,19 @@ class Audit:
         self.checked[inv] += 1
         key = (inv, entity)
         w = self.wrong.get(key)
+        graced = BY_ID[inv].graced and not self.partial
         if message is None:
             if w is not None:
                 w.fixed = True
                 del self.wrong[key]
-                if w.confirmed or not BY_ID[inv].graced:
+                if w.confirmed or not graced:
                     self._close(inv, entity, w, offset - 1, fixed_by=offset)
             return
         if w is None:
             w = self.wrong[key] = _Wrong(offset, ts, message)
             if pkey is not None:
                 self.suspects.add(pkey)
-            if BY_ID[inv].graced:
+            if graced:
                 self.in_grace.append(w)
             else:
                 w.confirmed = True
@@ -332,7 +341,9 @@ class Audit:
         offset = r.offset
         if offset is None:
             offset = last + 1
-        elif offset != last + 1 and not (last == -1 and self.first_offset is None and offset > 0):
+        elif offset != last + 1 and not (last == -1 and self.first_offset is None and offset > 0) and (
+            offset <= last or not self.partial
+        ):
             self._instant("L1", "log", offset, f"offset {offset} follows {last}")
             if offset <= last:
                 self.records += 1
@@ -386,6 +397,7 @@ class Audit:
             inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
             self._instant(inv, exc.entity or "log", offset, f"{exc.rule}: {exc.message} (record skipped)")
             view.offset = offset
+            self.refused = offset
             return False
         return True
 

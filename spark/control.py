@@ -1,0 +1,121 @@
+"""The control plane of a log on the driver: every record except partitions', replayed in offset
+order by the local audit (``Audit(partial=True)``) and the local reducer.
+
+What it owns is small next to the partition records (brokers, topics, features, transactions,
+observations: 1-10 % of a history) and is what the partition invariants on Spark are joined
+with, broadcast: broker segments (the registration in force between two offsets), topic
+lifetimes, directory removals (K7), the AssignReplicasToDirs requests the controller accepts
+(K9), the metadata.version timeline (K3). Its own violations (L3/L4 of broker and topic records,
+L5, K6) come from the local audit itself, graced ones reported whole for the caller to hold to
+the grace with the times of every record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+
+from kraftlake.records.kraft import (
+    AbortTransaction,
+    BrokerRegistrationChange,
+    FenceBroker,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+    UnfenceBroker,
+    UnregisterBroker,
+)
+from kraftlake.records.observations import AssignReplicasToDirsRequest
+from kraftlake.replay.audit import Audit, AuditConfig, Violation
+from kraftlake.statemachine.kraft.features import MV_3_0_IV1
+from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
+
+log = structlog.get_logger(__name__)
+
+PARTITION_TYPES = ("Partition", "PartitionChange")
+_BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
+
+
+@dataclass(frozen=True)
+class BrokerSegment:
+    """Broker ``broker``'s registration from ``start`` (the record that set it) until the next
+    segment's start; ``registration`` None = not registered."""
+
+    broker: int
+    start: int
+    registration: BrokerRegistration | None
+
+
+@dataclass
+class ControlPlane:
+    view: ControllerView
+    """The state after the last record, without partitions."""
+    violations: list[Violation]
+    """The partial audit's: L1 excluded; graced invariants (K6) not yet held to the grace."""
+    checked: dict[str, int]
+    segments: list[BrokerSegment] = field(default_factory=list)
+    """In offset order; each broker's first segment starts at its first applied record."""
+    broker_events: list[tuple[int, int]] = field(default_factory=list)
+    """(offset, broker) of every broker record the reducer applied (where K8 is re-checked)."""
+    topics: list[tuple[str, int, int | None]] = field(default_factory=list)
+    """(topic id, created at, removed at or None) per lifetime."""
+    dir_removals: list[tuple[int, int, str]] = field(default_factory=list)
+    """(offset, broker, directory) per directory a BrokerRegistrationChange took away."""
+    assignments: list[tuple[int, int | None, int, str, int, str]] = field(default_factory=list)
+    """(offset, ts, broker, topic, partition, directory) the controller accepts (K9)."""
+    mv_levels: list[tuple[int, int]] = field(default_factory=list)
+    """(offset, metadata.version in force after it) wherever it changed."""
+    records: int = 0
+
+
+def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
+    """Replay ``records`` (the log's non-partition records, in offset order)."""
+    audit = Audit(config, partial=True)
+    view = audit.view
+    plane = ControlPlane(view=view, violations=[], checked={})
+    lives: dict[str, int] = {}
+    for r in records:
+        cls = type(r)
+        plane.records += 1
+        broker = None
+        if cls in _BROKER_RECORDS:
+            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
+        if cls is AssignReplicasToDirsRequest:
+            reg = view.brokers.get(r.broker_id)
+            if reg is not None and reg.epoch == r.broker_epoch:
+                for d in r.directories:
+                    for tp in d.topics:
+                        for pid in tp.partitions:
+                            plane.assignments.append((r.offset, r.ts_ms, r.broker_id, tp.topic_id, pid, d.id))
+        brokers_before = dict(view.brokers) if cls is AbortTransaction else None
+        topics_before = set(view.topics) if cls in (Topic, RemoveTopic, AbortTransaction) else None
+        before = view.brokers.get(broker) if broker is not None else None
+        audit.feed((r,))
+        if audit.refused == r.offset:
+            continue
+        mv = view.metadata_version
+        if mv != (plane.mv_levels[-1][1] if plane.mv_levels else MV_3_0_IV1):
+            plane.mv_levels.append((r.offset, mv))
+        if broker is not None:
+            after = view.brokers.get(broker)
+            plane.broker_events.append((r.offset, broker))
+            if after is not before:
+                plane.segments.append(BrokerSegment(broker, r.offset, after))
+            if cls is BrokerRegistrationChange and before is not None and after is not None:
+                plane.dir_removals += [(r.offset, broker, d) for d in before.log_dirs if d not in after.log_dirs]
+        if brokers_before is not None:  # an abort restores the brokers of before its Begin
+            for b in sorted(set(brokers_before) | set(view.brokers)):
+                if view.brokers.get(b) is not brokers_before.get(b):
+                    plane.segments.append(BrokerSegment(b, r.offset, view.brokers.get(b)))
+        if topics_before is not None:
+            for t in sorted(set(view.topics) - topics_before):
+                lives[t] = len(plane.topics)
+                plane.topics.append((t, r.offset, None))
+            for t in sorted(topics_before - set(view.topics)):
+                i = lives.pop(t)
+                plane.topics[i] = (t, plane.topics[i][1], r.offset)
+    report = audit.report()
+    plane.violations = list(report.violations)
+    plane.checked = {i.id: i.checked for i in report.invariants}
+    return plane
