@@ -16,9 +16,12 @@ import structlog
 log = structlog.get_logger(__name__)
 
 
-def session(spark=None, *, cores: int | None = None, app_name: str = "kraftlake", memory: str | None = None):
-    """``spark`` itself when given; else a local SparkSession on ``cores`` cores (all by default)
-    with ``memory`` for the driver (default: a quarter of the machine, at least 1g, at most 8g)."""
+def session(
+    spark=None, *, cores: int | None = None, app_name: str = "kraftlake", memory: str | None = None, master: str | None = None
+):
+    """``spark`` itself when given; else a SparkSession on ``master`` (a cluster's URL) or, by
+    default, local on ``cores`` cores (all by default), with ``memory`` for the driver (default:
+    a quarter of the machine, at least 1g, at most 8g)."""
     if spark is not None:
         return spark
     from pyspark.sql import SparkSession
@@ -28,8 +31,9 @@ def session(spark=None, *, cores: int | None = None, app_name: str = "kraftlake"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     n = cores or os.cpu_count() or 1
     mem = memory or _driver_memory()
+    url = master or f"local[{n}]"
     builder = (
-        SparkSession.builder.master(f"local[{n}]")
+        SparkSession.builder.master(url)
         .appName(app_name)
         .config("spark.driver.memory", mem)
         .config("spark.sql.shuffle.partitions", str(max(2, 2 * n)))
@@ -47,7 +51,7 @@ def session(spark=None, *, cores: int | None = None, app_name: str = "kraftlake"
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    log.info("spark.session", master=f"local[{n}]", driver_memory=mem, version=spark.version)
+    log.info("spark.session", master=url, driver_memory=mem, version=spark.version)
     return spark
 
 

@@ -22,25 +22,31 @@ class FailOn(str, Enum):
     error = "error"
 
 
+GRACE_RECORDS = typer.Option(1000, "--grace-records", min=0, help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records...")
+GRACE_MS = typer.Option(5_000, "--grace-ms", min=0, help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s).")
+FAIL_ON = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found.")
+FORMAT = typer.Option(Format.text, "--format", "-f", help="text (a summary, default), json (the full report) or html (one self-contained page with timelines).")
+OUT = typer.Option(None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout.")
+TO_SOURCE_OFFSET = typer.Option(None, "--to-source-offset", help="Audit up to the last record imported from this Kafka offset or before (logs made by import-kafka).")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("audit")
     def audit(
         log: Path = typer.Argument(..., help="The log."),
         from_offset: int | None = typer.Option(None, "--from", help="First offset to audit (the state before it is replayed, from snapshots when there are any)."),
         to_offset: int | None = typer.Option(None, "--to", help="Last offset to audit."),
-        to_source_offset: int | None = typer.Option(None, "--to-source-offset", help="Audit up to the last record imported from this Kafka offset or before (logs made by import-kafka)."),
-        grace_records: int = typer.Option(1000, "--grace-records", min=0, help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records..."),
-        grace_ms: int = typer.Option(5_000, "--grace-ms", min=0, help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s)."),
-        fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found."),
-        fmt: Format = typer.Option(Format.text, "--format", "-f", help="text (a summary, default), json (the full report) or html (one self-contained page with timelines)."),
-        out_file: Path | None = typer.Option(None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout."),
+        to_source_offset: int | None = TO_SOURCE_OFFSET,
+        grace_records: int = GRACE_RECORDS,
+        grace_ms: int = GRACE_MS,
+        fail_on: FailOn = FAIL_ON,
+        fmt: Format = FORMAT,
+        out_file: Path | None = OUT,
     ) -> None:
         """Audit a KRaft log: was leadership and the ISR moved correctly after log directories failed?
 
-        Checks the catalogue (L1-L5 log, K1-K8 KRaft/JBOD: leader in ISR within replicas, leader and ISR on online dirs, every reported dir failure handled within the grace, KIP-858 completeness, epoch bumps) in one streaming pass. Violations are intervals: the offset where an entity went wrong, the last offset where it still was (null: still open), and the records that caused and fixed it. Exit 0 pass, 1 fail, 2 unusable input.
+        Checks the catalogue (L1-L5 log, K1-K9 KRaft/JBOD: leader in ISR within replicas, leader and ISR on online dirs, every reported dir failure handled within the grace, KIP-858 completeness, epoch bumps) in one streaming pass. Violations are intervals: the offset where an entity went wrong, the last offset where it still was (null: still open), and the records that caused and fixed it. Exit 0 pass, 1 fail, 2 unusable input. `kraftlake spark-audit` gives the same report on Spark.
         """
-        import msgspec
-
         from kraftlake.cli.progress import replay_progress
         from kraftlake.records import Log
         from kraftlake.replay.audit import AuditConfig, audit_log
@@ -48,10 +54,7 @@ def register(app: typer.Typer) -> None:
 
         opened = Log.open(log)
         snap = opened.at()
-        if to_source_offset is not None:
-            if to_offset is not None:
-                abort("give at most one of --to, --to-source-offset", EXIT_INPUT)
-            to_offset = snap.offset_of_source(to_source_offset)
+        to_offset = resolve_to(snap, to_offset, to_source_offset)
         if from_offset is not None and from_offset > snap.last_offset + 1:
             abort(f"--from {from_offset} is past the end of the log (last offset {snap.last_offset})", EXIT_INPUT)
         start = state_at(opened, offset=from_offset - 1) if from_offset else None
@@ -59,26 +62,42 @@ def register(app: typer.Typer) -> None:
         last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
         with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:
             report = audit_log(snap, config=config, from_offset=from_offset, to_offset=to_offset, start=start, progress=progress)
-        doc = msgspec.json.encode(report) + b"\n"
-        if fmt is Format.html:
-            from kraftlake.replay.html import render
+        emit(report, fmt, out_file, title=f"kraftlake audit of {log}")
 
-            page = render(report, title=f"kraftlake audit of {log}").encode()
-            if out_file is not None:
-                out_file.write_bytes(page)
-                err.print(f"{report.verdict.upper()}: HTML report in {out_file}")
-            else:
-                write_bytes(page)
-        elif fmt is Format.json:
-            if out_file is not None:
-                out_file.write_bytes(doc)
-            write_bytes(doc)
+
+def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int | None:
+    """The last offset to audit, from ``--to`` or ``--to-source-offset`` (at most one)."""
+    if to_source_offset is None:
+        return to_offset
+    if to_offset is not None:
+        abort("give at most one of --to, --to-source-offset", EXIT_INPUT)
+    return snap.offset_of_source(to_source_offset)
+
+
+def emit(report, fmt: Format, out_file: Path | None, *, title: str) -> None:
+    """Print or write ``report`` in ``fmt``; exit 1 when its verdict is fail."""
+    import msgspec
+
+    doc = msgspec.json.encode(report) + b"\n"
+    if fmt is Format.html:
+        from kraftlake.replay.html import render
+
+        page = render(report, title=title).encode()
+        if out_file is not None:
+            out_file.write_bytes(page)
+            err.print(f"{report.verdict.upper()}: HTML report in {out_file}")
         else:
-            if out_file is not None:
-                out_file.write_bytes(doc)
-            _summary(report)
-        if report.verdict == "fail":
-            raise typer.Exit(EXIT_FAILED)
+            write_bytes(page)
+    elif fmt is Format.json:
+        if out_file is not None:
+            out_file.write_bytes(doc)
+        write_bytes(doc)
+    else:
+        if out_file is not None:
+            out_file.write_bytes(doc)
+        _summary(report)
+    if report.verdict == "fail":
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _summary(report) -> None:

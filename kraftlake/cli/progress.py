@@ -38,3 +38,43 @@ def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None
     ) as bar:  # fmt: skip
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextmanager
+def spark_progress(spark) -> Iterator[Callable[[str], None]]:
+    """Yields a callback naming the audit's current step; on a terminal, a line on stderr shows
+    it with the tasks of Spark's active stages (polled from its status tracker), else each step
+    is logged."""
+    import threading
+
+    import structlog
+
+    if not err.is_terminal:
+        logger = structlog.get_logger("kraftlake.spark")
+        yield lambda name: logger.info("spark.step", step=name)
+        return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    tracker = spark.sparkContext.statusTracker()
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[tasks]}"),
+        TimeElapsedColumn(), console=err, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("starting", total=None, tasks="")
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(0.5):
+                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+                stages = [s for s in stages if s is not None]
+                done, total = sum(s.numCompletedTasks for s in stages), sum(s.numTasks for s in stages)
+                text = f"{done}/{total} tasks, {len(stages)} stage(s)" if stages else ""
+                bar.update(task, completed=done, total=total or None, tasks=text)
+
+        thread = threading.Thread(target=poll, name="spark-progress", daemon=True)
+        thread.start()
+        try:
+            yield lambda name: bar.update(task, description=name)
+        finally:
+            stop.set()
+            thread.join()
