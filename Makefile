@@ -54,6 +54,8 @@ demo: $(VENV)/.installed java
 	@echo "--- 3. audits (exit 0 = pass, 1 = violations):"
 	$(BIN)/kraftlake audit .demo/correct; echo "exit code $$?"
 	$(BIN)/kraftlake audit .demo/buggy; echo "exit code $$?"
+	@echo "--- the same audit on Spark (local session; --master URL for a cluster): the same report"
+	$(BIN)/kraftlake spark-audit .demo/buggy; echo "exit code $$?"
 	@$(BIN)/kraftlake audit .demo/correct --format html --out .demo/correct.html; \
 	 $(BIN)/kraftlake audit .demo/buggy --format html --out .demo/buggy.html; \
 	 echo "HTML reports: .demo/correct.html .demo/buggy.html"
@@ -67,10 +69,13 @@ demo: $(VENV)/.installed java
 test: $(VENV)/.installed java
 	$(BIN)/python -m pytest -q
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed java
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/append.py
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/audit.py
+	$(BIN)/python bench/import.py
+	$(BIN)/python bench/spark_audit.py
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .hypothesis

@@ -299,9 +299,12 @@ def k7_violations(spark, timeline, removals: list[tuple[int, int, str]]) -> list
 # -- K8, K9: a few partition states back on the driver ---------------------------------------------
 
 
-def unassigned_deltas(timeline) -> list[tuple[int, int, int]]:
-    """(offset, broker, +1/-1): where a broker gains or loses a replica in UNASSIGNED (a
-    partition's change, or its topic's removal)."""
+def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(offset, broker, count): the number of a broker's replicas in UNASSIGNED where K8 is
+    checked: where it goes from zero to some or back, and at each of the broker's records
+    (``broker_events``), from the gains and losses of each partition's changes and its topic's
+    removal, counted per broker in Spark."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     def unassigned(replicas, dirs):
@@ -316,20 +319,25 @@ def unassigned_deltas(timeline) -> list[tuple[int, int, int]]:
     lost = t.select("offset", F.explode(F.array_except("old_u", "u")).alias("broker"), F.lit(-1).alias("step"))
     removed = t.where(F.col("removed").isNotNull() & (F.col("end") == F.col("removed"))).select(
         F.col("removed").alias("offset"), F.explode("u").alias("broker"), F.lit(-1).alias("step"))
-    return sorted((r[0], r[1], r[2]) for r in gained.unionByName(lost).unionByName(removed).collect())
+    steps = gained.unionByName(lost).unionByName(removed).groupBy("broker", "offset").agg(F.sum("step").alias("step"))
+    events = spark.createDataFrame(broker_events or [(-1, -1)], "offset long, broker int")
+    steps = steps.withColumn("event", F.lit(False)).unionByName(events.select("broker", "offset", F.lit(0).cast("long").alias("step"),
+                                                                             F.lit(True).alias("event")))  # fmt: skip
+    w = Window.partitionBy("broker").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+    counts = steps.withColumn("after", F.sum("step").over(w))
+    wanted = counts.where(F.col("event") | ((F.col("after") == 0) != (F.col("after") - F.col("step") == 0)))
+    return sorted((r["offset"], r["broker"], r["after"]) for r in wanted.select("offset", "broker", "after").collect())
 
 
-def k8_candidates(plane: ControlPlane, deltas: list[tuple[int, int, int]]) -> list[dict]:
+def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[dict]:
     """K8 (a warning) as candidate intervals: a multi-directory broker unfenced while any of its
     replicas is UNASSIGNED, checked where the local audit checks it (each broker record it
     applied, each count crossing zero)."""
     events: list[tuple[int, int, int, object]] = []  # (offset, broker, kind, payload)
     for s in plane.segments:
         events.append((s.start, s.broker, 0, s.registration))
-    for offset, broker in plane.broker_events:
-        events.append((offset, broker, 1, None))
-    for offset, broker, step in deltas:
-        events.append((offset, broker, 2, step))
+    for offset, broker, n in counts:
+        events.append((offset, broker, 1, n))
     events.sort(key=lambda e: (e[0], e[1], e[2]))
     reg: dict[int, object] = {}
     count: dict[int, int] = {}
@@ -339,11 +347,7 @@ def k8_candidates(plane: ControlPlane, deltas: list[tuple[int, int, int]]) -> li
         if kind == 0:
             reg[b] = payload
             continue
-        if kind == 2:
-            before = count.get(b, 0)
-            count[b] = before + payload
-            if (before == 0) == (count[b] == 0):
-                continue
+        count[b] = payload
         r, n = reg.get(b), count.get(b, 0)
         bad = None
         if r is not None and not r.fenced and len(r.log_dirs) >= 2 and n > 0:
@@ -357,52 +361,55 @@ def k8_candidates(plane: ControlPlane, deltas: list[tuple[int, int, int]]) -> li
     return out
 
 
-def k9_candidates(spark, timeline, plane: ControlPlane) -> list[dict]:
-    """K9 as candidate intervals: a replica directory its broker reported (and the controller
-    accepted) that the partition does not record, until a change records it or moves the
-    replica away. Only the partitions named in requests come back from Spark."""
+def k9_candidates(spark, df, timeline, plane: ControlPlane) -> list[dict]:
+    """K9 as candidate intervals, in DataFrame code: a replica directory its broker reported
+    (and the controller accepted) that the partition does not record, until a change records it
+    or moves the replica away. A report that disagrees with the partition at its offset is
+    *effective*; it holds until the first state in which the replica is recorded there or is
+    gone, or until the next effective report of the same replica (which then continues the
+    same wrong interval with its own directory, as the local audit's pending map does)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if not plane.assignments:
+    if not plane.accepted_assignments:
         return []
-    keys = sorted({f"partition/{t}/{p}" for _, _, _, t, p, _ in plane.assignments})
-    wanted = spark.createDataFrame([(k,) for k in keys], f"{KEY} string")
-    rows = timeline.join(F.broadcast(wanted), KEY).select("offset", "end", "topic_id", "partition_id", "replicas", "dirs").collect()
-    events: list[tuple[int, int, tuple]] = [(r["offset"], 1, ("row", r)) for r in rows]
-    events += [(a[0], 0, ("ask", a)) for a in plane.assignments]
-    events.sort(key=lambda e: (e[0], e[1]))
-    state: dict[tuple[str, int], object] = {}
-    pending: dict[tuple[str, int], dict[int, str]] = {}
-    open_: dict[str, tuple[int, str]] = {}
+    accepted = spark.createDataFrame([(o,) for o in plane.accepted_assignments], "offset long")
+    req = df.where(F.col("type") == "AssignReplicasToDirsRequest").join(F.broadcast(accepted), "offset").select(
+        F.col("offset").alias("at"), F.col("assign_replicas_to_dirs_request.broker_id").alias("broker"),
+        F.posexplode("assign_replicas_to_dirs_request.directories").alias("dpos", "d"))
+    req = req.select("at", "broker", "dpos", F.col("d.id").alias("reported"), F.posexplode("d.topics").alias("tpos", "tp"))
+    asks = req.select(
+        "at", "broker", "reported", F.concat(F.lit("partition/"), F.col("tp.topic_id"), F.lit("/")).alias("prefix"),
+        (F.col("dpos") * 1_000_000 + F.col("tpos") * 1_000).alias("pos0"), F.posexplode("tp.partitions").alias("ppos", "pid"),
+    ).select(
+        "at", "broker", "reported", F.concat("prefix", F.col("pid").cast("string")).alias(KEY),
+        (F.col("pos0") + F.col("ppos")).alias("seq"),
+    )  # the order the local audit walks a request in: directories, topics, partitions
+    rows = timeline.select(KEY, "offset", "end", "replicas", "dirs")
+
+    def dir_of(b):
+        return F.when(F.array_contains("replicas", b), F.try_element_at("dirs", F.array_position("replicas", b).cast("int")))
+
+    at = asks.join(rows, KEY).where((F.col("offset") <= F.col("at")) & (F.col("end").isNull() | (F.col("at") < F.col("end"))))
+    effective = at.select(KEY, "seq", "at", "broker", "reported", dir_of(F.col("broker")).alias("recorded")).where(
+        F.col("recorded").isNotNull() & (F.col("recorded") != F.col("reported")))
+    wr = Window.partitionBy(KEY, "broker").orderBy("at", "seq")
+    effective = effective.withColumn("next_at", F.lead("at").over(wr))
+    later = effective.join(rows, KEY).where(
+        (F.col("offset") > F.col("at")) & (F.col("next_at").isNull() | (F.col("offset") < F.col("next_at")))
+        & (~F.array_contains("replicas", F.col("broker")) | (dir_of(F.col("broker")) == F.col("reported"))))
+    fixes = later.groupBy(KEY, "broker", "at", "seq").agg(F.min("offset").alias("fix"))
+    e = effective.join(fixes, [KEY, "broker", "at", "seq"], "left")
+    e = e.withColumn("starts", F.coalesce(F.lag("fix").over(wr).isNotNull(), F.lit(True)).cast("int"))
+    e = e.withColumn("island", F.sum("starts").over(wr.rowsBetween(Window.unboundedPreceding, 0)))
+    runs = e.groupBy(KEY, "broker", "island").agg(
+        F.min(F.struct("at", "seq", "reported", "recorded")).alias("first"), F.max(F.struct("at", "seq", "fix")).alias("last"))
     out = []
-    for offset, _, (kind, x) in events:
-        if kind == "row":
-            tp = (x["topic_id"], x["partition_id"])
-            state[tp] = x
-            waiting = pending.get(tp)
-            if not waiting:
-                continue
-            where = dict(zip(x["replicas"], x["dirs"]))
-            for b, d in list(waiting.items()):
-                if b not in where or where[b] == d:
-                    del waiting[b]
-                    entity = f"replica/{tp[0]}/{tp[1]}/{b}"
-                    if entity in open_:
-                        first, message = open_.pop(entity)
-                        out.append({"invariant": "K9", "entity": entity, "first_offset": first, "message": message, "fixed_by": offset})
-            continue
-        _, _, b, topic, pid, d = x
-        row = state.get((topic, pid))
-        if row is None or (row["end"] is not None and row["end"] <= offset):
-            continue
-        where = dict(zip(row["replicas"], row["dirs"]))
-        if b not in where or where[b] == d:
-            continue
-        pending.setdefault((topic, pid), {})[b] = d
-        entity = f"replica/{topic}/{pid}/{b}"
-        if entity not in open_:
-            open_[entity] = (offset, f"broker {b} reported it in {d}; recorded in {where[b]}")
-    out += [{"invariant": "K9", "entity": e, "first_offset": f, "message": m, "fixed_by": None} for e, (f, m) in open_.items()]
+    for r in runs.collect():
+        entity = f"replica/{r[KEY].removeprefix('partition/')}/{r['broker']}"
+        f = r["first"]
+        out.append({"invariant": "K9", "entity": entity, "first_offset": f["at"], "fixed_by": r["last"]["fix"],
+                    "message": f"broker {r['broker']} reported it in {f['reported']}; recorded in {f['recorded']}"})  # fmt: skip
     return out
 
 
@@ -489,8 +496,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     tell("replaying brokers, topics and observations on the driver")
     plane = replay_control_plane(_control_records(df), config)
     tell("forward-filling partition states")
-    timeline, refused = partition_timeline(df, topic_lives(spark, plane.topics))
-    timeline = timeline.persist()
+    timeline, refused, cached = partition_timeline(df, topic_lives(spark, plane.topics))
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
     candidates: list[dict] = [
         {"invariant": v.invariant, "entity": v.entity, "first_offset": v.first_offset, "message": v.message,
@@ -510,8 +516,8 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     tell("K7: directory removals")
     found += k7_violations(spark, timeline, plane.dir_removals)
     tell("K8/K9: UNASSIGNED replicas and reported directories")
-    candidates += k8_candidates(plane, unassigned_deltas(timeline))
-    candidates += k9_candidates(spark, timeline, plane)
+    candidates += k8_candidates(plane, unassigned_counts(spark, timeline, plane.broker_events))
+    candidates += k9_candidates(spark, df, timeline, plane)
     tell("holding graced states to the grace")
     found += held_to_grace(spark, df, candidates, config, last if last is not None else -1)
     tell("state hash")
@@ -519,7 +525,8 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     for p in _final_partitions(timeline):
         view.partitions.setdefault(p.topic_id, {})[p.partition_id] = p
     counts = timeline.agg(F.count("*").alias("rows"), F.count("old_replicas").alias("changes")).first()
-    timeline.unpersist()
+    for c in cached:
+        c.unpersist()
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
     report = _report(config, found, plane, n, first, last, view.state_hash(), counts)
     log.info("spark.audit", records=n, violations=len(found), seconds=round(time.perf_counter() - started, 2))

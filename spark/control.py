@@ -62,8 +62,9 @@ class ControlPlane:
     """(topic id, created at, removed at or None) per lifetime."""
     dir_removals: list[tuple[int, int, str]] = field(default_factory=list)
     """(offset, broker, directory) per directory a BrokerRegistrationChange took away."""
-    assignments: list[tuple[int, int | None, int, str, int, str]] = field(default_factory=list)
-    """(offset, ts, broker, topic, partition, directory) the controller accepts (K9)."""
+    accepted_assignments: list[int] = field(default_factory=list)
+    """Offsets of the AssignReplicasToDirsRequests the controller accepts (registered broker,
+    current epoch): K9 holds the partitions to what they report."""
     mv_levels: list[tuple[int, int]] = field(default_factory=list)
     """(offset, metadata.version in force after it) wherever it changed."""
     records: int = 0
@@ -84,10 +85,7 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
         if cls is AssignReplicasToDirsRequest:
             reg = view.brokers.get(r.broker_id)
             if reg is not None and reg.epoch == r.broker_epoch:
-                for d in r.directories:
-                    for tp in d.topics:
-                        for pid in tp.partitions:
-                            plane.assignments.append((r.offset, r.ts_ms, r.broker_id, tp.topic_id, pid, d.id))
+                plane.accepted_assignments.append(r.offset)
         brokers_before = dict(view.brokers) if cls is AbortTransaction else None
         topics_before = set(view.topics) if cls in (Topic, RemoveTopic, AbortTransaction) else None
         before = view.brokers.get(broker) if broker is not None else None

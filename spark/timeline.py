@@ -38,17 +38,60 @@ def _list(col):
     return F.concat(F.lit("["), F.array_join(col, ", "), F.lit("]"))
 
 
+TIMELINE_COLUMNS = (
+    "offset", KEY, "type", "ts_ms", "topic_id", "partition_id", "life", "removed", "end", "sets_leader",
+    "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch", "removing_replicas", "adding_replicas",
+    "leader_recovery_state", "eligible_leader_replicas", "last_known_elr",
+    "old_replicas", "old_isr", "old_leader", "old_dirs", "old_leader_epoch", "old_partition_epoch",
+)  # fmt: skip
+REFUSED_COLUMNS = ("invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence")
+
+
 def partition_timeline(df, lives):
-    """``(timeline, refused)`` for a log DataFrame (``read_log``) and its topic lifetimes.
+    """``(timeline, refused, cached)`` for a log DataFrame (``read_log``) and its topic lifetimes.
 
     ``timeline``: one row per applied partition record: offset, key, topic_id, partition_id,
     type, ts_ms, ``end`` (the offset where this state stops: the partition's next record, the
     topic's removal, or null), the state (leader, isr, replicas, dirs, leader_epoch,
     partition_epoch and the other fields of the registration) and the state before (``old_*``,
     null for a new partition). ``refused``: violations (invariant, severity, entity,
-    first_offset, last_offset, message, evidence) of the records left out.
+    first_offset, last_offset, message, evidence) of the records left out. ``cached``: the
+    DataFrames persisted on the way (``unpersist`` them when done).
+
+    Every partition goes through one pass of two window operators (``_one_pass``); the few
+    whose history needs more (a refused change in the middle, a change of replicas without
+    directories, a change before the partition) are recomputed step by step (``_careful``).
     """
-    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = _rows(df, lives)
+    fast = _one_pass(rows).persist()
+    slow = [tuple(r) for r in fast.where("slow").select(KEY, "life").distinct().collect()]
+    refused_topic = fast.where(F.col("life") == -1).select(*_refused_columns())
+    timeline = fast.where((F.col("life") != -1) & ~F.col("slow"))
+    if not slow:
+        return timeline.select(*TIMELINE_COLUMNS), refused_topic, [fast]
+    keys = rows.sparkSession.createDataFrame(slow, f"{KEY} string, life long")
+    careful, refused = _careful(rows.join(F.broadcast(keys), [KEY, "life"], "left_semi"))
+    timeline = timeline.join(F.broadcast(keys), [KEY, "life"], "left_anti").select(*TIMELINE_COLUMNS)
+    timeline = timeline.unionByName(careful.select(*TIMELINE_COLUMNS)).persist()
+    return timeline, refused_topic.unionByName(refused), [fast, timeline]
+
+
+def _refused_columns():
+    from pyspark.sql import functions as F
+
+    return (
+        F.when(F.col("refusal").startswith("R-REPLAY-DIRECTORIES"), F.lit("K2")).otherwise(F.lit("L3")).alias("invariant"),
+        F.lit("error").alias("severity"), F.col(KEY).alias("entity"), F.col("offset").alias("first_offset"),
+        F.col("offset").alias("last_offset"), F.concat("refusal", F.lit(" (record skipped)")).alias("message"),
+        F.array("offset").alias("evidence"),
+    )  # fmt: skip
+
+
+def _rows(df, lives):
+    """The partition records' own fields (``set_*``: null = unchanged) and their topic's
+    lifetime (``life``: its creation offset; -1 when the topic does not exist)."""
     from pyspark.sql import functions as F
 
     p, c = F.col("partition"), F.col("partition_change")
@@ -80,48 +123,122 @@ def partition_timeline(df, lives):
         & (lives["removed"].isNull() | (rows["offset"] < lives["removed"])),
         "left",
     ).drop("life_topic")  # fmt: skip
+    return rows.withColumn("life", F.coalesce("life", F.lit(-1)))
+
+
+def _dirs_message(assign_brokers, replicas):
+    """R-REPLAY-DIRECTORIES' message when an assignment does not fit ``replicas`` (else null)."""
+    from pyspark.sql import functions as F
+
+    n_assign, n_replicas = F.size(assign_brokers), F.size(replicas)
+    at = F.try_element_at  # 1-based, null when out of range (ANSI mode would raise on [i])
+    mismatch = F.filter(F.sequence(F.lit(1), F.greatest(n_assign, F.lit(1))), lambda i: at(assign_brokers, i) != at(replicas, i))
+    first = at(mismatch, F.lit(1))
+    return (
+        F.when(n_assign != n_replicas,
+               F.concat(F.lit("`assignment` has "), n_assign.cast("string"), F.lit(" entries for "), n_replicas.cast("string"),
+                        F.lit(" replicas "), _list(replicas)))
+        .when(F.size(mismatch) > 0,
+              F.concat(F.lit("`assignment` entry "), (first - 1).cast("string"), F.lit(" is broker "),
+                       at(assign_brokers, first).cast("string"), F.lit(", replica "), (first - 1).cast("string"),
+                       F.lit(" is "), at(replicas, first).cast("string")))
+    )  # fmt: skip
+
+
+def _explicit_dirs():
+    """The directories a record names: its assignment's, or a PartitionRecord's MIGRATING."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col("assign_dirs").isNotNull(), F.col("assign_dirs")).when(
+        F.col("type") == "Partition", F.array_repeat(F.lit(MIGRATING), F.size("set_replicas"))
+    )
+
+
+def _one_pass(rows):
+    """Every partition's states in two window operators (one sort). Right for a partition whose
+    first record is a PartitionRecord, whose changes of replicas name directories, and whose
+    changes the reducer all applies; ``slow`` marks the rows of a partition that is not."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     w = Window.partitionBy(KEY, "life").orderBy("offset")
     upto = w.rowsBetween(Window.unboundedPreceding, 0)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    is_record = F.col("type") == "Partition"
+    change = ~is_record
+    explicit = _explicit_dirs()
+    t = rows.select(
+        "*",
+        F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
+        *[F.last(f"set_{c}", ignorenulls=True).over(upto).alias(c) for c in ("replicas", "isr", "leader")],
+        *[F.last(f"set_{c}", ignorenulls=True).over(before).alias(f"old_{c}") for c in ("replicas", "isr", "leader")],
+        *[F.last(f"set_{a}", ignorenulls=True).over(upto).alias(c) for a, c in (
+            ("removing", "removing_replicas"), ("adding", "adding_replicas"), ("lrs", "leader_recovery_state"),
+            ("elr", "eligible_leader_replicas"), ("lkelr", "last_known_elr"))],
+        F.last(explicit, ignorenulls=True).over(upto).alias("dirs"),
+        F.last(explicit, ignorenulls=True).over(before).alias("old_dirs"),
+        F.sum(F.coalesce("sets_leader", F.lit(0))).over(upto).alias("n_leader"),
+        F.sum(change.cast("int")).over(upto).alias("n_change"),
+        F.max((change & F.col("set_replicas").isNotNull() & F.col("assign_dirs").isNull()).cast("int")).over(whole).alias("folds"),
+        F.first("type").over(whole).alias("first_type"),
+        F.lead("offset").over(w).alias("next_offset"),
+    )  # fmt: skip
+    # Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
+    # leader (leader epoch), R-EPOCH-1/2: the running count, corrected at each PartitionRecord.
+    le_fix = F.when(is_record, F.col("base_leader_epoch") - F.col("n_leader"))
+    pe_fix = F.when(is_record, F.col("base_partition_epoch") - F.col("n_change"))
+    t = t.select(
+        "*",
+        (F.last(le_fix, ignorenulls=True).over(upto) + F.col("n_leader")).alias("leader_epoch"),
+        (F.last(pe_fix, ignorenulls=True).over(upto) + F.col("n_change")).alias("partition_epoch"),
+        (F.last(le_fix, ignorenulls=True).over(before) + F.col("n_leader")).alias("le_before_record"),
+        (F.last(pe_fix, ignorenulls=True).over(before) + F.col("n_change")).alias("pe_before_record"),
+    )
+    k2 = change & F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull()
+    refusal = (
+        F.when(F.col("life") == -1, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist")))
+        .when(F.col("segment").isNull(), F.concat(F.lit("R-REPLAY-PARTITION: partition "), F.col("partition_id").cast("string"),
+                                                  F.lit(" does not exist")))
+        .when(k2, F.concat(F.lit("R-REPLAY-DIRECTORIES: "), _dirs_message(F.col("assign_brokers"), F.col("old_replicas"))))
+    )  # fmt: skip
+    return t.select(
+        "*",
+        F.when(is_record, F.col("le_before_record")).otherwise(F.col("leader_epoch") - F.col("sets_leader")).alias("old_leader_epoch"),
+        F.when(is_record, F.col("pe_before_record")).otherwise(F.col("partition_epoch") - 1).alias("old_partition_epoch"),
+        F.coalesce("next_offset", "removed").alias("end"),
+        refusal.alias("refusal"),
+        ((F.col("life") != -1) & ((F.col("folds") == 1) | (F.col("first_type") != "Partition") | refusal.isNotNull())).alias("slow"),
+    )  # fmt: skip
+
+
+def _careful(rows):
+    """``(timeline, refused)`` step by step: the records the reducer refuses are left out
+    before the state is filled, and directories are folded per replica where they must be."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(KEY, "life").orderBy("offset")
+    upto = w.rowsBetween(Window.unboundedPreceding, 0)
+    is_record = F.col("type") == "Partition"
     rows = rows.select(
         "*",
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         F.last("set_replicas", ignorenulls=True).over(upto).alias("replicas"),
     )
-    # A change's assignment without replicas is held to the replicas in force (R-REPLAY-DIRECTORIES).
-    n_assign, n_replicas = F.size("assign_brokers"), F.size("replicas")
-    at = F.try_element_at  # 1-based, null when out of range (ANSI mode would raise on [i])
-    mismatch = F.filter(F.sequence(F.lit(1), F.greatest(n_assign, F.lit(1))),
-                        lambda i: at("assign_brokers", i) != at("replicas", i))  # fmt: skip
-    first = at(mismatch, F.lit(1))
-    bad_dirs = (
-        F.when(n_assign != n_replicas,
-               F.concat(F.lit("`assignment` has "), n_assign.cast("string"), F.lit(" entries for "), n_replicas.cast("string"),
-                        F.lit(" replicas "), _list(F.col("replicas"))))
-        .when(F.size(mismatch) > 0,
-              F.concat(F.lit("`assignment` entry "), (first - 1).cast("string"), F.lit(" is broker "),
-                       at("assign_brokers", first).cast("string"), F.lit(", replica "), (first - 1).cast("string"),
-                       F.lit(" is "), at("replicas", first).cast("string")))
-    )  # fmt: skip
     why = (
-        F.when(F.col("life").isNull(), F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist")))
+        F.when(F.col("life") == -1, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist")))
         .when(F.col("segment").isNull(), F.concat(F.lit("R-REPLAY-PARTITION: partition "), F.col("partition_id").cast("string"),
                                                   F.lit(" does not exist")))
         .when(F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull(),
-              F.concat(F.lit("R-REPLAY-DIRECTORIES: "), bad_dirs))
+              F.concat(F.lit("R-REPLAY-DIRECTORIES: "), _dirs_message(F.col("assign_brokers"), F.col("replicas"))))
     )  # fmt: skip
     rows = rows.withColumn("refusal", why)
-    refused = rows.where(F.col("refusal").isNotNull()).select(
-        F.when(F.col("refusal").startswith("R-REPLAY-DIRECTORIES"), F.lit("K2")).otherwise(F.lit("L3")).alias("invariant"),
-        F.lit("error").alias("severity"), F.col(KEY).alias("entity"), F.col("offset").alias("first_offset"),
-        F.col("offset").alias("last_offset"), F.concat("refusal", F.lit(" (record skipped)")).alias("message"),
-        F.array("offset").alias("evidence"),
-    )  # fmt: skip
+    refused = rows.where(F.col("refusal").isNotNull()).select(*_refused_columns())
 
     kept = rows.where(F.col("refusal").isNull())
     change = ~is_record
-    explicit = F.when(F.col("assign_dirs").isNotNull(), F.col("assign_dirs")).when(
-        is_record, F.array_repeat(F.lit(MIGRATING), F.size("set_replicas"))
-    )
+    explicit = _explicit_dirs()
     t = kept.select(
         "offset", KEY, "type", "ts_ms", "topic_id", "partition_id", "life", "removed", "segment", "replicas",
         "set_replicas", "sets_leader",
@@ -150,16 +267,11 @@ def partition_timeline(df, lives):
          - F.last(F.when(is_record, F.col("n_change")), ignorenulls=True).over(upto)).alias("partition_epoch"),
         F.coalesce("next_offset", "removed").alias("end"),
     )  # fmt: skip
-    if _any(t, F.col("folds_dirs") == 1):
-        t = _with_folded_dirs(t)
+    t = _with_folded_dirs(t)
     t = t.select(
         "*", *[F.lag(col).over(w).alias(f"old_{col}") for col in ("isr", "replicas", "leader", "leader_epoch", "partition_epoch", "dirs")]
     )  # fmt: skip
     return t.drop("base_le", "base_pe", "n_leader", "n_change", "next_offset", "explicit_dirs"), refused
-
-
-def _any(df, cond) -> bool:
-    return bool(df.where(cond).limit(1).count())
 
 
 def _with_folded_dirs(t):

@@ -157,3 +157,17 @@ def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
     cut = runner.invoke(app, ["spark-audit", str(log.path), "--to", "5", "--format", "json"])
     assert cut.exit_code == 0 and json.loads(cut.stdout)["last_offset"] == 5
     assert runner.invoke(app, ["spark-audit", str(log.path), "--version", "0", "--timestamp", "2026-01-01"]).exit_code == 2
+
+
+def test_spark_and_local_agree_where_k6_k8_and_k9_abound(spark, tmp_path):
+    """A JBOD cluster whose controller acknowledges directory reports without recording them:
+    hundreds of K9 intervals, K8 warnings whose messages carry the count at each broker record,
+    K6 with no grace at all."""
+    cfg = WorkloadConfig(brokers=6, dirs_per_broker=4, topics=3, partitions=30, seed=5, bug="skip-dir-assignment",
+                         faults=("broker-crash", "controlled-shutdown", "dir-failure", "reassign"))  # fmt: skip
+    log = Log.create(tmp_path / "log")
+    log.append([r for batch in generate(cfg, records=3000) for r in batch])
+    local, remote = _both(spark, log, AuditConfig(grace_records=0, grace_ms=0))
+    _same(local, remote)
+    found = {i.id: i.violations for i in remote.invariants}
+    assert found["K9"] > 50 and found["K8"] > 20 and found["K6"] > 20
