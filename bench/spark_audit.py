@@ -118,6 +118,7 @@ def main() -> None:
     p.add_argument("--records", default="1000000", help="comma-separated history lengths")
     p.add_argument("--brokers", type=int, default=1000)
     p.add_argument("--partitions", type=int, default=100_000)
+    p.add_argument("--shards", type=int, default=1, help="generate each history in N shards, in parallel (bench/replay.py --shards)")
     p.add_argument("--phase", choices=["spark", "local", "duckdb"], help=argparse.SUPPRESS)
     p.add_argument("--what", choices=["audit", "k1"], default="audit", help=argparse.SUPPRESS)
     p.add_argument("--cores", type=int, default=1, help=argparse.SUPPRESS)
@@ -141,7 +142,7 @@ def main() -> None:
     for col in ("records", "what", "engine", "seconds", "records/s", "vs local", "vs DuckDB", "session start", "peak RSS", "violations"):
         table.add_column(col, justify="right")
     for n in [int(x) for x in args.records.split(",")]:
-        with generated_log(n, brokers=args.brokers, partitions=args.partitions, console=console) as log:
+        with generated_log(n, brokers=args.brokers, partitions=args.partitions, shards=args.shards, console=console) as log:
             with console.status("local audit"):
                 local = _run("--phase", "local", "--log", log)
             local_rate = local["records"] / local["seconds"]

@@ -9,10 +9,13 @@ and the placement seeds from the log offsets. The benchmark and the simulator dr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+import msgspec
 
 from kraftlake.records.base import Record
 from kraftlake.records.kraft import FeatureLevel, NoOp
@@ -50,6 +53,10 @@ class WorkloadConfig:
     """Which faults the cluster lives through (see ``FAULTS``)."""
     bug: str | None = None
     """A faulty decider from ``statemachine.kraft.bugs`` in place of the correct one."""
+    first_broker: int = 0
+    """Broker ids are first_broker .. first_broker + brokers - 1 (shards of one history differ)."""
+    topic_prefix: str = "topic"
+    """Topics are named ``<topic_prefix>-<i>``."""
     start_ms: int = 1_700_000_000_000
     step_ms: int = 200
     """Simulated time: records of one controller operation share a time; each operation is
@@ -269,17 +276,18 @@ class Cluster:
     def bootstrap(self) -> None:
         cfg = self.config
         self.controller.append([FeatureLevel(name="metadata.version", feature_level=cfg.metadata_version)])
-        for b in range(cfg.brokers):
+        brokers = range(cfg.first_broker, cfg.first_broker + cfg.brokers)
+        for b in brokers:
             self.dirs[b] = [self.new_dir(b) for _ in range(cfg.dirs_per_broker)]
             self.register(b)
-        weights = {b: sum(self.free[d] for d in self.dirs[b]) // 1_000_000 for b in range(cfg.brokers)}
+        weights = {b: sum(self.free[d] for d in self.dirs[b]) // 1_000_000 for b in brokers}
         per_topic = max(1, cfg.partitions // cfg.topics)
         for t in range(cfg.topics):
             d = self.run(
-                c.CreateTopic(name=f"topic-{t}", partitions=per_topic, replication_factor=cfg.replication_factor, broker_weights=weights)
+                c.CreateTopic(name=f"{cfg.topic_prefix}-{t}", partitions=per_topic, replication_factor=cfg.replication_factor, broker_weights=weights)
             )
             assert d.reply.error_code == 0, d.reply
-        for b in range(cfg.brokers):
+        for b in brokers:
             self.assign_unassigned(b)
 
     def step(self) -> None:
@@ -330,3 +338,35 @@ def generate(config: WorkloadConfig, *, records: int) -> Iterator[list[Record]]:
         batch = drain()
         if batch:
             yield batch
+
+
+def shard_config(config: WorkloadConfig, shard: int, shards: int) -> WorkloadConfig:
+    """Shard ``shard`` of ``shards`` of a history too long for one process: its own part of the
+    cluster (``config.brokers // shards`` brokers with ids of their own, ``partitions // shards``
+    partitions on topics of their own) and its own seed, drawn from the history's."""
+    if not 0 <= shard < shards:
+        raise ValueError(f"shard must be in 0..{shards - 1}, not {shard}")
+    brokers = max(config.replication_factor, config.brokers // shards)
+    seed = int.from_bytes(hashlib.sha256(f"shard:{config.seed}:{shard}:{shards}".encode()).digest()[:8], "big")
+    return dataclasses.replace(
+        config, brokers=brokers, first_broker=config.first_broker + shard * brokers,
+        partitions=max(1, config.partitions // shards), topics=max(1, config.topics // shards),
+        topic_prefix=f"{config.topic_prefix}-s{shard}", seed=seed,
+    )  # fmt: skip
+
+
+def sharded(shards: Iterator[list[Record]], *, start_ms: int, step_ms: int) -> Iterator[list[Record]]:
+    """One history from shards generated apart (each from offset 0, in ``shard_config``), laid
+    end to end: offsets follow on, and times are redrawn so that they never go back (each
+    shard's operations keep their order and their shared times)."""
+    offset, op, last_ts = 0, -1, None
+    replace = msgspec.structs.replace
+    for batch in shards:
+        out = []
+        for r in batch:
+            if r.ts_ms != last_ts or r.offset == 0:
+                op += 1
+                last_ts = r.ts_ms
+            out.append(replace(r, offset=offset, ts_ms=start_ms + op * step_ms))
+            offset += 1
+        yield out
