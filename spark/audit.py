@@ -34,8 +34,8 @@ from kraftlake.replay.invariants import BY_ID, CATALOGUE, SEVERITIES
 from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from .control import PARTITION_TYPES, ControlPlane, replay_control_plane
-from .timeline import KEY, _list, partition_timeline, topic_lives
+from .control import ControlPlane, replay_control_plane
+from .timeline import KEY, PARTITION_TYPES, _list, partition_timeline, topic_lives
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +67,13 @@ def _entity():
     from pyspark.sql import functions as F
 
     return F.concat(F.lit("partition/"), "topic_id", F.lit("/"), F.col("partition_id").cast("string"))
+
+
+def _dir_of(b):
+    """The directory of replica ``b`` in a partition state (null when ``b`` is not a replica)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.array_contains("replicas", b), F.try_element_at("dirs", F.array_position("replicas", b).cast("int")))
 
 
 def _violation(inv: str, entity: str, first: int, message: str, fixed_by: int | None) -> Violation:
@@ -195,15 +202,12 @@ def _members(timeline):
     standing left out."""
     from pyspark.sql import functions as F
 
-    def dir_of(b):
-        return F.when(F.array_contains("replicas", b), F.try_element_at("dirs", F.array_position("replicas", b).cast("int")))
-
     base = [KEY, "life", "offset", "end"]
     leaders = timeline.where(F.col("leader") != -1).select(
-        *base, F.lit(0).alias("pos"), F.col("leader").alias("broker"), dir_of(F.col("leader")).alias("dir"))
+        *base, F.lit(0).alias("pos"), F.col("leader").alias("broker"), _dir_of(F.col("leader")).alias("dir"))
     isr = timeline.where(~((F.size("isr") == 1) & (F.col("leader") == -1))).select(
         *base, "replicas", "dirs", F.posexplode("isr").alias("pos", "broker"))
-    isr = isr.select(*base, "pos", "broker", dir_of(F.col("broker")).alias("dir")).where(F.col("dir").isNotNull())
+    isr = isr.select(*base, "pos", "broker", _dir_of(F.col("broker")).alias("dir")).where(F.col("dir").isNotNull())
     return leaders, isr  # fmt: skip
 
 
@@ -260,7 +264,7 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known) -> list[dict]:
         F.transform("k5", lambda m: F.concat(m["broker"].cast("string"), F.lit(" on "), m["dir"])), ", ")))
     w = Window.partitionBy(KEY, "life").orderBy("t")
     states = agg.select(
-        F.regexp_replace(KEY, "^partition/", "partition/").alias("entity"), "life", F.col("t").alias("offset"),
+        F.col(KEY).alias("entity"), "life", F.col("t").alias("offset"),
         F.coalesce(F.lead("t").over(w), F.col("row_end")).alias("end"), k4.alias("k4"), k5.alias("k5"),
     ).cache()  # fmt: skip
     out = []
@@ -387,17 +391,14 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane) -> list[dict]:
     )  # the order the local audit walks a request in: directories, topics, partitions
     rows = timeline.select(KEY, "offset", "end", "replicas", "dirs")
 
-    def dir_of(b):
-        return F.when(F.array_contains("replicas", b), F.try_element_at("dirs", F.array_position("replicas", b).cast("int")))
-
     at = asks.join(rows, KEY).where((F.col("offset") <= F.col("at")) & (F.col("end").isNull() | (F.col("at") < F.col("end"))))
-    effective = at.select(KEY, "seq", "at", "broker", "reported", dir_of(F.col("broker")).alias("recorded")).where(
+    effective = at.select(KEY, "seq", "at", "broker", "reported", _dir_of(F.col("broker")).alias("recorded")).where(
         F.col("recorded").isNotNull() & (F.col("recorded") != F.col("reported")))
     wr = Window.partitionBy(KEY, "broker").orderBy("at", "seq")
     effective = effective.withColumn("next_at", F.lead("at").over(wr))
     later = effective.join(rows, KEY).where(
         (F.col("offset") > F.col("at")) & (F.col("next_at").isNull() | (F.col("offset") < F.col("next_at")))
-        & (~F.array_contains("replicas", F.col("broker")) | (dir_of(F.col("broker")) == F.col("reported"))))
+        & (~F.array_contains("replicas", F.col("broker")) | (_dir_of(F.col("broker")) == F.col("reported"))))
     fixes = later.groupBy(KEY, "broker", "at", "seq").agg(F.min("offset").alias("fix"))
     e = effective.join(fixes, [KEY, "broker", "at", "seq"], "left")
     e = e.withColumn("starts", F.coalesce(F.lag("fix").over(wr).isNotNull(), F.lit(True)).cast("int"))
@@ -508,7 +509,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     tell("K1: leader in ISR in replicas")
     found += k1_violations(timeline)
     tell("K3: epochs")
-    found += _instants(k3_violations(timeline, _levels(plane)))
+    found += _instants(k3_violations(timeline, plane.mv_levels))
     tell("K4/K5: leaders and ISR on online brokers and directories")
     referenced = _referenced_dirs(df)
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
@@ -531,10 +532,6 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     report = _report(config, found, plane, n, first, last, view.state_hash(), counts)
     log.info("spark.audit", records=n, violations=len(found), seconds=round(time.perf_counter() - started, 2))
     return report
-
-
-def _levels(plane: ControlPlane) -> list[tuple[int, int]]:
-    return plane.mv_levels
 
 
 def _referenced_dirs(df) -> dict[int, set[str]]:

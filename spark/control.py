@@ -31,9 +31,10 @@ from kraftlake.replay.audit import Audit, AuditConfig, Violation
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1
 from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
 
+from .timeline import PARTITION_TYPES
+
 log = structlog.get_logger(__name__)
 
-PARTITION_TYPES = ("Partition", "PartitionChange")
 _BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
 
 
@@ -67,7 +68,6 @@ class ControlPlane:
     current epoch): K9 holds the partitions to what they report."""
     mv_levels: list[tuple[int, int]] = field(default_factory=list)
     """(offset, metadata.version in force after it) wherever it changed."""
-    records: int = 0
 
 
 def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
@@ -78,7 +78,6 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
     lives: dict[str, int] = {}
     for r in records:
         cls = type(r)
-        plane.records += 1
         broker = None
         if cls in _BROKER_RECORDS:
             broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id

@@ -25,12 +25,6 @@ def topic_lives(spark, lives: list[tuple[str, int, int | None]]):
     return spark.createDataFrame(lives, "life_topic string, life long, removed long")
 
 
-def _entity():
-    from pyspark.sql import functions as F
-
-    return F.concat(F.lit("partition/"), "topic_id", F.lit("/"), F.col("partition_id").cast("string"))
-
-
 def _list(col):
     """Python's ``str(list)`` of an int array column: ``[1, 2]``."""
     from pyspark.sql import functions as F
@@ -154,6 +148,15 @@ def _explicit_dirs():
     )
 
 
+def _other_fields(upto):
+    """The registration's fields no invariant reads (the state hash does), forward-filled."""
+    from pyspark.sql import functions as F
+
+    names = (("removing", "removing_replicas"), ("adding", "adding_replicas"), ("lrs", "leader_recovery_state"),
+             ("elr", "eligible_leader_replicas"), ("lkelr", "last_known_elr"))  # fmt: skip
+    return [F.last(f"set_{a}", ignorenulls=True).over(upto).alias(c) for a, c in names]
+
+
 def _one_pass(rows):
     """Every partition's states in two window operators (one sort). Right for a partition whose
     first record is a PartitionRecord, whose changes of replicas name directories, and whose
@@ -173,9 +176,7 @@ def _one_pass(rows):
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         *[F.last(f"set_{c}", ignorenulls=True).over(upto).alias(c) for c in ("replicas", "isr", "leader")],
         *[F.last(f"set_{c}", ignorenulls=True).over(before).alias(f"old_{c}") for c in ("replicas", "isr", "leader")],
-        *[F.last(f"set_{a}", ignorenulls=True).over(upto).alias(c) for a, c in (
-            ("removing", "removing_replicas"), ("adding", "adding_replicas"), ("lrs", "leader_recovery_state"),
-            ("elr", "eligible_leader_replicas"), ("lkelr", "last_known_elr"))],
+        *_other_fields(upto),
         F.last(explicit, ignorenulls=True).over(upto).alias("dirs"),
         F.last(explicit, ignorenulls=True).over(before).alias("old_dirs"),
         F.sum(F.coalesce("sets_leader", F.lit(0))).over(upto).alias("n_leader"),
@@ -244,11 +245,7 @@ def _careful(rows):
         "set_replicas", "sets_leader",
         F.last("set_isr", ignorenulls=True).over(upto).alias("isr"),
         F.last("set_leader", ignorenulls=True).over(upto).alias("leader"),
-        F.last("set_removing", ignorenulls=True).over(upto).alias("removing_replicas"),
-        F.last("set_adding", ignorenulls=True).over(upto).alias("adding_replicas"),
-        F.last("set_lrs", ignorenulls=True).over(upto).alias("leader_recovery_state"),
-        F.last("set_elr", ignorenulls=True).over(upto).alias("eligible_leader_replicas"),
-        F.last("set_lkelr", ignorenulls=True).over(upto).alias("last_known_elr"),
+        *_other_fields(upto),
         explicit.alias("explicit_dirs"),
         F.last(explicit, ignorenulls=True).over(upto).alias("dirs"),
         F.last(F.when(is_record, F.col("base_leader_epoch")), ignorenulls=True).over(upto).alias("base_le"),
