@@ -95,10 +95,12 @@ def k1_message(isr, replicas, leader):
     """K1's message for a state (null when right), worded as ``leader_in_isr_in_replicas``."""
     from pyspark.sql import functions as F
 
+    # Higher-order functions run interpreted: the cheap (generated) ``array_except`` decides, and
+    # ``filter`` keeps the order and repeats of the message only for the few wrong states.
     outside = F.filter(isr, lambda b: ~F.array_contains(replicas, b))
     return (
         F.when(F.size(isr) == 0, F.lit("the ISR is empty"))
-        .when(F.size(outside) > 0, F.concat(F.lit("ISR "), _list(isr), F.lit(" lists "), _list(outside),
+        .when(F.size(F.array_except(isr, replicas)) > 0, F.concat(F.lit("ISR "), _list(isr), F.lit(" lists "), _list(outside),
                                             F.lit(", not replicas "), _list(replicas)))  # fmt: skip
         .when((leader != -1) & ~F.array_contains(isr, leader),
               F.concat(F.lit("leader "), leader.cast("string"), F.lit(" is not in the ISR "), _list(isr)))  # fmt: skip
@@ -141,9 +143,9 @@ def k3_violations(timeline, levels: list[tuple[int, int]]):
     change = F.col("type") == "PartitionChange"
     same_le = F.col("leader_epoch") == F.col("old_leader_epoch")
     message = (
-        F.when(change & same_le & (F.size(lost) > 0),
+        F.when(change & same_le & (F.size(F.array_except("old_replicas", "replicas")) > 0),
                F.concat(F.lit("replicas "), _list(lost), F.lit(" left without a leader-epoch bump")))
-        .when(change & same_le & (F.col("mv") < MV_3_6_IV0) & (F.size(shrunk) > 0),
+        .when(change & same_le & (F.col("mv") < MV_3_6_IV0) & (F.size(F.array_except("old_isr", "isr")) > 0),
               F.concat(F.lit("ISR lost "), _list(shrunk), F.lit(" without a leader-epoch bump (metadata.version < 3.6-IV0)")))
         .when(~change & (F.col("partition_epoch") <= F.col("old_partition_epoch")),
               F.concat(F.lit("partition epoch "), F.col("partition_epoch").cast("string"), F.lit(" does not move past "),
@@ -314,7 +316,8 @@ def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> 
     def unassigned(replicas, dirs):
         return F.filter(replicas, lambda b, i: F.try_element_at(dirs, (i + 1).cast("int")) == UNASSIGNED)
 
-    t = timeline.select(
+    # Only states with an UNASSIGNED directory, before or after, gain or lose one.
+    t = timeline.where(F.array_contains("dirs", UNASSIGNED) | F.array_contains("old_dirs", UNASSIGNED)).select(
         "offset", "end", "removed",
         unassigned(F.col("replicas"), F.col("dirs")).alias("u"),
         F.coalesce(unassigned(F.col("old_replicas"), F.col("old_dirs")), F.array().cast("array<int>")).alias("old_u"),
@@ -391,7 +394,18 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane) -> list[dict]:
     )  # the order the local audit walks a request in: directories, topics, partitions
     rows = timeline.select(KEY, "offset", "end", "replicas", "dirs")
 
-    at = asks.join(rows, KEY).where((F.col("offset") <= F.col("at")) & (F.col("end").isNull() | (F.col("at") < F.col("end"))))
+    # The partition's state at each report: an as-of join, as a forward fill over the reports
+    # and states of each partition in offset order (a join on the key alone would pair every
+    # report with every state of its partition).
+    state = F.struct("end", "replicas", "dirs")
+    both = rows.select(KEY, F.col("offset").alias("pos"), F.lit(0).alias("seq"), state.alias("state"),
+                       *[F.lit(None).cast(t).alias(c) for c, t in (("broker", "int"), ("reported", "string"))]).unionByName(
+        asks.select(KEY, F.col("at").alias("pos"), "seq", F.lit(None).cast(rows.select(state).schema[0].dataType).alias("state"),
+                    "broker", "reported"))  # fmt: skip
+    upto = Window.partitionBy(KEY).orderBy("pos", "seq").rowsBetween(Window.unboundedPreceding, 0)
+    at = both.select(KEY, F.col("pos").alias("at"), "seq", "broker", "reported", F.last("state", ignorenulls=True).over(upto).alias("s"))
+    at = at.where(F.col("broker").isNotNull() & (F.col("s.end").isNull() | (F.col("at") < F.col("s.end"))))
+    at = at.select(KEY, "at", "seq", "broker", "reported", "s.replicas", "s.dirs")
     effective = at.select(KEY, "seq", "at", "broker", "reported", _dir_of(F.col("broker")).alias("recorded")).where(
         F.col("recorded").isNotNull() & (F.col("recorded") != F.col("reported")))
     wr = Window.partitionBy(KEY, "broker").orderBy("at", "seq")

@@ -105,8 +105,9 @@ def _rows(df, lives):
         .otherwise(c["eligible_leader_replicas"]).alias("set_elr"),
         F.when(is_record, F.coalesce(p["last_known_elr"], F.array().cast("array<int>")))
         .otherwise(c["last_known_elr"]).alias("set_lkelr"),
-        F.when(F.size(assign) > 0, F.transform(assign, lambda a: a["broker"])).alias("assign_brokers"),
-        F.when(F.size(assign) > 0, F.transform(assign, lambda a: a["directory"])).alias("assign_dirs"),
+        # A field of an array of structs (generated code), not ``transform`` (interpreted: 4x slower).
+        F.when(F.size(assign) > 0, assign["broker"]).alias("assign_brokers"),
+        F.when(F.size(assign) > 0, assign["directory"]).alias("assign_dirs"),
         (~is_record & (c["leader"] != -2)).cast("int").alias("sets_leader"),
         p["leader_epoch"].alias("base_leader_epoch"),
         p["partition_epoch"].alias("base_partition_epoch"),
