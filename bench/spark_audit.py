@@ -10,6 +10,9 @@ timing, reported apart). Usage::
 
     python bench/spark_audit.py                      # 10^6 records
     python bench/spark_audit.py --records 1000000,10000000
+    python bench/spark_audit.py --history /tmp/b7/log --spark-cores 2   # a log kept before
+
+Peak memory of a Spark run is the Python driver's plus the JVM's (VmHWM).
 """
 
 from __future__ import annotations
@@ -49,9 +52,20 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
         timeline, _, _ = partition_timeline(df, topic_lives(spark, plane.topics))
         found, state = len(k1_violations(timeline)), None
     seconds = time.perf_counter() - t
+    jvm_mb = _peak_mb(spark._jvm.ProcessHandle.current().pid())
     spark.stop()
     return {"records": records, "seconds": seconds, "startup": startup, "violations": found, "state_hash": state,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + jvm_mb}  # fmt: skip
+
+
+def _peak_mb(pid: int) -> float:
+    """A process's peak resident memory (VmHWM): Spark's JVM is the gateway's child, still
+    running, so ``getrusage`` does not see it."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 K1_SQL = """
@@ -120,6 +134,7 @@ def main() -> None:
     p.add_argument("--partitions", type=int, default=100_000)
     p.add_argument("--spark-cores", default="1,2", help="local[N] sessions to measure, comma-separated")
     p.add_argument("--shards", type=int, default=1, help="generate each history in N shards, in parallel (bench/replay.py --shards)")
+    p.add_argument("--history", help="audit this existing log instead of generating histories (e.g. one kept by bench/replay.py --keep)")
     p.add_argument("--phase", choices=["spark", "local", "duckdb"], help=argparse.SUPPRESS)
     p.add_argument("--what", choices=["audit", "k1"], default="audit", help=argparse.SUPPRESS)
     p.add_argument("--cores", type=int, default=1, help=argparse.SUPPRESS)
@@ -134,7 +149,6 @@ def main() -> None:
     if args.phase == "duckdb":
         print(json.dumps(phase_duckdb(args.log, args.cores)))
         return
-    from _histories import generated_log
     from rich.console import Console
     from rich.table import Table
 
@@ -142,8 +156,9 @@ def main() -> None:
     table = Table(title="kraftlake audit on Spark vs the local engine; K1 alone on Spark vs DuckDB", header_style="bold")
     for col in ("records", "what", "engine", "seconds", "records/s", "vs local", "vs DuckDB", "session start", "peak RSS", "violations"):
         table.add_column(col, justify="right")
-    for n in [int(x) for x in args.records.split(",")]:
-        with generated_log(n, brokers=args.brokers, partitions=args.partitions, shards=args.shards, console=console) as log:
+    sizes = [int(x) for x in args.records.split(",")] if not args.history else [None]
+    for n in sizes:
+        with _history(args, n, console) as log:
             with console.status("local audit"):
                 local = _run("--phase", "local", "--log", log)
             local_rate = local["records"] / local["seconds"]
@@ -171,8 +186,18 @@ def main() -> None:
                 table.add_row(f"{k['records']:,}", "K1", f"Spark local[{cores}]", f"{k['seconds']:.1f}", f"{k_rate:,.0f}", "-",
                               f"{k_rate / d_rate:.2f}x", f"{k['startup']:.1f} s", f"{k['peak_mb']:,.0f} MB", str(k["violations"]))  # fmt: skip
             if 1 in rates and 2 in rates:
-                console.print(f"{n:,}: Spark audit local[2] / local[1] = {rates[2] / rates[1]:.2f}x (goal >= 1.6x)")
+                console.print(f"{local['records']:,}: Spark audit local[2] / local[1] = {rates[2] / rates[1]:.2f}x (goal >= 1.6x)")
             console.print(table)
+
+
+def _history(args, n: int | None, console):
+    from contextlib import nullcontext
+
+    from _histories import generated_log
+
+    if args.history:
+        return nullcontext(args.history)
+    return generated_log(n, brokers=args.brokers, partitions=args.partitions, shards=args.shards, console=console)
 
 
 if __name__ == "__main__":

@@ -368,7 +368,7 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
     return out
 
 
-def k9_candidates(spark, df, timeline, plane: ControlPlane) -> list[dict]:
+def k9_candidates(spark, df, timeline, plane: ControlPlane):
     """K9 as candidate intervals, in DataFrame code: a replica directory its broker reported
     (and the controller accepted) that the partition does not record, until a change records it
     or moves the replica away. A report that disagrees with the partition at its offset is
@@ -379,7 +379,7 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane) -> list[dict]:
     from pyspark.sql import functions as F
 
     if not plane.accepted_assignments:
-        return []
+        return None
     accepted = spark.createDataFrame([(o,) for o in plane.accepted_assignments], "offset long")
     req = df.where(F.col("type") == "AssignReplicasToDirsRequest").join(F.broadcast(accepted), "offset").select(
         F.col("offset").alias("at"), F.col("assign_replicas_to_dirs_request.broker_id").alias("broker"),
@@ -392,7 +392,11 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane) -> list[dict]:
         "at", "broker", "reported", F.concat("prefix", F.col("pid").cast("string")).alias(KEY),
         (F.col("pos0") + F.col("ppos")).alias("seq"),
     )  # the order the local audit walks a request in: directories, topics, partitions
-    rows = timeline.select(KEY, "offset", "end", "replicas", "dirs")
+    # Where a replica's directory can change: new partitions and states whose replicas or
+    # directories move (most changes move only the leader or the ISR). Each holds until the next
+    # one or the topic's removal.
+    moved = ~F.col("replicas").eqNullSafe(F.col("old_replicas")) | ~F.col("dirs").eqNullSafe(F.col("old_dirs"))
+    rows = timeline.where(moved).select(KEY, "offset", F.col("removed").alias("end"), "replicas", "dirs")
 
     # The partition's state at each report: an as-of join, as a forward fill over the reports
     # and states of each partition in offset order (a join on the key alone would pair every
@@ -419,37 +423,42 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane) -> list[dict]:
     e = e.withColumn("island", F.sum("starts").over(wr.rowsBetween(Window.unboundedPreceding, 0)))
     runs = e.groupBy(KEY, "broker", "island").agg(
         F.min(F.struct("at", "seq", "reported", "recorded")).alias("first"), F.max(F.struct("at", "seq", "fix")).alias("last"))
-    out = []
-    for r in runs.collect():
-        entity = f"replica/{r[KEY].removeprefix('partition/')}/{r['broker']}"
-        f = r["first"]
-        out.append({"invariant": "K9", "entity": entity, "first_offset": f["at"], "fixed_by": r["last"]["fix"],
-                    "message": f"broker {r['broker']} reported it in {f['reported']}; recorded in {f['recorded']}"})  # fmt: skip
-    return out
+    # Left as a DataFrame: most runs are the brief wait of a new replica's report for its
+    # recording (10^6 of them in a 10^7-record history) and end within the grace.
+    broker = F.col("broker").cast("string")
+    return runs.select(
+        F.lit("K9").alias("invariant"),
+        F.concat(F.lit("replica/"), F.col(KEY).substr(F.lit(len("partition/") + 1), F.length(KEY)), F.lit("/"), broker).alias("entity"),
+        F.col("first.at").alias("first_offset"),
+        F.concat(F.lit("broker "), broker, F.lit(" reported it in "), F.col("first.reported"), F.lit("; recorded in "),
+                 F.col("first.recorded")).alias("message"),
+        F.col("last.fix").alias("fixed_by"),
+    )  # fmt: skip
 
 
 # -- the grace -------------------------------------------------------------------------------------
 
 
-def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_offset: int) -> list[Violation]:
-    """The candidate intervals of graced invariants that lasted beyond the grace, as violations."""
+CANDIDATE_SCHEMA = "invariant string, entity string, first_offset long, message string, fixed_by long"
+
+
+def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_offset: int, more=None) -> list[Violation]:
+    """The candidate intervals of graced invariants that lasted beyond the grace, as violations:
+    ``candidates`` from the driver and ``more`` (a DataFrame of the same fields, or None), held
+    to the grace in Spark, where the records' times are (only the violations are collected)."""
     from pyspark.sql import functions as F
 
-    if not candidates:
-        return []
-    his = [(c["fixed_by"] - 1) if c["fixed_by"] is not None else last_offset for c in candidates]
-    needed = sorted({c["first_offset"] for c in candidates} | set(his))
-    wanted = spark.createDataFrame([(o,) for o in needed], "offset long")
-    ts = dict(df.join(F.broadcast(wanted), "offset").select("offset", "ts_ms").collect())
-    out = []
-    for c, hi in zip(candidates, his):
-        f = c["first_offset"]
-        if hi <= f:
-            continue
-        t0, t1 = ts.get(f), ts.get(hi)
-        if hi - f > config.grace_records or (t0 is not None and t1 is not None and t1 - t0 > config.grace_ms):
-            out.append(_violation(c["invariant"], c["entity"], f, c["message"], c["fixed_by"]))
-    return out
+    c = spark.createDataFrame([tuple(x[k] for k in ("invariant", "entity", "first_offset", "message", "fixed_by")) for x in candidates],
+                              CANDIDATE_SCHEMA)  # fmt: skip
+    if more is not None:
+        c = c.unionByName(more)
+    c = c.withColumn("hi", F.coalesce(F.col("fixed_by") - 1, F.lit(last_offset))).where(F.col("hi") > F.col("first_offset"))
+    times = df.select("offset", "ts_ms")
+    c = c.join(times.select(F.col("offset").alias("first_offset"), F.col("ts_ms").alias("t0")), "first_offset", "left")
+    c = c.join(times.select(F.col("offset").alias("hi"), F.col("ts_ms").alias("t1")), "hi", "left")
+    held = (F.col("hi") - F.col("first_offset") > config.grace_records) | (F.col("t1") - F.col("t0") > config.grace_ms)
+    return [_violation(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"])
+            for r in c.where(held).select("invariant", "entity", "first_offset", "message", "fixed_by").collect()]  # fmt: skip
 
 
 # -- the whole audit -------------------------------------------------------------------------------
@@ -532,9 +541,9 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     found += k7_violations(spark, timeline, plane.dir_removals)
     tell("K8/K9: UNASSIGNED replicas and reported directories")
     candidates += k8_candidates(plane, unassigned_counts(spark, timeline, plane.broker_events))
-    candidates += k9_candidates(spark, df, timeline, plane)
+    k9 = k9_candidates(spark, df, timeline, plane)
     tell("holding graced states to the grace")
-    found += held_to_grace(spark, df, candidates, config, last if last is not None else -1)
+    found += held_to_grace(spark, df, candidates, config, last if last is not None else -1, k9)
     tell("state hash")
     view = plane.view
     for p in _final_partitions(timeline):

@@ -59,7 +59,9 @@ def partition_timeline(df, lives):
     from pyspark.sql import functions as F
 
     rows = _rows(df, lives)
-    fast = _one_pass(rows).persist()
+    # Only what the invariants read is kept (the window's inputs and helpers would double the
+    # cache, which spills to disk from 10^7 records on and is read once per invariant).
+    fast = _one_pass(rows).select(*TIMELINE_COLUMNS, "refusal", "slow").persist()
     slow = [tuple(r) for r in fast.where("slow").select(KEY, "life").distinct().collect()]
     refused_topic = fast.where(F.col("life") == -1).select(*_refused_columns())
     timeline = fast.where((F.col("life") != -1) & ~F.col("slow"))
@@ -67,9 +69,9 @@ def partition_timeline(df, lives):
         return timeline.select(*TIMELINE_COLUMNS), refused_topic, [fast]
     keys = rows.sparkSession.createDataFrame(slow, f"{KEY} string, life long")
     careful, refused = _careful(rows.join(F.broadcast(keys), [KEY, "life"], "left_semi"))
+    careful = careful.select(*TIMELINE_COLUMNS).persist()  # the few slow partitions, not the whole timeline again
     timeline = timeline.join(F.broadcast(keys), [KEY, "life"], "left_anti").select(*TIMELINE_COLUMNS)
-    timeline = timeline.unionByName(careful.select(*TIMELINE_COLUMNS)).persist()
-    return timeline, refused_topic.unionByName(refused), [fast, timeline]
+    return timeline.unionByName(careful), refused_topic.unionByName(refused), [fast, careful]
 
 
 def _refused_columns():
