@@ -27,6 +27,7 @@ GRACE_MS = typer.Option(5_000, "--grace-ms", min=0, help="...or more than MS mil
 FAIL_ON = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found.")
 FORMAT = typer.Option(Format.text, "--format", "-f", help="text (a summary, default), json (the full report) or html (one self-contained page with timelines).")
 OUT = typer.Option(None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout.")
+TO_OFFSET = typer.Option(None, "--to", help="Last offset to audit.")
 TO_SOURCE_OFFSET = typer.Option(None, "--to-source-offset", help="Audit up to the last record imported from this Kafka offset or before (logs made by import-kafka).")
 
 
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
     def audit(
         log: Path = typer.Argument(..., help="The log."),
         from_offset: int | None = typer.Option(None, "--from", help="First offset to audit (the state before it is replayed, from snapshots when there are any)."),
-        to_offset: int | None = typer.Option(None, "--to", help="Last offset to audit."),
+        to_offset: int | None = TO_OFFSET,
         to_source_offset: int | None = TO_SOURCE_OFFSET,
         grace_records: int = GRACE_RECORDS,
         grace_ms: int = GRACE_MS,

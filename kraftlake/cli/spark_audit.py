@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.audit import FAIL_ON, FORMAT, GRACE_MS, GRACE_RECORDS, OUT, TO_SOURCE_OFFSET, FailOn, Format, emit, resolve_to
+from kraftlake.cli.audit import FAIL_ON, FORMAT, GRACE_MS, GRACE_RECORDS, OUT, TO_OFFSET, TO_SOURCE_OFFSET, FailOn, Format, emit, resolve_to
 from kraftlake.cli.console import EXIT_INPUT, abort
 
 
@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         cores: int | None = typer.Option(None, "--cores", min=1, help="Cores of the local session (default: all)."),
         version: int | None = typer.Option(None, "--version", help="Audit the log as of this Delta version."),
         timestamp: str | None = typer.Option(None, "--timestamp", help="Audit the log as of this time (ISO 8601)."),
-        to_offset: int | None = typer.Option(None, "--to", help="Last offset to audit."),
+        to_offset: int | None = TO_OFFSET,
         to_source_offset: int | None = TO_SOURCE_OFFSET,
         grace_records: int = GRACE_RECORDS,
         grace_ms: int = GRACE_MS,
