@@ -39,7 +39,8 @@ from .timeline import KEY, PARTITION_TYPES, _list, partition_timeline, topic_liv
 
 log = structlog.get_logger(__name__)
 
-GRACED = tuple(i.id for i in CATALOGUE if i.graced)
+CANDIDATE_SCHEMA = "invariant string, entity string, first_offset long, message string, fixed_by long"
+"""A graced invariant's candidate interval, before the grace (fixed_by null = still open)."""
 
 
 # -- gaps and islands ------------------------------------------------------------------------------
@@ -302,7 +303,7 @@ def k7_violations(spark, timeline, removals: list[tuple[int, int, str]]) -> list
     return out
 
 
-# -- K8, K9: a few partition states back on the driver ---------------------------------------------
+# -- K8, K9: UNASSIGNED counts per broker, reported directories -----------------------------------
 
 
 def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
@@ -369,7 +370,8 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
 
 
 def k9_candidates(spark, df, timeline, plane: ControlPlane):
-    """K9 as candidate intervals, in DataFrame code: a replica directory its broker reported
+    """K9 as candidate intervals (a DataFrame of ``CANDIDATE_SCHEMA``'s fields, None when no
+    request was accepted), in DataFrame code: a replica directory its broker reported
     (and the controller accepted) that the partition does not record, until a change records it
     or moves the replica away. A report that disagrees with the partition at its offset is
     *effective*; it holds until the first state in which the replica is recorded there or is
@@ -437,9 +439,6 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
 
 
 # -- the grace -------------------------------------------------------------------------------------
-
-
-CANDIDATE_SCHEMA = "invariant string, entity string, first_offset long, message string, fixed_by long"
 
 
 def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_offset: int, more=None) -> list[Violation]:

@@ -38,7 +38,6 @@ TIMELINE_COLUMNS = (
     "leader_recovery_state", "eligible_leader_replicas", "last_known_elr",
     "old_replicas", "old_isr", "old_leader", "old_dirs", "old_leader_epoch", "old_partition_epoch",
 )  # fmt: skip
-REFUSED_COLUMNS = ("invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence")
 
 
 def partition_timeline(df, lives):
