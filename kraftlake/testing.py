@@ -28,7 +28,7 @@ from kraftlake.records.kraft import (
     PartitionChange,
     ReplicaDirectory,
 )
-from kraftlake.records.observations import DirectoryReplicas
+from kraftlake.records.observations import DirectoryReplicas, LogDirsLoaded
 from kraftlake.records.types import is_reserved, uuid_from_bytes
 
 RESERVED_DIRS = (MIGRATING, UNASSIGNED, LOST)
@@ -94,7 +94,14 @@ def _fix_partition_change(draw: st.DrawFn, d: dict[str, Any]) -> None:
         d["assignment"] = _aligned_assignment(draw, brokers)
 
 
-_FIXUPS = {Partition: _fix_partition, PartitionChange: _fix_partition_change}
+def _fix_dirs_loaded(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    """A directory is online or offline, never both, and listed once."""
+    d["online_dirs"] = list(dict.fromkeys(d["online_dirs"]))
+    if "offline_dirs" in d:
+        d["offline_dirs"] = [x for x in d["offline_dirs"] if x not in d["online_dirs"]]
+
+
+_FIXUPS = {Partition: _fix_partition, PartitionChange: _fix_partition_change, LogDirsLoaded: _fix_dirs_loaded}
 
 
 @st.composite

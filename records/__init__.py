@@ -27,5 +27,7 @@ from .observations import (
     DirectoryReplicas,
     HeartbeatOfflineDirs,
     LogDirFailed,
+    LogDirsLoaded,
     TopicPartitions,
+    UnfenceRequested,
 )

@@ -2,15 +2,17 @@
 
 They are the ground truth the audits hold the controller's records against: a broker saw a log
 directory fail, a heartbeat carried offline directories, a broker asked to move replicas to the
-directories they really live in. Shapes follow the Kafka RPCs they come from
-(BrokerHeartbeatRequest v1 ``OfflineLogDirs``, AssignReplicasToDirsRequest v0).
+directories they really live in, a broker started with these directories online and those
+offline, a broker asked to be unfenced. Shapes follow the Kafka RPCs they come from
+(BrokerHeartbeatRequest v1 ``OfflineLogDirs`` and ``WantFence``, AssignReplicasToDirsRequest v0)
+and the KIP's start-up (``LogDirsLoaded``).
 """
 
 from __future__ import annotations
 
 
 from .base import Part, Record
-from .types import BrokerId, Int64, PartitionIndex, Uuid, check_real_uuid
+from .types import BrokerId, Int32, Int64, PartitionIndex, Uuid, check_real_uuid
 
 
 class ObservationRecord(Record, frozen=True, kw_only=True):
@@ -62,8 +64,47 @@ class AssignReplicasToDirsRequest(ObservationRecord, frozen=True, kw_only=True):
     directories: tuple[DirectoryReplicas, ...]
 
 
+class LogDirsLoaded(ObservationRecord, frozen=True, kw_only=True):
+    """Broker ``broker_id`` started (a new process): the directories its ``meta.properties`` files
+    name online, those ``directory.ids`` lists but it could not read (offline), and the metadata
+    log's directory when that is not one of the data directories (KIP-858 start-up; decided by
+    ``statemachine.kraft.startup``)."""
+
+    version: int = 0
+    broker_id: BrokerId
+    online_dirs: tuple[Uuid, ...]
+    offline_dirs: tuple[Uuid, ...] = ()
+    metadata_dir: Uuid | None = None
+
+    def _validate(self) -> None:
+        for d in self.online_dirs:
+            check_real_uuid("online_dirs", d)
+        for d in self.offline_dirs:
+            check_real_uuid("offline_dirs", d)
+            if d in self.online_dirs:
+                raise ValueError(f"`offline_dirs`: {d} is listed online too")
+        if self.metadata_dir is not None:
+            check_real_uuid("metadata_dir", self.metadata_dir)
+        if len(set(self.online_dirs)) != len(self.online_dirs):
+            raise ValueError("`online_dirs`: a directory id is listed twice")
+
+
+class UnfenceRequested(ObservationRecord, frozen=True, kw_only=True):
+    """A heartbeat of fenced broker ``broker_id`` with ``WantFence`` false: it asks to serve.
+    ``mismatched_replicas`` is what the broker counted (NumMismatchingReplicaToLogDirAssignments);
+    the audit (K11) counts for itself from the metadata."""
+
+    version: int = 0
+    broker_id: BrokerId
+    broker_epoch: Int64
+    current_metadata_offset: Int64 = -1
+    mismatched_replicas: Int32 = 0
+
+
 OBSERVATION_RECORDS: tuple[type[Record], ...] = (
     LogDirFailed,
     HeartbeatOfflineDirs,
     AssignReplicasToDirsRequest,
+    LogDirsLoaded,
+    UnfenceRequested,
 )

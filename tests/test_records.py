@@ -53,11 +53,14 @@ def test_catalogue_has_every_type_of_the_design():
     assert sorted(API_KEYS.values()) == sorted(set(range(28)) - {6, 13, 16})
     assert sorted(c.__name__ for c in CONTROL_TYPES) == ["KRaftVersion", "LeaderChange", "Voters"]
     assert set(names) == {c.__name__ for c in API_KEYS} | {c.__name__ for c in CONTROL_TYPES} | {"KafkaOpaque"}
-    assert {c.__name__ for c in OBSERVATION_RECORDS} == {
+    # The design's observations, then the broker's side of KIP-858 (issue 9): start-up, unfence.
+    assert [c.__name__ for c in OBSERVATION_RECORDS] == [
         "LogDirFailed",
         "HeartbeatOfflineDirs",
         "AssignReplicasToDirsRequest",
-    }
+        "LogDirsLoaded",
+        "UnfenceRequested",
+    ]
 
 
 @pytest.mark.parametrize("cls", RECORD_TYPES, ids=lambda c: c.__name__)
