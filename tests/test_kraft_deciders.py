@@ -14,10 +14,16 @@ from kraftlake.statemachine import placement
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.broker_view import broker_view
 from kraftlake.statemachine.kraft.controller import Controller
-from kraftlake.statemachine.kraft.dirs import choose_dirs
+from kraftlake.statemachine.kraft.replica_manager import LocalStorage, plan
 
 from kraft_helpers import bootstrap, registration, uid
 from test_kraft_scenarios import controller_with_brokers, strip
+
+
+def choose_dirs(view, broker, free_bytes, *, seed):
+    """The broker's replica management on a fresh broker (no local log yet): its request."""
+    storage = LocalStorage(online=view.brokers[broker].log_dirs, free_bytes=free_bytes)
+    return plan(view, broker, storage, seed=seed).request
 
 
 def hb(ctl, b, **kw):

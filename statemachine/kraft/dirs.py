@@ -1,17 +1,13 @@
-"""KIP-858 directory deciders: a heartbeat's offline directories (R-DIR-1..3), the controller's
-AssignReplicasToDirs (R-DIR-4), and, on the broker side, choosing a directory for each replica
-the controller left UNASSIGNED (the KIP's future work), weighted by free disk.
+"""KIP-858 directory deciders, the controller's side: a heartbeat's offline directories
+(R-DIR-1..3) and AssignReplicasToDirs (R-DIR-4). The broker's side (which directory a replica
+the controller left UNASSIGNED goes to, and the rest of its replica management) is
+``replica_manager``.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping
+from kraftlake.records.kraft import BrokerRegistrationChange
 
-from kraftlake.records.kraft import UNASSIGNED, BrokerRegistrationChange
-from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
-
-from .. import placement
 from . import commands as c
 from .directories import is_online
 from .features import directories_supported
@@ -79,42 +75,3 @@ def assign_replicas_to_dirs(view: ControllerView, cmd: c.AssignReplicasToDirs) -
     if offline:
         records.extend(bulk_update(view, offline, broker_to_remove=b))
     return c.Decision(records=tuple(records), reply=c.AssignReplicasToDirsReply(directories=tuple(results)))
-
-
-def choose_dirs(
-    view: ControllerView, broker: int, free_bytes: Mapping[str, int], *, seed: int, max_multiple: int = 3
-) -> AssignReplicasToDirsRequest | None:
-    """Broker side: pick a directory for each of ``broker``'s UNASSIGNED replicas, weighted by
-    ``free_bytes`` of its online directories with the median cap, and say so to the controller.
-
-    ``seed`` comes from the log (``placement.seed_for(offset)``) so that a replay decides the same.
-    Returns None when nothing is UNASSIGNED or the broker has no online directory to offer.
-    """
-    reg = view.brokers.get(broker)
-    if reg is None:
-        return None
-    weights = {d: max(0, int(free_bytes.get(d, 0))) for d in reg.log_dirs}
-    if not weights:
-        return None
-    unassigned = [p.key for p in view.partitions_of(broker) if p.directory(broker) == UNASSIGNED]
-    if not unassigned:
-        return None
-    selection = placement.WeightedSelection(weights, max_multiple=max_multiple)
-    rng = random.Random(seed)
-    picks = selection.draws(rng, len(unassigned))
-    by_dir: dict[str, dict[str, list[int]]] = {}
-    for (topic_id, pid), d in zip(unassigned, picks):
-        by_dir.setdefault(d, {}).setdefault(topic_id, []).append(pid)
-    return AssignReplicasToDirsRequest(
-        broker_id=broker,
-        broker_epoch=reg.epoch,
-        directories=tuple(
-            DirectoryReplicas(
-                id=d,
-                topics=tuple(
-                    TopicPartitions(topic_id=t, partitions=tuple(sorted(ps))) for t, ps in sorted(topics.items())
-                ),
-            )
-            for d, topics in sorted(by_dir.items())
-        ),
-    )
