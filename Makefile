@@ -60,6 +60,13 @@ demo: $(VENV)/.installed java
 	 $(BIN)/kraftlake audit .demo/buggy --format html --out .demo/buggy.html; \
 	 echo "HTML reports: .demo/correct.html .demo/buggy.html"
 	$(BIN)/kraftlake maintain $(DEMO)
+	@echo "--- the brokers' side of KIP-858: two disks get their directory ids, then a broker that never places its replicas"
+	$(BIN)/kraftlake format-dirs --cluster-id demo-cluster --node-id 1 .demo/disks/d1 .demo/disks/d2
+	cat .demo/disks/d1/meta.properties
+	$(BIN)/kraftlake simulate --seed 7 --records 3000 --bug broker-skip-assign --out .demo/lazy-broker.jsonl
+	$(BIN)/kraftlake init .demo/lazy-broker && $(BIN)/kraftlake append .demo/lazy-broker .demo/lazy-broker.jsonl
+	$(BIN)/kraftlake broker .demo/lazy-broker --broker 1
+	$(BIN)/kraftlake audit .demo/lazy-broker; echo "exit code $$?"
 	@echo "--- 4. a real Kafka metadata log (fixtures/kafka/codecrafters-single, MIT): dump, import, view, audit"
 	$(BIN)/kraftlake dump fixtures/kafka/codecrafters-single
 	$(BIN)/kraftlake import-kafka fixtures/kafka/codecrafters-single .demo/kafka

@@ -31,7 +31,12 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.log import LogSnapshot
-from kraftlake.records.observations import AssignReplicasToDirsRequest, HeartbeatOfflineDirs, LogDirFailed
+from kraftlake.records.observations import (
+    AssignReplicasToDirsRequest,
+    HeartbeatOfflineDirs,
+    LogDirFailed,
+    UnfenceRequested,
+)
 from kraftlake.statemachine.kraft import invariants as kinv
 from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.directories import RESERVED_IDS
@@ -91,6 +96,19 @@ class _Wrong:
         self.fixed = False
 
 
+def k10_live(reg, unfenced_since_registered: bool) -> bool:
+    """K10's "live": registered, not shutting down, and either serving or starting (fenced but
+    never unfenced since it registered); a broker fenced after serving is down."""
+    return reg is not None and not reg.in_controlled_shutdown and (not reg.fenced or not unfenced_since_registered)
+
+
+def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
+    if dirs < 2 or (unassigned == 0 and counted == 0):
+        return None
+    return (f"asked to be unfenced with {unassigned} UNASSIGNED replica(s) and {counted} mismatching by its own count,"
+            f" on {dirs} directories")  # fmt: skip
+
+
 def _violation(inv: str, entity: str, w: _Wrong, last: int | None, fixed_by: int | None) -> Violation:
     """The interval ``w`` became: ``last`` None while still open, ``fixed_by`` the fixing record."""
     return Violation(
@@ -126,6 +144,11 @@ class Audit:
         """(topic, partition) -> broker -> the directory the broker reported (K9)."""
         self.unassigned: dict[int, int] = {}
         """Broker -> replicas it has in UNASSIGNED (K8), kept from the partitions' changes."""
+        self.unfenced_since_registered: dict[int, bool] = {}
+        """Broker -> whether it was unfenced since its RegisterBroker: a broker fenced after that
+        is down (crashed, shut down), one fenced before is starting (K10 holds it)."""
+        self.failed_unreported: set[tuple[int, str]] = set()
+        """(broker, directory) a LogDirFailed named and no heartbeat has reported yet (K12)."""
         self.suspects: set[tuple[str, int]] = set()
         """Partitions that may have an open K1/K4/K5 state: they skip the fast screen."""
         # The audit's own indexes, moved only when a partition's replicas or directories do (rare):
@@ -315,12 +338,45 @@ class Audit:
 
     def _k8(self, broker: int, offset: int, ts: int | None) -> None:
         """K8 (a warning; KIP-858's proposal, not Kafka's behaviour): a multi-directory broker
-        is not unfenced while any of its replicas is UNASSIGNED."""
+        is not unfenced while any of its replicas is UNASSIGNED. K10 (the broker's duty): a
+        live multi-directory broker has no replica UNASSIGNED for longer than the grace."""
         reg = self.view.brokers.get(broker)
+        n = self.unassigned.get(broker, 0)
+        multi = reg is not None and len(reg.log_dirs) >= 2 and n > 0
         bad = None
-        if reg is not None and not reg.fenced and len(reg.log_dirs) >= 2 and self.unassigned.get(broker, 0) > 0:
-            bad = f"unfenced with {self.unassigned[broker]} UNASSIGNED replica(s) on {len(reg.log_dirs)} directories"
+        if multi and not reg.fenced:  # type: ignore[union-attr]
+            bad = f"unfenced with {n} UNASSIGNED replica(s) on {len(reg.log_dirs)} directories"  # type: ignore[union-attr]
         self._state("K8", f"broker/{broker}", offset, ts, bad)
+        late = None
+        if multi and k10_live(reg, self.unfenced_since_registered.get(broker, False)):
+            late = f"{n} replica(s) UNASSIGNED on a live broker with {len(reg.log_dirs)} directories"  # type: ignore[union-attr]
+        self._state("K10", f"broker/{broker}", offset, ts, late)
+
+    def _unfence_requested(self, r: UnfenceRequested, offset: int) -> None:
+        """K11 (a warning, KIP-858's policy): a fenced multi-directory broker asks to serve while
+        replicas are UNASSIGNED, or while it counts mismatching ones itself."""
+        reg = self.view.brokers.get(r.broker_id)
+        self.checked["K11"] += 1
+        if self.partial:
+            return  # the partition records' UNASSIGNED counts are not here: the Spark audit asks
+        if reg is None or not reg.fenced or reg.epoch != r.broker_epoch:
+            return
+        message = k11_message(len(reg.log_dirs), self.unassigned.get(r.broker_id, 0), r.mismatched_replicas)
+        if message is not None:
+            self._instant("K11", f"broker/{r.broker_id}", offset, message)
+
+    def _dir_failed(self, r: LogDirFailed, offset: int, ts: int | None) -> None:
+        key = (r.broker_id, r.directory)
+        if key not in self.failed_unreported:
+            self.failed_unreported.add(key)
+            self._state("K12", f"dir/{r.broker_id}/{r.directory}", offset, ts,
+                        f"broker {r.broker_id} saw directory {r.directory} fail and has not reported it in a heartbeat")  # fmt: skip
+
+    def _dir_reported(self, broker: int, dirs: Iterable[str], offset: int, ts: int | None) -> None:
+        for d in dirs:
+            if (broker, d) in self.failed_unreported:
+                self.failed_unreported.discard((broker, d))
+                self._state("K12", f"dir/{broker}/{d}", offset, ts, None)
 
     def _observed_offline(self, broker: int, dirs: Iterable[str], offset: int, ts: int) -> None:
         reg = self.view.brokers.get(broker)
@@ -419,6 +475,13 @@ class Audit:
             return
         if cls in (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker):
             broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
+            reg = view.brokers.get(broker)
+            if cls is RegisterBroker or reg is None:
+                self.unfenced_since_registered[broker] = reg is not None and not reg.fenced
+                # A new process (or none): a failure the old one did not report is moot (K12).
+                self._dir_reported(broker, sorted(d for b, d in self.failed_unreported if b == broker), offset, ts)
+            elif not reg.fenced:
+                self.unfenced_since_registered[broker] = True
             changed_dirs: list[str] = []
             if dirs_before is not None:
                 now = view.brokers[broker].log_dirs
@@ -447,8 +510,12 @@ class Audit:
             self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LogDirFailed:
             self._observed_offline(r.broker_id, (r.directory,), offset, ts)  # type: ignore[attr-defined]
+            self._dir_failed(r, offset, ts)  # type: ignore[arg-type]
         elif cls is HeartbeatOfflineDirs:
             self._observed_offline(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
+            self._dir_reported(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
+        elif cls is UnfenceRequested:
+            self._unfence_requested(r, offset)  # type: ignore[arg-type]
 
     # -- the report ----------------------------------------------------------------------------
 

@@ -36,6 +36,9 @@ CATALOGUE: tuple[Invariant, ...] = (
     Invariant("K7", ERROR, "when a directory leaves a broker's LogDirs, no partition is led from it or keeps it in the ISR"),
     Invariant("K9", ERROR, "a replica directory its broker reports (AssignReplicasToDirs) is recorded within the grace", graced=True),
     Invariant("K8", WARNING, "a multi-directory broker is not unfenced while replicas are UNASSIGNED (KIP-858 policy)", graced=True),
+    Invariant("K10", ERROR, "a live multi-directory broker (registered; unfenced, or not yet since it registered) leaves no replica UNASSIGNED beyond the grace: it reports where new replicas live", graced=True),
+    Invariant("K11", WARNING, "a multi-directory broker does not ask to be unfenced while its replicas' directories mismatch (UNASSIGNED in metadata, or by its own count; KIP-858 policy, the broker's side)"),
+    Invariant("K12", ERROR, "a broker reports a directory that failed (LogDirFailed) in a heartbeat within the grace, unless it restarts", graced=True),
 )
 BY_ID = {i.id: i for i in CATALOGUE}
 

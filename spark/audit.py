@@ -5,13 +5,14 @@ the hot path: their states come from ``spark.timeline`` (forward fills per parti
 invariant becomes a message per state (null = right), and runs of wrong states become intervals
 (gaps and islands), worded exactly as the local audit words them. Everything else is small and
 replayed on the driver by the local audit itself (``spark.control``): broker, topic, feature,
-transaction and observation records, L3/L4/L5 of them and K6. What the partition invariants need
+transaction and observation records, L3/L4/L5 of them, K6 and K12. What the partition invariants need
 from it goes to every task, broadcast: broker segments become the intervals where a broker is
 unregistered or fenced and where each of its directories is offline, and K4/K5 are interval
-joins of leaders and ISR members with those; K7 joins directory removals; K8 and K9 take the few
-partition states they need back to the driver.
+joins of leaders and ISR members with those; K7 joins directory removals; K8, K10 and K11 take
+each broker's UNASSIGNED count (counted in Spark) back to the driver where it changes, K9 the few
+partition states it needs.
 
-Graced invariants (K4, K5, K6, K8, K9) are held to the grace last: a wrong state from offset f,
+Graced invariants (K4, K5, K6, K8, K9, K10, K12) are held to the grace last: a wrong state from offset f,
 fixed at offset x (or still open at the end), counts when a record in (f, x) is more than
 ``grace_records`` records or ``grace_ms`` ms after f (times: the records' ``ts_ms``, taken as
 non-decreasing in offset order, as Kafka's append times are).
@@ -29,12 +30,12 @@ import msgspec
 import structlog
 
 from kraftlake.records.kraft import LOST, UNASSIGNED
-from kraftlake.replay.audit import AuditConfig, AuditReport, InvariantResult, Violation
+from kraftlake.replay.audit import AuditConfig, AuditReport, InvariantResult, Violation, k10_live, k11_message
 from kraftlake.replay.invariants import BY_ID, CATALOGUE, SEVERITIES
 from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from .control import ControlPlane, replay_control_plane
+from .control import BrokerSegment, ControlPlane, replay_control_plane
 from .timeline import KEY, PARTITION_TYPES, _list, partition_timeline, topic_lives
 
 log = structlog.get_logger(__name__)
@@ -303,7 +304,7 @@ def k7_violations(spark, timeline, removals: list[tuple[int, int, str]]) -> list
     return out
 
 
-# -- K8, K9: UNASSIGNED counts per broker, reported directories -----------------------------------
+# -- K8-K11: UNASSIGNED counts per broker, reported directories -----------------------------------
 
 
 def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
@@ -338,34 +339,58 @@ def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> 
 
 
 def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[dict]:
-    """K8 (a warning) as candidate intervals: a multi-directory broker unfenced while any of its
-    replicas is UNASSIGNED, checked where the local audit checks it (each broker record it
-    applied, each count crossing zero)."""
+    """K8 (a warning) and K10 as candidate intervals: a multi-directory broker unfenced (K8) or
+    live (K10) while any of its replicas is UNASSIGNED, checked where the local audit checks
+    them (each broker record it applied, each count crossing zero)."""
     events: list[tuple[int, int, int, object]] = []  # (offset, broker, kind, payload)
     for s in plane.segments:
-        events.append((s.start, s.broker, 0, s.registration))
+        events.append((s.start, s.broker, 0, s))
     for offset, broker, n in counts:
         events.append((offset, broker, 1, n))
     events.sort(key=lambda e: (e[0], e[1], e[2]))
-    reg: dict[int, object] = {}
+    seg: dict[int, BrokerSegment] = {}
     count: dict[int, int] = {}
-    open_: dict[int, tuple[int, str]] = {}
+    open_: dict[tuple[str, int], tuple[int, str]] = {}
     out = []
     for offset, b, kind, payload in events:
         if kind == 0:
-            reg[b] = payload
+            seg[b] = payload  # type: ignore[assignment]
             continue
-        count[b] = payload
-        r, n = reg.get(b), count.get(b, 0)
-        bad = None
-        if r is not None and not r.fenced and len(r.log_dirs) >= 2 and n > 0:
-            bad = f"unfenced with {n} UNASSIGNED replica(s) on {len(r.log_dirs)} directories"
-        if bad is not None and b not in open_:
-            open_[b] = (offset, bad)
-        elif bad is None and b in open_:
-            first, message = open_.pop(b)
-            out.append({"invariant": "K8", "entity": f"broker/{b}", "first_offset": first, "message": message, "fixed_by": offset})
-    out += [{"invariant": "K8", "entity": f"broker/{b}", "first_offset": f, "message": m, "fixed_by": None} for b, (f, m) in open_.items()]
+        count[b] = payload  # type: ignore[assignment]
+        s, n = seg.get(b), count.get(b, 0)
+        r = s.registration if s is not None else None
+        multi = r is not None and len(r.log_dirs) >= 2 and n > 0
+        bad = {
+            "K8": f"unfenced with {n} UNASSIGNED replica(s) on {len(r.log_dirs)} directories" if multi and not r.fenced else None,
+            "K10": f"{n} replica(s) UNASSIGNED on a live broker with {len(r.log_dirs)} directories"
+            if multi and k10_live(r, s.unfenced_since_registered) else None,
+        }  # fmt: skip
+        for inv, message in bad.items():
+            if message is not None and (inv, b) not in open_:
+                open_[(inv, b)] = (offset, message)
+            elif message is None and (inv, b) in open_:
+                first, m = open_.pop((inv, b))
+                out.append({"invariant": inv, "entity": f"broker/{b}", "first_offset": first, "message": m, "fixed_by": offset})
+    out += [{"invariant": inv, "entity": f"broker/{b}", "first_offset": f, "message": m, "fixed_by": None}
+            for (inv, b), (f, m) in open_.items()]  # fmt: skip
+    return out
+
+
+def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[Violation]:
+    """K11 at each request to be unfenced the driver kept: the broker's UNASSIGNED count there
+    (``counts`` has a value at each of those offsets) or its own count of mismatches."""
+    latest: dict[int, list[tuple[int, int]]] = {}
+    for offset, b, n in counts:
+        latest.setdefault(b, []).append((offset, n))
+    out = []
+    for offset, b, counted in plane.unfence_requests:
+        seen = [n for o, n in latest.get(b, ()) if o <= offset]
+        reg = next((s.registration for s in reversed(plane.segments) if s.broker == b and s.start <= offset), None)
+        dirs = len(reg.log_dirs) if reg is not None else 0
+        message = k11_message(dirs, seen[-1] if seen else 0, counted)
+        if message is not None:
+            out.append(Violation(invariant="K11", severity=BY_ID["K11"].severity, entity=f"broker/{b}", first_offset=offset,
+                                 last_offset=offset, message=message, evidence=[offset]))  # fmt: skip
     return out
 
 
@@ -538,8 +563,10 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known)
     tell("K7: directory removals")
     found += k7_violations(spark, timeline, plane.dir_removals)
-    tell("K8/K9: UNASSIGNED replicas and reported directories")
-    candidates += k8_candidates(plane, unassigned_counts(spark, timeline, plane.broker_events))
+    tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
+    counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
+    candidates += k8_candidates(plane, counts)
+    found += k11_violations(plane, counts)
     k9 = k9_candidates(spark, df, timeline, plane)
     tell("holding graced states to the grace")
     found += held_to_grace(spark, df, candidates, config, last if last is not None else -1, k9)

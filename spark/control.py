@@ -26,7 +26,7 @@ from kraftlake.records.kraft import (
     UnfenceBroker,
     UnregisterBroker,
 )
-from kraftlake.records.observations import AssignReplicasToDirsRequest
+from kraftlake.records.observations import AssignReplicasToDirsRequest, UnfenceRequested
 from kraftlake.replay.audit import Audit, AuditConfig, Violation
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1
 from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
@@ -46,6 +46,8 @@ class BrokerSegment:
     broker: int
     start: int
     registration: BrokerRegistration | None
+    unfenced_since_registered: bool = False
+    """Whether the broker was unfenced since its RegisterBroker (K10's "live")."""
 
 
 @dataclass
@@ -68,6 +70,9 @@ class ControlPlane:
     current epoch): K9 holds the partitions to what they report."""
     mv_levels: list[tuple[int, int]] = field(default_factory=list)
     """(offset, metadata.version in force after it) wherever it changed."""
+    unfence_requests: list[tuple[int, int, int]] = field(default_factory=list)
+    """(offset, broker, its own mismatch count) of each UnfenceRequested from a fenced
+    multi-directory broker at its current epoch: K11 adds the UNASSIGNED count there."""
 
 
 def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
@@ -85,6 +90,10 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
             reg = view.brokers.get(r.broker_id)
             if reg is not None and reg.epoch == r.broker_epoch:
                 plane.accepted_assignments.append(r.offset)
+        if cls is UnfenceRequested:
+            reg = view.brokers.get(r.broker_id)
+            if reg is not None and reg.fenced and reg.epoch == r.broker_epoch and len(reg.log_dirs) >= 2:
+                plane.unfence_requests.append((r.offset, r.broker_id, r.mismatched_replicas))
         brokers_before = dict(view.brokers) if cls is AbortTransaction else None
         topics_before = set(view.topics) if cls in (Topic, RemoveTopic, AbortTransaction) else None
         before = view.brokers.get(broker) if broker is not None else None
@@ -98,13 +107,15 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
             after = view.brokers.get(broker)
             plane.broker_events.append((r.offset, broker))
             if after is not before:
-                plane.segments.append(BrokerSegment(broker, r.offset, after))
+                live = audit.unfenced_since_registered.get(broker, False)
+                plane.segments.append(BrokerSegment(broker, r.offset, after, live))
             if cls is BrokerRegistrationChange and before is not None and after is not None:
                 plane.dir_removals += [(r.offset, broker, d) for d in before.log_dirs if d not in after.log_dirs]
         if brokers_before is not None:  # an abort restores the brokers of before its Begin
             for b in sorted(set(brokers_before) | set(view.brokers)):
                 if view.brokers.get(b) is not brokers_before.get(b):
-                    plane.segments.append(BrokerSegment(b, r.offset, view.brokers.get(b)))
+                    reg = view.brokers.get(b)
+                    plane.segments.append(BrokerSegment(b, r.offset, reg, audit.unfenced_since_registered.get(b, False)))
         if topics_before is not None:
             for t in sorted(set(view.topics) - topics_before):
                 lives[t] = len(plane.topics)

@@ -18,7 +18,7 @@ from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.spark import read_log
 from kraftlake.spark.audit import audit
 from kraftlake.statemachine.kraft.bugs import BUGS
-from kraftlake.statemachine.kraft.workload import FAULTS, WorkloadConfig, generate
+from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 from test_kafka_vectors import NAMES, VECTORS
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft" / "audit").glob("*.jsonl"))
@@ -56,14 +56,15 @@ def test_spark_gives_the_local_report_on_every_fixture(spark, tmp_path, fixture)
     records=st.integers(100, 2500),
     dirs=st.integers(1, 3),
     mv=st.sampled_from([1, 7, 12, 17, 21, 23]),
-    bug=st.sampled_from([None, *BUGS]),
+    bug=st.sampled_from([None, *BUGS, *BROKER_BUGS]),
+    policy=st.booleans(),
     # Directory failures alone run out of brokers to fail (the simulator says so): bring some back.
     faults=st.sets(st.sampled_from(FAULTS), min_size=1).map(lambda f: f | {"broker-crash"} if f == {"dir-failure"} else f),
     grace=st.sampled_from([(1000, 5000), (5, 100), (0, 0), (50, 10**9)]),
 )
-def test_spark_and_local_agree_on_simulated_histories(spark, tmp_path_factory, seed, records, dirs, mv, bug, faults, grace):
+def test_spark_and_local_agree_on_simulated_histories(spark, tmp_path_factory, seed, records, dirs, mv, bug, policy, faults, grace):
     cfg = WorkloadConfig(brokers=5, dirs_per_broker=dirs, topics=2, partitions=12, seed=seed, bug=bug,
-                         faults=tuple(sorted(faults)), metadata_version=mv)  # fmt: skip
+                         faults=tuple(sorted(faults)), metadata_version=mv, fence_policy=policy)  # fmt: skip
     log = Log.create(tmp_path_factory.mktemp("sim") / "log")
     log.append([r for batch in generate(cfg, records=records) for r in batch])
     _same(*_both(spark, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
@@ -197,3 +198,21 @@ def test_a_history_generated_in_shards_is_one_history(spark, tmp_path):
     local, remote = _both(spark, log)
     assert local.verdict == "pass"
     _same(local, remote)
+
+
+def test_the_brokers_side_on_spark(spark, tmp_path):
+    """K10, K11, K12 (the brokers' side of KIP-858) from one log where brokers make all three
+    mistakes' worth of states: Kafka-as-shipped brokers (K11 at each early request), a broker
+    that never places replicas (K10), one that never reports a failed disk (K12)."""
+    records = []
+    for i, (bug, policy) in enumerate((("broker-skip-assign", True), ("broker-silent-dir-failure", False))):
+        cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=18, seed=40 + i, bug=bug, fence_policy=policy,
+                             first_broker=10 * i, topic_prefix=f"t{i}")  # fmt: skip
+        records += [r for batch in generate(cfg, records=900) for r in batch]
+    records = [msgspec.structs.replace(r, offset=None) for r in records]
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(spark, log, AuditConfig(grace_records=20, grace_ms=10**9))
+    _same(local, remote)
+    found = {inv: sum(v.invariant == inv for v in remote.violations) for inv in ("K10", "K11", "K12")}
+    assert all(n > 0 for n in found.values()), found

@@ -8,7 +8,21 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from kraftlake.cli import append, audit, history, init, kafka, log, maintain, simulate, snapshot, spark_audit, view
+from kraftlake.cli import (
+    append,
+    audit,
+    broker,
+    history,
+    init,
+    kafka,
+    log,
+    maintain,
+    simulate,
+    snapshot,
+    spark_audit,
+    storage,
+    view,
+)
 from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, err
 
 
@@ -65,7 +79,7 @@ def _global(
     configure(json=log_json, level=level)
 
 
-for module in (init, append, log, view, snapshot, audit, spark_audit, simulate, history, maintain, kafka):
+for module in (init, append, log, view, broker, snapshot, audit, spark_audit, simulate, history, maintain, kafka, storage):
     module.register(app)
 
 

@@ -18,21 +18,16 @@ from dataclasses import dataclass
 import msgspec
 
 from kraftlake.records.base import Record
-from kraftlake.records.kraft import FeatureLevel, NoOp
-from kraftlake.records.observations import (
-    AssignReplicasToDirsRequest,
-    DirectoryReplicas,
-    HeartbeatOfflineDirs,
-    LogDirFailed,
-    TopicPartitions,
-)
+from kraftlake.records.kraft import FeatureLevel, NoOp, Partition
+from kraftlake.records.meta_properties import MetaProperties
+from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, UnfenceRequested
 from kraftlake.records.types import uuid_from_bytes
 
 from .. import placement
 from . import commands as c
+from . import replica_manager, startup
 from .controller import Controller
 from .decider import decide
-from .dirs import choose_dirs
 from .directories import is_online
 from .features import MV_3_9_IV0
 
@@ -52,7 +47,11 @@ class WorkloadConfig:
     faults: tuple[str, ...] = ("dir-failure", "controlled-shutdown", "broker-crash")
     """Which faults the cluster lives through (see ``FAULTS``)."""
     bug: str | None = None
-    """A faulty decider from ``statemachine.kraft.bugs`` in place of the correct one."""
+    """A faulty decider from ``statemachine.kraft.bugs`` in place of the correct one, or one of
+    ``BROKER_BUGS``: brokers that misbehave."""
+    fence_policy: bool = True
+    """KIP-858's policy on the brokers: one with two or more directories asks to be unfenced
+    only once no replica's directory mismatches (False: Kafka as shipped, unfence at once)."""
     first_broker: int = 0
     """Broker ids are first_broker .. first_broker + brokers - 1 (shards of one history differ)."""
     topic_prefix: str = "topic"
@@ -64,6 +63,15 @@ class WorkloadConfig:
 
 
 FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign")
+
+BROKER_BUGS = {
+    "broker-skip-assign": "K10",
+    "broker-early-unfence": "K11",
+    "broker-silent-dir-failure": "K12",
+}
+"""Brokers' mistakes the simulator can make, and the invariant that catches each: never saying
+where new replicas live; asking to be unfenced before the directories match; never reporting a
+failed directory in a heartbeat."""
 
 
 def _uuid(*parts: object) -> str:
@@ -80,18 +88,22 @@ class Cluster:
         if unknown or not config.faults:
             raise ValueError(f"faults must be some of {', '.join(FAULTS)}; got {sorted(unknown) or 'none'}")
         decide_fn = decide
-        if config.bug is not None:
+        self.broker_bug = config.bug if config.bug in BROKER_BUGS else None
+        if config.bug is not None and self.broker_bug is None:
             from .bugs import BUGS
 
             if config.bug not in BUGS:
-                raise ValueError(f"unknown bug {config.bug!r}; known: {', '.join(BUGS)}")
+                raise ValueError(f"unknown bug {config.bug!r}; known: {', '.join([*BUGS, *BROKER_BUGS])}")
             decide_fn = BUGS[config.bug]
         self.controller = Controller(decide_fn=decide_fn, strict=config.bug is None)
         self.controller.ts_ms = config.start_ms
         self.incarnation: dict[int, int] = {}
+        self.disks: dict[int, dict[str, MetaProperties | None]] = {}
+        """Broker -> its log directories' paths -> what their meta.properties say (None: a new disk)."""
         self.dirs: dict[int, list[str]] = {}
         self.failed: dict[int, list[str]] = {}
         self.free: dict[str, int] = {}
+        self.ids_made = 0
         self.pending: list[Record] = []
 
     # -- plumbing --------------------------------------------------------------------------------
@@ -99,11 +111,13 @@ class Cluster:
     def observe(self, *records: Record) -> None:
         self.pending.extend(records)
 
-    def run(self, command: c.Command) -> c.Decision:
-        """Append pending observations, then decide and append ``command``; the batch goes out."""
+    def run(self, command: c.Command, *, advance: bool = True) -> c.Decision:
+        """Append pending observations, then decide and append ``command``; the batch goes out.
+        ``advance`` False: the next operation happens at the same time (brokers acting at once)."""
         self.flush()
         decision = self.controller.handle(command)
-        self.controller.ts_ms += self.config.step_ms  # type: ignore[operator]
+        if advance:
+            self.controller.ts_ms += self.config.step_ms  # type: ignore[operator]
         return decision
 
     def flush(self) -> None:
@@ -118,14 +132,24 @@ class Cluster:
     def epoch(self, b: int) -> int:
         return self.view.brokers[b].epoch
 
-    def new_dir(self, b: int) -> str:
-        d = _uuid("dir", self.config.seed, b, len(self.free))
-        self.free[d] = self.rng.randrange(100, 4000) * 1_000_000_000
-        return d
+    def new_id(self, b: int) -> str:
+        self.ids_made += 1
+        return _uuid("dir", self.config.seed, b, self.ids_made)
 
     # -- broker life ----------------------------------------------------------------------------
 
-    def register(self, b: int) -> None:
+    def start(self, b: int) -> None:
+        """The broker process starts: it loads its directories (the start-up decider), says so
+        (LogDirsLoaded), registers, puts its replicas where they belong, then asks to serve."""
+        loaded = startup.load_dirs(sorted(self.disks[b]), self.disks[b], lambda: self.new_id(b), node_id=b)
+        if isinstance(loaded, startup.Refused):
+            raise AssertionError(f"broker {b} refused to start: {loaded.reason}")
+        for path, meta in loaded.writes:
+            self.disks[b][path] = meta
+        for d in loaded.online:
+            self.free.setdefault(d, self.rng.randrange(100, 4000) * 1_000_000_000)
+        self.dirs[b] = list(loaded.online)
+        self.observe(loaded.record(b))
         self.incarnation[b] = self.incarnation.get(b, -1) + 1
         d = self.run(
             c.RegisterBroker(
@@ -136,7 +160,42 @@ class Cluster:
             )
         )
         assert d.reply.error_code == 0, d.reply
+        if not self.config.fence_policy or self.broker_bug == "broker-early-unfence":
+            # Kafka as shipped: serve first, the directory assignments follow asynchronously.
+            self.ask_to_serve(b, self.mismatched(b))
+            self.manage(b)
+            return
+        mismatched = self.manage(b)
+        if mismatched:
+            # KIP-858's policy: stay fenced and try again; a controller that never records the
+            # directories (a bug) gets a broker that gives up waiting.
+            mismatched = self.manage(b)
+        self.ask_to_serve(b, mismatched)
+
+    def ask_to_serve(self, b: int, mismatched: int) -> None:
+        self.observe(UnfenceRequested(broker_id=b, broker_epoch=self.epoch(b), current_metadata_offset=self.view.offset,
+                                      mismatched_replicas=mismatched))  # fmt: skip
         self.heartbeat(b)
+
+    def mismatched(self, b: int) -> int:
+        storage = replica_manager.storage_from_metadata(self.view, b, tuple(self.dirs[b]), free_bytes=self.free)
+        return replica_manager.plan(self.view, b, storage, seed=0).mismatched
+
+    def manage(self, b: int, *, advance: bool = True) -> int:
+        """The broker's replica management (``replica_manager.plan``) on disks that agree with
+        the metadata: new replicas get a directory, replicas of replaced disks are re-created.
+        Returns how many replicas still mismatch after the controller answered."""
+        reg = self.view.brokers.get(b)
+        if reg is None:
+            return 0
+        storage = replica_manager.storage_from_metadata(self.view, b, tuple(self.dirs[b]), free_bytes=self.free)
+        seed = placement.seed_for(self.view.offset + 1, f"dirs/{b}")
+        plan = replica_manager.plan(self.view, b, storage, seed=seed)
+        if plan.request is None or self.broker_bug == "broker-skip-assign":
+            return plan.mismatched
+        self.observe(plan.request)
+        self.run(c.AssignReplicasToDirs(request=plan.request), advance=advance)
+        return self.mismatched(b)
 
     def heartbeat(self, b: int, **kw) -> c.Decision:
         return self.run(
@@ -148,37 +207,6 @@ class Cluster:
                 **kw,
             )
         )
-
-    def assign_unassigned(self, b: int) -> None:
-        """The broker picks a directory for each UNASSIGNED replica (free-disk weighted)."""
-        seed = placement.seed_for(self.view.offset + 1, f"dirs/{b}")
-        request = choose_dirs(self.view, b, self.free, seed=seed)
-        if request is not None:
-            self.observe(request)
-            self.run(c.AssignReplicasToDirs(request=request))
-
-    def relocate_offline(self, b: int) -> None:
-        """After a disk replacement, the broker re-creates replicas of dead dirs on a live one."""
-        reg = self.view.brokers[b]
-        moved: dict[str, list[int]] = {}
-        for p in self.view.partitions_of(b):
-            if not is_online(p.directory(b), reg.log_dirs):
-                moved.setdefault(p.topic_id, []).append(p.partition_id)
-        if not moved:
-            return
-        target = self.rng.choice(reg.log_dirs)
-        request = AssignReplicasToDirsRequest(
-            broker_id=b,
-            broker_epoch=reg.epoch,
-            directories=(
-                DirectoryReplicas(
-                    id=target,
-                    topics=tuple(TopicPartitions(topic_id=t, partitions=tuple(ps)) for t, ps in sorted(moved.items())),
-                ),
-            ),
-        )
-        self.observe(request)
-        self.run(c.AssignReplicasToDirs(request=request))
 
     def catch_up(self, b: int) -> None:
         """Leaders add ``b`` back to the ISR of every partition it follows and is missing from."""
@@ -215,6 +243,8 @@ class Cluster:
         d = self.rng.choice(self.view.brokers[b].log_dirs)
         self.failed.setdefault(b, []).append(d)
         self.observe(LogDirFailed(broker_id=b, directory=d))
+        if self.broker_bug == "broker-silent-dir-failure":
+            return
         self.observe(HeartbeatOfflineDirs(broker_id=b, broker_epoch=self.epoch(b), offline_log_dirs=tuple(self.failed[b])))
         self.heartbeat(b)
 
@@ -259,16 +289,16 @@ class Cluster:
         d = self.run(c.ReassignPartition(topic_id=p.topic_id, partition_id=p.partition_id, target_replicas=target))
         if d.reply.error_code:
             return
-        self.assign_unassigned(joining)
+        self.manage(joining)
         self.catch_up(joining)
 
     def _come_back(self, b: int, replace_disks: bool) -> None:
         failed = self.failed.pop(b, [])
-        if replace_disks:
-            self.dirs[b] = [d for d in self.dirs[b] if d not in failed] + [self.new_dir(b) for _ in failed]
-        self.register(b)
-        self.relocate_offline(b)
-        self.assign_unassigned(b)
+        if replace_disks:  # the new disks are empty: the start-up gives them new ids
+            for path, meta in self.disks[b].items():
+                if meta is not None and meta.directory_id in failed:
+                    self.disks[b][path] = None
+        self.start(b)
         self.catch_up(b)
 
     # -- the whole life -------------------------------------------------------------------------
@@ -278,8 +308,8 @@ class Cluster:
         self.controller.append([FeatureLevel(name="metadata.version", feature_level=cfg.metadata_version)])
         brokers = range(cfg.first_broker, cfg.first_broker + cfg.brokers)
         for b in brokers:
-            self.dirs[b] = [self.new_dir(b) for _ in range(cfg.dirs_per_broker)]
-            self.register(b)
+            self.disks[b] = dict.fromkeys((f"/b{b}/d{i}" for i in range(cfg.dirs_per_broker)), None)
+            self.start(b)
         weights = {b: sum(self.free[d] for d in self.dirs[b]) // 1_000_000 for b in brokers}
         per_topic = max(1, cfg.partitions // cfg.topics)
         for t in range(cfg.topics):
@@ -287,8 +317,10 @@ class Cluster:
                 c.CreateTopic(name=f"{cfg.topic_prefix}-{t}", partitions=per_topic, replication_factor=cfg.replication_factor, broker_weights=weights)
             )
             assert d.reply.error_code == 0, d.reply
-        for b in brokers:
-            self.assign_unassigned(b)
+            # The brokers learn of the new replicas together and place them at once.
+            hosts = sorted({b for r in d.records if isinstance(r, Partition) for b in r.replicas})
+            for b in hosts:
+                self.manage(b, advance=False)
 
     def step(self) -> None:
         weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2, "reassign": 2}
