@@ -6,7 +6,7 @@ The public surface, delta-rs style: a few names over the packages that do the wo
     from kraftlake.records import PartitionChange
 
     log = kraftlake.init("/data/cluster-log")          # or kraftlake.open(path)
-    appender = kraftlake.Appender(log, producer="controller-1")
+    appender = kraftlake.Appender(log, producer="controller-1")   # or "http://host:8080" (kraftlake serve)
     appender.append([PartitionChange(topic_id=..., partition_id=0, leader=2)])
     log.at(offset=41).records()                         # the log as it was at offset 41
     view = kraftlake.state_at(log, offset=41)           # the controller's view after offset 41

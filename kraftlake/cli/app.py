@@ -17,6 +17,7 @@ from kraftlake.cli import (
     kafka,
     log,
     maintain,
+    serve,
     simulate,
     snapshot,
     spark_audit,
@@ -79,7 +80,7 @@ def _global(
     configure(json=log_json, level=level)
 
 
-for module in (init, append, log, view, broker, snapshot, audit, spark_audit, simulate, history, maintain, kafka, storage):
+for module in (init, append, log, view, broker, snapshot, audit, spark_audit, simulate, history, maintain, kafka, storage, serve):
     module.register(app)
 
 

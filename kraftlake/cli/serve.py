@@ -1,0 +1,40 @@
+"""``kraftlake serve LOG``: the HTTP service (appends with group commit, reads, views, audits)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kraftlake.cli.console import EXIT_INPUT, abort, err
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve(
+        log: Path = typer.Argument(..., help="The log to serve (kraftlake init creates one)."),
+        host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; loopback unless told otherwise."),
+        port: int = typer.Option(8080, "--port", min=0, max=65535),
+        max_batch_records: int = typer.Option(50_000, "--max-batch-records", min=1, help="Records per Delta commit at most."),
+        max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", min=0, help="How long a commit waits for more requests while it is below --min-batch-records."),
+        min_batch_records: int = typer.Option(1, "--min-batch-records", min=1),
+        max_queued_records: int = typer.Option(500_000, "--max-queued-records", min=1, help="Records waiting beyond this get 429 with Retry-After."),
+    ) -> None:
+        """Serve the log over HTTP: POST /v1/records (JSON or msgpack; exactly once per producer and seq; acknowledged once committed, requests waiting together share one Delta commit), GET /v1/records, GET /v1/views/controller, GET /v1/views/brokers/{id}, POST /v1/audits, GET /healthz, GET /metrics, and the OpenAPI schema at /schema (docs at /schema/swagger).
+
+        Access logs go to stderr through structlog (--log-json for JSON lines).
+        """
+        import uvicorn
+
+        from kraftlake.records import Log, LogNotFoundError
+        from kraftlake.service.app import create_app
+        from kraftlake.service.committer import CommitConfig
+
+        try:
+            Log.open(log)
+        except LogNotFoundError as exc:
+            abort(str(exc), EXIT_INPUT)
+        config = CommitConfig(max_records=max_batch_records, max_wait_ms=max_wait_ms, min_records=min_batch_records,
+                              max_queued_records=max_queued_records)  # fmt: skip
+        err.print(f"serving {log} on http://{host}:{port} (OpenAPI at /schema)")
+        uvicorn.run(create_app(log, config), host=host, port=port, access_log=False, log_level="warning")

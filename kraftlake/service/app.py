@@ -1,0 +1,240 @@
+"""The HTTP service (Litestar, msgspec-native, under uvicorn): services append records, readers get
+records, views and audits.
+
+- ``POST /v1/records``: ``{"producer", "seq", "records": [...]}`` as JSON or msgpack
+  (``Content-Type: application/msgpack``). The whole batch is checked first: one bad record and
+  the answer is 400 naming its index, type and field, and nothing is appended. Good batches go to
+  the group committer and are acknowledged with their offsets once committed; a retry of an
+  acknowledged (producer, seq) gets the original offsets. Queue full: 429 with ``Retry-After``.
+- ``GET /v1/records?from=&to=&type=``, ``GET /v1/views/controller?offset=|version=|timestamp=``,
+  ``GET /v1/views/brokers/{id}?...``, ``POST /v1/audits``, ``GET /v1/producers/{producer}`` (its
+  last committed seq, where a restarted client resumes), ``GET /healthz``, ``GET /metrics``
+  (Prometheus text), and the OpenAPI schema at ``/schema/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+import structlog
+from litestar import Litestar, Request, Response, get, post
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+
+from kraftlake.records import Log, RecordError, TimeTravelError
+from kraftlake.records.codec import from_builtins
+
+from .committer import CommitConfig, GroupCommitter, Overloaded, result_dict
+from .metrics import render_metrics
+
+log = structlog.get_logger(__name__)
+
+MAX_BODY = 64 * 1024 * 1024
+MAX_READ = 100_000
+"""Records one GET returns at most (page with from/to)."""
+
+
+class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
+    records: list[Any]
+    producer: str | None = None
+    seq: int | None = None
+
+
+class AppendReply(msgspec.Struct):
+    first_offset: int
+    last_offset: int
+    version: int
+    duplicate: bool
+
+
+class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
+    from_offset: int | None = None
+    to_offset: int | None = None
+    grace_records: int = 1000
+    grace_ms: int = 5000
+    fail_on: str = "error"
+
+
+@dataclass
+class ServiceState:
+    path: Path
+    committer: GroupCommitter
+    reader_lock: threading.Lock
+    reader: Log
+
+
+def _problem(status: int, message: str, **extra: Any) -> Response:
+    return Response({"error": message, **extra}, status_code=status)
+
+
+def access_log(app: Any) -> Any:
+    """One structlog event per request (method, path, status, ms); query strings, bodies and
+    headers (tokens) are never logged."""
+
+    async def middleware(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def watch(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await app(scope, receive, watch)
+        finally:
+            log.info("http.request", method=scope["method"], path=scope["path"], status=status,
+                     ms=round((time.perf_counter() - started) * 1000, 2))  # fmt: skip
+
+    return middleware
+
+
+def _decode_body(request_body: bytes, content_type: str) -> AppendRequest:
+    try:
+        if "msgpack" in content_type:
+            return msgspec.msgpack.decode(request_body, type=AppendRequest)
+        return msgspec.json.decode(request_body, type=AppendRequest)
+    except msgspec.DecodeError as exc:
+        raise HTTPException(status_code=400, detail=f"the body is not an append request: {exc}") from None
+
+
+def create_app(path: str | Path, config: CommitConfig | None = None) -> Litestar:
+    """The service over the log at ``path`` (which must exist)."""
+    target = Log.open(path)
+    state = ServiceState(Path(path), GroupCommitter(target, config), threading.Lock(), Log.open(path))
+
+    @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
+    async def append(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return _problem(413, f"the body has {len(body)} bytes; at most {MAX_BODY}")
+        req = _decode_body(body, request.headers.get("content-type", ""))
+        if (req.producer is None) != (req.seq is None):
+            return _problem(400, "give both producer and seq, or neither", field="seq")
+        if req.seq is not None and req.seq < 0:
+            return _problem(400, "seq must be >= 0", field="seq")
+        if not req.records:
+            return _problem(400, "a batch holds at least one record", field="records")
+        records = []
+        for i, raw in enumerate(req.records):
+            try:
+                records.append(from_builtins(raw, line=i + 1))
+            except RecordError as exc:
+                return _problem(400, str(exc), index=i, type=exc.record_type, field=exc.field)
+        try:
+            future = state.committer.submit(records, req.producer, req.seq)
+        except Overloaded as exc:
+            return Response({"error": str(exc)}, status_code=429,
+                            headers={"Retry-After": f"{max(1, round(exc.retry_after_s))}"})  # fmt: skip
+        try:
+            result = await asyncio.wrap_future(future)
+        except RecordError as exc:
+            return _problem(409, str(exc))
+        return Response(result_dict(result))
+
+    def _reader() -> Log:
+        state.reader.refresh()
+        return state.reader
+
+    @get("/v1/records", summary="Records in [from, to], optionally of some types")
+    async def read(
+        from_: Annotated[int | None, QueryParameter(name="from", description="first offset (default 0)")] = None,
+        to: Annotated[int | None, QueryParameter(description="last offset (default: the end; at most 100 000 records)")] = None,
+        type_: Annotated[str | None, QueryParameter(name="type", description="comma-separated record types")] = None,
+    ) -> Response:
+        def work() -> bytes:
+            with state.reader_lock:
+                snap = _reader().at()
+                hi = snap.last_offset if to is None else min(to, snap.last_offset)
+                lo = 0 if from_ is None else from_
+                if hi - lo + 1 > MAX_READ:
+                    hi = lo + MAX_READ - 1
+                types = [t for t in type_.split(",") if t] if type_ else None
+                return msgspec.json.encode(snap.records(lo, hi, types))
+
+        return Response(await asyncio.to_thread(work), media_type="application/json")
+
+    def _state_at(offset, version, timestamp):
+        from kraftlake.replay.state import state_at
+
+        if sum(x is not None for x in (offset, version, timestamp)) > 1:
+            raise HTTPException(status_code=400, detail="give at most one of offset, version, timestamp")
+        with state.reader_lock:
+            try:
+                return state_at(_reader(), offset=offset, version=version, timestamp=timestamp).published()
+            except TimeTravelError as exc:
+                raise HTTPException(status_code=404, detail=str(exc)) from None
+
+    @get("/v1/views/controller", summary="The controller's view (canonical image) at a point in time")
+    async def controller_view(offset: FromQuery[int | None] = None, version: FromQuery[int | None] = None,
+                              timestamp: FromQuery[str | None] = None) -> Response:  # fmt: skip
+        view = await asyncio.to_thread(_state_at, offset, version, timestamp)
+        return Response(msgspec.json.encode(view.image()), media_type="application/json")
+
+    @get("/v1/views/brokers/{broker_id:int}", summary="One broker's view at a point in time")
+    async def broker_view_(broker_id: FromPath[int], offset: FromQuery[int | None] = None, version: FromQuery[int | None] = None,
+                           timestamp: FromQuery[str | None] = None) -> Response:  # fmt: skip
+        from kraftlake.statemachine.kraft.broker_view import broker_view
+
+        view = await asyncio.to_thread(_state_at, offset, version, timestamp)
+        return Response(msgspec.json.encode(broker_view(view, broker_id)), media_type="application/json")
+
+    @post("/v1/audits", status_code=200, summary="Run the local audit over a range; the report as JSON")
+    async def audits(data: JSONBody[AuditRequest]) -> Response:
+        from kraftlake.replay.audit import AuditConfig, audit_log
+        from kraftlake.replay.state import state_at
+
+        def work() -> bytes:
+            with state.reader_lock:
+                snap = _reader().at()
+                start = None
+                if data.from_offset:
+                    start = state_at(_reader(), offset=data.from_offset - 1)
+                cfg = AuditConfig(grace_records=data.grace_records, grace_ms=data.grace_ms, fail_on=data.fail_on)
+                report = audit_log(snap, config=cfg, from_offset=data.from_offset, to_offset=data.to_offset, start=start)
+                return msgspec.json.encode(report)
+
+        return Response(await asyncio.to_thread(work), media_type="application/json")
+
+    @get("/v1/producers/{producer:str}", summary="A producer's last committed seq (null: none yet)")
+    async def producer_seq(producer: FromPath[str]) -> dict:
+        def work() -> int | None:
+            with state.reader_lock:
+                return _reader().producer_seq(producer)
+
+        return {"producer": producer, "seq": await asyncio.to_thread(work)}
+
+    @get("/healthz", summary="Alive, the log's last offset, and the records waiting for a commit")
+    async def healthz() -> dict:
+        def last() -> int:
+            with state.reader_lock:
+                return _reader().last_offset
+
+        return {"status": "ok", "last_offset": await asyncio.to_thread(last), "queued_records": state.committer.queued_records}
+
+    @get("/metrics", summary="Prometheus metrics", media_type="text/plain; version=0.0.4")
+    async def metrics() -> str:
+        return render_metrics(state.committer.stats, state.committer.queued_records)
+
+    async def shutdown() -> None:
+        await asyncio.to_thread(state.committer.close)
+
+    return Litestar(
+        route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics],
+        on_shutdown=[shutdown],
+        middleware=[access_log],
+        openapi_config=OpenAPIConfig(title="kraftlake", version="1"),
+        request_max_body_size=MAX_BODY,
+        debug=False,
+    )

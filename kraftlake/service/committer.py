@@ -1,0 +1,186 @@
+"""Group commit: the requests waiting for a Delta commit share it.
+
+A Delta commit costs tens of milliseconds here, whatever its size, so one commit per request caps
+a service at a few dozen requests a second. ``GroupCommitter`` queues the requests (each a batch,
+with its producer and sequence) and one thread commits them: it takes what is waiting, up to
+``max_records``, waits at most ``max_wait_ms`` for more while the group is small, and appends the
+group in one commit (``Log.append_group``): every batch lands whole and contiguous, or none does.
+A request is acknowledged only once its commit landed (durable).
+
+Backpressure: the queue holds at most ``max_queued_records``; beyond that ``submit`` refuses
+(``Overloaded``), the service answers 429 with ``Retry-After``, and memory stays bounded.
+A request whose (producer, seq) is already waiting or being committed shares that request's
+answer instead of being queued twice (a client retrying after a timeout).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import structlog
+
+from kraftlake.records import AppendResult, Log, Record
+from kraftlake.records.log import Batch
+
+log = structlog.get_logger(__name__)
+
+
+class Overloaded(Exception):
+    """The queue is full: try again after ``retry_after_s``."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"the append queue is full; retry in {retry_after_s:.2f} s")
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class CommitConfig:
+    max_records: int = 50_000
+    """A commit carries at most this many records (a bigger request still goes alone)."""
+    max_wait_ms: float = 5.0
+    """How long the committer waits for more requests while the group is below ``min_records``."""
+    min_records: int = 1
+    max_queued_records: int = 500_000
+    """Records waiting beyond this: 429."""
+
+
+@dataclass
+class _Request:
+    batch: Batch
+    future: Future = field(default_factory=Future)
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Stats:
+    """What ``/metrics`` reports."""
+
+    records: int = 0
+    requests: int = 0
+    duplicates: int = 0
+    commits: int = 0
+    rejected: int = 0
+    failed: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+    """Records per commit, the last 10 000."""
+    latencies_ms: list[float] = field(default_factory=list)
+    """Enqueue to acknowledgement per request, the last 10 000."""
+
+
+class GroupCommitter:
+    def __init__(self, target: Log, config: CommitConfig | None = None) -> None:
+        self.log = target
+        self.config = config or CommitConfig()
+        self.stats = Stats()
+        self._queue: deque[_Request] = deque()
+        self._queued_records = 0
+        self._inflight: dict[tuple[str, int], _Request] = {}
+        self._cv = threading.Condition()
+        self._closed = False
+        self._commit_ms = 30.0  # running estimate, for Retry-After
+        self._thread = threading.Thread(target=self._run, name="kraftlake-committer", daemon=True)
+        self._thread.start()
+
+    def submit(self, records: list[Record], producer: str | None = None, seq: int | None = None) -> Future:
+        """Queue a batch; the future resolves to its ``AppendResult`` once committed."""
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the committer is closed")
+            key = (producer, seq) if producer is not None else None
+            if key is not None and key in self._inflight:
+                return self._inflight[key].future  # type: ignore[index]
+            if self._queued_records and self._queued_records + len(records) > self.config.max_queued_records:
+                self.stats.rejected += 1
+                backlog = self._queued_records / max(1, self.config.max_records)
+                raise Overloaded(max(0.05, backlog * self._commit_ms / 1000))
+            req = _Request(Batch(records, producer, seq))
+            self._queue.append(req)
+            self._queued_records += len(records)
+            if key is not None:
+                self._inflight[key] = req  # type: ignore[index]
+            self.stats.requests += 1
+            self._cv.notify()
+            return req.future
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit what is queued, then stop."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    @property
+    def queued_records(self) -> int:
+        return self._queued_records
+
+    def _take(self) -> list[_Request]:
+        cfg = self.config
+        with self._cv:
+            while not self._queue and not self._closed:
+                self._cv.wait()
+            if not self._queue:
+                return []
+            deadline = time.perf_counter() + cfg.max_wait_ms / 1000
+            while self._queued_records < cfg.min_records and not self._closed:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                self._cv.wait(left)
+            group, n = [], 0
+            while self._queue and (not group or n + len(self._queue[0].batch.records) <= cfg.max_records):
+                req = self._queue.popleft()
+                group.append(req)
+                n += len(req.batch.records)
+            self._queued_records -= n
+            return group
+
+    def _run(self) -> None:
+        while True:
+            group = self._take()
+            if not group:
+                return
+            # A producer's batches in sequence order (clients pipelining may race each other).
+            group.sort(key=lambda r: (r.batch.producer is None, r.batch.producer or "", r.batch.seq or 0))
+            started = time.perf_counter()
+            try:
+                results = self.log.append_group([r.batch for r in group])
+            except Exception as exc:  # every waiting request learns why; the service stays up
+                log.warning("service.commit_failed", error=str(exc), requests=len(group))
+                self.stats.failed += len(group)
+                for r in group:
+                    r.future.set_exception(exc)
+                self._forget(group)
+                continue
+            took = (time.perf_counter() - started) * 1000
+            self._commit_ms = 0.8 * self._commit_ms + 0.2 * took
+            done = time.perf_counter()
+            written = sum(len(r.batch.records) for r, res in zip(group, results) if not res.duplicate)
+            st = self.stats
+            if written:
+                st.commits += 1
+                st.records += written
+                st.batch_sizes.append(written)
+                del st.batch_sizes[:-10_000]
+            for r, res in zip(group, results):
+                st.duplicates += res.duplicate
+                st.latencies_ms.append((done - r.enqueued) * 1000)
+                r.future.set_result(res)
+            del st.latencies_ms[:-10_000]
+            self._forget(group)
+            log.debug("service.group_committed", requests=len(group), records=written, ms=round(took, 1))
+
+    def _forget(self, group: list[_Request]) -> None:
+        with self._cv:
+            for r in group:
+                b = r.batch
+                if b.producer is not None and self._inflight.get((b.producer, b.seq)) is r:  # type: ignore[arg-type]
+                    del self._inflight[(b.producer, b.seq)]  # type: ignore[arg-type]
+
+
+def result_dict(res: AppendResult) -> dict:
+    return {"first_offset": res.first_offset, "last_offset": res.last_offset, "version": res.version,
+            "duplicate": res.duplicate}  # fmt: skip

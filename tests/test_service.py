@@ -1,0 +1,215 @@
+"""The HTTP service: appends (exactly once, whole or not at all, group commit, backpressure),
+reads, views, audits, metrics, the OpenAPI schema; and on loopback, concurrent clients with
+random timeouts and a server killed with -9 mid-load: every acknowledged record exactly once,
+offsets gapless, no partial batch."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from litestar.testing import TestClient
+
+from kraftlake import Appender
+from kraftlake.records import Config, Log, NoOp
+from kraftlake.records.log import Batch
+from kraftlake.service.app import create_app
+from kraftlake.service.committer import CommitConfig, GroupCommitter, Overloaded
+
+
+def config(i: int, client: str = "c") -> dict:
+    return {"type": "Config", "resource_type": 4, "resource_name": client, "name": "n", "value": str(i)}
+
+
+@pytest.fixture
+def log_path(tmp_path) -> Path:
+    Log.create(tmp_path / "log")
+    return tmp_path / "log"
+
+
+def test_append_exactly_once_and_bad_input_appends_nothing(log_path):
+    with TestClient(app=create_app(log_path)) as c:
+        r = c.post("/v1/records", json={"producer": "p", "seq": 0, "records": [config(0), config(1)]})
+        assert r.status_code == 200 and r.json() == {"first_offset": 0, "last_offset": 1, "version": 1, "duplicate": False}
+        again = c.post("/v1/records", json={"producer": "p", "seq": 0, "records": [config(0), config(1)]})
+        assert again.json() == {**r.json(), "duplicate": True}
+        bad = c.post("/v1/records", json={"producer": "p", "seq": 1, "records": [config(2), {"type": "Topic", "name": "t"}]})
+        assert bad.status_code == 400
+        assert bad.json() == {"error": "line 2: Topic.topic_id: required field is missing", "index": 1, "type": "Topic", "field": "topic_id"}
+        assert c.post("/v1/records", json={"producer": "p", "records": [config(3)]}).status_code == 400  # seq missing
+        assert c.post("/v1/records", content=b"{not json", headers={"content-type": "application/json"}).status_code == 400
+        import msgspec
+
+        packed = msgspec.msgpack.encode({"producer": "p", "seq": 1, "records": [config(4)]})
+        r = c.post("/v1/records", content=packed, headers={"content-type": "application/msgpack"})
+        assert r.status_code == 200 and r.json()["first_offset"] == 2
+        assert c.get("/v1/producers/p").json() == {"producer": "p", "seq": 1}
+        rows = c.get("/v1/records", params={"from": 0}).json()
+        assert [(x["offset"], x["value"]) for x in rows] == [(0, "0"), (1, "1"), (2, "4")]
+    assert Log.open(log_path).last_offset == 2
+
+
+def test_reads_views_audits_health_metrics_and_openapi(log_path):
+    fixture = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
+    import json
+
+    lines = [json.loads(x) for x in fixture.read_text().splitlines()]
+    with TestClient(app=create_app(log_path)) as c:
+        assert c.post("/v1/records", json={"records": lines}).status_code == 200
+        assert [x["type"] for x in c.get("/v1/records", params={"type": "LogDirFailed"}).json()] == ["LogDirFailed"]
+        assert len(c.get("/v1/records", params={"from": 3, "to": 5}).json()) == 3
+        view = c.get("/v1/views/controller", params={"offset": 24}).json()
+        assert view["offset"] == 24 and {b["id"] for b in view["brokers"]} == {101, 102}
+        assert c.get("/v1/views/controller", params={"offset": 24, "version": 1}).status_code == 400
+        assert c.get("/v1/views/controller", params={"version": 99}).status_code == 404
+        broker = c.get("/v1/views/brokers/101").json()
+        assert broker["broker_id"] == 101 and len(broker["log_dirs"]) == 1  # after the dir failure
+        report = c.post("/v1/audits", json={"to_offset": 24, "grace_records": 0, "grace_ms": 0}).json()
+        assert report["verdict"] == "fail" and report["last_offset"] == 24
+        assert c.post("/v1/audits", json={}).json()["verdict"] == "pass"
+        assert c.get("/healthz").json() == {"status": "ok", "last_offset": len(lines) - 1, "queued_records": 0}
+        metrics = c.get("/metrics").text
+        assert f"kraftlake_appended_records_total {len(lines)}" in metrics and "kraftlake_commits_total 1" in metrics
+        assert 'kraftlake_append_latency_ms_bucket{le="+Inf"} 1' in metrics
+        schema = c.get("/schema/openapi.json").json()
+        assert {"/v1/records", "/v1/views/controller", "/v1/views/brokers/{broker_id}", "/v1/audits", "/healthz",
+                "/metrics", "/v1/producers/{producer}"} <= set(schema["paths"])  # fmt: skip
+        assert {"get", "post"} <= set(schema["paths"]["/v1/records"])
+
+
+class _SlowLog:
+    """A log whose commits wait for a signal: the queue fills behind it."""
+
+    def __init__(self, target: Log) -> None:
+        self.target, self.go = target, threading.Event()
+
+    def append_group(self, batches):
+        self.go.wait(30)
+        return self.target.append_group(batches)
+
+
+def test_group_commit_shares_commits_and_the_queue_is_bounded(log_path):
+    slow = _SlowLog(Log.open(log_path))
+    committer = GroupCommitter(slow, CommitConfig(max_queued_records=100, max_records=1000))  # type: ignore[arg-type]
+    futures = [committer.submit([Config(resource_type=4, resource_name="x", name="n", value=str(i))] * 10, "p", i) for i in range(10)]
+    time.sleep(0.2)  # the committer took the first request; nine wait, then the queue fills
+    more = [committer.submit([NoOp()] * 10) for _ in range(1)]
+    with pytest.raises(Overloaded) as exc:
+        for _ in range(20):
+            more.append(committer.submit([NoOp()] * 10))
+    assert exc.value.retry_after_s > 0 and committer.queued_records <= 100
+    assert committer.submit([NoOp()], "p", 3) is futures[3]  # a retry waits with the original
+    slow.go.set()
+    results = [f.result(30) for f in futures + more]
+    committer.close()
+    assert committer.stats.commits < len(results) and committer.stats.rejected == 1
+    spans = sorted((r.first_offset, r.last_offset) for r in results)
+    assert spans[0][0] == 0 and all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))
+    assert all(hi - lo == 9 for lo, hi in spans)
+
+
+def test_group_append_lands_whole_and_answers_retries(log_path):
+    log = Log.open(log_path)
+    res = log.append_group([Batch([NoOp(), NoOp()], "a", 0), Batch([NoOp()]), Batch([NoOp()] * 3, "b", 5)])
+    assert [(r.first_offset, r.last_offset) for r in res] == [(0, 1), (2, 2), (3, 5)] and len({r.version for r in res}) == 1
+    again = log.append_group([Batch([NoOp()] * 3, "b", 5), Batch([NoOp()], "a", 1)])
+    assert again[0].duplicate and (again[0].first_offset, again[0].last_offset) == (3, 5)
+    assert (again[1].first_offset, again[1].duplicate) == (6, False)
+    # An older batch of a group commit is found in the history.
+    assert log.append([NoOp()] * 2, producer="a", seq=0).first_offset == 0
+
+
+# -- on loopback: a real server, concurrent clients, kill -9 ----------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(log_path: Path, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "kraftlake.cli", "serve", str(log_path), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the service did not start")
+
+
+def _load(url: str, clients: int, batches: int, size: int, acked: list, seed: int) -> list[threading.Thread]:
+    def client(c: int) -> None:
+        rng = random.Random(seed * 100 + c)
+        # Random client-side timeouts: some requests time out after the server committed them.
+        app = Appender(url, producer=f"client-{c}", timeout_s=rng.choice([0.05, 0.2, 2.0]), retry_for_s=120)
+        for b in range(batches):
+            records = [Config(resource_type=4, resource_name=f"client-{c}", name="n", value=f"{b}/{i}") for i in range(size)]
+            res = app.append(records)
+            acked.append((c, b, res.first_offset, res.last_offset))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _check(log_path: Path, acked: list, size: int) -> None:
+    records = Log.open(log_path).read()
+    assert [r.offset for r in records] == list(range(len(records)))  # gapless
+    seen = Counter((r.resource_name, r.value) for r in records)
+    assert max(seen.values()) == 1  # nothing twice
+    for c, b, lo, hi in acked:  # every acknowledged batch, whole and contiguous where it says
+        assert hi - lo + 1 == size
+        got = records[lo : hi + 1]
+        assert [(r.resource_name, r.value) for r in got] == [(f"client-{c}", f"{b}/{i}") for i in range(size)]
+
+
+def test_concurrent_clients_with_timeouts_and_retries_exactly_once(log_path):
+    port = _free_port()
+    proc = _serve(log_path, port)
+    try:
+        acked: list = []
+        for t in _load(f"http://127.0.0.1:{port}", clients=16, batches=40, size=25, acked=acked, seed=1):
+            t.join(300)
+        assert len(acked) == 16 * 40
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    _check(log_path, acked, 25)
+    assert Log.open(log_path).version < len(acked)  # requests shared commits
+
+
+def test_a_server_killed_mid_load_loses_no_acknowledged_record(log_path):
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _serve(log_path, port)
+    acked: list = []
+    threads = _load(url, clients=8, batches=60, size=10, acked=acked, seed=2)
+    try:
+        while len(acked) < 100:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        time.sleep(0.5)  # clients retry against nothing for a while
+        proc = _serve(log_path, port)
+        for t in threads:
+            t.join(300)
+        assert len(acked) == 8 * 60
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    _check(log_path, acked, 10)
