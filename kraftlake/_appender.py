@@ -31,12 +31,16 @@ class Appender:
     continues where it left off. To retry a batch whose acknowledgement was lost, call
     ``append(records, seq=n)`` with the same ``n``: it lands once and returns the same offsets.
     Against a service, timeouts, refused connections, 429 and 5xx are retried (for up to
-    ``retry_for_s``) with the same ``seq``, so a retry never duplicates.
+    ``retry_for_s``) with the same ``seq``, so a retry never duplicates; ``token`` is the bearer
+    token of a service started with ``--tokens``.
     """
 
     def __init__(self, target: Log | str | os.PathLike[str], producer: str, *, timeout_s: float = 30.0,
-                 retry_for_s: float = 120.0) -> None:  # fmt: skip
+                 retry_for_s: float = 120.0, token: str | None = None) -> None:  # fmt: skip
         self.producer = producer
+        self._headers = {"Content-Type": "application/json"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
         self.url: str | None = None
         self.log: Log | None = None
         self.timeout_s, self.retry_for_s = timeout_s, retry_for_s
@@ -81,7 +85,7 @@ class Appender:
             wait = pause
             try:
                 conn = self._connection()
-                conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+                conn.request(method, path, body=body, headers=self._headers)
                 resp = conn.getresponse()
                 data = resp.read()
                 if resp.status == 200:

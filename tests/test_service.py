@@ -213,3 +213,42 @@ def test_a_server_killed_mid_load_loses_no_acknowledged_record(log_path):
         proc.terminate()
         proc.wait(30)
     _check(log_path, acked, 10)
+
+
+def test_tokens_roles_and_producers(log_path, tmp_path, capsys):
+    import hashlib
+    import json
+
+    from kraftlake.service.auth import load_tokens
+
+    secret = "s3cret-admin"
+    (tmp_path / "tokens.json").write_text(json.dumps({"tokens": [
+        {"token": "t-writer", "producer": "controller-1", "roles": ["append"]},
+        {"token": "t-reader", "producer": "analyst", "roles": ["read"]},
+        {"sha256": hashlib.sha256(secret.encode()).hexdigest(), "producer": "ops", "roles": ["read", "admin"]},
+    ]}))  # fmt: skip
+    tokens = load_tokens(tmp_path / "tokens.json")
+    body = {"producer": "controller-1", "seq": 0, "records": [config(0)]}
+    with TestClient(app=create_app(log_path, tokens=tokens)) as c:
+        def auth(t):
+            return {"Authorization": f"Bearer {t}"}
+
+        assert c.post("/v1/records", json=body).status_code == 401
+        assert c.post("/v1/records", json=body, headers=auth("nope")).status_code == 401
+        assert c.post("/v1/records", json=body, headers=auth("t-reader")).status_code == 403
+        other = {**body, "producer": "controller-2"}
+        assert c.post("/v1/records", json=other, headers=auth("t-writer")).status_code == 403
+        assert Log.open(log_path).last_offset == -1  # nothing appended by any refused request
+        assert c.post("/v1/records", json=body, headers=auth("t-writer")).status_code == 200
+        assert c.get("/v1/records", headers=auth("t-writer")).status_code == 403
+        assert c.get("/v1/records", headers=auth("t-reader")).status_code == 200
+        assert c.post("/v1/audits", json={}, headers=auth("t-reader")).status_code == 403
+        assert c.post("/v1/audits", json={}, headers=auth(secret)).status_code == 200
+        assert c.get("/metrics", headers=auth("t-reader")).status_code == 403
+        assert c.get("/healthz").status_code == 401 and c.get("/healthz", headers=auth("t-writer")).status_code == 200
+        assert c.get("/schema/openapi.json", headers=auth("t-reader")).status_code == 200
+    captured = capsys.readouterr()
+    assert "t-writer" not in captured.out + captured.err and secret not in captured.out + captured.err
+    (tmp_path / "bad.json").write_text(json.dumps({"tokens": [{"token": "x", "producer": "p", "roles": ["root"]}]}))
+    with pytest.raises(ValueError, match=r"tokens\[0\]: `roles`"):
+        load_tokens(tmp_path / "bad.json")

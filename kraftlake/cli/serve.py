@@ -19,10 +19,11 @@ def register(app: typer.Typer) -> None:
         max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", min=0, help="How long a commit waits for more requests while it is below --min-batch-records."),
         min_batch_records: int = typer.Option(1, "--min-batch-records", min=1),
         max_queued_records: int = typer.Option(500_000, "--max-queued-records", min=1, help="Records waiting beyond this get 429 with Retry-After."),
+        tokens: Path | None = typer.Option(None, "--tokens", help='JSON file {"tokens": [{"token" (or "sha256"), "producer", "roles": ["append", "read", "admin"]}]}: every request then needs "Authorization: Bearer TOKEN" with the right role, and a token appends only as its own producer.'),
     ) -> None:
         """Serve the log over HTTP: POST /v1/records (JSON or msgpack; exactly once per producer and seq; acknowledged once committed, requests waiting together share one Delta commit), GET /v1/records, GET /v1/views/controller, GET /v1/views/brokers/{id}, POST /v1/audits, GET /healthz, GET /metrics, and the OpenAPI schema at /schema (docs at /schema/swagger).
 
-        Access logs go to stderr through structlog (--log-json for JSON lines).
+        Without --tokens anyone who reaches the port may append: keep the default loopback --host, or give --tokens. Access logs (method, path, status, ms; never tokens) go to stderr through structlog (--log-json for JSON lines).
         """
         import uvicorn
 
@@ -30,11 +31,16 @@ def register(app: typer.Typer) -> None:
         from kraftlake.service.app import create_app
         from kraftlake.service.committer import CommitConfig
 
+        from kraftlake.service.auth import TokenFileError, load_tokens
+
         try:
             Log.open(log)
-        except LogNotFoundError as exc:
+            known = load_tokens(tokens) if tokens is not None else None
+        except (LogNotFoundError, TokenFileError) as exc:
             abort(str(exc), EXIT_INPUT)
+        if known is None and host not in ("127.0.0.1", "localhost", "::1"):
+            err.print(f"[yellow]warning: serving {host} without --tokens: anyone who reaches it may append[/]")
         config = CommitConfig(max_records=max_batch_records, max_wait_ms=max_wait_ms, min_records=min_batch_records,
                               max_queued_records=max_queued_records)  # fmt: skip
         err.print(f"serving {log} on http://{host}:{port} (OpenAPI at /schema)")
-        uvicorn.run(create_app(log, config), host=host, port=port, access_log=False, log_level="warning")
+        uvicorn.run(create_app(log, config, known), host=host, port=port, access_log=False, log_level="warning")

@@ -31,6 +31,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from kraftlake.records import Log, RecordError, TimeTravelError
 from kraftlake.records.codec import from_builtins
 
+from .auth import auth_middleware
 from .committer import CommitConfig, GroupCommitter, Overloaded, result_dict
 from .metrics import render_metrics
 
@@ -109,8 +110,10 @@ def _decode_body(request_body: bytes, content_type: str) -> AppendRequest:
         raise HTTPException(status_code=400, detail=f"the body is not an append request: {exc}") from None
 
 
-def create_app(path: str | Path, config: CommitConfig | None = None) -> Litestar:
-    """The service over the log at ``path`` (which must exist)."""
+def create_app(path: str | Path, config: CommitConfig | None = None, tokens: list | None = None) -> Litestar:
+    """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
+    every request needs a bearer token with the right role; None: no authentication (bind the
+    service to loopback)."""
     target = Log.open(path)
     state = ServiceState(Path(path), GroupCommitter(target, config), threading.Lock(), Log.open(path))
 
@@ -126,6 +129,9 @@ def create_app(path: str | Path, config: CommitConfig | None = None) -> Litestar
             return _problem(400, "seq must be >= 0", field="seq")
         if not req.records:
             return _problem(400, "a batch holds at least one record", field="records")
+        identity = request.scope.get("state", {}).get("identity")
+        if identity is not None and req.producer != identity.producer:
+            return _problem(403, f"this token appends as producer {identity.producer!r} only", field="producer")
         records = []
         for i, raw in enumerate(req.records):
             try:
@@ -233,7 +239,7 @@ def create_app(path: str | Path, config: CommitConfig | None = None) -> Litestar
     return Litestar(
         route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics],
         on_shutdown=[shutdown],
-        middleware=[access_log],
+        middleware=[access_log] + ([auth_middleware(tokens)] if tokens is not None else []),
         openapi_config=OpenAPIConfig(title="kraftlake", version="1"),
         request_max_body_size=MAX_BODY,
         debug=False,
