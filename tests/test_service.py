@@ -101,8 +101,11 @@ def test_group_commit_shares_commits_and_the_queue_is_bounded(log_path):
     slow = _SlowLog(Log.open(log_path))
     committer = GroupCommitter(slow, CommitConfig(max_queued_records=100, max_records=1000))  # type: ignore[arg-type]
     futures = [committer.submit([Config(resource_type=4, resource_name="x", name="n", value=str(i))] * 10, "p", i) for i in range(10)]
-    time.sleep(0.2)  # the committer took the first request; nine wait, then the queue fills
-    more = [committer.submit([NoOp()] * 10) for _ in range(1)]
+    deadline = time.monotonic() + 30
+    while committer.queued_records == 100 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the committer took a group (and waits on the slow log)
+    assert committer.queued_records < 100
+    more = []
     with pytest.raises(Overloaded) as exc:
         for _ in range(20):
             more.append(committer.submit([NoOp()] * 10))
@@ -200,8 +203,10 @@ def test_a_server_killed_mid_load_loses_no_acknowledged_record(log_path):
     acked: list = []
     threads = _load(url, clients=8, batches=60, size=10, acked=acked, seed=2)
     try:
-        while len(acked) < 100:
+        deadline = time.monotonic() + 120
+        while len(acked) < 100 and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert len(acked) >= 100, "the clients did not get going"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         time.sleep(0.5)  # clients retry against nothing for a while
