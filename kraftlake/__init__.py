@@ -33,6 +33,7 @@ from kraftlake.records import (
 )
 
 from ._appender import Appender
+from .lake import AuditResult, Lake, PointInTime
 
 if TYPE_CHECKING:
     from kraftlake.statemachine.kraft.view import ControllerView
@@ -40,18 +41,19 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def open(path: str | os.PathLike[str]) -> Log:  # noqa: A001 - mirrors deltalake / builtins open
-    """Open the log at ``path``."""
-    return Log.open(path)
+def open(path: str | os.PathLike[str]) -> Lake:  # noqa: A001 - mirrors deltalake / builtins open
+    """Open the log at ``path`` (a ``Lake``: the log's own methods, plus points in time, diffs,
+    timelines, audits and plots as DataFrames for notebooks)."""
+    return Lake(Log.open(path))
 
 
-def init(path: str | os.PathLike[str]) -> Log:
+def init(path: str | os.PathLike[str]) -> Lake:
     """Create an empty log at ``path``."""
-    return Log.create(path)
+    return Lake(Log.create(path))
 
 
 def state_at(
-    log: Log | str | os.PathLike[str],
+    log: Lake | Log | str | os.PathLike[str],
     *,
     offset: int | None = None,
     version: int | None = None,
@@ -69,7 +71,7 @@ def state_at(
     """
     from kraftlake.replay.state import state_at as _state_at
 
-    opened = log if isinstance(log, Log) else Log.open(log)
+    opened = log.log if isinstance(log, Lake) else log if isinstance(log, Log) else Log.open(log)
     return _state_at(
         opened, offset=offset, version=version, timestamp=timestamp, source_offset=source_offset
     ).published()
@@ -78,6 +80,9 @@ def state_at(
 __all__ = [
     "Appender",
     "AppendConflictError",
+    "AuditResult",
+    "Lake",
+    "PointInTime",
     "AppendResult",
     "KraftlakeError",
     "Log",

@@ -49,7 +49,8 @@ class Appender:
             self.url = target.rstrip("/")
             stored = self._call("GET", f"/v1/producers/{urllib.parse.quote(producer, safe='')}")["seq"]
         else:
-            self.log = target if isinstance(target, Log) else Log.open(target)
+            inner = getattr(target, "log", target)  # a Lake (kraftlake.open) holds its Log
+            self.log = inner if isinstance(inner, Log) else Log.open(target)
             stored = self.log.producer_seq(producer)
         self.next_seq = 0 if stored is None else stored + 1
 

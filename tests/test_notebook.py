@@ -1,0 +1,84 @@
+"""The notebook facade (``kraftlake.open``): points in time, history, diffs, timelines, audits and
+plots as DataFrames; and ``examples/incident.ipynb`` runs top to bottom with no error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kraftlake
+from kraftlake.records import iter_lines
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
+NOTEBOOK = Path(__file__).parent.parent / "examples" / "incident.ipynb"
+
+
+@pytest.fixture
+def lake(tmp_path):
+    lake = kraftlake.init(tmp_path / "log")
+    records = list(iter_lines(FIXTURE.open("rb")))
+    lake.append(records[:23])
+    lake.append(records[23:])
+    return lake
+
+
+def test_point_in_time_tables_match_the_views(lake):
+    at = lake.at(offset=24)
+    view = kraftlake.state_at(lake, offset=24)
+    assert at.offset == 24 and at.state_hash == view.state_hash()
+    assert sorted(at.brokers.broker) == [101, 102]
+    parts = at.partitions
+    assert len(parts) == 4 and set(parts.topic) == {"a", "b"}
+    a0 = parts[(parts.topic == "a") & (parts.partition == 0)].iloc[0]
+    assert a0.leader == view.partition(a0.topic_id, 0).leader
+    # After the controller acted (offset 27), a-0 is led by 102 and 101's replica is offline.
+    end = lake.at()
+    a0 = end.partitions[(end.partitions.topic == "a") & (end.partitions.partition == 0)].iloc[0]
+    assert a0.leader == 102 and 101 in a0.offline_replicas
+    served = end.broker(101)
+    assert set(served.columns) >= {"topic", "partition", "role", "directory", "online"} and not served.online.all()
+    tables = end.to_arrow()
+    assert tables["partitions"].num_rows == 4 and "<table" in end._repr_html_()
+    assert len(lake.at(version=1).records()) == 23  # the snapshot's records, as Log.at gives them
+
+
+def test_history_diff_timeline_audit_and_offline_counts(lake):
+    history = lake.history()
+    assert list(history.version) == [2, 1, 0] and list(history.records[:2]) == [5, 23]
+    diff = lake.diff(24, 27)
+    assert {"broker/101"} <= set(diff.entity) and "log_dirs" in set(diff.field)
+    tl = lake.timeline("a", 0)
+    assert tl.iloc[-1].leader == 102 and list(tl.partition_epoch) == sorted(tl.partition_epoch)
+    failed = lake.at().records(types=["LogDirFailed"])[0]
+    events = lake.timeline(broker=101, dir=failed.directory)
+    assert list(events.record)[-3:] == ["LogDirFailed", "HeartbeatOfflineDirs", "BrokerRegistrationChange"]
+    report = lake.audit()
+    assert report.verdict == "pass" and report.violations.empty
+    strict = lake.audit(to_offset=24, grace_records=0, grace_ms=0)
+    assert strict.verdict == "fail" and set(strict.violations.invariant) >= {"K6"}
+    offline = lake.offline_replicas()
+    assert offline.offline_replicas.iloc[-1] == 2  # a-0's and b-0's replicas on 101's failed dir
+    with pytest.raises(KeyError):
+        lake.timeline("nope", 0)
+
+
+def test_plots_draw(lake):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = lake.plot_partition("a", 0)
+    assert ax.get_title() == "a-0: leader and ISR" and any("failed" in t.get_text() for t in ax.get_legend().get_texts())
+    assert lake.plot_offline().get_ylabel() == "offline replicas"
+
+
+def test_the_incident_notebook_runs_top_to_bottom(tmp_path):
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # committed without outputs
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the plots were drawn
