@@ -82,3 +82,23 @@ def test_the_incident_notebook_runs_top_to_bottom(tmp_path):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the plots were drawn
+
+
+def test_shell_browses_like_kafka_metadata_shell_with_history(lake):
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    run = CliRunner().invoke
+    res = run(app, ["shell", lake.path, "--offset", "24", "-c", "ls", "-c", "ls cluster/brokers", "-c", "cat cluster/brokers/101",
+                    "-c", "cd topics/byName/a", "-c", "pwd", "-c", "cat 0"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[:6] == ["provenance/", "features/", "cluster/", "topics/", "configs/", "producerIds/"]
+    assert "101/" in lines and "102/" in lines and "/image/topics/byName/a (offset 24)" in lines
+    assert '"leader": 101' in res.stdout  # a-0 still led by 101 when its dir failed
+    # Moving in time, and what changed: the controller's three records after offset 24.
+    res = run(app, ["shell", lake.path, "--offset", "24"], input="at 27\ndiff 24\ncat /nope\nbogus\n")
+    assert res.exit_code == 0
+    assert "at offset 27" in res.stdout and "/image/topics/byName/a/0/leader: 101 -> 102" in res.stdout
+    assert "no such node" in res.stdout and "unknown command" in res.stdout

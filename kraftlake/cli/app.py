@@ -18,6 +18,7 @@ from kraftlake.cli import (
     log,
     maintain,
     serve,
+    shell,
     simulate,
     snapshot,
     spark_audit,
@@ -80,7 +81,7 @@ def _global(
     configure(json=log_json, level=level)
 
 
-for module in (init, append, log, view, broker, snapshot, audit, spark_audit, simulate, history, maintain, kafka, storage, serve):
+for module in (init, append, log, view, broker, snapshot, audit, spark_audit, simulate, history, maintain, kafka, storage, serve, shell):
     module.register(app)
 
 
