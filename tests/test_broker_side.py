@@ -419,5 +419,5 @@ def test_broker_cli_shows_the_view_and_pending_actions(tmp_path):
     assert unassigned and len(reported) == len(unassigned) == doc["plan"]["mismatched"] and doc["plan"]["stay_fenced"]
     assert {a["directory"] for a in reported} <= set(doc["disks"]["online"])
     table = runner.invoke(app, ["broker", str(log), "--broker", "1", "--offset", "40"])
-    assert table.exit_code == 0 and "pending actions" in table.stdout or "nothing to do" in table.stdout
+    assert table.exit_code == 0 and ("pending actions" in table.stdout or "nothing to do" in table.stdout)
     assert runner.invoke(app, ["broker", str(log), "--broker", "999"]).exit_code == 2

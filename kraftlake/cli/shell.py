@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from kraftlake.cli.console import out
+from kraftlake.records.errors import KraftlakeError
 
 
 def image_tree(view) -> dict[str, Any]:
@@ -156,7 +157,7 @@ class Shell(cmd.Cmd):
         try:
             offset = None if arg.strip() in ("", "end") else int(arg)
             self._goto(offset)
-        except (ValueError, Exception) as exc:  # a bad number or an offset the log does not have
+        except (ValueError, KraftlakeError) as exc:  # a bad number, an offset the log does not have
             return self._err(f"at: {exc}")
         out.print(f"at offset {self.offset}")
 
@@ -166,7 +167,7 @@ class Shell(cmd.Cmd):
 
         try:
             other = image_tree(state_at(self.log, offset=int(arg)).published())
-        except (ValueError, Exception) as exc:
+        except (ValueError, KraftlakeError) as exc:
             return self._err(f"diff: {exc}")
         changes = list(_diff(other["image"], self.tree["image"], "/image"))
         for line in changes:
