@@ -20,7 +20,7 @@ import html
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from kraftlake.records import Log, LogSnapshot
+from kraftlake.records import RESERVED_DIRECTORIES, Log, LogSnapshot
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,11 +28,8 @@ if TYPE_CHECKING:
     from kraftlake.replay.audit import AuditReport
     from kraftlake.statemachine.kraft.view import ControllerView
 
-_RESERVED = {"AAAAAAAAAAAAAAAAAAAAAA": "MIGRATING", "AAAAAAAAAAAAAAAAAAAAAQ": "UNASSIGNED", "AAAAAAAAAAAAAAAAAAAAAg": "LOST"}
-
-
 def _dir(d: str) -> str:
-    return _RESERVED.get(d, d)
+    return RESERVED_DIRECTORIES.get(d, d)
 
 
 def _time(ms: int | None) -> datetime | None:

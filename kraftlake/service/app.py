@@ -32,7 +32,7 @@ from kraftlake.records import Log, RecordError, TimeTravelError
 from kraftlake.records.codec import from_builtins
 
 from .auth import auth_middleware
-from .committer import CommitConfig, GroupCommitter, Overloaded, result_dict
+from .committer import CommitConfig, GroupCommitter, Overloaded
 from .metrics import render_metrics
 
 log = structlog.get_logger(__name__)
@@ -46,13 +46,6 @@ class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
     records: list[Any]
     producer: str | None = None
     seq: int | None = None
-
-
-class AppendReply(msgspec.Struct):
-    first_offset: int
-    last_offset: int
-    version: int
-    duplicate: bool
 
 
 class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -147,7 +140,7 @@ def create_app(path: str | Path, config: CommitConfig | None = None, tokens: lis
             result = await asyncio.wrap_future(future)
         except RecordError as exc:
             return _problem(409, str(exc))
-        return Response(result_dict(result))
+        return Response(result.to_dict())
 
     def _reader() -> Log:
         state.reader.refresh()

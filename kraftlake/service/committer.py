@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from kraftlake.records import AppendResult, Log, Record
+from kraftlake.records import Log, Record
 from kraftlake.records.log import Batch
 
 log = structlog.get_logger(__name__)
@@ -180,7 +180,3 @@ class GroupCommitter:
                 if b.producer is not None and self._inflight.get((b.producer, b.seq)) is r:  # type: ignore[arg-type]
                     del self._inflight[(b.producer, b.seq)]  # type: ignore[arg-type]
 
-
-def result_dict(res: AppendResult) -> dict:
-    return {"first_offset": res.first_offset, "last_offset": res.last_offset, "version": res.version,
-            "duplicate": res.duplicate}  # fmt: skip
