@@ -29,6 +29,16 @@ from kraftlake.records.kraft import (
     ReplicaDirectory,
 )
 from kraftlake.records.observations import DirectoryReplicas, LogDirsLoaded
+from kraftlake.records.s3stream import (
+    KV,
+    ObjectState,
+    RemoveKV,
+    S3Object,
+    S3Stream,
+    S3StreamEndOffsets,
+    S3StreamSetObject,
+    StreamState,
+)
 from kraftlake.records.types import is_reserved, uuid_from_bytes
 
 RESERVED_DIRS = (MIGRATING, UNASSIGNED, LOST)
@@ -101,7 +111,59 @@ def _fix_dirs_loaded(draw: st.DrawFn, d: dict[str, Any]) -> None:
         d["offline_dirs"] = [x for x in d["offline_dirs"] if x not in d["online_dirs"]]
 
 
-_FIXUPS = {Partition: _fix_partition, PartitionChange: _fix_partition_change, LogDirsLoaded: _fix_dirs_loaded}
+def _ordered_offsets(value: Any) -> None:
+    """Every (start_offset, end_offset) pair, nested ones too, in order."""
+    if isinstance(value, dict):
+        if "start_offset" in value and "end_offset" in value and value["start_offset"] > value["end_offset"]:
+            value["start_offset"], value["end_offset"] = value["end_offset"], value["start_offset"]
+        for v in value.values():
+            _ordered_offsets(v)
+    elif isinstance(value, list):
+        for v in value:
+            _ordered_offsets(v)
+
+
+def _unique_by(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return list({item[key]: item for item in items}.values())
+
+
+def _fix_stream(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    d["stream_state"] = draw(st.sampled_from(list(StreamState)))
+    if "tags" in d:
+        d["tags"] = _unique_by(d["tags"], "key")
+
+
+def _fix_stream_set_object(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    if "ranges" in d:
+        d["ranges"] = _unique_by(d["ranges"], "stream_id")
+
+
+def _fix_object(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    d["object_state"] = draw(st.sampled_from([ObjectState.PREPARED, ObjectState.COMMITTED, ObjectState.MARK_DESTROYED]))
+
+
+def _fix_kv(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    if not d["key_values"]:
+        d["key_values"] = [{"key": "k", "value": b""}]
+
+
+def _fix_remove_kv(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    if not d["keys"]:
+        d["keys"] = ["k"]
+    if d.get("namespaces") is not None:
+        d["namespaces"] = draw(st.lists(st.none() | st.text(max_size=8), min_size=len(d["keys"]), max_size=len(d["keys"])))
+
+
+def _fix_end_offsets(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    if not d["end_offsets"]:
+        d["end_offsets"] = [{"stream_id": 0, "end_offset": 0}]
+
+
+_FIXUPS = {
+    Partition: _fix_partition, PartitionChange: _fix_partition_change, LogDirsLoaded: _fix_dirs_loaded,
+    S3Stream: _fix_stream, S3StreamSetObject: _fix_stream_set_object, S3Object: _fix_object, KV: _fix_kv,
+    RemoveKV: _fix_remove_kv, S3StreamEndOffsets: _fix_end_offsets,
+}  # fmt: skip
 
 
 @st.composite
@@ -115,6 +177,7 @@ def records_of(draw: st.DrawFn, cls: type[Record], *, envelope: bool = True, ver
         f = fields[name]
         if f.required or draw(st.booleans()):
             d[name] = draw(_strategy(f.type, name, cls))
+    _ordered_offsets(d)
     fix = _FIXUPS.get(cls)
     if fix is not None:
         fix(draw, d)
@@ -124,6 +187,12 @@ def records_of(draw: st.DrawFn, cls: type[Record], *, envelope: bool = True, ver
     for name, since in cls.SINCE.items():
         if since > version:
             d.pop(name, None)  # a producer of this version cannot set it
+    for name, until in cls.UNTIL.items():
+        if version >= until:
+            d.pop(name, None)  # nor one its version removed
+    if cls is KV and version < 1:
+        for kv in d["key_values"]:
+            kv.pop("namespace", None)
     if envelope:
         d["ts_ms"] = draw(st.none() | st.integers(0, 2**53))
         d["source"] = draw(st.none() | st.text(max_size=12))

@@ -21,6 +21,7 @@ from .errors import (
 from .kraft import *  # noqa: F403 - the KRaft record types and constants are the package's API
 from .kraft import KRAFT_RECORDS
 from .log import AppendResult, Commit, Log, LogSnapshot, MaintenanceReport
+from .s3stream import S3STREAM_RECORDS
 from .observations import (
     OBSERVATION_RECORDS,
     AssignReplicasToDirsRequest,

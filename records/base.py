@@ -147,6 +147,9 @@ class Record(
     Spark partitions replay by it; records with no narrower entity belong to ``cluster``."""
     SINCE: ClassVar[dict[str, int]] = {}
     """Payload fields added after version 0, with the version that added them."""
+    UNTIL: ClassVar[dict[str, int]] = {}
+    """Payload fields a later version removed, with the version that removed them: a record of that
+    version or newer leaves them at their default (AutoMQ dropped several when it grew)."""
 
     def __post_init__(self) -> None:
         if _TRUSTED.get():
@@ -157,6 +160,11 @@ class Record(
                 f"`version`: {type(self).__name__} has versions {self.MIN_VERSION}..{current},"
                 f" got {self.version}"
             )
+        for name, until in self.UNTIL.items():
+            if self.version >= until and getattr(self, name) != field_defaults(type(self))[name]:
+                raise ValueError(
+                    f"`{name}`: {type(self).__name__} v{self.version} has no such field (removed in v{until})"
+                )
         check_uuids(self)
         self._validate()
 

@@ -15,6 +15,7 @@ import msgspec
 from .base import Record, current_version, type_name
 from .catalog import BY_NAME, JSON_DECODER, JSON_ENCODER, AnyRecord
 from .errors import RecordError
+from .s3stream import RENAMED
 from .upcast import check_since, upcast
 
 _AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
@@ -71,6 +72,13 @@ def from_builtins(raw: Any, *, line: int | None = None) -> Record:
     if not isinstance(name, str):
         raise RecordError("missing or non-string `type`", line=line, field="type")
     cls = BY_NAME.get(name)
+    if cls is None and name in RENAMED:
+        try:
+            raw = RENAMED[name](raw)
+        except ValueError as exc:
+            raise RecordError(str(exc).removeprefix("`type`: "), line=line, record_type=name, field="type") from None
+        name = raw["type"]
+        cls = BY_NAME[name]
     if cls is None:
         raise RecordError(f"unknown record type {name!r}", line=line, record_type=name)
     try:

@@ -29,8 +29,21 @@ def _partition_v0_to_v1(raw: Payload) -> Payload:
     return raw
 
 
+def _s3_object_v0_to_v1(raw: Payload) -> Payload:
+    # S3ObjectRecord v1 keeps one Timestamp; replay of a v0 record takes the time field of its
+    # state (automq-s3stream.md 3: PREPARED -> ExpiredTimeInMs, COMMITTED -> CommittedTimeInMs,
+    # MARK_DESTROYED -> MarkDestroyedTimeInMs).
+    if not raw.get("timestamp"):
+        legacy = _S3_OBJECT_TIME.get(raw.get("object_state"))
+        raw["timestamp"] = (raw.get(legacy) or 0) if legacy else 0
+    return raw
+
+
+_S3_OBJECT_TIME = {1: "expired_time_in_ms", 2: "committed_time_in_ms", 3: "mark_destroyed_time_in_ms"}
+
 STEPS: dict[tuple[str, int], Step] = {
     ("Partition", 0): _partition_v0_to_v1,
+    ("S3Object", 0): _s3_object_v0_to_v1,
 }
 """(record type, from version) -> step to version + 1."""
 

@@ -206,9 +206,16 @@ def test_entity_keys_name_the_entity(record):
         assert key == f"broker/{record.broker_id}"
     elif hasattr(record, "topic_id"):
         assert key == f"topic/{record.topic_id}"
+    elif record.FAMILY == "s3stream" and hasattr(record, "stream_id"):
+        assert key == f"stream/{record.stream_id}"
+    elif record.FAMILY == "s3stream" and hasattr(record, "node_id") and type(record).__name__ != "UpdateNextNodeId":
+        assert key == f"node/{record.node_id}"
+    elif record.FAMILY == "s3stream" and hasattr(record, "object_id"):
+        assert key == f"object/{record.object_id}"
     else:
         prefixes = {"broker", "feature", "config", "controller", "producer-ids", "cluster"}
         prefixes |= {"token", "user", "acl", "quorum", "kafka"}  # security records, Raft, opaque imports
+        prefixes |= {"ids", "streams", "stream", "kv"}  # S3Stream: id high-water marks, end offsets, KV
         assert key.split("/")[0] in prefixes
 
 
