@@ -28,7 +28,7 @@ from kraftlake.records.kraft import (
     PartitionChange,
     ReplicaDirectory,
 )
-from kraftlake.records.observations import DirectoryReplicas, LogDirsLoaded
+from kraftlake.records.observations import DirectoryReplicas, LogDirsLoaded, ObjectWritten
 from kraftlake.records.s3stream import (
     KV,
     ObjectState,
@@ -161,7 +161,7 @@ def _fix_end_offsets(draw: st.DrawFn, d: dict[str, Any]) -> None:
 
 _FIXUPS = {
     Partition: _fix_partition, PartitionChange: _fix_partition_change, LogDirsLoaded: _fix_dirs_loaded,
-    S3Stream: _fix_stream, S3StreamSetObject: _fix_stream_set_object, S3Object: _fix_object, KV: _fix_kv,
+    S3Stream: _fix_stream, S3StreamSetObject: _fix_stream_set_object, ObjectWritten: _fix_stream_set_object, S3Object: _fix_object, KV: _fix_kv,
     RemoveKV: _fix_remove_kv, S3StreamEndOffsets: _fix_end_offsets,
 }  # fmt: skip
 

@@ -29,6 +29,7 @@ from .observations import (
     HeartbeatOfflineDirs,
     LogDirFailed,
     LogDirsLoaded,
+    ObjectWritten,
     TopicPartitions,
     UnfenceRequested,
 )

@@ -60,6 +60,7 @@ def test_catalogue_has_every_type_of_the_design():
         "AssignReplicasToDirsRequest",
         "LogDirsLoaded",
         "UnfenceRequested",
+        "ObjectWritten",  # issue 6: a V2+ stream-set object's index block
     ]
 
 
@@ -215,7 +216,7 @@ def test_entity_keys_name_the_entity(record):
     else:
         prefixes = {"broker", "feature", "config", "controller", "producer-ids", "cluster"}
         prefixes |= {"token", "user", "acl", "quorum", "kafka"}  # security records, Raft, opaque imports
-        prefixes |= {"ids", "streams", "stream", "kv"}  # S3Stream: id high-water marks, end offsets, KV
+        prefixes |= {"ids", "streams", "stream", "kv", "object"}  # S3Stream: id high-water marks, end offsets, KV
         assert key.split("/")[0] in prefixes
 
 
