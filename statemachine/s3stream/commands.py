@@ -1,0 +1,224 @@
+"""Commands to AutoMQ's S3Stream controller and its replies: the request side of AutoMQ's RPCs
+(automq-s3stream.md 1.6) plus the controller's own periodic work (object lifecycle).
+
+A command carries everything a decision needs that is not in the log: the time (``now_ms``) and
+the node's requests. Errors are AutoMQ's codes (1.7); an error decides no records.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from kraftlake.records.s3stream import StreamTag
+
+# AutoMQ error codes (Errors.java; automq-s3stream.md 1.7).
+NONE = 0
+UNSUPPORTED_VERSION = 35
+STREAM_EXIST = 501
+STREAM_NOT_EXIST = 502
+STREAM_FENCED = 503
+OBJECT_NOT_EXIST = 504
+STREAM_NOT_OPENED = 505
+STREAM_NOT_CLOSED = 506
+REDUNDANT_OPERATION = 507
+COMPACTED_OBJECTS_NOT_FOUND = 508
+OFFSET_NOT_MATCHED = 509
+NODE_EPOCH_EXPIRED = 510
+NODE_EPOCH_NOT_EXIST = 511
+KEY_EXIST = 512
+KEY_NOT_EXIST = 513
+NODE_FENCED = 514
+NODE_LOCKED = 515
+OBJECT_NOT_COMMITED = 516
+STREAM_INNER_ERROR = 599
+
+ERROR_NAMES = {v: k for k, v in list(globals().items()) if k.isupper() and isinstance(v, int) and k != "NONE"}
+ERROR_NAMES[NONE] = "NONE"
+
+NO_EPOCH = -1
+"""``CommitStreamObject.stream_epoch`` -1: no ownership check (compaction by any node)."""
+DELETE_EPOCH = 2**63 - 1
+"""The stream epoch AutoMQ's topic deletion sends (Long.MAX)."""
+HOUR_MS = 3_600_000
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
+    """Base of the S3Stream controller's commands."""
+
+
+class CreateStream(Command, frozen=True, kw_only=True):
+    node_id: int
+    node_epoch: int
+    tags: tuple[StreamTag, ...] = ()
+
+
+class OpenStream(Command, frozen=True, kw_only=True):
+    node_id: int
+    node_epoch: int
+    stream_id: int
+    stream_epoch: int
+    tags: tuple[StreamTag, ...] = ()
+
+
+class CloseStream(Command, frozen=True, kw_only=True):
+    """``end_offset`` >= 0 is V6's fast close: the node seals its range there."""
+
+    node_id: int
+    node_epoch: int
+    stream_id: int
+    stream_epoch: int
+    end_offset: int = -1
+
+
+class TrimStream(Command, frozen=True, kw_only=True):
+    node_id: int
+    node_epoch: int
+    stream_id: int
+    stream_epoch: int
+    new_start_offset: int
+
+
+class DeleteStream(Command, frozen=True, kw_only=True):
+    stream_id: int
+    stream_epoch: int = DELETE_EPOCH
+    now_ms: int = 0
+
+
+class PrepareObjects(Command, frozen=True, kw_only=True):
+    node_id: int
+    count: int
+    ttl_ms: int = HOUR_MS
+    now_ms: int
+
+
+class CommitRange(msgspec.Struct, frozen=True, kw_only=True):
+    """ObjectStreamRanges: one stream's offsets in a stream-set object."""
+
+    stream_id: int
+    stream_epoch: int
+    start_offset: int
+    end_offset: int
+
+
+class CommitStreamObjectPart(msgspec.Struct, frozen=True, kw_only=True):
+    """StreamObjects of a CommitStreamSetObject: a stream's data split out into its own object."""
+
+    object_id: int
+    object_size: int
+    stream_id: int
+    start_offset: int
+    end_offset: int
+    attributes: int = 0
+
+
+class CommitStreamSetObject(Command, frozen=True, kw_only=True):
+    """A WAL upload (no ``compacted_object_ids``), a stream-set compaction, or a "replace"
+    (``compacted_object_ids == [object_id]``)."""
+
+    node_id: int
+    node_epoch: int
+    object_id: int
+    order_id: int
+    object_size: int
+    ranges: tuple[CommitRange, ...] = ()
+    stream_objects: tuple[CommitStreamObjectPart, ...] = ()
+    compacted_object_ids: tuple[int, ...] = ()
+    failover_mode: bool = False
+    attributes: int = 0
+    now_ms: int
+
+
+class CommitStreamObject(Command, frozen=True, kw_only=True):
+    """Stream-object compaction (``source_object_ids`` into ``object_id``), or the cleanup of
+    expired stream objects (``object_id`` -1)."""
+
+    node_id: int
+    node_epoch: int
+    object_id: int
+    object_size: int = 0
+    stream_id: int
+    start_offset: int
+    end_offset: int
+    source_object_ids: tuple[int, ...] = ()
+    stream_epoch: int = NO_EPOCH
+    attributes: int = 0
+    operations: tuple[int, ...] = ()
+    """CompactOperation per source (all DELETE when empty)."""
+    now_ms: int
+
+
+class GetOpeningStreams(Command, frozen=True, kw_only=True):
+    """A node (re)registers its WAL at ``node_epoch``; ``failover_mode`` raises the failover barrier."""
+
+    node_id: int
+    node_epoch: int
+    failover_mode: bool = False
+
+
+class CheckObjectLifecycle(Command, frozen=True, kw_only=True):
+    """The controller's periodic check: PREPARED objects past their deadline are marked destroyed,
+    at most ``limit`` per round."""
+
+    now_ms: int
+    limit: int = 2000
+
+
+class DeleteMarkedObjects(Command, frozen=True, kw_only=True):
+    """Physical deletion finished for MARK_DESTROYED objects older than ``retention_ms``."""
+
+    now_ms: int
+    retention_ms: int = 600_000
+    limit: int = 2000
+
+
+class PutKV(Command, frozen=True, kw_only=True):
+    key: str
+    value: bytes
+    namespace: str | None = None
+    overwrite: bool = False
+
+
+class DeleteKV(Command, frozen=True, kw_only=True):
+    key: str
+    namespace: str | None = None
+
+
+# -- replies -------------------------------------------------------------------------------------
+
+
+class OpeningStream(msgspec.Struct, frozen=True, kw_only=True):
+    stream_id: int
+    epoch: int
+    start_offset: int
+    end_offset: int
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True):
+    error: int = NONE
+    stream_id: int | None = None
+    start_offset: int | None = None
+    next_offset: int | None = None
+    first_object_id: int | None = None
+    streams: tuple[OpeningStream, ...] = ()
+    value: bytes | None = None
+    message: str | None = None
+
+    @property
+    def error_name(self) -> str:
+        return ERROR_NAMES.get(self.error, str(self.error))
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """What a command decided (AutoMQ's ControllerResult): records applied atomically, and the
+    reply. An error decides no records."""
+
+    records: tuple = ()
+    reply: Reply = Reply()
+
+    @property
+    def error(self) -> int:
+        return self.reply.error
+
+
+def fail(error: int, message: str | None = None, **reply) -> Decision:
+    return Decision(reply=Reply(error=error, message=message, **reply))

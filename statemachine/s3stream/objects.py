@@ -1,0 +1,119 @@
+"""S3 objects' lifecycle: prepare, commit, mark destroyed, expire, delete (automq-s3stream.md 4.7-4.9,
+4.15; AutoMQ's ``S3ObjectControlManager``). Record versions follow ``automq.version``: from V2 an
+object carries one ``timestamp`` and its ``attributes``; before, the four legacy time fields.
+"""
+
+from __future__ import annotations
+
+from kraftlake.records.s3stream import (
+    MATCH_ALL_BUCKET,
+    NOOP_OBJECT_ID,
+    AssignedS3ObjectId,
+    CompactOperation,
+    ObjectState,
+    RemoveS3Object,
+    S3Object,
+    attribute_deep_delete,
+    attributes,
+)
+
+from . import commands as c
+from .view import V2, ObjectMeta, StreamsView
+
+
+def object_record(view: StreamsView, obj: ObjectMeta, state: int, *, timestamp: int, size: int | None = None,
+                  attrs: int | None = None, legacy: dict[str, int] | None = None) -> S3Object:  # fmt: skip
+    """The S3Object record for ``obj`` in ``state``, at the version ``automq.version`` chooses."""
+    size = obj.size if size is None else size
+    if view.version >= V2:
+        return S3Object(object_id=obj.object_id, object_size=size, object_state=state, timestamp=timestamp,
+                        attributes=obj.attributes if attrs is None else attrs)  # fmt: skip
+    return S3Object(version=0, object_id=obj.object_id, object_size=size, object_state=state, timestamp=timestamp,
+                    **(legacy or {}))  # fmt: skip
+
+
+def prepare(view: StreamsView, cmd: c.PrepareObjects) -> c.Decision:
+    """4.7: ``count`` new ids from the high-water mark, PREPARED until now + ttl."""
+    if cmd.count <= 0:
+        return c.fail(c.NONE, "nothing to prepare", first_object_id=view.next_object_id)
+    first = view.next_object_id
+    deadline = cmd.now_ms + cmd.ttl_ms
+    records: list = [AssignedS3ObjectId(assigned_s3_object_id=first + cmd.count - 1)]
+    for i in range(cmd.count):
+        fresh = ObjectMeta(first + i, 0, ObjectState.PREPARED, deadline, 0)
+        records.append(object_record(view, fresh, ObjectState.PREPARED, timestamp=deadline, size=0,
+                                     legacy={"prepared_time_in_ms": cmd.now_ms, "expired_time_in_ms": deadline}))  # fmt: skip
+    return c.Decision(records=tuple(records), reply=c.Reply(first_object_id=first))
+
+
+def commit(view: StreamsView, object_id: int, size: int, ts: int, attrs: int, pending: dict[int, ObjectMeta]) -> tuple[int, list]:
+    """4.8: (error, records) of committing a PREPARED object. -1 commits nothing; an object
+    already COMMITTED is REDUNDANT_OPERATION (the caller answers NONE with no records).
+    ``pending`` holds objects this same decision changed already."""
+    if object_id == NOOP_OBJECT_ID:
+        return c.NONE, []
+    obj = pending.get(object_id) or view.objects.get(object_id)
+    if obj is None:
+        return c.OBJECT_NOT_EXIST, []
+    if obj.state == ObjectState.COMMITTED:
+        return c.REDUNDANT_OPERATION, []
+    if obj.state != ObjectState.PREPARED:
+        return c.OBJECT_NOT_EXIST, []
+    committed = ObjectMeta(object_id, size, ObjectState.COMMITTED, ts, attrs)
+    pending[object_id] = committed
+    # Before V2 the commit time written is the object's stored timestamp: its prepare deadline.
+    legacy_ts = obj.timestamp
+    rec = object_record(view, obj, ObjectState.COMMITTED, timestamp=ts if view.version >= V2 else legacy_ts, size=size,
+                        attrs=attrs, legacy={"committed_time_in_ms": legacy_ts})  # fmt: skip
+    return c.NONE, [rec]
+
+
+def mark_destroy(view: StreamsView, ids: list[int] | tuple[int, ...], ops: list[int] | tuple[int, ...], now_ms: int,
+                 pending: dict[int, ObjectMeta]) -> list | None:  # fmt: skip
+    """4.9: the records marking ``ids`` destroyed, or None when any is missing or already
+    MARK_DESTROYED (all or nothing). KEEP_DATA drops the metadata at once."""
+    objs = []
+    for i in ids:
+        obj = pending.get(i) or view.objects.get(i)
+        if obj is None or obj.state == ObjectState.MARK_DESTROYED:
+            return None
+        objs.append(obj)
+    out: list = []
+    for n, obj in enumerate(objs):
+        op = ops[n] if n < len(ops) else CompactOperation.DELETE
+        if op == CompactOperation.KEEP_DATA:
+            out.append(RemoveS3Object(object_id=obj.object_id))
+            continue
+        attrs = obj.attributes
+        if obj.state == ObjectState.PREPARED:
+            attrs = attributes(object_type=attrs & 3, bucket=MATCH_ALL_BUCKET, deep_delete=attribute_deep_delete(attrs))
+        if op == CompactOperation.DEEP_DELETE:
+            attrs |= 1 << 18
+        pending[obj.object_id] = ObjectMeta(obj.object_id, obj.size, ObjectState.MARK_DESTROYED, now_ms, attrs)
+        out.append(object_record(view, obj, ObjectState.MARK_DESTROYED, timestamp=now_ms, attrs=attrs,
+                                 legacy={"mark_destroyed_time_in_ms": now_ms}))  # fmt: skip
+    return out
+
+
+def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decision:
+    """4.15: PREPARED objects whose deadline passed are marked destroyed (V2+: timestamp 0, bucket
+    MATCH_ALL; before: the deadline as mark-destroy time), oldest ids first, ``limit`` per round."""
+    out: list = []
+    for obj in view.prepared():
+        if len(out) >= cmd.limit:
+            break
+        if cmd.now_ms <= obj.timestamp:
+            continue
+        attrs = attributes(object_type=obj.attributes & 3, bucket=MATCH_ALL_BUCKET)
+        out.append(object_record(view, obj, ObjectState.MARK_DESTROYED, timestamp=0 if view.version >= V2 else obj.timestamp,
+                                 attrs=attrs, legacy={"mark_destroyed_time_in_ms": obj.timestamp}))  # fmt: skip
+    return c.Decision(records=tuple(out))
+
+
+def delete_marked(view: StreamsView, cmd: c.DeleteMarkedObjects) -> c.Decision:
+    """4.15: the objects marked destroyed at least ``retention_ms`` ago are deleted from storage."""
+    due = sorted(
+        o.object_id for o in view.objects.values()
+        if o.state == ObjectState.MARK_DESTROYED and cmd.now_ms - o.timestamp >= cmd.retention_ms
+    )  # fmt: skip
+    return c.Decision(records=tuple(RemoveS3Object(object_id=i) for i in due[: cmd.limit]))
