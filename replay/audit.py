@@ -22,6 +22,7 @@ from kraftlake.records.errors import ReplayError
 from kraftlake.records.kraft import (
     UNASSIGNED,
     BrokerRegistrationChange,
+    FeatureLevel,
     FenceBroker,
     Partition,
     PartitionChange,
@@ -42,6 +43,7 @@ from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.directories import RESERVED_IDS
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
 
+from .s3stream_audit import StreamsAudit, is_streams_record
 from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES
 
 
@@ -53,6 +55,9 @@ class AuditConfig:
     grace_ms: int = 5_000
     """...or more than this many ms of ts_ms (a controller reacts within a heartbeat, 2 s)."""
     fail_on: str = ERROR
+    prepared_check_ms: int = 60_000
+    """S11: how long after its deadline a PREPARED object may still be PREPARED (AutoMQ's
+    controller checks every second; its timers fire at the deadline)."""
 
 
 class Violation(msgspec.Struct, kw_only=True):
@@ -84,6 +89,8 @@ class AuditReport(msgspec.Struct, kw_only=True):
     grace_ms: int
     invariants: list[InvariantResult]
     violations: list[Violation]
+    streams_state_hash: str | None = None
+    """The S3Stream view's hash, when the log has S3Stream records."""
 
 
 class _Wrong:
@@ -136,6 +143,8 @@ class Audit:
         self.in_grace: deque[_Wrong] = deque()
         """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
         self.records = 0
+        self.streams: StreamsAudit | None = None
+        """The S3Stream family's checks, from the log's first S3Stream record."""
         self.refused: int | None = None
         """Offset of the last record the reducer refused."""
         self.first_offset: int | None = None
@@ -458,6 +467,13 @@ class Audit:
         return True
 
     def _other(self, view: ControllerView, r: Record, cls: type, offset: int) -> None:
+        if is_streams_record(r):
+            if self.streams is None:
+                self.streams = StreamsAudit(self)
+            self.streams.one(r, offset)
+            if cls is not FeatureLevel:
+                view.offset = offset
+                return
         ts = r.ts_ms
         removed = None
         if cls is RemoveTopic:
@@ -544,6 +560,7 @@ class Audit:
                 for i in CATALOGUE
             ],
             violations=violations,
+            streams_state_hash=None if self.streams is None else self.streams.state_hash(),
         )
 
 

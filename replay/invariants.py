@@ -39,6 +39,18 @@ CATALOGUE: tuple[Invariant, ...] = (
     Invariant("K10", ERROR, "a live multi-directory broker (registered; unfenced, or not yet since it registered) leaves no replica UNASSIGNED beyond the grace: it reports where new replicas live", graced=True),
     Invariant("K11", WARNING, "a multi-directory broker does not ask to be unfenced while its replicas' directories mismatch (UNASSIGNED in metadata, or by its own count; KIP-858 policy, the broker's side)"),
     Invariant("K12", ERROR, "a broker reports a directory that failed (LogDirFailed) in a heartbeat within the grace, unless it restarts", graced=True),
+    Invariant("S1", ERROR, "a stream's range starts do not decrease with the range index; a gap between remaining ranges is held by stream objects (AutoMQ I1)", graced=True),
+    Invariant("S2", ERROR, "a stream's current range is its last, and range epochs increase with the index (I2)", graced=True),
+    Invariant("S3", ERROR, "a stream's start is not above its logical end, and no range but the current one lies below the start (I3)", graced=True),
+    Invariant("S4", ERROR, "a committed end offset above the stream's start is never below its logical end: the end never moves back (I4)"),
+    Invariant("S5", ERROR, "no two objects (stream objects, stream-set objects' ranges) hold the same offset of a stream (I5)", graced=True),
+    Invariant("S6", ERROR, "every offset of a stream in [start, logical end) is held by an object, or by a node's active historical WAL duty (I6)", graced=True),
+    Invariant("S7", ERROR, "every object a stream or node references is COMMITTED (I7)", graced=True),
+    Invariant("S8", ERROR, "stream and object ids are below their assigned high-water marks and never used again (I8)"),
+    Invariant("S9", ERROR, "an active historical WAL duty matches exactly one sealed range of its node (I9)", graced=True),
+    Invariant("S10", ERROR, "a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream has its current range (I10)", graced=True),
+    Invariant("S11", ERROR, "no PREPARED object outlives its deadline by more than the check interval"),
+    Invariant("S12", ERROR, "data that moves a stream's logical end comes from the current owner of an OPENED stream and continues the end exactly"),
 )
 BY_ID = {i.id: i for i in CATALOGUE}
 

@@ -111,11 +111,16 @@ def _summary(report) -> None:
         f"[bold {colour}]{report.verdict.upper()}[/]: {report.records:,} records"
         f" (offsets {report.first_offset}..{report.last_offset}), {len(report.violations)} violation(s);"
         f" grace {report.grace_records} records / {report.grace_ms} ms; state {report.state_hash[:16]}"
+        + (f", streams {report.streams_state_hash[:16]}" if report.streams_state_hash else "")
     )
+    # A family the log has no records of (no check ran, nothing found) is left out of the table.
+    active = {i.id[0] for i in report.invariants if i.checked or i.violations} | {"L"}
     table = Table(header_style="bold")
     for col in ("invariant", "severity", "checked", "violations", "definition"):
         table.add_column(col, justify="right" if col in ("checked", "violations") else "left")
     for i in report.invariants:
+        if i.id[0] not in active:
+            continue
         style = "red" if i.violations else ""
         table.add_row(i.id, i.severity, f"{i.checked:,}", f"[{style}]{i.violations}[/]" if style else "0", i.definition)
     out.print(table)

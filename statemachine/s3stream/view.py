@@ -124,6 +124,11 @@ class KVEntry(msgspec.Struct, frozen=True, array_like=True):
     value: bytes
 
 
+class ObjectIndexEntry(msgspec.Struct, frozen=True, array_like=True):
+    object_id: int
+    ranges: tuple[StreamRange, ...]
+
+
 class StreamsImage(msgspec.Struct, frozen=True, kw_only=True):
     """The whole view, canonical: lists sorted by id."""
 
@@ -137,7 +142,7 @@ class StreamsImage(msgspec.Struct, frozen=True, kw_only=True):
     nodes: tuple[NodeImage, ...]
     objects: tuple[ObjectMeta, ...]
     kv: tuple[KVEntry, ...]
-    object_index: dict[int, tuple[StreamRange, ...]]
+    object_index: tuple[ObjectIndexEntry, ...]
 
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
@@ -250,7 +255,7 @@ class StreamsView:
                 for ns, entries in sorted(self.kv.items(), key=lambda kv: (kv[0] is not None, kv[0] or ""))
                 for k, v in sorted(entries.items())
             ),
-            "object_index": dict(sorted(self.object_index.items())),
+            "object_index": tuple(ObjectIndexEntry(i, r) for i, r in sorted(self.object_index.items())),
         }
 
     def image(self) -> StreamsImage:
@@ -287,5 +292,5 @@ class StreamsView:
         v.objects = {o.object_id: o for o in image.objects}
         for e in image.kv:
             v.kv.setdefault(e.namespace, {})[e.key] = e.value
-        v.object_index = dict(image.object_index)
+        v.object_index = {e.object_id: e.ranges for e in image.object_index}
         return v

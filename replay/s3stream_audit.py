@@ -1,0 +1,306 @@
+"""The S3Stream family's part of the audit: replays S3Stream records into a ``StreamsView`` and
+checks S1-S12 (AutoMQ's I1-I10 of automq-s3stream.md 5.5, plus the bugs of section 7) on exactly
+the streams, nodes and objects a record touched.
+
+It reports through the audit engine it belongs to (``replay.audit.Audit``): states and graces,
+instants, intervals, evidence, all as for the KRaft invariants. Indexes of its own (which objects
+hold which stream's offsets, who references an object, PREPARED deadlines) keep every check
+proportional to what a record changed, not to the size of the state.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from kraftlake.records.base import Record
+from kraftlake.records.kraft import FeatureLevel
+from kraftlake.records.observations import ObjectWritten
+from kraftlake.records.s3stream import (
+    AssignedS3ObjectId,
+    AssignedStreamId,
+    NodeWALUncommittedOffsets,
+    ObjectState,
+    Range,
+    RemoveNodeWALMetadata,
+    RemoveRange,
+    RemoveS3Object,
+    RemoveS3Stream,
+    RemoveS3StreamObject,
+    RemoveStreamSetObject,
+    S3Object,
+    S3Stream,
+    S3StreamEndOffsets,
+    S3StreamObject,
+    S3StreamSetObject,
+    StreamState,
+)
+from kraftlake.statemachine.s3stream import invariants as sinv
+from kraftlake.statemachine.s3stream.reducer import apply
+from kraftlake.statemachine.s3stream.view import StreamsView
+
+if TYPE_CHECKING:
+    from .audit import Audit
+
+STREAM_STATE_INVARIANTS = ("S1", "S2", "S3", "S10")
+COVERAGE_INVARIANTS = ("S5", "S6")
+
+
+class StreamsAudit:
+    """S1-S12 over the records of one log, fed in offset order by ``Audit``."""
+
+    def __init__(self, audit: Audit) -> None:
+        self.audit = audit
+        self.view = StreamsView()
+        self.cover = sinv.Coverage()
+        self.refs: dict[int, set[str]] = {}
+        """Object id -> entities referencing it (``stream/<s>`` for SOs, ``node/<n>`` for SSOs)."""
+        self.deadlines: list[tuple[int, int]] = []
+        """Heap of (deadline, object id) of PREPARED objects (S11)."""
+        self.seen_streams: set[int] = set()
+        self.seen_objects: set[int] = set()
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> None:
+        self.audit._state(inv, entity, offset, ts, message)
+
+    def _instant(self, inv: str, entity: str, offset: int, message: str) -> None:
+        self.audit._instant(inv, entity, offset, message)
+
+    def _stream_states(self, sid: int, offset: int, ts: int | None) -> None:
+        s = self.view.streams.get(sid)
+        entity = f"stream/{sid}"
+        if s is None:
+            for inv in (*STREAM_STATE_INVARIANTS, *COVERAGE_INVARIANTS):
+                if (inv, entity) in self.audit.wrong:
+                    self._state(inv, entity, offset, ts, None)
+            return
+        self._state("S1", entity, offset, ts, sinv.ranges_ordered(s))
+        self._state("S2", entity, offset, ts, sinv.current_range_is_last(s))
+        self._state("S3", entity, offset, ts, sinv.start_within_end(s))
+        self._state("S10", entity, offset, ts, sinv.epoch_and_state_agree(s))
+
+    def _coverage(self, sid: int, offset: int, ts: int | None) -> None:
+        s = self.view.streams.get(sid)
+        if s is None or self.cover.unindexed:
+            return
+        overlap, gap = sinv.coverage(self.view, s, self.cover.of(sid))
+        entity = f"stream/{sid}"
+        self._state("S5", entity, offset, ts, overlap)
+        self._state("S6", entity, offset, ts, gap)
+
+    def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
+        """S7 for every entity referencing ``object_id``."""
+        for entity in sorted(self.refs.get(object_id, ())):
+            self._state("S7", f"{entity}/object/{object_id}", offset, ts, sinv.object_committed(self.view, object_id))
+
+    def _ref(self, object_id: int, entity: str, offset: int, ts: int | None, add: bool) -> None:
+        refs = self.refs.setdefault(object_id, set())
+        if add:
+            refs.add(entity)
+            self._state("S7", f"{entity}/object/{object_id}", offset, ts, sinv.object_committed(self.view, object_id))
+        else:
+            refs.discard(entity)
+            if not refs:
+                del self.refs[object_id]
+            self._state("S7", f"{entity}/object/{object_id}", offset, ts, None)
+
+    def _duties(self, node_id: int, offset: int, ts: int | None, streams: list[int] | None = None) -> None:
+        """S9 for the node's historical duties (all, or those of ``streams``)."""
+        node = self.view.nodes.get(node_id)
+        entries = {} if node is None else node.uncommitted
+        for sid in sorted(entries) if streams is None else streams:
+            e = entries.get(sid)
+            entity = f"duty/{node_id}/{sid}"
+            msg = None if e is None else sinv.duty_matches_range(self.view, node_id, e)
+            if msg is not None or (("S9", entity) in self.audit.wrong):
+                self._state("S9", entity, offset, ts, msg)
+
+    def _duties_of_stream(self, sid: int, offset: int, ts: int | None) -> None:
+        for node_id, node in sorted(self.view.nodes.items()):
+            if sid in node.uncommitted or ("S9", f"duty/{node_id}/{sid}") in self.audit.wrong:
+                self._duties(node_id, offset, ts, [sid])
+
+    # -- the records -----------------------------------------------------------------------------
+
+    def one(self, r: Record, offset: int) -> None:
+        """Check and apply one record of the family (or ``ObjectWritten``, ``FeatureLevel``)."""
+        ts = r.ts_ms
+        cls = type(r)
+        view = self.view
+        if ts is not None:
+            self._overdue(offset, ts)
+        if cls is S3Stream:
+            created = r.stream_id not in view.streams
+            if created:
+                self._ids("stream", r.stream_id, view.next_stream_id, self.seen_streams, offset)
+            apply(view, r)
+            self._stream_states(r.stream_id, offset, ts)
+            self._coverage(r.stream_id, offset, ts)
+            self._duties_of_stream(r.stream_id, offset, ts)
+        elif cls is RemoveS3Stream:
+            apply(view, r)
+            self._stream_states(r.stream_id, offset, ts)
+            for object_id in self.cover.drop_stream(r.stream_id):
+                self._ref(object_id, f"stream/{r.stream_id}", offset, ts, False)
+            self._duties_of_stream(r.stream_id, offset, ts)
+        elif cls is Range or cls is RemoveRange:
+            apply(view, r)
+            self._stream_states(r.stream_id, offset, ts)
+            self._duties_of_stream(r.stream_id, offset, ts)
+        elif cls is S3StreamObject:
+            self._ids("object", r.object_id, view.next_object_id, None, offset)
+            s = view.streams.get(r.stream_id)
+            if s is not None:
+                bad = sinv.advances_end(s, None, r.start_offset, r.end_offset)
+                if bad:
+                    self._instant("S12", f"stream/{r.stream_id}", offset, f"stream object {r.object_id}: {bad}")
+            apply(view, r)
+            if s is not None:
+                self.cover.add(r.stream_id, ("SO", r.object_id), r.start_offset, r.end_offset)
+                self._ref(r.object_id, f"stream/{r.stream_id}", offset, ts, True)
+                self._coverage(r.stream_id, offset, ts)
+                self._stream_states(r.stream_id, offset, ts)
+        elif cls is RemoveS3StreamObject:
+            apply(view, r)
+            if self.cover.remove(r.stream_id, ("SO", r.object_id)):
+                self._ref(r.object_id, f"stream/{r.stream_id}", offset, ts, False)
+                self._coverage(r.stream_id, offset, ts)
+                self._stream_states(r.stream_id, offset, ts)
+        elif cls is S3StreamSetObject:
+            self._stream_set_object(r, offset, ts)
+        elif cls is RemoveStreamSetObject:
+            node = view.nodes.get(r.node_id)
+            known = node is not None and r.object_id in node.stream_set_objects
+            apply(view, r)
+            if known:
+                streams = self.cover.drop_sso(r.object_id)
+                self._ref(r.object_id, f"node/{r.node_id}", offset, ts, False)
+                for sid in streams:
+                    self._coverage(sid, offset, ts)
+        elif cls is S3Object:
+            self._object(r, offset, ts)
+        elif cls is RemoveS3Object:
+            apply(view, r)
+            self._object_refs(r.object_id, offset, ts)
+            self._state("S11", f"object/{r.object_id}", offset, ts, None)
+        elif cls is AssignedStreamId or cls is AssignedS3ObjectId:
+            kind, new, old = (("stream", r.assigned_stream_id + 1, view.next_stream_id) if cls is AssignedStreamId
+                              else ("object", r.assigned_s3_object_id + 1, view.next_object_id))  # fmt: skip
+            if new < old:
+                self._instant("S8", "ids", offset, f"the {kind} id high-water mark moves back from {old} to {new}")
+            apply(view, r)
+        elif cls is S3StreamEndOffsets:
+            for e in r.end_offsets:
+                s = view.streams.get(e.stream_id)
+                # A commit wholly below the start (trimmed away) states an end there: AutoMQ's own.
+                if s is not None and s.start_offset < e.end_offset < s.end_offset:
+                    self._instant("S4", f"stream/{e.stream_id}", offset,
+                                  f"end offset {e.end_offset} is below the logical end {s.end_offset}")  # fmt: skip
+                self.audit.checked["S4"] += 1
+            apply(view, r)
+            for sid in sorted({e.stream_id for e in r.end_offsets}):
+                self._coverage(sid, offset, ts)
+                self._stream_states(sid, offset, ts)
+        elif cls is NodeWALUncommittedOffsets:
+            for e in r.entries:
+                if e.start_offset > e.end_offset:
+                    self._instant("S9", f"duty/{r.node_id}/{e.stream_id}", offset,
+                                  f"entry [{e.start_offset}, {e.end_offset}) has its start above its end (ignored)")  # fmt: skip
+            apply(view, r)
+            streams = sorted({e.stream_id for e in r.entries})
+            self._duties(r.node_id, offset, ts, streams)
+            for sid in streams:
+                self._coverage(sid, offset, ts)
+        elif cls is RemoveNodeWALMetadata:
+            node = view.nodes.get(r.node_id)
+            gone = [] if node is None else sorted(node.stream_set_objects)
+            apply(view, r)
+            for object_id in gone:
+                for sid in self.cover.drop_sso(object_id):
+                    self._coverage(sid, offset, ts)
+                self._ref(object_id, f"node/{r.node_id}", offset, ts, False)
+        elif cls is ObjectWritten:
+            apply(view, r)
+            self.cover.index(view, r.object_id)
+        else:  # KV, RemoveKV, NodeWALMetadata, UpdateNextNodeId, FeatureLevel
+            apply(view, r)
+        view.offset = offset
+
+    def _ids(self, kind: str, ident: int, high: int, seen: set[int] | None, offset: int) -> None:
+        """S8: an id is below its high-water mark and, for a new stream, never used before."""
+        self.audit.checked["S8"] += 1
+        if ident >= high:
+            self._instant("S8", f"{kind}/{ident}", offset, f"{kind} id {ident} was never assigned (next is {high})")
+        elif seen is not None:
+            if ident in seen:
+                self._instant("S8", f"{kind}/{ident}", offset, f"{kind} id {ident} is used again")
+            seen.add(ident)
+
+    def _stream_set_object(self, r: S3StreamSetObject, offset: int, ts: int | None) -> None:
+        view = self.view
+        self._ids("object", r.object_id, view.next_object_id, None, offset)
+        node = view.nodes.get(r.node_id)
+        ranges = r.ranges or view.object_index.get(r.object_id, ())
+        if node is not None:
+            for rng in ranges:
+                s = view.streams.get(rng.stream_id)
+                if s is None:
+                    continue
+                bad = sinv.advances_end(s, (view, r.node_id), rng.start_offset, rng.end_offset)
+                if bad:
+                    self._instant("S12", f"stream/{rng.stream_id}", offset,
+                                  f"stream-set object {r.object_id} of node {r.node_id}: {bad}")  # fmt: skip
+        replaced = node is not None and r.object_id in node.stream_set_objects
+        apply(view, r)
+        if node is None:
+            return
+        streams = set(self.cover.drop_sso(r.object_id)) if replaced else set()
+        streams |= set(self.cover.add_sso(view, r.node_id, r.object_id))
+        self._ref(r.object_id, f"node/{r.node_id}", offset, ts, True)
+        for sid in sorted(streams):
+            self._coverage(sid, offset, ts)
+            self._stream_states(sid, offset, ts)
+
+    def _object(self, r: S3Object, offset: int, ts: int | None) -> None:
+        view = self.view
+        before = view.objects.get(r.object_id)
+        if r.object_state == ObjectState.PREPARED:
+            self._ids("object", r.object_id, view.next_object_id, None, offset)
+            if before is None and r.object_id in self.seen_objects:
+                self._instant("S8", f"object/{r.object_id}", offset, f"object id {r.object_id} is prepared again")
+            elif before is not None and before.state != ObjectState.PREPARED:
+                self._instant("S8", f"object/{r.object_id}", offset,
+                              f"object {r.object_id} goes back to PREPARED from {ObjectState(before.state).name}")  # fmt: skip
+            heapq.heappush(self.deadlines, (r.timestamp, r.object_id))
+        self.seen_objects.add(r.object_id)
+        apply(view, r)
+        if r.object_state != ObjectState.PREPARED:
+            self._state("S11", f"object/{r.object_id}", offset, ts, None)
+        if r.object_id in self.refs:
+            self._object_refs(r.object_id, offset, ts)
+
+    def _overdue(self, offset: int, ts: int) -> None:
+        """S11: PREPARED objects whose deadline passed more than the check interval ago."""
+        heap = self.deadlines
+        limit = ts - self.audit.config.prepared_check_ms
+        while heap and heap[0][0] < limit:
+            deadline, object_id = heapq.heappop(heap)
+            o = self.view.objects.get(object_id)
+            self.audit.checked["S11"] += 1
+            if o is not None and o.state == ObjectState.PREPARED and o.timestamp == deadline:
+                self._state("S11", f"object/{object_id}", offset, ts,
+                            f"PREPARED past its deadline {deadline} by more than {self.audit.config.prepared_check_ms} ms")  # fmt: skip
+
+    def state_hash(self) -> str:
+        return self.view.state_hash()
+
+
+def is_streams_record(r: Record) -> bool:
+    return r.FAMILY == "s3stream" or type(r) is ObjectWritten or (
+        type(r) is FeatureLevel and r.name == "automq.version"  # type: ignore[attr-defined]
+    )
+
+
+__all__ = ["StreamsAudit", "is_streams_record", "StreamState"]
