@@ -116,6 +116,8 @@ class StreamsAudit:
             msg = None if e is None else sinv.duty_matches_range(self.view, node_id, e)
             if msg is not None or (("S9", entity) in self.audit.wrong):
                 self._state("S9", entity, offset, ts, msg)
+            elif e is not None:
+                self.audit.checked["S9"] += 1
 
     def _duties_of_stream(self, sid: int, offset: int, ts: int | None) -> None:
         for node_id, node in sorted(self.view.nodes.items()):

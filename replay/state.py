@@ -1,6 +1,7 @@
 """State at any point of a log: nearest snapshot + replay of the tail, and snapshot writing.
 
-``state_at(log, offset=… | version=… | timestamp=…)`` is what analysts call; ``replay_log`` folds a
+``state_at(log, offset=… | version=… | timestamp=…)`` is what analysts call (``streams_at`` for the
+S3Stream view); ``replay_log`` folds a
 range of the log into a view in bounded memory (one Parquet file at a time); ``take_snapshots``
 replays once and stores a snapshot every ``every`` records.
 """
@@ -17,6 +18,8 @@ from kraftlake.records.errors import TimeTravelError
 from kraftlake.records.log import Log, LogSnapshot
 from kraftlake.statemachine.kraft.reducer import replay
 from kraftlake.statemachine.kraft.view import ControllerView
+from kraftlake.statemachine.s3stream import StreamsView
+from kraftlake.statemachine.s3stream import replay as streams_replay
 
 from .snapshots import SnapshotInfo, SnapshotStore
 
@@ -64,6 +67,30 @@ def state_at(
     if start is not None:
         log.debug("state_at.snapshot", snapshot=start.offset, target=target)
     return replay_log(snap, start, to_offset=target, progress=progress)
+
+
+def streams_at(
+    log_: Log,
+    *,
+    offset: int | None = None,
+    version: int | None = None,
+    timestamp: datetime | str | None = None,
+    source_offset: int | None = None,
+    progress: Progress | None = None,
+) -> StreamsView:
+    """The S3Stream view (AutoMQ's streams, objects, nodes, KV) at the same points as
+    ``state_at``. Replays from the start: snapshots hold the KRaft view only (for now)."""
+    snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
+    target = snap.last_offset
+    if offset is not None and offset > target:
+        raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
+    view = StreamsView()
+    with gc_paused():
+        for records in snap.iter_records(0, target):
+            streams_replay(records, view)
+            if progress is not None:
+                progress(len(records))
+    return view
 
 
 def take_snapshots(

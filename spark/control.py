@@ -70,6 +70,8 @@ class ControlPlane:
     current epoch): K9 holds the partitions to what they report."""
     mv_levels: list[tuple[int, int]] = field(default_factory=list)
     """(offset, metadata.version in force after it) wherever it changed."""
+    streams_state_hash: str | None = None
+    """The S3Stream view's hash: S3Stream records are replayed and audited here, on the driver."""
     unfence_requests: list[tuple[int, int, int]] = field(default_factory=list)
     """(offset, broker, its own mismatch count) of each UnfenceRequested from a fenced
     multi-directory broker at its current epoch: K11 adds the UNASSIGNED count there."""
@@ -124,6 +126,7 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
                 i = lives.pop(t)
                 plane.topics[i] = (t, plane.topics[i][1], r.offset)
     report = audit.report()
+    plane.streams_state_hash = report.streams_state_hash
     plane.violations = list(report.violations)
     plane.checked = {i.id: i.checked for i in report.invariants}
     return plane

@@ -3,11 +3,41 @@ deciders, with faults and optionally a faulty controller or broker, written as J
 
 from __future__ import annotations
 
+import dataclasses
+from enum import Enum
 from pathlib import Path
 
 import typer
 
 from kraftlake.cli.console import EXIT_INPUT, abort, err
+
+
+class Family(str, Enum):
+    kraft = "kraft"
+    s3stream = "s3stream"
+
+
+def _simulate_s3stream(seed: int, records: int, out_file: Path, bug: str | None, nodes: int, streams: int, ops: str | None,
+                       ttl_ms: int) -> None:  # fmt: skip
+    from kraftlake.records import encode_line
+    from kraftlake.statemachine.s3stream.workload import OPERATIONS, WorkloadConfig, generate
+
+    n = 0
+    try:
+        config = WorkloadConfig(nodes=nodes, streams=streams, seed=seed, bug=bug, ttl_ms=ttl_ms)
+        if ops:
+            chosen = [o.strip() for o in ops.split(",") if o.strip()]
+            unknown = sorted(set(chosen) - set(OPERATIONS))
+            if unknown:
+                raise ValueError(f"--ops: unknown operation(s) {', '.join(unknown)}: choose from {', '.join(OPERATIONS)}")
+            config = dataclasses.replace(config, weights={o: w for o, w in config.weights.items() if o in chosen})
+        with out_file.open("wb") as fh:
+            for batch in generate(config, records=records):
+                fh.write(b"".join(encode_line(r) + b"\n" for r in batch))
+                n += len(batch)
+    except ValueError as exc:
+        abort(str(exc), EXIT_INPUT)
+    err.print(f"wrote {n:,} S3Stream records to {out_file}" + (f" (injected bug: {bug})" if bug else ""))
 
 
 def register(app: typer.Typer) -> None:
@@ -24,14 +54,24 @@ def register(app: typer.Typer) -> None:
         faults: str = typer.Option("dir-failure,controlled-shutdown,broker-crash", "--faults", help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign."),
         bug: str | None = typer.Option(None, "--bug", help="Inject one mistake. A faulty controller: ignore-offline-dirs, keep-offline-replica-in-isr, elect-offline-leader, no-leader-epoch-bump, leader-outside-isr, stale-broker-epoch, skip-dir-assignment. Faulty brokers: broker-skip-assign, broker-early-unfence, broker-silent-dir-failure."),
         fence_policy: bool = typer.Option(True, "--fence-policy/--no-fence-policy", help="Brokers follow KIP-858's policy (stay fenced until every replica's directory is recorded); --no-fence-policy: Kafka as shipped, serve first."),
+        family: Family = typer.Option(Family.kraft, "--family", help="kraft: a JBOD Kafka cluster (default). s3stream: AutoMQ nodes writing streams to object storage; its bugs: commit-gap, end-offset-regress, leak-prepared-object, reference-destroyed-object, stale-epoch-commit."),
+        nodes: int = typer.Option(4, "--nodes", min=2, help="s3stream: AutoMQ nodes."),
+        streams: int = typer.Option(40, "--streams", min=1, help="s3stream: streams alive at any time."),
+        ttl_ms: int = typer.Option(60_000, "--ttl-ms", min=1, help="s3stream: how long a prepared object may wait for its commit."),
+        ops: str | None = typer.Option(None, "--ops", help="s3stream: only these operations (comma-separated): append, upload, compact, compact-stream-objects, trim, reassign, failover, delete, leak."),
     ) -> None:
-        """Simulate a KRaft cluster with JBOD brokers living through log-dir failures, disk replacements, controlled shutdowns and crashes.
+        """Simulate a KRaft cluster with JBOD brokers living through log-dir failures, disk replacements, controlled shutdowns and crashes (or, with --family s3stream, AutoMQ's stream metadata).
 
         Every controller record is decided by kraftlake's deciders (Kafka 3.9 semantics). The brokers are simulated too: each start loads its directories (LogDirsLoaded, the KIP-858 start-up rules), places its replicas (AssignReplicasToDirs, free-disk weighted), asks to be unfenced (UnfenceRequested) and reports failed directories (LogDirFailed, heartbeats' offline dirs). With --bug, one named mistake is injected, for checking that `kraftlake audit` catches it.
+
+        --family s3stream: AutoMQ nodes (automq.version V6) open streams, upload their WALs as stream-set objects, compact them into stream objects, trim, move streams with fast close (historical WAL duties), fail over, delete streams and leak uploads; the controller's records come from kraftlake's S3Stream deciders.
         """
         from kraftlake.records import encode_line
         from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
+        if family is Family.s3stream:
+            _simulate_s3stream(seed, records, out_file, bug, nodes, streams, ops, ttl_ms)
+            return
         try:
             config = WorkloadConfig(
                 brokers=brokers, dirs_per_broker=dirs_per_broker, topics=topics, partitions=partitions,

@@ -33,6 +33,8 @@ def register(app: typer.Typer) -> None:
         broker: int | None = typer.Option(None, "--broker", "-b", help="What this broker serves (its BrokerView)."),
         fmt: Format = typer.Option(Format.json, "--format", "-f", help="json (canonical, default) or table."),
         no_snapshots: bool = typer.Option(False, "--no-snapshots", help="Replay from offset 0, ignoring stored snapshots."),
+        streams: bool = typer.Option(False, "--streams", help="The S3Stream view instead (AutoMQ: streams, ranges, nodes' stream-set objects and WAL duties, objects, KV)."),
+        stream: int | None = typer.Option(None, "--stream", help="One S3Stream stream: its ranges and the objects that hold its offsets, in read order (implies --streams)."),
     ) -> None:
         """Replay the log into the KRaft controller's view and print it.
 
@@ -59,6 +61,15 @@ def register(app: typer.Typer) -> None:
         if source_offset is not None:
             offset = opened.at().offset_of_source(source_offset)
         total = opened.at(offset=offset, version=version, timestamp=timestamp).last_offset + 1
+        if streams or stream is not None:
+            from kraftlake.replay.state import streams_at
+
+            if broker is not None:
+                abort("--broker shows the KRaft side; leave it out with --streams/--stream", EXIT_INPUT)
+            with replay_progress(total) as progress:
+                sview = streams_at(opened, offset=offset, version=version, timestamp=timestamp, progress=progress)
+            _print_streams(sview, stream, fmt)
+            return
         with replay_progress(total) as progress:
             state = state_at(
                 opened, offset=offset, version=version, timestamp=timestamp,
@@ -91,6 +102,84 @@ def _print(state, broker: int | None, fmt: Format) -> None:
         write_bytes(msgspec.json.encode(image) + b"\n")
     else:
         _controller_tables(image)
+
+
+def _print_streams(view, stream: int | None, fmt: Format) -> None:
+    import msgspec
+
+    from kraftlake.statemachine.s3stream.read import objects_for
+    from kraftlake.statemachine.s3stream.view import stream_image
+
+    if stream is None:
+        image = view.image()
+        if fmt is Format.json:
+            write_bytes(msgspec.json.encode(image) + b"\n")
+        else:
+            _streams_tables(image)
+        return
+    s = view.streams.get(stream)
+    if s is None:
+        abort(f"no stream {stream} at offset {view.offset} (streams: {len(view.streams)})", EXIT_INPUT)
+    read = objects_for(view, stream, s.start_offset, s.end_offset) if s.end_offset > s.start_offset else None
+    doc = {"offset": view.offset, "stream": stream_image(s), "owner": s.owner(), "read": read}
+    if fmt is Format.json:
+        write_bytes(msgspec.json.encode(doc) + b"\n")
+        return
+    from rich.table import Table
+
+    _wide()
+    img = doc["stream"]
+    out.print(f"[bold]stream {stream}[/] at offset {view.offset}: {img.state} epoch {img.epoch}, owner {doc['owner']},"
+              f" offsets [{img.start_offset}, {img.end_offset}), tags {img.tags or '-'}")  # fmt: skip
+    ranges = Table(title="ranges", header_style="bold")
+    for col in ("index", "epoch", "node", "start", "end"):
+        ranges.add_column(col, justify="right")
+    for r in img.ranges:
+        current = " (current)" if r.range_index == img.range_index else ""
+        ranges.add_row(f"{r.range_index}{current}", str(r.epoch), str(r.node_id), str(r.start_offset), str(r.end_offset))
+    out.print(ranges)
+    objects = Table(title="objects in read order (getObjects)", header_style="bold")
+    for col in ("object", "kind", "node", "start", "end"):
+        objects.add_column(col, justify="right")
+    for o in read.objects if read is not None else ():
+        objects.add_row(str(o.object_id), o.object_type, "" if o.node_id is None else str(o.node_id), str(o.start_offset), str(o.end_offset))
+    out.print(objects)
+    if read is not None and read.end_offset < img.end_offset:
+        out.print(f"[red]the objects stop at {read.end_offset}: a read of [{read.end_offset}, {img.end_offset}) would stall[/]")
+
+
+def _streams_tables(image) -> None:
+    from collections import Counter
+
+    from rich.table import Table
+
+    from kraftlake.records.s3stream import ObjectState
+
+    _wide()
+    out.print(f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}   automq.version level"
+              f" {image.automq_version}   next stream id {image.next_stream_id}, next object id {image.next_object_id}")  # fmt: skip
+    streams = Table(title=f"streams ({len(image.streams)})", header_style="bold")
+    for col in ("id", "state", "epoch", "owner", "start", "end", "ranges", "stream objects", "tags"):
+        streams.add_column(col, justify="left" if col in ("state", "tags") else "right")
+    for s in image.streams:
+        owner = next((str(r.node_id) for r in s.ranges if r.range_index == s.range_index), "-")
+        style = "green" if s.state == "OPENED" else "dim"
+        streams.add_row(str(s.stream_id), f"[{style}]{s.state}[/]", str(s.epoch), owner, str(s.start_offset),
+                        str(s.end_offset), str(len(s.ranges)), str(len(s.objects)),
+                        " ".join(f"{k}={v}" for k, v in s.tags.items()))  # fmt: skip
+    out.print(streams)
+    nodes = Table(title="nodes", header_style="bold")
+    for col in ("id", "epoch", "failover", "stream-set objects", "historical WAL duties"):
+        nodes.add_column(col)
+    for n in image.nodes:
+        duties = " ".join(f"{u.stream_id}:[{u.start_offset},{u.end_offset})" for u in n.uncommitted)
+        nodes.add_row(str(n.node_id), str(n.node_epoch), "[red]yes[/]" if n.failover_mode else "no",
+                      str(len(n.stream_set_objects)), duties)  # fmt: skip
+    out.print(nodes)
+    counts = Counter(ObjectState(o.state).name for o in image.objects)
+    size = sum(o.size for o in image.objects if o.state == ObjectState.COMMITTED)
+    out.print("objects: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
+              + f"; committed bytes {size:,}; KV entries {len(image.kv)}")  # fmt: skip
 
 
 def _dir(d: str) -> str:

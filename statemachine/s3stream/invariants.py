@@ -231,3 +231,38 @@ def advances_end(s: Stream, by: tuple[StreamsView, int] | None, start: int, end:
     elif start > st:
         return f"[{start}, {end}) leaves a gap at the start {st} (the stream is trimmed to its end)"
     return None
+
+
+def check_view(view: StreamsView) -> list[tuple[str, str, str]]:
+    """Every state invariant over the whole view, as (invariant, entity, message): what holds
+    between two controller results (the audit checks the same incrementally, with a grace)."""
+    out: list[tuple[str, str, str]] = []
+    cover = Coverage()
+    for node_id, node in sorted(view.nodes.items()):
+        for object_id in sorted(node.stream_set_objects):
+            cover.add_sso(view, node_id, object_id)
+    for sid, s in sorted(view.streams.items()):
+        entity = f"stream/{sid}"
+        for inv, check in (("S1", ranges_ordered), ("S2", current_range_is_last), ("S3", start_within_end),
+                           ("S10", epoch_and_state_agree)):  # fmt: skip
+            msg = check(s)
+            if msg:
+                out.append((inv, entity, msg))
+        for o in sorted(s.objects):
+            cover.add(sid, ("SO", o), s.objects[o].start_offset, s.objects[o].end_offset)
+            msg = object_committed(view, o)
+            if msg:
+                out.append(("S7", f"{entity}/object/{o}", msg))
+        if not cover.unindexed:
+            overlap, gap = coverage(view, s, cover.of(sid))
+            out += [(inv, entity, m) for inv, m in (("S5", overlap), ("S6", gap)) if m]
+    for node_id, node in sorted(view.nodes.items()):
+        for o in sorted(node.stream_set_objects):
+            msg = object_committed(view, o)
+            if msg:
+                out.append(("S7", f"node/{node_id}/object/{o}", msg))
+        for sid, e in sorted(node.uncommitted.items()):
+            msg = duty_matches_range(view, node_id, e)
+            if msg:
+                out.append(("S9", f"duty/{node_id}/{sid}", msg))
+    return out
