@@ -11,11 +11,15 @@ peak memory is the phase's own:
 - snapshots every N records (``take_snapshots``), and ``state_at`` latency at random offsets
 
 Goals: reducer >= 1 000 000 records/s, end to end >= 500 000 records/s (one core), state_at < 1 s
-at 10^7 records. Usage::
+at 10^7 records. ``--family s3stream``: the same for an AutoMQ history (the seeded S3Stream workload:
+``--streams`` streams on ``--nodes`` nodes, WAL uploads, compactions, trims, moves, failovers), plus
+the local audit's rate (S1-S12); snapshots and state_at hold the KRaft view only and are skipped.
+Usage::
 
     python bench/replay.py                     # 10^6 records, 1 000 brokers x 4 dirs, 100 000 partitions
     python bench/replay.py --records 10000000  # 10^7 (takes a while to generate)
     python bench/replay.py --records 200000 --brokers 100 --partitions 10000   # quick look
+    python bench/replay.py --family s3stream --records 1000000 --streams 10000 --nodes 20
 """
 
 from __future__ import annotations
@@ -87,10 +91,16 @@ def phase_generate(args: argparse.Namespace) -> dict:
 
     configure(level="warning")
     log = Log.create(Path(args.dir) / "log")
-    config = WorkloadConfig(
-        brokers=args.brokers, dirs_per_broker=args.dirs, partitions=args.partitions,
-        topics=args.topics, seed=args.seed, noop_every=args.noop_every,
-    )  # fmt: skip
+    if args.family == "s3stream":
+        from kraftlake.statemachine.s3stream import workload as s3
+
+        config = s3.WorkloadConfig(nodes=args.nodes, streams=args.streams, seed=args.seed)
+        generate = s3.generate  # noqa: F811 - the family's own workload
+    else:
+        config = WorkloadConfig(
+            brokers=args.brokers, dirs_per_broker=args.dirs, partitions=args.partitions,
+            topics=args.topics, seed=args.seed, noop_every=args.noop_every,
+        )  # fmt: skip
     mix: Counter[str] = Counter()
     buf: list = []
     gen_s = append_s = 0.0
@@ -121,9 +131,14 @@ def phase_generate(args: argparse.Namespace) -> dict:
 
 def phase_e2e(args: argparse.Namespace) -> dict:
     from kraftlake.records import Log
-    from kraftlake.replay.state import replay_log
+    from kraftlake.replay.state import replay_log, streams_at
 
     log = Log.open(Path(args.dir) / "log")
+    if args.family == "s3stream":
+        t = time.perf_counter()
+        view = streams_at(log)
+        s = time.perf_counter() - t
+        return {"records": view.offset + 1, "seconds": s, "state_hash": view.state_hash(), "peak_mb": _peak_mb()}
     snap = log.at()
     t = time.perf_counter()
     view = replay_log(snap)
@@ -141,6 +156,11 @@ def phase_reducer(args: argparse.Namespace) -> dict:
 
     log = Log.open(Path(args.dir) / "log")
     view = ControllerView()
+    if args.family == "s3stream":
+        from kraftlake.statemachine.s3stream import StreamsView
+        from kraftlake.statemachine.s3stream import replay  # noqa: F811 - the family's own reducer
+
+        view = StreamsView()
     n, s = 0, 0.0
     for records in log.at().iter_records():
         t = time.perf_counter()
@@ -184,8 +204,21 @@ def phase_state_at(args: argparse.Namespace) -> dict:
             "max_s": max(times), "matches_full_replay": same, "peak_mb": _peak_mb()}  # fmt: skip
 
 
+def phase_audit(args: argparse.Namespace) -> dict:
+    """The local audit (``kraftlake audit``) over the whole log."""
+    from kraftlake.records import Log
+    from kraftlake.replay.audit import audit_log
+
+    log = Log.open(Path(args.dir) / "log")
+    t = time.perf_counter()
+    report = audit_log(log.at())
+    s = time.perf_counter() - t
+    return {"records": report.records, "seconds": s, "verdict": report.verdict, "violations": len(report.violations),
+            "state_hash": report.streams_state_hash or report.state_hash, "peak_mb": _peak_mb()}  # fmt: skip
+
+
 PHASES = {"generate": phase_generate, "e2e": phase_e2e, "reducer": phase_reducer,
-          "snapshots": phase_snapshots, "state_at": phase_state_at}  # fmt: skip
+          "snapshots": phase_snapshots, "state_at": phase_state_at, "audit": phase_audit}  # fmt: skip
 
 
 def run_phase(name: str, argv: list[str]) -> dict:
@@ -202,6 +235,9 @@ def main() -> None:
     p.add_argument("--dirs", type=int, default=4)
     p.add_argument("--partitions", type=int, default=100_000)
     p.add_argument("--topics", type=int, default=100)
+    p.add_argument("--family", choices=["kraft", "s3stream"], default="kraft")
+    p.add_argument("--streams", type=int, default=10_000, help="s3stream: streams alive at any time")
+    p.add_argument("--nodes", type=int, default=20, help="s3stream: AutoMQ nodes")
     p.add_argument("--noop-every", type=int, default=0, help="a NoOp every N records (real logs: ~99%% NoOps); 0 = none")
     p.add_argument("--snapshot-every", type=int, default=100_000)
     p.add_argument("--samples", type=int, default=20, help="random offsets for state_at")
@@ -227,6 +263,9 @@ def main() -> None:
         for k, v in vars(args).items()
         if k not in ("dir", "keep", "phase") and v is not None
     ] + ["--dir", str(work)]
+    if args.family == "s3stream":
+        _s3stream(console, args, argv, work)
+        return
     try:
         with console.status(f"generating {args.records:,} records ({args.brokers} brokers x {args.dirs} dirs, {args.partitions:,} partitions)"):
             gen = run_phase("generate", argv)
@@ -261,6 +300,41 @@ def main() -> None:
     table.add_row("generate (deciders) / append", f"{n / gen['generate_s']:,.0f} / {n / gen['append_s']:,.0f} rec/s", "", "", f"{gen['peak_mb']:,.0f} MB")
     console.print(table)
     console.print(f"state_at equals a full replay: {sat['matches_full_replay']}; state hash {e2e['state_hash'][:16]}")
+
+
+def _s3stream(console, args, argv: list[str], work: Path) -> None:
+    from rich.table import Table
+
+    try:
+        with console.status(f"generating {args.records:,} S3Stream records ({args.streams:,} streams on {args.nodes} nodes)"):
+            gen = run_phase("generate", argv)
+        n = gen["records"]
+        console.print(f"history: {n:,} records in {gen['files']} files; generated at {n / gen['generate_s']:,.0f}/s,"
+                      f" appended at {n / gen['append_s']:,.0f}/s")  # fmt: skip
+        console.print("mix: " + ", ".join(f"{k} {v / n:.1%}" for k, v in gen["mix"].items()))
+        objects = sum(v for k, v in gen["mix"].items() if k == "AssignedS3ObjectId")
+        with console.status("end-to-end replay"):
+            e2e = run_phase("e2e", argv)
+        with console.status("reducer alone"):
+            red = run_phase("reducer", argv)
+        with console.status("local audit (S1-S12)"):
+            aud = run_phase("audit", argv)
+    finally:
+        if not args.keep and not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    assert e2e["state_hash"] == red["state_hash"] == aud["state_hash"], "replays disagree"
+    table = Table(title=f"kraftlake S3Stream replay, {n:,} records ({args.streams:,} streams, {objects:,} object batches)",
+                  header_style="bold")  # fmt: skip
+    for col in ("measure", "value", "goal", "vs goal", "peak RSS"):
+        table.add_column(col, justify="right" if col != "measure" else "left")
+    for name, r, goal in (("end to end (Delta -> view)", e2e, 500_000), ("reducer alone", red, 1_000_000),
+                          (f"local audit ({aud['verdict']}, {aud['violations']} violations)", aud, None)):  # fmt: skip
+        rate = r["records"] / r["seconds"]
+        table.add_row(name, f"{rate:,.0f} rec/s", f"{goal:,} rec/s" if goal else "", f"{rate / goal:.2f}x" if goal else "",
+                      f"{r['peak_mb']:,.0f} MB")  # fmt: skip
+    table.add_row("generate (deciders) / append", f"{n / gen['generate_s']:,.0f} / {n / gen['append_s']:,.0f} rec/s", "", "", f"{gen['peak_mb']:,.0f} MB")
+    console.print(table)
+    console.print(f"state hash {e2e['state_hash'][:16]} (end to end = reducer = audit)")
 
 
 if __name__ == "__main__":

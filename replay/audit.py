@@ -536,6 +536,8 @@ class Audit:
     # -- the report ----------------------------------------------------------------------------
 
     def report(self) -> AuditReport:
+        if self.streams is not None:
+            self.streams.flush()
         violations = list(self.closed)
         violations += [_violation(inv, e, w, None, None) for (inv, e), w in self.wrong.items() if w.confirmed]
         violations.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))

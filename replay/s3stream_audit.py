@@ -59,6 +59,10 @@ class StreamsAudit:
         """Heap of (deadline, object id) of PREPARED objects (S11)."""
         self.seen_streams: set[int] = set()
         self.seen_objects: set[int] = set()
+        self.pending: set[int] = set()
+        """Streams whose coverage (S5, S6) changed in the current batch."""
+        self.batch: tuple[int, int | None] | None = None
+        """(offset, ts_ms) of the last record of the current batch: a run of records with one time."""
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -72,6 +76,7 @@ class StreamsAudit:
         s = self.view.streams.get(sid)
         entity = f"stream/{sid}"
         if s is None:
+            self.pending.discard(sid)
             for inv in (*STREAM_STATE_INVARIANTS, *COVERAGE_INVARIANTS):
                 if (inv, entity) in self.audit.wrong:
                     self._state(inv, entity, offset, ts, None)
@@ -82,13 +87,26 @@ class StreamsAudit:
         self._state("S10", entity, offset, ts, sinv.epoch_and_state_agree(s))
 
     def _coverage(self, sid: int, offset: int, ts: int | None) -> None:
-        s = self.view.streams.get(sid)
-        if s is None or self.cover.unindexed:
+        """Coverage is judged once per batch (research 9: AutoMQ applies a controller result
+        atomically; a compaction overlaps its sources until their removal a few records on)."""
+        self.pending.add(sid)
+
+    def flush(self) -> None:
+        """S5, S6 for the streams the batch that just ended touched, as of its last record."""
+        if not self.pending or self.batch is None:
+            self.pending.clear()
             return
-        overlap, gap = sinv.coverage(self.view, s, self.cover.of(sid))
-        entity = f"stream/{sid}"
-        self._state("S5", entity, offset, ts, overlap)
-        self._state("S6", entity, offset, ts, gap)
+        offset, ts = self.batch
+        streams = self.view.streams
+        for sid in sorted(self.pending):
+            s = streams.get(sid)
+            if s is None or self.cover.unindexed:
+                continue
+            overlap, gap = sinv.coverage(self.view, s, self.cover.of(sid))
+            entity = f"stream/{sid}"
+            self._state("S5", entity, offset, ts, overlap)
+            self._state("S6", entity, offset, ts, gap)
+        self.pending.clear()
 
     def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
         """S7 for every entity referencing ``object_id``."""
@@ -131,6 +149,9 @@ class StreamsAudit:
         ts = r.ts_ms
         cls = type(r)
         view = self.view
+        if self.pending and (ts is None or self.batch is None or ts != self.batch[1]):
+            self.flush()
+        self.batch = (offset, ts)
         if ts is not None:
             self._overdue(offset, ts)
         if cls is S3Stream:
@@ -204,7 +225,9 @@ class StreamsAudit:
             apply(view, r)
             for sid in sorted({e.stream_id for e in r.end_offsets}):
                 self._coverage(sid, offset, ts)
-                self._stream_states(sid, offset, ts)
+                s = view.streams.get(sid)
+                if s is not None:  # only the logical end moved: S3 is the state check that reads it
+                    self._state("S3", f"stream/{sid}", offset, ts, sinv.start_within_end(s))
         elif cls is NodeWALUncommittedOffsets:
             for e in r.entries:
                 if e.start_offset > e.end_offset:
@@ -263,7 +286,8 @@ class StreamsAudit:
         self._ref(r.object_id, f"node/{r.node_id}", offset, ts, True)
         for sid in sorted(streams):
             self._coverage(sid, offset, ts)
-            self._stream_states(sid, offset, ts)
+            if r.ranges:  # inline ranges (before V2) move the logical end: S3 reads it
+                self._state("S3", f"stream/{sid}", offset, ts, sinv.start_within_end(view.streams[sid]))
 
     def _object(self, r: S3Object, offset: int, ts: int | None) -> None:
         view = self.view

@@ -112,8 +112,6 @@ def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decisio
 
 def delete_marked(view: StreamsView, cmd: c.DeleteMarkedObjects) -> c.Decision:
     """4.15: the objects marked destroyed at least ``retention_ms`` ago are deleted from storage."""
-    due = sorted(
-        o.object_id for o in view.objects.values()
-        if o.state == ObjectState.MARK_DESTROYED and cmd.now_ms - o.timestamp >= cmd.retention_ms
-    )  # fmt: skip
+    objects = view.objects
+    due = sorted(i for i in view.marked_ids if cmd.now_ms - objects[i].timestamp >= cmd.retention_ms)
     return c.Decision(records=tuple(RemoveS3Object(object_id=i) for i in due[: cmd.limit]))

@@ -22,6 +22,7 @@ from kraftlake.records.s3stream import (
     AssignedStreamId,
     NodeWALMetadata,
     NodeWALUncommittedOffsets,
+    ObjectState,
     Range,
     RemoveKV,
     RemoveNodeWALMetadata,
@@ -153,10 +154,17 @@ def _uncommitted(v: StreamsView, r: NodeWALUncommittedOffsets, offset: int) -> N
 
 def _object(v: StreamsView, r: S3Object, offset: int) -> None:
     v.objects[r.object_id] = ObjectMeta(r.object_id, r.object_size, r.object_state, r.timestamp, r.attributes)
+    for state, ids in ((ObjectState.PREPARED, v.prepared_ids), (ObjectState.MARK_DESTROYED, v.marked_ids)):
+        if r.object_state == state:
+            ids.add(r.object_id)
+        else:
+            ids.discard(r.object_id)
 
 
 def _remove_object(v: StreamsView, r: RemoveS3Object, offset: int) -> None:
     v.objects.pop(r.object_id, None)
+    v.prepared_ids.discard(r.object_id)
+    v.marked_ids.discard(r.object_id)
 
 
 def _assigned_stream_id(v: StreamsView, r: AssignedStreamId, offset: int) -> None:

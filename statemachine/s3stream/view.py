@@ -186,7 +186,7 @@ class StreamsView:
 
     __slots__ = (
         "offset", "automq_version", "next_stream_id", "next_object_id", "next_node_id", "streams", "nodes",
-        "objects", "kv", "object_index",
+        "objects", "kv", "object_index", "prepared_ids", "marked_ids",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -201,6 +201,10 @@ class StreamsView:
         self.kv: dict[str | None, dict[str, bytes]] = {}
         self.object_index: dict[int, tuple[StreamRange, ...]] = {}
         """Object id -> the stream ranges its index block lists (``ObjectWritten``)."""
+        self.prepared_ids: set[int] = set()
+        """Ids of the PREPARED objects (derived: what the lifecycle check scans)."""
+        self.marked_ids: set[int] = set()
+        """Ids of the MARK_DESTROYED objects (derived: what physical deletion scans)."""
 
     @property
     def version(self) -> int:
@@ -237,7 +241,8 @@ class StreamsView:
         return e
 
     def prepared(self) -> list[ObjectMeta]:
-        return sorted((o for o in self.objects.values() if o.state == ObjectState.PREPARED), key=lambda o: o.object_id)
+        """The PREPARED objects, by id."""
+        return [self.objects[i] for i in sorted(self.prepared_ids)]
 
     # -- image and hash ----------------------------------------------------------------------------
 
@@ -290,6 +295,8 @@ class StreamsView:
                 uncommitted={u.stream_id: u for u in n.uncommitted},
             )  # fmt: skip
         v.objects = {o.object_id: o for o in image.objects}
+        v.prepared_ids = {o.object_id for o in image.objects if o.state == ObjectState.PREPARED}
+        v.marked_ids = {o.object_id for o in image.objects if o.state == ObjectState.MARK_DESTROYED}
         for e in image.kv:
             v.kv.setdefault(e.namespace, {})[e.key] = e.value
         v.object_index = {e.object_id: e.ranges for e in image.object_index}

@@ -96,7 +96,24 @@ class Cluster:
         return self.epochs[node]
 
     def owned(self, node: int) -> list[int]:
-        return self.view.opening_streams(node)
+        """The streams the node owns and has open (those its WAL writes to), by id."""
+        streams = self.view.streams
+        out = []
+        for sid in self.wal[node]:
+            s = streams.get(sid)
+            if s is not None and s.state == StreamState.OPENED and s.owner() == node:
+                out.append(sid)
+        return sorted(out)
+
+    def any_stream(self, opened: bool = False) -> int | None:
+        """A random stream (insertion order is the log's, so the choice is deterministic)."""
+        streams = self.view.streams
+        if not streams:
+            return None
+        sid = self.rng.choice(list(streams))
+        if opened and streams[sid].state != StreamState.OPENED:
+            return None
+        return sid
 
     # -- the operations --------------------------------------------------------------------------
 
@@ -125,10 +142,9 @@ class Cluster:
     def append(self) -> None:
         """Producers write to a few streams: data lands in their owners' WALs (no record)."""
         for _ in range(self.rng.randint(1, 4)):
-            streams = sorted(self.view.streams)
-            if not streams:
+            sid = self.any_stream()
+            if sid is None:
                 return
-            sid = self.rng.choice(streams)
             owner = self.view.streams[sid].owner()
             if owner is not None and self.view.streams[sid].state == StreamState.OPENED and sid in self.wal[owner]:
                 self.wal[owner][sid] += self.rng.randint(1, 120)
@@ -213,10 +229,9 @@ class Cluster:
         """A stream's first run of contiguous stream objects becomes one; expired ones (below the
         start) are cleaned up first."""
         view = self.view
-        candidates = sorted(sid for sid, s in view.streams.items() if len(s.objects) >= 2)
-        if not candidates:
+        sid = self.any_stream()
+        if sid is None or len(view.streams[sid].objects) < 2:
             return
-        sid = self.rng.choice(candidates)
         s = view.streams[sid]
         node = s.owner() if s.owner() is not None else self.rng.randrange(self.config.nodes)
         expired = sorted(o.object_id for o in s.objects.values() if o.end_offset <= s.start_offset)
@@ -241,10 +256,9 @@ class Cluster:
 
     def trim(self) -> None:
         view = self.view
-        streams = sorted(sid for sid, s in view.streams.items() if s.state == StreamState.OPENED)
-        if not streams:
+        sid = self.any_stream(opened=True)
+        if sid is None:
             return
-        sid = self.rng.choice(streams)
         s = view.streams[sid]
         owner = s.owner()
         if owner is None or s.end_offset <= s.start_offset:
@@ -256,11 +270,10 @@ class Cluster:
     def reassign(self, sid: int | None = None, target: int | None = None) -> None:
         """Move a stream: V6 fast close at the owner's WAL end, then another node opens it."""
         view = self.view
-        streams = sorted(sid for sid, s in view.streams.items() if s.state == StreamState.OPENED)
         if sid is None:
-            if not streams:
+            sid = self.any_stream(opened=True)
+            if sid is None:
                 return
-            sid = self.rng.choice(streams)
         s = view.streams[sid]
         owner = s.owner()
         if owner is None:
@@ -294,10 +307,9 @@ class Cluster:
 
     def zombie_upload(self, node: int) -> None:
         """The failed node, unaware, uploads data for a stream it no longer owns, at the end."""
-        streams = sorted(sid for sid, s in self.view.streams.items() if s.owner() != node and s.state == StreamState.OPENED)
-        if not streams:
+        sid = self.any_stream(opened=True)
+        if sid is None or self.view.streams[sid].owner() == node:
             return
-        sid = self.rng.choice(streams)
         s = self.view.streams[sid]
         (oid,) = self.prepare(node, 1)
         rng = (sid, s.end_offset, s.end_offset + self.rng.randint(1, 50))
@@ -310,9 +322,9 @@ class Cluster:
     def delete(self) -> None:
         """A topic goes: its stream is closed, deleted, and another takes its place."""
         view = self.view
-        if not view.streams:
+        sid = self.any_stream()
+        if sid is None:
             return
-        sid = self.rng.choice(sorted(view.streams))
         s = view.streams[sid]
         owner = s.owner()
         if owner is not None and s.state == StreamState.OPENED:
