@@ -94,7 +94,11 @@ def phase_generate(args: argparse.Namespace) -> dict:
     if args.family == "s3stream":
         from kraftlake.statemachine.s3stream import workload as s3
 
-        config = s3.WorkloadConfig(nodes=args.nodes, streams=args.streams, seed=args.seed)
+        # A big cluster's mix: mostly WAL uploads and compactions (about one object per 10 records),
+        # a node failover rarely (each moves a twentieth of the streams).
+        weights = {"append": 40, "upload": 40, "compact": 8, "compact-stream-objects": 6, "trim": 4, "reassign": 1,
+                   "failover": 0.02, "delete": 1, "leak": 1}  # fmt: skip
+        config = s3.WorkloadConfig(nodes=args.nodes, streams=args.streams, seed=args.seed, weights=weights)
         generate = s3.generate  # noqa: F811 - the family's own workload
     else:
         config = WorkloadConfig(

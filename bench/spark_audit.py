@@ -11,6 +11,11 @@ timing, reported apart). Usage::
     python bench/spark_audit.py                      # 10^6 records
     python bench/spark_audit.py --records 1000000,10000000
     python bench/spark_audit.py --history /tmp/b7/log --spark-cores 2   # a log kept before
+    python bench/spark_audit.py --family s3stream --records 1000000   # AutoMQ's S3Stream history (S1-S12)
+
+For ``--family s3stream`` the S3Stream invariants run on the driver (the control plane, as for
+brokers and topics): Spark reads and sorts the log, the driver replays and checks; K1 alone is a
+KRaft measure and is skipped.
 
 Peak memory of a Spark run is the Python driver's plus the JVM's (VmHWM).
 """
@@ -42,7 +47,7 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
     df = read_log(spark, path)
     if what == "audit":
         report = audit(spark, df)
-        found, state = len(report.violations), report.state_hash
+        found, state = len(report.violations), f"{report.state_hash}/{report.streams_state_hash}"
     elif what == "k1sql":  # DuckDB's query, word for word but for the dialect: the engine alone
         df.createOrReplaceTempView("log")
         found, state = spark.sql(K1_SPARK_SQL).first()[0], None
@@ -133,7 +138,7 @@ def phase_local(path: str) -> dict:
     t = time.perf_counter()
     report = audit_log(snap)
     return {"records": report.records, "seconds": time.perf_counter() - t, "violations": len(report.violations),
-            "state_hash": report.state_hash, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+            "state_hash": f"{report.state_hash}/{report.streams_state_hash}", "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 
 def _run(*args: str) -> dict:
@@ -146,6 +151,9 @@ def main() -> None:
     p.add_argument("--records", default="1000000", help="comma-separated history lengths")
     p.add_argument("--brokers", type=int, default=1000)
     p.add_argument("--partitions", type=int, default=100_000)
+    p.add_argument("--family", choices=["kraft", "s3stream"], default="kraft")
+    p.add_argument("--streams", type=int, default=10_000, help="s3stream: streams")
+    p.add_argument("--nodes", type=int, default=20, help="s3stream: AutoMQ nodes")
     p.add_argument("--spark-cores", default="1,2", help="local[N] sessions to measure, comma-separated")
     p.add_argument("--shards", type=int, default=1, help="generate each history in N shards, in parallel (bench/replay.py --shards)")
     p.add_argument("--history", help="audit this existing log instead of generating histories (e.g. one kept by bench/replay.py --keep)")
@@ -189,7 +197,7 @@ def main() -> None:
                 table.add_row(f"{r['records']:,}", "audit", f"Spark local[{cores}]", f"{r['seconds']:.1f}", f"{rates[cores]:,.0f}",
                               f"{rates[cores] / local_rate:.2f}x", "-", f"{r['startup']:.1f} s", f"{r['peak_mb']:,.0f} MB",
                               str(r["violations"]))  # fmt: skip
-            for cores in spark_cores:
+            for cores in spark_cores if args.family == "kraft" else ():
                 with console.status(f"K1 alone: DuckDB, {cores} thread(s)"):
                     d = _run("--phase", "duckdb", "--cores", str(cores), "--log", log)
                 with console.status(f"K1 alone: Spark local[{cores}]"):
@@ -216,7 +224,8 @@ def _history(args, n: int | None, console):
 
     if args.history:
         return nullcontext(args.history)
-    return generated_log(n, brokers=args.brokers, partitions=args.partitions, shards=args.shards, console=console)
+    return generated_log(n, brokers=args.brokers, partitions=args.partitions, shards=args.shards, console=console,
+                         family=args.family, streams=args.streams, nodes=args.nodes)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from kraftlake.replay.audit import AuditReport
     from kraftlake.statemachine.kraft.view import ControllerView
+    from kraftlake.statemachine.s3stream.view import StreamsView
+
 
 def _dir(d: str) -> str:
     return RESERVED_DIRECTORIES.get(d, d)
@@ -43,6 +45,7 @@ class PointInTime:
     def __init__(self, lake: Lake, snapshot: LogSnapshot, where: dict[str, Any]) -> None:
         self.lake, self.snapshot, self._where = lake, snapshot, where
         self._view: ControllerView | None = None
+        self._streams: StreamsView | None = None
 
     def __getattr__(self, name: str) -> Any:  # records(), table(), last_offset, ... of the snapshot
         if name.startswith("_"):
@@ -57,6 +60,46 @@ class PointInTime:
 
             self._view = state_at(self.lake.log, **self._where).published()
         return self._view
+
+    @property
+    def streams_view(self) -> StreamsView:
+        """AutoMQ's S3Stream view at this point (replayed from the start on first use)."""
+        if self._streams is None:
+            from kraftlake.replay.state import streams_at
+
+            self._streams = streams_at(self.lake.log, **self._where)
+        return self._streams
+
+    @property
+    def streams(self) -> pd.DataFrame:
+        """S3Stream streams: state, epoch, owner node, [start, end), ranges, stream objects, tags."""
+        import pandas as pd
+
+        cols = ["stream", "state", "epoch", "owner", "start_offset", "end_offset", "ranges", "stream_objects", "tags"]
+        rows = [
+            {"stream": s.stream_id, "state": s.state, "epoch": s.epoch,
+             "owner": next((r.node_id for r in s.ranges if r.range_index == s.range_index), None),
+             "start_offset": s.start_offset, "end_offset": s.end_offset, "ranges": len(s.ranges),
+             "stream_objects": len(s.objects), "tags": dict(s.tags)}
+            for s in self.streams_view.image().streams
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=cols)
+
+    def objects_for(self, stream: int, start: int | None = None, end: int = -1) -> pd.DataFrame:
+        """The objects holding ``stream``'s offsets from ``start`` (default: its start) in read
+        order (AutoMQ's getObjects)."""
+        import msgspec
+        import pandas as pd
+
+        from kraftlake.statemachine.s3stream.read import objects_for
+
+        view = self.streams_view
+        s = view.streams.get(stream)
+        if s is None:
+            raise KeyError(f"no stream {stream} at offset {view.offset}")
+        got = objects_for(view, stream, s.start_offset if start is None else start, end)
+        rows = [] if got is None else [msgspec.to_builtins(o) for o in got.objects]
+        return pd.DataFrame(rows, columns=["object_id", "object_type", "start_offset", "end_offset", "node_id"])
 
     @property
     def offset(self) -> int:

@@ -59,6 +59,8 @@ class StreamsAudit:
         """Heap of (deadline, object id) of PREPARED objects (S11)."""
         self.seen_streams: set[int] = set()
         self.seen_objects: set[int] = set()
+        self.duty_nodes: dict[int, set[int]] = {}
+        """Stream -> the nodes holding a historical WAL duty for it (S9 is re-checked there)."""
         self.pending: set[int] = set()
         """Streams whose coverage (S5, S6) changed in the current batch."""
         self.batch: tuple[int, int | None] | None = None
@@ -67,7 +69,11 @@ class StreamsAudit:
     # -- plumbing --------------------------------------------------------------------------------
 
     def _state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> None:
-        self.audit._state(inv, entity, offset, ts, message)
+        audit = self.audit
+        if message is None and (inv, entity) not in audit.wrong:
+            audit.checked[inv] += 1  # right before, right after: only the count moves
+            return
+        audit._state(inv, entity, offset, ts, message)
 
     def _instant(self, inv: str, entity: str, offset: int, message: str) -> None:
         self.audit._instant(inv, entity, offset, message)
@@ -138,9 +144,21 @@ class StreamsAudit:
                 self.audit.checked["S9"] += 1
 
     def _duties_of_stream(self, sid: int, offset: int, ts: int | None) -> None:
-        for node_id, node in sorted(self.view.nodes.items()):
-            if sid in node.uncommitted or ("S9", f"duty/{node_id}/{sid}") in self.audit.wrong:
-                self._duties(node_id, offset, ts, [sid])
+        for node_id in sorted(self.duty_nodes.get(sid, ())):
+            self._duties(node_id, offset, ts, [sid])
+
+    def _index_duties(self, node_id: int, streams: list[int]) -> None:
+        """Keep ``duty_nodes`` (stream -> nodes with a duty or an open S9 state for it)."""
+        node = self.view.nodes.get(node_id)
+        wrong = self.audit.wrong
+        for sid in streams:
+            nodes = self.duty_nodes.setdefault(sid, set())
+            if (node is not None and sid in node.uncommitted) or ("S9", f"duty/{node_id}/{sid}") in wrong:
+                nodes.add(node_id)
+            else:
+                nodes.discard(node_id)
+                if not nodes:
+                    del self.duty_nodes[sid]
 
     # -- the records -----------------------------------------------------------------------------
 
@@ -236,12 +254,16 @@ class StreamsAudit:
             apply(view, r)
             streams = sorted({e.stream_id for e in r.entries})
             self._duties(r.node_id, offset, ts, streams)
+            self._index_duties(r.node_id, streams)
             for sid in streams:
                 self._coverage(sid, offset, ts)
         elif cls is RemoveNodeWALMetadata:
             node = view.nodes.get(r.node_id)
             gone = [] if node is None else sorted(node.stream_set_objects)
+            duties = [] if node is None else sorted(node.uncommitted)
             apply(view, r)
+            self._duties(r.node_id, offset, ts, duties)
+            self._index_duties(r.node_id, duties)
             for object_id in gone:
                 for sid in self.cover.drop_sso(object_id):
                     self._coverage(sid, offset, ts)

@@ -241,3 +241,24 @@ def test_cli_simulate_audit_and_view_streams(tmp_path):
     assert res.exit_code == 2 and "unknown S3Stream bug" in res.output
     res = runner.invoke(app, ["simulate", "--family", "s3stream", "--seed", "1", "--ops", "append,fly", "-o", str(sim)])
     assert res.exit_code == 2 and "fly" in res.output
+
+
+def test_notebook_facade_shows_streams_and_their_objects(tmp_path):
+    import kraftlake
+    from kraftlake.statemachine.s3stream import replay
+
+    records = list(iter_lines((FIXTURES / "compaction.jsonl").open("rb")))
+    lake = kraftlake.init(tmp_path / "log")
+    lake.append(records)
+    at = lake.at(offset=200)
+    want = replay(records[:201])
+    df = at.streams
+    assert sorted(df.stream) == sorted(want.streams) and at.streams_view.state_hash() == want.state_hash()
+    sid = int(df.stream[0])
+    objects = at.objects_for(sid)
+    s = want.streams[sid]
+    if s.end_offset > s.start_offset:
+        assert objects.start_offset.iloc[0] <= s.start_offset and objects.end_offset.iloc[-1] == s.end_offset
+        assert list(objects.start_offset.iloc[1:]) == list(objects.end_offset.iloc[:-1])
+    with pytest.raises(KeyError):
+        at.objects_for(10**6)
