@@ -72,6 +72,15 @@ demo: $(VENV)/.installed java
 	$(BIN)/kraftlake import-kafka fixtures/kafka/codecrafters-single .demo/kafka
 	$(BIN)/kraftlake view .demo/kafka --source-offset 35 --format table
 	$(BIN)/kraftlake audit .demo/kafka; echo "exit code $$?"
+	@echo "--- 5. AutoMQ's S3Stream metadata (automq.version V6): nodes upload WALs, compact, move streams, fail over"
+	$(BIN)/kraftlake simulate --family s3stream --seed 7 --records 20000 --out .demo/s3.jsonl
+	$(BIN)/kraftlake simulate --family s3stream --seed 7 --records 20000 --bug stale-epoch-commit --out .demo/s3-buggy.jsonl
+	$(BIN)/kraftlake init .demo/s3 && $(BIN)/kraftlake append .demo/s3 .demo/s3.jsonl
+	$(BIN)/kraftlake init .demo/s3-buggy && $(BIN)/kraftlake append .demo/s3-buggy .demo/s3-buggy.jsonl
+	$(BIN)/kraftlake view .demo/s3 --streams --format table | head -n 12
+	$(BIN)/kraftlake view .demo/s3 --stream 6 --format table
+	$(BIN)/kraftlake audit .demo/s3; echo "exit code $$?"
+	$(BIN)/kraftlake audit .demo/s3-buggy; echo "exit code $$?"
 
 test: $(VENV)/.installed java
 	$(BIN)/python -m pytest -q
@@ -80,6 +89,7 @@ bench: $(VENV)/.installed java
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/append.py
 	$(BIN)/python bench/replay.py
+	$(BIN)/python bench/replay.py --family s3stream
 	$(BIN)/python bench/audit.py
 	$(BIN)/python bench/import.py
 	$(BIN)/python bench/spark_audit.py

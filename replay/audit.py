@@ -42,6 +42,7 @@ from kraftlake.statemachine.kraft import invariants as kinv
 from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.directories import RESERVED_IDS
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
+from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
 
 from .s3stream_audit import StreamsAudit, is_streams_record
 from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES
@@ -129,7 +130,8 @@ class Audit:
     state before the first record fed; empty by default)."""
 
     def __init__(
-        self, config: AuditConfig | None = None, view: ControllerView | None = None, *, partial: bool = False
+        self, config: AuditConfig | None = None, view: ControllerView | None = None, *, partial: bool = False,
+        streams: StreamsView | None = None,
     ) -> None:
         self.config = config or AuditConfig()
         self.partial = partial
@@ -143,8 +145,9 @@ class Audit:
         self.in_grace: deque[_Wrong] = deque()
         """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
         self.records = 0
-        self.streams: StreamsAudit | None = None
-        """The S3Stream family's checks, from the log's first S3Stream record."""
+        self.streams: StreamsAudit | None = None if streams is None else StreamsAudit.from_view(self, streams)
+        """The S3Stream family's checks, from the log's first S3Stream record (or ``streams``,
+        the S3Stream state before the first record fed)."""
         self.refused: int | None = None
         """Offset of the last record the reducer refused."""
         self.first_offset: int | None = None
@@ -470,6 +473,8 @@ class Audit:
         if is_streams_record(r):
             if self.streams is None:
                 self.streams = StreamsAudit(self)
+                # automq.version is a KRaft feature: the controller view knows it from before.
+                self.streams.view.automq_version = view.features.get(AUTOMQ_VERSION, 0)
             self.streams.one(r, offset)
             if cls is not FeatureLevel:
                 view.offset = offset
@@ -575,10 +580,12 @@ def audit_log(
     to_offset: int | None = None,
     start: ControllerView | None = None,
     progress: Callable[[int], None] | None = None,
+    streams_start: StreamsView | None = None,
 ) -> AuditReport:
     """Audit ``[from_offset, to_offset]`` of a log snapshot in one streaming pass. ``start`` is
-    the state before ``from_offset`` (see ``replay.state.state_at``)."""
-    a = Audit(config, start)
+    the state before ``from_offset`` (see ``replay.state.state_at``), ``streams_start`` its
+    S3Stream state (``replay.state.streams_at``) when the log has S3Stream records before it."""
+    a = Audit(config, start, streams=streams_start)
     for records in snapshot.iter_records(from_offset, to_offset):
         a.feed(records)
         if progress is not None:

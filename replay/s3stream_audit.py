@@ -66,6 +66,27 @@ class StreamsAudit:
         self.batch: tuple[int, int | None] | None = None
         """(offset, ts_ms) of the last record of the current batch: a run of records with one time."""
 
+    @classmethod
+    def from_view(cls, audit: Audit, view: StreamsView) -> StreamsAudit:
+        """Audit on from ``view`` (the state before the first record fed: ``--from``). Ids used
+        and removed before it are not known: S8's "used again" sees only what still exists."""
+        a = cls(audit)
+        a.view = view
+        for node_id, node in sorted(view.nodes.items()):
+            for object_id in sorted(node.stream_set_objects):
+                a.cover.add_sso(view, node_id, object_id)
+                a.refs.setdefault(object_id, set()).add(f"node/{node_id}")
+            for sid in node.uncommitted:
+                a.duty_nodes.setdefault(sid, set()).add(node_id)
+        for sid, s in sorted(view.streams.items()):
+            for o in s.objects.values():
+                a.cover.add(sid, ("SO", o.object_id), o.start_offset, o.end_offset)
+                a.refs.setdefault(o.object_id, set()).add(f"stream/{sid}")
+        a.deadlines = sorted((view.objects[i].timestamp, i) for i in view.prepared_ids)
+        a.seen_streams = set(view.streams)
+        a.seen_objects = set(view.objects)
+        return a
+
     # -- plumbing --------------------------------------------------------------------------------
 
     def _state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> None:

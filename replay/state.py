@@ -93,6 +93,20 @@ def streams_at(
     return view
 
 
+def has_streams(log_: Log, *, to_offset: int) -> bool:
+    """Whether the log has S3Stream records at or before ``to_offset`` (reads the type column only)."""
+    from kraftlake.records.catalog import BY_NAME
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = pa.array([n for n, cls in BY_NAME.items() if cls.FAMILY == "s3stream"], pa.string())
+    for table in log_.at().iter_tables(0, to_offset, columns=("offset", "type")):
+        if pc.any(pc.is_in(table.column("type"), value_set=names)).as_py():
+            return True
+    return False
+
+
 def take_snapshots(
     log_: Log, *, every: int, progress: Progress | None = None
 ) -> list[SnapshotInfo]:
