@@ -125,12 +125,18 @@ class StreamsAudit:
             return
         offset, ts = self.batch
         streams = self.view.streams
+        cover, duties = self.cover, self.duty_nodes
         for sid in sorted(self.pending):
             s = streams.get(sid)
-            if s is None or self.cover.unindexed:
+            if s is None or cover.unindexed:
                 continue
-            overlap, gap = sinv.coverage(self.view, s, self.cover.of(sid))
             entity = f"stream/{sid}"
+            if sid not in duties and cover.fast(sid, s.end_offset):
+                overlap = gap = None  # objects only appended where it was exactly covered
+            else:
+                overlap, gap = sinv.coverage(self.view, s, cover.of(sid), duties.get(sid, ()))
+                if overlap is None and gap is None and sid not in duties:
+                    cover.clean(sid, s.end_offset)
             self._state("S5", entity, offset, ts, overlap)
             self._state("S6", entity, offset, ts, gap)
         self.pending.clear()

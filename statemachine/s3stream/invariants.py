@@ -10,6 +10,8 @@ stream's offsets (stream objects, and stream-set objects' ranges, inline or from
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kraftlake.records.s3stream import ObjectState, StreamState
 
 from .view import Stream, StreamsView, UncommittedMeta
@@ -20,9 +22,12 @@ Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
 class Coverage:
     """Stream id -> the objects holding its offsets, kept as objects come and go."""
 
-    __slots__ = ("by_stream", "sso_streams", "sso_node", "unindexed")
+    __slots__ = ("by_stream", "sso_streams", "sso_node", "unindexed", "tail")
 
     def __init__(self) -> None:
+        self.tail: dict[int, int] = {}
+        """Stream -> an offset up to which its objects were last found to cover it exactly, kept
+        while objects are only appended there (a WAL upload): ``coverage`` need not run again."""
         self.by_stream: dict[int, dict[Key, tuple[int, int]]] = {}
         self.sso_streams: dict[int, list[int]] = {}
         self.sso_node: dict[int, int] = {}
@@ -34,12 +39,29 @@ class Coverage:
         return [(a, b, k) for k, (a, b) in self.by_stream.get(sid, {}).items()]
 
     def add(self, sid: int, key: Key, start: int, end: int) -> None:
-        self.by_stream.setdefault(sid, {})[key] = (start, end)
+        entries = self.by_stream.setdefault(sid, {})
+        tail = self.tail.get(sid)
+        if tail is not None:
+            if start == tail and key not in entries:
+                self.tail[sid] = end
+            else:
+                del self.tail[sid]
+        entries[key] = (start, end)
+
+    def clean(self, sid: int, end: int) -> None:
+        """The stream was found exactly covered up to ``end``."""
+        self.tail[sid] = end
+
+    def fast(self, sid: int, end: int) -> bool:
+        """Whether the stream is known exactly covered up to ``end`` without looking again."""
+        tail = self.tail.get(sid)
+        return tail is not None and tail >= end
 
     def remove(self, sid: int, key: Key) -> bool:
         entries = self.by_stream.get(sid)
         if entries is None or key not in entries:
             return False
+        self.tail.pop(sid, None)
         del entries[key]
         if not entries:
             del self.by_stream[sid]
@@ -48,6 +70,7 @@ class Coverage:
     def drop_stream(self, sid: int) -> list[int]:
         """Forget a removed stream; the ids of its stream objects (SSOs stay with their node)."""
         entries = self.by_stream.pop(sid, {})
+        self.tail.pop(sid, None)
         for k in entries:
             if k[0] == "SSO":
                 streams = self.sso_streams.get(k[1])
@@ -159,9 +182,11 @@ def epoch_and_state_agree(s: Stream) -> str | None:
     return None
 
 
-def coverage(view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]]) -> tuple[str | None, str | None]:
+def coverage(view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]],
+             duty_nodes: Iterable[int] | None = None) -> tuple[str | None, str | None]:  # fmt: skip
     """S5 (I5) and S6 (I6) for one stream: (overlap, gap) over [start, logical end). Offsets a
-    node's active historical duty holds (V6: still in its WAL) need no object."""
+    node's active historical duty holds (V6: still in its WAL) need no object. ``duty_nodes``:
+    the nodes that may hold a duty for the stream (default: all)."""
     lo, hi = s.start_offset, s.end_offset
     if hi <= lo:
         return None, None
@@ -175,7 +200,8 @@ def coverage(view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]]) 
         if b > reach:
             reach, holder = b, k
     spans = [(a, b) for a, b, _ in objs]
-    for node in view.nodes.values():
+    nodes = view.nodes
+    for node in (nodes.values() if duty_nodes is None else [nodes[n] for n in duty_nodes if n in nodes]):
         e = node.uncommitted.get(s.stream_id)
         if e is not None and max(lo, e.start_offset) < e.end_offset:
             spans.append((max(lo, e.start_offset), min(e.end_offset, hi)))

@@ -163,6 +163,7 @@ def _object(v: StreamsView, r: S3Object, offset: int) -> None:
 
 def _remove_object(v: StreamsView, r: RemoveS3Object, offset: int) -> None:
     v.objects.pop(r.object_id, None)
+    v.object_index.pop(r.object_id, None)  # gone from object storage, its index block with it
     v.prepared_ids.discard(r.object_id)
     v.marked_ids.discard(r.object_id)
 

@@ -74,6 +74,10 @@ class Cluster:
         self.epochs = {n: 0 for n in range(config.nodes)}
         self.wal: dict[int, dict[int, int]] = {n: {} for n in range(config.nodes)}
         """Node -> stream -> end of the data the node has written (its WAL, not uploaded yet)."""
+        self.written: dict[int, set[int]] = {n: set() for n in range(config.nodes)}
+        """Node -> streams it has written to since its last upload."""
+        self.stream_ids: list[int] = []
+        """The streams alive, in creation order (what random choices pick from)."""
         self.records: list[Record] = []
         self.op = 0
         self.now = config.start_ms
@@ -106,11 +110,11 @@ class Cluster:
         return sorted(out)
 
     def any_stream(self, opened: bool = False) -> int | None:
-        """A random stream (insertion order is the log's, so the choice is deterministic)."""
+        """A random stream (in creation order, so the choice is deterministic)."""
         streams = self.view.streams
-        if not streams:
+        if not self.stream_ids:
             return None
-        sid = self.rng.choice(list(streams))
+        sid = self.rng.choice(self.stream_ids)
         if opened and streams[sid].state != StreamState.OPENED:
             return None
         return sid
@@ -129,6 +133,7 @@ class Cluster:
         d = self.run(c.CreateStream(node_id=node, node_epoch=self.node_epoch(node)))
         if d.error:
             return
+        self.stream_ids.append(d.reply.stream_id)
         self.open(d.reply.stream_id, node)
 
     def open(self, sid: int, node: int) -> bool:
@@ -148,6 +153,7 @@ class Cluster:
             owner = self.view.streams[sid].owner()
             if owner is not None and self.view.streams[sid].state == StreamState.OPENED and sid in self.wal[owner]:
                 self.wal[owner][sid] += self.rng.randint(1, 120)
+                self.written[owner].add(sid)
 
     def prepare(self, node: int, count: int) -> list[int]:
         d = self.run(c.PrepareObjects(node_id=node, count=count, ttl_ms=self.config.ttl_ms, now_ms=self.now))
@@ -158,9 +164,12 @@ class Cluster:
         view = self.view
         node = self.rng.randrange(self.config.nodes) if node is None else node
         ranges: list[tuple[int, int, int]] = []
-        for sid in self.owned(node):
+        written, self.written[node] = self.written[node], set()
+        for sid in sorted(written):
             end = self.wal[node].get(sid)
-            s = view.streams[sid]
+            s = view.streams.get(sid)
+            if s is None or s.owner() != node or s.state != StreamState.OPENED:
+                continue
             if end is not None and end > s.end_offset:
                 start = s.end_offset + (self.rng.randint(1, 5) if gap and not ranges else 0)
                 if start < end:
@@ -177,12 +186,14 @@ class Cluster:
         (oid,) = self.prepare(node, 1)
         self.emit([ObjectWritten(node_id=node, object_id=oid, object_size=64 * sum(b - a for _, a, b in ranges),
                                  ranges=tuple(StreamRange(stream_id=s, start_offset=a, end_offset=b) for s, a, b in ranges))])  # fmt: skip
-        self.run(c.CommitStreamSetObject(
+        d = self.run(c.CommitStreamSetObject(
             node_id=node, node_epoch=self.node_epoch(node), object_id=oid, order_id=oid,
             object_size=64 * sum(b - a for _, a, b in ranges), failover_mode=failover, now_ms=self.now,
             ranges=tuple(c.CommitRange(stream_id=s, stream_epoch=view.streams[s].epoch, start_offset=a, end_offset=b)
                          for s, a, b in ranges),
         ))  # fmt: skip
+        if d.error:  # the data stays in the WAL, for the next upload
+            self.written[node] |= {sid for sid, _, _ in ranges if sid in self.wal[node]}
 
     def compact(self) -> None:
         """Stream-set compaction of a node's oldest objects: big streams split out into stream
@@ -337,7 +348,8 @@ class Cluster:
         if view.streams[sid].state == StreamState.CLOSED and not any(
             view.active_duty(n, sid) for n in sorted(view.nodes)
         ):
-            self.run(c.DeleteStream(stream_id=sid, now_ms=self.now))
+            if self.run(c.DeleteStream(stream_id=sid, now_ms=self.now)).error == c.NONE:
+                self.stream_ids.remove(sid)
             self.new_stream()
 
     def leak(self) -> None:
