@@ -29,11 +29,16 @@ from deltalake.exceptions import TableNotFoundError
 from kraftlake.records.base import trusted
 from kraftlake.records.errors import LogError
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
+from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
 
 log = structlog.get_logger(__name__)
 
 SNAPSHOTS_DIR = "_kraftlake_snapshots"
 KIND = "kraft.controller"
+STREAMS_KIND = "s3stream.streams"
+"""The S3Stream view at the same offsets (its image, msgpack): ``brokers`` counts nodes and
+``partitions`` streams."""
+STREAMS_FORMAT = 1
 
 SCHEMA = pa.schema(
     [
@@ -51,6 +56,7 @@ SCHEMA = pa.schema(
 )
 
 _STATE_DECODER = msgspec.msgpack.Decoder(ControllerState)
+_STREAMS_DECODER = msgspec.msgpack.Decoder(StreamsImage)
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,46 @@ class SnapshotStore:
         log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=state_hash)
         return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")})
 
+    def write_streams(self, view: StreamsView) -> SnapshotInfo:
+        """Store the S3Stream view ``view`` (at ``view.offset``)."""
+        image = view.image()
+        blob = msgspec.msgpack.encode(image)
+        row = {
+            "offset": view.offset, "kind": STREAMS_KIND, "format": STREAMS_FORMAT, "state_hash": image.state_hash,
+            "blob_sha256": hashlib.sha256(blob).hexdigest(), "brokers": len(image.nodes),
+            "partitions": len(image.streams), "bytes": len(blob), "created_ms": time.time_ns() // 1_000_000,
+            "image": blob,
+        }  # fmt: skip
+        write_deltalake(self.path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append", schema_mode=None)
+        log.info("snapshot.streams_written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
+        return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")})
+
+    def nearest_streams(self, offset: int) -> StreamsView | None:
+        """The S3Stream view of the newest streams snapshot at or before ``offset``, or None."""
+        blob = self._nearest_blob(offset, STREAMS_KIND, STREAMS_FORMAT)
+        if blob is None:
+            return None
+        return StreamsView.from_image(_STREAMS_DECODER.decode(blob))
+
+    def _nearest_blob(self, offset: int, kind: str, fmt: int) -> bytes | None:
+        dt = self._table()
+        if dt is None:
+            return None
+        candidates = [(b, f) for f, a, b in self._files(dt) if a is not None and a <= offset]
+        for _, path in sorted(candidates, reverse=True):
+            table = ds.dataset([path], schema=SCHEMA, format="parquet").to_table(
+                filter=(ds.field("offset") <= offset) & (ds.field("kind") == kind) & (ds.field("format") == fmt)
+            )
+            if table.num_rows == 0:
+                continue
+            best = table.sort_by([("offset", "descending")]).slice(0, 1).to_pylist()[0]
+            blob = best["image"]
+            if hashlib.sha256(blob).hexdigest() != best["blob_sha256"]:
+                log.warning("snapshot.corrupt", offset=best["offset"], path=path, kind=kind)
+                continue
+            return blob
+        return None
+
     def _files(self, dt: DeltaTable) -> list[tuple[str, int | None, int | None]]:
         actions = pa.table(dt.get_add_actions(flatten=True))
         cols = actions.column_names
@@ -132,27 +178,12 @@ class SnapshotStore:
 
     def nearest(self, offset: int) -> ControllerView | None:
         """The view of the newest usable snapshot at or before ``offset``, or None."""
-        dt = self._table()
-        if dt is None:
-            return None
-        candidates = [(b, f) for f, a, b in self._files(dt) if a is not None and a <= offset]
         # Newest first; each file is one snapshot, so its max offset is the snapshot's offset.
-        for _, path in sorted(candidates, reverse=True):
-            table = ds.dataset([path], schema=SCHEMA, format="parquet").to_table(
-                filter=(ds.field("offset") <= offset)
-                & (ds.field("kind") == KIND)
-                & (ds.field("format") == IMAGE_FORMAT)
-            )
-            if table.num_rows == 0:
-                continue
-            best = table.sort_by([("offset", "descending")]).slice(0, 1).to_pylist()[0]
-            blob = best["image"]
-            if hashlib.sha256(blob).hexdigest() != best["blob_sha256"]:
-                log.warning("snapshot.corrupt", offset=best["offset"], path=path)
-                continue
-            with trusted():
-                return ControllerView.from_state(_STATE_DECODER.decode(blob))
-        return None
+        blob = self._nearest_blob(offset, KIND, IMAGE_FORMAT)
+        if blob is None:
+            return None
+        with trusted():
+            return ControllerView.from_state(_STATE_DECODER.decode(blob))
 
     def delete(self) -> None:
         """Drop every snapshot (they are derived data: ``kraftlake snapshot`` rebuilds them)."""

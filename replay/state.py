@@ -77,16 +77,17 @@ def streams_at(
     timestamp: datetime | str | None = None,
     source_offset: int | None = None,
     progress: Progress | None = None,
+    use_snapshots: bool = True,
 ) -> StreamsView:
     """The S3Stream view (AutoMQ's streams, objects, nodes, KV) at the same points as
-    ``state_at``. Replays from the start: snapshots hold the KRaft view only (for now)."""
+    ``state_at``: the nearest streams snapshot at or before it, plus the tail."""
     snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
     target = snap.last_offset
     if offset is not None and offset > target:
         raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
-    view = StreamsView()
+    view = (SnapshotStore(log_.path).nearest_streams(target) if use_snapshots else None) or StreamsView()
     with gc_paused():
-        for records in snap.iter_records(0, target):
+        for records in snap.iter_records(view.offset + 1, target):
             streams_replay(records, view)
             if progress is not None:
                 progress(len(records))
@@ -117,6 +118,11 @@ def take_snapshots(
     store = SnapshotStore(log_.path)
     snap = log_.at()
     view = store.nearest(snap.last_offset) or ControllerView()
+    # The S3Stream view is snapshotted at the same offsets, once the log has S3Stream records.
+    streams = store.nearest_streams(view.offset) if view.offset >= 0 else None
+    if streams is None or streams.offset != view.offset:
+        streams = streams_at(log_, offset=view.offset) if view.offset >= 0 and has_streams(log_, to_offset=view.offset) else StreamsView()
+        streams.offset = max(streams.offset, view.offset)
     written = []
     next_cut = (view.offset // every + 1) * every
     for records in snap.iter_records(view.offset + 1, snap.last_offset):
@@ -126,9 +132,12 @@ def take_snapshots(
             # (inside a transaction, one record at a time until it ends).
             j = min(n, i + max(0, next_cut - records[i].offset) + 1)  # type: ignore[operator]
             replay(records[i:j], view)
+            streams_replay(records[i:j], streams)
             i = j
             if view.offset >= next_cut and view.transaction is None:
                 written.append(store.write(view))
+                if streams.automq_version or streams.streams or streams.nodes or streams.objects:
+                    store.write_streams(streams)
                 next_cut = (view.offset // every + 1) * every
         if progress is not None:
             progress(len(records))
