@@ -28,6 +28,7 @@ from kraftlake.records.kraft import (
     PartitionChange,
     ReplicaDirectory,
 )
+from kraftlake.records.bookkeeper import BookieInfo, LedgerCreated, LedgerEnsembleChange
 from kraftlake.records.observations import DirectoryReplicas, LogDirsLoaded, ObjectWritten
 from kraftlake.records.s3stream import (
     KV,
@@ -64,6 +65,8 @@ def _strategy(info: mi.Type, name: str, owner: type | None = None) -> st.SearchS
         return broker_ids if info.ge == 0 and info.le == 2**31 - 1 else _ints(info)
     if isinstance(info, mi.BoolType):
         return st.booleans()
+    if isinstance(info, mi.EnumType):
+        return st.sampled_from([m.value for m in info.cls])
     if isinstance(info, mi.BytesType):
         return st.binary(max_size=24)
     if isinstance(info, mi.FloatType):
@@ -159,7 +162,27 @@ def _fix_end_offsets(draw: st.DrawFn, d: dict[str, Any]) -> None:
         d["end_offsets"] = [{"stream_id": 0, "end_offset": 0}]
 
 
+bookie_ids = st.sampled_from([f"bk{i}:3181" for i in range(8)])
+
+
+def _fix_ledger_created(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    e = draw(st.integers(1, 6))
+    w = draw(st.integers(1, e))
+    d["ensemble_size"], d["write_quorum"], d["ack_quorum"] = e, w, draw(st.integers(1, w))
+    d["ensemble"] = draw(st.lists(bookie_ids, min_size=e, max_size=e, unique=True))
+
+
+def _fix_ensemble_change(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    d["ensemble"] = draw(st.lists(bookie_ids, min_size=1, max_size=6, unique=True))
+
+
+def _fix_bookie_info(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    d["total_bytes"] = draw(st.integers(0, 2**50))
+    d["free_bytes"] = draw(st.integers(0, d["total_bytes"]))
+
+
 _FIXUPS = {
+    LedgerCreated: _fix_ledger_created, LedgerEnsembleChange: _fix_ensemble_change, BookieInfo: _fix_bookie_info,
     Partition: _fix_partition, PartitionChange: _fix_partition_change, LogDirsLoaded: _fix_dirs_loaded,
     S3Stream: _fix_stream, S3StreamSetObject: _fix_stream_set_object, ObjectWritten: _fix_stream_set_object, S3Object: _fix_object, KV: _fix_kv,
     RemoveKV: _fix_remove_kv, S3StreamEndOffsets: _fix_end_offsets,

@@ -22,6 +22,7 @@ from .kraft import *  # noqa: F403 - the KRaft record types and constants are th
 from .kraft import KRAFT_RECORDS
 from .log import AppendResult, Commit, Log, LogSnapshot, MaintenanceReport
 from .s3stream import S3STREAM_RECORDS
+from .bookkeeper import BOOKKEEPER_RECORDS
 from .observations import (
     OBSERVATION_RECORDS,
     AssignReplicasToDirsRequest,

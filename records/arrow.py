@@ -67,6 +67,8 @@ def _arrow_type(info: mi.Type) -> pa.DataType:
         return pa.string()
     if isinstance(info, mi.BoolType):
         return pa.bool_()
+    if isinstance(info, mi.EnumType) and all(isinstance(m.value, str) for m in info.cls):
+        return pa.string()
     if isinstance(info, mi.BytesType):
         return pa.binary()
     if isinstance(info, mi.FloatType):

@@ -207,6 +207,10 @@ def test_entity_keys_name_the_entity(record):
         assert key == f"broker/{record.broker_id}"
     elif hasattr(record, "topic_id"):
         assert key == f"topic/{record.topic_id}"
+    elif record.FAMILY == "bookkeeper" and hasattr(record, "ledger_id"):
+        assert key == f"ledger/{record.ledger_id}"
+    elif record.FAMILY == "bookkeeper" and hasattr(record, "bookie_id"):
+        assert key == f"bookie/{record.bookie_id}"
     elif record.FAMILY == "s3stream" and hasattr(record, "stream_id"):
         assert key == f"stream/{record.stream_id}"
     elif record.FAMILY == "s3stream" and hasattr(record, "node_id") and type(record).__name__ != "UpdateNextNodeId":
@@ -216,7 +220,7 @@ def test_entity_keys_name_the_entity(record):
     else:
         prefixes = {"broker", "feature", "config", "controller", "producer-ids", "cluster"}
         prefixes |= {"token", "user", "acl", "quorum", "kafka"}  # security records, Raft, opaque imports
-        prefixes |= {"ids", "streams", "stream", "kv", "object"}  # S3Stream: id high-water marks, end offsets, KV
+        prefixes |= {"ids", "streams", "stream", "kv", "object", "auditor"}  # S3Stream: id high-water marks, end offsets, KV
         assert key.split("/")[0] in prefixes
 
 
