@@ -130,7 +130,10 @@ class LedgerEnsembleChange(BookKeeperRecord, frozen=True, kw_only=True):
     ensemble: tuple[BookieId, ...]
 
     def _validate(self) -> None:
-        _ensemble(self.ensemble, len(self.ensemble))
+        # A bookie listed twice is not refused here: it is what a faulty re-replication writes,
+        # and the audit (B2) names it.
+        if not self.ensemble:
+            raise ValueError("`ensemble`: is empty")
 
 
 class LedgerClosed(BookKeeperRecord, frozen=True, kw_only=True):

@@ -1,0 +1,104 @@
+"""Commands to the BookKeeper state machines and their replies: what an auditor, a replication
+worker, a ledger writer and an operator ask for. Time (``now_ms``) comes with the command; every
+random choice (placement) is seeded from the log offset the decision will be written at."""
+
+from __future__ import annotations
+
+import msgspec
+
+from kraftlake.records.bookkeeper import BookieState
+
+# Outcomes (BookKeeper's exceptions, as codes).
+OK = "OK"
+NO_SUCH_LEDGER = "NO_SUCH_LEDGER"
+NO_SUCH_BOOKIE = "NO_SUCH_BOOKIE"
+LEDGER_FENCED = "LEDGER_FENCED"
+LEDGER_CLOSED = "LEDGER_CLOSED"
+NOT_ENOUGH_BOOKIES = "NOT_ENOUGH_BOOKIES"
+ILLEGAL_TRANSITION = "ILLEGAL_TRANSITION"
+NOTHING_TO_DO = "NOTHING_TO_DO"
+WAITING = "WAITING"
+REPAIR_FAILED = "REPAIR_FAILED"
+REPLICATION_DISABLED = "REPLICATION_DISABLED"
+
+OPEN_LEDGER_GRACE_MS = 30_000
+"""``openLedgerRereplicationGracePeriod`` (bookkeeper.md 1.9)."""
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
+    """Base of the BookKeeper commands."""
+
+
+class CreateLedger(Command, frozen=True, kw_only=True):
+    ensemble_size: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+
+
+class WriteEntries(Command, frozen=True, kw_only=True):
+    """The writer adds ``count`` entries; a failed bookie of its ensemble is replaced first."""
+
+    ledger_id: int
+    count: int = 1
+
+
+class CloseLedger(Command, frozen=True, kw_only=True):
+    ledger_id: int
+
+
+class DeleteLedger(Command, frozen=True, kw_only=True):
+    ledger_id: int
+
+
+class AuditorTick(Command, frozen=True, kw_only=True):
+    """The auditor's single thread runs: lost bookies whose audit fell due get their ledgers marked."""
+
+    now_ms: int
+
+
+class Replicate(Command, frozen=True, kw_only=True):
+    """A replication worker takes the next under-replicated ledger nobody holds and repairs it."""
+
+    worker: str
+    now_ms: int
+    grace_ms: int = OPEN_LEDGER_GRACE_MS
+
+
+class ChangeBookieState(Command, frozen=True, kw_only=True):
+    """An operator (or the HTTP admin API) moves a bookie through its lifecycle."""
+
+    bookie_id: str
+    state: BookieState
+
+
+class CheckDrains(Command, frozen=True, kw_only=True):
+    """Draining bookies that nothing references any more become DRAINED."""
+
+
+class SetRecoveryDelay(Command, frozen=True, kw_only=True):
+    delay_ms: int
+
+
+class ElectAuditor(Command, frozen=True, kw_only=True):
+    auditor: str
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True):
+    outcome: str = OK
+    message: str | None = None
+    ledger_id: int | None = None
+    allowed: tuple[str, ...] = ()
+    """ILLEGAL_TRANSITION: the states the bookie may move to from where it is."""
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    records: tuple = ()
+    reply: Reply = Reply()
+
+    @property
+    def outcome(self) -> str:
+        return self.reply.outcome
+
+
+def fail(outcome: str, message: str | None = None, **kw) -> Decision:
+    return Decision(reply=Reply(outcome=outcome, message=message, **kw))

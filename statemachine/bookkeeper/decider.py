@@ -1,0 +1,32 @@
+"""The BookKeeper decider: ``decide(view, command) -> Decision``, one dispatch point for the
+writer, the auditor, the replication workers and the operator. Pure: the view is read, never
+changed; fold the records with ``reducer.apply``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import auditor, lifecycle, worker, writer
+from . import commands as c
+from .view import BookiesView
+
+_DECIDE: dict[type, Callable[[BookiesView, object], c.Decision]] = {
+    c.CreateLedger: writer.create,
+    c.WriteEntries: writer.write,
+    c.CloseLedger: writer.close,
+    c.DeleteLedger: writer.delete,
+    c.AuditorTick: auditor.tick,
+    c.SetRecoveryDelay: auditor.set_delay,
+    c.ElectAuditor: auditor.elect,
+    c.Replicate: worker.replicate,
+    c.ChangeBookieState: lifecycle.change_state,
+    c.CheckDrains: lifecycle.check_drains,
+}  # type: ignore[dict-item]
+
+
+def decide(view: BookiesView, command: c.Command) -> c.Decision:
+    try:
+        fn = _DECIDE[type(command)]
+    except KeyError:
+        raise TypeError(f"not a BookKeeper command: {type(command).__name__}") from None
+    return fn(view, command)

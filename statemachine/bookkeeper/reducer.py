@@ -1,0 +1,257 @@
+"""The BookKeeper reducer: ``apply(view, record)`` folds one record into a ``BookiesView``, as the
+metadata store (ZooKeeper) would hold it after the write, plus what the auditor derives from it.
+
+Lenient like the metadata store: a record about an unknown ledger or bookie changes nothing (the
+audits say whether it should have existed). Two derived facts are computed here, deterministically
+from the log: when a lost bookie's audit falls due (rules 1-3, 5 of bookkeeper.md section 7), and
+which entries a re-replication could not copy because no available bookie of their write set held
+them (rule 13: those entries are lost on the new bookie too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kraftlake.records.base import Record
+from kraftlake.records.bookkeeper import (
+    AuditorElected,
+    Availability,
+    BookieAvailability,
+    BookieInfo,
+    BookieRegistered,
+    BookieState,
+    BookieStateChange,
+    LedgerClosed,
+    LedgerCreated,
+    LedgerDeleted,
+    LedgerEnsembleChange,
+    LedgerEntriesWritten,
+    LedgerReplicated,
+    LedgerReplicationLock,
+    LedgerReplicationUnlock,
+    LedgerUnderReplicated,
+    RecoveryDelayChanged,
+)
+from kraftlake.records.errors import ReplayError
+
+from .view import CLOSED, Bookie, BookiesView, Ledger, Mark
+
+
+def _ts(r: Record) -> int:
+    return r.ts_ms or 0
+
+
+def _registered(v: BookiesView, r: BookieRegistered) -> None:
+    # A bookie id registered again is a new bookie (a drained address re-used, rule 17).
+    old = v.bookies.get(r.bookie_id)
+    v.bookies[r.bookie_id] = Bookie(bookie_id=r.bookie_id, rack=r.rack,
+                                    free_bytes=0 if old is None else old.free_bytes,
+                                    total_bytes=0 if old is None else old.total_bytes)  # fmt: skip
+    _back(v, r.bookie_id)
+
+
+def _info(v: BookiesView, r: BookieInfo) -> None:
+    b = v.bookies.get(r.bookie_id)
+    if b is not None:
+        b.free_bytes, b.total_bytes = r.free_bytes, r.total_bytes
+
+
+def _state(v: BookiesView, r: BookieStateChange) -> None:
+    b = v.bookies.get(r.bookie_id)
+    if b is not None:
+        b.state, b.state_reason = r.state.value, r.reason
+
+
+def _back(v: BookiesView, bookie: str) -> None:
+    v.lost_at.pop(bookie, None)
+    v.audit_due.pop(bookie, None)
+
+
+def _availability(v: BookiesView, r: BookieAvailability) -> None:
+    b = v.bookies.get(r.bookie_id)
+    if b is None:
+        return
+    was = b.availability
+    b.availability = r.availability.value
+    if r.availability is not Availability.LOST:
+        _back(v, r.bookie_id)
+        return
+    if was == Availability.LOST.value:
+        return
+    now = _ts(r)
+    v.lost_at[r.bookie_id] = now
+    if not v.refs.get(r.bookie_id):
+        return  # nothing to audit
+    if v.audit_due or v.recovery_delay_ms == 0:
+        # A second lost bookie while one waits (or no delay): the audit runs now, for all.
+        for other in v.audit_due:
+            v.audit_due[other] = now
+        v.audit_due[r.bookie_id] = now
+    else:
+        v.audit_due[r.bookie_id] = now + v.recovery_delay_ms
+
+
+def _index(v: BookiesView, ledger: Ledger, before: set[str]) -> None:
+    after = ledger.bookies()
+    for b in before - after:
+        refs = v.refs.get(b)
+        if refs is not None:
+            refs.discard(ledger.ledger_id)
+            if not refs:
+                del v.refs[b]
+    for b in after - before:
+        v.refs.setdefault(b, set()).add(ledger.ledger_id)
+
+
+def _created(v: BookiesView, r: LedgerCreated) -> None:
+    if r.ledger_id in v.ledgers:
+        raise ReplayError(f"ledger {r.ledger_id} exists", rule="R-BK-LEDGER", offset=r.offset,
+                          record_type="LedgerCreated", entity=r.entity_key())  # fmt: skip
+    ledger = Ledger(ledger_id=r.ledger_id, ensemble_size=r.ensemble_size, write_quorum=r.write_quorum,
+                    ack_quorum=r.ack_quorum, ensembles={0: r.ensemble})  # fmt: skip
+    v.ledgers[r.ledger_id] = ledger
+    _index(v, ledger, set())
+
+
+def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange) -> None:
+    ledger = v.ledgers.get(r.ledger_id)
+    if ledger is None:
+        return
+    before = ledger.bookies()
+    old = ledger.ensembles.get(r.first_entry_id)
+    if old is not None and len(old) == len(r.ensemble):
+        _copy(v, ledger, r.first_entry_id, old, r.ensemble)
+    ledger.ensembles[r.first_entry_id] = r.ensemble
+    _index(v, ledger, before)
+
+
+def _copy(v: BookiesView, ledger: Ledger, key: int, old: tuple[str, ...], new: tuple[str, ...]) -> None:
+    """A re-replication under ``key``: each new bookie gets the entries of its position that some
+    other available bookie of their write set held; the others are lost on it (rule 13)."""
+    first, last = next((a, b) for a, b, _ in ledger.segments() if a == key)
+    for pos, (was, now) in enumerate(zip(old, new)):
+        if was == now:
+            continue
+        missing = []
+        for e in ledger.stored_on(first, last, pos):
+            sources = [b for b in ledger.write_set(e) if b != was and v.available(b) and e not in ledger.lost.get(b, ())]
+            if not sources and not (v.available(was) and e not in ledger.lost.get(was, ())):
+                missing.append(e)
+        gone = ledger.lost.pop(was, ())
+        keep = tuple(e for e in gone if not first <= e <= last)
+        if keep:
+            ledger.lost[was] = keep
+        if missing:
+            ledger.lost[now] = tuple(sorted(set(ledger.lost.get(now, ())) | set(missing)))
+
+
+def _closed(v: BookiesView, r: LedgerClosed) -> None:
+    ledger = v.ledgers.get(r.ledger_id)
+    if ledger is not None:
+        ledger.state, ledger.last_entry_id, ledger.length = CLOSED, r.last_entry_id, r.length
+        ledger.fenced = ledger.fenced or r.fenced
+
+
+def _deleted(v: BookiesView, r: LedgerDeleted) -> None:
+    ledger = v.ledgers.pop(r.ledger_id, None)
+    if ledger is not None:
+        _index(v, Ledger(ledger_id=r.ledger_id, ensemble_size=0, write_quorum=0, ack_quorum=0, ensembles={}),
+               ledger.bookies())  # fmt: skip
+    v.under_replicated.pop(r.ledger_id, None)
+    v.locks.pop(r.ledger_id, None)
+    _audited(v)
+
+
+def _marked(v: BookiesView, r: LedgerUnderReplicated) -> None:
+    if r.ledger_id not in v.ledgers:
+        return
+    mark = v.under_replicated.get(r.ledger_id)
+    if mark is None:
+        v.under_replicated[r.ledger_id] = Mark(missing=tuple(sorted(set(r.missing))), since_ms=_ts(r))
+    else:
+        grown = tuple(sorted(set(mark.missing) | set(r.missing)))
+        if grown != mark.missing:
+            mark.missing, mark.version = grown, mark.version + 1
+    _audited(v)
+
+
+def _audited(v: BookiesView) -> None:
+    """A lost bookie is audited once every ledger naming it has a mark listing it."""
+    for b in [b for b in v.audit_due if all(b in getattr(v.under_replicated.get(i), "missing", ())
+                                              for i in v.refs.get(b, ()))]:  # fmt: skip
+        del v.audit_due[b]
+
+
+def _replicated(v: BookiesView, r: LedgerReplicated) -> None:
+    v.under_replicated.pop(r.ledger_id, None)
+
+
+def _lock(v: BookiesView, r: LedgerReplicationLock) -> None:
+    if r.ledger_id in v.ledgers:
+        v.locks.setdefault(r.ledger_id, r.worker)  # the znode exists: a second worker cannot take it
+
+
+def _unlock(v: BookiesView, r: LedgerReplicationUnlock) -> None:
+    if v.locks.get(r.ledger_id) == r.worker:
+        del v.locks[r.ledger_id]
+
+
+def _auditor(v: BookiesView, r: AuditorElected) -> None:
+    v.auditor = r.auditor
+
+
+def _delay(v: BookiesView, r: RecoveryDelayChanged) -> None:
+    # Rule 5: a rewrite to 0 or to the same value audits now; another value restarts the wait.
+    now = _ts(r)
+    for b in v.audit_due:
+        v.audit_due[b] = now if r.delay_ms in (0, v.recovery_delay_ms) else now + r.delay_ms
+    v.recovery_delay_ms = r.delay_ms
+
+
+def _written(v: BookiesView, r: LedgerEntriesWritten) -> None:
+    ledger = v.ledgers.get(r.ledger_id)
+    if ledger is not None:
+        ledger.last_add_confirmed = max(ledger.last_add_confirmed, r.last_add_confirmed)
+
+
+_APPLY: dict[type, Callable[[BookiesView, object], None]] = {
+    BookieRegistered: _registered,
+    BookieInfo: _info,
+    BookieStateChange: _state,
+    BookieAvailability: _availability,
+    LedgerCreated: _created,
+    LedgerEnsembleChange: _ensemble_change,
+    LedgerClosed: _closed,
+    LedgerDeleted: _deleted,
+    LedgerUnderReplicated: _marked,
+    LedgerReplicated: _replicated,
+    LedgerReplicationLock: _lock,
+    LedgerReplicationUnlock: _unlock,
+    AuditorElected: _auditor,
+    RecoveryDelayChanged: _delay,
+    LedgerEntriesWritten: _written,
+}  # type: ignore[dict-item]
+
+__all__ = ["apply", "replay", "BookieState"]
+
+
+def apply(view: BookiesView, record: Record) -> BookiesView:
+    """Fold one record into ``view`` (in place) and return it."""
+    offset = record.offset
+    if offset is None:
+        offset = view.offset + 1
+    elif offset <= view.offset:
+        raise ReplayError(f"offset {offset} does not follow {view.offset}", rule="R-REPLAY-ORDER", offset=offset,
+                          record_type=type(record).__name__, entity=record.entity_key())  # fmt: skip
+    fn = _APPLY.get(type(record))
+    if fn is not None:
+        fn(view, record)
+    view.offset = offset
+    return view
+
+
+def replay(records: Iterable[Record], view: BookiesView | None = None) -> BookiesView:
+    v = BookiesView() if view is None else view
+    for r in records:
+        apply(v, r)
+    return v

@@ -1,0 +1,123 @@
+"""A replication worker (``ReplicationWorker.rereplicate``, bookkeeper.md 1.9): take the lock of an
+under-replicated ledger, replace its bad bookies fragment by fragment at the same positions with
+bookies outside the ensemble (rules 7, 8), copying each entry from a surviving replica; wait out
+the open-ledger grace, then fence and seal an open ledger whose tail is bad (rule 9); mark the
+ledger replicated when nothing is bad any more, else release it (a drain that cannot finish
+becomes DRAINING_FAILED).
+
+A bookie is bad in a fragment when it is unavailable, or when the mark lists it and it is
+draining (its data moves off while it still serves reads)."""
+
+from __future__ import annotations
+
+from kraftlake.records.bookkeeper import (
+    BookieState,
+    BookieStateChange,
+    LedgerClosed,
+    LedgerEnsembleChange,
+    LedgerReplicated,
+    LedgerReplicationLock,
+    LedgerReplicationUnlock,
+)
+from kraftlake.statemachine import placement
+
+from . import commands as c
+from .ensembles import new_ensemble, replace_bookie
+from .view import CLOSED, BookiesView, Ledger, Mark
+
+DRAINING = BookieState.DRAINING.value
+
+
+def _bad(view: BookiesView, mark: Mark, bookie: str) -> bool:
+    if not view.available(bookie):
+        return True
+    b = view.bookies.get(bookie)
+    return bookie in mark.missing and b is not None and b.state == DRAINING
+
+
+def _source(view: BookiesView, ledger: Ledger, entry: int, target: str) -> bool:
+    """Some available bookie of the entry's write set holds it (the target itself, if draining)."""
+    return any(view.available(b) and entry not in ledger.lost.get(b, ()) for b in ledger.write_set(entry))
+
+
+def _can_seal(view: BookiesView, ledger: Ledger) -> bool:
+    """Recovery coverage (2.3, rule 14): every write set of the last ensemble has fewer than A
+    bookies that cannot answer."""
+    ens = ledger.ensembles[ledger.keys()[-1]]
+    e, w = len(ens), ledger.write_quorum
+    return all(sum(not view.available(ens[(i + j) % e]) for j in range(w)) < ledger.ack_quorum for i in range(e))
+
+
+def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = True, weighted: bool = True) -> c.Decision:
+    held = sorted(i for i, w in view.locks.items() if w == cmd.worker and i in view.under_replicated)
+    free = sorted(i for i in view.under_replicated if i not in view.locks)
+    if not held and not free:
+        return c.fail(c.NOTHING_TO_DO)
+    ledger_id = held[0] if held else free[0]
+    ledger, mark = view.ledgers[ledger_id], view.under_replicated[ledger_id]
+    records: list = [] if held else [LedgerReplicationLock(ledger_id=ledger_id, worker=cmd.worker)]
+    unlock = LedgerReplicationUnlock(ledger_id=ledger_id, worker=cmd.worker)
+    last_key = ledger.keys()[-1]
+    tail_bad = any(_bad(view, mark, b) for b in ledger.ensembles[last_key])
+    if ledger.state != CLOSED and tail_bad:
+        if cmd.now_ms - mark.since_ms < cmd.grace_ms:
+            # Keep the lock: the writer may still replace the bookie itself (rule 9).
+            return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.WAITING, ledger_id=ledger_id))
+        if not _can_seal(view, ledger):
+            return _failed(view, mark, ledger_id, records + [unlock], "the open ledger cannot be sealed: a write set"
+                           " of its last ensemble lost its ack quorum")  # fmt: skip
+        lac = ledger.last_add_confirmed
+        records.append(LedgerClosed(ledger_id=ledger_id, last_entry_id=lac, length=(lac + 1) * 1024, fenced=True))
+    unreadable: list[str] = []
+    picks = 0
+    for first, last, ens in ledger.segments():
+        bad = [i for i, b in enumerate(ens) if _bad(view, mark, b)]
+        if not bad:
+            continue
+        lost = [e for i in bad for e in ledger.stored_on(first, last, i) if not _source(view, ledger, e, ens[i])]
+        if lost:
+            unreadable.append(f"entries {_ranges(lost)} (no replica to copy from)")
+            continue
+        new = list(ens)
+        for i in bad:
+            try:
+                new[i] = _replacement(view, ens, new, i, cmd.worker, exclude_ensemble, weighted,
+                                      placement.seed_for(view.offset + 1, f"replace/{ledger_id}/{first}/{i}"))  # fmt: skip
+            except placement.NotEnoughCandidates as exc:
+                unreadable.append(f"segment {first}: {exc}")
+                break
+        else:
+            records.append(LedgerEnsembleChange(ledger_id=ledger_id, first_entry_id=first, ensemble=tuple(new)))
+            picks += len(bad)
+    if unreadable:
+        return _failed(view, mark, ledger_id, records + [unlock], "; ".join(unreadable))
+    records += [LedgerReplicated(ledger_id=ledger_id, worker=cmd.worker), unlock]
+    return c.Decision(records=tuple(records), reply=c.Reply(ledger_id=ledger_id))
+
+
+def _replacement(view, ens, new, i, worker, exclude_ensemble, weighted, seed) -> str:
+    if exclude_ensemble:
+        return replace_bookie(view, ens, exclude=new, seed=seed, weighted=weighted)
+    # The faulty worker excludes only the bookie it replaces.
+    (chosen,) = new_ensemble(view, 1, seed=seed, exclude={ens[i]}, weighted=weighted)
+    return chosen
+
+
+def _failed(view: BookiesView, mark: Mark, ledger_id: int, records: list, why: str) -> c.Decision:
+    """The repair cannot finish: release the ledger; a drain waiting on it has failed."""
+    for b in mark.missing:
+        bookie = view.bookies.get(b)
+        if bookie is not None and bookie.state == DRAINING:
+            records.append(BookieStateChange(bookie_id=b, state=BookieState.DRAINING_FAILED,
+                                             reason=f"ledger {ledger_id}: {why}"))  # fmt: skip
+    return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.REPAIR_FAILED, ledger_id=ledger_id, message=why))
+
+
+def _ranges(entries: list[int]) -> str:
+    out: list[list[int]] = []
+    for e in sorted(set(entries)):
+        if out and out[-1][1] == e - 1:
+            out[-1][1] = e
+        else:
+            out.append([e, e])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)

@@ -1,0 +1,272 @@
+"""BookKeeper scenarios (bookkeeper.md section 5, rules of section 7) through kraftlake's deciders
+and reducer: auditor delays, marks, locks, repairs, open-ledger fencing, loss, drains."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from kraftlake.records.bookkeeper import (
+    Availability,
+    BookieAvailability,
+    BookieInfo,
+    BookieRegistered,
+    BookieState,
+    LedgerClosed,
+    LedgerEnsembleChange,
+    LedgerReplicated,
+    LedgerReplicationLock,
+    LedgerUnderReplicated,
+)
+from kraftlake.statemachine.bookkeeper import commands as c
+from kraftlake.statemachine.bookkeeper.decider import decide
+from kraftlake.statemachine.bookkeeper.reducer import apply
+from kraftlake.statemachine.bookkeeper.view import BookiesView
+
+T0 = 1_000_000
+
+
+class Cluster:
+    def __init__(self, n: int = 3, delay_ms: int = 0) -> None:
+        self.view = BookiesView()
+        self.now = T0
+        for i in range(n):
+            self.emit([BookieRegistered(bookie_id=f"b{i}", rack=f"r{i % 3}"),
+                       BookieInfo(bookie_id=f"b{i}", free_bytes=1000, total_bytes=2000)])  # fmt: skip
+        if delay_ms:
+            self.ok(c.SetRecoveryDelay(delay_ms=delay_ms))
+
+    def emit(self, records) -> None:
+        for r in records:
+            apply(self.view, msgspec.structs.replace(r, offset=self.view.offset + 1, ts_ms=self.now))
+
+    def do(self, cmd) -> c.Decision:
+        d = decide(self.view, cmd)
+        self.emit(d.records)
+        return d
+
+    def ok(self, cmd) -> c.Decision:
+        d = self.do(cmd)
+        assert d.outcome == c.OK, d.reply
+        return d
+
+    def at(self, ms: int) -> None:
+        self.now = T0 + ms
+
+    def kill(self, b: str) -> None:
+        self.emit([BookieAvailability(bookie_id=b, availability=Availability.LOST)])
+
+    def revive(self, b: str) -> None:
+        self.emit([BookieAvailability(bookie_id=b, availability=Availability.WRITABLE)])
+
+    def ledger(self, e=3, w=2, a=2, entries=100, close=True) -> int:
+        lid = self.ok(c.CreateLedger(ensemble_size=e, write_quorum=w, ack_quorum=a)).reply.ledger_id
+        if entries:
+            self.ok(c.WriteEntries(ledger_id=lid, count=entries))
+        if close:
+            self.ok(c.CloseLedger(ledger_id=lid))
+        return lid
+
+    def tick(self) -> c.Decision:
+        return self.do(c.AuditorTick(now_ms=self.now))
+
+    def marked(self, lid: int) -> tuple[str, ...] | None:
+        m = self.view.under_replicated.get(lid)
+        return None if m is None else m.missing
+
+
+def test_s1_lost_bookie_marks_its_ledgers_and_a_second_loss_marks_again():
+    k = Cluster(3)
+    lid = k.ledger()
+    b = k.view.ledgers[lid].ensembles[0][-1]
+    k.kill(b)
+    k.tick()
+    assert k.marked(lid) == (b,)
+    k.emit([BookieRegistered(bookie_id="b3", rack="r0"), BookieInfo(bookie_id="b3", free_bytes=1000, total_bytes=2000)])
+    d = k.ok(c.Replicate(worker="w1", now_ms=k.now))
+    assert [type(r) for r in d.records] == [LedgerReplicationLock, LedgerEnsembleChange, LedgerReplicated,
+                                            type(d.records[-1])]  # fmt: skip
+    assert k.marked(lid) is None and b not in k.view.ledgers[lid].ensembles[0]
+    other = k.view.ledgers[lid].ensembles[0][0]
+    k.kill(other)
+    k.tick()
+    assert k.marked(lid) == (other,)
+
+
+def test_s2_read_only_is_not_lost_until_it_shuts_down():
+    k = Cluster(3)
+    lid = k.ledger()
+    b = k.view.ledgers[lid].ensembles[0][0]
+    k.emit([BookieAvailability(bookie_id=b, availability=Availability.READ_ONLY)])
+    k.tick()
+    assert k.marked(lid) is None
+    k.kill(b)
+    k.tick()
+    assert k.marked(lid) == (b,)
+
+
+@pytest.mark.parametrize(
+    ("name", "steps", "expect"),
+    [
+        ("delayed", [("kill", "A", 0), ("tick", None, 4000), ("check", None, None), ("tick", None, 6000)], "A"),
+        ("to-zero", [("kill", "A", 0), ("delay", 0, 4000), ("tick", None, 4000)], "A"),
+        ("later", [("kill", "A", 0), ("delay", 4000, 2000), ("tick", None, 4000), ("check", None, None),
+                   ("tick", None, 6001)], "A"),  # fmt: skip
+        ("same-value", [("kill", "A", 0), ("delay", 5000, 2000), ("tick", None, 2000)], "A"),
+        ("second-loss", [("kill", "A", 0), ("kill", "B", 3000), ("tick", None, 3000)], "AB"),
+        ("rolling-upgrade", [("kill", "A", 0), ("revive", "A", 2000), ("kill", "B", 2000), ("tick", None, 6000),
+                             ("check", None, None), ("tick", None, 7001)], "B"),  # fmt: skip
+    ],
+)
+def test_s3_lost_bookie_recovery_delay(name, steps, expect):
+    k = Cluster(4, delay_ms=5000)
+    lid = k.ledger(e=4, w=4, a=2)
+    names = dict(zip("AB", k.view.ledgers[lid].ensembles[0]))
+    for op, arg, at in steps:
+        if op == "check":
+            assert k.marked(lid) is None, f"{name}: marked too early"
+            continue
+        k.at(at)
+        if op == "kill":
+            k.kill(names[arg])
+        elif op == "revive":
+            k.revive(names[arg])
+        elif op == "delay":
+            k.ok(c.SetRecoveryDelay(delay_ms=arg))
+        else:
+            k.tick()
+    assert k.marked(lid) == tuple(sorted(names[x] for x in expect))
+
+
+def test_s4_marks_are_sets_and_locks_are_held_by_one_worker():
+    k = Cluster(4)
+    lid = k.ledger()
+    a, b = k.view.ledgers[lid].ensembles[0][:2]
+    k.emit([LedgerUnderReplicated(ledger_id=lid, missing=(a,)), LedgerUnderReplicated(ledger_id=lid, missing=(a,))])
+    assert k.marked(lid) == (a,) and k.view.under_replicated[lid].version == 0
+    k.emit([LedgerUnderReplicated(ledger_id=lid, missing=(b,))])
+    assert k.marked(lid) == tuple(sorted((a, b))) and k.view.under_replicated[lid].version == 1
+    k.emit([LedgerReplicationLock(ledger_id=lid, worker="w1"), LedgerReplicationLock(ledger_id=lid, worker="w2")])
+    assert k.view.locks[lid] == "w1"
+    assert k.do(c.Replicate(worker="w2", now_ms=k.now)).outcome == c.NOTHING_TO_DO
+
+
+def test_s5_repair_keeps_positions_and_excludes_the_ensemble():
+    k = Cluster(5)
+    lid = k.ledger(e=3, w=3, a=2, entries=10, close=False)
+    first = k.view.ledgers[lid].ensembles[0]
+    k.kill(first[0])
+    k.ok(c.WriteEntries(ledger_id=lid, count=10))  # the writer replaces it: new ensemble at 10
+    assert sorted(k.view.ledgers[lid].ensembles) == [0, 10]
+    k.ok(c.CloseLedger(ledger_id=lid))
+    k.tick()
+    assert k.marked(lid) == (first[0],)
+    k.ok(c.Replicate(worker="w1", now_ms=k.now))
+    ens = k.view.ledgers[lid].ensembles[0]
+    assert ens[1:] == first[1:] and ens[0] not in first and k.marked(lid) is None
+    assert k.view.lost_entries(k.view.ledgers[lid]) == []
+
+
+def test_s5_no_copy_to_read_stays_under_replicated_until_the_bookie_returns():
+    k = Cluster(3)
+    lid = k.ledger(e=1, w=1, a=1, entries=5)
+    (only,) = k.view.ledgers[lid].ensembles[0]
+    k.kill(only)
+    k.tick()
+    d = k.do(c.Replicate(worker="w1", now_ms=k.now))
+    assert d.outcome == c.REPAIR_FAILED and "no replica" in d.reply.message and k.marked(lid) == (only,)
+    assert k.view.lost_entries(k.view.ledgers[lid]) == [(0, 4)]
+    assert lid not in k.view.locks
+    k.revive(only)
+    d = k.ok(c.Replicate(worker="w1", now_ms=k.now))
+    assert k.marked(lid) is None and k.view.lost_entries(k.view.ledgers[lid]) == []
+
+
+def test_s5_open_ledger_is_fenced_after_the_grace_but_not_before():
+    k = Cluster(4)
+    lid = k.ledger(e=3, w=3, a=2, entries=10, close=False)
+    k.kill(k.view.ledgers[lid].ensembles[0][0])
+    k.tick()
+    assert k.do(c.Replicate(worker="w1", now_ms=k.now)).outcome == c.WAITING
+    assert k.view.locks[lid] == "w1" and k.view.ledgers[lid].state == "OPEN"
+    k.at(31_000)
+    k.ok(c.Replicate(worker="w1", now_ms=k.now))
+    ledger = k.view.ledgers[lid]
+    assert ledger.state == "CLOSED" and ledger.fenced and ledger.last_entry_id == 9 and k.marked(lid) is None
+    assert k.do(c.WriteEntries(ledger_id=lid)).outcome == c.LEDGER_FENCED
+
+
+def test_s6_a_dead_bookie_holding_nothing_still_needs_a_metadata_swap():
+    k = Cluster(4)
+    lid = k.ledger(e=3, w=2, a=2, entries=1)  # entry 0 on positions 0, 1
+    dead = k.view.ledgers[lid].ensembles[0][2]
+    k.kill(dead)
+    k.tick()
+    assert k.marked(lid) == (dead,)
+    k.ok(c.Replicate(worker="w1", now_ms=k.now))
+    assert dead not in k.view.ledgers[lid].ensembles[0]
+
+
+def test_s7_copies_of_entries_follow_round_robin_striping():
+    k = Cluster(4)
+    lid = k.ledger(e=4, w=3, a=2, entries=4)
+    ledger = k.view.ledgers[lid]
+    ens = ledger.ensembles[0]
+    assert [ledger.write_set(e) for e in range(4)] == [
+        (ens[0], ens[1], ens[2]), (ens[1], ens[2], ens[3]), (ens[2], ens[3], ens[0]), (ens[3], ens[0], ens[1])]
+    k.kill(ens[0]), k.kill(ens[2])
+    assert [k.view.copies(ledger, e) for e in range(4)] == [1, 2, 1, 2]
+    k.kill(ens[1])
+    assert k.view.lost_entries(ledger) == [(0, 0)]
+
+
+def test_s8_drain_moves_data_off_and_ends_drained_or_failed():
+    k = Cluster(5)
+    ledgers = [k.ledger(e=3, w=2, a=2, entries=12) for _ in range(6)]
+    victim = k.view.ledgers[ledgers[0]].ensembles[0][0]
+    mine = sorted(k.view.refs[victim])
+    k.ok(c.ChangeBookieState(bookie_id=victim, state=BookieState.DRAINING))
+    assert k.view.bookies[victim].availability == "READ_ONLY"
+    assert all(k.marked(i) == (victim,) for i in mine)
+    assert k.ok(c.CheckDrains()).records == ()  # still referenced
+    while k.do(c.Replicate(worker="w1", now_ms=k.now)).outcome == c.OK:
+        pass
+    assert victim not in k.view.refs and k.view.under_replicated == {}
+    k.ok(c.CheckDrains())
+    assert k.view.bookies[victim].state == "DRAINED"
+    d = k.do(c.ChangeBookieState(bookie_id=victim, state=BookieState.ACTIVE))
+    assert d.outcome == c.ILLEGAL_TRANSITION and d.reply.allowed == ()
+
+
+def test_s8_drain_fails_when_a_ledger_cannot_be_repaired_and_the_operator_finishes_it():
+    k = Cluster(4)
+    lid = k.ledger(e=2, w=2, a=1, entries=4)
+    a, b = k.view.ledgers[lid].ensembles[0]
+    k.kill(b)  # the other copy is gone: draining a cannot copy anything from b, nor... a itself serves reads
+    k.ok(c.ChangeBookieState(bookie_id=a, state=BookieState.DRAINING))
+    k.kill(a)  # and now the draining bookie dies too: no copy left
+    d = k.do(c.Replicate(worker="w1", now_ms=k.now))
+    assert d.outcome == c.REPAIR_FAILED
+    assert k.view.bookies[a].state == "DRAINING_FAILED" and f"ledger {lid}" in k.view.bookies[a].state_reason
+    d = k.do(c.ChangeBookieState(bookie_id=a, state=BookieState.DRAINED))
+    assert d.outcome == c.ILLEGAL_TRANSITION and "DRAINING" in d.reply.allowed
+    k.ok(c.DeleteLedger(ledger_id=lid))  # the operator gives the ledger up
+    k.ok(c.ChangeBookieState(bookie_id=a, state=BookieState.DRAINED))
+    assert k.view.bookies[a].state == "DRAINED"
+
+
+def test_s9_illegal_transitions_name_the_allowed_ones():
+    k = Cluster(3)
+    d = k.do(c.ChangeBookieState(bookie_id="b0", state=BookieState.DRAINED))
+    assert d.outcome == c.ILLEGAL_TRANSITION and set(d.reply.allowed) == {"READ_ONLY", "DRAINING"}
+    assert k.do(c.ChangeBookieState(bookie_id="nope", state=BookieState.DRAINING)).outcome == c.NO_SUCH_BOOKIE
+
+
+def test_image_round_trip_and_hash():
+    k = Cluster(5)
+    for _ in range(3):
+        k.ledger()
+    k.kill("b1")
+    k.tick()
+    again = BookiesView.from_image(msgspec.json.decode(msgspec.json.encode(k.view.image()), type=type(k.view.image())))
+    assert again.state_hash() == k.view.state_hash() and again.refs == k.view.refs
