@@ -44,6 +44,7 @@ from kraftlake.statemachine.kraft.directories import RESERVED_IDS
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
 from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
 
+from .bookkeeper_audit import BookiesAudit
 from .s3stream_audit import StreamsAudit, is_streams_record
 from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES
 
@@ -92,6 +93,8 @@ class AuditReport(msgspec.Struct, kw_only=True):
     violations: list[Violation]
     streams_state_hash: str | None = None
     """The S3Stream view's hash, when the log has S3Stream records."""
+    bookies_state_hash: str | None = None
+    """The BookKeeper view's hash, when the log has BookKeeper records."""
 
 
 class _Wrong:
@@ -150,6 +153,9 @@ class Audit:
         the S3Stream state before the first record fed)."""
         self.refused: int | None = None
         """Offset of the last record the reducer refused."""
+        self.bookies: BookiesAudit | None = None
+        """The BookKeeper family's checks, from the log's first BookKeeper record."""
+        self._finished = False
         self.first_offset: int | None = None
         self.reported_offline: dict[tuple[int, str], int] = {}
         self.reported_dirs: dict[tuple[str, int], dict[int, str]] = {}
@@ -470,6 +476,12 @@ class Audit:
         return True
 
     def _other(self, view: ControllerView, r: Record, cls: type, offset: int) -> None:
+        if r.FAMILY == "bookkeeper":
+            if self.bookies is None:
+                self.bookies = BookiesAudit(self)
+            self.bookies.one(r, offset)
+            view.offset = offset
+            return
         if is_streams_record(r):
             if self.streams is None:
                 self.streams = StreamsAudit(self)
@@ -543,6 +555,9 @@ class Audit:
     def report(self) -> AuditReport:
         if self.streams is not None:
             self.streams.flush()
+        if self.bookies is not None and not self._finished:
+            self._finished = True
+            self.bookies.finish()
         violations = list(self.closed)
         violations += [_violation(inv, e, w, None, None) for (inv, e), w in self.wrong.items() if w.confirmed]
         violations.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
@@ -568,6 +583,7 @@ class Audit:
             ],
             violations=violations,
             streams_state_hash=None if self.streams is None else self.streams.state_hash(),
+            bookies_state_hash=None if self.bookies is None else self.bookies.state_hash(),
         )
 
 

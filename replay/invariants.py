@@ -50,6 +50,14 @@ CATALOGUE: tuple[Invariant, ...] = (
     Invariant("S9", ERROR, "an active historical WAL duty matches exactly one sealed range of its node (I9)", graced=True),
     Invariant("S10", ERROR, "a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream has its current range (I10)", graced=True),
     Invariant("S11", ERROR, "no PREPARED object outlives its deadline by more than the check interval"),
+    Invariant("B1", ERROR, "a lost bookie's ledgers are marked under-replicated once its recovery delay ends: not before (unless a second bookie is lost or the delay is rewritten), and within the grace after (rules 1-3, 5)"),
+    Invariant("B2", ERROR, "an ensemble keeps E distinct bookies; a repair changes only bad positions, each to a bookie outside the ensemble, under the same key (rules 7, 8)"),
+    Invariant("B3", ERROR, "a ledger marked replicated has every entry on at least A available bookies of its write set (rule 13)"),
+    Invariant("B4", ERROR, "a bookie becomes DRAINED only when no ensemble names it and no under-replication mark lists it (rule 17)"),
+    Invariant("B5", ERROR, "no entry is written to a ledger after it was closed or fenced"),
+    Invariant("B6", ERROR, "a ledger's replication lock is held by at most one worker (rule 4)"),
+    Invariant("B7", ERROR, "placement follows the capped free-disk weights: over the history, no bookie is drawn more than 5 standard deviations away from its expected count (rule 15; checked from 100 draws)"),
+    Invariant("B8", ERROR, "no entry loses every replica of its write set (data loss: the ledger and entry range are named; rule 13)"),
     Invariant("S12", ERROR, "data that moves a stream's logical end comes from the current owner of an OPENED stream and continues the end exactly"),
 )
 BY_ID = {i.id: i for i in CATALOGUE}

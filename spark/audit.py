@@ -614,7 +614,7 @@ def _report(config, found, plane, n, first, last, state_hash, counts) -> AuditRe
         fail_on=config.fail_on, grace_records=config.grace_records, grace_ms=config.grace_ms,
         invariants=[InvariantResult(id=i.id, severity=i.severity, definition=i.definition, checked=checked.get(i.id, 0),
                                     violations=by_inv[i.id]) for i in CATALOGUE],
-        violations=found, streams_state_hash=plane.streams_state_hash,
+        violations=found, streams_state_hash=plane.streams_state_hash, bookies_state_hash=plane.bookies_state_hash,
     )  # fmt: skip
 
 

@@ -72,6 +72,8 @@ class ControlPlane:
     """(offset, metadata.version in force after it) wherever it changed."""
     streams_state_hash: str | None = None
     """The S3Stream view's hash: S3Stream records are replayed and audited here, on the driver."""
+    bookies_state_hash: str | None = None
+    """The BookKeeper view's hash: BookKeeper records too."""
     unfence_requests: list[tuple[int, int, int]] = field(default_factory=list)
     """(offset, broker, its own mismatch count) of each UnfenceRequested from a fenced
     multi-directory broker at its current epoch: K11 adds the UNASSIGNED count there."""
@@ -127,6 +129,7 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
                 plane.topics[i] = (t, plane.topics[i][1], r.offset)
     report = audit.report()
     plane.streams_state_hash = report.streams_state_hash
+    plane.bookies_state_hash = report.bookies_state_hash
     plane.violations = list(report.violations)
     plane.checked = {i.id: i.checked for i in report.invariants}
     return plane

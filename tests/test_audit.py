@@ -129,7 +129,7 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
     doc = json.loads(res.stdout)
     assert json.loads(out.read_text()) == doc
     assert list(doc) == ["verdict", "records", "first_offset", "last_offset", "state_hash", "fail_on",
-                         "grace_records", "grace_ms", "invariants", "violations", "streams_state_hash"]  # fmt: skip
+                         "grace_records", "grace_ms", "invariants", "violations", "streams_state_hash", "bookies_state_hash"]  # fmt: skip
     assert doc["verdict"] == "fail" and doc["violations"][0]["invariant"] == "K6"
     assert set(doc["violations"][0]) == {"invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence"}
     # A grace of 3 records: the brokers' directory reports (AssignReplicasToDirs) come 9 and 14

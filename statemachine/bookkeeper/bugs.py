@@ -13,9 +13,9 @@ Decide = Callable[[BookiesView, c.Command], c.Decision]
 
 
 def drain_before_replicated(view: BookiesView, cmd: c.Command) -> c.Decision:
-    """A drain completes while open ledgers still name the bookie."""
+    """A drain completes once the bookie's ledgers are marked for repair, not once they are repaired."""
     if isinstance(cmd, c.CheckDrains):
-        return lifecycle.check_drains(view, cmd, open_ledgers_count=False)
+        return lifecycle.check_drains(view, cmd, wait_for_repairs=False)
     return decide(view, cmd)
 
 

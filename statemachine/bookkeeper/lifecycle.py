@@ -60,16 +60,14 @@ def change_state(view: BookiesView, cmd: c.ChangeBookieState) -> c.Decision:
     return c.Decision(records=tuple(records))
 
 
-def check_drains(view: BookiesView, cmd: c.CheckDrains, *, open_ledgers_count: bool = True) -> c.Decision:
+def check_drains(view: BookiesView, cmd: c.CheckDrains, *, wait_for_repairs: bool = True) -> c.Decision:
     records = []
     for bookie in sorted(b.bookie_id for b in view.bookies.values() if b.state == S.DRAINING.value):
-        if open_ledgers_count:
+        if wait_for_repairs:
             why = clean(view, bookie)
-        else:  # the faulty check: only marks and closed ledgers hold a drain back
-            closed = [i for i in view.refs.get(bookie, ()) if view.ledgers[i].state == "CLOSED"]
-            why = "closed ledgers" if closed else None
-            if why is None and any(bookie in m.missing for m in view.under_replicated.values()):
-                why = "marks"
+        else:  # the faulty check: a ledger marked for repair counts as repaired
+            marked = lambda i: bookie in getattr(view.under_replicated.get(i), "missing", ())  # noqa: E731
+            why = None if all(marked(i) for i in view.refs.get(bookie, ())) else "unmarked ledgers"
         if why is None:
             records.append(BookieStateChange(bookie_id=bookie, state=S.DRAINED))
     return c.Decision(records=tuple(records))

@@ -89,6 +89,7 @@ def _availability(v: BookiesView, r: BookieAvailability) -> None:
         v.audit_due[r.bookie_id] = now
     else:
         v.audit_due[r.bookie_id] = now + v.recovery_delay_ms
+    _audited(v)  # a drain may have marked its ledgers already
 
 
 def _index(v: BookiesView, ledger: Ledger, before: set[str]) -> None:
@@ -123,6 +124,8 @@ def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange) -> None:
         _copy(v, ledger, r.first_entry_id, old, r.ensemble)
     ledger.ensembles[r.first_entry_id] = r.ensemble
     _index(v, ledger, before)
+    if v.audit_due:
+        _audited(v)  # a bookie no ensemble names any more has nothing left to audit
 
 
 def _copy(v: BookiesView, ledger: Ledger, key: int, old: tuple[str, ...], new: tuple[str, ...]) -> None:

@@ -1,0 +1,174 @@
+"""The BookKeeper family's part of the audit: replays BookKeeper records into a ``BookiesView`` and
+checks B1-B8 (bookkeeper.md section 7) where a record can have changed them, reporting through the
+audit engine it belongs to (``replay.audit.Audit``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kraftlake.records.base import Record
+from kraftlake.records.bookkeeper import (
+    Availability,
+    BookieAvailability,
+    BookieState,
+    BookieStateChange,
+    LedgerClosed,
+    LedgerCreated,
+    LedgerEnsembleChange,
+    LedgerEntriesWritten,
+    LedgerReplicated,
+    LedgerReplicationLock,
+    LedgerUnderReplicated,
+)
+from kraftlake.records.errors import ReplayError
+from kraftlake.statemachine.bookkeeper import invariants as binv
+from kraftlake.statemachine.bookkeeper.reducer import apply
+from kraftlake.statemachine.bookkeeper.view import CLOSED, BookiesView
+
+if TYPE_CHECKING:
+    from .audit import Audit
+
+PLACEMENT_SIGMAS = 5.0
+"""B7's tolerance: a bookie drawn more than this many standard deviations away from what the
+capped weights expect (about one false alarm in 1.7 million per bookie)."""
+PLACEMENT_MIN_DRAWS = 100
+
+
+class BookiesAudit:
+    def __init__(self, audit: Audit) -> None:
+        self.audit = audit
+        self.view = BookiesView()
+        self.placement = binv.PlacementStats()
+
+    def _state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> None:
+        a = self.audit
+        if message is None and (inv, entity) not in a.wrong:
+            a.checked[inv] += 1
+            return
+        a._state(inv, entity, offset, ts, message)
+
+    def _instant(self, inv: str, entity: str, offset: int, message: str) -> None:
+        self.audit._instant(inv, entity, offset, message)
+
+    def one(self, r: Record, offset: int) -> None:
+        view, ts, cls = self.view, r.ts_ms, type(r)
+        if ts is not None:
+            self._overdue(offset, ts)
+        if cls is LedgerUnderReplicated:
+            self._early_marks(r, offset, ts)  # type: ignore[arg-type]
+        elif cls is LedgerEnsembleChange:
+            self.audit.checked["B2"] += 1
+            bad = binv.repair_problem(view, r)  # type: ignore[arg-type]
+            if bad:
+                self._instant("B2", f"ledger/{r.ledger_id}", offset, bad)  # type: ignore[attr-defined]
+            self._placement_of_change(r, offset)  # type: ignore[arg-type]
+        elif cls is LedgerCreated:
+            self.placement.draw(view, r.ensemble[0], set(), offset)  # type: ignore[attr-defined]
+        elif cls is LedgerEntriesWritten:
+            ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
+            self.audit.checked["B5"] += 1
+            if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:  # type: ignore[attr-defined]
+                self._instant("B5", f"ledger/{ledger.ledger_id}", offset,
+                              f"entries up to {r.last_add_confirmed} written after the ledger was"  # type: ignore[attr-defined]
+                              f" {'fenced' if ledger.fenced else 'closed'} at {ledger.last_entry_id}")  # fmt: skip
+        elif cls is LedgerReplicationLock:
+            holder = view.locks.get(r.ledger_id)  # type: ignore[attr-defined]
+            self.audit.checked["B6"] += 1
+            if holder is not None and holder != r.worker:  # type: ignore[attr-defined]
+                self._instant("B6", f"ledger/{r.ledger_id}", offset,  # type: ignore[attr-defined]
+                              f"worker {r.worker} takes the lock {holder} holds")  # type: ignore[attr-defined]
+        elif cls is BookieStateChange and r.state is BookieState.DRAINED:  # type: ignore[attr-defined]
+            self.audit.checked["B4"] += 1
+            bad = binv.drained_problem(view, r.bookie_id)  # type: ignore[attr-defined]
+            if bad:
+                self._instant("B4", f"bookie/{r.bookie_id}", offset, f"DRAINED while {bad}")  # type: ignore[attr-defined]
+        try:
+            apply(view, r)
+        except ReplayError as exc:
+            self._instant("L3", exc.entity or "log", offset, f"{exc.rule}: {exc.message} (record skipped)")
+            view.offset = offset
+            return
+        if cls is LedgerReplicated:
+            ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
+            worst = None if ledger is None else binv.min_copies(view, ledger)
+            self.audit.checked["B3"] += 1
+            if ledger is not None and worst is not None and worst[1] < ledger.ack_quorum:
+                self._instant("B3", f"ledger/{ledger.ledger_id}", offset,
+                              f"marked replicated with entry {worst[0]} on {worst[1]} bookie(s), below A = {ledger.ack_quorum}")  # fmt: skip
+        if cls is BookieAvailability:
+            for ledger_id in sorted(view.refs.get(r.bookie_id, ())):  # type: ignore[attr-defined]
+                self._loss(ledger_id, offset, ts)
+        elif cls in (LedgerEnsembleChange, LedgerEntriesWritten, LedgerClosed, LedgerCreated):
+            self._loss(r.ledger_id, offset, ts)  # type: ignore[attr-defined]
+        elif hasattr(r, "ledger_id") and r.ledger_id not in view.ledgers:  # type: ignore[attr-defined]
+            self._loss(r.ledger_id, offset, ts)  # type: ignore[attr-defined]
+        if cls in (BookieAvailability, LedgerUnderReplicated) or hasattr(r, "ledger_id"):
+            self._late(offset, ts)
+
+    def _loss(self, ledger_id: int, offset: int, ts: int | None) -> None:
+        ledger = self.view.ledgers.get(ledger_id)
+        self._state("B8", f"ledger/{ledger_id}", offset, ts, None if ledger is None else binv.data_loss(self.view, ledger))
+
+    def _early_marks(self, r: LedgerUnderReplicated, offset: int, ts: int | None) -> None:
+        """B1, one side: a lost bookie's ledgers are not marked before its audit falls due."""
+        view = self.view
+        self.audit.checked["B1"] += 1
+        for b in r.missing:
+            due = view.audit_due.get(b)
+            if due is not None and ts is not None and ts < due:
+                self._instant("B1", f"bookie/{b}", offset,
+                              f"ledger {r.ledger_id} marked {due - ts} ms before the recovery delay ends")  # fmt: skip
+
+    def _late(self, offset: int, ts: int | None) -> None:
+        """B1, the other side: once an audit fell due, the marks come within the grace."""
+        view = self.view
+        for b in list(self.audit_open()):
+            if b not in view.audit_due:
+                self._state("B1", f"bookie/{b}", offset, ts, None)
+
+    def audit_open(self) -> list[str]:
+        return [e.split("/", 1)[1] for (inv, e) in self.audit.wrong if inv == "B1"]
+
+    def _overdue(self, offset: int, ts: int) -> None:
+        grace = self.audit.config.grace_ms
+        for b, due in sorted(self.view.audit_due.items()):
+            if ts > due + grace and ("B1", f"bookie/{b}") not in self.audit.wrong:
+                refs = sorted(self.view.refs.get(b, ()))
+                self._state("B1", f"bookie/{b}", offset, ts,
+                            f"lost, its audit fell due at {due}; {len(refs)} ledger(s) naming it are not all marked")  # fmt: skip
+
+    def _placement_of_change(self, r: LedgerEnsembleChange, offset: int) -> None:
+        ledger = self.view.ledgers.get(r.ledger_id)
+        if ledger is None:
+            return
+        old = ledger.ensembles.get(r.first_entry_id) or ledger.ensembles[ledger.keys()[-1]]
+        exclude = set(old)
+        for was, now in zip(old, r.ensemble):
+            if was != now:
+                self.placement.draw(self.view, now, exclude, offset)
+                exclude.add(now)
+
+    def finish(self) -> None:
+        """B7 over the whole history: called once, when the report is made."""
+        for bookie, message in self.placement.outliers(PLACEMENT_SIGMAS, PLACEMENT_MIN_DRAWS):
+            self.audit.closed.append(
+                self.audit_violation("B7", f"placement/{bookie}", self.placement.first, self.placement.last, message)
+            )
+        self.audit.checked["B7"] += self.placement.draws
+
+    def audit_violation(self, inv, entity, first, last, message):
+        from .audit import Violation
+        from .invariants import BY_ID
+
+        return Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=first,
+                         last_offset=last, message=message, evidence=[first, last])  # fmt: skip
+
+    def state_hash(self) -> str:
+        return self.view.state_hash()
+
+
+def is_bookkeeper_record(r: Record) -> bool:
+    return r.FAMILY == "bookkeeper"
+
+
+__all__ = ["Availability", "BookiesAudit", "is_bookkeeper_record"]

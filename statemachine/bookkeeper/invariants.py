@@ -1,0 +1,107 @@
+"""BookKeeper invariants (bookkeeper.md section 7): pure functions of a ``BookiesView`` (and the
+record about to change it) that return a message when something is wrong, None when right. The
+audit (``replay.bookkeeper_audit``) decides when to ask them."""
+
+from __future__ import annotations
+
+from kraftlake.records.bookkeeper import BookieState, LedgerEnsembleChange
+from kraftlake.statemachine import placement
+
+from .lifecycle import clean
+from .view import BookiesView, Ledger
+
+
+def repair_problem(view: BookiesView, r: LedgerEnsembleChange) -> str | None:
+    """B2 (rules 7, 8): an ensemble keeps E bookies, all distinct; a re-replication (an existing
+    key) changes only the positions of bookies that were bad, each to a bookie that was not in
+    the ensemble."""
+    ledger = view.ledgers.get(r.ledger_id)
+    if ledger is None:
+        return None
+    if len(r.ensemble) != ledger.ensemble_size:
+        return f"ensemble at {r.first_entry_id} has {len(r.ensemble)} bookies, E is {ledger.ensemble_size}"
+    if len(set(r.ensemble)) != len(r.ensemble):
+        twice = sorted({b for b in r.ensemble if r.ensemble.count(b) > 1})
+        return f"ensemble at {r.first_entry_id} lists {twice} twice"
+    old = ledger.ensembles.get(r.first_entry_id)
+    if old is None:
+        if r.first_entry_id < ledger.keys()[-1]:
+            return f"new ensemble key {r.first_entry_id} is below the last key {ledger.keys()[-1]}"
+        return None
+    for i, (was, now) in enumerate(zip(old, r.ensemble)):
+        if was != now and now in old:
+            return f"position {i}: {was} replaced by {now}, already in the ensemble {list(old)}"
+    return None
+
+
+def min_copies(view: BookiesView, ledger: Ledger) -> tuple[int, int] | None:
+    """B3 (rule 13): (entry, copies) of the least-replicated entry, or None for an empty ledger."""
+    worst = None
+    for e in range(ledger.last_entry() + 1):
+        n = view.copies(ledger, e)
+        if worst is None or n < worst[1]:
+            worst = (e, n)
+    return worst
+
+
+def drained_problem(view: BookiesView, bookie: str) -> str | None:
+    """B4 (rule 17): a bookie reaches DRAINED only when no ensemble names it and no mark lists it."""
+    return clean(view, bookie)
+
+
+def data_loss(view: BookiesView, ledger: Ledger) -> str | None:
+    """B8 (rule 13): entries whose whole write set is gone (unavailable, or never copied)."""
+    lost = view.lost_entries(ledger)
+    if not lost:
+        return None
+    spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lost[:8])
+    return f"entries {spans}{' ...' if len(lost) > 8 else ''} have no available replica (E/W/A {ledger.ensemble_size}/{ledger.write_quorum}/{ledger.ack_quorum})"
+
+
+class PlacementStats:
+    """B7: each placement draw (a new ensemble's first bookie, each replacement) against the
+    capped-weight distribution it should follow: expected count and variance per bookie."""
+
+    def __init__(self) -> None:
+        self.expected: dict[str, float] = {}
+        self.variance: dict[str, float] = {}
+        self.observed: dict[str, int] = {}
+        self.draws = 0
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def draw(self, view: BookiesView, chosen: str, exclude: set[str], offset: int) -> None:
+        candidates = view.writable()
+        if not candidates or chosen not in candidates:
+            return
+        probs = placement.WeightedSelection(view.weights(candidates)).probabilities()
+        allowed = {k: p for k, p in probs.items() if k not in exclude}
+        total = sum(allowed.values())
+        if total <= 0:
+            return
+        for k, p in allowed.items():
+            q = p / total
+            self.expected[k] = self.expected.get(k, 0.0) + q
+            self.variance[k] = self.variance.get(k, 0.0) + q * (1 - q)
+        self.observed[chosen] = self.observed.get(chosen, 0) + 1
+        self.draws += 1
+        self.first = offset if self.first is None else self.first
+        self.last = offset
+
+    def outliers(self, sigmas: float, min_draws: int) -> list[tuple[str, str]]:
+        """(bookie, message) of bookies drawn more than ``sigmas`` standard deviations off."""
+        if self.draws < min_draws:
+            return []
+        out = []
+        for k in sorted(self.expected):
+            exp, var, obs = self.expected[k], self.variance[k], self.observed.get(k, 0)
+            if var <= 0:
+                continue
+            z = (obs - exp) / var**0.5
+            if abs(z) > sigmas:
+                out.append((k, f"chosen {obs} times in {self.draws} draws; the capped weights expect {exp:.1f}"
+                               f" ({z:+.1f} sigma, tolerance {sigmas:g})"))  # fmt: skip
+        return out
+
+
+__all__ = ["BookieState", "PlacementStats", "data_loss", "drained_problem", "min_copies", "repair_problem"]

@@ -1,0 +1,227 @@
+"""A seeded BookKeeper workload: writers creating, filling and closing ledgers on weighted
+ensembles, bookies failing and coming back, disks filling (and turning bookies read-only), an
+auditor with a recovery delay, replication workers, and operators draining bookies, all decided by
+kraftlake's BookKeeper deciders.
+
+``generate(config, records=n)`` yields one batch per operation, with offsets and times; every
+choice comes from ``random.Random(config.seed)``, so the same config writes the same records.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import msgspec
+
+from kraftlake.records.base import Record
+from kraftlake.records.bookkeeper import (
+    Availability,
+    BookieAvailability,
+    BookieInfo,
+    BookieRegistered,
+    BookieState,
+    LedgerDeleted,
+)
+
+from . import commands as c
+from .bugs import BUGS
+from .decider import decide
+from .reducer import apply
+from .view import CLOSED, BookiesView
+
+GB = 1 << 30
+QUORUMS = ((3, 2, 2), (3, 3, 2), (2, 2, 1), (4, 3, 2), (5, 3, 2))
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    bookies: int = 8
+    racks: int = 3
+    seed: int = 0
+    bug: str | None = None
+    recovery_delay_ms: int = 5_000
+    start_ms: int = 1_700_000_000_000
+    step_ms: int = 500
+    workers: int = 2
+    careful_faults: bool = True
+    """Fail a bookie only when every entry keeps an available replica (False: correlated
+    failures may make data unreachable, which the audit reports as B8)."""
+    weights: dict[str, float] = field(default_factory=lambda: {
+        "create": 10, "write": 40, "close": 8, "delete": 3, "fail": 2, "return": 3, "disk": 6, "drain": 1,
+        "delay": 0.5,
+    })  # fmt: skip
+
+
+class Cluster:
+    def __init__(self, config: WorkloadConfig) -> None:
+        if config.bug is not None and config.bug not in BUGS:
+            raise ValueError(f"unknown BookKeeper bug {config.bug!r}: one of {', '.join(sorted(BUGS))}")
+        if config.bookies < 4:
+            raise ValueError("the BookKeeper workload needs at least 4 bookies (ensembles of 3 plus a replacement)")
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.view = BookiesView()
+        self.decide = BUGS[config.bug] if config.bug else decide
+        self.records: list[Record] = []
+        self.op = 0
+        self.now = config.start_ms
+        self.next_bookie = 0
+
+    def emit(self, records) -> None:
+        for r in records:
+            r = msgspec.structs.replace(r, offset=self.view.offset + 1, ts_ms=self.now)
+            apply(self.view, r)
+            self.records.append(r)
+
+    def run(self, cmd: c.Command) -> c.Decision:
+        d = self.decide(self.view, cmd)
+        self.emit(d.records)
+        return d
+
+    def add_bookie(self) -> None:
+        i = self.next_bookie
+        self.next_bookie += 1
+        bookie = f"bookie-{i}:3181"
+        total = self.rng.choice((2, 4, 8, 16)) * GB
+        self.emit([BookieRegistered(bookie_id=bookie, rack=f"rack-{i % self.config.racks}"),
+                   BookieInfo(bookie_id=bookie, free_bytes=self.rng.randint(total // 10, total), total_bytes=total)])  # fmt: skip
+
+    def bootstrap(self) -> None:
+        self.run(c.ElectAuditor(auditor="auditor-0"))
+        self.run(c.SetRecoveryDelay(delay_ms=self.config.recovery_delay_ms))
+        for _ in range(self.config.bookies):
+            self.add_bookie()
+
+    def _ledgers(self, state: str | None = None) -> list[int]:
+        return sorted(i for i, x in self.view.ledgers.items() if state is None or x.state == state)
+
+    def _bookies(self, *availability: str) -> list[str]:
+        return sorted(b.bookie_id for b in self.view.bookies.values()
+                      if b.availability in availability and b.state not in (BookieState.DRAINED.value,))  # fmt: skip
+
+    def step(self) -> None:
+        self.op += 1
+        self.now = self.config.start_ms + self.op * self.config.step_ms
+        ops = sorted(self.config.weights)
+        name = self.rng.choices(ops, weights=[self.config.weights[o] for o in ops])[0]
+        getattr(self, "do_" + name)()
+        # The auditor and the workers run all the time; drains are checked after them.
+        self.run(c.AuditorTick(now_ms=self.now))
+        for w in range(self.config.workers):
+            self.run(c.Replicate(worker=f"worker-{w}", now_ms=self.now))
+        self.run(c.CheckDrains())
+
+    def do_create(self) -> None:
+        e, w, a = self.rng.choice(QUORUMS)
+        self.run(c.CreateLedger(ensemble_size=e, write_quorum=w, ack_quorum=a))
+
+    def do_write(self) -> None:
+        open_ = self._ledgers("OPEN")
+        if open_:
+            lid = self.rng.choice(open_)
+            d = self.run(c.WriteEntries(ledger_id=lid, count=self.rng.randint(1, 20)))
+            if d.outcome == c.OK:
+                # Writing fills the disks of the write sets (a little).
+                for b in self.view.ledgers[lid].ensembles[self.view.ledgers[lid].keys()[-1]]:
+                    self._consume(b, self.rng.randint(1, 64) << 20)
+
+    def do_close(self) -> None:
+        open_ = self._ledgers("OPEN")
+        if open_:
+            self.run(c.CloseLedger(ledger_id=self.rng.choice(open_)))
+
+    def do_delete(self) -> None:
+        closed = self._ledgers(CLOSED)
+        if len(closed) > 10:
+            lid = closed[0]
+            self.emit([LedgerDeleted(ledger_id=lid)])
+
+    def do_fail(self) -> None:
+        up = self._bookies(Availability.WRITABLE.value, Availability.READ_ONLY.value)
+        if len(up) <= 5:
+            return
+        b = self.rng.choice(up)
+        if self.config.careful_faults and not self._survivable(b):
+            return
+        self.emit([BookieAvailability(bookie_id=b, availability=Availability.LOST)])
+
+    def _survivable(self, bookie: str) -> bool:
+        view = self.view
+        for lid in view.refs.get(bookie, ()):
+            ledger = view.ledgers[lid]
+            for e in range(ledger.last_entry() + 1):
+                ws = ledger.write_set(e)
+                if bookie in ws and not any(b != bookie and view.available(b) and e not in ledger.lost.get(b, ()) for b in ws):
+                    return False
+        return True
+
+    def do_return(self) -> None:
+        down = self._bookies(Availability.LOST.value)
+        if down:
+            b = self.rng.choice(down)
+            state = self.view.bookies[b].state
+            back = Availability.WRITABLE if state == BookieState.ACTIVE.value else Availability.READ_ONLY
+            self.emit([BookieAvailability(bookie_id=b, availability=back)])
+
+    def do_disk(self) -> None:
+        """Disks fill or are cleaned: free space moves; a nearly full bookie turns read-only."""
+        up = self._bookies(Availability.WRITABLE.value, Availability.READ_ONLY.value)
+        if not up:
+            return
+        b = self.view.bookies[self.rng.choice(up)]
+        free = min(b.total_bytes, max(0, b.free_bytes + self.rng.randint(-b.total_bytes // 4, b.total_bytes // 5)))
+        self.emit([BookieInfo(bookie_id=b.bookie_id, free_bytes=free, total_bytes=b.total_bytes)])
+        self._disk_mode(b.bookie_id)
+
+    def _consume(self, bookie: str, nbytes: int) -> None:
+        b = self.view.bookies.get(bookie)
+        if b is None or b.availability == Availability.LOST.value:
+            return
+        self.emit([BookieInfo(bookie_id=bookie, free_bytes=max(0, b.free_bytes - nbytes), total_bytes=b.total_bytes)])
+        self._disk_mode(bookie)
+
+    def _disk_mode(self, bookie: str) -> None:
+        b = self.view.bookies[bookie]
+        if b.state != BookieState.ACTIVE.value:
+            return
+        full = b.free_bytes < b.total_bytes // 20  # diskUsageThreshold 0.95
+        if full and b.availability == Availability.WRITABLE.value:
+            self.emit([BookieAvailability(bookie_id=bookie, availability=Availability.READ_ONLY)])
+        elif not full and b.availability == Availability.READ_ONLY.value:
+            self.emit([BookieAvailability(bookie_id=bookie, availability=Availability.WRITABLE)])
+
+    def do_drain(self) -> None:
+        """An operator drains a bookie (and a new one joins to keep the cluster's size); a drain
+        that failed is retried, or finished by the operator once its ledgers are gone."""
+        failed = sorted(b.bookie_id for b in self.view.bookies.values() if b.state == BookieState.DRAINING_FAILED.value)
+        if failed:
+            b = failed[0]
+            for lid in sorted(self.view.refs.get(b, ())):
+                if self.view.lost_entries(self.view.ledgers[lid]):
+                    self.emit([LedgerDeleted(ledger_id=lid)])  # the operator gives the lost ledger up
+            self.run(c.ChangeBookieState(bookie_id=b, state=BookieState.DRAINING))
+            return
+        active = sorted(b.bookie_id for b in self.view.bookies.values()
+                        if b.state == BookieState.ACTIVE.value and b.availability != Availability.LOST.value)  # fmt: skip
+        if len(active) > 6:
+            self.run(c.ChangeBookieState(bookie_id=self.rng.choice(active), state=BookieState.DRAINING))
+            self.add_bookie()
+
+    def do_delay(self) -> None:
+        self.run(c.SetRecoveryDelay(delay_ms=self.rng.choice((0, 2_000, 5_000, 5_000, 10_000))))
+
+
+def generate(config: WorkloadConfig, *, records: int) -> Iterator[list[Record]]:
+    cluster = Cluster(config)
+    produced = 0
+    cluster.bootstrap()
+    while True:
+        batch, cluster.records = cluster.records, []
+        if batch:
+            produced += len(batch)
+            yield batch
+        if produced >= records:
+            return
+        cluster.step()
