@@ -18,6 +18,8 @@ from kraftlake.records.errors import TimeTravelError
 from kraftlake.records.log import Log, LogSnapshot
 from kraftlake.statemachine.kraft.reducer import replay
 from kraftlake.statemachine.kraft.view import ControllerView
+from kraftlake.statemachine.bookkeeper import BookiesView
+from kraftlake.statemachine.bookkeeper import replay as bookies_replay
 from kraftlake.statemachine.s3stream import StreamsView
 from kraftlake.statemachine.s3stream import replay as streams_replay
 
@@ -89,6 +91,30 @@ def streams_at(
     with gc_paused():
         for records in snap.iter_records(view.offset + 1, target):
             streams_replay(records, view)
+            if progress is not None:
+                progress(len(records))
+    return view
+
+
+def bookies_at(
+    log_: Log,
+    *,
+    offset: int | None = None,
+    version: int | None = None,
+    timestamp: datetime | str | None = None,
+    source_offset: int | None = None,
+    progress: Progress | None = None,
+) -> BookiesView:
+    """The BookKeeper view (bookies, ledgers, marks, locks, the auditor) at the same points as
+    ``state_at``, replayed from the start."""
+    snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
+    target = snap.last_offset
+    if offset is not None and offset > target:
+        raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
+    view = BookiesView()
+    with gc_paused():
+        for records in snap.iter_records(0, target):
+            bookies_replay(records, view)
             if progress is not None:
                 progress(len(records))
     return view

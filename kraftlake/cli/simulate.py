@@ -15,6 +15,23 @@ from kraftlake.cli.console import EXIT_INPUT, abort, err
 class Family(str, Enum):
     kraft = "kraft"
     s3stream = "s3stream"
+    bookkeeper = "bookkeeper"
+
+
+def _simulate_bookkeeper(seed: int, records: int, out_file: Path, bug: str | None, bookies: int, careful: bool) -> None:
+    from kraftlake.records import encode_line
+    from kraftlake.statemachine.bookkeeper.workload import WorkloadConfig, generate
+
+    n = 0
+    try:
+        config = WorkloadConfig(bookies=bookies, seed=seed, bug=bug, careful_faults=careful)
+        with out_file.open("wb") as fh:
+            for batch in generate(config, records=records):
+                fh.write(b"".join(encode_line(r) + b"\n" for r in batch))
+                n += len(batch)
+    except ValueError as exc:
+        abort(str(exc), EXIT_INPUT)
+    err.print(f"wrote {n:,} BookKeeper records to {out_file}" + (f" (injected bug: {bug})" if bug else ""))
 
 
 def _simulate_s3stream(seed: int, records: int, out_file: Path, bug: str | None, nodes: int, streams: int, ops: str | None,
@@ -54,7 +71,9 @@ def register(app: typer.Typer) -> None:
         faults: str = typer.Option("dir-failure,controlled-shutdown,broker-crash", "--faults", help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign."),
         bug: str | None = typer.Option(None, "--bug", help="Inject one mistake. A faulty controller: ignore-offline-dirs, keep-offline-replica-in-isr, elect-offline-leader, no-leader-epoch-bump, leader-outside-isr, stale-broker-epoch, skip-dir-assignment. Faulty brokers: broker-skip-assign, broker-early-unfence, broker-silent-dir-failure."),
         fence_policy: bool = typer.Option(True, "--fence-policy/--no-fence-policy", help="Brokers follow KIP-858's policy (stay fenced until every replica's directory is recorded); --no-fence-policy: Kafka as shipped, serve first."),
-        family: Family = typer.Option(Family.kraft, "--family", help="kraft: a JBOD Kafka cluster (default). s3stream: AutoMQ nodes writing streams to object storage; its bugs: commit-gap, end-offset-regress, leak-prepared-object, reference-destroyed-object, stale-epoch-commit."),
+        family: Family = typer.Option(Family.kraft, "--family", help="kraft: a JBOD Kafka cluster (default). s3stream: AutoMQ nodes writing streams to object storage; its bugs: commit-gap, end-offset-regress, leak-prepared-object, reference-destroyed-object, stale-epoch-commit. bookkeeper: bookies, ledgers, the auditor and replication workers, drains; its bugs: drain-before-replicated, repair-into-same-ensemble, ignore-recovery-delay, unweighted-placement."),
+        bookies: int = typer.Option(8, "--bookies", min=4, help="bookkeeper: bookies at the start (a drained one is replaced)."),
+        careful_faults: bool = typer.Option(True, "--careful-faults/--correlated-faults", help="bookkeeper: fail a bookie only when every entry keeps a replica (--correlated-faults: data may become unreachable, which the audit reports as B8)."),
         nodes: int = typer.Option(4, "--nodes", min=2, help="s3stream: AutoMQ nodes."),
         streams: int = typer.Option(40, "--streams", min=1, help="s3stream: streams alive at any time."),
         ttl_ms: int = typer.Option(60_000, "--ttl-ms", min=1, help="s3stream: how long a prepared object may wait for its commit."),
@@ -64,11 +83,16 @@ def register(app: typer.Typer) -> None:
 
         Every controller record is decided by kraftlake's deciders (Kafka 3.9 semantics). The brokers are simulated too: each start loads its directories (LogDirsLoaded, the KIP-858 start-up rules), places its replicas (AssignReplicasToDirs, free-disk weighted), asks to be unfenced (UnfenceRequested) and reports failed directories (LogDirFailed, heartbeats' offline dirs). With --bug, one named mistake is injected, for checking that `kraftlake audit` catches it.
 
+        --family bookkeeper: writers create and fill ledgers on free-disk weighted ensembles, bookies fail, come back, fill up and are drained; the auditor marks under-replicated ledgers after lostBookieRecoveryDelay and replication workers repair them.
+
         --family s3stream: AutoMQ nodes (automq.version V6) open streams, upload their WALs as stream-set objects, compact them into stream objects, trim, move streams with fast close (historical WAL duties), fail over, delete streams and leak uploads; the controller's records come from kraftlake's S3Stream deciders.
         """
         from kraftlake.records import encode_line
         from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
+        if family is Family.bookkeeper:
+            _simulate_bookkeeper(seed, records, out_file, bug, bookies, careful_faults)
+            return
         if family is Family.s3stream:
             _simulate_s3stream(seed, records, out_file, bug, nodes, streams, ops, ttl_ms)
             return

@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
         no_snapshots: bool = typer.Option(False, "--no-snapshots", help="Replay from offset 0, ignoring stored snapshots."),
         streams: bool = typer.Option(False, "--streams", help="The S3Stream view instead (AutoMQ: streams, ranges, nodes' stream-set objects and WAL duties, objects, KV)."),
         stream: int | None = typer.Option(None, "--stream", help="One S3Stream stream: its ranges and the objects that hold its offsets, in read order (implies --streams)."),
+        bookies: bool = typer.Option(False, "--bookies", help="The BookKeeper view instead: bookies (state, availability, free disk), ledgers, under-replicated ledgers, locks, the auditor."),
     ) -> None:
         """Replay the log into the KRaft controller's view and print it.
 
@@ -61,6 +62,13 @@ def register(app: typer.Typer) -> None:
         if source_offset is not None:
             offset = opened.at().offset_of_source(source_offset)
         total = opened.at(offset=offset, version=version, timestamp=timestamp).last_offset + 1
+        if bookies:
+            from kraftlake.replay.state import bookies_at
+
+            with replay_progress(total) as progress:
+                bview = bookies_at(opened, offset=offset, version=version, timestamp=timestamp, progress=progress)
+            _print_bookies(bview, fmt)
+            return
         if streams or stream is not None:
             from kraftlake.replay.state import streams_at
 
@@ -146,6 +154,42 @@ def _print_streams(view, stream: int | None, fmt: Format) -> None:
     out.print(objects)
     if read is not None and read.end_offset < img.end_offset:
         out.print(f"[red]the objects stop at {read.end_offset}: a read of [{read.end_offset}, {img.end_offset}) would stall[/]")
+
+
+def _print_bookies(view, fmt: Format) -> None:
+    import msgspec
+
+    image = view.image()
+    if fmt is Format.json:
+        write_bytes(msgspec.json.encode(image) + b"\n")
+        return
+    from rich.table import Table
+
+    _wide()
+    out.print(f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}   auditor {image.auditor or '-'},"
+              f" lostBookieRecoveryDelay {image.recovery_delay_ms} ms")  # fmt: skip
+    t = Table(title=f"bookies ({len(image.bookies)})", header_style="bold")
+    for col in ("bookie", "rack", "state", "availability", "free", "total", "ledgers"):
+        t.add_column(col, justify="right" if col in ("free", "total", "ledgers") else "left")
+    colour = {"WRITABLE": "green", "READ_ONLY": "yellow", "LOST": "red"}
+    for b in image.bookies:
+        t.add_row(b.bookie_id, b.rack or "", b.state + (f" ({b.state_reason})" if b.state_reason else ""),
+                  f"[{colour[b.availability]}]{b.availability}[/]", f"{b.free_bytes / 2**30:.1f} GiB",
+                  f"{b.total_bytes / 2**30:.1f} GiB", str(len(view.refs.get(b.bookie_id, ()))))  # fmt: skip
+    out.print(t)
+    u = Table(title=f"under-replicated ledgers ({len(image.under_replicated)})", header_style="bold")
+    for col in ("ledger", "missing", "marked at", "lock", "lost entries"):
+        u.add_column(col)
+    locks = dict(image.locks)
+    for lid, mark in image.under_replicated[:50]:
+        lost = view.lost_entries(view.ledgers[lid]) if lid in view.ledgers else []
+        u.add_row(str(lid), " ".join(mark.missing), str(mark.since_ms), locks.get(lid, ""),
+                  ", ".join(f"{a}-{b}" for a, b in lost[:5]))  # fmt: skip
+    out.print(u)
+    states = {}
+    for x in image.ledgers:
+        states[x.state] = states.get(x.state, 0) + 1
+    out.print("ledgers: " + (", ".join(f"{k} {v}" for k, v in sorted(states.items())) or "none"))
 
 
 def _streams_tables(image) -> None:

@@ -10,6 +10,8 @@ records, views and audits.
   ``GET /v1/views/brokers/{id}?...``, ``POST /v1/audits``, ``GET /v1/producers/{producer}`` (its
   last committed seq, where a restarted client resumes), ``GET /healthz``, ``GET /metrics``
   (Prometheus text), and the OpenAPI schema at ``/schema/openapi.json``.
+- BookKeeper's admin API (``service.bookkeeper``): ``/v1/bookies``, ``/v1/bookies/{id}``,
+  ``PUT /v1/bookies/{id}/state``, ``/v1/ledgers/under-replicated``, ``/v1/auditor``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kraftlake.records import Log, RecordError, TimeTravelError
 from kraftlake.records.codec import from_builtins
 
 from .auth import auth_middleware
+from .bookkeeper import routes as bookkeeper_routes
 from .committer import CommitConfig, GroupCommitter, Overloaded
 from .metrics import render_metrics
 
@@ -230,7 +233,8 @@ def create_app(path: str | Path, config: CommitConfig | None = None, tokens: lis
         await asyncio.to_thread(state.committer.close)
 
     return Litestar(
-        route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics],
+        route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics,
+                        *bookkeeper_routes(state.path, state.committer)],
         on_shutdown=[shutdown],
         middleware=[access_log] + ([auth_middleware(tokens)] if tokens is not None else []),
         openapi_config=OpenAPIConfig(title="kraftlake", version="1"),

@@ -1,6 +1,6 @@
 """Who may do what (``kraftlake serve --tokens FILE``): bearer tokens, each naming a producer and its
 roles: ``append`` (POST /v1/records, only under its own producer name), ``read`` (records, views,
-producers, the OpenAPI schema), ``admin`` (audits, metrics). ``/healthz`` takes any valid token.
+producers, the OpenAPI schema), ``admin`` (audits, metrics, a bookie's lifecycle state). ``/healthz`` takes any valid token.
 
 The file is JSON: ``{"tokens": [{"token": "...", "producer": "controller-1", "roles": ["append"]}]}``
 (``"sha256": "<hex>"`` in place of ``"token"`` keeps the secret out of the file). Tokens are
@@ -81,6 +81,8 @@ def required_role(method: str, path: str) -> str | None:
         return "append"
     if path in ("/v1/audits", "/metrics"):
         return "admin"
+    if method == "PUT" and path.startswith("/v1/bookies/"):
+        return "admin"  # a bookie's lifecycle: an operator's change, appended as records
     return "read"
 
 

@@ -1,0 +1,115 @@
+"""BookKeeper's admin endpoints on the service (bookkeeper.md 4.4, as the issue names them):
+``GET /v1/bookies``, ``GET /v1/bookies/{id}``, ``PUT /v1/bookies/{id}/state`` (``{"state":
+"DRAINING"}``; an illegal transition is 409 with the allowed ones; the change is appended as the
+records the lifecycle decider writes), ``GET /v1/ledgers/under-replicated``, ``GET /v1/auditor``.
+
+The BookKeeper view is kept up to date incrementally: each request replays only the records
+appended since the last one."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import msgspec
+from litestar import Response, get, put
+from litestar.params import FromPath, FromQuery, JSONBody
+
+from kraftlake.records import Log
+from kraftlake.records.bookkeeper import BookieState
+from kraftlake.statemachine.bookkeeper import BookiesView, replay
+from kraftlake.statemachine.bookkeeper import commands as c
+from kraftlake.statemachine.bookkeeper.decider import decide
+from kraftlake.statemachine.bookkeeper.lifecycle import TRANSITIONS
+
+
+class StateRequest(msgspec.Struct, forbid_unknown_fields=True):
+    state: str
+
+
+class LiveBookies:
+    """The BookKeeper view at the log's end, caught up on demand."""
+
+    def __init__(self, path) -> None:
+        self.log = Log.open(path)
+        self.view = BookiesView()
+        self.lock = threading.Lock()
+
+    def current(self) -> BookiesView:
+        with self.lock:
+            self.log.refresh()
+            snap = self.log.at()
+            if snap.last_offset > self.view.offset:
+                for records in snap.iter_records(self.view.offset + 1, snap.last_offset):
+                    replay(records, self.view)
+            return self.view
+
+
+def _bookie_doc(view: BookiesView, b) -> dict[str, Any]:
+    return {
+        "bookie_id": b.bookie_id, "rack": b.rack, "state": b.state, "state_reason": b.state_reason,
+        "availability": b.availability, "free_bytes": b.free_bytes, "total_bytes": b.total_bytes,
+        "ledgers": len(view.refs.get(b.bookie_id, ())),
+        "under_replicated_ledgers": sum(1 for m in view.under_replicated.values() if b.bookie_id in m.missing),
+        "allowed_states": [s.value for s in TRANSITIONS[BookieState(b.state)]],
+    }  # fmt: skip
+
+
+def routes(path, committer) -> list:
+    live = LiveBookies(path)
+    change_lock = asyncio.Lock()
+
+    @get("/v1/bookies", summary="BookKeeper bookies: lifecycle state, availability, free disk, ledgers")
+    async def bookies() -> list:
+        view = await asyncio.to_thread(live.current)
+        return [_bookie_doc(view, b) for _, b in sorted(view.bookies.items())]
+
+    @get("/v1/bookies/{bookie_id:str}", summary="One bookie, with the transitions it allows")
+    async def bookie(bookie_id: FromPath[str]) -> Response:
+        view = await asyncio.to_thread(live.current)
+        b = view.bookies.get(bookie_id)
+        if b is None:
+            return Response({"error": f"no bookie {bookie_id}"}, status_code=404)
+        return Response(_bookie_doc(view, b))
+
+    @put("/v1/bookies/{bookie_id:str}/state", summary="Move a bookie through its lifecycle (appended as records)")
+    async def set_state(bookie_id: FromPath[str], data: JSONBody[StateRequest]) -> Response:
+        try:
+            target = BookieState(data.state)
+        except ValueError:
+            return Response({"error": f"unknown state {data.state!r}", "field": "state",
+                             "states": [s.value for s in BookieState]}, status_code=400)  # fmt: skip
+        async with change_lock:  # operators' changes are decided one at a time, on the latest view
+            view = await asyncio.to_thread(live.current)
+            d = decide(view, c.ChangeBookieState(bookie_id=bookie_id, state=target))
+            if d.outcome == c.NO_SUCH_BOOKIE:
+                return Response({"error": d.reply.message}, status_code=404)
+            if d.outcome != c.OK:
+                return Response({"error": d.reply.message, "state": view.bookies[bookie_id].state,
+                                 "allowed": list(d.reply.allowed)}, status_code=409)  # fmt: skip
+            result = await asyncio.wrap_future(committer.submit(list(d.records), None, None))
+            view = await asyncio.to_thread(live.current)
+        return Response({**_bookie_doc(view, view.bookies[bookie_id]), "appended": result.to_dict()})
+
+    @get("/v1/ledgers/under-replicated", summary="Under-replicated ledgers: missing bookies, mark time, lock holder")
+    async def under_replicated(missing: FromQuery[str | None] = None) -> list:
+        view = await asyncio.to_thread(live.current)
+        out = []
+        for lid, mark in sorted(view.under_replicated.items()):
+            if missing is not None and missing not in mark.missing:
+                continue
+            ledger = view.ledgers.get(lid)
+            lost = [] if ledger is None else view.lost_entries(ledger)
+            out.append({"ledger_id": lid, "missing": list(mark.missing), "since_ms": mark.since_ms,
+                        "worker": view.locks.get(lid), "lost_entries": [list(r) for r in lost]})  # fmt: skip
+        return out
+
+    @get("/v1/auditor", summary="The auditor, its recovery delay and the audits it owes")
+    async def auditor() -> dict:
+        view = await asyncio.to_thread(live.current)
+        return {"auditor": view.auditor, "lost_bookie_recovery_delay_ms": view.recovery_delay_ms,
+                "pending_audits": [{"bookie_id": b, "due_ms": due} for b, due in sorted(view.audit_due.items())],
+                "lost_bookies": [{"bookie_id": b, "since_ms": t} for b, t in sorted(view.lost_at.items())]}  # fmt: skip
+
+    return [bookies, bookie, set_state, under_replicated, auditor]
