@@ -105,3 +105,23 @@ class PlacementStats:
 
 
 __all__ = ["BookieState", "PlacementStats", "data_loss", "drained_problem", "min_copies", "repair_problem"]
+
+
+def check_view(view: BookiesView) -> list[tuple[str, str, str]]:
+    """The state invariants over the whole view, as (invariant, entity, message): every ensemble
+    has E distinct bookies (B2), no DRAINED bookie is named or listed (B4), a lock is held only on
+    a marked ledger (B6)."""
+    out = []
+    for lid, ledger in sorted(view.ledgers.items()):
+        for key, ens in sorted(ledger.ensembles.items()):
+            if len(ens) != ledger.ensemble_size or len(set(ens)) != len(ens):
+                out.append(("B2", f"ledger/{lid}", f"ensemble at {key} is {list(ens)}, E is {ledger.ensemble_size}"))
+    for b in sorted(view.bookies):
+        if view.bookies[b].state == BookieState.DRAINED.value:
+            bad = drained_problem(view, b)
+            if bad:
+                out.append(("B4", f"bookie/{b}", f"DRAINED while {bad}"))
+    for lid in sorted(view.locks):
+        if lid not in view.under_replicated:
+            out.append(("B6", f"ledger/{lid}", f"locked by {view.locks[lid]} without a mark"))
+    return out
