@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from kraftlake.replay.audit import AuditReport
     from kraftlake.statemachine.kraft.view import ControllerView
+    from kraftlake.statemachine.bookkeeper.view import BookiesView
     from kraftlake.statemachine.s3stream.view import StreamsView
 
 
@@ -46,6 +47,7 @@ class PointInTime:
         self.lake, self.snapshot, self._where = lake, snapshot, where
         self._view: ControllerView | None = None
         self._streams: StreamsView | None = None
+        self._bookies: BookiesView | None = None
 
     def __getattr__(self, name: str) -> Any:  # records(), table(), last_offset, ... of the snapshot
         if name.startswith("_"):
@@ -100,6 +102,38 @@ class PointInTime:
         got = objects_for(view, stream, s.start_offset if start is None else start, end)
         rows = [] if got is None else [msgspec.to_builtins(o) for o in got.objects]
         return pd.DataFrame(rows, columns=["object_id", "object_type", "start_offset", "end_offset", "node_id"])
+
+    @property
+    def bookies_view(self) -> BookiesView:
+        """The BookKeeper view at this point (replayed from the start on first use)."""
+        if self._bookies is None:
+            from kraftlake.replay.state import bookies_at
+
+            self._bookies = bookies_at(self.lake.log, **self._where)
+        return self._bookies
+
+    @property
+    def bookies(self) -> pd.DataFrame:
+        """BookKeeper bookies: lifecycle state, availability, rack, free/total bytes, ledgers naming them."""
+        import pandas as pd
+
+        v = self.bookies_view
+        cols = ["bookie", "state", "availability", "rack", "free_bytes", "total_bytes", "ledgers", "state_reason"]
+        rows = [{"bookie": b.bookie_id, "state": b.state, "availability": b.availability, "rack": b.rack,
+                 "free_bytes": b.free_bytes, "total_bytes": b.total_bytes, "ledgers": len(v.refs.get(b.bookie_id, ())),
+                 "state_reason": b.state_reason} for _, b in sorted(v.bookies.items())]  # fmt: skip
+        return pd.DataFrame(rows, columns=cols)
+
+    @property
+    def under_replicated(self) -> pd.DataFrame:
+        """Under-replicated ledgers: missing bookies, mark time, the worker holding the lock, lost entries."""
+        import pandas as pd
+
+        v = self.bookies_view
+        rows = [{"ledger": lid, "missing": list(m.missing), "since_ms": m.since_ms, "worker": v.locks.get(lid),
+                 "lost_entries": v.lost_entries(v.ledgers[lid]) if lid in v.ledgers else []}
+                for lid, m in sorted(v.under_replicated.items())]  # fmt: skip
+        return pd.DataFrame(rows, columns=["ledger", "missing", "since_ms", "worker", "lost_entries"])
 
     @property
     def offset(self) -> int:

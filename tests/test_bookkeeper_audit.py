@@ -162,3 +162,18 @@ class Deciders(RuleBasedStateMachine):
 
 TestDeciders = Deciders.TestCase
 TestDeciders.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+
+
+def test_notebook_facade_shows_bookies_and_under_replicated_ledgers(tmp_path):
+    import kraftlake
+    from kraftlake.statemachine.bookkeeper import replay
+
+    records = list(iter_lines((FIXTURES / "drain-failure.jsonl").open("rb")))
+    lake = kraftlake.init(tmp_path / "log")
+    lake.append(records)
+    at = lake.at(offset=600)
+    want = replay(records[:601])
+    assert sorted(at.bookies.bookie) == sorted(want.bookies)
+    ur = at.under_replicated
+    assert sorted(ur.ledger) == sorted(want.under_replicated)
+    assert at.bookies_view.state_hash() == want.state_hash()

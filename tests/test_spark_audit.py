@@ -245,3 +245,18 @@ def test_spark_and_local_agree_on_simulated_s3stream_histories(spark, tmp_path_f
     local, remote = _both(spark, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
     _same(local, remote)
     assert remote.streams_state_hash == local.streams_state_hash
+
+
+BOOKKEEPER_FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "bookkeeper" / "audit").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("fixture", BOOKKEEPER_FIXTURES, ids=lambda p: p.name)
+def test_spark_gives_the_local_report_on_every_bookkeeper_fixture(spark, tmp_path, fixture):
+    log = Log.create(tmp_path / "log")
+    log.append(list(iter_lines(fixture.open("rb"))))
+    local, remote = _both(spark, log)
+    _same(local, remote)
+    assert remote.bookies_state_hash == local.bookies_state_hash is not None
+    expected = json.loads((fixture.parent / "expected.json").read_text())[fixture.name]
+    assert remote.verdict == expected["verdict"]
+    assert {v.invariant for v in remote.violations} >= set(expected["caught_by"])
