@@ -22,6 +22,7 @@ from kraftlake.records.bookkeeper import (
 )
 from kraftlake.records.errors import ReplayError
 from kraftlake.statemachine.bookkeeper import invariants as binv
+from kraftlake.statemachine.bookkeeper.ensembles import allowed, neighbours_of
 from kraftlake.statemachine.bookkeeper.reducer import apply
 from kraftlake.statemachine.bookkeeper.view import CLOSED, BookiesView
 
@@ -63,7 +64,7 @@ class BookiesAudit:
                 self._instant("B2", f"ledger/{r.ledger_id}", offset, bad)  # type: ignore[attr-defined]
             self._placement_of_change(r, offset)  # type: ignore[arg-type]
         elif cls is LedgerCreated:
-            self.placement.draw(view, r.ensemble[0], set(), offset)  # type: ignore[attr-defined]
+            self.placement.draw(view, r.ensemble[0], view.writable(), offset)  # type: ignore[attr-defined]
         elif cls is LedgerEntriesWritten:
             ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
             self.audit.checked["B5"] += 1
@@ -142,11 +143,17 @@ class BookiesAudit:
         if ledger is None:
             return
         old = ledger.ensembles.get(r.first_entry_id) or ledger.ensembles[ledger.keys()[-1]]
-        exclude = set(old)
-        for was, now in zip(old, r.ensemble):
+        if len(old) != len(r.ensemble):
+            return
+        work = list(old)
+        taken = set(old)
+        candidates = self.view.writable()
+        for i, (was, now) in enumerate(zip(old, r.ensemble)):
             if was != now:
-                self.placement.draw(self.view, now, exclude, offset)
-                exclude.add(now)
+                keys = allowed(self.view, candidates, taken, neighbours_of(work, i))
+                self.placement.draw(self.view, now, keys, offset)
+                work[i] = now
+                taken.add(now)
 
     def finish(self) -> None:
         """B7 over the whole history: called once, when the report is made."""

@@ -38,7 +38,7 @@ def _report(records):
 @pytest.mark.parametrize("bug", sorted(BUGS))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_bug_is_caught_by_its_invariant(bug, seed):
-    n = 5000 if bug == "unweighted-placement" else 2000
+    n = 8000 if bug == "unweighted-placement" else 2000
     report = _report(r for b in generate(WorkloadConfig(seed=seed, bug=bug), records=n) for r in b)
     found = collections.Counter(v.invariant for v in report.violations)
     assert report.verdict == "fail" and found[CAUGHT_BY[bug]] > 0, found
@@ -82,7 +82,7 @@ def test_drain_stories():
 
 def test_the_fixtures_are_what_the_simulator_writes(tmp_path):
     out = tmp_path / "x.jsonl"
-    args = ["simulate", "--family", "bookkeeper", "--seed", "6", "--records", "800", "--correlated-faults", "--out", str(out)]
+    args = ["simulate", "--family", "bookkeeper", "--seed", "3", "--records", "1200", "--correlated-faults", "--out", str(out)]
     assert runner.invoke(app, args).exit_code == 0
     assert out.read_bytes() == (FIXTURES / "drain-failure.jsonl").read_bytes()
 

@@ -270,3 +270,17 @@ def test_image_round_trip_and_hash():
     k.tick()
     again = BookiesView.from_image(msgspec.json.decode(msgspec.json.encode(k.view.image()), type=type(k.view.image())))
     assert again.state_hash() == k.view.state_hash() and again.refs == k.view.refs
+
+
+def test_rack_rule_neighbours_in_the_ring_sit_in_different_racks():
+    k = Cluster(6)  # racks r0, r1, r2, r0, r1, r2
+    for _ in range(40):
+        lid = k.ledger(e=3, w=2, a=2, entries=0, close=False)
+        ens = k.view.ledgers[lid].ensembles[0]
+        racks = [k.view.bookies[b].rack for b in ens]
+        assert all(racks[i] != racks[(i + 1) % 3] for i in range(3)), racks
+    # One rack left: the rule is soft, the ensemble is still made.
+    for b in ("b1", "b2", "b4", "b5"):
+        k.kill(b)
+    lid = k.ledger(e=2, w=2, a=1, entries=0, close=False)
+    assert set(k.view.ledgers[lid].ensembles[0]) == {"b0", "b3"}

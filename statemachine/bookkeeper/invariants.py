@@ -70,12 +70,15 @@ class PlacementStats:
         self.first: int | None = None
         self.last: int | None = None
 
-    def draw(self, view: BookiesView, chosen: str, exclude: set[str], offset: int) -> None:
+    def draw(self, view: BookiesView, chosen: str, allowed_keys: list[str], offset: int) -> None:
+        """One draw of ``chosen`` among ``allowed_keys`` (``ensembles.allowed``), weighted over all
+        writable bookies (excluded ones still move the median, as in BookKeeper)."""
         candidates = view.writable()
-        if not candidates or chosen not in candidates:
-            return
+        if not candidates or chosen not in allowed_keys:
+            return  # not a draw the policy could make: B2 names a bookie taken from the ensemble
         probs = placement.WeightedSelection(view.weights(candidates)).probabilities()
-        allowed = {k: p for k, p in probs.items() if k not in exclude}
+        keys = set(allowed_keys)
+        allowed = {k: p for k, p in probs.items() if k in keys}
         total = sum(allowed.values())
         if total <= 0:
             return

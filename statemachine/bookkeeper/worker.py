@@ -22,7 +22,7 @@ from kraftlake.records.bookkeeper import (
 from kraftlake.statemachine import placement
 
 from . import commands as c
-from .ensembles import new_ensemble, replace_bookie
+from .ensembles import replace_bookie
 from .view import CLOSED, BookiesView, Ledger, Mark
 
 DRAINING = BookieState.DRAINING.value
@@ -96,11 +96,11 @@ def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = T
 
 
 def _replacement(view, ens, new, i, worker, exclude_ensemble, weighted, seed) -> str:
-    if exclude_ensemble:
-        return replace_bookie(view, ens, exclude=new, seed=seed, weighted=weighted)
-    # The faulty worker excludes only the bookie it replaces.
-    (chosen,) = new_ensemble(view, 1, seed=seed, exclude={ens[i]}, weighted=weighted)
-    return chosen
+    # Picks made for this segment so far are taken too (``new``); the faulty worker excludes only
+    # the bookie it replaces.
+    picked = {b for j, b in enumerate(new) if b != ens[j]}
+    return replace_bookie(view, tuple(new), i, exclude=picked | ({ens[i]} if not exclude_ensemble else set(ens)),
+                          seed=seed, weighted=weighted, exclude_ensemble=exclude_ensemble)
 
 
 def _failed(view: BookiesView, mark: Mark, ledger_id: int, records: list, why: str) -> c.Decision:

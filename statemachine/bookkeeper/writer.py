@@ -42,7 +42,7 @@ def write(view: BookiesView, cmd: c.WriteEntries, *, weighted: bool = True) -> c
         picked: list[str] = []
         for n, i in enumerate(failed):
             try:
-                new[i] = replace_bookie(view, ensemble, exclude=picked, weighted=weighted,
+                new[i] = replace_bookie(view, tuple(new), i, exclude=set(picked) | set(ensemble), weighted=weighted,
                                         seed=placement.seed_for(view.offset + 1, f"ensemble-change/{n}"))  # fmt: skip
             except placement.NotEnoughCandidates as exc:
                 return c.fail(c.NOT_ENOUGH_BOOKIES, str(exc))
