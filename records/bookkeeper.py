@@ -174,12 +174,16 @@ class LedgerReplicated(BookKeeperRecord, frozen=True, kw_only=True):
 
 
 class LedgerReplicationLock(BookKeeperRecord, frozen=True, kw_only=True):
-    """A replication worker took the ledger's lock (``locks/urL<id>``)."""
+    """A replication worker took the ledger's lock (``locks/urL<id>``), or, after a failed repair,
+    keeps holding it until ``held_until_ms`` (the deferred release: the ledger's ``failures``-th
+    failure on this worker, rule 10)."""
 
     version: int = 0
     KEY = "ledger/{r.ledger_id}"
     ledger_id: LedgerId
     worker: str
+    failures: Annotated[int, Meta(ge=0)] = 0
+    held_until_ms: Int64 | None = None
 
 
 class LedgerReplicationUnlock(BookKeeperRecord, frozen=True, kw_only=True):

@@ -176,10 +176,13 @@ def test_s5_no_copy_to_read_stays_under_replicated_until_the_bookie_returns():
     d = k.do(c.Replicate(worker="w1", now_ms=k.now))
     assert d.outcome == c.REPAIR_FAILED and "no replica" in d.reply.message and k.marked(lid) == (only,)
     assert k.view.lost_entries(k.view.ledgers[lid]) == [(0, 4)]
-    assert lid not in k.view.locks
+    # The worker keeps the ledger for the backoff (rule 10: 300 s / 32 after a first failure).
+    assert k.view.locks[lid] == "w1" and k.view.held_until[lid] == k.now + 9375
     k.revive(only)
+    assert k.do(c.Replicate(worker="w2", now_ms=k.now)).outcome == c.NOTHING_TO_DO
+    k.at(9375)
     d = k.ok(c.Replicate(worker="w1", now_ms=k.now))
-    assert k.marked(lid) is None and k.view.lost_entries(k.view.ledgers[lid]) == []
+    assert k.marked(lid) is None and k.view.lost_entries(k.view.ledgers[lid]) == [] and lid not in k.view.locks
 
 
 def test_s5_open_ledger_is_fenced_after_the_grace_but_not_before():
@@ -253,6 +256,23 @@ def test_s8_drain_fails_when_a_ledger_cannot_be_repaired_and_the_operator_finish
     k.ok(c.DeleteLedger(ledger_id=lid))  # the operator gives the ledger up
     k.ok(c.ChangeBookieState(bookie_id=a, state=BookieState.DRAINED))
     assert k.view.bookies[a].state == "DRAINED"
+
+
+def test_backoff_after_failed_repairs():
+    assert [c.lock_hold_ms(n) for n in range(1, 8)] == [9375, 18750, 37500, 75000, 150000, 300000, 300000]
+    assert [c.lock_hold_ms(n, 64) for n in range(1, 10)] == [2, 4, 8, 16, 32, 64, 64, 64, 64]
+
+
+def test_periodic_check_is_skipped_while_a_delayed_audit_waits():
+    k = Cluster(4, delay_ms=5000)
+    lid = k.ledger(e=3, w=3, a=2, entries=3)
+    b = k.view.ledgers[lid].ensembles[0][0]
+    k.kill(b)
+    assert k.do(c.PeriodicCheck(now_ms=k.now)).outcome == c.WAITING and k.marked(lid) is None
+    k.at(6000)
+    k.tick()
+    k.emit([LedgerReplicated(ledger_id=lid)])  # a mark cleared by hand: the periodic check finds it again
+    assert k.ok(c.PeriodicCheck(now_ms=k.now)).records and k.marked(lid) == (b,)
 
 
 def test_s9_illegal_transitions_name_the_allowed_ones():

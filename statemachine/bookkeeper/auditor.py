@@ -22,6 +22,18 @@ def tick(view: BookiesView, cmd: c.AuditorTick, *, honour_delay: bool = True) ->
     return c.Decision(records=tuple(records))
 
 
+def periodic(view: BookiesView, cmd: c.PeriodicCheck) -> c.Decision:
+    if view.audit_due:
+        return c.fail(c.WAITING, "a delayed audit is pending: the periodic check is skipped")
+    records = []
+    for bookie in view.lost():
+        for ledger_id in sorted(view.refs.get(bookie, ())):
+            mark = view.under_replicated.get(ledger_id)
+            if mark is None or bookie not in mark.missing:
+                records.append(LedgerUnderReplicated(ledger_id=ledger_id, missing=(bookie,)))
+    return c.Decision(records=tuple(records))
+
+
 def set_delay(view: BookiesView, cmd: c.SetRecoveryDelay) -> c.Decision:
     if cmd.delay_ms < 0:
         return c.fail(c.ILLEGAL_TRANSITION, "the delay is not negative")

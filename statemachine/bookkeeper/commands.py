@@ -23,6 +23,17 @@ REPLICATION_DISABLED = "REPLICATION_DISABLED"
 
 OPEN_LEDGER_GRACE_MS = 30_000
 """``openLedgerRereplicationGracePeriod`` (bookkeeper.md 1.9)."""
+LOCK_RELEASE_OF_FAILED_LEDGER_MS = 300_000
+"""``lockReleaseOfFailedLedgerGracePeriod``: after the n-th failure the lock is held
+base / 32 x 2^n for n < 5, then base (9.375 s, 18.75 s, ... 300 s)."""
+PERIODIC_BOOKIE_CHECK_MS = 86_400_000
+"""``auditorPeriodicBookieCheckInterval``."""
+
+
+def lock_hold_ms(failures: int, base: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS) -> int:
+    """How long a worker keeps a ledger locked after its ``failures``-th failed repair (rule 10)."""
+    n = failures - 1
+    return base // 32 * 2**n if n < 5 else base
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
@@ -62,6 +73,14 @@ class Replicate(Command, frozen=True, kw_only=True):
     worker: str
     now_ms: int
     grace_ms: int = OPEN_LEDGER_GRACE_MS
+    lock_release_ms: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS
+
+
+class PeriodicCheck(Command, frozen=True, kw_only=True):
+    """The auditor's periodic bookie check (``auditorPeriodicBookieCheckInterval``): every ledger
+    naming a lost bookie is marked; skipped while a delayed audit is pending (rule 6)."""
+
+    now_ms: int
 
 
 class ChangeBookieState(Command, frozen=True, kw_only=True):

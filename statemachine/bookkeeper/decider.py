@@ -16,6 +16,7 @@ _DECIDE: dict[type, Callable[[BookiesView, object], c.Decision]] = {
     c.CloseLedger: writer.close,
     c.DeleteLedger: writer.delete,
     c.AuditorTick: auditor.tick,
+    c.PeriodicCheck: auditor.periodic,
     c.SetRecoveryDelay: auditor.set_delay,
     c.ElectAuditor: auditor.elect,
     c.Replicate: worker.replicate,

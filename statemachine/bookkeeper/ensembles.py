@@ -33,7 +33,9 @@ def _pick(view: BookiesView, candidates: list[str], weights: dict[str, int], rng
           neighbours: Collection[str], n: int) -> str:  # fmt: skip
     ok = allowed(view, candidates, exclude, neighbours)
     if not ok:
-        raise placement.NotEnoughCandidates(f"need {n} bookies, only {n - 1} are writable and distinct", needed=n, eligible=n - 1)
+        raise placement.NotEnoughCandidates(
+            f"no writable bookie is left outside the ensemble ({len(candidates)} writable)", needed=n, eligible=n - 1
+        )
     sel = placement.WeightedSelection(weights)
     return sel.pick(rng, 1, exclude=[b for b in candidates if b not in ok])[0]
 

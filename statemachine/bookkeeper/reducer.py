@@ -162,6 +162,9 @@ def _deleted(v: BookiesView, r: LedgerDeleted) -> None:
                ledger.bookies())  # fmt: skip
     v.under_replicated.pop(r.ledger_id, None)
     v.locks.pop(r.ledger_id, None)
+    v.held_until.pop(r.ledger_id, None)
+    for k in [k for k in v.failures if k.endswith(f" {r.ledger_id}")]:
+        del v.failures[k]
     _audited(v)
 
 
@@ -187,16 +190,23 @@ def _audited(v: BookiesView) -> None:
 
 def _replicated(v: BookiesView, r: LedgerReplicated) -> None:
     v.under_replicated.pop(r.ledger_id, None)
+    for k in [k for k in v.failures if k.endswith(f" {r.ledger_id}")]:
+        del v.failures[k]
 
 
 def _lock(v: BookiesView, r: LedgerReplicationLock) -> None:
-    if r.ledger_id in v.ledgers:
-        v.locks.setdefault(r.ledger_id, r.worker)  # the znode exists: a second worker cannot take it
+    if r.ledger_id not in v.ledgers:
+        return
+    holder = v.locks.setdefault(r.ledger_id, r.worker)  # the znode exists: a second worker cannot take it
+    if holder == r.worker and r.held_until_ms is not None:
+        v.held_until[r.ledger_id] = r.held_until_ms
+        v.failures[f"{r.worker} {r.ledger_id}"] = r.failures
 
 
 def _unlock(v: BookiesView, r: LedgerReplicationUnlock) -> None:
     if v.locks.get(r.ledger_id) == r.worker:
         del v.locks[r.ledger_id]
+        v.held_until.pop(r.ledger_id, None)
 
 
 def _auditor(v: BookiesView, r: AuditorElected) -> None:

@@ -113,6 +113,8 @@ class BookiesImage(msgspec.Struct, frozen=True, kw_only=True):
     ledgers: tuple[LedgerImage, ...]
     under_replicated: tuple[tuple[int, Mark], ...]
     locks: tuple[tuple[int, str], ...]
+    held_until: tuple[tuple[int, int], ...]
+    failures: dict[str, int]
     audit_due: tuple[tuple[str, int], ...]
     lost_at: tuple[tuple[str, int], ...]
 
@@ -140,7 +142,7 @@ class BookiesView:
     """The BookKeeper cluster's metadata at ``offset``. Mutated only by ``reducer.apply``."""
 
     __slots__ = ("offset", "auditor", "recovery_delay_ms", "bookies", "ledgers", "under_replicated", "locks",
-                 "audit_due", "lost_at", "refs")  # fmt: skip
+                 "audit_due", "lost_at", "refs", "held_until", "failures")  # fmt: skip
 
     def __init__(self) -> None:
         self.offset = -1
@@ -156,6 +158,10 @@ class BookiesView:
         """Lost bookie -> when it was lost."""
         self.refs: dict[str, set[int]] = {}
         """Bookie -> ledgers whose ensembles name it (derived, the auditor's BookieLedgerIndexer)."""
+        self.held_until: dict[int, int] = {}
+        """Locked ledger -> when its worker releases it after a failed repair."""
+        self.failures: dict[str, int] = {}
+        """"<worker> <ledger>" -> failed repairs of that ledger on that worker (the backoff's n)."""
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -203,6 +209,8 @@ class BookiesView:
             "ledgers": tuple(ledger_image(x) for _, x in sorted(self.ledgers.items())),
             "under_replicated": tuple(sorted(self.under_replicated.items())),
             "locks": tuple(sorted(self.locks.items())),
+            "held_until": tuple(sorted(self.held_until.items())),
+            "failures": dict(sorted(self.failures.items())),
             "audit_due": tuple(sorted(self.audit_due.items())),
             "lost_at": tuple(sorted(self.lost_at.items())),
         }
@@ -229,6 +237,8 @@ class BookiesView:
                 v.refs.setdefault(b, set()).add(x.ledger_id)
         v.under_replicated = {i: msgspec.structs.replace(m) for i, m in image.under_replicated}
         v.locks = dict(image.locks)
+        v.held_until = dict(image.held_until)
+        v.failures = dict(image.failures)
         v.audit_due = dict(image.audit_due)
         v.lost_at = dict(image.lost_at)
         return v

@@ -49,14 +49,24 @@ def _can_seal(view: BookiesView, ledger: Ledger) -> bool:
 
 
 def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = True, weighted: bool = True) -> c.Decision:
-    held = sorted(i for i, w in view.locks.items() if w == cmd.worker and i in view.under_replicated)
-    free = sorted(i for i in view.under_replicated if i not in view.locks)
+    records: list = []
+    # Deferred releases that fell due first (rule 10): the ledger is free for any worker again.
+    for i in sorted(i for i, w in view.locks.items() if w == cmd.worker and view.held_until.get(i, cmd.now_ms + 1) <= cmd.now_ms):
+        records.append(LedgerReplicationUnlock(ledger_id=i, worker=cmd.worker))
+    released = {r.ledger_id for r in records}
+    held = sorted(i for i, w in view.locks.items()
+                  if w == cmd.worker and i in view.under_replicated and i not in view.held_until)  # fmt: skip
+    free = sorted(i for i in view.under_replicated if i not in view.locks or i in released)
     if not held and not free:
-        return c.fail(c.NOTHING_TO_DO)
+        return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.NOTHING_TO_DO))
     ledger_id = held[0] if held else free[0]
     ledger, mark = view.ledgers[ledger_id], view.under_replicated[ledger_id]
-    records: list = [] if held else [LedgerReplicationLock(ledger_id=ledger_id, worker=cmd.worker)]
-    unlock = LedgerReplicationUnlock(ledger_id=ledger_id, worker=cmd.worker)
+    if not held:
+        records.append(LedgerReplicationLock(ledger_id=ledger_id, worker=cmd.worker))
+    failures = view.failures.get(f"{cmd.worker} {ledger_id}", 0) + 1
+    defer = LedgerReplicationLock(ledger_id=ledger_id, worker=cmd.worker, failures=failures,
+                                   held_until_ms=cmd.now_ms + c.lock_hold_ms(failures, cmd.lock_release_ms))  # fmt: skip
+    done = LedgerReplicationUnlock(ledger_id=ledger_id, worker=cmd.worker)
     last_key = ledger.keys()[-1]
     tail_bad = any(_bad(view, mark, b) for b in ledger.ensembles[last_key])
     if ledger.state != CLOSED and tail_bad:
@@ -64,7 +74,7 @@ def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = T
             # Keep the lock: the writer may still replace the bookie itself (rule 9).
             return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.WAITING, ledger_id=ledger_id))
         if not _can_seal(view, ledger):
-            return _failed(view, mark, ledger_id, records + [unlock], "the open ledger cannot be sealed: a write set"
+            return _failed(view, mark, ledger_id, records + [defer], "the open ledger cannot be sealed: a write set"
                            " of its last ensemble lost its ack quorum")  # fmt: skip
         lac = ledger.last_add_confirmed
         records.append(LedgerClosed(ledger_id=ledger_id, last_entry_id=lac, length=(lac + 1) * 1024, fenced=True))
@@ -90,8 +100,8 @@ def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = T
             records.append(LedgerEnsembleChange(ledger_id=ledger_id, first_entry_id=first, ensemble=tuple(new)))
             picks += len(bad)
     if unreadable:
-        return _failed(view, mark, ledger_id, records + [unlock], "; ".join(unreadable))
-    records += [LedgerReplicated(ledger_id=ledger_id, worker=cmd.worker), unlock]
+        return _failed(view, mark, ledger_id, records + [defer], "; ".join(unreadable))
+    records += [LedgerReplicated(ledger_id=ledger_id, worker=cmd.worker), done]
     return c.Decision(records=tuple(records), reply=c.Reply(ledger_id=ledger_id))
 
 
@@ -104,7 +114,8 @@ def _replacement(view, ens, new, i, worker, exclude_ensemble, weighted, seed) ->
 
 
 def _failed(view: BookiesView, mark: Mark, ledger_id: int, records: list, why: str) -> c.Decision:
-    """The repair cannot finish: release the ledger; a drain waiting on it has failed."""
+    """The repair cannot finish: the worker keeps the ledger locked for the backoff (the last
+    record of ``records``), then releases it; a drain waiting on it has failed."""
     for b in mark.missing:
         bookie = view.bookies.get(b)
         if bookie is not None and bookie.state == DRAINING:

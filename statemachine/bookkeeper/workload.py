@@ -109,6 +109,8 @@ class Cluster:
         getattr(self, "do_" + name)()
         # The auditor and the workers run all the time; drains are checked after them.
         self.run(c.AuditorTick(now_ms=self.now))
+        if self.op % 40 == 0:
+            self.run(c.PeriodicCheck(now_ms=self.now))
         for w in range(self.config.workers):
             self.run(c.Replicate(worker=f"worker-{w}", now_ms=self.now))
         self.run(c.CheckDrains())
