@@ -116,6 +116,9 @@ class BookiesAudit:
         self.audit.checked["B1"] += 1
         for b in r.missing:
             due = view.audit_due.get(b)
+            bookie = view.bookies.get(b)
+            if bookie is not None and bookie.state == BookieState.DRAINING.value:
+                continue  # a drain marks its bookie's ledgers itself (rule 17), delay or not
             if due is not None and ts is not None and ts < due:
                 self._instant("B1", f"bookie/{b}", offset,
                               f"ledger {r.ledger_id} marked {due - ts} ms before the recovery delay ends")  # fmt: skip

@@ -48,6 +48,25 @@ def replay_log(
     return v
 
 
+def _point(log_: Log, offset, version, timestamp, source_offset) -> tuple[LogSnapshot, int]:
+    """The snapshot a point in time names, and the last offset to replay."""
+    snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
+    target = snap.last_offset
+    if offset is not None and offset > target:
+        raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
+    return snap, target
+
+
+def _fold(snap: LogSnapshot, view, fold, to_offset: int, progress: Progress | None):
+    """Fold the records after ``view.offset`` up to ``to_offset`` with a family's ``replay``."""
+    with gc_paused():
+        for records in snap.iter_records(view.offset + 1, to_offset):
+            fold(records, view)
+            if progress is not None:
+                progress(len(records))
+    return view
+
+
 def state_at(
     log_: Log,
     *,
@@ -61,10 +80,7 @@ def state_at(
     """The controller view after the record at ``offset``, or at the end of Delta ``version``, or
     of the newest version committed at or before ``timestamp``, or after every record imported
     from ``source_offset`` or before (a Kafka offset; at most one; default: now)."""
-    snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
-    target = snap.last_offset
-    if offset is not None and offset > target:
-        raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
+    snap, target = _point(log_, offset, version, timestamp, source_offset)
     start = SnapshotStore(log_.path).nearest(target) if use_snapshots else None
     if start is not None:
         log.debug("state_at.snapshot", snapshot=start.offset, target=target)
@@ -83,17 +99,9 @@ def streams_at(
 ) -> StreamsView:
     """The S3Stream view (AutoMQ's streams, objects, nodes, KV) at the same points as
     ``state_at``: the nearest streams snapshot at or before it, plus the tail."""
-    snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
-    target = snap.last_offset
-    if offset is not None and offset > target:
-        raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
+    snap, target = _point(log_, offset, version, timestamp, source_offset)
     view = (SnapshotStore(log_.path).nearest_streams(target) if use_snapshots else None) or StreamsView()
-    with gc_paused():
-        for records in snap.iter_records(view.offset + 1, target):
-            streams_replay(records, view)
-            if progress is not None:
-                progress(len(records))
-    return view
+    return _fold(snap, view, streams_replay, target, progress)
 
 
 def bookies_at(
@@ -107,17 +115,8 @@ def bookies_at(
 ) -> BookiesView:
     """The BookKeeper view (bookies, ledgers, marks, locks, the auditor) at the same points as
     ``state_at``, replayed from the start."""
-    snap = log_.at(offset=offset, version=version, timestamp=timestamp, source_offset=source_offset)
-    target = snap.last_offset
-    if offset is not None and offset > target:
-        raise TimeTravelError(f"offset {offset} is past the end of the log (last offset {target})")
-    view = BookiesView()
-    with gc_paused():
-        for records in snap.iter_records(0, target):
-            bookies_replay(records, view)
-            if progress is not None:
-                progress(len(records))
-    return view
+    snap, target = _point(log_, offset, version, timestamp, source_offset)
+    return _fold(snap, BookiesView(), bookies_replay, target, progress)
 
 
 def has_streams(log_: Log, *, to_offset: int) -> bool:

@@ -18,29 +18,34 @@ class Family(str, Enum):
     bookkeeper = "bookkeeper"
 
 
-def _simulate_bookkeeper(seed: int, records: int, out_file: Path, bug: str | None, bookies: int, careful: bool) -> None:
+def _write(out_file: Path, make_batches, family: str, bug: str | None) -> None:
+    """Write a workload's batches as JSON Lines; a bad option is exit 2 with its message."""
     from kraftlake.records import encode_line
-    from kraftlake.statemachine.bookkeeper.workload import WorkloadConfig, generate
 
     n = 0
     try:
-        config = WorkloadConfig(bookies=bookies, seed=seed, bug=bug, careful_faults=careful)
+        batches = make_batches()
         with out_file.open("wb") as fh:
-            for batch in generate(config, records=records):
+            for batch in batches:
                 fh.write(b"".join(encode_line(r) + b"\n" for r in batch))
                 n += len(batch)
     except ValueError as exc:
         abort(str(exc), EXIT_INPUT)
-    err.print(f"wrote {n:,} BookKeeper records to {out_file}" + (f" (injected bug: {bug})" if bug else ""))
+    err.print(f"wrote {n:,} {family} records to {out_file}" + (f" (injected bug: {bug})" if bug else ""))
+
+
+def _simulate_bookkeeper(seed: int, records: int, out_file: Path, bug: str | None, bookies: int, careful: bool) -> None:
+    from kraftlake.statemachine.bookkeeper.workload import WorkloadConfig, generate
+
+    config = lambda: WorkloadConfig(bookies=bookies, seed=seed, bug=bug, careful_faults=careful)  # noqa: E731
+    _write(out_file, lambda: generate(config(), records=records), "BookKeeper", bug)
 
 
 def _simulate_s3stream(seed: int, records: int, out_file: Path, bug: str | None, nodes: int, streams: int, ops: str | None,
                        ttl_ms: int) -> None:  # fmt: skip
-    from kraftlake.records import encode_line
     from kraftlake.statemachine.s3stream.workload import OPERATIONS, WorkloadConfig, generate
 
-    n = 0
-    try:
+    def batches():
         config = WorkloadConfig(nodes=nodes, streams=streams, seed=seed, bug=bug, ttl_ms=ttl_ms)
         if ops:
             chosen = [o.strip() for o in ops.split(",") if o.strip()]
@@ -48,13 +53,9 @@ def _simulate_s3stream(seed: int, records: int, out_file: Path, bug: str | None,
             if unknown:
                 raise ValueError(f"--ops: unknown operation(s) {', '.join(unknown)}: choose from {', '.join(OPERATIONS)}")
             config = dataclasses.replace(config, weights={o: w for o, w in config.weights.items() if o in chosen})
-        with out_file.open("wb") as fh:
-            for batch in generate(config, records=records):
-                fh.write(b"".join(encode_line(r) + b"\n" for r in batch))
-                n += len(batch)
-    except ValueError as exc:
-        abort(str(exc), EXIT_INPUT)
-    err.print(f"wrote {n:,} S3Stream records to {out_file}" + (f" (injected bug: {bug})" if bug else ""))
+        return generate(config, records=records)
+
+    _write(out_file, batches, "S3Stream", bug)
 
 
 def register(app: typer.Typer) -> None:
