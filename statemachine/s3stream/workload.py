@@ -203,7 +203,10 @@ class Cluster:
         n = view.nodes.get(node)
         if n is None or len(n.stream_set_objects) < 3:
             return
-        oldest = sorted(n.stream_set_objects.values(), key=lambda o: (o.order_id, o.object_id))[: self.rng.randint(2, 5)]
+        # The oldest objects, as many as half of them (AutoMQ's compaction keeps a node's count of
+        # stream-set objects bounded; taking a few at a time would let it grow without end).
+        ssos = sorted(n.stream_set_objects.values(), key=lambda o: (o.order_id, o.object_id))
+        oldest = ssos[: max(2, min(self.rng.randint(2, 5), len(ssos)), len(ssos) // 2)]
         per_stream: dict[int, list[tuple[int, int]]] = {}
         for sso in oldest:
             for r in view.sso_ranges(node, sso):
