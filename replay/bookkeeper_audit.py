@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
-    Availability,
     BookieAvailability,
     BookieState,
     BookieStateChange,
@@ -177,8 +176,4 @@ class BookiesAudit:
         return self.view.state_hash()
 
 
-def is_bookkeeper_record(r: Record) -> bool:
-    return r.FAMILY == "bookkeeper"
-
-
-__all__ = ["Availability", "BookiesAudit", "is_bookkeeper_record"]
+__all__ = ["BookiesAudit"]

@@ -33,7 +33,6 @@ from kraftlake.records.s3stream import (
     S3StreamEndOffsets,
     S3StreamObject,
     S3StreamSetObject,
-    StreamState,
 )
 from kraftlake.statemachine.s3stream import invariants as sinv
 from kraftlake.statemachine.s3stream.reducer import apply
@@ -378,4 +377,4 @@ def is_streams_record(r: Record) -> bool:
     )
 
 
-__all__ = ["StreamsAudit", "is_streams_record", "StreamState"]
+__all__ = ["StreamsAudit", "is_streams_record"]

@@ -12,7 +12,6 @@ from kraftlake.records.bookkeeper import (
     BookieInfo,
     BookieRegistered,
     BookieState,
-    LedgerClosed,
     LedgerEnsembleChange,
     LedgerReplicated,
     LedgerReplicationLock,

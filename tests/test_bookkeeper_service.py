@@ -3,7 +3,6 @@ records (illegal ones 409 with the allowed states), under-replicated ledgers, th
 
 from __future__ import annotations
 
-import msgspec
 from litestar.testing import TestClient
 
 from kraftlake.records import Log

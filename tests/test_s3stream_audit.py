@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
-from kraftlake.records import Log, iter_lines
+from kraftlake.records import iter_lines
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import (

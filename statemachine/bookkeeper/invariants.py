@@ -107,7 +107,7 @@ class PlacementStats:
         return out
 
 
-__all__ = ["BookieState", "PlacementStats", "data_loss", "drained_problem", "min_copies", "repair_problem"]
+__all__ = ["PlacementStats", "data_loss", "drained_problem", "min_copies", "repair_problem"]
 
 
 def check_view(view: BookiesView) -> list[tuple[str, str, str]]:

@@ -19,7 +19,6 @@ from kraftlake.records.bookkeeper import (
     BookieAvailability,
     BookieInfo,
     BookieRegistered,
-    BookieState,
     BookieStateChange,
     LedgerClosed,
     LedgerCreated,
@@ -245,7 +244,7 @@ _APPLY: dict[type, Callable[[BookiesView, object], None]] = {
     LedgerEntriesWritten: _written,
 }  # type: ignore[dict-item]
 
-__all__ = ["apply", "replay", "BookieState"]
+__all__ = ["apply", "replay"]
 
 
 def apply(view: BookiesView, record: Record) -> BookiesView:

@@ -130,10 +130,6 @@ def ledger_image(x: Ledger) -> LedgerImage:
     )  # fmt: skip
 
 
-def ledger_hash(x: Ledger) -> str:
-    return state_hash_of(ledger_image(x))
-
-
 def state_hash_of(value: Any) -> str:
     return hashlib.sha256(_ENCODER.encode(value)).hexdigest()
 

@@ -32,9 +32,6 @@ NODE_LOCKED = 515
 OBJECT_NOT_COMMITED = 516
 STREAM_INNER_ERROR = 599
 
-ERROR_NAMES = {v: k for k, v in list(globals().items()) if k.isupper() and isinstance(v, int) and k != "NONE"}
-ERROR_NAMES[NONE] = "NONE"
-
 NO_EPOCH = -1
 """``CommitStreamObject.stream_epoch`` -1: no ownership check (compaction by any node)."""
 DELETE_EPOCH = 2**63 - 1
@@ -202,10 +199,6 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     streams: tuple[OpeningStream, ...] = ()
     value: bytes | None = None
     message: str | None = None
-
-    @property
-    def error_name(self) -> str:
-        return ERROR_NAMES.get(self.error, str(self.error))
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):

@@ -168,17 +168,6 @@ def node_image(n: Node) -> NodeImage:
     )  # fmt: skip
 
 
-def stream_hash(s: Stream) -> str:
-    """sha256 of one stream's canonical form (what a per-entity engine compares)."""
-    return state_hash_of(stream_image(s))
-
-
-def node_hash(n: Node) -> str:
-    return state_hash_of(node_image(n))
-
-
-def object_hash(o: ObjectMeta) -> str:
-    return state_hash_of(o)
 
 
 class StreamsView:
