@@ -13,9 +13,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import msgspec
-
 from kraftlake.records.base import Record
+from kraftlake.statemachine.simulation import Simulation, drive
 from kraftlake.records.bookkeeper import (
     Availability,
     BookieAvailability,
@@ -54,31 +53,16 @@ class WorkloadConfig:
     })  # fmt: skip
 
 
-class Cluster:
+class Cluster(Simulation):
     def __init__(self, config: WorkloadConfig) -> None:
         if config.bug is not None and config.bug not in BUGS:
             raise ValueError(f"unknown BookKeeper bug {config.bug!r}: one of {', '.join(sorted(BUGS))}")
         if config.bookies < 4:
             raise ValueError("the BookKeeper workload needs at least 4 bookies (ensembles of 3 plus a replacement)")
+        super().__init__(BookiesView(), BUGS[config.bug] if config.bug else decide, apply, config.start_ms)
         self.config = config
         self.rng = random.Random(config.seed)
-        self.view = BookiesView()
-        self.decide = BUGS[config.bug] if config.bug else decide
-        self.records: list[Record] = []
-        self.op = 0
-        self.now = config.start_ms
         self.next_bookie = 0
-
-    def emit(self, records) -> None:
-        for r in records:
-            r = msgspec.structs.replace(r, offset=self.view.offset + 1, ts_ms=self.now)
-            apply(self.view, r)
-            self.records.append(r)
-
-    def run(self, cmd: c.Command) -> c.Decision:
-        d = self.decide(self.view, cmd)
-        self.emit(d.records)
-        return d
 
     def add_bookie(self) -> None:
         i = self.next_bookie
@@ -216,14 +200,5 @@ class Cluster:
 
 
 def generate(config: WorkloadConfig, *, records: int) -> Iterator[list[Record]]:
-    cluster = Cluster(config)
-    produced = 0
-    cluster.bootstrap()
-    while True:
-        batch, cluster.records = cluster.records, []
-        if batch:
-            produced += len(batch)
-            yield batch
-        if produced >= records:
-            return
-        cluster.step()
+    """Batches of records (with offsets), one per operation, until at least ``records`` were produced."""
+    return drive(Cluster(config), records)

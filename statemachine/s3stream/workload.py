@@ -19,9 +19,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import msgspec
-
 from kraftlake.records.base import Record
+from kraftlake.statemachine.simulation import Simulation, drive
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import StreamRange, StreamState
@@ -59,7 +58,7 @@ class WorkloadConfig:
     })  # fmt: skip
 
 
-class Cluster:
+class Cluster(Simulation):
     """The controller's view, the nodes' WALs and the log so far."""
 
     def __init__(self, config: WorkloadConfig) -> None:
@@ -67,10 +66,9 @@ class Cluster:
             raise ValueError(f"unknown S3Stream bug {config.bug!r}: one of {', '.join(sorted(BUGS))}")
         if config.nodes < 2:
             raise ValueError("the S3Stream workload needs at least 2 nodes (streams move between them)")
+        super().__init__(StreamsView(), BUGS[config.bug] if config.bug else decide, apply, config.start_ms)
         self.config = config
         self.rng = random.Random(config.seed)
-        self.view = StreamsView()
-        self.decide = BUGS[config.bug] if config.bug else decide
         self.epochs = {n: 0 for n in range(config.nodes)}
         self.wal: dict[int, dict[int, int]] = {n: {} for n in range(config.nodes)}
         """Node -> stream -> end of the data the node has written (its WAL, not uploaded yet)."""
@@ -78,23 +76,6 @@ class Cluster:
         """Node -> streams it has written to since its last upload."""
         self.stream_ids: list[int] = []
         """The streams alive, in creation order (what random choices pick from)."""
-        self.records: list[Record] = []
-        self.op = 0
-        self.now = config.start_ms
-
-    # -- plumbing --------------------------------------------------------------------------------
-
-    def emit(self, records) -> None:
-        for r in records:
-            r = msgspec.structs.replace(r, offset=self.view.offset + 1, ts_ms=self.now)
-            apply(self.view, r)
-            self.records.append(r)
-
-    def run(self, cmd: c.Command) -> c.Decision:
-        d = self.decide(self.view, cmd)
-        if d.error == c.NONE:
-            self.emit(d.records)
-        return d
 
     def node_epoch(self, node: int) -> int:
         return self.epochs[node]
@@ -393,15 +374,5 @@ class Cluster:
 
 
 def generate(config: WorkloadConfig, *, records: int) -> Iterator[list[Record]]:
-    """Batches of records (with offsets) until at least ``records`` records were produced."""
-    cluster = Cluster(config)
-    produced = 0
-    cluster.bootstrap()
-    while True:
-        batch, cluster.records = cluster.records, []
-        if batch:
-            produced += len(batch)
-            yield batch
-        if produced >= records:
-            return
-        cluster.step()
+    """Batches of records (with offsets), one per operation, until at least ``records`` were produced."""
+    return drive(Cluster(config), records)
