@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
         ttl_ms: int = typer.Option(60_000, "--ttl-ms", min=1, help="s3stream: how long a prepared object may wait for its commit."),
         ops: str | None = typer.Option(None, "--ops", help="s3stream: only these operations (comma-separated): append, upload, compact, compact-stream-objects, trim, reassign, failover, delete, leak."),
     ) -> None:
-        """Simulate a KRaft cluster with JBOD brokers living through log-dir failures, disk replacements, controlled shutdowns and crashes (or, with --family s3stream, AutoMQ's stream metadata).
+        """Simulate a KRaft cluster with JBOD brokers living through log-dir failures, disk replacements, controlled shutdowns and crashes (or, with --family, AutoMQ's S3Stream metadata or a BookKeeper cluster).
 
         Every controller record is decided by kraftlake's deciders (Kafka 3.9 semantics). The brokers are simulated too: each start loads its directories (LogDirsLoaded, the KIP-858 start-up rules), places its replicas (AssignReplicasToDirs, free-disk weighted), asks to be unfenced (UnfenceRequested) and reports failed directories (LogDirFailed, heartbeats' offline dirs). With --bug, one named mistake is injected, for checking that `kraftlake audit` catches it.
 
