@@ -219,16 +219,20 @@ def test_the_brokers_side_on_spark(spark, tmp_path):
     assert all(n > 0 for n in found.values()), found
 
 
-S3STREAM_FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "s3stream" / "audit").glob("*.jsonl"))
+
+FAMILY_FIXTURES = sorted(
+    p for family in ("s3stream", "bookkeeper") for p in (Path(__file__).parent.parent / "fixtures" / family / "audit").glob("*.jsonl")
+)
 
 
-@pytest.mark.parametrize("fixture", S3STREAM_FIXTURES, ids=lambda p: p.name)
-def test_spark_gives_the_local_report_on_every_s3stream_fixture(spark, tmp_path, fixture):
+@pytest.mark.parametrize("fixture", FAMILY_FIXTURES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_spark_gives_the_local_report_on_every_s3stream_and_bookkeeper_fixture(spark, tmp_path, fixture):
     log = Log.create(tmp_path / "log")
     log.append(list(iter_lines(fixture.open("rb"))))
     local, remote = _both(spark, log)
     _same(local, remote)
-    assert remote.streams_state_hash == local.streams_state_hash is not None
+    family_hash = "streams_state_hash" if fixture.parent.parent.name == "s3stream" else "bookies_state_hash"
+    assert getattr(remote, family_hash) == getattr(local, family_hash) is not None
     expected = json.loads((fixture.parent / "expected.json").read_text())[fixture.name]
     assert remote.verdict == expected["verdict"]
     assert {v.invariant for v in remote.violations} >= set(expected["caught_by"])
@@ -245,18 +249,3 @@ def test_spark_and_local_agree_on_simulated_s3stream_histories(spark, tmp_path_f
     local, remote = _both(spark, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
     _same(local, remote)
     assert remote.streams_state_hash == local.streams_state_hash
-
-
-BOOKKEEPER_FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "bookkeeper" / "audit").glob("*.jsonl"))
-
-
-@pytest.mark.parametrize("fixture", BOOKKEEPER_FIXTURES, ids=lambda p: p.name)
-def test_spark_gives_the_local_report_on_every_bookkeeper_fixture(spark, tmp_path, fixture):
-    log = Log.create(tmp_path / "log")
-    log.append(list(iter_lines(fixture.open("rb"))))
-    local, remote = _both(spark, log)
-    _same(local, remote)
-    assert remote.bookies_state_hash == local.bookies_state_hash is not None
-    expected = json.loads((fixture.parent / "expected.json").read_text())[fixture.name]
-    assert remote.verdict == expected["verdict"]
-    assert {v.invariant for v in remote.violations} >= set(expected["caught_by"])

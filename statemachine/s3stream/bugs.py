@@ -22,9 +22,9 @@ Decide = Callable[[StreamsView, c.Command], c.Decision]
 
 
 def commit_gap(view: StreamsView, cmd: c.Command) -> c.Decision:
-    """WAL uploads are accepted without the continuity check (a gap or overlap at the end lands)."""
+    """WAL uploads are accepted without the offset continuity check (a gap or overlap at the end lands)."""
     if isinstance(cmd, c.CommitStreamSetObject) and not cmd.compacted_object_ids:
-        return commit_stream_set_object(view, cmd, checks=False)
+        return commit_stream_set_object(view, cmd, offsets=False)
     return decide(view, cmd)
 
 
@@ -56,9 +56,9 @@ def reference_destroyed_object(view: StreamsView, cmd: c.Command) -> c.Decision:
 
 def stale_epoch_commit(view: StreamsView, cmd: c.Command) -> c.Decision:
     """A WAL upload from a node that lost its streams (an older stream epoch, a fenced node epoch)
-    is accepted: no node epoch, failover or ownership check."""
+    is accepted: no node epoch, failover or ownership check (offsets are still checked)."""
     if isinstance(cmd, c.CommitStreamSetObject) and not cmd.compacted_object_ids:
-        return commit_stream_set_object(view, cmd, checks=False)
+        return commit_stream_set_object(view, cmd, owners=False)
     return decide(view, cmd)
 
 

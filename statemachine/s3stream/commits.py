@@ -43,9 +43,11 @@ def replace(view: StreamsView, object_id: int, attrs: int) -> c.Decision:
     return c.Decision(records=(record,))
 
 
-def _continuity(view: StreamsView, node_id: int, items: list[tuple[int, int, int]]) -> tuple[int, str | None]:
+def _continuity(view: StreamsView, node_id: int, items: list[tuple[int, int, int]], *, owners: bool = True,
+                offsets: bool = True) -> tuple[int, str | None]:  # fmt: skip
     """4.11 for (stream, start, end) items, by stream then start: each continues where the stream
-    (or the node's historical duty) ends, or lies wholly below the stream's start."""
+    (or the node's historical duty) ends, or lies wholly below the stream's start. ``owners`` /
+    ``offsets`` False skip the ownership / offset checks (faulty controllers, ``bugs``)."""
     ends: dict[int, int] = {}
     for sid, start, end in sorted(items):
         s = view.streams.get(sid)
@@ -60,13 +62,17 @@ def _continuity(view: StreamsView, node_id: int, items: list[tuple[int, int, int
                 ends[sid] = end
                 continue
             return c.OFFSET_NOT_MATCHED, f"stream {sid}: [{start}, {end}) does not continue the duty at {expected}"
-        if s.state != StreamState.OPENED:
-            return c.STREAM_NOT_OPENED, f"stream {sid} is not opened"
-        cur = s.current_range()
-        if cur is None:
-            return c.STREAM_INNER_ERROR, f"stream {sid} has no current range"
-        if cur.node_id != node_id:
-            return c.STREAM_FENCED, f"stream {sid} is owned by node {cur.node_id}"
+        if owners:
+            if s.state != StreamState.OPENED:
+                return c.STREAM_NOT_OPENED, f"stream {sid} is not opened"
+            cur = s.current_range()
+            if cur is None:
+                return c.STREAM_INNER_ERROR, f"stream {sid} has no current range"
+            if cur.node_id != node_id:
+                return c.STREAM_FENCED, f"stream {sid} is owned by node {cur.node_id}"
+        if not offsets:
+            ends[sid] = end
+            continue
         if sid in ends:
             ok = start == ends[sid]
         elif s.end_offset > s.start_offset:
@@ -109,10 +115,11 @@ def _duties(view: StreamsView, node_id: int, items: list[tuple[int, int, int]]) 
     return [NodeWALUncommittedOffsets(node_id=node_id, entries=tuple(entries))] if entries else []
 
 
-def commit_stream_set_object(view: StreamsView, cmd: c.CommitStreamSetObject, *, checks: bool = True) -> c.Decision:
-    """4.10. ``checks`` False skips the node epoch and continuity checks: a faulty controller
-    (``bugs``), never AutoMQ's."""
-    err = node_epoch_check(view, cmd.node_id, cmd.node_epoch, not cmd.failover_mode) if checks else c.NONE
+def commit_stream_set_object(view: StreamsView, cmd: c.CommitStreamSetObject, *, owners: bool = True,
+                             offsets: bool = True) -> c.Decision:  # fmt: skip
+    """4.10. ``owners`` False skips the node epoch and stream ownership checks, ``offsets`` False
+    the offset continuity check: faulty controllers (``bugs``), never AutoMQ's."""
+    err = node_epoch_check(view, cmd.node_id, cmd.node_epoch, not cmd.failover_mode) if owners else c.NONE
     if err:
         return c.fail(err)
     if cmd.compacted_object_ids == (cmd.object_id,):
@@ -172,7 +179,7 @@ def commit_stream_set_object(view: StreamsView, cmd: c.CommitStreamSetObject, *,
     if compaction:
         records += [RemoveStreamSetObject(node_id=cmd.node_id, object_id=i) for i in cmd.compacted_object_ids]
         return c.Decision(records=tuple(records))
-    err, why = _continuity(view, cmd.node_id, items) if checks else (c.NONE, None)
+    err, why = _continuity(view, cmd.node_id, items, owners=owners, offsets=offsets)
     if err:
         return c.fail(err, why)
     if view.version >= V6:

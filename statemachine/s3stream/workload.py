@@ -96,6 +96,9 @@ class Cluster(Simulation):
         if not self.stream_ids:
             return None
         sid = self.rng.choice(self.stream_ids)
+        if sid not in streams:  # deleted by a command from outside the workload (tests drive it so)
+            self.stream_ids.remove(sid)
+            return None
         if opened and streams[sid].state != StreamState.OPENED:
             return None
         return sid
