@@ -78,7 +78,8 @@ demo: $(VENV)/.installed java
 	$(BIN)/kraftlake init .demo/s3 && $(BIN)/kraftlake append .demo/s3 .demo/s3.jsonl
 	$(BIN)/kraftlake init .demo/s3-buggy && $(BIN)/kraftlake append .demo/s3-buggy .demo/s3-buggy.jsonl
 	$(BIN)/kraftlake view .demo/s3 --streams --format table | head -n 12
-	$(BIN)/kraftlake view .demo/s3 --stream 6 --format table
+	$(BIN)/kraftlake view .demo/s3 --format table --stream $$($(BIN)/kraftlake view .demo/s3 --streams | \
+	  $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["streams"][0]["stream_id"])')
 	$(BIN)/kraftlake audit .demo/s3; echo "exit code $$?"
 	$(BIN)/kraftlake audit .demo/s3-buggy; echo "exit code $$?"
 	@echo "--- 6. BookKeeper: bookies fail, fill up and drain; the auditor marks, workers repair; data lost when two bookies of a write set go together"
