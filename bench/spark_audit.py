@@ -82,7 +82,7 @@ WITH rows AS (
          coalesce(partition.isr, partition_change.isr) AS set_isr,
          coalesce(partition.replicas, partition_change.replicas) AS set_replicas,
          coalesce(partition.leader, CASE WHEN partition_change.leader <> -2 THEN partition_change.leader END) AS set_leader
-  FROM read_parquet($files) WHERE type IN ('Partition', 'PartitionChange')
+  FROM read_parquet($files, union_by_name = true) WHERE type IN ('Partition', 'PartitionChange')
 ), states AS (
   SELECT "offset", key,
          last_value(set_isr IGNORE NULLS) OVER w AS isr,
@@ -106,7 +106,7 @@ SELECT count(DISTINCT (key, island)) FROM islands WHERE wrong
 
 
 K1_SPARK_SQL = (
-    K1_SQL.replace("read_parquet($files)", "log")
+    K1_SQL.replace("read_parquet($files, union_by_name = true)", "log")
     .replace('"offset"', "`offset`")
     .replace("len(list_filter(isr, lambda b: NOT list_contains(replicas, b)))", "size(filter(isr, b -> NOT array_contains(replicas, b)))")
     .replace("len(isr)", "size(isr)")

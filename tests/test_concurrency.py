@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -119,11 +120,17 @@ def append_own_batches(worker: int, path: str, barrier: Any) -> list[tuple[int, 
     """Append this writer's 200 batches; return (batch, size, AppendResult) for each."""
     log = Log.open(path)
     sizes = batch_sizes(worker)
+    pause = random.Random(f"pause-{worker}")
+    assert log.last_offset >= -1  # warm up (imports, first reads) before the race starts
     barrier.wait(timeout=60)
     reported = []
     for batch, size in enumerate(sizes):
         result = log.append(batch_records(worker, batch, size))
         reported.append((batch, size, result.to_dict()))
+        # An append takes a few milliseconds: without a pause between them, a writer that won
+        # a version keeps winning while the losers re-read, and the writers take turns instead
+        # of racing (correct, but not what this test is for).
+        time.sleep(pause.uniform(0, 0.004))
     return reported
 
 

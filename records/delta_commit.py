@@ -1,0 +1,191 @@
+"""Appending to a local Delta table by writing its commit file directly.
+
+A Delta commit is one JSON file, ``_delta_log/<version, 20 digits>.json``, that must be created
+only if absent (PROTOCOL.md, "Delta Log Entries" and "Commit Provenance Information"). For an
+append that file holds a ``commitInfo``, one ``add`` per data file and the ``txn`` actions (app
+transaction ids). delta-rs's ``create_write_transaction`` spends 15-25 ms of CPU on it, lists the
+log directory several times (slower as the log grows, delta-spark-probe.md section 2), and the
+``update_incremental`` the writer needs afterwards as much again: a single writer's commits cost
+40 ms of a core whatever their size, which caps the HTTP service's group commits. Writing the file
+here costs well under a millisecond and makes it durable (fsync of the data file, the commit and
+the log directory), which delta-rs on a local file system does not.
+
+Put-if-absent is ``link(2)`` of a fully written temporary file: atomic on a POSIX file system, and
+it fails when another writer (delta-rs or this code) already took the version. So the fencing of
+``Log`` stays what it was: a commit lands on exactly the version it read, or is refused.
+
+Only local tables (a path) are written this way; checkpoints, schema changes, compaction and
+every read stay with delta-rs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import msgspec
+import structlog
+from deltalake import DeltaTable
+
+ENGINE = "kraftlake"
+_ENCODER = msgspec.json.Encoder()
+log = structlog.get_logger("kraftlake.log")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A Parquet file already written in the table's directory (``path`` relative to it)."""
+
+    path: str
+    size: int
+    modification_time_ms: int
+    stats: str
+    """The ``add`` action's JSON statistics (numRecords, minValues, maxValues, nullCount)."""
+
+
+def commit_path(table: str, version: int) -> str:
+    return os.path.join(table, "_delta_log", f"{version:020d}.json")
+
+
+def commit_json(
+    files: Sequence[DataFile],
+    txns: Sequence[tuple[str, int]],
+    metadata: Mapping[str, str],
+    timestamp_ms: int,
+    engine_version: str,
+) -> bytes:
+    """The commit file's bytes: ``commitInfo`` first (custom metadata at its top level, where
+    delta-rs puts ``CommitProperties.custom_metadata`` and ``history()`` returns it), then the
+    ``add`` and ``txn`` actions, one JSON object per line."""
+    info = {
+        "timestamp": timestamp_ms,
+        "operation": "WRITE",
+        "operationParameters": {"mode": "Append", "partitionBy": "[]"},
+        "isBlindAppend": True,
+        "engineInfo": f"{ENGINE}/{engine_version}",
+        "clientVersion": f"{ENGINE}-{engine_version}",
+        **metadata,
+    }
+    enc = _ENCODER.encode
+    lines = [enc({"commitInfo": info})]
+    for f in files:
+        add = {
+            "path": f.path,
+            "partitionValues": {},
+            "size": f.size,
+            "modificationTime": f.modification_time_ms,
+            "dataChange": True,
+            "stats": f.stats,
+        }
+        lines.append(enc({"add": add}))
+    for app_id, version in txns:
+        lines.append(enc({"txn": {"appId": app_id, "version": version, "lastUpdated": timestamp_ms}}))
+    lines.append(b"")
+    return b"\n".join(lines)
+
+
+def fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def put_if_absent(table: str, version: int, body: bytes) -> bool:
+    """Create the commit file of ``version`` with ``body`` unless it exists; durable once True.
+    False: another writer committed ``version`` first (nothing of ours is left behind)."""
+    log_dir = os.path.join(table, "_delta_log")
+    tmp = os.path.join(log_dir, f".kraftlake-{uuid.uuid4()}.json.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, body)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, commit_path(table, version))
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    fsync_file(log_dir)
+    return True
+
+
+def checkpoint(table: str, version: int) -> None:
+    """Write the checkpoint of ``version`` (delta-rs does it; readers then open the table from it
+    instead of replaying every commit)."""
+    DeltaTable(table, version=version).create_checkpoint()
+
+
+class BackgroundCheckpoints:
+    """Checkpoints written by a thread of their own, beside a long-lived writer (the service), so
+    that no commit waits for one: a checkpoint holds every file and app transaction of the table
+    and takes from milliseconds to seconds as the table grows; delta-rs releases the GIL while
+    it writes. When several are asked for while one is being written, only the newest follows.
+    ``close`` writes what is still asked for."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.written: list[int] = []
+        self._wanted: int | None = None
+        self._closed = False
+        self._cv = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="kraftlake-checkpoints", daemon=True)
+        self._thread.start()
+
+    def request(self, version: int) -> None:
+        with self._cv:
+            self._wanted = version if self._wanted is None else max(self._wanted, version)
+            self._cv.notify()
+
+    def close(self, timeout: float = 60.0) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while self._wanted is None and not self._closed:
+                    self._cv.wait()
+                version, self._wanted = self._wanted, None
+            if version is None:
+                return
+            try:
+                checkpoint(self.table, version)
+                self.written.append(version)
+            except Exception as exc:  # a missing checkpoint slows readers; it loses nothing
+                log.warning("log.checkpoint_failed", version=version, error=str(exc))
+
+
+def appends_after(table: str, version: int) -> tuple[int, dict[str, int]] | None:
+    """Follow the log past ``version`` by reading the commit files that follow it, as long as
+    they only append (``commitInfo``, ``add``, ``txn``): the newest version, and the app
+    transactions those commits set. None when one of them does anything else (a schema change,
+    a compaction's ``remove``): then only delta-rs's own snapshot update is right.
+
+    A writer that lost a version to another one needs only this to try again, a few reads of
+    small files, where delta-rs lists the whole log directory; without it the losers of a race
+    re-read for longer than the winners take to commit again, and keep losing."""
+    txns: dict[str, int] = {}
+    while True:
+        try:
+            with open(commit_path(table, version + 1), "rb") as f:
+                body = f.read()
+        except FileNotFoundError:
+            return version, txns
+        for line in body.splitlines():
+            if not line.strip():
+                continue
+            action = msgspec.json.decode(line)
+            if "txn" in action:
+                txns[action["txn"]["appId"]] = action["txn"]["version"]
+            elif "add" not in action and "commitInfo" not in action:
+                return None
+        version += 1
