@@ -150,6 +150,12 @@ class BackgroundCheckpoints:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        try:
+            # Below the writer's own threads: a checkpoint can wait, a commit's clients cannot
+            # (Linux gives each thread its own niceness; elsewhere this is a no-op).
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass
         while True:
             with self._cv:
                 while self._wanted is None and not self._closed:

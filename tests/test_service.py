@@ -16,11 +16,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 from litestar.testing import TestClient
 
 from kraftlake import Appender
 from kraftlake.records import Config, Log, NoOp
+from kraftlake.records.codec import encode_lines
 from kraftlake.records.log import Batch
 from kraftlake.service.app import create_app
 from kraftlake.service.committer import CommitConfig, GroupCommitter, Overloaded
@@ -56,6 +58,44 @@ def test_append_exactly_once_and_bad_input_appends_nothing(log_path):
         rows = c.get("/v1/records", params={"from": 0}).json()
         assert [(x["offset"], x["value"]) for x in rows] == [(0, "0"), (1, "1"), (2, "4")]
     assert Log.open(log_path).last_offset == 2
+
+
+def _append_conversation(c) -> list[tuple[int, object, str | None]]:
+    """Every kind of append answer, in order: (status, JSON body, Retry-After)."""
+    out = []
+
+    def post(**kw):
+        r = c.post("/v1/records", **kw)
+        out.append((r.status_code, r.json(), r.headers.get("retry-after")))
+
+    post(json={"producer": "p", "seq": 0, "records": [config(0), config(1)]})
+    post(json={"producer": "p", "seq": 0, "records": [config(0), config(1)]})  # a retry
+    post(json={"producer": "p", "seq": 1, "records": [config(2), {"type": "Topic", "name": "t"}]})
+    post(json={"producer": "p", "records": [config(3)]})
+    post(json={"producer": "p", "seq": -1, "records": [config(3)]})
+    post(json={"producer": "p", "seq": 1, "records": []})
+    post(json={"producer": "p", "seq": 1, "records": [config(3)], "extra": 1})
+    post(content=b"{not json", headers={"content-type": "application/json"})
+    post(content=msgspec.msgpack.encode({"producer": "p", "seq": 1, "records": [config(4)]}),
+         headers={"content-type": "application/msgpack"})  # fmt: skip
+    post(json={"records": [{"type": "NoOp"}]})
+    post(json={"producer": "p", "seq": 0, "records": [config(9)]})  # an old seq: its original offsets
+    return out
+
+
+def test_the_fast_path_answers_appends_as_litestars_route_does(tmp_path):
+    answers = {}
+    for fast in (True, False):
+        path = tmp_path / f"log-{fast}"
+        Log.create(path)
+        with TestClient(app=create_app(path, fast=fast)) as c:
+            answers[fast] = _append_conversation(c)
+        landed = [msgspec.structs.replace(r, ts_ms=0) for r in Log.open(path).read()]  # times differ
+        answers[fast].append((encode_lines(landed), None, None))  # type: ignore[arg-type]
+    assert answers[True] == answers[False]
+    statuses = [a[0] for a in answers[True][:-1]]
+    assert statuses == [200, 200, 400, 400, 400, 400, 400, 400, 200, 200, 200]
+    assert answers[True][1][1]["duplicate"] is True and answers[True][-2][1]["duplicate"] is True
 
 
 def test_reads_views_audits_health_metrics_and_openapi(log_path):
@@ -95,6 +135,9 @@ class _SlowLog:
     def append_group(self, batches):
         self.go.wait(30)
         return self.target.append_group(batches)
+
+    def checkpoint_in_background(self):
+        return self.target.checkpoint_in_background()
 
 
 def test_group_commit_shares_commits_and_the_queue_is_bounded(log_path):

@@ -1,7 +1,7 @@
 """The HTTP service (Litestar, msgspec-native, under uvicorn): services append records, readers get
 records, views and audits.
 
-- ``POST /v1/records``: ``{"producer", "seq", "records": [...]}`` as JSON or msgpack
+- ``POST /v1/records`` (``service.append``, its hot path in front of Litestar): ``{"producer", "seq", "records": [...]}`` as JSON or msgpack
   (``Content-Type: application/msgpack``). The whole batch is checked first: one bad record and
   the answer is 400 naming its index, type and field, and nothing is appended. Good batches go to
   the group committer and are acknowledged with their offsets once committed; a retry of an
@@ -30,25 +30,18 @@ from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
-from kraftlake.records import Log, RecordError, TimeTravelError
-from kraftlake.records.codec import from_builtins
+from kraftlake.records import Log, TimeTravelError
 
+from .append import MAX_BODY, Appending, fast_path
 from .auth import auth_middleware
 from .bookkeeper import routes as bookkeeper_routes
-from .committer import CommitConfig, GroupCommitter, Overloaded
+from .committer import CommitConfig, GroupCommitter
 from .metrics import render_metrics
 
 log = structlog.get_logger(__name__)
 
-MAX_BODY = 64 * 1024 * 1024
 MAX_READ = 100_000
 """Records one GET returns at most (page with from/to)."""
-
-
-class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
-    records: list[Any]
-    producer: str | None = None
-    seq: int | None = None
 
 
 class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -65,10 +58,6 @@ class ServiceState:
     committer: GroupCommitter
     reader_lock: threading.Lock
     reader: Log
-
-
-def _problem(status: int, message: str, **extra: Any) -> Response:
-    return Response({"error": message, **extra}, status_code=status)
 
 
 def access_log(app: Any) -> Any:
@@ -97,53 +86,20 @@ def access_log(app: Any) -> Any:
     return middleware
 
 
-def _decode_body(request_body: bytes, content_type: str) -> AppendRequest:
-    try:
-        if "msgpack" in content_type:
-            return msgspec.msgpack.decode(request_body, type=AppendRequest)
-        return msgspec.json.decode(request_body, type=AppendRequest)
-    except msgspec.DecodeError as exc:
-        raise HTTPException(status_code=400, detail=f"the body is not an append request: {exc}") from None
-
-
-def create_app(path: str | Path, config: CommitConfig | None = None, tokens: list | None = None) -> Litestar:
+def create_app(path: str | Path, config: CommitConfig | None = None, tokens: list | None = None, *, fast: bool = True) -> Litestar:
     """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
     every request needs a bearer token with the right role; None: no authentication (bind the
-    service to loopback)."""
+    service to loopback). ``fast=False``: appends through Litestar's route too (the same
+    answers, slower; the tests hold the two doors to each other)."""
     target = Log.open(path)
     state = ServiceState(Path(path), GroupCommitter(target, config), threading.Lock(), Log.open(path))
+    appending = Appending(state.committer)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
     async def append(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return _problem(413, f"the body has {len(body)} bytes; at most {MAX_BODY}")
-        req = _decode_body(body, request.headers.get("content-type", ""))
-        if (req.producer is None) != (req.seq is None):
-            return _problem(400, "give both producer and seq, or neither", field="seq")
-        if req.seq is not None and req.seq < 0:
-            return _problem(400, "seq must be >= 0", field="seq")
-        if not req.records:
-            return _problem(400, "a batch holds at least one record", field="records")
-        identity = request.scope.get("state", {}).get("identity")
-        if identity is not None and req.producer != identity.producer:
-            return _problem(403, f"this token appends as producer {identity.producer!r} only", field="producer")
-        records = []
-        for i, raw in enumerate(req.records):
-            try:
-                records.append(from_builtins(raw, line=i + 1))
-            except RecordError as exc:
-                return _problem(400, str(exc), index=i, type=exc.record_type, field=exc.field)
-        try:
-            future = state.committer.submit(records, req.producer, req.seq)
-        except Overloaded as exc:
-            return Response({"error": str(exc)}, status_code=429,
-                            headers={"Retry-After": f"{max(1, round(exc.retry_after_s))}"})  # fmt: skip
-        try:
-            result = await asyncio.wrap_future(future)
-        except RecordError as exc:
-            return _problem(409, str(exc))
-        return Response(result.to_dict())
+        answer = await appending.answer(await request.body(), request.headers.get("content-type", ""),
+                                        request.scope.get("state", {}).get("identity"))  # fmt: skip
+        return Response(answer.payload, status_code=answer.status, headers=answer.headers)
 
     def _reader() -> Log:
         state.reader.refresh()
@@ -232,12 +188,18 @@ def create_app(path: str | Path, config: CommitConfig | None = None, tokens: lis
     async def shutdown() -> None:
         await asyncio.to_thread(state.committer.close)
 
-    return Litestar(
+    middleware = [access_log] + ([auth_middleware(tokens)] if tokens is not None else [])
+    app = Litestar(
         route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics,
                         *bookkeeper_routes(state.path, state.committer)],
         on_shutdown=[shutdown],
-        middleware=[access_log] + ([auth_middleware(tokens)] if tokens is not None else []),
+        middleware=middleware,
         openapi_config=OpenAPIConfig(title="kraftlake", version="1"),
         request_max_body_size=MAX_BODY,
         debug=False,
     )
+    if fast:
+        # Appends skip Litestar's router and request/response objects (the way its CORS and
+        # OpenTelemetry layers wrap the same handler); everything else goes on to it.
+        app.asgi_handler = fast_path(app.asgi_handler, appending, middleware)
+    return app

@@ -88,7 +88,7 @@ def routes(path, committer) -> list:
             if d.outcome != c.OK:
                 return Response({"error": d.reply.message, "state": view.bookies[bookie_id].state,
                                  "allowed": list(d.reply.allowed)}, status_code=409)  # fmt: skip
-            result = await asyncio.wrap_future(committer.submit(list(d.records), None, None))
+            result = await committer.append(list(d.records))
             view = await asyncio.to_thread(live.current)
         return Response({**_bookie_doc(view, view.bookies[bookie_id]), "appended": result.to_dict()})
 

@@ -11,10 +11,16 @@ Backpressure: the queue holds at most ``max_queued_records``; beyond that ``subm
 (``Overloaded``), the service answers 429 with ``Retry-After``, and memory stays bounded.
 A request whose (producer, seq) is already waiting or being committed shares that request's
 answer instead of being queued twice (a client retrying after a timeout).
+
+Answers reach threads through ``concurrent.futures.Future`` (``submit``) and the event loop
+through asyncio futures (``append``), settled together: one wake-up of the loop per commit, not
+one per request (a thread-safe future costs a lock, a condition and a wake-up of its own, as much
+again as the rest of a single-record request on the loop).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from kraftlake.records import Log, Record
-from kraftlake.records.log import Batch
+from kraftlake.records.log import AppendResult, Batch
 
 log = structlog.get_logger(__name__)
 
@@ -51,7 +57,10 @@ class CommitConfig:
 @dataclass
 class _Request:
     batch: Batch
-    future: Future = field(default_factory=Future)
+    future: Future | None = None
+    """For a thread waiting (``submit``)."""
+    waiters: list[asyncio.Future] = field(default_factory=list)
+    """For coroutines waiting (``append``), on their event loops."""
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -69,6 +78,8 @@ class Stats:
     """Records per commit, the last 10 000."""
     latencies_ms: list[float] = field(default_factory=list)
     """Enqueue to acknowledgement per request, the last 10 000."""
+    commit_ms: list[float] = field(default_factory=list)
+    """How long each commit took (``Log.append_group``), the last 10 000."""
 
 
 class GroupCommitter:
@@ -82,29 +93,44 @@ class GroupCommitter:
         self._cv = threading.Condition()
         self._closed = False
         self._commit_ms = 30.0  # running estimate, for Retry-After
+        self._checkpoints = target.checkpoint_in_background()
         self._thread = threading.Thread(target=self._run, name="kraftlake-committer", daemon=True)
         self._thread.start()
 
     def submit(self, records: list[Record], producer: str | None = None, seq: int | None = None) -> Future:
         """Queue a batch; the future resolves to its ``AppendResult`` once committed."""
         with self._cv:
-            if self._closed:
-                raise RuntimeError("the committer is closed")
-            key = (producer, seq) if producer is not None else None
-            if key is not None and key in self._inflight:
-                return self._inflight[key].future  # type: ignore[index]
-            if self._queued_records and self._queued_records + len(records) > self.config.max_queued_records:
-                self.stats.rejected += 1
-                backlog = self._queued_records / max(1, self.config.max_records)
-                raise Overloaded(max(0.05, backlog * self._commit_ms / 1000))
-            req = _Request(Batch(records, producer, seq))
-            self._queue.append(req)
-            self._queued_records += len(records)
-            if key is not None:
-                self._inflight[key] = req  # type: ignore[index]
-            self.stats.requests += 1
-            self._cv.notify()
+            req = self._enqueue(records, producer, seq)
+            if req.future is None:
+                req.future = Future()
             return req.future
+
+    async def append(self, records: list[Record], producer: str | None = None, seq: int | None = None) -> AppendResult:
+        """Queue a batch and wait for its ``AppendResult`` (``Overloaded`` at once when full)."""
+        waiter = asyncio.get_running_loop().create_future()
+        with self._cv:
+            self._enqueue(records, producer, seq).waiters.append(waiter)
+        return await waiter
+
+    def _enqueue(self, records: list[Record], producer: str | None, seq: int | None) -> _Request:
+        """The request to wait on (a new one, or the same batch already waiting); under ``_cv``."""
+        if self._closed:
+            raise RuntimeError("the committer is closed")
+        key = (producer, seq) if producer is not None else None
+        if key is not None and key in self._inflight:
+            return self._inflight[key]  # type: ignore[index]
+        if self._queued_records and self._queued_records + len(records) > self.config.max_queued_records:
+            self.stats.rejected += 1
+            backlog = self._queued_records / max(1, self.config.max_records)
+            raise Overloaded(max(0.05, backlog * self._commit_ms / 1000))
+        req = _Request(Batch(records, producer, seq))
+        self._queue.append(req)
+        self._queued_records += len(records)
+        if key is not None:
+            self._inflight[key] = req  # type: ignore[index]
+        self.stats.requests += 1
+        self._cv.notify()
+        return req
 
     def close(self, timeout: float = 30.0) -> None:
         """Commit what is queued, then stop."""
@@ -112,6 +138,7 @@ class GroupCommitter:
             self._closed = True
             self._cv.notify()
         self._thread.join(timeout)
+        self._checkpoints.close(timeout)
 
     @property
     def queued_records(self) -> int:
@@ -151,9 +178,7 @@ class GroupCommitter:
             except Exception as exc:  # every waiting request learns why; the service stays up
                 log.warning("service.commit_failed", error=str(exc), requests=len(group))
                 self.stats.failed += len(group)
-                for r in group:
-                    r.future.set_exception(exc)
-                self._forget(group)
+                self._settle(group, [exc] * len(group))
                 continue
             took = (time.perf_counter() - started) * 1000
             self._commit_ms = 0.8 * self._commit_ms + 0.2 * took
@@ -165,18 +190,45 @@ class GroupCommitter:
                 st.records += written
                 st.batch_sizes.append(written)
                 del st.batch_sizes[:-10_000]
+                st.commit_ms.append(took)
+                del st.commit_ms[:-10_000]
             for r, res in zip(group, results):
                 st.duplicates += res.duplicate
                 st.latencies_ms.append((done - r.enqueued) * 1000)
-                r.future.set_result(res)
             del st.latencies_ms[:-10_000]
-            self._forget(group)
+            self._settle(group, results)
             log.debug("service.group_committed", requests=len(group), records=written, ms=round(took, 1))
 
-    def _forget(self, group: list[_Request]) -> None:
+    def _settle(self, group: list[_Request], outcomes: list) -> None:
+        """Give every request its outcome (an ``AppendResult`` or an exception). The requests
+        leave ``_inflight`` first, under the lock, so that no retry joins one after its waiters
+        were collected; coroutines are settled by one callback per event loop."""
         with self._cv:
             for r in group:
                 b = r.batch
                 if b.producer is not None and self._inflight.get((b.producer, b.seq)) is r:  # type: ignore[arg-type]
                     del self._inflight[(b.producer, b.seq)]  # type: ignore[arg-type]
+        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        for r, outcome in zip(group, outcomes):
+            if r.future is not None:
+                if isinstance(outcome, BaseException):
+                    r.future.set_exception(outcome)
+                else:
+                    r.future.set_result(outcome)
+            for w in r.waiters:
+                by_loop.setdefault(w.get_loop(), []).append((w, outcome))
+        for loop, settled in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle_waiters, settled)
+            except RuntimeError:  # that loop is closed: nobody waits there any more
+                pass
 
+
+def _settle_waiters(settled: list) -> None:
+    for waiter, outcome in settled:
+        if waiter.done():  # cancelled: the client went away
+            continue
+        if isinstance(outcome, BaseException):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)

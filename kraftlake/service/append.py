@@ -1,0 +1,141 @@
+"""``POST /v1/records``, the service's hot path: one batch in, its offsets out once committed.
+
+``Appending.answer`` is the whole endpoint (body in; status, JSON payload and headers out): the
+request decoded (JSON, or msgpack with ``Content-Type: application/msgpack``), every record
+checked (400 naming index, type and field; nothing appended), the token's producer enforced
+(403), the batch queued for the group committer (429 with ``Retry-After`` when the queue is
+full), and the answer given once the commit landed.
+
+Two doors lead to it. Litestar's route (``app.py``) documents it in the OpenAPI schema and serves
+it wherever the Litestar app is mounted on its own. ``fast_path`` serves it straight from the
+ASGI scope, in front of Litestar, under the same access-log and token middleware: Litestar's
+request and response machinery costs about 150 microseconds a request, as much as everything
+else an append costs the event loop, and single-record appends from hundreds of clients are
+bounded by exactly that (bench/service.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from kraftlake.records import RecordError
+from kraftlake.records.codec import from_builtins
+
+from .committer import GroupCommitter, Overloaded
+
+MAX_BODY = 64 * 1024 * 1024
+PATH = "/v1/records"
+
+
+class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
+    records: list[Any]
+    producer: str | None = None
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    payload: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _problem(status: int, message: str, **extra: Any) -> Answer:
+    return Answer(status, {"error": message, **extra})
+
+
+class Appending:
+    """The append endpoint over one group committer."""
+
+    def __init__(self, committer: GroupCommitter) -> None:
+        self.committer = committer
+
+    async def answer(self, body: bytes, content_type: str, identity: Any = None) -> Answer:
+        if len(body) > MAX_BODY:
+            return _problem(413, f"the body has {len(body)} bytes; at most {MAX_BODY}")
+        try:
+            if "msgpack" in content_type:
+                req = msgspec.msgpack.decode(body, type=AppendRequest)
+            else:
+                req = msgspec.json.decode(body, type=AppendRequest)
+        except msgspec.DecodeError as exc:
+            return _problem(400, f"the body is not an append request: {exc}")
+        if (req.producer is None) != (req.seq is None):
+            return _problem(400, "give both producer and seq, or neither", field="seq")
+        if req.seq is not None and req.seq < 0:
+            return _problem(400, "seq must be >= 0", field="seq")
+        if not req.records:
+            return _problem(400, "a batch holds at least one record", field="records")
+        if identity is not None and req.producer != identity.producer:
+            return _problem(403, f"this token appends as producer {identity.producer!r} only", field="producer")
+        records = []
+        for i, raw in enumerate(req.records):
+            try:
+                records.append(from_builtins(raw, line=i + 1))
+            except RecordError as exc:
+                return _problem(400, str(exc), index=i, type=exc.record_type, field=exc.field)
+        try:
+            result = await self.committer.append(records, req.producer, req.seq)
+        except Overloaded as exc:
+            return Answer(429, {"error": str(exc)}, {"retry-after": f"{max(1, round(exc.retry_after_s))}"})
+        except RecordError as exc:
+            return _problem(409, str(exc))
+        return Answer(200, result.to_dict())
+
+
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+_JSON = msgspec.json.Encoder()
+
+
+async def _read_body(receive: Any) -> bytes | None:
+    """The request body, or None once it passes ``MAX_BODY`` (the rest is not read)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def fast_path(app: ASGIApp, appending: Appending, middleware: list[Callable[[ASGIApp], ASGIApp]]) -> ASGIApp:
+    """``app`` (the Litestar app) with ``POST /v1/records`` answered before it, through
+    ``middleware`` (outermost first, as Litestar applies its list)."""
+
+    async def endpoint(scope: Any, receive: Any, send: Any) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            answer = _problem(413, f"the body has more than {MAX_BODY} bytes")
+        else:
+            content_type = ""
+            for name, value in scope["headers"]:
+                if name.lower() == b"content-type":
+                    content_type = value.decode("latin-1")
+            identity = scope.get("state", {}).get("identity")
+            answer = await appending.answer(body, content_type, identity)
+        payload = _JSON.encode(answer.payload)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        headers += [(k.encode(), v.encode()) for k, v in answer.headers.items()]
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    wrapped: ASGIApp = endpoint
+    for layer in reversed(middleware):
+        wrapped = layer(wrapped)
+
+    async def front(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == PATH and scope["method"] == "POST":
+            await wrapped(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return front
