@@ -21,10 +21,11 @@ import pytest
 from litestar.testing import TestClient
 
 from kraftlake import Appender
-from kraftlake.records import Config, Log, NoOp
+from kraftlake.records import Config, Log, NoOp, RecordError
 from kraftlake.records.codec import encode_lines
 from kraftlake.records.log import Batch
 from kraftlake.service.app import create_app
+from kraftlake.service.commit_process import CommitProcess
 from kraftlake.service.committer import CommitConfig, GroupCommitter, Overloaded
 
 
@@ -222,6 +223,20 @@ def _check(log_path: Path, acked: list, size: int) -> None:
         assert hi - lo + 1 == size
         got = records[lo : hi + 1]
         assert [(r.resource_name, r.value) for r in got] == [(f"client-{c}", f"{b}/{i}") for i in range(size)]
+
+
+def test_the_commit_process_commits_answers_errors_and_ends_with_its_parent(log_path):
+    proc = CommitProcess(str(log_path))
+    r = proc.append_group([Batch([NoOp()], "p", 0), Batch([NoOp(), NoOp()], "q", 0), Batch([NoOp()], None, None)])
+    assert [(x.first_offset, x.last_offset, x.version, x.duplicate) for x in r] == [(0, 0, 1, False), (1, 2, 1, False), (3, 3, 1, False)]
+    again = proc.append_group([Batch([NoOp()], "p", 0), Batch([NoOp()], "p", 3)])
+    assert [(x.first_offset, x.duplicate) for x in again] == [(0, True), (4, False)]
+    with pytest.raises(RecordError, match="sent seq 2 after seq 3"):
+        proc.append_group([Batch([NoOp()], "p", 2)])  # older than the stored seq, and never landed
+    assert [type(x).__name__ for x in Log.open(log_path).read()] == ["NoOp"] * 5
+    proc._conn.close()  # what the child sees when the service is killed: its parent's end closes
+    proc._proc.join(30)
+    assert proc._proc.exitcode == 0
 
 
 def test_concurrent_clients_with_timeouts_and_retries_exactly_once(log_path):

@@ -35,6 +35,7 @@ from kraftlake.records import Log, TimeTravelError
 from .append import MAX_BODY, Appending, fast_path
 from .auth import auth_middleware
 from .bookkeeper import routes as bookkeeper_routes
+from .commit_process import CommitProcess
 from .committer import CommitConfig, GroupCommitter
 from .metrics import render_metrics
 
@@ -86,12 +87,20 @@ def access_log(app: Any) -> Any:
     return middleware
 
 
-def create_app(path: str | Path, config: CommitConfig | None = None, tokens: list | None = None, *, fast: bool = True) -> Litestar:
+def create_app(
+    path: str | Path,
+    config: CommitConfig | None = None,
+    tokens: list | None = None,
+    *,
+    fast: bool = True,
+    commit_process: bool = True,
+) -> Litestar:
     """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
     every request needs a bearer token with the right role; None: no authentication (bind the
     service to loopback). ``fast=False``: appends through Litestar's route too (the same
-    answers, slower; the tests hold the two doors to each other)."""
-    target = Log.open(path)
+    answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
+    commits in this process (``commit_process``: they then compete with the event loop)."""
+    target = CommitProcess(str(path)) if commit_process else Log.open(path)
     state = ServiceState(Path(path), GroupCommitter(target, config), threading.Lock(), Log.open(path))
     appending = Appending(state.committer)
 
