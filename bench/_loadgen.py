@@ -89,40 +89,37 @@ async def run(url: str, clients: int, size: int, seconds: float, rate: float | N
     counted = started + WARMUP_S
     stop = counted + seconds
 
-    async def closed(c: _Client) -> None:
+    def count(status: int, since: float) -> bool:
+        """Count an answer to a request started (or due) at ``since``; whether it landed."""
         nonlocal records
+        if since < counted:
+            return True
+        statuses[status] = statuses.get(status, 0) + 1
+        if status != 200:
+            return False
+        latencies.append((time.perf_counter() - since) * 1000)
+        records += size
+        return True
+
+    async def closed(c: _Client) -> None:
         while time.perf_counter() < stop:
             t = time.perf_counter()
-            status = await c.send()
-            if t < counted:
-                continue
-            statuses[status] = statuses.get(status, 0) + 1
-            if status == 200:
-                latencies.append((time.perf_counter() - t) * 1000)
-                records += size
-            else:
+            if not count(await c.send(), t):
                 await asyncio.sleep(0.01)
 
     async def opened() -> None:
-        nonlocal records
         idle: asyncio.Queue[_Client] = asyncio.Queue()
         for c in pool:
             idle.put_nowait(c)
         pending: set[asyncio.Task] = set()
 
         async def one(due: float) -> None:
-            nonlocal records
             c = await idle.get()
             try:
                 status = await c.send()
             finally:
                 idle.put_nowait(c)
-            if due < counted:
-                return
-            statuses[status] = statuses.get(status, 0) + 1
-            if status == 200:
-                latencies.append((time.perf_counter() - due) * 1000)
-                records += size
+            count(status, due)
 
         i = 0
         while True:
