@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import msgspec
 import structlog
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable
 
 ENGINE = "kraftlake"
 _ENCODER = msgspec.json.Encoder()
@@ -122,23 +122,36 @@ def checkpoint(table: str, version: int) -> None:
     DeltaTable(table, version=version).create_checkpoint()
 
 
-class BackgroundCheckpoints:
-    """Checkpoints written by a thread of their own, beside a long-lived writer (the service), so
-    that no commit waits for one: a checkpoint holds every file and app transaction of the table
-    and takes from milliseconds to seconds as the table grows; delta-rs releases the GIL while
-    it writes. When several are asked for while one is being written, only the newest follows.
-    ``close`` writes what is still asked for."""
+class Upkeep:
+    """Checkpoints and compaction done by a thread of their own beside a long-lived writer (the
+    service), so that no commit waits for them; delta-rs releases the GIL while it works.
 
-    def __init__(self, table: str) -> None:
+    - Checkpoints: a checkpoint holds every file and app transaction of the table and takes from
+      milliseconds to seconds as the table grows. When several are asked for while one is being
+      written, only the newest follows.
+    - Compaction (``compact_after``): every commit adds a small file, and readers pay for each
+      (delta-spark-probe.md: Spark needs a minute to plan 10 000 files); past that many files the
+      small ones are merged (delta-rs's ``optimize.compact``, which commits beside the writer's
+      appends: an append is compatible with it, and a writer that loses a version to it follows
+      the table and retries). Vacuuming the files it replaced stays ``kraftlake maintain``'s.
+
+    ``close`` does what is still asked for."""
+
+    def __init__(self, table: str, compact_after: int | None = None) -> None:
         self.table = table
+        self.compact_after = compact_after
         self.written: list[int] = []
+        """Versions checkpointed."""
+        self.compactions: list[int] = []
+        """Versions of the compaction commits made."""
         self._wanted: int | None = None
         self._closed = False
         self._cv = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="kraftlake-checkpoints", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="kraftlake-upkeep", daemon=True)
         self._thread.start()
 
     def request(self, version: int) -> None:
+        """``version`` calls for a checkpoint (and a look at the number of files)."""
         with self._cv:
             self._wanted = version if self._wanted is None else max(self._wanted, version)
             self._cv.notify()
@@ -151,7 +164,7 @@ class BackgroundCheckpoints:
 
     def _run(self) -> None:
         try:
-            # Below the writer's own threads: a checkpoint can wait, a commit's clients cannot
+            # Below the writer's own threads: upkeep can wait, a commit's clients cannot
             # (Linux gives each thread its own niceness; elsewhere this is a no-op).
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         except (AttributeError, OSError):
@@ -164,10 +177,24 @@ class BackgroundCheckpoints:
             if version is None:
                 return
             try:
-                checkpoint(self.table, version)
-                self.written.append(version)
-            except Exception as exc:  # a missing checkpoint slows readers; it loses nothing
-                log.warning("log.checkpoint_failed", version=version, error=str(exc))
+                self._once(version)
+            except Exception as exc:  # a missing checkpoint or compaction slows readers; it loses nothing
+                log.warning("log.upkeep_failed", version=version, error=str(exc))
+
+    def _once(self, version: int) -> None:
+        if self.compact_after is not None:
+            dt = DeltaTable(self.table)
+            files = len(dt.file_uris())
+            if files > self.compact_after:
+                dt.optimize.compact(commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "compact"}))
+                dt.update_incremental()
+                self.compactions.append(dt.version())
+                log.info("log.compacted", files_before=files, files_after=len(dt.file_uris()), version=dt.version())
+                dt.create_checkpoint()  # of the compacted table: readers open it without the small files
+                self.written.append(dt.version())
+                return
+        checkpoint(self.table, version)
+        self.written.append(version)
 
 
 def appends_after(table: str, version: int) -> tuple[int, dict[str, int]] | None:

@@ -48,7 +48,7 @@ from .arrow import LOG_SCHEMA, RECORD_COLUMN, column_name, from_table, record_co
 from .base import Record
 from .catalog import BY_NAME
 from .codec import normalize_batch
-from .delta_commit import BackgroundCheckpoints, DataFile, appends_after, checkpoint, commit_json, fsync_file, put_if_absent
+from .delta_commit import DataFile, Upkeep, appends_after, checkpoint, commit_json, fsync_file, put_if_absent
 from .errors import (
     AppendConflictError,
     LogError,
@@ -344,7 +344,7 @@ class Log:
         self._commits_since_open = 0
         self._schema_checked = False
         self._checkpoint_interval = int(dt.metadata().configuration.get("delta.checkpointInterval", "100"))
-        self._checkpoints: BackgroundCheckpoints | None = None
+        self._upkeep: Upkeep | None = None
         self._txn_cache: dict[str, int | None] = {}
         """App transactions at ``_head``: those set by the commits after ``_dt``'s version (read
         from ``_dt`` they would be stale), and lookups already made."""
@@ -378,13 +378,14 @@ class Log:
         path = str(Path(path).absolute())
         return cls(path, _open_table(path))
 
-    def checkpoint_in_background(self) -> BackgroundCheckpoints:
+    def upkeep_in_background(self, compact_after: int | None = None) -> Upkeep:
         """Write the checkpoints this object's commits call for (every ``delta.checkpointInterval``
-        versions) on a thread of their own instead of in the commit that calls for them: for a
-        long-lived writer such as the service. ``close()`` the result before exiting."""
-        if self._checkpoints is None:
-            self._checkpoints = BackgroundCheckpoints(self.path)
-        return self._checkpoints
+        versions) on a thread of their own instead of in the commit that calls for them, and
+        with ``compact_after``, compact the table there once it holds more files than that: for
+        a long-lived writer such as the service. ``close()`` the result before exiting."""
+        if self._upkeep is None:
+            self._upkeep = Upkeep(self.path, compact_after)
+        return self._upkeep
 
     # -- state -------------------------------------------------------------------------------
 
@@ -577,8 +578,8 @@ class Log:
         self._commits_since_open += 1
         self._txn_cache.update(txns)
         if (version + 1) % self._checkpoint_interval == 0:
-            if self._checkpoints is not None:
-                self._checkpoints.request(version + 1)
+            if self._upkeep is not None:
+                self._upkeep.request(version + 1)
             else:
                 checkpoint(self.path, version + 1)
         log.debug("append.committed", first_offset=first, last_offset=last, version=version + 1)

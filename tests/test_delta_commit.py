@@ -2,7 +2,8 @@
 reads them as its own (versions, history, app transactions, files, checkpoints); a taken version
 is refused and leaves nothing behind; a file holds only the columns its batch uses and reads
 back the same, compacted or not; a writer that lost a version follows the appends after it, and
-falls back to delta-rs when another writer did more than append."""
+falls back to delta-rs when another writer did more than append; background upkeep checkpoints
+and compacts beside the writer without losing a record."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_every_hundredth_version_gets_a_checkpoint_inline_or_in_the_background(t
     for background in (False, True):
         path = tmp_path / f"log-{background}"
         log = Log.create(path)
-        checkpoints = log.checkpoint_in_background() if background else None
+        checkpoints = log.upkeep_in_background() if background else None
         for i in range(101):
             log.append([_config(i)])
         if checkpoints is not None:
@@ -112,3 +113,24 @@ def test_a_loser_follows_appends_and_falls_back_to_delta_rs_after_a_compaction(t
     # An old sequence is still answered with its original offsets, from the history.
     dup = b.append([_config(0)], producer="pa", seq=0)
     assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 0)
+
+
+def test_upkeep_compacts_beside_the_writer_and_nothing_is_lost(tmp_path):
+    path = tmp_path / "log"
+    log = Log.create(path)
+    upkeep = log.upkeep_in_background(compact_after=50)
+    for i in range(250):  # the writer goes on while the table is compacted under it
+        log.append([_config(i)], producer="p", seq=i)
+    upkeep.close()
+    assert upkeep.compactions, "more than 50 files at version 100 and 200: compacted"
+    history = Log.open(path).history()
+    assert any(c.operation == "compact" for c in history)
+    files = Log.open(path).at().files()
+    assert len(files) < 100
+    records = Log.open(path).read()
+    assert [r.offset for r in records] == list(range(250))
+    assert [r.value for r in records] == [str(i) for i in range(250)]
+    assert Log.open(path).producer_seq("p") == 249
+    # A retry of an early batch is still answered from the history, after the compaction.
+    dup = Log.open(path).append([_config(3)], producer="p", seq=3)
+    assert dup.duplicate and dup.first_offset == 3

@@ -137,8 +137,8 @@ class _SlowLog:
         self.go.wait(30)
         return self.target.append_group(batches)
 
-    def checkpoint_in_background(self):
-        return self.target.checkpoint_in_background()
+    def upkeep_in_background(self, compact_after=None):
+        return self.target.upkeep_in_background(compact_after)
 
 
 def test_group_commit_shares_commits_and_the_queue_is_bounded(log_path):

@@ -100,7 +100,8 @@ def create_app(
     service to loopback). ``fast=False``: appends through Litestar's route too (the same
     answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
     commits in this process (``commit_process``: they then compete with the event loop)."""
-    target = CommitProcess(str(path)) if commit_process else Log.open(path)
+    config = config or CommitConfig()
+    target = CommitProcess(str(path), config.compact_after_files) if commit_process else Log.open(path)
     state = ServiceState(Path(path), GroupCommitter(target, config), threading.Lock(), Log.open(path))
     appending = Appending(state.committer)
 

@@ -8,8 +8,8 @@ the committer thread only hands the group over, already checked, as one msgpack 
 waits (GIL released) for the offsets.
 
 ``CommitProcess`` has the two methods ``GroupCommitter`` uses of a ``Log``: ``append_group`` and
-``checkpoint_in_background``. The child holds the only writing ``Log`` of the service; it
-checkpoints in the background, stops when told or when its parent's end of the pipe closes
+``upkeep_in_background``. The child holds the only writing ``Log`` of the service; it
+checkpoints and compacts in the background, stops when told or when its parent's end of the pipe closes
 (the service killed: no orphan writer stays), and finishes the commit it was making first, so an
 acknowledged batch is always committed and an unacknowledged one may be (its retry is then
 answered from the log, exactly once).
@@ -43,14 +43,14 @@ class _Done(msgspec.Struct, array_like=True):
 _ERRORS = {"RecordError": RecordError, "AppendConflictError": AppendConflictError}
 
 
-def _serve(path: str, conn: Any) -> None:
+def _serve(path: str, compact_after: int | None, conn: Any) -> None:
     """The child: commit each group it is sent, until told to stop or the parent is gone."""
     from kraftlake.logging import configure
     from kraftlake.records.base import trusted
 
     configure(level="warning")
     log = Log.open(path)
-    checkpoints = log.checkpoint_in_background()
+    upkeep = log.upkeep_in_background(compact_after)
     decoder = msgspec.msgpack.Decoder(_Group)
     encode = msgspec.msgpack.Encoder().encode
     try:
@@ -70,16 +70,17 @@ def _serve(path: str, conn: Any) -> None:
                 reply = _Done(error=str(exc), kind=type(exc).__name__)
             conn.send_bytes(encode(reply))
     finally:
-        checkpoints.close()
+        upkeep.close()
 
 
 class CommitProcess:
     """A ``Log``'s ``append_group`` run by a child process (see the module's docstring)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, compact_after: int | None = None) -> None:
         self.path = str(path)
+        self.compact_after = compact_after
         self._conn, child = _SPAWN.Pipe()
-        self._proc = _SPAWN.Process(target=_serve, args=(self.path, child), name="kraftlake-commits", daemon=True)
+        self._proc = _SPAWN.Process(target=_serve, args=(self.path, compact_after, child), name="kraftlake-commits", daemon=True)
         self._proc.start()
         child.close()
         self._encode = msgspec.msgpack.Encoder().encode
@@ -98,8 +99,9 @@ class CommitProcess:
             raise _ERRORS.get(reply.kind or "", RuntimeError)(reply.error)
         return [AppendResult(a, b, v, d) for a, b, v, d in reply.results or []]
 
-    def checkpoint_in_background(self) -> CommitProcess:
-        """Checkpoints are the child's (in its background); ``close`` stops it."""
+    def upkeep_in_background(self, compact_after: int | None = None) -> CommitProcess:
+        """Upkeep is the child's, in its background, with the ``compact_after`` given when it
+        was started; ``close`` stops it."""
         return self
 
     def close(self, timeout: float = 60.0) -> None:

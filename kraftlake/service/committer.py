@@ -52,6 +52,8 @@ class CommitConfig:
     min_records: int = 1
     max_queued_records: int = 500_000
     """Records waiting beyond this: 429."""
+    compact_after_files: int | None = 2_000
+    """Compact the table in the background once it holds more files than this (None: never)."""
 
 
 @dataclass
@@ -93,7 +95,7 @@ class GroupCommitter:
         self._cv = threading.Condition()
         self._closed = False
         self._commit_ms = 30.0  # running estimate, for Retry-After
-        self._checkpoints = target.checkpoint_in_background()
+        self._upkeep = target.upkeep_in_background(self.config.compact_after_files)
         self._thread = threading.Thread(target=self._run, name="kraftlake-committer", daemon=True)
         self._thread.start()
 
@@ -138,7 +140,7 @@ class GroupCommitter:
             self._closed = True
             self._cv.notify()
         self._thread.join(timeout)
-        self._checkpoints.close(timeout)
+        self._upkeep.close(timeout)
 
     @property
     def queued_records(self) -> int:
