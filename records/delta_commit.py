@@ -22,17 +22,21 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import msgspec
 import structlog
-from deltalake import CommitProperties, DeltaTable
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 ENGINE = "kraftlake"
 _ENCODER = msgspec.json.Encoder()
 log = structlog.get_logger("kraftlake.log")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,21 @@ class DataFile:
     """The ``add`` action's JSON statistics (numRecords, minValues, maxValues, nullCount)."""
 
 
+def listed(read: Callable[[], T]) -> T:
+    """``read`` (a delta-rs open or update), again when it listed the log directory while a writer
+    was adding to it: a directory listed during additions may show a commit and miss the one
+    before it (readdir promises nothing about entries added meanwhile), which delta-rs refuses as
+    a gap. A second listing sees both; the writers here commit hundreds of times a second."""
+    for attempt in range(20):
+        try:
+            return read()
+        except DeltaError as exc:
+            if "contiguous commit files" not in str(exc) or attempt == 19:
+                raise
+            time.sleep(0.001 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def commit_path(table: str, version: int) -> str:
     return os.path.join(table, "_delta_log", f"{version:020d}.json")
 
@@ -56,28 +75,35 @@ def commit_json(
     metadata: Mapping[str, str],
     timestamp_ms: int,
     engine_version: str,
+    *,
+    removed: Sequence[tuple[str, int]] = (),
 ) -> bytes:
     """The commit file's bytes: ``commitInfo`` first (custom metadata at its top level, where
     delta-rs puts ``CommitProperties.custom_metadata`` and ``history()`` returns it), then the
-    ``add`` and ``txn`` actions, one JSON object per line."""
+    ``remove``, ``add`` and ``txn`` actions, one JSON object per line. With ``removed`` (path,
+    size) it is a compaction: the files change, the data does not (``dataChange`` false)."""
+    compaction = bool(removed)
     info = {
         "timestamp": timestamp_ms,
-        "operation": "WRITE",
-        "operationParameters": {"mode": "Append", "partitionBy": "[]"},
-        "isBlindAppend": True,
+        "operation": "OPTIMIZE" if compaction else "WRITE",
+        "operationParameters": {} if compaction else {"mode": "Append", "partitionBy": "[]"},
+        "isBlindAppend": not compaction,
         "engineInfo": f"{ENGINE}/{engine_version}",
         "clientVersion": f"{ENGINE}-{engine_version}",
         **metadata,
     }
     enc = _ENCODER.encode
     lines = [enc({"commitInfo": info})]
+    for path, size in removed:
+        lines.append(enc({"remove": {"path": path, "deletionTimestamp": timestamp_ms, "dataChange": False,
+                                     "extendedFileMetadata": True, "partitionValues": {}, "size": size}}))  # fmt: skip
     for f in files:
         add = {
             "path": f.path,
             "partitionValues": {},
             "size": f.size,
             "modificationTime": f.modification_time_ms,
-            "dataChange": True,
+            "dataChange": not compaction,
             "stats": f.stats,
         }
         lines.append(enc({"add": add}))
@@ -119,7 +145,7 @@ def put_if_absent(table: str, version: int, body: bytes) -> bool:
 def checkpoint(table: str, version: int) -> None:
     """Write the checkpoint of ``version`` (delta-rs does it; readers then open the table from it
     instead of replaying every commit)."""
-    DeltaTable(table, version=version).create_checkpoint()
+    listed(lambda: DeltaTable(table, version=version)).create_checkpoint()
 
 
 class Upkeep:
@@ -129,17 +155,18 @@ class Upkeep:
     - Checkpoints: a checkpoint holds every file and app transaction of the table and takes from
       milliseconds to seconds as the table grows. When several are asked for while one is being
       written, only the newest follows.
-    - Compaction (``compact_after``): every commit adds a small file, and readers pay for each
-      (delta-spark-probe.md: Spark needs a minute to plan 10 000 files); past that many files the
-      small ones are merged (delta-rs's ``optimize.compact``, which commits beside the writer's
-      appends: an append is compatible with it, and a writer that loses a version to it follows
-      the table and retries). Vacuuming the files it replaced stays ``kraftlake maintain``'s.
+    - Compaction (``compact``, the writer's ``Log.compact``): every commit adds a small file, and
+      readers pay for each (delta-spark-probe.md: Spark needs a minute to plan 10 000 files).
+      It commits beside the writer's appends, through the writer: delta-rs's own compaction,
+      retrying its commit after a full re-read, never got in between appends a few milliseconds
+      apart. Vacuuming the files it replaced stays ``kraftlake maintain``'s.
 
-    ``close`` does what is still asked for."""
+    ``close`` writes the checkpoint still asked for; a compaction waits for the next start."""
 
-    def __init__(self, table: str, compact_after: int | None = None) -> None:
+    def __init__(self, table: str, compact: Callable[[], int | None] | None = None) -> None:
         self.table = table
-        self.compact_after = compact_after
+        self.compact = compact
+        """Compacts the table when it holds too many files: its version, or None (``Log.compact``)."""
         self.written: list[int] = []
         """Versions checkpointed."""
         self.compactions: list[int] = []
@@ -156,7 +183,10 @@ class Upkeep:
             self._wanted = version if self._wanted is None else max(self._wanted, version)
             self._cv.notify()
 
-    def close(self, timeout: float = 60.0) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop after the checkpoint still asked for, waiting at most ``timeout`` seconds: a
+        compaction of a big table can take longer, and nothing upkeep does must be waited for (a
+        commit lands whole or not at all, and the files of one that did not are vacuumed)."""
         with self._cv:
             self._closed = True
             self._cv.notify()
@@ -182,26 +212,21 @@ class Upkeep:
                 log.warning("log.upkeep_failed", version=version, error=str(exc))
 
     def _once(self, version: int) -> None:
-        if self.compact_after is not None:
-            dt = DeltaTable(self.table)
-            files = len(dt.file_uris())
-            if files > self.compact_after:
-                dt.optimize.compact(commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "compact"}))
-                dt.update_incremental()
-                self.compactions.append(dt.version())
-                log.info("log.compacted", files_before=files, files_after=len(dt.file_uris()), version=dt.version())
-                dt.create_checkpoint()  # of the compacted table: readers open it without the small files
-                self.written.append(dt.version())
-                return
+        if self.compact is not None and not self._closed:  # closing: the next start compacts
+            compacted = self.compact()
+            if compacted is not None:
+                self.compactions.append(compacted)
+                version = compacted  # its checkpoint: readers open the table without the small files
         checkpoint(self.table, version)
         self.written.append(version)
 
 
-def appends_after(table: str, version: int) -> tuple[int, dict[str, int]] | None:
+def appends_after(table: str, version: int, *, compactions: bool = True) -> tuple[int, dict[str, int]] | None:
     """Follow the log past ``version`` by reading the commit files that follow it, as long as
-    they only append (``commitInfo``, ``add``, ``txn``): the newest version, and the app
-    transactions those commits set. None when one of them does anything else (a schema change,
-    a compaction's ``remove``): then only delta-rs's own snapshot update is right.
+    they only append or compact (``commitInfo``, ``add``, ``txn``, and ``remove`` without a data
+    change; ``compactions=False``: no ``remove`` at all): the newest version, and the app
+    transactions those commits set. None when one of them does anything else (a schema change):
+    then only delta-rs's own snapshot update is right.
 
     A writer that lost a version to another one needs only this to try again, a few reads of
     small files, where delta-rs lists the whole log directory; without it the losers of a race
@@ -219,6 +244,9 @@ def appends_after(table: str, version: int) -> tuple[int, dict[str, int]] | None
             action = msgspec.json.decode(line)
             if "txn" in action:
                 txns[action["txn"]["appId"]] = action["txn"]["version"]
+            elif "remove" in action:
+                if not compactions or action["remove"].get("dataChange", True):
+                    return None
             elif "add" not in action and "commitInfo" not in action:
                 return None
         version += 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -48,7 +49,16 @@ from .arrow import LOG_SCHEMA, RECORD_COLUMN, column_name, from_table, record_co
 from .base import Record
 from .catalog import BY_NAME
 from .codec import normalize_batch
-from .delta_commit import DataFile, Upkeep, appends_after, checkpoint, commit_json, fsync_file, put_if_absent
+from .delta_commit import (
+    DataFile,
+    Upkeep,
+    appends_after,
+    checkpoint,
+    commit_json,
+    fsync_file,
+    listed,
+    put_if_absent,
+)
 from .errors import (
     AppendConflictError,
     LogError,
@@ -75,6 +85,8 @@ REOPEN_EVERY = 100
 """Commits between re-opening the DeltaTable: a long-lived object slows with history (probe 2)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 ROW_GROUP_ROWS = 32_768
+COMPACT_RECORDS = 1_000_000
+"""A file this big is left alone by ``Log.compact``, and a merge stops growing there."""
 
 ENVELOPE = ("offset", "ts_ms", "type", "version", "key", "source", "source_offset")
 
@@ -168,7 +180,7 @@ def _arrow_schema(dt: DeltaTable) -> pa.Schema:
 
 def _open_table(path: str, version: int | None = None) -> DeltaTable:
     try:
-        return DeltaTable(path, version=version)
+        return listed(lambda: DeltaTable(path, version=version))
     except TableNotFoundError:
         if version is None:
             raise LogNotFoundError(f"no kraftlake log at {path} (create one with `kraftlake init`)") from None
@@ -345,6 +357,9 @@ class Log:
         self._schema_checked = False
         self._checkpoint_interval = int(dt.metadata().configuration.get("delta.checkpointInterval", "100"))
         self._upkeep: Upkeep | None = None
+        self._commit_lock = threading.Lock()
+        """Held while a commit file is put and ``_head`` moves: appends and the compaction of
+        ``upkeep_in_background`` (another thread) commit on top of one another."""
         self._txn_cache: dict[str, int | None] = {}
         """App transactions at ``_head``: those set by the commits after ``_dt``'s version (read
         from ``_dt`` they would be stale), and lookups already made."""
@@ -384,7 +399,7 @@ class Log:
         with ``compact_after``, compact the table there once it holds more files than that: for
         a long-lived writer such as the service. ``close()`` the result before exiting."""
         if self._upkeep is None:
-            self._upkeep = Upkeep(self.path, compact_after)
+            self._upkeep = Upkeep(self.path, None if compact_after is None else lambda: self.compact(compact_after))
         return self._upkeep
 
     # -- state -------------------------------------------------------------------------------
@@ -395,19 +410,88 @@ class Log:
             self._dt = _open_table(self.path)
             self._commits_since_open = 0
         else:
-            self._dt.update_incremental()
+            listed(self._dt.update_incremental)
         self._head = self._dt.version()
         self._txn_cache = {}
 
     def _catch_up(self) -> None:
-        """Move to the newest version after losing one to another writer: by reading the commit
-        files that follow when they only append (cheap), else by a full refresh."""
-        followed = appends_after(self.path, self._head)
-        if followed is None:
-            self.refresh()
-            return
-        self._head, txns = followed
-        self._txn_cache.update(txns)
+        """Move to the newest version after losing one to another writer (or to this object's
+        compaction): by reading the commit files that follow when they only append or compact
+        (cheap), else by a full refresh."""
+        with self._commit_lock:
+            followed = appends_after(self.path, self._head)
+            if followed is not None:
+                self._head, txns = followed
+                self._txn_cache.update(txns)
+                return
+        self.refresh()
+
+    def compact(self, more_than: int) -> int | None:
+        """When the table holds more than ``more_than`` files (every append adds one; readers pay
+        for each), merge each run of small files that are neighbours by offset into one file,
+        committed beside this object's appends: the version of the compaction, or None (few
+        enough files, or another process changed the table's layout meanwhile: next time). Big
+        files (a compaction's output past ``COMPACT_RECORDS``) are not rewritten again; rows keep
+        their offsets; versions before it keep their files until ``maintain`` vacuums them."""
+        dt = listed(lambda: DeltaTable(self.path))
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        if actions.num_rows <= more_than or "min.offset" not in actions.column_names:
+            return None
+        files = sorted(zip(*[actions.column(c).to_pylist() for c in ("min.offset", "max.offset", "num_records", "path", "size_bytes")]))
+        runs: list[list[tuple]] = [[]]
+        for f in files:
+            lo, hi, rows = f[0], f[1], f[2]
+            if lo is None or hi is None or rows >= COMPACT_RECORDS:
+                runs.append([])  # a big file (or one without statistics) ends a run
+                continue
+            if runs[-1] and (runs[-1][-1][1] + 1 != lo or sum(x[2] for x in runs[-1]) + rows > COMPACT_RECORDS):
+                runs.append([])
+            runs[-1].append(f)
+        runs = [r for r in runs if len(r) > 1]
+        if not runs:
+            return None
+        root = dt.table_uri.removeprefix("file://")
+        schema = _arrow_schema(dt)
+        added, removed, written = [], [], []
+        for run in runs:
+            table = ds.dataset([os.path.join(root, f[3]) for f in run], schema=schema, format="parquet").to_table()
+            table = table.sort_by("offset")
+            n = table.num_rows
+            table = table.select([c for c in table.column_names if table.column(c).null_count < n])
+            first, last = run[0][0], run[-1][1]
+            name = f"part-{first:020d}-compacted-{uuid.uuid4()}.zstd.parquet"
+            full = os.path.join(self.path, name)
+            pq.write_table(table, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+            fsync_file(full)
+            written.append(full)
+            st = os.stat(full)
+            ts = table.column("ts_ms")
+            stats = json.dumps({"numRecords": n, "minValues": {"offset": first, "ts_ms": pc.min(ts).as_py()},
+                                "maxValues": {"offset": last, "ts_ms": pc.max(ts).as_py()},
+                                "nullCount": {"offset": 0, "ts_ms": 0}})  # fmt: skip
+            added.append(DataFile(name, st.st_size, int(st.st_mtime * 1000), stats))
+            removed += [(f[3], f[4]) for f in run]
+        body = commit_json(added, [], {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))},
+                           _now_ms(), ENGINE_VERSION, removed=removed)  # fmt: skip
+        with self._commit_lock:
+            while True:
+                # After the snapshot compacted, appends only (another compaction would have
+                # removed files this one removes again); this object follows whatever came.
+                followed = appends_after(self.path, dt.version(), compactions=False)
+                mine = appends_after(self.path, self._head)
+                if followed is None or mine is None:
+                    for full in written:
+                        os.remove(full)
+                    return None
+                self._head, txns = mine
+                self._txn_cache.update(txns)
+                if put_if_absent(self.path, self._head + 1, body):
+                    break
+            self._head += 1
+            version = self._head
+        log.info("log.compacted", files=len(removed), into=len(added), version=version)
+        return version
+
 
     @property
     def version(self) -> int:
@@ -571,12 +655,15 @@ class Log:
             _now_ms(),
             ENGINE_VERSION,
         )
-        if not put_if_absent(self.path, version + 1, body):
+        with self._commit_lock:
+            landed = version == self._head and put_if_absent(self.path, version + 1, body)
+            if landed:
+                self._head = version + 1
+                self._commits_since_open += 1
+                self._txn_cache.update(txns)
+        if not landed:
             os.remove(full)  # nothing refers to it: the refused commit never happened
             return None
-        self._head = version + 1
-        self._commits_since_open += 1
-        self._txn_cache.update(txns)
         if (version + 1) % self._checkpoint_interval == 0:
             if self._upkeep is not None:
                 self._upkeep.request(version + 1)

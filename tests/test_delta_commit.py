@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
@@ -95,7 +96,7 @@ def test_a_file_holds_only_its_columns_and_reads_back_the_same(tmp_path):
     assert Log.open(path).read() == before
 
 
-def test_a_loser_follows_appends_and_falls_back_to_delta_rs_after_a_compaction(tmp_path):
+def test_a_loser_follows_appends_and_compactions(tmp_path):
     path = tmp_path / "log"
     a, b = Log.create(path), Log.open(path)
     a.append([_config(0)], producer="pa", seq=0)
@@ -105,8 +106,9 @@ def test_a_loser_follows_appends_and_falls_back_to_delta_rs_after_a_compaction(t
     r = a.append([_config(2)], producer="pa", seq=1)  # lost version 2, followed b's append
     assert (r.first_offset, r.version) == (2, 3)
     assert a.producer_seq("pb") == 0
-    Log.open(path).maintain(retention_hours=0)  # compaction: remove actions, not an append
-    assert appends_after(str(path), 3) is None
+    Log.open(path).maintain(retention_hours=0)  # a compaction (remove actions), then a vacuum
+    assert appends_after(str(path), 3, compactions=False) is None
+    assert appends_after(str(path), 3) == (Log.open(path).version, {})  # a writer just follows it
     r = b.append([_config(3)], producer="pb", seq=1)
     assert r.first_offset == 3 and r.version > 3
     assert [x.value for x in Log.open(path).read()] == ["0", "1", "2", "3"]
@@ -119,18 +121,32 @@ def test_upkeep_compacts_beside_the_writer_and_nothing_is_lost(tmp_path):
     path = tmp_path / "log"
     log = Log.create(path)
     upkeep = log.upkeep_in_background(compact_after=50)
-    for i in range(250):  # the writer goes on while the table is compacted under it
-        log.append([_config(i)], producer="p", seq=i)
+
+    def until_compacted(times: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(upkeep.compactions) < times and time.monotonic() < deadline:
+            log.append([_config(len(written))], producer="p", seq=len(written))  # the writer goes on
+            written.append(1)
+
+    written: list[int] = []
+    while len(written) < 120:
+        log.append([_config(len(written))], producer="p", seq=len(written))
+        written.append(1)
+    until_compacted(1)  # more than 50 files at version 100
+    while len(written) < 250:
+        log.append([_config(len(written))], producer="p", seq=len(written))
+        written.append(1)
+    until_compacted(2)
     upkeep.close()
-    assert upkeep.compactions, "more than 50 files at version 100 and 200: compacted"
+    assert len(upkeep.compactions) == 2
     history = Log.open(path).history()
     assert any(c.operation == "compact" for c in history)
-    files = Log.open(path).at().files()
-    assert len(files) < 100
+    n = len(written)
+    assert len(Log.open(path).at().files()) < n - 100  # what came after the last compaction, and its output
     records = Log.open(path).read()
-    assert [r.offset for r in records] == list(range(250))
-    assert [r.value for r in records] == [str(i) for i in range(250)]
-    assert Log.open(path).producer_seq("p") == 249
+    assert [r.offset for r in records] == list(range(n))
+    assert [r.value for r in records] == [str(i) for i in range(n)]
+    assert Log.open(path).producer_seq("p") == n - 1
     # A retry of an early batch is still answered from the history, after the compaction.
     dup = Log.open(path).append([_config(3)], producer="p", seq=3)
     assert dup.duplicate and dup.first_offset == 3
