@@ -85,7 +85,7 @@ REOPEN_EVERY = 100
 """Commits between re-opening the DeltaTable: a long-lived object slows with history (probe 2)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 ROW_GROUP_ROWS = 32_768
-COMPACT_RECORDS = 1_000_000
+COMPACT_RECORDS = 250_000
 """A file this big is left alone by ``Log.compact``, and a merge stops growing there."""
 
 ENVELOPE = ("offset", "ts_ms", "type", "version", "key", "source", "source_offset")
@@ -454,7 +454,10 @@ class Log:
         schema = _arrow_schema(dt)
         added, removed, written = [], [], []
         for run in runs:
-            table = ds.dataset([os.path.join(root, f[3]) for f in run], schema=schema, format="parquet").to_table()
+            paths = [os.path.join(root, f[3]) for f in run]
+            # The columns these files hold (a few of the table's 250), in the table's types.
+            present = set(pa.unify_schemas([pq.read_schema(p) for p in paths]).names)
+            table = ds.dataset(paths, schema=pa.schema([f for f in schema if f.name in present]), format="parquet").to_table()
             table = table.sort_by("offset")
             n = table.num_rows
             table = table.select([c for c in table.column_names if table.column(c).null_count < n])
