@@ -3,7 +3,7 @@
 A Delta commit is one JSON file, ``_delta_log/<version, 20 digits>.json``, that must be created
 only if absent (PROTOCOL.md, "Delta Log Entries" and "Commit Provenance Information"). For an
 append that file holds a ``commitInfo``, one ``add`` per data file and the ``txn`` actions (app
-transaction ids). delta-rs's ``create_write_transaction`` spends 15-25 ms of CPU on it, lists the
+transaction ids); for a compaction, ``remove`` and ``add`` actions that change no data. delta-rs's ``create_write_transaction`` spends 15-25 ms of CPU on it, lists the
 log directory several times (slower as the log grows, delta-spark-probe.md section 2), and the
 ``update_incremental`` the writer needs afterwards as much again: a single writer's commits cost
 40 ms of a core whatever their size, which caps the HTTP service's group commits. Writing the file
@@ -14,8 +14,8 @@ Put-if-absent is ``link(2)`` of a fully written temporary file: atomic on a POSI
 it fails when another writer (delta-rs or this code) already took the version. So the fencing of
 ``Log`` stays what it was: a commit lands on exactly the version it read, or is refused.
 
-Only local tables (a path) are written this way; checkpoints, schema changes, compaction and
-every read stay with delta-rs.
+Only local tables (a path) are written this way; table creation, schema changes, checkpoints,
+``maintain``'s compaction and vacuum, and every read stay with delta-rs.
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def checkpoint(table: str, version: int) -> None:
 
 class Upkeep:
     """Checkpoints and compaction done by a thread of their own beside a long-lived writer (the
-    service), so that no commit waits for them; delta-rs releases the GIL while it works.
+    service), so that no commit waits for them; delta-rs and pyarrow release the GIL while they
+    work.
 
     - Checkpoints: a checkpoint holds every file and app transaction of the table and takes from
       milliseconds to seconds as the table grows. When several are asked for while one is being

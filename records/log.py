@@ -406,13 +406,14 @@ class Log:
 
     def refresh(self) -> None:
         """Catch up with the table (commits of other writers, and this object's own)."""
-        if self._commits_since_open >= REOPEN_EVERY:
-            self._dt = _open_table(self.path)
-            self._commits_since_open = 0
-        else:
-            listed(self._dt.update_incremental)
-        self._head = self._dt.version()
-        self._txn_cache = {}
+        with self._commit_lock:  # the upkeep thread's compaction moves ``_head`` too
+            if self._commits_since_open >= REOPEN_EVERY:
+                self._dt = _open_table(self.path)
+                self._commits_since_open = 0
+            else:
+                listed(self._dt.update_incremental)
+            self._head = self._dt.version()
+            self._txn_cache = {}
 
     def _catch_up(self) -> None:
         """Move to the newest version after losing one to another writer (or to this object's
@@ -458,21 +459,9 @@ class Log:
             # The columns these files hold (a few of the table's 250), in the table's types.
             present = set(pa.unify_schemas([pq.read_schema(p) for p in paths]).names)
             table = ds.dataset(paths, schema=pa.schema([f for f in schema if f.name in present]), format="parquet").to_table()
-            table = table.sort_by("offset")
-            n = table.num_rows
-            table = table.select([c for c in table.column_names if table.column(c).null_count < n])
-            first, last = run[0][0], run[-1][1]
-            name = f"part-{first:020d}-compacted-{uuid.uuid4()}.zstd.parquet"
-            full = os.path.join(self.path, name)
-            pq.write_table(table, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-            fsync_file(full)
-            written.append(full)
-            st = os.stat(full)
-            ts = table.column("ts_ms")
-            stats = json.dumps({"numRecords": n, "minValues": {"offset": first, "ts_ms": pc.min(ts).as_py()},
-                                "maxValues": {"offset": last, "ts_ms": pc.max(ts).as_py()},
-                                "nullCount": {"offset": 0, "ts_ms": 0}})  # fmt: skip
-            added.append(DataFile(name, st.st_size, int(st.st_mtime * 1000), stats))
+            file = self._write_file(table.sort_by("offset"), f"part-{run[0][0]:020d}-compacted-{uuid.uuid4()}.zstd.parquet")
+            written.append(os.path.join(self.path, file.path))
+            added.append(file)
             removed += [(f[3], f[4]) for f in run]
         body = commit_json(added, [], {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))},
                            _now_ms(), ENGINE_VERSION, removed=removed)  # fmt: skip
@@ -534,7 +523,7 @@ class Log:
         if missing:
             fields = DeltaSchema.from_arrow(pa.schema(missing)).fields
             self._dt.alter.add_columns(fields)
-            self._dt.update_incremental()
+            self.refresh()  # the schema change is a commit: appends go on after it
             log.info("log.schema_evolved", path=self.path, columns=[f.name for f in missing])
         self._schema_checked = True
         return LOG_SCHEMA
@@ -598,6 +587,30 @@ class Log:
             f"gave up after {max_attempts} attempts: other writers kept committing first"
         )
 
+    def _write_file(self, rows: pa.Table, name: str) -> DataFile:
+        """``rows`` (in offset order) as the durable data file ``name``, with the statistics
+        its ``add`` action carries."""
+        n = rows.num_rows
+        # A column null in every row (the struct of each record type the rows do not hold) is
+        # left out of the file: readers take the table's schema and read it as null, as they do
+        # for files written before a column existed. A batch of a few types then writes a few
+        # column chunks instead of 250 (0.5 ms instead of 10, a sixteenth of the bytes).
+        rows = rows.select([c for c in rows.column_names if rows.column(c).null_count < n])
+        full = os.path.join(self.path, name)
+        # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
+        # skips the groups outside it instead of decompressing the whole file.
+        pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        fsync_file(full)
+        st = os.stat(full)
+        offsets, ts = rows.column("offset"), rows.column("ts_ms")
+        stats = {
+            "numRecords": n,
+            "minValues": {"offset": offsets[0].as_py(), "ts_ms": pc.min(ts).as_py()},
+            "maxValues": {"offset": offsets[-1].as_py(), "ts_ms": pc.max(ts).as_py()},
+            "nullCount": {"offset": 0, "ts_ms": 0},
+        }
+        return DataFile(name, st.st_size, int(st.st_mtime * 1000), json.dumps(stats))
+
     def _try_commit(
         self,
         data: pa.Table,
@@ -611,25 +624,8 @@ class Log:
         n = data.num_rows
         last = first + n - 1
         data = data.set_column(0, "offset", pa.array(range(first, first + n), pa.int64()))
-        name = f"part-{first:020d}-{batch_id}.zstd.parquet"
-        full = os.path.join(self.path, name)
-        # A column null in every row (the struct of each record type the batch does not hold) is
-        # left out of the file: readers take the table's schema and read it as null, as they do
-        # for files written before a column existed. A batch of a few types then writes a few
-        # column chunks instead of 250 (0.5 ms instead of 10, a sixteenth of the bytes).
-        data = data.select([c for c in data.column_names if data.column(c).null_count < n])
-        # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
-        # skips the groups outside it instead of decompressing the whole file.
-        pq.write_table(data, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-        fsync_file(full)
-        st = os.stat(full)
-        ts = data.column("ts_ms")
-        stats = {
-            "numRecords": n,
-            "minValues": {"offset": first, "ts_ms": pc.min(ts).as_py()},
-            "maxValues": {"offset": last, "ts_ms": pc.max(ts).as_py()},
-            "nullCount": {"offset": 0, "ts_ms": 0},
-        }
+        file = self._write_file(data, f"part-{first:020d}-{batch_id}.zstd.parquet")
+        full = os.path.join(self.path, file.path)
         txns = [(OFFSET_TXN, last)]
         meta = {
             "kraftlake.operation": "append",
@@ -652,7 +648,7 @@ class Log:
                 txns += _producer_txns(p, q, lo, hi, version + 1)
             meta["kraftlake.batches"] = json.dumps(group)
         body = commit_json(
-            [DataFile(name, st.st_size, int(st.st_mtime * 1000), json.dumps(stats))],
+            [file],
             txns,
             meta,
             _now_ms(),
