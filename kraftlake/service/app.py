@@ -1,8 +1,8 @@
 """The HTTP service (Litestar, msgspec-native, under uvicorn): services append records, readers get
 records, views and audits.
 
-- ``POST /v1/records`` (``service.append``, its hot path in front of Litestar): ``{"producer", "seq", "records": [...]}`` as JSON or msgpack
-  (``Content-Type: application/msgpack``). The whole batch is checked first: one bad record and
+- ``POST /v1/records`` (``service.append``: the hot path, in front of Litestar):
+  ``{"producer", "seq", "records": [...]}`` as JSON or msgpack (``Content-Type: application/msgpack``). The whole batch is checked first: one bad record and
   the answer is 400 naming its index, type and field, and nothing is appended. Good batches go to
   the group committer and are acknowledged with their offsets once committed; a retry of an
   acknowledged (producer, seq) gets the original offsets. Queue full: 429 with ``Retry-After``.
@@ -99,7 +99,8 @@ def create_app(
     every request needs a bearer token with the right role; None: no authentication (bind the
     service to loopback). ``fast=False``: appends through Litestar's route too (the same
     answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
-    commits in this process (``commit_process``: they then compete with the event loop)."""
+    commits in this process instead of a child (``service.commit_process``), where they compete
+    with the event loop for the GIL."""
     config = config or CommitConfig()
     target = CommitProcess(str(path), config.compact_after_files) if commit_process else Log.open(path)
     state = ServiceState(Path(path), GroupCommitter(target, config), threading.Lock(), Log.open(path))
