@@ -23,6 +23,7 @@ the abort; the local audit does, the Spark timeline of partitions does not.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable
 
@@ -36,7 +37,7 @@ from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from .control import BrokerSegment, ControlPlane, replay_control_plane
-from .timeline import KEY, PARTITION_TYPES, _list, partition_timeline, topic_lives
+from .timeline import KEY, PARTITION_TYPES, PK, _list, partition_key, partition_timeline, topic_lives
 
 log = structlog.get_logger(__name__)
 
@@ -48,27 +49,22 @@ CANDIDATE_SCHEMA = "invariant string, entity string, first_offset long, message 
 
 
 def islands(states):
-    """Runs of wrong states per entity. ``states``: entity, life, offset, message (null =
-    right), end (where the state stops: the next state, a removal, or null). One row per run:
-    entity, life, first_offset, message (the first state's), fixed_by (null = still open)."""
+    """Runs of wrong states per entity. ``states``: pk (one per entity and life), entity, life,
+    offset, message (null = right), end (where the state stops: the next state, a removal, or
+    null). One row per run: entity, life, first_offset, message (the first state's), fixed_by
+    (null = still open)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("entity", "life").orderBy("offset")
+    w = Window.partitionBy(PK).orderBy("offset")
     s = states.withColumn("wrong", F.col("message").isNotNull())
     s = s.withColumn("flip", (F.col("wrong") != F.lag("wrong", 1, False).over(w)).cast("int"))
     s = s.withColumn("island", F.sum("flip").over(w.rowsBetween(Window.unboundedPreceding, 0)))
-    runs = s.where("wrong").groupBy("entity", "life", "island").agg(
+    runs = s.where("wrong").groupBy(PK, "entity", "life", "island").agg(
         F.min(F.struct("offset", "message")).alias("first"), F.max(F.struct("offset", "end")).alias("last")
     )
     return runs.select("entity", "life", F.col("first.offset").alias("first_offset"), F.col("first.message").alias("message"),
                        F.col("last.end").alias("fixed_by"))  # fmt: skip
-
-
-def _entity():
-    from pyspark.sql import functions as F
-
-    return F.concat(F.lit("partition/"), "topic_id", F.lit("/"), F.col("partition_id").cast("string"))
 
 
 def _dir_of(b):
@@ -113,7 +109,7 @@ def k1_violations(timeline) -> list[Violation]:
     from pyspark.sql import functions as F
 
     states = timeline.select(
-        _entity().alias("entity"), "life", "offset", "end",
+        PK, F.col(KEY).alias("entity"), "life", "offset", "end",
         k1_message(F.col("isr"), F.col("replicas"), F.col("leader")).alias("message"),
     )  # fmt: skip
     return [_violation("K1", r["entity"], r["first_offset"], r["message"], r["fixed_by"]) for r in islands(states).collect()]
@@ -157,7 +153,7 @@ def k3_violations(timeline, levels: list[tuple[int, int]]):
                        F.lit(" keeps leader epoch "), F.col("leader_epoch").cast("string")))
     )  # fmt: skip
     return t.select(
-        F.lit("K3").alias("invariant"), F.lit("error").alias("severity"), _entity().alias("entity"),
+        F.lit("K3").alias("invariant"), F.lit("error").alias("severity"), F.col(KEY).alias("entity"),
         F.col("offset").alias("first_offset"), F.col("offset").alias("last_offset"), message.alias("message"),
         F.array("offset").alias("evidence"),
     ).where(F.col("message").isNotNull())  # fmt: skip
@@ -206,7 +202,7 @@ def _members(timeline):
     standing left out."""
     from pyspark.sql import functions as F
 
-    base = [KEY, "life", "offset", "end"]
+    base = [PK, KEY, "life", "offset", "end"]
     leaders = timeline.where(F.col("leader") != -1).select(
         *base, F.lit(0).alias("pos"), F.col("leader").alias("broker"), _dir_of(F.col("leader")).alias("dir"))
     isr = timeline.where(~((F.size("isr") == 1) & (F.col("leader") == -1))).select(
@@ -244,19 +240,19 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known) -> list[dict]:
     j = j.unionByName(_overlapping(isr, db, ["broker", "dir"]).select("*", role_i)).cache()
     # Where the answer can change: each state of a partition with any bad overlap, and the
     # overlaps' edges inside a state.
-    keys = j.select(KEY, "life").distinct()
-    rows = timeline.join(keys, [KEY, "life"], "left_semi").select(KEY, "life", F.col("offset").alias("t"), F.col("end").alias("row_end"))
-    edges = j.select(KEY, "life", F.col("s").alias("t"), F.col("end").alias("row_end")).unionByName(
+    keys = j.select(PK).distinct()
+    rows = timeline.join(keys, PK, "left_semi").select(PK, KEY, "life", F.col("offset").alias("t"), F.col("end").alias("row_end"))
+    edges = j.select(PK, KEY, "life", F.col("s").alias("t"), F.col("end").alias("row_end")).unionByName(
         j.where(F.col("e").isNotNull() & (F.col("end").isNull() | (F.col("e") < F.col("end"))))
-        .select(KEY, "life", F.col("e").alias("t"), F.col("end").alias("row_end")))
-    points = rows.unionByName(edges).dropDuplicates([KEY, "life", "t"])
+        .select(PK, KEY, "life", F.col("e").alias("t"), F.col("end").alias("row_end")))
+    points = rows.unionByName(edges).dropDuplicates([PK, "t"])
     cover = points.join(
-        j.select(KEY, "life", "s", "e", "role", "pos", "broker", "dir", "reason"),
-        [points[KEY] == j[KEY], points["life"] == j["life"], j["s"] <= points["t"], j["e"].isNull() | (points["t"] < j["e"])],
+        j.select(PK, "s", "e", "role", "pos", "broker", "dir", "reason"),
+        [points[PK] == j[PK], j["s"] <= points["t"], j["e"].isNull() | (points["t"] < j["e"])],
         "left",
-    ).select(points[KEY], points["life"], "t", "row_end", "role", "pos", "broker", "dir", "reason")  # fmt: skip
+    ).select(points[PK], KEY, "life", "t", "row_end", "role", "pos", "broker", "dir", "reason")  # fmt: skip
     rank = F.when(F.col("reason") == "unregistered", 0).when(F.col("reason") == "fenced", 1).otherwise(2)
-    agg = cover.groupBy(KEY, "life", "t", "row_end").agg(
+    agg = cover.groupBy(PK, KEY, "life", "t", "row_end").agg(
         F.min(F.when(F.col("role") == "L", F.struct(rank.alias("rank"), "broker", "dir"))).alias("k4"),
         F.array_sort(F.collect_list(F.when(F.col("role") == "I", F.struct("pos", "broker", "dir")))).alias("k5"),
     )
@@ -266,14 +262,14 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known) -> list[dict]:
           .when(F.col("k4.rank") == 2, F.concat(F.lit("leader "), b4, F.lit(" is on directory "), F.col("k4.dir"), F.lit(", which is offline"))))
     k5 = F.when(F.size("k5") > 0, F.concat(F.lit("ISR members on offline directories: "), F.array_join(
         F.transform("k5", lambda m: F.concat(m["broker"].cast("string"), F.lit(" on "), m["dir"])), ", ")))
-    w = Window.partitionBy(KEY, "life").orderBy("t")
+    w = Window.partitionBy(PK).orderBy("t")
     states = agg.select(
-        F.col(KEY).alias("entity"), "life", F.col("t").alias("offset"),
+        PK, F.col(KEY).alias("entity"), "life", F.col("t").alias("offset"),
         F.coalesce(F.lead("t").over(w), F.col("row_end")).alias("end"), k4.alias("k4"), k5.alias("k5"),
     ).cache()  # fmt: skip
     out = []
     for inv in ("K4", "K5"):
-        for r in islands(states.select("entity", "life", "offset", "end", F.col(inv.lower()).alias("message"))).collect():
+        for r in islands(states.select(PK, "entity", "life", "offset", "end", F.col(inv.lower()).alias("message"))).collect():
             out.append({"invariant": inv, "entity": r["entity"], "first_offset": r["first_offset"], "message": r["message"],
                         "fixed_by": r["fixed_by"]})  # fmt: skip
     states.unpersist()
@@ -379,15 +375,27 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
 def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[Violation]:
     """K11 at each request to be unfenced the driver kept: the broker's UNASSIGNED count there
     (``counts`` has a value at each of those offsets) or its own count of mismatches."""
-    latest: dict[int, list[tuple[int, int]]] = {}
+    # Per broker, in offset order: each request finds the count and registration in force by
+    # bisection (scanning them per request was quadratic: 25 s at 10^7 records).
+    latest: dict[int, tuple[list[int], list[int]]] = {}
     for offset, b, n in counts:
-        latest.setdefault(b, []).append((offset, n))
+        at, ns = latest.setdefault(b, ([], []))
+        at.append(offset)
+        ns.append(n)
+    segments: dict[int, tuple[list[int], list]] = {}
+    for s in plane.segments:
+        at, regs = segments.setdefault(s.broker, ([], []))
+        at.append(s.start)
+        regs.append(s.registration)
     out = []
     for offset, b, counted in plane.unfence_requests:
-        seen = [n for o, n in latest.get(b, ()) if o <= offset]
-        reg = next((s.registration for s in reversed(plane.segments) if s.broker == b and s.start <= offset), None)
+        at, ns = latest.get(b, ([], []))
+        i = bisect.bisect_right(at, offset)
+        starts, regs = segments.get(b, ([], []))
+        j = bisect.bisect_right(starts, offset)
+        reg = regs[j - 1] if j else None
         dirs = len(reg.log_dirs) if reg is not None else 0
-        message = k11_message(dirs, seen[-1] if seen else 0, counted)
+        message = k11_message(dirs, ns[i - 1] if i else 0, counted)
         if message is not None:
             out.append(Violation(invariant="K11", severity=BY_ID["K11"].severity, entity=f"broker/{b}", first_offset=offset,
                                  last_offset=offset, message=message, evidence=[offset]))  # fmt: skip
@@ -413,42 +421,47 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
         F.posexplode("assign_replicas_to_dirs_request.directories").alias("dpos", "d"))
     req = req.select("at", "broker", "dpos", F.col("d.id").alias("reported"), F.posexplode("d.topics").alias("tpos", "tp"))
     asks = req.select(
-        "at", "broker", "reported", F.concat(F.lit("partition/"), F.col("tp.topic_id"), F.lit("/")).alias("prefix"),
+        "at", "broker", "reported", "tp.topic_id", F.concat(F.lit("partition/"), F.col("tp.topic_id"), F.lit("/")).alias("prefix"),
         (F.col("dpos") * 1_000_000 + F.col("tpos") * 1_000).alias("pos0"), F.posexplode("tp.partitions").alias("ppos", "pid"),
     ).select(
-        "at", "broker", "reported", F.concat("prefix", F.col("pid").cast("string")).alias(KEY),
-        (F.col("pos0") + F.col("ppos")).alias("seq"),
+        "at", "broker", "reported", "topic_id", F.col("pid").alias("partition_id"),
+        F.concat("prefix", F.col("pid").cast("string")).alias(KEY), (F.col("pos0") + F.col("ppos")).alias("seq"),
     )  # the order the local audit walks a request in: directories, topics, partitions
+    # Each report's partition lifetime (its topic's at the report), numbered as the timeline's.
+    lives = topic_lives(spark, plane.topics)
+    asks = asks.join(F.broadcast(lives), (asks["topic_id"] == lives["life_topic"]) & (asks["at"] > lives["life"])
+                     & (lives["removed"].isNull() | (asks["at"] < lives["removed"])))  # fmt: skip
+    asks = asks.select("at", "broker", "reported", KEY, "seq", partition_key(F.col("life_index"), F.col("partition_id")).alias(PK))
     # Where a replica's directory can change: new partitions and states whose replicas or
     # directories move (most changes move only the leader or the ISR). Each holds until the next
     # one or the topic's removal.
     moved = ~F.col("replicas").eqNullSafe(F.col("old_replicas")) | ~F.col("dirs").eqNullSafe(F.col("old_dirs"))
-    rows = timeline.where(moved).select(KEY, "offset", F.col("removed").alias("end"), "replicas", "dirs")
+    rows = timeline.where(moved).select(PK, KEY, "offset", F.col("removed").alias("end"), "replicas", "dirs")
 
     # The partition's state at each report: an as-of join, as a forward fill over the reports
     # and states of each partition in offset order (a join on the key alone would pair every
     # report with every state of its partition).
     state = F.struct("end", "replicas", "dirs")
-    both = rows.select(KEY, F.col("offset").alias("pos"), F.lit(0).alias("seq"), state.alias("state"),
+    both = rows.select(PK, KEY, F.col("offset").alias("pos"), F.lit(0).alias("seq"), state.alias("state"),
                        *[F.lit(None).cast(t).alias(c) for c, t in (("broker", "int"), ("reported", "string"))]).unionByName(
-        asks.select(KEY, F.col("at").alias("pos"), "seq", F.lit(None).cast(rows.select(state).schema[0].dataType).alias("state"),
+        asks.select(PK, KEY, F.col("at").alias("pos"), "seq", F.lit(None).cast(rows.select(state).schema[0].dataType).alias("state"),
                     "broker", "reported"))  # fmt: skip
-    upto = Window.partitionBy(KEY).orderBy("pos", "seq").rowsBetween(Window.unboundedPreceding, 0)
-    at = both.select(KEY, F.col("pos").alias("at"), "seq", "broker", "reported", F.last("state", ignorenulls=True).over(upto).alias("s"))
+    upto = Window.partitionBy(PK).orderBy("pos", "seq").rowsBetween(Window.unboundedPreceding, 0)
+    at = both.select(PK, KEY, F.col("pos").alias("at"), "seq", "broker", "reported", F.last("state", ignorenulls=True).over(upto).alias("s"))
     at = at.where(F.col("broker").isNotNull() & (F.col("s.end").isNull() | (F.col("at") < F.col("s.end"))))
-    at = at.select(KEY, "at", "seq", "broker", "reported", "s.replicas", "s.dirs")
-    effective = at.select(KEY, "seq", "at", "broker", "reported", _dir_of(F.col("broker")).alias("recorded")).where(
+    at = at.select(PK, KEY, "at", "seq", "broker", "reported", "s.replicas", "s.dirs")
+    effective = at.select(PK, KEY, "seq", "at", "broker", "reported", _dir_of(F.col("broker")).alias("recorded")).where(
         F.col("recorded").isNotNull() & (F.col("recorded") != F.col("reported")))
-    wr = Window.partitionBy(KEY, "broker").orderBy("at", "seq")
+    wr = Window.partitionBy(PK, "broker").orderBy("at", "seq")
     effective = effective.withColumn("next_at", F.lead("at").over(wr))
-    later = effective.join(rows, KEY).where(
+    later = effective.join(rows.drop(KEY), PK).where(
         (F.col("offset") > F.col("at")) & (F.col("next_at").isNull() | (F.col("offset") < F.col("next_at")))
         & (~F.array_contains("replicas", F.col("broker")) | (_dir_of(F.col("broker")) == F.col("reported"))))
-    fixes = later.groupBy(KEY, "broker", "at", "seq").agg(F.min("offset").alias("fix"))
-    e = effective.join(fixes, [KEY, "broker", "at", "seq"], "left")
+    fixes = later.groupBy(PK, "broker", "at", "seq").agg(F.min("offset").alias("fix"))
+    e = effective.join(fixes, [PK, "broker", "at", "seq"], "left")
     e = e.withColumn("starts", F.coalesce(F.lag("fix").over(wr).isNotNull(), F.lit(True)).cast("int"))
     e = e.withColumn("island", F.sum("starts").over(wr.rowsBetween(Window.unboundedPreceding, 0)))
-    runs = e.groupBy(KEY, "broker", "island").agg(
+    runs = e.groupBy(PK, KEY, "broker", "island").agg(
         F.min(F.struct("at", "seq", "reported", "recorded")).alias("first"), F.max(F.struct("at", "seq", "fix")).alias("last"))
     # Left as a DataFrame: most runs are the brief wait of a new replica's report for its
     # recording (10^6 of them in a 10^7-record history) and end within the grace.
