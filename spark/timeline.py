@@ -27,7 +27,8 @@ PARTITION_TYPES = ("Partition", "PartitionChange")
 
 
 def topic_lives(spark, lives: list[tuple[str, int, int | None]]):
-    """A small DataFrame of topic lifetimes: (topic id, created at, removed at or null)."""
+    """A small DataFrame of topic lifetimes: (index in ``lives``, topic id, created at, removed
+    at or null)."""
     return spark.createDataFrame([(i, *life) for i, life in enumerate(lives)],
                                  "life_index long, life_topic string, life long, removed long")
 
@@ -133,7 +134,8 @@ def _rows(df, lives):
         & (lives["removed"].isNull() | (rows["offset"] < lives["removed"])),
         "left",
     ).drop("life_topic")  # fmt: skip
-    return rows.select("*", partition_key(F.col("life_index"), F.col("partition_id")).alias(PK)).drop("life_index").withColumn("life", F.coalesce("life", F.lit(-1)))
+    rows = rows.select("*", partition_key(F.col("life_index"), F.col("partition_id")).alias(PK)).drop("life_index")
+    return rows.withColumn("life", F.coalesce("life", F.lit(-1)))
 
 
 def _dirs_message(assign_brokers, replicas):
