@@ -133,6 +133,43 @@ def test_refused_partition_records_and_directories_that_follow_replicas(spark, t
     _same(local, remote)
 
 
+def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_path):
+    """Spark numbers each partition lifetime (topic lifetime, partition id) for its windows: a
+    topic removed and created again under the same id starts its partitions afresh (a change
+    between the lives is refused, the new life's first change does not continue the old
+    epochs or ISR), and records of two missing topics, which share one window, are each refused."""
+    from kraft_helpers import bootstrap, registration, uid
+
+    from kraftlake.records import Partition, PartitionChange, RemoveTopic, Topic
+
+    t, ghost1, ghost2 = uid("t"), uid("ghost1"), uid("ghost2")
+    records = [
+        *bootstrap(),
+        *(registration(b, [uid(f"d{b}")], epoch=b, fenced=False) for b in (1, 2, 3)),
+        Topic(name="t", topic_id=t),
+        Partition(topic_id=t, partition_id=0, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=4, partition_epoch=7),
+        PartitionChange(topic_id=t, partition_id=0, isr=(1,)),
+        PartitionChange(topic_id=ghost1, partition_id=0, isr=(1,)),  # L3: no topic
+        RemoveTopic(topic_id=t),
+        PartitionChange(topic_id=t, partition_id=0, isr=(2,)),  # L3: the topic is gone
+        PartitionChange(topic_id=ghost2, partition_id=0, isr=(2,)),  # L3: no topic
+        Topic(name="t", topic_id=t),
+        PartitionChange(topic_id=t, partition_id=0, isr=(3,)),  # L3: no partition in this life yet
+        Partition(topic_id=t, partition_id=0, replicas=(2, 3), isr=(2, 3), leader=2, leader_epoch=0, partition_epoch=0),
+        PartitionChange(topic_id=t, partition_id=0, isr=(9,)),  # K1: 9 is not a replica
+        PartitionChange(topic_id=t, partition_id=0, replicas=(2, 3), isr=(2, 3), leader=3),
+    ]  # fmt: skip
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(spark, log)
+    assert sorted(v.invariant for v in local.violations) == ["K1", "L3", "L3", "L3", "L3"]
+    _same(local, remote)
+    replayed = Audit()
+    replayed.feed(log.at().records())
+    (partition,) = replayed.view.partitions[t].values()
+    assert (partition.leader, partition.leader_epoch, partition.partition_epoch) == (3, 1, 2)  # the second life's epochs
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_spark_gives_the_local_report_on_kafkas_own_logs(spark, tmp_path, name):
     from kraftlake.records.kafka.importer import import_kafka
