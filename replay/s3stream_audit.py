@@ -62,6 +62,8 @@ class StreamsAudit:
         """Stream -> the nodes holding a historical WAL duty for it (S9 is re-checked there)."""
         self.pending: set[int] = set()
         """Streams whose coverage (S5, S6) changed in the current batch."""
+        self.uncovered: set[int] = set()
+        """Streams whose coverage was last found wrong (an S5 or S6 state may be open)."""
         self.batch: tuple[int, int | None] | None = None
         """(offset, ts_ms) of the last record of the current batch: a run of records with one time."""
 
@@ -124,20 +126,28 @@ class StreamsAudit:
             return
         offset, ts = self.batch
         streams = self.view.streams
-        cover, duties = self.cover, self.duty_nodes
+        cover, duties, uncovered = self.cover, self.duty_nodes, self.uncovered
+        right = 0  # right and not wrong before: only the counts move (as ``_state`` would count them)
         for sid in sorted(self.pending):
             s = streams.get(sid)
             if s is None or cover.unindexed:
                 continue
-            entity = f"stream/{sid}"
-            if sid not in duties and cover.fast(sid, s.end_offset):
-                overlap = gap = None  # objects only appended where it was exactly covered
-            else:
+            if sid not in duties and cover.exact(sid, s.start_offset, s.end_offset):
+                if sid not in uncovered:
+                    right += 1
+                    continue
+                overlap = gap = None
+            else:  # wrong, or a duty may fill a gap: find the first overlap and gap, and word them
                 overlap, gap = sinv.coverage(self.view, s, cover.of(sid), duties.get(sid, ()))
-                if overlap is None and gap is None and sid not in duties:
-                    cover.clean(sid, s.end_offset)
+            entity = f"stream/{sid}"
             self._state("S5", entity, offset, ts, overlap)
             self._state("S6", entity, offset, ts, gap)
+            if overlap is None and gap is None:
+                uncovered.discard(sid)
+            else:
+                uncovered.add(sid)
+        self.audit.checked["S5"] += right
+        self.audit.checked["S6"] += right
         self.pending.clear()
 
     def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
@@ -317,9 +327,10 @@ class StreamsAudit:
         node = view.nodes.get(r.node_id)
         ranges = r.ranges or view.object_index.get(r.object_id, ())
         if node is not None:
+            streams = view.streams
             for rng in ranges:
-                s = view.streams.get(rng.stream_id)
-                if s is None:
+                s = streams.get(rng.stream_id)
+                if s is None or rng.end_offset <= s.end_offset:  # moves no end: nothing for S12 to check
                     continue
                 bad = sinv.advances_end(s, (view, r.node_id), rng.start_offset, rng.end_offset)
                 if bad:
@@ -330,11 +341,11 @@ class StreamsAudit:
         if node is None:
             return
         streams = set(self.cover.drop_sso(r.object_id)) if replaced else set()
-        streams |= set(self.cover.add_sso(view, r.node_id, r.object_id))
+        streams.update(self.cover.add_sso(view, r.node_id, r.object_id))
         self._ref(r.object_id, f"node/{r.node_id}", offset, ts, True)
-        for sid in sorted(streams):
-            self._coverage(sid, offset, ts)
-            if r.ranges:  # inline ranges (before V2) move the logical end: S3 reads it
+        self.pending |= streams  # coverage, at the end of the batch
+        if r.ranges:  # inline ranges (before V2) move the logical end: S3 reads it
+            for sid in sorted(streams):
                 self._state("S3", f"stream/{sid}", offset, ts, sinv.start_within_end(view.streams[sid]))
 
     def _object(self, r: S3Object, offset: int, ts: int | None) -> None:

@@ -185,6 +185,37 @@ def test_each_invariant_fires_on_its_wrong_state(case, invariant):
     assert invariant in _found(base + extra, prepared_check_ms=5)
 
 
+# -- the coverage index --------------------------------------------------------------------------
+
+_entries = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30), st.integers(0, 30)), max_size=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(added=_entries, removed=st.lists(st.integers(0, 5), max_size=3), lo=st.integers(0, 30), hi=st.integers(0, 30))
+def test_exact_coverage_agrees_with_the_full_check(added, removed, lo, hi):
+    """``Coverage.exact`` (a few dict steps) answers as ``coverage`` (sort and sweep) does:
+    True iff neither an overlap nor a gap; None only for streams with an empty or reversed entry.
+    Keys repeat (an add replaces the entry) and some are removed again."""
+    from kraftlake.statemachine.s3stream import invariants as sinv
+    from kraftlake.statemachine.s3stream.view import Stream
+
+    cover = sinv.Coverage()
+    for k, a, b in added:
+        cover.add(0, ("SO", k), a, b)
+    for k in removed:
+        cover.remove(0, ("SO", k))
+    entries = cover.of(0)
+    overlap, gap = sinv.coverage(StreamsView(), Stream(stream_id=0, start_offset=lo, end_offset=hi), entries, ())
+    fast = cover.exact(0, lo, hi)
+    if fast is None:
+        assert any(a >= b for a, b, _ in entries)
+    else:
+        assert fast == (overlap is None and gap is None), (entries, lo, hi, overlap, gap)
+    for k, _, _ in added:  # removing everything leaves nothing behind
+        cover.remove(0, ("SO", k))
+    assert cover.net == {} and cover.odd == {} and cover.by_stream == {}
+
+
 # -- fixtures and CLI ------------------------------------------------------------------------------
 
 

@@ -20,15 +20,19 @@ Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
 
 
 class Coverage:
-    """Stream id -> the objects holding its offsets, kept as objects come and go."""
+    """Stream id -> the objects holding its offsets, kept as objects come and go, with what
+    ``exact`` needs to say in a few steps whether they tile a stream's offsets exactly."""
 
-    __slots__ = ("by_stream", "sso_streams", "sso_node", "unindexed", "tail")
+    __slots__ = ("by_stream", "net", "odd", "sso_streams", "sso_node", "unindexed")
 
     def __init__(self) -> None:
-        self.tail: dict[int, int] = {}
-        """Stream -> an offset up to which its objects were last found to cover it exactly, kept
-        while objects are only appended there (a WAL upload): ``coverage`` need not run again."""
         self.by_stream: dict[int, dict[Key, tuple[int, int]]] = {}
+        self.net: dict[int, dict[int, int]] = {}
+        """Stream -> offset -> (entries starting there) - (entries ending there), zeros left out:
+        the entries as edges start -> end of a graph on offsets (see ``exact``)."""
+        self.odd: dict[int, int] = {}
+        """Stream -> how many of its entries are empty or reversed (start >= end): ``exact``
+        does not answer for those streams (they are not edges that go forward)."""
         self.sso_streams: dict[int, list[int]] = {}
         self.sso_node: dict[int, int] = {}
         self.unindexed: set[int] = set()
@@ -38,39 +42,112 @@ class Coverage:
     def of(self, sid: int) -> list[tuple[int, int, Key]]:
         return [(a, b, k) for k, (a, b) in self.by_stream.get(sid, {}).items()]
 
-    def add(self, sid: int, key: Key, start: int, end: int) -> None:
-        entries = self.by_stream.setdefault(sid, {})
-        tail = self.tail.get(sid)
-        if tail is not None:
-            if start == tail and key not in entries:
-                self.tail[sid] = end
+    def _count(self, sid: int, start: int, end: int, step: int) -> None:
+        """Count an entry in (``step`` 1) or out (-1) of ``net`` or ``odd``. The hot path (an
+        object's ranges, ``add``/``remove``) does the same inline."""
+        if start >= end:
+            n = self.odd.get(sid, 0) + step
+            if n:
+                self.odd[sid] = n
             else:
-                del self.tail[sid]
+                del self.odd[sid]
+            return
+        net = self.net.get(sid)
+        if net is None:
+            net = self.net[sid] = {}
+        for at, d in ((start, step), (end, -step)):
+            n = net.get(at, 0) + d
+            if n:
+                net[at] = n
+            else:
+                del net[at]
+        if not net:
+            del self.net[sid]
+
+    def add(self, sid: int, key: Key, start: int, end: int) -> None:
+        entries = self.by_stream.get(sid)
+        if entries is None:
+            entries = self.by_stream[sid] = {}
+        else:
+            old = entries.get(key)
+            if old is not None:
+                self._count(sid, old[0], old[1], -1)
         entries[key] = (start, end)
+        if start >= end:
+            self._count(sid, start, end, 1)
+            return
+        net = self.net.get(sid)
+        if net is None:
+            self.net[sid] = {start: 1, end: -1}
+            return
+        n = net.get(start, 0) + 1
+        if n:
+            net[start] = n
+        else:
+            del net[start]
+        n = net.get(end, 0) - 1
+        if n:
+            net[end] = n
+        else:
+            del net[end]  # a forward edge never leaves ``net`` empty: its lowest offset only starts
 
-    def clean(self, sid: int, end: int) -> None:
-        """The stream was found exactly covered up to ``end``."""
-        self.tail[sid] = end
+    def exact(self, sid: int, lo: int, hi: int) -> bool | None:
+        """Whether the stream's entries, clipped to [lo, hi), hold every offset there exactly
+        once (S5 and S6 both right, no historical duty counted); None when the stream has an
+        empty or reversed entry (ask ``coverage``).
 
-    def fast(self, sid: int, end: int) -> bool:
-        """Whether the stream is known exactly covered up to ``end`` without looking again."""
-        tail = self.tail.get(sid)
-        return tail is not None and tail >= end
+        The non-empty clipped entries are edges that go forward; they tile [lo, hi) exactly iff
+        they form one path from lo to hi, iff every offset strictly inside has as many entries
+        starting as ending there (an entry with an end strictly inside is never clipped there)
+        and exactly one entry holds lo (starts at or before it, ends after it)."""
+        if hi <= lo:
+            return True
+        if sid in self.odd:
+            return None
+        net = self.net.get(sid)
+        if net is None:
+            return False
+        at_lo = 0
+        for at, n in net.items():
+            if at <= lo:
+                at_lo += n
+            elif at < hi:
+                return False
+        return at_lo == 1
 
     def remove(self, sid: int, key: Key) -> bool:
         entries = self.by_stream.get(sid)
-        if entries is None or key not in entries:
+        if entries is None:
             return False
-        self.tail.pop(sid, None)
-        del entries[key]
+        old = entries.pop(key, None)
+        if old is None:
+            return False
         if not entries:
             del self.by_stream[sid]
+        start, end = old
+        if start >= end:
+            self._count(sid, start, end, -1)
+            return True
+        net = self.net[sid]
+        n = net.get(start, 0) - 1
+        if n:
+            net[start] = n
+        else:
+            del net[start]
+        n = net.get(end, 0) + 1
+        if n:
+            net[end] = n
+        else:
+            del net[end]
+        if not net:
+            del self.net[sid]
         return True
 
     def drop_stream(self, sid: int) -> list[int]:
         """Forget a removed stream; the ids of its stream objects (SSOs stay with their node)."""
         entries = self.by_stream.pop(sid, {})
-        self.tail.pop(sid, None)
+        self.net.pop(sid, None)
+        self.odd.pop(sid, None)
         for k in entries:
             if k[0] == "SSO":
                 streams = self.sso_streams.get(k[1])
@@ -85,11 +162,14 @@ class Coverage:
             self.unindexed.add(object_id)
             return []
         self.unindexed.discard(object_id)
+        key = ("SSO", object_id, node_id)
+        known, add = view.streams, self.add
         streams = []
         for r in view.sso_ranges(node_id, sso):
-            if r.stream_id in view.streams:
-                self.add(r.stream_id, ("SSO", object_id, node_id), r.start_offset, r.end_offset)
-                streams.append(r.stream_id)
+            sid = r.stream_id
+            if sid in known:
+                add(sid, key, r.start_offset, r.end_offset)
+                streams.append(sid)
         self.sso_streams[object_id] = streams
         return streams
 
@@ -97,8 +177,9 @@ class Coverage:
         node_id = self.sso_node.pop(object_id, None)
         self.unindexed.discard(object_id)
         streams = self.sso_streams.pop(object_id, [])
+        key, remove = ("SSO", object_id, node_id), self.remove
         for sid in streams:
-            self.remove(sid, ("SSO", object_id, node_id))
+            remove(sid, key)
         return streams
 
     def index(self, view: StreamsView, object_id: int) -> None:
