@@ -58,7 +58,7 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
         plane = replay_control_plane(_control_records(df), AuditConfig())
         t = time.perf_counter()
         timeline, _, _ = partition_timeline(df, topic_lives(spark, plane.topics))
-        found, state = len(k1_violations(timeline)), None
+        found, state = len(k1_violations(timeline, plane.topics)), None
     seconds = time.perf_counter() - t
     jvm_mb = _peak_mb(spark._jvm.ProcessHandle.current().pid())
     spark.stop()

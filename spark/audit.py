@@ -37,7 +37,17 @@ from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from .control import BrokerSegment, ControlPlane, replay_control_plane
-from .timeline import KEY, PARTITION_TYPES, PK, _list, partition_key, partition_timeline, topic_lives
+from .timeline import (
+    KEY,
+    PARTITION_TYPES,
+    PK,
+    _list,
+    partition_entity,
+    partition_key,
+    partition_of,
+    partition_timeline,
+    topic_lives,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -49,10 +59,10 @@ CANDIDATE_SCHEMA = "invariant string, entity string, first_offset long, message 
 
 
 def islands(states):
-    """Runs of wrong states per entity. ``states``: pk (one per entity and life), entity, life,
-    offset, message (null = right), end (where the state stops: the next state, a removal, or
-    null). One row per run: entity, life, first_offset, message (the first state's), fixed_by
-    (null = still open)."""
+    """Runs of wrong states per partition. ``states``: pk (one per partition lifetime), offset,
+    message (null = right), end (where the state stops: the next state, a removal, or null).
+    One row per run: pk, first_offset, message (the first state's), fixed_by (null = still
+    open)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -60,10 +70,10 @@ def islands(states):
     s = states.withColumn("wrong", F.col("message").isNotNull())
     s = s.withColumn("flip", (F.col("wrong") != F.lag("wrong", 1, False).over(w)).cast("int"))
     s = s.withColumn("island", F.sum("flip").over(w.rowsBetween(Window.unboundedPreceding, 0)))
-    runs = s.where("wrong").groupBy(PK, "entity", "life", "island").agg(
+    runs = s.where("wrong").groupBy(PK, "island").agg(
         F.min(F.struct("offset", "message")).alias("first"), F.max(F.struct("offset", "end")).alias("last")
     )
-    return runs.select("entity", "life", F.col("first.offset").alias("first_offset"), F.col("first.message").alias("message"),
+    return runs.select(PK, F.col("first.offset").alias("first_offset"), F.col("first.message").alias("message"),
                        F.col("last.end").alias("fixed_by"))  # fmt: skip
 
 
@@ -86,6 +96,16 @@ def _instants(df) -> list[Violation]:
     return [Violation(**{**r.asDict(), "evidence": list(r["evidence"])}) for r in df.collect()]
 
 
+def _partition_instants(df, lives) -> list[Violation]:
+    """Instant violations of partitions (rows with ``PK`` and the violation's other fields)."""
+    out = []
+    for r in df.collect():
+        d = r.asDict()
+        out.append(Violation(**{k: v for k, v in d.items() if k not in (PK, "evidence")},
+                             entity=partition_entity(lives, d[PK]), evidence=list(d["evidence"])))  # fmt: skip
+    return out
+
+
 # -- K1, K3 ----------------------------------------------------------------------------------------
 
 
@@ -105,14 +125,12 @@ def k1_message(isr, replicas, leader):
     )
 
 
-def k1_violations(timeline) -> list[Violation]:
+def k1_violations(timeline, lives) -> list[Violation]:
     from pyspark.sql import functions as F
 
-    states = timeline.select(
-        PK, F.col(KEY).alias("entity"), "life", "offset", "end",
-        k1_message(F.col("isr"), F.col("replicas"), F.col("leader")).alias("message"),
-    )  # fmt: skip
-    return [_violation("K1", r["entity"], r["first_offset"], r["message"], r["fixed_by"]) for r in islands(states).collect()]
+    states = timeline.select(PK, "offset", "end", k1_message(F.col("isr"), F.col("replicas"), F.col("leader")).alias("message"))
+    return [_violation("K1", partition_entity(lives, r[PK]), r["first_offset"], r["message"], r["fixed_by"])
+            for r in islands(states).collect()]  # fmt: skip
 
 
 def _metadata_version(levels: list[tuple[int, int]]):
@@ -138,7 +156,7 @@ def k3_violations(timeline, levels: list[tuple[int, int]]):
     t = timeline.where(F.col("old_replicas").isNotNull()).withColumn("mv", _metadata_version(levels))
     lost = F.filter("old_replicas", lambda b: ~F.array_contains(F.col("replicas"), b))
     shrunk = F.filter("old_isr", lambda b: ~F.array_contains(F.col("isr"), b))
-    change = F.col("type") == "PartitionChange"
+    change = ~F.col("is_record")
     same_le = F.col("leader_epoch") == F.col("old_leader_epoch")
     message = (
         F.when(change & same_le & (F.size(F.array_except("old_replicas", "replicas")) > 0),
@@ -153,7 +171,7 @@ def k3_violations(timeline, levels: list[tuple[int, int]]):
                        F.lit(" keeps leader epoch "), F.col("leader_epoch").cast("string")))
     )  # fmt: skip
     return t.select(
-        F.lit("K3").alias("invariant"), F.lit("error").alias("severity"), F.col(KEY).alias("entity"),
+        F.lit("K3").alias("invariant"), F.lit("error").alias("severity"), PK,
         F.col("offset").alias("first_offset"), F.col("offset").alias("last_offset"), message.alias("message"),
         F.array("offset").alias("evidence"),
     ).where(F.col("message").isNotNull())  # fmt: skip
@@ -202,7 +220,7 @@ def _members(timeline):
     standing left out."""
     from pyspark.sql import functions as F
 
-    base = [PK, KEY, "life", "offset", "end"]
+    base = [PK, "offset", "end"]
     leaders = timeline.where(F.col("leader") != -1).select(
         *base, F.lit(0).alias("pos"), F.col("leader").alias("broker"), _dir_of(F.col("leader")).alias("dir"))
     isr = timeline.where(~((F.size("isr") == 1) & (F.col("leader") == -1))).select(
@@ -222,7 +240,7 @@ def _overlapping(rows, bad, on: list[str]):
     return j.select(*rows.columns, "reason", F.greatest("offset", "start").alias("s"), F.least("end", "stop").alias("e"))
 
 
-def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known) -> list[dict]:
+def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives) -> list[dict]:
     """K4 and K5 as candidate intervals (before the grace): wrong states of each partition at
     its own records and wherever a leader's or ISR member's broker or directory went bad or
     good in between."""
@@ -241,18 +259,18 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known) -> list[dict]:
     # Where the answer can change: each state of a partition with any bad overlap, and the
     # overlaps' edges inside a state.
     keys = j.select(PK).distinct()
-    rows = timeline.join(keys, PK, "left_semi").select(PK, KEY, "life", F.col("offset").alias("t"), F.col("end").alias("row_end"))
-    edges = j.select(PK, KEY, "life", F.col("s").alias("t"), F.col("end").alias("row_end")).unionByName(
+    rows = timeline.join(keys, PK, "left_semi").select(PK, F.col("offset").alias("t"), F.col("end").alias("row_end"))
+    edges = j.select(PK, F.col("s").alias("t"), F.col("end").alias("row_end")).unionByName(
         j.where(F.col("e").isNotNull() & (F.col("end").isNull() | (F.col("e") < F.col("end"))))
-        .select(PK, KEY, "life", F.col("e").alias("t"), F.col("end").alias("row_end")))
+        .select(PK, F.col("e").alias("t"), F.col("end").alias("row_end")))
     points = rows.unionByName(edges).dropDuplicates([PK, "t"])
     cover = points.join(
         j.select(PK, "s", "e", "role", "pos", "broker", "dir", "reason"),
         [points[PK] == j[PK], j["s"] <= points["t"], j["e"].isNull() | (points["t"] < j["e"])],
         "left",
-    ).select(points[PK], KEY, "life", "t", "row_end", "role", "pos", "broker", "dir", "reason")  # fmt: skip
+    ).select(points[PK], "t", "row_end", "role", "pos", "broker", "dir", "reason")  # fmt: skip
     rank = F.when(F.col("reason") == "unregistered", 0).when(F.col("reason") == "fenced", 1).otherwise(2)
-    agg = cover.groupBy(PK, KEY, "life", "t", "row_end").agg(
+    agg = cover.groupBy(PK, "t", "row_end").agg(
         F.min(F.when(F.col("role") == "L", F.struct(rank.alias("rank"), "broker", "dir"))).alias("k4"),
         F.array_sort(F.collect_list(F.when(F.col("role") == "I", F.struct("pos", "broker", "dir")))).alias("k5"),
     )
@@ -264,20 +282,20 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known) -> list[dict]:
         F.transform("k5", lambda m: F.concat(m["broker"].cast("string"), F.lit(" on "), m["dir"])), ", ")))
     w = Window.partitionBy(PK).orderBy("t")
     states = agg.select(
-        PK, F.col(KEY).alias("entity"), "life", F.col("t").alias("offset"),
+        PK, F.col("t").alias("offset"),
         F.coalesce(F.lead("t").over(w), F.col("row_end")).alias("end"), k4.alias("k4"), k5.alias("k5"),
     ).cache()  # fmt: skip
     out = []
     for inv in ("K4", "K5"):
-        for r in islands(states.select(PK, "entity", "life", "offset", "end", F.col(inv.lower()).alias("message"))).collect():
-            out.append({"invariant": inv, "entity": r["entity"], "first_offset": r["first_offset"], "message": r["message"],
-                        "fixed_by": r["fixed_by"]})  # fmt: skip
+        for r in islands(states.select(PK, "offset", "end", F.col(inv.lower()).alias("message"))).collect():
+            out.append({"invariant": inv, "entity": partition_entity(lives, r[PK]), "first_offset": r["first_offset"],
+                        "message": r["message"], "fixed_by": r["fixed_by"]})  # fmt: skip
     states.unpersist()
     j.unpersist()
     return out
 
 
-def k7_violations(spark, timeline, removals: list[tuple[int, int, str]]) -> list[Violation]:
+def k7_violations(spark, timeline, removals: list[tuple[int, int, str]], lives) -> list[Violation]:
     """K7, instant: at each BrokerRegistrationChange that takes directory d from broker b, the
     partitions still led from b's replica on d, or keeping it in the ISR."""
     from pyspark.sql import functions as F
@@ -290,11 +308,11 @@ def k7_violations(spark, timeline, removals: list[tuple[int, int, str]]) -> list
     gone = spark.createDataFrame(removals, "at long, bad_broker int, bad_dir string")
     j = members.join(F.broadcast(gone), (members["broker"] == gone["bad_broker"]) & (members["dir"] == gone["bad_dir"])
                      & (members["offset"] < gone["at"]) & (members["end"].isNull() | (gone["at"] < members["end"])))
-    hits = j.groupBy(KEY, "at", "broker", "dir").agg(F.min("role").alias("role"))
+    hits = j.groupBy(PK, "at", "broker", "dir").agg(F.min("role").alias("role"))
     out = []
     for r in hits.collect():
         what = "still leads it" if r["role"] == 0 else "is still in its ISR"
-        out.append(Violation(invariant="K7", severity=BY_ID["K7"].severity, entity=r[KEY], first_offset=r["at"],
+        out.append(Violation(invariant="K7", severity=BY_ID["K7"].severity, entity=partition_entity(lives, r[PK]), first_offset=r["at"],
                              last_offset=r["at"], message=f"broker {r['broker']} {what} on removed directory {r['dir']}",
                              evidence=[r["at"]]))  # fmt: skip
     return out
@@ -436,7 +454,7 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
     # directories move (most changes move only the leader or the ISR). Each holds until the next
     # one or the topic's removal.
     moved = ~F.col("replicas").eqNullSafe(F.col("old_replicas")) | ~F.col("dirs").eqNullSafe(F.col("old_dirs"))
-    rows = timeline.where(moved).select(PK, KEY, "offset", F.col("removed").alias("end"), "replicas", "dirs")
+    rows = timeline.where(moved).select(PK, F.lit(None).cast("string").alias(KEY), "offset", F.col("removed").alias("end"), "replicas", "dirs")
 
     # The partition's state at each report: an as-of join, as a forward fill over the reports
     # and states of each partition in offset order (a join on the key alone would pair every
@@ -516,14 +534,14 @@ def _control_records(df):
         return [decoder.decode(b) for b in table.column("record").to_pylist()]
 
 
-def _final_partitions(timeline) -> list[PartitionRegistration]:
+def _final_partitions(timeline, lives) -> list[PartitionRegistration]:
     """The registrations of the partitions that exist at the end (their last state)."""
     from pyspark.sql import functions as F
 
-    cols = ("topic_id", "partition_id", "replicas", "dirs", "isr", "removing_replicas", "adding_replicas", "leader",
+    cols = ("replicas", "dirs", "isr", "removing_replicas", "adding_replicas", "leader",
             "leader_recovery_state", "leader_epoch", "partition_epoch", "eligible_leader_replicas", "last_known_elr")  # fmt: skip
-    rows = timeline.where(F.col("end").isNull()).select(*cols).collect()
-    return [PartitionRegistration(*(tuple(v) if isinstance(v, list) else v for v in r)) for r in rows]
+    rows = timeline.where(F.col("end").isNull()).select(PK, *cols).collect()
+    return [PartitionRegistration(*partition_of(lives, r[0]), *(tuple(v) if isinstance(v, list) else v for v in r[1:])) for r in rows]
 
 
 def l1_violations(df, first: int, last: int, count: int) -> list[Violation]:
@@ -557,7 +575,8 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     tell("replaying brokers, topics and observations on the driver")
     plane = replay_control_plane(_control_records(df), config)
     tell("forward-filling partition states")
-    timeline, refused, cached = partition_timeline(df, topic_lives(spark, plane.topics))
+    lives = plane.topics
+    timeline, refused, cached = partition_timeline(df, topic_lives(spark, lives))
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
     candidates: list[dict] = [
         {"invariant": v.invariant, "entity": v.entity, "first_offset": v.first_offset, "message": v.message,
@@ -567,15 +586,15 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     found += l1_violations(df, first, last, n) if n else []
     found += _instants(refused)
     tell("K1: leader in ISR in replicas")
-    found += k1_violations(timeline)
+    found += k1_violations(timeline, lives)
     tell("K3: epochs")
-    found += _instants(k3_violations(timeline, plane.mv_levels))
+    found += _partition_instants(k3_violations(timeline, plane.mv_levels), lives)
     tell("K4/K5: leaders and ISR on online brokers and directories")
     referenced = _referenced_dirs(df)
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
-    candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known)
+    candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives)
     tell("K7: directory removals")
-    found += k7_violations(spark, timeline, plane.dir_removals)
+    found += k7_violations(spark, timeline, plane.dir_removals, lives)
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
     candidates += k8_candidates(plane, counts)
@@ -585,7 +604,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     found += held_to_grace(spark, df, candidates, config, last if last is not None else -1, k9)
     tell("state hash")
     view = plane.view
-    for p in _final_partitions(timeline):
+    for p in _final_partitions(timeline, lives):
         view.partitions.setdefault(p.topic_id, {})[p.partition_id] = p
     counts = timeline.agg(F.count("*").alias("rows"), F.count("old_replicas").alias("changes")).first()
     for c in cached:

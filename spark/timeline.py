@@ -48,23 +48,40 @@ def _list(col):
 
 
 TIMELINE_COLUMNS = (
-    "offset", PK, KEY, "type", "ts_ms", "topic_id", "partition_id", "life", "removed", "end", "sets_leader",
-    "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch", "removing_replicas", "adding_replicas",
-    "leader_recovery_state", "eligible_leader_replicas", "last_known_elr",
+    "offset", PK, "is_record", "removed", "end", "sets_leader",
+    "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch",
     "old_replicas", "old_isr", "old_leader", "old_dirs", "old_leader_epoch", "old_partition_epoch",
 )  # fmt: skip
+"""What the invariants read of each state: numbers and arrays, no strings but the directories
+(the partition's name is made from ``PK`` on the driver, for violations only: ``partition_of``).
+A narrow timeline is what makes it cheap to cache and to scan once per invariant."""
+FINAL_COLUMNS = ("removing_replicas", "adding_replicas", "leader_recovery_state", "eligible_leader_replicas", "last_known_elr")
+"""The registration's fields no invariant reads, on each partition's last state only (null
+before it): the final state's hash needs them."""
+
+
+def partition_of(lives: list[tuple[str, int, int | None]], pk: int) -> tuple[str, int]:
+    """(topic id, partition id) of the partition ``pk`` numbers (``partition_key``)."""
+    p = pk & 0xFFFFFFFF
+    return lives[pk >> 32][0], p - 2**32 if p >= 2**31 else p
+
+
+def partition_entity(lives: list[tuple[str, int, int | None]], pk: int) -> str:
+    """The audit's entity of the partition ``pk`` numbers: ``partition/<topic id>/<p>``."""
+    topic, p = partition_of(lives, pk)
+    return f"partition/{topic}/{p}"
 
 
 def partition_timeline(df, lives):
     """``(timeline, refused, cached)`` for a log DataFrame (``read_log``) and its topic lifetimes.
 
-    ``timeline``: one row per applied partition record: offset, key, topic_id, partition_id,
-    type, ts_ms, ``end`` (the offset where this state stops: the partition's next record, the
-    topic's removal, or null), the state (leader, isr, replicas, dirs, leader_epoch,
-    partition_epoch and the other fields of the registration) and the state before (``old_*``,
-    null for a new partition). ``refused``: violations (invariant, severity, entity,
-    first_offset, last_offset, message, evidence) of the records left out. ``cached``: the
-    DataFrames persisted on the way (``unpersist`` them when done).
+    ``timeline``: one row per applied partition record (``TIMELINE_COLUMNS``, then
+    ``FINAL_COLUMNS``): offset, ``PK``, ``end`` (the offset where this state stops: the
+    partition's next record, the topic's removal, or null), the state (leader, isr, replicas,
+    dirs, epochs) and the state before (``old_*``, null for a new partition). ``refused``:
+    violations (invariant, severity, entity, first_offset, last_offset, message, evidence) of
+    the records left out. ``cached``: the DataFrames persisted on the way (``unpersist`` them
+    when done).
 
     Every partition goes through one pass of two window operators (``_one_pass``); the few
     whose history needs more (a refused change in the middle, a change of replicas without
@@ -73,18 +90,17 @@ def partition_timeline(df, lives):
     from pyspark.sql import functions as F
 
     rows = _rows(df, lives)
-    # Only what the invariants read is kept (the window's inputs and helpers would double the
-    # cache, which spills to disk from 10^7 records on and is read once per invariant).
-    fast = _one_pass(rows).select(*TIMELINE_COLUMNS, "refusal", "slow").persist()
-    slow = [tuple(r) for r in fast.where("slow").select(KEY, "life").distinct().collect()]
-    refused_topic = fast.where(F.col("life") == -1).select(*_refused_columns())
-    timeline = fast.where((F.col("life") != -1) & ~F.col("slow"))
+    cols = (*TIMELINE_COLUMNS, *FINAL_COLUMNS)
+    fast = _one_pass(rows).persist()
+    slow = [r[0] for r in fast.where("slow").select(PK).distinct().collect()]
+    refused_topic = fast.where(F.col(PK) == -1).select(*_refused_columns())
+    timeline = fast.where((F.col(PK) != -1) & ~F.col("slow"))
     if not slow:
-        return timeline.select(*TIMELINE_COLUMNS), refused_topic, [fast]
-    keys = rows.sparkSession.createDataFrame(slow, f"{KEY} string, life long")
-    careful, refused = _careful(rows.join(F.broadcast(keys), [KEY, "life"], "left_semi"))
-    careful = careful.select(*TIMELINE_COLUMNS).persist()  # the few slow partitions, not the whole timeline again
-    timeline = timeline.join(F.broadcast(keys), [KEY, "life"], "left_anti").select(*TIMELINE_COLUMNS)
+        return timeline.select(*cols), refused_topic, [fast]
+    keys = rows.sparkSession.createDataFrame([(k,) for k in slow], f"{PK} long")
+    careful, refused = _careful(rows.join(F.broadcast(keys), PK, "left_semi"))
+    careful = careful.select(*cols).persist()  # the few slow partitions, not the whole timeline again
+    timeline = timeline.join(F.broadcast(keys), PK, "left_anti").select(*cols)
     return timeline.unionByName(careful), refused_topic.unionByName(refused), [fast, careful]
 
 
@@ -176,21 +192,26 @@ def _other_fields(upto):
 
 
 def _one_pass(rows):
-    """Every partition's states in two window operators (one sort). Right for a partition whose
-    first record is a PartitionRecord, whose changes of replicas name directories, and whose
-    changes the reducer all applies; ``slow`` marks the rows of a partition that is not."""
+    """Every partition's states in two window operators (one sort), the ``TIMELINE_COLUMNS``
+    and ``FINAL_COLUMNS``. Right for a partition whose first record is a PartitionRecord, whose
+    changes of replicas name directories, and whose changes the reducer all applies; ``slow``
+    marks the rows that show a partition is not (its whole history is then redone by
+    ``_careful``). Records of a topic that does not exist (``PK`` -1) carry their ``KEY`` and
+    ``refusal``."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.partitionBy(PK).orderBy("offset")
     upto = w.rowsBetween(Window.unboundedPreceding, 0)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
-    whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     is_record = F.col("type") == "Partition"
     change = ~is_record
     explicit = _explicit_dirs()
     t = rows.select(
-        "*",
+        "offset", PK, "removed", "sets_leader", "base_leader_epoch", "base_partition_epoch", "set_replicas",
+        "assign_brokers", "assign_dirs", is_record.alias("is_record"),
+        F.when(F.col(PK) == -1, F.col(KEY)).alias(KEY),
+        F.when(F.col(PK) == -1, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist"))).alias("refusal"),
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         *[F.last(f"set_{c}", ignorenulls=True).over(upto).alias(c) for c in ("replicas", "isr", "leader")],
         *[F.last(f"set_{c}", ignorenulls=True).over(before).alias(f"old_{c}") for c in ("replicas", "isr", "leader")],
@@ -199,14 +220,13 @@ def _one_pass(rows):
         F.last(explicit, ignorenulls=True).over(before).alias("old_dirs"),
         F.sum(F.coalesce("sets_leader", F.lit(0))).over(upto).alias("n_leader"),
         F.sum(change.cast("int")).over(upto).alias("n_change"),
-        F.max((change & F.col("set_replicas").isNotNull() & F.col("assign_dirs").isNull()).cast("int")).over(whole).alias("folds"),
-        F.first("type").over(whole).alias("first_type"),
         F.lead("offset").over(w).alias("next_offset"),
     )  # fmt: skip
     # Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
     # leader (leader epoch), R-EPOCH-1/2: the running count, corrected at each PartitionRecord.
-    le_fix = F.when(is_record, F.col("base_leader_epoch") - F.col("n_leader"))
-    pe_fix = F.when(is_record, F.col("base_partition_epoch") - F.col("n_change"))
+    record = F.col("is_record")
+    le_fix = F.when(record, F.col("base_leader_epoch") - F.col("n_leader"))
+    pe_fix = F.when(record, F.col("base_partition_epoch") - F.col("n_change"))
     t = t.select(
         "*",
         (F.last(le_fix, ignorenulls=True).over(upto) + F.col("n_leader")).alias("leader_epoch"),
@@ -214,20 +234,24 @@ def _one_pass(rows):
         (F.last(le_fix, ignorenulls=True).over(before) + F.col("n_leader")).alias("le_before_record"),
         (F.last(pe_fix, ignorenulls=True).over(before) + F.col("n_change")).alias("pe_before_record"),
     )
-    k2 = change & F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull()
-    refusal = (
-        F.when(F.col("life") == -1, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist")))
-        .when(F.col("segment").isNull(), F.concat(F.lit("R-REPLAY-PARTITION: partition "), F.col("partition_id").cast("string"),
-                                                  F.lit(" does not exist")))
-        .when(k2, F.concat(F.lit("R-REPLAY-DIRECTORIES: "), _dirs_message(F.col("assign_brokers"), F.col("old_replicas"))))
+    # What the reducer would refuse (a change before the partition, or directories that do not fit
+    # its replicas: R-REPLAY-PARTITION, R-REPLAY-DIRECTORIES) or must fold replica by replica.
+    changed = ~record
+    slow = (F.col(PK) != -1) & (
+        F.col("segment").isNull()
+        | (changed & F.col("set_replicas").isNotNull() & F.col("assign_dirs").isNull())
+        | (changed & F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull()
+           & ~F.col("assign_brokers").eqNullSafe(F.col("old_replicas")))
     )  # fmt: skip
+    last = F.col("next_offset").isNull()
     return t.select(
-        "*",
-        F.when(is_record, F.col("le_before_record")).otherwise(F.col("leader_epoch") - F.col("sets_leader")).alias("old_leader_epoch"),
-        F.when(is_record, F.col("pe_before_record")).otherwise(F.col("partition_epoch") - 1).alias("old_partition_epoch"),
-        F.coalesce("next_offset", "removed").alias("end"),
-        refusal.alias("refusal"),
-        ((F.col("life") != -1) & ((F.col("folds") == 1) | (F.col("first_type") != "Partition") | refusal.isNotNull())).alias("slow"),
+        "offset", PK, "is_record", "removed", F.coalesce("next_offset", "removed").alias("end"), "sets_leader",
+        "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch",
+        "old_replicas", "old_isr", "old_leader", "old_dirs",
+        F.when(record, F.col("le_before_record")).otherwise(F.col("leader_epoch") - F.col("sets_leader")).alias("old_leader_epoch"),
+        F.when(record, F.col("pe_before_record")).otherwise(F.col("partition_epoch") - 1).alias("old_partition_epoch"),
+        *[F.when(last, F.col(c)).alias(c) for c in FINAL_COLUMNS],
+        KEY, "refusal", slow.alias("slow"),
     )  # fmt: skip
 
 
@@ -259,8 +283,7 @@ def _careful(rows):
     change = ~is_record
     explicit = _explicit_dirs()
     t = kept.select(
-        "offset", PK, KEY, "type", "ts_ms", "topic_id", "partition_id", "life", "removed", "segment", "replicas",
-        "set_replicas", "sets_leader",
+        "offset", PK, is_record.alias("is_record"), "removed", "segment", "replicas", "set_replicas", "sets_leader",
         F.last("set_isr", ignorenulls=True).over(upto).alias("isr"),
         F.last("set_leader", ignorenulls=True).over(upto).alias("leader"),
         *_other_fields(upto),
@@ -274,6 +297,7 @@ def _careful(rows):
         .over(Window.partitionBy(PK)).alias("folds_dirs"),
         F.lead("offset").over(w).alias("next_offset"),
     )  # fmt: skip
+    is_record = F.col("is_record")
     t = t.select(
         "*",
         (F.col("base_le") + F.col("n_leader")
@@ -298,18 +322,17 @@ def _with_folded_dirs(t):
 
     w = Window.partitionBy(PK).orderBy("offset")
     slow = t.where(F.col("folds_dirs") == 1).select(
-        PK, KEY, "life", "offset", "replicas", "explicit_dirs", "set_replicas",
+        PK, "offset", "replicas", "explicit_dirs", "set_replicas",
         F.coalesce(F.lag("replicas").over(w), F.array().cast("array<int>")).alias("before"),
     )  # fmt: skip
-    members = slow.select(PK, KEY, "life", "offset", "explicit_dirs", "set_replicas", "before",
-                          F.posexplode("replicas").alias("pos", "broker"))  # fmt: skip
+    members = slow.select(PK, "offset", "explicit_dirs", "set_replicas", "before", F.posexplode("replicas").alias("pos", "broker"))
     named = (
         F.when(F.col("explicit_dirs").isNotNull(), F.col("explicit_dirs")[F.col("pos")])
         .when(F.col("set_replicas").isNotNull() & ~F.array_contains("before", F.col("broker")), F.lit(UNASSIGNED))
     )  # fmt: skip
     wb = Window.partitionBy(PK, "broker").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
-    members = members.select(KEY, "offset", "pos", F.last(named, ignorenulls=True).over(wb).alias("dir"))
-    folded = members.groupBy(KEY, "offset").agg(
+    members = members.select(PK, "offset", "pos", F.last(named, ignorenulls=True).over(wb).alias("dir"))
+    folded = members.groupBy(PK, "offset").agg(
         F.transform(F.array_sort(F.collect_list(F.struct("pos", "dir"))), lambda s: s["dir"]).alias("folded")
     )
-    return t.join(folded, [KEY, "offset"], "left").withColumn("dirs", F.coalesce("folded", "dirs")).drop("folded")
+    return t.join(folded, [PK, "offset"], "left").withColumn("dirs", F.coalesce("folded", "dirs")).drop("folded")
