@@ -450,43 +450,46 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
     asks = asks.join(F.broadcast(lives), (asks["topic_id"] == lives["life_topic"]) & (asks["at"] > lives["life"])
                      & (lives["removed"].isNull() | (asks["at"] < lives["removed"])))  # fmt: skip
     asks = asks.select("at", "broker", "reported", KEY, "seq", partition_key(F.col("life_index"), F.col("partition_id")).alias(PK))
-    # Where a replica's directory can change: new partitions and states whose replicas or
-    # directories move (most changes move only the leader or the ISR). Each holds until the next
-    # one or the topic's removal.
+    # Where a replica's directory can change: states whose replicas or directories move (most
+    # changes move only the leader or the ISR), a row for each broker that is a replica there
+    # (``dir``) or just stopped being one (``dir`` null), beside the reports, per replica.
     moved = ~F.col("replicas").eqNullSafe(F.col("old_replicas")) | ~F.col("dirs").eqNullSafe(F.col("old_dirs"))
-    rows = timeline.where(moved).select(PK, F.lit(None).cast("string").alias(KEY), "offset", F.col("removed").alias("end"), "replicas", "dirs")
-
-    # The partition's state at each report: an as-of join, as a forward fill over the reports
-    # and states of each partition in offset order (a join on the key alone would pair every
-    # report with every state of its partition).
-    state = F.struct("end", "replicas", "dirs")
-    both = rows.select(PK, KEY, F.col("offset").alias("pos"), F.lit(0).alias("seq"), state.alias("state"),
-                       *[F.lit(None).cast(t).alias(c) for c, t in (("broker", "int"), ("reported", "string"))]).unionByName(
-        asks.select(PK, KEY, F.col("at").alias("pos"), "seq", F.lit(None).cast(rows.select(state).schema[0].dataType).alias("state"),
-                    "broker", "reported"))  # fmt: skip
-    upto = Window.partitionBy(PK).orderBy("pos", "seq").rowsBetween(Window.unboundedPreceding, 0)
-    at = both.select(PK, KEY, F.col("pos").alias("at"), "seq", "broker", "reported", F.last("state", ignorenulls=True).over(upto).alias("s"))
-    at = at.where(F.col("broker").isNotNull() & (F.col("s.end").isNull() | (F.col("at") < F.col("s.end"))))
-    at = at.select(PK, KEY, "at", "seq", "broker", "reported", "s.replicas", "s.dirs")
-    effective = at.select(PK, KEY, "seq", "at", "broker", "reported", _dir_of(F.col("broker")).alias("recorded")).where(
-        F.col("recorded").isNotNull() & (F.col("recorded") != F.col("reported")))
-    wr = Window.partitionBy(PK, "broker").orderBy("at", "seq")
-    effective = effective.withColumn("next_at", F.lead("at").over(wr))
-    later = effective.join(rows.drop(KEY), PK).where(
-        (F.col("offset") > F.col("at")) & (F.col("next_at").isNull() | (F.col("offset") < F.col("next_at")))
-        & (~F.array_contains("replicas", F.col("broker")) | (_dir_of(F.col("broker")) == F.col("reported"))))
-    fixes = later.groupBy(PK, "broker", "at", "seq").agg(F.min("offset").alias("fix"))
-    e = effective.join(fixes, [PK, "broker", "at", "seq"], "left")
-    e = e.withColumn("starts", F.coalesce(F.lag("fix").over(wr).isNotNull(), F.lit(True)).cast("int"))
-    e = e.withColumn("island", F.sum("starts").over(wr.rowsBetween(Window.unboundedPreceding, 0)))
-    runs = e.groupBy(PK, KEY, "broker", "island").agg(
-        F.min(F.struct("at", "seq", "reported", "recorded")).alias("first"), F.max(F.struct("at", "seq", "fix")).alias("last"))
+    brokers = F.array_union("replicas", F.coalesce("old_replicas", F.array().cast("array<int>")))
+    states = timeline.where(moved).select(PK, "offset", "replicas", "dirs", F.explode(brokers).alias("broker"))
+    nothing = F.lit(None).cast("string")
+    both = states.select(
+        PK, "broker", F.col("offset").alias("pos"), F.lit(-1).cast("long").alias("seq"), _dir_of(F.col("broker")).alias("dir"),
+        nothing.alias("reported"), nothing.alias(KEY),
+    ).unionByName(asks.select(PK, "broker", F.col("at").alias("pos"), F.col("seq").cast("long"), nothing.alias("dir"), "reported", KEY))
+    report = F.col("reported").isNotNull()
+    w = Window.partitionBy(PK, "broker").orderBy("pos", "seq")
+    # A report is effective where the last state before it has the broker as a replica in
+    # another directory (the local audit skips the others, leaving what it waits for alone).
+    last_state = F.last(F.when(~report, F.struct(F.col("dir").alias("d"))), ignorenulls=True)
+    t = both.select("*", last_state.over(w.rowsBetween(Window.unboundedPreceding, -1))["d"].alias("recorded"))
+    t = t.where(~report | (F.col("recorded").isNotNull() & (F.col("recorded") != F.col("reported"))))
+    # Each effective report opens a segment (same partitioning and order: no new sort); the
+    # first state in it that records the reported directory or drops the replica fixes it.
+    upto = w.rowsBetween(Window.unboundedPreceding, 0)
+    t = t.select("*", F.sum(report.cast("int")).over(upto).alias("segment"),
+                 F.last(F.when(report, F.col("reported")), ignorenulls=True).over(upto).alias("waits_for"))  # fmt: skip
+    fixes = ~report & (F.col("dir").isNull() | (F.col("dir") == F.col("waits_for")))
+    segments = t.where(F.col("segment") > 0).groupBy(PK, "broker", "segment").agg(
+        F.min(F.when(report, F.struct(F.col("pos").alias("at"), "seq", "reported", "recorded", KEY))).alias("report"),
+        F.min(F.when(fixes, F.col("pos"))).alias("fix"),
+    )
+    # A report no state fixed before the next one continues the same wrong interval.
+    ws = Window.partitionBy(PK, "broker").orderBy("segment")
+    e = segments.withColumn("starts", F.coalesce(F.lag("fix").over(ws).isNotNull(), F.lit(True)).cast("int"))
+    e = e.withColumn("island", F.sum("starts").over(ws.rowsBetween(Window.unboundedPreceding, 0)))
+    runs = e.groupBy(PK, "broker", "island").agg(F.min("report").alias("first"), F.max(F.struct("segment", "fix")).alias("last"))
     # Left as a DataFrame: most runs are the brief wait of a new replica's report for its
     # recording (10^6 of them in a 10^7-record history) and end within the grace.
     broker = F.col("broker").cast("string")
+    key = F.col(f"first.{KEY}")
     return runs.select(
         F.lit("K9").alias("invariant"),
-        F.concat(F.lit("replica/"), F.col(KEY).substr(F.lit(len("partition/") + 1), F.length(KEY)), F.lit("/"), broker).alias("entity"),
+        F.concat(F.lit("replica/"), key.substr(F.lit(len("partition/") + 1), F.length(key)), F.lit("/"), broker).alias("entity"),
         F.col("first.at").alias("first_offset"),
         F.concat(F.lit("broker "), broker, F.lit(" reported it in "), F.col("first.reported"), F.lit("; recorded in "),
                  F.col("first.recorded")).alias("message"),
