@@ -34,7 +34,7 @@ import time
 def phase_spark(path: str, cores: int, what: str) -> dict:
     from kraftlake.records import Log
     from kraftlake.spark import read_log, session
-    from kraftlake.spark.audit import audit, k1_violations
+    from kraftlake.spark.audit import audit, k1_violations, state_facts
     from kraftlake.spark.control import replay_control_plane
     from kraftlake.spark.timeline import partition_timeline, topic_lives
 
@@ -57,7 +57,7 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
 
         plane = replay_control_plane(_control_records(df), AuditConfig())
         t = time.perf_counter()
-        timeline, _, _ = partition_timeline(df, topic_lives(spark, plane.topics))
+        timeline, _, _ = partition_timeline(df, topic_lives(spark, plane.topics), keep=state_facts(plane.mv_levels))
         found, state = len(k1_violations(timeline, plane.topics)), None
     seconds = time.perf_counter() - t
     jvm_mb = _peak_mb(spark._jvm.ProcessHandle.current().pid())

@@ -38,6 +38,7 @@ from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from .control import BrokerSegment, ControlPlane, replay_control_plane
 from .timeline import (
+    FINAL_COLUMNS,
     KEY,
     PARTITION_TYPES,
     PK,
@@ -128,7 +129,7 @@ def k1_message(isr, replicas, leader):
 def k1_violations(timeline, lives) -> list[Violation]:
     from pyspark.sql import functions as F
 
-    states = timeline.select(PK, "offset", "end", k1_message(F.col("isr"), F.col("replicas"), F.col("leader")).alias("message"))
+    states = timeline.select(PK, "offset", "end", F.col("k1").alias("message"))
     return [_violation("K1", partition_entity(lives, r[PK]), r["first_offset"], r["message"], r["fixed_by"])
             for r in islands(states).collect()]  # fmt: skip
 
@@ -146,22 +147,23 @@ def _metadata_version(levels: list[tuple[int, int]]):
     return expr
 
 
-def k3_violations(timeline, levels: list[tuple[int, int]]):
-    """K3, instant: a change that removes a replica (or, before 3.6-IV0, shrinks the ISR) without
-    a leader-epoch bump; a PartitionRecord rewriting a partition whose epochs do not move."""
+def k3_message(levels: list[tuple[int, int]]):
+    """K3's message for a state (null when right): a change that removes a replica (or, before
+    3.6-IV0, shrinks the ISR) without a leader-epoch bump; a PartitionRecord rewriting a
+    partition whose epochs do not move. Null for a partition's first state."""
     from pyspark.sql import functions as F
 
     from kraftlake.statemachine.kraft.features import MV_3_6_IV0
 
-    t = timeline.where(F.col("old_replicas").isNotNull()).withColumn("mv", _metadata_version(levels))
+    mv = _metadata_version(levels)
     lost = F.filter("old_replicas", lambda b: ~F.array_contains(F.col("replicas"), b))
     shrunk = F.filter("old_isr", lambda b: ~F.array_contains(F.col("isr"), b))
     change = ~F.col("is_record")
     same_le = F.col("leader_epoch") == F.col("old_leader_epoch")
-    message = (
+    return F.when(F.col("old_replicas").isNotNull(), (
         F.when(change & same_le & (F.size(F.array_except("old_replicas", "replicas")) > 0),
                F.concat(F.lit("replicas "), _list(lost), F.lit(" left without a leader-epoch bump")))
-        .when(change & same_le & (F.col("mv") < MV_3_6_IV0) & (F.size(F.array_except("old_isr", "isr")) > 0),
+        .when(change & same_le & (mv < MV_3_6_IV0) & (F.size(F.array_except("old_isr", "isr")) > 0),
               F.concat(F.lit("ISR lost "), _list(shrunk), F.lit(" without a leader-epoch bump (metadata.version < 3.6-IV0)")))
         .when(~change & (F.col("partition_epoch") <= F.col("old_partition_epoch")),
               F.concat(F.lit("partition epoch "), F.col("partition_epoch").cast("string"), F.lit(" does not move past "),
@@ -169,12 +171,53 @@ def k3_violations(timeline, levels: list[tuple[int, int]]):
         .when(~change & (F.col("leader") != F.col("old_leader")) & (F.col("leader_epoch") <= F.col("old_leader_epoch")),
               F.concat(F.lit("leader "), F.col("old_leader").cast("string"), F.lit(" -> "), F.col("leader").cast("string"),
                        F.lit(" keeps leader epoch "), F.col("leader_epoch").cast("string")))
-    )  # fmt: skip
-    return t.select(
+    ))  # fmt: skip
+
+
+def k3_violations(timeline):
+    """K3, instant, from the states' ``k3`` (``k3_message``)."""
+    from pyspark.sql import functions as F
+
+    return timeline.where(F.col("k3").isNotNull()).select(
         F.lit("K3").alias("invariant"), F.lit("error").alias("severity"), PK,
-        F.col("offset").alias("first_offset"), F.col("offset").alias("last_offset"), message.alias("message"),
+        F.col("offset").alias("first_offset"), F.col("offset").alias("last_offset"), F.col("k3").alias("message"),
         F.array("offset").alias("evidence"),
-    ).where(F.col("message").isNotNull())  # fmt: skip
+    )  # fmt: skip
+
+
+def _unassigned(replicas, dirs):
+    """The brokers of ``replicas`` whose directory in ``dirs`` is UNASSIGNED."""
+    from pyspark.sql import functions as F
+
+    return F.filter(replicas, lambda b, i: F.try_element_at(dirs, (i + 1).cast("int")) == UNASSIGNED)
+
+
+def state_facts(levels: list[tuple[int, int]]):
+    """What the invariants read of each partition state, made in the pass that fills the states
+    (``partition_timeline``'s ``keep``): the state itself (leader, ISR, replicas, directories),
+    K1's and K3's messages, and what the states before are needed for (whether replicas or
+    directories moved, the replicas that left, the UNASSIGNED replicas before and after), so
+    that the cache holds three arrays per state instead of six. Epochs and the registration's
+    other fields are kept on the partitions' final states only (the state hash's)."""
+    from pyspark.sql import functions as F
+
+    def keep(t):
+        moved = ~F.col("replicas").eqNullSafe(F.col("old_replicas")) | ~F.col("dirs").eqNullSafe(F.col("old_dirs"))
+        touched = F.array_contains("dirs", UNASSIGNED) | F.array_contains(F.coalesce("old_dirs", F.array().cast("array<string>")), UNASSIGNED)
+        final = F.col("end").isNull()
+        return [
+            PK, "offset", "end", "removed", "leader", "isr", "replicas", "dirs",
+            k1_message(F.col("isr"), F.col("replicas"), F.col("leader")).alias("k1"),
+            k3_message(levels).alias("k3"),
+            moved.alias("moved"),
+            F.when(moved, F.array_except(F.coalesce("old_replicas", F.array().cast("array<int>")), "replicas")).alias("left"),
+            F.when(touched, _unassigned(F.col("replicas"), F.col("dirs"))).alias("u"),
+            F.when(touched, F.coalesce(_unassigned(F.col("old_replicas"), F.col("old_dirs")), F.array().cast("array<int>"))).alias("old_u"),
+            F.col("old_replicas").isNotNull().alias("changed"),
+            *[F.when(final, F.col(c)).alias(c) for c in ("leader_epoch", "partition_epoch", *FINAL_COLUMNS)],
+        ]  # fmt: skip
+
+    return keep
 
 
 # -- the brokers' side: K4, K5, K7 -----------------------------------------------------------------
@@ -329,15 +372,8 @@ def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> 
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    def unassigned(replicas, dirs):
-        return F.filter(replicas, lambda b, i: F.try_element_at(dirs, (i + 1).cast("int")) == UNASSIGNED)
-
-    # Only states with an UNASSIGNED directory, before or after, gain or lose one.
-    t = timeline.where(F.array_contains("dirs", UNASSIGNED) | F.array_contains("old_dirs", UNASSIGNED)).select(
-        "offset", "end", "removed",
-        unassigned(F.col("replicas"), F.col("dirs")).alias("u"),
-        F.coalesce(unassigned(F.col("old_replicas"), F.col("old_dirs")), F.array().cast("array<int>")).alias("old_u"),
-    )  # fmt: skip
+    # Only states with an UNASSIGNED directory, before or after, gain or lose one (``state_facts``).
+    t = timeline.where(F.col("u").isNotNull()).select("offset", "end", "removed", "u", "old_u")
     gained = t.select("offset", F.explode(F.array_except("u", "old_u")).alias("broker"), F.lit(1).alias("step"))
     lost = t.select("offset", F.explode(F.array_except("old_u", "u")).alias("broker"), F.lit(-1).alias("step"))
     removed = t.where(F.col("removed").isNotNull() & (F.col("end") == F.col("removed"))).select(
@@ -453,9 +489,8 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
     # Where a replica's directory can change: states whose replicas or directories move (most
     # changes move only the leader or the ISR), a row for each broker that is a replica there
     # (``dir``) or just stopped being one (``dir`` null), beside the reports, per replica.
-    moved = ~F.col("replicas").eqNullSafe(F.col("old_replicas")) | ~F.col("dirs").eqNullSafe(F.col("old_dirs"))
-    brokers = F.array_union("replicas", F.coalesce("old_replicas", F.array().cast("array<int>")))
-    states = timeline.where(moved).select(PK, "offset", "replicas", "dirs", F.explode(brokers).alias("broker"))
+    brokers = F.array_union("replicas", F.coalesce("left", F.array().cast("array<int>")))
+    states = timeline.where("moved").select(PK, "offset", "replicas", "dirs", F.explode(brokers).alias("broker"))
     nothing = F.lit(None).cast("string")
     both = states.select(
         PK, "broker", F.col("offset").alias("pos"), F.lit(-1).cast("long").alias("seq"), _dir_of(F.col("broker")).alias("dir"),
@@ -579,7 +614,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     plane = replay_control_plane(_control_records(df), config)
     tell("forward-filling partition states")
     lives = plane.topics
-    timeline, refused, cached = partition_timeline(df, topic_lives(spark, lives))
+    timeline, refused, cached = partition_timeline(df, topic_lives(spark, lives), keep=state_facts(plane.mv_levels))
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
     candidates: list[dict] = [
         {"invariant": v.invariant, "entity": v.entity, "first_offset": v.first_offset, "message": v.message,
@@ -591,7 +626,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     tell("K1: leader in ISR in replicas")
     found += k1_violations(timeline, lives)
     tell("K3: epochs")
-    found += _partition_instants(k3_violations(timeline, plane.mv_levels), lives)
+    found += _partition_instants(k3_violations(timeline), lives)
     tell("K4/K5: leaders and ISR on online brokers and directories")
     referenced = _referenced_dirs(df)
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
@@ -609,7 +644,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     view = plane.view
     for p in _final_partitions(timeline, lives):
         view.partitions.setdefault(p.topic_id, {})[p.partition_id] = p
-    counts = timeline.agg(F.count("*").alias("rows"), F.count("old_replicas").alias("changes")).first()
+    counts = timeline.agg(F.count("*").alias("rows"), F.count_if("changed").alias("changes")).first()
     for c in cached:
         c.unpersist()
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))

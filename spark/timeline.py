@@ -72,16 +72,17 @@ def partition_entity(lives: list[tuple[str, int, int | None]], pk: int) -> str:
     return f"partition/{topic}/{p}"
 
 
-def partition_timeline(df, lives):
+def partition_timeline(df, lives, keep=None):
     """``(timeline, refused, cached)`` for a log DataFrame (``read_log``) and its topic lifetimes.
 
-    ``timeline``: one row per applied partition record (``TIMELINE_COLUMNS``, then
-    ``FINAL_COLUMNS``): offset, ``PK``, ``end`` (the offset where this state stops: the
-    partition's next record, the topic's removal, or null), the state (leader, isr, replicas,
-    dirs, epochs) and the state before (``old_*``, null for a new partition). ``refused``:
-    violations (invariant, severity, entity, first_offset, last_offset, message, evidence) of
-    the records left out. ``cached``: the DataFrames persisted on the way (``unpersist`` them
-    when done).
+    ``timeline``: one row per applied partition record, with the columns ``keep(states)``
+    makes of the states (default: ``TIMELINE_COLUMNS`` and ``FINAL_COLUMNS`` as they are):
+    offset, ``PK``, ``end`` (the offset where this state stops: the partition's next record,
+    the topic's removal, or null), the state (leader, isr, replicas, dirs, epochs) and the state
+    before (``old_*``, null for a new partition). What ``keep`` makes is what is cached: the
+    fewer arrays, the cheaper. ``refused``: violations (invariant, severity, entity,
+    first_offset, last_offset, message, evidence) of the records left out. ``cached``: the
+    DataFrames persisted on the way (``unpersist`` them when done).
 
     Every partition goes through one pass of two window operators (``_one_pass``); the few
     whose history needs more (a refused change in the middle, a change of replicas without
@@ -89,18 +90,19 @@ def partition_timeline(df, lives):
     """
     from pyspark.sql import functions as F
 
+    keep = keep or (lambda _states: [*TIMELINE_COLUMNS, *FINAL_COLUMNS])
     rows = _rows(df, lives)
-    cols = (*TIMELINE_COLUMNS, *FINAL_COLUMNS)
-    fast = _one_pass(rows).persist()
+    states = _one_pass(rows)
+    fast = states.select(*keep(states), KEY, "refusal", "slow").persist()
     slow = [r[0] for r in fast.where("slow").select(PK).distinct().collect()]
     refused_topic = fast.where(F.col(PK) == -1).select(*_refused_columns())
-    timeline = fast.where((F.col(PK) != -1) & ~F.col("slow"))
+    timeline = fast.where((F.col(PK) != -1) & ~F.col("slow")).drop(KEY, "refusal", "slow")
     if not slow:
-        return timeline.select(*cols), refused_topic, [fast]
+        return timeline, refused_topic, [fast]
     keys = rows.sparkSession.createDataFrame([(k,) for k in slow], f"{PK} long")
     careful, refused = _careful(rows.join(F.broadcast(keys), PK, "left_semi"))
-    careful = careful.select(*cols).persist()  # the few slow partitions, not the whole timeline again
-    timeline = timeline.join(F.broadcast(keys), PK, "left_anti").select(*cols)
+    careful = careful.select(*keep(careful)).persist()  # the few slow partitions, not the whole timeline again
+    timeline = timeline.join(F.broadcast(keys), PK, "left_anti")
     return timeline.unionByName(careful), refused_topic.unionByName(refused), [fast, careful]
 
 
