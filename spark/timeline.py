@@ -180,7 +180,7 @@ def _explicit_dirs():
     from pyspark.sql import functions as F
 
     return F.when(F.col("assign_dirs").isNotNull(), F.col("assign_dirs")).when(
-        F.col("type") == "Partition", F.array_repeat(F.lit(MIGRATING), F.size("set_replicas"))
+        F.col("is_record"), F.array_repeat(F.lit(MIGRATING), F.size("set_replicas"))
     )
 
 
@@ -206,14 +206,21 @@ def _one_pass(rows):
     w = Window.partitionBy(PK).orderBy("offset")
     upto = w.rowsBetween(Window.unboundedPreceding, 0)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
-    is_record = F.col("type") == "Partition"
+    # What crosses the shuffle: no strings but directories (a record's key and topic only for
+    # the records of a topic that does not exist, which are refused).
+    missing = F.col(PK) == -1
+    rows = rows.select(
+        "offset", PK, "removed", "sets_leader", "base_leader_epoch", "base_partition_epoch", "assign_brokers", "assign_dirs",
+        *[c for c in rows.columns if c.startswith("set_")], (F.col("type") == "Partition").alias("is_record"),
+        F.when(missing, F.col(KEY)).alias(KEY),
+        F.when(missing, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist"))).alias("refusal"),
+    )  # fmt: skip
+    is_record = F.col("is_record")
     change = ~is_record
     explicit = _explicit_dirs()
     t = rows.select(
         "offset", PK, "removed", "sets_leader", "base_leader_epoch", "base_partition_epoch", "set_replicas",
-        "assign_brokers", "assign_dirs", is_record.alias("is_record"),
-        F.when(F.col(PK) == -1, F.col(KEY)).alias(KEY),
-        F.when(F.col(PK) == -1, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist"))).alias("refusal"),
+        "assign_brokers", "assign_dirs", "is_record", KEY, "refusal",
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         *[F.last(f"set_{c}", ignorenulls=True).over(upto).alias(c) for c in ("replicas", "isr", "leader")],
         *[F.last(f"set_{c}", ignorenulls=True).over(before).alias(f"old_{c}") for c in ("replicas", "isr", "leader")],
@@ -267,7 +274,7 @@ def _careful(rows):
     upto = w.rowsBetween(Window.unboundedPreceding, 0)
     is_record = F.col("type") == "Partition"
     rows = rows.select(
-        "*",
+        "*", is_record.alias("is_record"),
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         F.last("set_replicas", ignorenulls=True).over(upto).alias("replicas"),
     )
@@ -285,7 +292,7 @@ def _careful(rows):
     change = ~is_record
     explicit = _explicit_dirs()
     t = kept.select(
-        "offset", PK, is_record.alias("is_record"), "removed", "segment", "replicas", "set_replicas", "sets_leader",
+        "offset", PK, "is_record", "removed", "segment", "replicas", "set_replicas", "sets_leader",
         F.last("set_isr", ignorenulls=True).over(upto).alias("isr"),
         F.last("set_leader", ignorenulls=True).over(upto).alias("leader"),
         *_other_fields(upto),
