@@ -55,7 +55,12 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
         from kraftlake.replay.audit import AuditConfig
         from kraftlake.spark.audit import _control_records
 
-        plane = replay_control_plane(_control_records(df), AuditConfig())
+        from pyspark.sql import functions as F
+
+        from kraftlake.spark.timeline import PARTITION_TYPES
+
+        stats = df.agg(F.min("offset"), F.max("offset"), F.count_if(~F.col("type").isin(*PARTITION_TYPES))).first()
+        plane = replay_control_plane(_control_records(df, *stats), AuditConfig())
         t = time.perf_counter()
         timeline, _, _ = partition_timeline(df, topic_lives(spark, plane.topics), keep=state_facts(plane.mv_levels))
         found, state = len(k1_violations(timeline, plane.topics)), None

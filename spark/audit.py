@@ -557,19 +557,29 @@ def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_o
 # -- the whole audit -------------------------------------------------------------------------------
 
 
-def _control_records(df):
-    """The non-partition records, decoded, in offset order (collected through Arrow)."""
-    import pyarrow as pa
+CONTROL_WINDOW = 500_000
+"""Control records per collect at most (about): an S3Stream or BookKeeper history is nearly all
+control records, and an S3Stream record's blob is ~600 bytes, so the driver holds a window's
+worth at a time, not the log's."""
+
+
+def _control_records(df, first: int | None, last: int | None, count: int, window: int = CONTROL_WINDOW):
+    """The ``count`` non-partition records of offsets ``first..last``, decoded, in offset order:
+    collected through Arrow a range of offsets at a time, each range holding about ``window`` of
+    them (row groups carry offset statistics: a collect reads only its range's)."""
     from pyspark.sql import functions as F
 
-    from kraftlake.records.base import trusted
-    from kraftlake.records.catalog import AnyRecord
+    from kraftlake.records.arrow import from_table
 
-    table = df.where(~F.col("type").isin(*PARTITION_TYPES)).select("offset", "record").toArrow()
-    table = table.sort_by("offset") if table.num_rows else pa.table({"record": pa.array([], pa.binary())})
-    decoder = msgspec.msgpack.Decoder(AnyRecord)
-    with trusted():
-        return [decoder.decode(b) for b in table.column("record").to_pylist()]
+    if not count or first is None or last is None:
+        return
+    control = df.where(~F.col("type").isin(*PARTITION_TYPES)).select("offset", "record")
+    ranges = -(-count // window)
+    span = -(-(last - first + 1) // ranges)
+    for lo in range(first, last + 1, span):
+        table = control.where(F.col("offset").between(lo, lo + span - 1)).toArrow()
+        if table.num_rows:
+            yield from from_table(table.sort_by("offset"))
 
 
 def _final_partitions(timeline, lives) -> list[PartitionRegistration]:
@@ -608,10 +618,11 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     tell = step or (lambda _name: None)
     started = time.perf_counter()
     tell("scanning the log")
-    stats = df.agg(F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi")).first()
+    stats = df.agg(F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+                   F.count_if(~F.col("type").isin(*PARTITION_TYPES)).alias("control")).first()  # fmt: skip
     n, first, last = stats["n"], stats["lo"], stats["hi"]
     tell("replaying brokers, topics and observations on the driver")
-    plane = replay_control_plane(_control_records(df), config)
+    plane = replay_control_plane(_control_records(df, first, last, stats["control"]), config)
     tell("forward-filling partition states")
     lives = plane.topics
     timeline, refused, cached = partition_timeline(df, topic_lives(spark, lives), keep=state_facts(plane.mv_levels))
