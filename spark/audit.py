@@ -300,16 +300,21 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives) -> list
     j = j.unionByName(_overlapping(leaders.where(F.col("dir").isNotNull()), db, ["broker", "dir"]).select("*", role_l))
     j = j.unionByName(_overlapping(isr, db, ["broker", "dir"]).select("*", role_i)).cache()
     # Where the answer can change: each state of a partition with any bad overlap, and the
-    # overlaps' edges inside a state.
+    # overlaps' edges inside a state. An overlap lies within the state its member belongs to, so
+    # a point is matched with its own state's overlaps only (joined by partition and state: by
+    # partition alone, the pairs grew with the square of a partition's states).
     keys = j.select(PK).distinct()
-    rows = timeline.join(keys, PK, "left_semi").select(PK, F.col("offset").alias("t"), F.col("end").alias("row_end"))
-    edges = j.select(PK, F.col("s").alias("t"), F.col("end").alias("row_end")).unionByName(
+    rows = timeline.join(keys, PK, "left_semi").select(PK, F.col("offset").alias("t"), F.col("offset").alias("state"),
+                                                       F.col("end").alias("row_end"))  # fmt: skip
+    edges = j.select(PK, F.col("s").alias("t"), F.col("offset").alias("state"), F.col("end").alias("row_end")).unionByName(
         j.where(F.col("e").isNotNull() & (F.col("end").isNull() | (F.col("e") < F.col("end"))))
-        .select(PK, F.col("e").alias("t"), F.col("end").alias("row_end")))
+        .select(PK, F.col("e").alias("t"), F.col("offset").alias("state"), F.col("end").alias("row_end")))
     points = rows.unionByName(edges).dropDuplicates([PK, "t"])
+    overlaps = j.select(PK, F.col("offset").alias("state"), "s", "e", "role", "pos", "broker", "dir", "reason")
     cover = points.join(
-        j.select(PK, "s", "e", "role", "pos", "broker", "dir", "reason"),
-        [points[PK] == j[PK], j["s"] <= points["t"], j["e"].isNull() | (points["t"] < j["e"])],
+        overlaps,
+        [points[PK] == overlaps[PK], points["state"] == overlaps["state"], overlaps["s"] <= points["t"],
+         overlaps["e"].isNull() | (points["t"] < overlaps["e"])],
         "left",
     ).select(points[PK], "t", "row_end", "role", "pos", "broker", "dir", "reason")  # fmt: skip
     rank = F.when(F.col("reason") == "unregistered", 0).when(F.col("reason") == "fenced", 1).otherwise(2)

@@ -233,9 +233,8 @@ def _one_pass(rows):
     )  # fmt: skip
     # Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
     # leader (leader epoch), R-EPOCH-1/2: the running count, corrected at each PartitionRecord.
-    record = F.col("is_record")
-    le_fix = F.when(record, F.col("base_leader_epoch") - F.col("n_leader"))
-    pe_fix = F.when(record, F.col("base_partition_epoch") - F.col("n_change"))
+    le_fix = F.when(is_record, F.col("base_leader_epoch") - F.col("n_leader"))
+    pe_fix = F.when(is_record, F.col("base_partition_epoch") - F.col("n_change"))
     t = t.select(
         "*",
         (F.last(le_fix, ignorenulls=True).over(upto) + F.col("n_leader")).alias("leader_epoch"),
@@ -245,11 +244,10 @@ def _one_pass(rows):
     )
     # What the reducer would refuse (a change before the partition, or directories that do not fit
     # its replicas: R-REPLAY-PARTITION, R-REPLAY-DIRECTORIES) or must fold replica by replica.
-    changed = ~record
     slow = (F.col(PK) != -1) & (
         F.col("segment").isNull()
-        | (changed & F.col("set_replicas").isNotNull() & F.col("assign_dirs").isNull())
-        | (changed & F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull()
+        | (change & F.col("set_replicas").isNotNull() & F.col("assign_dirs").isNull())
+        | (change & F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull()
            & ~F.col("assign_brokers").eqNullSafe(F.col("old_replicas")))
     )  # fmt: skip
     last = F.col("next_offset").isNull()
@@ -257,8 +255,8 @@ def _one_pass(rows):
         "offset", PK, "is_record", "removed", F.coalesce("next_offset", "removed").alias("end"), "sets_leader",
         "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch",
         "old_replicas", "old_isr", "old_leader", "old_dirs",
-        F.when(record, F.col("le_before_record")).otherwise(F.col("leader_epoch") - F.col("sets_leader")).alias("old_leader_epoch"),
-        F.when(record, F.col("pe_before_record")).otherwise(F.col("partition_epoch") - 1).alias("old_partition_epoch"),
+        F.when(is_record, F.col("le_before_record")).otherwise(F.col("leader_epoch") - F.col("sets_leader")).alias("old_leader_epoch"),
+        F.when(is_record, F.col("pe_before_record")).otherwise(F.col("partition_epoch") - 1).alias("old_partition_epoch"),
         *[F.when(last, F.col(c)).alias(c) for c in FINAL_COLUMNS],
         KEY, "refusal", slow.alias("slow"),
     )  # fmt: skip
