@@ -321,7 +321,7 @@ def _overlapping(rows, bad, on: list[str], width: int, last: int):
 def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: int) -> list[dict]:
     """K4 and K5 as candidate intervals (before the grace): wrong states of each partition at
     its own records and wherever a leader's or ISR member's broker or directory went bad or
-    good in between."""
+    good in between. ``last``: the log's last offset (open intervals end there)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -378,18 +378,24 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: i
     return out
 
 
-def k7_violations(spark, timeline, removals: list[tuple[int, int, str]], lives) -> list[Violation]:
+def k7_violations(spark, timeline, removals: list[tuple[int, int, str]], lives, last: int) -> list[Violation]:
     """K7, instant: at each BrokerRegistrationChange that takes directory d from broker b, the
-    partitions still led from b's replica on d, or keeping it in the ISR."""
+    partitions still led from b's replica on d, or keeping it in the ISR. Joined by offset
+    bucket too, as K4/K5 (a directory's removals grow with the history)."""
     from pyspark.sql import functions as F
 
     if not removals:
         return []
+    width = offset_bucket(last)
     leaders, isr = _members(timeline)
     members = leaders.where(F.col("dir").isNotNull()).select("*", F.lit(0).alias("role")).unionByName(
         isr.select("*", F.lit(1).alias("role")))
+    # A removal at ``at`` finds the members whose state it falls strictly inside: offset < at < end.
+    members = members.select("*", F.explode(_buckets(F.col("offset") + 1, F.coalesce(F.col("end") - 1, F.lit(last)), width)).alias("bucket"))
     gone = spark.createDataFrame(removals, "at long, bad_broker int, bad_dir string")
+    gone = gone.select("*", F.floor(F.col("at") / width).cast("long").alias("bad_bucket"))
     j = members.join(F.broadcast(gone), (members["broker"] == gone["bad_broker"]) & (members["dir"] == gone["bad_dir"])
+                     & (members["bucket"] == gone["bad_bucket"])
                      & (members["offset"] < gone["at"]) & (members["end"].isNull() | (gone["at"] < members["end"])))
     hits = j.groupBy(PK, "at", "broker", "dir").agg(F.min("role").alias("role"))
     out = []
@@ -683,7 +689,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
     candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0)
     tell("K7: directory removals")
-    found += k7_violations(spark, timeline, plane.dir_removals, lives)
+    found += k7_violations(spark, timeline, plane.dir_removals, lives, last if last is not None else 0)
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
     candidates += k8_candidates(plane, counts)
