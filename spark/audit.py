@@ -321,7 +321,7 @@ def _overlapping(rows, bad, on: list[str], width: int, last: int):
 def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: int) -> list[dict]:
     """K4 and K5 as candidate intervals (before the grace): wrong states of each partition at
     its own records and wherever a leader's or ISR member's broker or directory went bad or
-    good in between. ``last``: the log's last offset (open intervals end there)."""
+    good in between."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -378,24 +378,18 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: i
     return out
 
 
-def k7_violations(spark, timeline, removals: list[tuple[int, int, str]], lives, last: int) -> list[Violation]:
+def k7_violations(spark, timeline, removals: list[tuple[int, int, str]], lives) -> list[Violation]:
     """K7, instant: at each BrokerRegistrationChange that takes directory d from broker b, the
-    partitions still led from b's replica on d, or keeping it in the ISR. Joined by offset
-    bucket too, as K4/K5 (a directory's removals grow with the history)."""
+    partitions still led from b's replica on d, or keeping it in the ISR."""
     from pyspark.sql import functions as F
 
     if not removals:
         return []
-    width = offset_bucket(last)
     leaders, isr = _members(timeline)
     members = leaders.where(F.col("dir").isNotNull()).select("*", F.lit(0).alias("role")).unionByName(
         isr.select("*", F.lit(1).alias("role")))
-    # A removal at ``at`` finds the members whose state it falls strictly inside: offset < at < end.
-    members = members.select("*", F.explode(_buckets(F.col("offset") + 1, F.coalesce(F.col("end") - 1, F.lit(last)), width)).alias("bucket"))
     gone = spark.createDataFrame(removals, "at long, bad_broker int, bad_dir string")
-    gone = gone.select("*", F.floor(F.col("at") / width).cast("long").alias("bad_bucket"))
     j = members.join(F.broadcast(gone), (members["broker"] == gone["bad_broker"]) & (members["dir"] == gone["bad_dir"])
-                     & (members["bucket"] == gone["bad_bucket"])
                      & (members["offset"] < gone["at"]) & (members["end"].isNull() | (gone["at"] < members["end"])))
     hits = j.groupBy(PK, "at", "broker", "dir").agg(F.min("role").alias("role"))
     out = []
@@ -591,23 +585,13 @@ def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_o
                               CANDIDATE_SCHEMA)  # fmt: skip
     if more is not None:
         c = c.unionByName(more)
-    fields = ["invariant", "entity", "first_offset", "message", "fixed_by"]
     c = c.withColumn("hi", F.coalesce(F.col("fixed_by") - 1, F.lit(last_offset))).where(F.col("hi") > F.col("first_offset"))
-    # Held by the count of records alone, or by the time between the interval's first and last
-    # records: only the latter need times, looked up in one join of both ends with the log's
-    # times (a join per end shuffled every record's time twice: ~30 s at 10^8 records).
-    by_records = F.col("hi") - F.col("first_offset") > config.grace_records
-    held = c.where(by_records).select(*fields, F.lit(1).alias("n"))
-    ends = c.where(~by_records).select(*fields, "hi", F.explode(F.array("first_offset", "hi")).alias("at"))
-    ends = ends.join(df.select(F.col("offset").alias("at"), "ts_ms"), "at", "left")
-    spans = ends.groupBy(*fields, "hi").agg(
-        F.max(F.when(F.col("at") == F.col("first_offset"), F.col("ts_ms"))).alias("t0"),
-        F.max(F.when(F.col("at") == F.col("hi"), F.col("ts_ms"))).alias("t1"),
-        (F.count("*") / 2).cast("int").alias("n"),  # candidates alike in every field: each is one
-    )
-    held = held.unionByName(spans.where(F.col("t1") - F.col("t0") > config.grace_ms).select(*fields, "n"))
+    times = df.select("offset", "ts_ms")
+    c = c.join(times.select(F.col("offset").alias("first_offset"), F.col("ts_ms").alias("t0")), "first_offset", "left")
+    c = c.join(times.select(F.col("offset").alias("hi"), F.col("ts_ms").alias("t1")), "hi", "left")
+    held = (F.col("hi") - F.col("first_offset") > config.grace_records) | (F.col("t1") - F.col("t0") > config.grace_ms)
     return [_violation(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"])
-            for r in held.collect() for _ in range(r["n"])]  # fmt: skip
+            for r in c.where(held).select("invariant", "entity", "first_offset", "message", "fixed_by").collect()]  # fmt: skip
 
 
 # -- the whole audit -------------------------------------------------------------------------------
@@ -699,7 +683,7 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
     candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0)
     tell("K7: directory removals")
-    found += k7_violations(spark, timeline, plane.dir_removals, lives, last if last is not None else 0)
+    found += k7_violations(spark, timeline, plane.dir_removals, lives)
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
     candidates += k8_candidates(plane, counts)
