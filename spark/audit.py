@@ -275,15 +275,11 @@ def _members(timeline):
     return leaders, isr  # fmt: skip
 
 
-MIN_BUCKET = 1 << 20
-"""The narrowest offset bucket of the interval joins (tests narrow it to cut small logs)."""
-
-
-def offset_bucket(last: int, first: int = 0) -> int:
+def offset_bucket(last: int) -> int:
     """The width of the offset buckets interval joins are cut into: a 64th of the log, at least
-    ``MIN_BUCKET`` records (a partition state spans about as many records as there are
-    partitions, so a state falls in one bucket or two)."""
-    return max(MIN_BUCKET, (last - first + 1) // 64)
+    2^20 records (a partition state spans about as many records as there are partitions, so a
+    state falls in one bucket or two)."""
+    return max(1 << 20, (last + 1) // 64)
 
 
 def _buckets(lo, hi, width: int):

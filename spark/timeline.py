@@ -47,14 +47,6 @@ def _list(col):
     return F.concat(F.lit("["), F.array_join(col, ", "), F.lit("]"))
 
 
-TIMELINE_COLUMNS = (
-    "offset", PK, "is_record", "removed", "end", "sets_leader",
-    "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch",
-    "old_replicas", "old_isr", "old_leader", "old_dirs", "old_leader_epoch", "old_partition_epoch",
-)  # fmt: skip
-"""What the invariants read of each state: numbers and arrays, no strings but the directories
-(the partition's name is made from ``PK`` on the driver, for violations only: ``partition_of``).
-A narrow timeline is what makes it cheap to cache and to scan once per invariant."""
 FINAL_COLUMNS = ("removing_replicas", "adding_replicas", "leader_recovery_state", "eligible_leader_replicas", "last_known_elr")
 """The registration's fields no invariant reads, on each partition's last state only (null
 before it): the final state's hash needs them."""
@@ -72,12 +64,12 @@ def partition_entity(lives: list[tuple[str, int, int | None]], pk: int) -> str:
     return f"partition/{topic}/{p}"
 
 
-def partition_timeline(df, lives, keep=None):
+def partition_timeline(df, lives, keep):
     """``(timeline, refused, cached)`` for a log DataFrame (``read_log``) and its topic lifetimes.
 
     ``timeline``: one row per applied partition record, with the columns ``keep(states)``
-    makes of the states (default: ``TIMELINE_COLUMNS`` and ``FINAL_COLUMNS`` as they are):
-    offset, ``PK``, ``end`` (the offset where this state stops: the partition's next record,
+    makes of the states (``_one_pass``'s columns; the audit's ``keep`` is
+    ``spark.audit.state_facts``): offset, ``PK``, ``end`` (the offset where this state stops: the partition's next record,
     the topic's removal, or null), the state (leader, isr, replicas, dirs, epochs) and the state
     before (``old_*``, null for a new partition). What ``keep`` makes is what is cached: the
     fewer arrays, the cheaper. ``refused``: violations (invariant, severity, entity,
@@ -90,7 +82,6 @@ def partition_timeline(df, lives, keep=None):
     """
     from pyspark.sql import functions as F
 
-    keep = keep or (lambda _states: [*TIMELINE_COLUMNS, *FINAL_COLUMNS])
     rows = _rows(df, lives)
     states = _one_pass(rows)
     fast = states.select(*keep(states), KEY, "refusal", "slow").persist()
@@ -194,11 +185,12 @@ def _other_fields(upto):
 
 
 def _one_pass(rows):
-    """Every partition's states in two window operators (one sort), the ``TIMELINE_COLUMNS``
-    and ``FINAL_COLUMNS``. Right for a partition whose first record is a PartitionRecord, whose
-    changes of replicas name directories, and whose changes the reducer all applies; ``slow``
-    marks the rows that show a partition is not (its whole history is then redone by
-    ``_careful``). Records of a topic that does not exist (``PK`` -1) carry their ``KEY`` and
+    """Every partition's states in two window operators (one sort): numbers and arrays, no
+    strings but the directories (the partition's name is made from ``PK`` on the driver, for
+    violations only: ``partition_of``), and ``FINAL_COLUMNS`` on the last state. Right for a
+    partition whose first record is a PartitionRecord, whose changes of replicas name
+    directories, and whose changes the reducer all applies; ``slow`` marks the rows that show a
+    partition is not (its whole history is then redone by ``_careful``). Records of a topic that does not exist (``PK`` -1) carry their ``KEY`` and
     ``refusal``."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F

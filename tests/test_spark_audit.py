@@ -220,7 +220,7 @@ def test_k4_k5_cut_into_narrow_offset_buckets(spark, tmp_path, monkeypatch, widt
     instants on the same history too)."""
     import kraftlake.spark.audit as spark_audit
 
-    monkeypatch.setattr(spark_audit, "offset_bucket", lambda last, first=0: width)
+    monkeypatch.setattr(spark_audit, "offset_bucket", lambda last: width)
     cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=16, seed=11, bug="elect-offline-leader",
                          faults=("broker-crash", "controlled-shutdown", "dir-failure"))  # fmt: skip
     log = Log.create(tmp_path / "log")
