@@ -36,6 +36,7 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
     from kraftlake.spark import read_log, session
     from kraftlake.spark.audit import audit, k1_violations, state_facts
     from kraftlake.spark.control import replay_control_plane
+    from kraftlake.spark.scratch import Scratch
     from kraftlake.spark.timeline import partition_timeline, topic_lives
 
     t = time.perf_counter()
@@ -62,8 +63,9 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
         stats = df.agg(F.min("offset"), F.max("offset"), F.count_if(~F.col("type").isin(*PARTITION_TYPES))).first()
         plane = replay_control_plane(_control_records(df, *stats), AuditConfig())
         t = time.perf_counter()
-        timeline, _, _ = partition_timeline(df, topic_lives(spark, plane.topics), keep=state_facts(plane.mv_levels))
-        found, state = len(k1_violations(timeline, plane.topics)), None
+        with Scratch(spark) as scratch:
+            timeline, _ = partition_timeline(df, topic_lives(spark, plane.topics), state_facts(plane.mv_levels), scratch)
+            found, state = len(k1_violations(timeline, plane.topics)), None
     seconds = time.perf_counter() - t
     jvm_mb = _peak_mb(spark._jvm.ProcessHandle.current().pid())
     spark.stop()

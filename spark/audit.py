@@ -37,6 +37,7 @@ from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from .control import BrokerSegment, ControlPlane, replay_control_plane
+from .scratch import Scratch
 from .timeline import (
     FINAL_COLUMNS,
     KEY,
@@ -645,9 +646,13 @@ def l1_violations(df, first: int, last: int, count: int) -> list[Violation]:
     ]  # fmt: skip
 
 
-def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str], None] | None = None) -> AuditReport:
+def audit(
+    spark, df, config: AuditConfig | None = None, *, step: Callable[[str], None] | None = None, scratch: str | None = None
+) -> AuditReport:
     """Audit a log DataFrame (``read_log``) on Spark: the report ``kraftlake audit`` gives for
-    the same records. ``step(name)`` is told as each stage begins (for progress)."""
+    the same records. ``step(name)`` is told as each stage begins (for progress). ``scratch``:
+    a directory every executor sees, for the partition timeline (``spark.scratch``; default: a
+    local temporary one for a local session, the checkpoint directory on a cluster)."""
     from pyspark.sql import functions as F
 
     config = config or AuditConfig()
@@ -661,39 +666,38 @@ def audit(spark, df, config: AuditConfig | None = None, *, step: Callable[[str],
     plane = replay_control_plane(_control_records(df, first, last, stats["control"]), config)
     tell("forward-filling partition states")
     lives = plane.topics
-    timeline, refused, cached = partition_timeline(df, topic_lives(spark, lives), keep=state_facts(plane.mv_levels))
-    found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
-    candidates: list[dict] = [
-        {"invariant": v.invariant, "entity": v.entity, "first_offset": v.first_offset, "message": v.message,
-         "fixed_by": None if v.last_offset is None else v.last_offset + 1}
-        for v in plane.violations if BY_ID[v.invariant].graced
-    ]  # fmt: skip
-    found += l1_violations(df, first, last, n) if n else []
-    found += _instants(refused)
-    tell("K1: leader in ISR in replicas")
-    found += k1_violations(timeline, lives)
-    tell("K3: epochs")
-    found += _partition_instants(k3_violations(timeline), lives)
-    tell("K4/K5: leaders and ISR on online brokers and directories")
-    referenced = _referenced_dirs(df)
-    broker_bad, dir_bad, known = bad_intervals(plane, referenced)
-    candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0)
-    tell("K7: directory removals")
-    found += k7_violations(spark, timeline, plane.dir_removals, lives)
-    tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
-    counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
-    candidates += k8_candidates(plane, counts)
-    found += k11_violations(plane, counts)
-    k9 = k9_candidates(spark, df, timeline, plane)
-    tell("holding graced states to the grace")
-    found += held_to_grace(spark, df, candidates, config, last if last is not None else -1, k9)
-    tell("state hash")
-    view = plane.view
-    for p in _final_partitions(timeline, lives):
-        view.partitions.setdefault(p.topic_id, {})[p.partition_id] = p
-    counts = timeline.agg(F.count("*").alias("rows"), F.count_if("changed").alias("changes")).first()
-    for c in cached:
-        c.unpersist()
+    with Scratch(spark, scratch) as kept:
+        timeline, refused = partition_timeline(df, topic_lives(spark, lives), state_facts(plane.mv_levels), kept)
+        found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
+        candidates: list[dict] = [
+            {"invariant": v.invariant, "entity": v.entity, "first_offset": v.first_offset, "message": v.message,
+             "fixed_by": None if v.last_offset is None else v.last_offset + 1}
+            for v in plane.violations if BY_ID[v.invariant].graced
+        ]  # fmt: skip
+        found += l1_violations(df, first, last, n) if n else []
+        found += _instants(refused)
+        tell("K1: leader in ISR in replicas")
+        found += k1_violations(timeline, lives)
+        tell("K3: epochs")
+        found += _partition_instants(k3_violations(timeline), lives)
+        tell("K4/K5: leaders and ISR on online brokers and directories")
+        referenced = _referenced_dirs(df)
+        broker_bad, dir_bad, known = bad_intervals(plane, referenced)
+        candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0)
+        tell("K7: directory removals")
+        found += k7_violations(spark, timeline, plane.dir_removals, lives)
+        tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
+        counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
+        candidates += k8_candidates(plane, counts)
+        found += k11_violations(plane, counts)
+        k9 = k9_candidates(spark, df, timeline, plane)
+        tell("holding graced states to the grace")
+        found += held_to_grace(spark, df, candidates, config, last if last is not None else -1, k9)
+        tell("state hash")
+        view = plane.view
+        for p in _final_partitions(timeline, lives):
+            view.partitions.setdefault(p.topic_id, {})[p.partition_id] = p
+        counts = timeline.agg(F.count("*").alias("rows"), F.count_if("changed").alias("changes")).first()
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
     report = _report(config, found, plane, n, first, last, view.state_hash(), counts)
     log.info("spark.audit", records=n, violations=len(found), seconds=round(time.perf_counter() - started, 2))

@@ -64,17 +64,17 @@ def partition_entity(lives: list[tuple[str, int, int | None]], pk: int) -> str:
     return f"partition/{topic}/{p}"
 
 
-def partition_timeline(df, lives, keep):
-    """``(timeline, refused, cached)`` for a log DataFrame (``read_log``) and its topic lifetimes.
+def partition_timeline(df, lives, keep, scratch):
+    """``(timeline, refused)`` for a log DataFrame (``read_log``) and its topic lifetimes.
 
     ``timeline``: one row per applied partition record, with the columns ``keep(states)``
     makes of the states (``_one_pass``'s columns; the audit's ``keep`` is
     ``spark.audit.state_facts``): offset, ``PK``, ``end`` (the offset where this state stops: the partition's next record,
     the topic's removal, or null), the state (leader, isr, replicas, dirs, epochs) and the state
-    before (``old_*``, null for a new partition). What ``keep`` makes is what is cached: the
-    fewer arrays, the cheaper. ``refused``: violations (invariant, severity, entity,
-    first_offset, last_offset, message, evidence) of the records left out. ``cached``: the
-    DataFrames persisted on the way (``unpersist`` them when done).
+    before (``old_*``, null for a new partition). What ``keep`` makes is what ``scratch``
+    (``spark.scratch.Scratch``) keeps: the fewer arrays, the cheaper. ``refused``: violations
+    (invariant, severity, entity, first_offset, last_offset, message, evidence) of the records
+    left out.
 
     Every partition goes through one pass of two window operators (``_one_pass``); the few
     whose history needs more (a refused change in the middle, a change of replicas without
@@ -84,17 +84,17 @@ def partition_timeline(df, lives, keep):
 
     rows = _rows(df, lives)
     states = _one_pass(rows)
-    fast = states.select(*keep(states), KEY, "refusal", "slow").persist()
+    fast = scratch.keep(states.select(*keep(states), KEY, "refusal", "slow"), "timeline")
     slow = [r[0] for r in fast.where("slow").select(PK).distinct().collect()]
     refused_topic = fast.where(F.col(PK) == -1).select(*_refused_columns())
     timeline = fast.where((F.col(PK) != -1) & ~F.col("slow")).drop(KEY, "refusal", "slow")
     if not slow:
-        return timeline, refused_topic, [fast]
+        return timeline, refused_topic
     keys = rows.sparkSession.createDataFrame([(k,) for k in slow], f"{PK} long")
     careful, refused = _careful(rows.join(F.broadcast(keys), PK, "left_semi"))
-    careful = careful.select(*keep(careful)).persist()  # the few slow partitions, not the whole timeline again
+    careful = scratch.keep(careful.select(*keep(careful)), "careful")  # the few slow partitions, not the whole timeline again
     timeline = timeline.join(F.broadcast(keys), PK, "left_anti")
-    return timeline.unionByName(careful), refused_topic.unionByName(refused), [fast, careful]
+    return timeline.unionByName(careful), refused_topic.unionByName(refused)
 
 
 def _refused_columns():

@@ -133,6 +133,49 @@ def test_refused_partition_records_and_directories_that_follow_replicas(spark, t
     _same(local, remote)
 
 
+def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_path, monkeypatch):
+    """The timeline is kept as Parquet in a scratch directory (the caller's here) or, with none
+    (a cluster without a checkpoint directory), in Spark's cache: the same report either way,
+    the slow partitions' timeline (``_careful``) kept too, and nothing left behind."""
+    import kraftlake.spark.scratch as scratch
+
+    cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=16, seed=3, bug="elect-offline-leader",
+                         faults=("broker-crash", "dir-failure", "reassign"))  # fmt: skip
+    log = Log.create(tmp_path / "log")
+    log.append([r for batch in generate(cfg, records=1500) for r in batch])
+    # A change of a partition that does not exist: its partition's whole history goes the slow way.
+    first = next(r for r in log.at().records() if type(r).__name__ == "Partition")
+    log.append([_change(first.topic_id, 999)])
+    local = Audit(None)
+    local.feed(log.at().records())
+    expected = local.report()
+    kept = tmp_path / "scratch"
+    kept.mkdir()
+    _same(expected, audit(spark, read_log(spark, log.path), scratch=str(kept)))
+    assert kept.is_dir() and list(kept.iterdir()) == []
+    monkeypatch.setattr(scratch, "_default_directory", lambda spark: None)
+    persisted = len(spark.sparkContext._jsc.getPersistentRDDs())
+    _same(expected, audit(spark, read_log(spark, log.path)))
+    assert len(spark.sparkContext._jsc.getPersistentRDDs()) == persisted
+
+
+def test_a_local_sessions_scratch_is_a_temporary_directory_removed_on_close(spark):
+    from kraftlake.spark.scratch import Scratch
+
+    with Scratch(spark) as s:
+        root = Path(s.root)
+        df = s.keep(spark.range(50).selectExpr("id", "id * id AS square"), "squares")
+        assert sorted(r.square for r in df.where("id < 4").collect()) == [0, 1, 4, 9]
+        assert any(root.iterdir())
+    assert not root.exists()
+
+
+def _change(topic_id, partition_id):
+    from kraftlake.records import PartitionChange
+
+    return PartitionChange(topic_id=topic_id, partition_id=partition_id, isr=(1,))
+
+
 def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_path):
     """Spark numbers each partition lifetime (topic lifetime, partition id) for its windows: a
     topic removed and created again under the same id starts its partitions afresh (a change

@@ -17,6 +17,10 @@ def register(app: typer.Typer) -> None:
         log: Path = typer.Argument(..., help="The log."),
         master: str | None = typer.Option(None, "--master", help="Spark master URL (spark://host:7077, yarn, k8s://...). Default: local, on --cores cores."),
         cores: int | None = typer.Option(None, "--cores", min=1, help="Cores of the local session (default: all)."),
+        scratch: str | None = typer.Option(
+            None, "--scratch",
+            help="Directory every executor sees, for the partition timeline the audit writes once and reads per invariant (Parquet, removed afterwards). Default: a local temporary directory; on a cluster, the checkpoint directory, else Spark's cache.",
+        ),  # fmt: skip
         version: int | None = typer.Option(None, "--version", help="Audit the log as of this Delta version."),
         timestamp: str | None = typer.Option(None, "--timestamp", help="Audit the log as of this time (ISO 8601)."),
         to_offset: int | None = TO_OFFSET,
@@ -49,7 +53,7 @@ def register(app: typer.Typer) -> None:
         try:
             with spark_progress(spark) as step:
                 df = read_log(spark, log, version=version, timestamp=timestamp, to_offset=to_offset)
-                report = audit(spark, df, config, step=step)
+                report = audit(spark, df, config, step=step, scratch=scratch)
         finally:
             if ours:
                 spark.stop()
