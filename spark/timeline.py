@@ -175,13 +175,17 @@ def _explicit_dirs():
     )
 
 
-def _other_fields(upto):
-    """The registration's fields no invariant reads (the state hash does), forward-filled."""
+def _other_fields(w):
+    """The registration's fields no invariant reads, as they are after the partition's last
+    record (the final state's hash reads them), on each of its rows: over the whole partition
+    (``w``), an aggregate computed once per partition, not a running one copying arrays per row."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     names = (("removing", "removing_replicas"), ("adding", "adding_replicas"), ("lrs", "leader_recovery_state"),
              ("elr", "eligible_leader_replicas"), ("lkelr", "last_known_elr"))  # fmt: skip
-    return [F.last(f"set_{a}", ignorenulls=True).over(upto).alias(c) for a, c in names]
+    whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    return [F.last(f"set_{a}", ignorenulls=True).over(whole).alias(c) for a, c in names]
 
 
 def _one_pass(rows):
@@ -216,7 +220,7 @@ def _one_pass(rows):
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         *[F.last(f"set_{c}", ignorenulls=True).over(upto).alias(c) for c in ("replicas", "isr", "leader")],
         *[F.last(f"set_{c}", ignorenulls=True).over(before).alias(f"old_{c}") for c in ("replicas", "isr", "leader")],
-        *_other_fields(upto),
+        *_other_fields(w),
         F.last(explicit, ignorenulls=True).over(upto).alias("dirs"),
         F.last(explicit, ignorenulls=True).over(before).alias("old_dirs"),
         F.sum(F.coalesce("sets_leader", F.lit(0))).over(upto).alias("n_leader"),
@@ -285,7 +289,7 @@ def _careful(rows):
         "offset", PK, "is_record", "removed", "segment", "replicas", "set_replicas", "sets_leader",
         F.last("set_isr", ignorenulls=True).over(upto).alias("isr"),
         F.last("set_leader", ignorenulls=True).over(upto).alias("leader"),
-        *_other_fields(upto),
+        *_other_fields(w),
         explicit.alias("explicit_dirs"),
         F.last(explicit, ignorenulls=True).over(upto).alias("dirs"),
         F.last(F.when(is_record, F.col("base_leader_epoch")), ignorenulls=True).over(upto).alias("base_le"),
