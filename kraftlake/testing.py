@@ -38,6 +38,8 @@ from kraftlake.records.s3stream import (
     S3Stream,
     S3StreamEndOffsets,
     S3StreamSetObject,
+    StreamRange,
+    StreamRanges,
     StreamState,
 )
 from kraftlake.records.types import is_reserved, uuid_from_bytes
@@ -81,6 +83,8 @@ def _strategy(info: mi.Type, name: str, owner: type | None = None) -> st.SearchS
         unique = isinstance(inner, (mi.IntType, mi.StrType))
         return st.lists(_strategy(item, name, owner), max_size=5, unique=unique)
     if isinstance(info, mi.StructType):
+        if info.cls is StreamRanges:  # listed here; ``_fix_object_written`` may pack them
+            return st.lists(_strategy(mi.type_info(StreamRange), name, owner), max_size=5)
         return st.fixed_dictionaries({f.name: _strategy(f.type, f.name, info.cls) for f in info.fields})
     if isinstance(info, mi.UnionType):
         return st.one_of(
@@ -141,6 +145,16 @@ def _fix_stream_set_object(draw: st.DrawFn, d: dict[str, Any]) -> None:
         d["ranges"] = _unique_by(d["ranges"], "stream_id")
 
 
+def _fix_object_written(draw: st.DrawFn, d: dict[str, Any]) -> None:
+    """Ranges listed (the JSON shape a client writes) or packed (the record's own)."""
+    if "ranges" in d:
+        d["ranges"] = _unique_by(d["ranges"], "stream_id")
+        if draw(st.booleans()):
+            listed = [(r["stream_id"], r["start_offset"], r["end_offset"]) for r in d["ranges"]]
+            packed = StreamRanges.of(listed)
+            d["ranges"] = {"packed": packed.packed, "raw_size": packed.raw_size}
+
+
 def _fix_object(draw: st.DrawFn, d: dict[str, Any]) -> None:
     d["object_state"] = draw(st.sampled_from([ObjectState.PREPARED, ObjectState.COMMITTED, ObjectState.MARK_DESTROYED]))
 
@@ -184,7 +198,7 @@ def _fix_bookie_info(draw: st.DrawFn, d: dict[str, Any]) -> None:
 _FIXUPS = {
     LedgerCreated: _fix_ledger_created, LedgerEnsembleChange: _fix_ensemble_change, BookieInfo: _fix_bookie_info,
     Partition: _fix_partition, PartitionChange: _fix_partition_change, LogDirsLoaded: _fix_dirs_loaded,
-    S3Stream: _fix_stream, S3StreamSetObject: _fix_stream_set_object, ObjectWritten: _fix_stream_set_object, S3Object: _fix_object, KV: _fix_kv,
+    S3Stream: _fix_stream, S3StreamSetObject: _fix_stream_set_object, ObjectWritten: _fix_object_written, S3Object: _fix_object, KV: _fix_kv,
     RemoveKV: _fix_remove_kv, S3StreamEndOffsets: _fix_end_offsets,
 }  # fmt: skip
 

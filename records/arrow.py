@@ -22,7 +22,9 @@ import pyarrow.compute as pc
 
 from .base import ENVELOPE_FIELDS, Record, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord
-from .codec import record_error
+from .codec import from_builtins, record_error
+from .s3stream import StreamRange, StreamRanges, packed_fields
+from .upcast import SHAPES
 
 ENVELOPE_SCHEMA = pa.schema(
     [
@@ -76,6 +78,8 @@ def _arrow_type(info: mi.Type) -> pa.DataType:
     if isinstance(info, (mi.VarTupleType, mi.ListType)):
         return pa.list_(_arrow_type(info.item_type))
     if isinstance(info, mi.StructType):
+        if info.cls is StreamRanges:  # packed in the record, a list of structs for SQL engines
+            return pa.list_(_arrow_type(mi.type_info(StreamRange)))
         return pa.struct([pa.field(f.name, _arrow_type(f.type)) for f in info.fields])
     if isinstance(info, mi.UnionType):
         inner = [t for t in info.types if not isinstance(t, mi.NoneType)]
@@ -119,6 +123,19 @@ def _field_array(values: list[Any], ftype: pa.DataType) -> pa.Array:
     if _is_nested(ftype):
         values = msgspec.to_builtins(values, builtin_types=(bytes,))
     return pa.array(values, ftype)
+
+
+def _stream_ranges_array(values: list[StreamRanges | None], ftype: pa.ListType) -> pa.Array:
+    """``StreamRanges`` values as a list<struct> column, unpacked by Arrow from their buffers."""
+    import numpy as np
+
+    lengths = np.fromiter((0 if v is None else len(v) for v in values), np.int64, len(values))
+    offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
+    flat = np.frombuffer(b"".join(v.raw() for v in values if v is not None), "<i8").reshape(-1, 3)
+    item = ftype.value_type
+    child = pa.StructArray.from_arrays([pa.array(flat[:, k], item.field(k).type) for k in range(3)], fields=list(item))
+    mask = pa.array([v is None for v in values]) if any(v is None for v in values) else None
+    return pa.ListArray.from_arrays(offsets, child, type=ftype, mask=mask)
 
 
 @lru_cache(maxsize=None)
@@ -178,8 +195,9 @@ def to_table(
         # astuple + zip transpose rows to columns in C; the struct field order is the table's
         values = list(zip(*[astuple(records[i]) for i in idx]))
         position = _positions(BY_NAME[name])
+        packed = packed_fields(BY_NAME[name])
         arrays = [
-            _field_array(list(values[position[f.name]]), f.type)
+            (_stream_ranges_array if f.name in packed else _field_array)(list(values[position[f.name]]), f.type)
             if f.name in position
             else pa.nulls(len(idx), f.type)
             for f in ftype
@@ -236,7 +254,12 @@ def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
             spans.append(arr.buffers()[2].slice(start, end - start))
     message = b"".join([b"\xdd" + n.to_bytes(4, "big"), *(memoryview(s) for s in spans)])
     with trusted(), gc_paused():
-        return _LIST_DECODER.decode(message)
+        try:
+            return _LIST_DECODER.decode(message)
+        except msgspec.ValidationError:
+            # Written before a record changed shape (``ObjectWritten`` v0 listed its ranges):
+            # record by record through the upcasters.
+            return [from_builtins(raw) for raw in msgspec.msgpack.decode(message)]
 
 
 def record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -> pa.Array:
@@ -291,12 +314,13 @@ def _from_struct_columns(table: pa.Table) -> list[Record]:
         else:
             payloads = [{} for _ in range(len(idx))]
         drop = _droppable_nulls(cls)
+        shape = SHAPES.get(name)  # the struct columns hold a record's unpacked form
         dicts = []
         for j, payload in enumerate(payloads):
             d = {k: v for k, v in (payload or {}).items() if not (v is None and k in drop)}
             for k in ENVELOPE_FIELDS:
                 d[k] = env[k][j]
-            dicts.append(d)
+            dicts.append(d if shape is None else shape(d))
         try:
             converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]
         except msgspec.ValidationError as exc:

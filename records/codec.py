@@ -1,7 +1,8 @@
 """Records to and from JSON Lines and plain builtins, with errors that name line, type and field.
 
 The fast path decodes a line straight into the tagged union. Only records produced at an older
-version take the slow path (plain dict -> ``check_since`` -> ``upcast`` -> Struct).
+version, or in another accepted shape (``upcast.SHAPES``: an ``ObjectWritten`` listing its ranges),
+take the slow path (plain dict -> ``check_since`` -> ``upcast`` -> Struct).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import msgspec
 from .base import Record, current_version, type_name
 from .catalog import BY_NAME, JSON_DECODER, JSON_ENCODER, AnyRecord
 from .errors import RecordError
-from .s3stream import RENAMED
-from .upcast import check_since, upcast
+from .s3stream import RENAMED, packed_fields
+from .upcast import SHAPES, check_since, upcast
 
 _AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _NAMED = re.compile(r"^(?:Object missing required field|Object contains unknown field) `(?P<f>[^`]+)`")
@@ -86,6 +87,8 @@ def from_builtins(raw: Any, *, line: int | None = None) -> Record:
         if isinstance(version, int) and version < current_version(cls):
             check_since(cls, raw)
             raw = upcast(cls, dict(raw))
+        elif name in SHAPES:
+            raw = SHAPES[name](dict(raw))
         return msgspec.convert(raw, cls)
     except (msgspec.ValidationError, RecordError, ValueError, TypeError) as exc:
         raise record_error(exc, line=line, record_type=name) from None
@@ -114,13 +117,31 @@ def iter_lines(lines: Iterable[bytes | str]) -> Iterator[Record]:
         yield decode_line(line, line_no=no)
 
 
+def json_form(record: Record) -> Record | dict[str, Any]:
+    """What JSON shows of a record: the record, with its packed parts (``ObjectWritten``'s index
+    block, ``StreamRanges``) listed, as a person reads and writes them. Decoding takes both forms."""
+    packed = packed_fields(type(record))
+    if not packed:
+        return record
+    out: dict[str, Any] = {"type": type_name(type(record))}
+    for name in record.__struct_fields__:
+        value = getattr(record, name)
+        out[name] = tuple(value) if name in packed else value
+    return out
+
+
 def encode_line(record: Record) -> bytes:
     """One record as one JSON line (no trailing newline)."""
-    return JSON_ENCODER.encode(record)
+    return JSON_ENCODER.encode(json_form(record))
 
 
 def encode_lines(records: Iterable[Record]) -> bytes:
-    return b"".join(JSON_ENCODER.encode(r) + b"\n" for r in records)
+    return b"".join(JSON_ENCODER.encode(json_form(r)) + b"\n" for r in records)
+
+
+def encode_json_array(records: Iterable[Record]) -> bytes:
+    """Records as one JSON array, each in its ``json_form``."""
+    return JSON_ENCODER.encode([json_form(r) for r in records])
 
 
 _MSGPACK = msgspec.msgpack.Encoder()

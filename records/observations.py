@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from msgspec import Meta
+from msgspec.structs import force_setattr
 
 from .base import Part, Record
-from .s3stream import StreamRange
+from .s3stream import StreamRanges, check_stream_ranges
 from .types import BrokerId, Int32, Int64, PartitionIndex, Uuid, check_real_uuid
 
 
@@ -110,22 +111,25 @@ class ObjectWritten(ObservationRecord, frozen=True, kw_only=True):
     """Node ``node_id`` uploaded object ``object_id`` to object storage; its index block lists these
     stream ranges. AutoMQ keeps a stream-set object's ranges in metadata only before V2 (inline
     ``Ranges``); from V2 readers fetch them from the object itself. This record is that index block
-    as a fact in the log, so that reads and audits (I5, I6) can see what a V2+ object holds."""
+    as a fact in the log, so that reads and audits (I5, I6) can see what a V2+ object holds.
 
-    version: int = 0
+    v1 packs the ranges (``StreamRanges``: a compacted object lists hundreds); v0 listed them as
+    ``StreamRange`` objects, which is what a v0 JSON record still gives (upcast on read)."""
+
+    version: int = 1
     KEY = "object/{r.object_id}"
     node_id: BrokerId
     object_id: Annotated[int, Meta(ge=0, le=2**63 - 1)]
     object_size: Int64 = 0
-    ranges: tuple[StreamRange, ...] = ()
+    ranges: StreamRanges = StreamRanges()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ranges, StreamRanges):  # a Python caller's StreamRanges or triplets
+            force_setattr(self, "ranges", StreamRanges.of(self.ranges))
+        super().__post_init__()
 
     def _validate(self) -> None:
-        ids = [r.stream_id for r in self.ranges]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"`ranges`: lists a stream twice: {ids}")
-        for r in self.ranges:
-            if r.end_offset < r.start_offset:
-                raise ValueError(f"`ranges`: end offset {r.end_offset} is below start offset {r.start_offset}")
+        check_stream_ranges(self.ranges)
 
 
 OBSERVATION_RECORDS: tuple[type[Record], ...] = (

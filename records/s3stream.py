@@ -8,16 +8,23 @@ version removed (the four ``*TimeInMs`` of ``S3ObjectRecord`` v0, the inline ``R
 the records AutoMQ renamed (``BrokerWALMetadataRecord``, ``WALObjectRecord``, ``S3SSTObjectRecord``)
 decode into today's types (``RENAMED``).
 
-Packed byte payloads are kept decoded, so that Spark SQL reads ``s3_stream_end_offsets.end_offsets``
-directly: ``pack_*``/``unpack_*`` convert to and from AutoMQ's wire bytes (section 1.4).
+AutoMQ's packed byte payloads are kept decoded, so that Spark SQL reads
+``s3_stream_end_offsets.end_offsets`` directly: ``pack_*``/``unpack_*`` convert to and from AutoMQ's
+wire bytes (section 1.4). The one payload kraftlake packs itself is an object's index block
+(``StreamRanges``, in ``ObjectWritten``): packed in the record, unpacked in the log's Arrow column.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
+from functools import lru_cache
 from typing import Annotated, Any
 
+import msgspec.inspect as mi
 import pyarrow as pa
 from msgspec import Meta
 
@@ -26,7 +33,7 @@ from .types import BrokerId, Int8, Int32, Int64
 
 __all__ = [
     "StreamState", "ObjectState", "CompactOperation", "ObjectType", "NOOP_OBJECT_ID", "MATCH_ALL_BUCKET",
-    "StreamTag", "StreamRange", "StreamEndOffset", "KeyValue", "UncommittedOffset",
+    "StreamTag", "StreamRange", "StreamRanges", "check_stream_ranges", "packed_fields", "StreamEndOffset", "KeyValue", "UncommittedOffset",
     "S3StreamMetadataRecord", "S3Stream", "RemoveS3Stream", "Range", "RemoveRange", "S3StreamObject",
     "RemoveS3StreamObject", "S3StreamSetObject", "RemoveStreamSetObject", "S3Object", "RemoveS3Object",
     "AssignedStreamId", "AssignedS3ObjectId", "NodeWALMetadata", "RemoveNodeWALMetadata",
@@ -113,6 +120,122 @@ class StreamRange(Part, frozen=True, kw_only=True):
     stream_id: StreamId
     start_offset: Offset
     end_offset: Offset
+
+
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+class StreamRanges(Part, frozen=True, kw_only=True):
+    """Many ``StreamRange``, packed: (stream_id, start_offset, end_offset) as little-endian int64
+    triplets end to end, in the order given, zstd-compressed above ``COMPRESS_ABOVE`` ranges (as
+    AutoMQ compresses its inline ranges, ``pack_ranges``). An object's index block
+    (``ObjectWritten``) lists a range per stream it holds, hundreds once compactions merged a
+    node's small streams: a 10^7-record history carries ~3x10^8 of them. Packed, a log decodes
+    one ``bytes`` value per object instead of a Struct per range (replay never opens it), and
+    readers take the numbers from the buffer (``columns``); iterating gives ``StreamRange``s as a
+    tuple of them would. The log's Arrow column keeps them unpacked
+    (``list<struct<stream_id, start_offset, end_offset>>``) for SQL engines.
+
+    Build one with ``StreamRanges.of(...)``; what a record holds is checked by the record
+    (``check_stream_ranges``): the Struct does no work of its own when decoded."""
+
+    packed: bytes = b""
+    raw_size: Annotated[int, Meta(ge=0)] = 0
+    """0: ``packed`` is the triplets themselves; else it is their zstd frame, and this their size."""
+
+    @classmethod
+    def of(cls, ranges: Iterable[StreamRange | tuple[int, int, int]]) -> StreamRanges:
+        """From ``StreamRange``s or (stream_id, start_offset, end_offset) tuples."""
+        flat = array("q")
+        for r in ranges:
+            if isinstance(r, StreamRange):
+                flat.extend((r.stream_id, r.start_offset, r.end_offset))
+            else:
+                stream_id, start, end = r
+                flat.extend((stream_id, start, end))
+        if not _LITTLE_ENDIAN:
+            flat.byteswap()
+        raw = flat.tobytes()
+        if len(flat) > 3 * COMPRESS_ABOVE:
+            return cls(packed=_ZSTD_CODEC.compress(raw, asbytes=True), raw_size=len(raw))
+        return cls(packed=raw)
+
+    def raw(self) -> bytes:
+        """The triplets, decompressed if they were compressed."""
+        if not self.raw_size:
+            return self.packed
+        return _ZSTD_CODEC.decompress(self.packed, decompressed_size=self.raw_size, asbytes=True)
+
+    def uncompressed(self) -> StreamRanges:
+        """The same ranges, never compressed: a form that depends on them alone (state hashes)."""
+        return self if not self.raw_size else StreamRanges(packed=self.raw())
+
+    def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
+        """(stream ids, start offsets, end offsets), read from the triplets in place on a
+        little-endian machine."""
+        if _LITTLE_ENDIAN:
+            q = memoryview(self.raw()).cast("q")
+        else:
+            q = array("q", self.raw())
+            q.byteswap()
+        return q[0::3], q[1::3], q[2::3]
+
+    def __len__(self) -> int:
+        return (self.raw_size or len(self.packed)) // 24
+
+    def __iter__(self) -> Iterator[StreamRange]:
+        for s, a, b in zip(*self.columns()):
+            yield StreamRange(stream_id=s, start_offset=a, end_offset=b)
+
+    def __getitem__(self, i: int) -> StreamRange:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("StreamRanges index out of range")
+        ids, starts, ends = self.columns()
+        return StreamRange(stream_id=ids[i], start_offset=starts[i], end_offset=ends[i])
+
+    def find(self, stream_id: int) -> StreamRange | None:
+        """The range of ``stream_id`` (the first, if listed twice), or None."""
+        ids, starts, ends = self.columns()
+        for i, s in enumerate(ids):
+            if s == stream_id:
+                return StreamRange(stream_id=s, start_offset=starts[i], end_offset=ends[i])
+        return None
+
+    def __repr__(self) -> str:
+        return f"StreamRanges.of({[(s, a, b) for s, a, b in zip(*self.columns())]!r})"
+
+
+COMPRESS_ABOVE = 50
+"""``StreamRanges`` of more ranges are zstd-compressed (~4x smaller for a compacted object's)."""
+_ZSTD_CODEC = pa.Codec("zstd", compression_level=1)
+
+
+@lru_cache(maxsize=None)
+def packed_fields(cls: type[Record]) -> frozenset[str]:
+    """The fields of a record type that hold ``StreamRanges``."""
+    return frozenset(
+        f.name for f in mi.type_info(cls).fields if isinstance(f.type, mi.StructType) and f.type.cls is StreamRanges
+    )
+
+
+def check_stream_ranges(ranges: StreamRanges) -> None:
+    """What a record's ``StreamRanges`` must be: whole triplets, each stream once, ids and
+    offsets not negative, no range ending before it starts."""
+    try:
+        raw = ranges.raw()
+    except (OSError, ValueError) as exc:  # pyarrow's words for a bad zstd frame, or a wrong size
+        raise ValueError(f"`ranges`: not a zstd frame of {ranges.raw_size} bytes ({exc})") from None
+    if len(raw) % 24 or (ranges.raw_size and len(raw) != ranges.raw_size):
+        raise ValueError(f"`ranges`: {len(raw)} bytes is not a whole number of 24-byte ranges")
+    ids, starts, ends = ranges.columns()
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"`ranges`: lists a stream twice: {list(ids)}")
+    for s, a, b in zip(ids, starts, ends):
+        if s < 0 or a < 0:
+            raise ValueError(f"`ranges`: stream {s} at {a}: ids and offsets are never negative")
+        if b < a:
+            raise ValueError(f"`ranges`: end offset {b} is below start offset {a}")
 
 
 class StreamEndOffset(Part, frozen=True, kw_only=True):

@@ -15,6 +15,7 @@ import msgspec
 from .base import Record, current_version, field_defaults, type_name
 from .errors import RecordError
 from .kraft import MIGRATING
+from .s3stream import StreamRange, StreamRanges
 
 Payload = dict[str, Any]
 Step = Callable[[Payload], Payload]
@@ -39,13 +40,34 @@ def _s3_object_v0_to_v1(raw: Payload) -> Payload:
     return raw
 
 
+def _listed_ranges(raw: Payload) -> Payload:
+    # v1 packs the index block's ranges (``StreamRanges``); v0 listed StreamRange objects, the
+    # form a person or a JSON client writes, accepted at every version.
+    ranges = raw.get("ranges")
+    if isinstance(ranges, (list, tuple)):
+        try:
+            listed = msgspec.convert(ranges, tuple[StreamRange, ...], from_attributes=True)
+        except msgspec.ValidationError as exc:
+            message, _, at = str(exc).partition(" - at `$")
+            raise msgspec.ValidationError(f"{message} - at `$.ranges{at}") from None
+        packed = StreamRanges.of(listed)
+        raw["ranges"] = {"packed": packed.packed, "raw_size": packed.raw_size}
+    return raw
+
+
 _S3_OBJECT_TIME = {1: "expired_time_in_ms", 2: "committed_time_in_ms", 3: "mark_destroyed_time_in_ms"}
 
 STEPS: dict[tuple[str, int], Step] = {
     ("Partition", 0): _partition_v0_to_v1,
     ("S3Object", 0): _s3_object_v0_to_v1,
+    ("ObjectWritten", 0): _listed_ranges,
 }
 """(record type, from version) -> step to version + 1."""
+
+SHAPES: dict[str, Step] = {
+    "ObjectWritten": _listed_ranges,
+}
+"""Record type -> what turns another accepted input shape into the current one, at any version."""
 
 
 def check_since(cls: type[Record], raw: Payload) -> None:

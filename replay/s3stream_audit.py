@@ -11,6 +11,7 @@ proportional to what a record changed, not to the size of the state.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kraftlake.records.base import Record
@@ -33,6 +34,8 @@ from kraftlake.records.s3stream import (
     S3StreamEndOffsets,
     S3StreamObject,
     S3StreamSetObject,
+    StreamRange,
+    StreamRanges,
 )
 from kraftlake.statemachine.s3stream import invariants as sinv
 from kraftlake.statemachine.s3stream.reducer import apply
@@ -252,10 +255,8 @@ class StreamsAudit:
             known = node is not None and r.object_id in node.stream_set_objects
             apply(view, r)
             if known:
-                streams = self.cover.drop_sso(r.object_id)
+                self.pending.update(self.cover.drop_sso(r.object_id))  # coverage, at the end of the batch
                 self._ref(r.object_id, f"node/{r.node_id}", offset, ts, False)
-                for sid in streams:
-                    self._coverage(sid, offset, ts)
         elif cls is S3Object:
             self._object(r, offset, ts)
         elif cls is RemoveS3Object:
@@ -325,16 +326,15 @@ class StreamsAudit:
         view = self.view
         self._ids("object", r.object_id, view.next_object_id, None, offset)
         node = view.nodes.get(r.node_id)
-        ranges = r.ranges or view.object_index.get(r.object_id, ())
         if node is not None:
             streams = view.streams
-            for rng in ranges:
-                s = streams.get(rng.stream_id)
-                if s is None or rng.end_offset <= s.end_offset:  # moves no end: nothing for S12 to check
+            for sid, start, end in _columns(r.ranges or view.object_index.get(r.object_id, ())):
+                s = streams.get(sid)
+                if s is None or end <= s.end_offset:  # moves no end: nothing for S12 to check
                     continue
-                bad = sinv.advances_end(s, (view, r.node_id), rng.start_offset, rng.end_offset)
+                bad = sinv.advances_end(s, (view, r.node_id), start, end)
                 if bad:
-                    self._instant("S12", f"stream/{rng.stream_id}", offset,
+                    self._instant("S12", f"stream/{sid}", offset,
                                   f"stream-set object {r.object_id} of node {r.node_id}: {bad}")  # fmt: skip
         replaced = node is not None and r.object_id in node.stream_set_objects
         apply(view, r)
@@ -380,6 +380,13 @@ class StreamsAudit:
 
     def state_hash(self) -> str:
         return self.view.state_hash()
+
+
+def _columns(ranges: StreamRanges | tuple[StreamRange, ...]) -> Iterable[tuple[int, int, int]]:
+    """(stream id, start, end) of an object's ranges: packed (an index block) or inline."""
+    if isinstance(ranges, StreamRanges):
+        return zip(*ranges.columns())
+    return ((r.stream_id, r.start_offset, r.end_offset) for r in ranges)
 
 
 def is_streams_record(r: Record) -> bool:

@@ -38,7 +38,8 @@ KIND = "kraft.controller"
 STREAMS_KIND = "s3stream.streams"
 """The S3Stream view at the same offsets (its image, msgpack): ``brokers`` counts nodes and
 ``partitions`` streams."""
-STREAMS_FORMAT = 1
+STREAMS_FORMAT = 2
+"""2: an object's index block packed (``StreamRanges``); snapshots of format 1 are not read."""
 
 SCHEMA = pa.schema(
     [

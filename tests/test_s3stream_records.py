@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import msgspec
+import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kraftlake.records import RecordError, decode_line, encode_line
+from kraftlake.records.arrow import _from_struct_columns, from_table, to_table
+from kraftlake.records.base import trusted
+from kraftlake.records.observations import ObjectWritten
+from kraftlake.statemachine.s3stream.view import StreamsView
 from kraftlake.records.s3stream import (
     API_KEYS,
     S3STREAM_RECORDS,
@@ -21,6 +27,7 @@ from kraftlake.records.s3stream import (
     S3StreamSetObject,
     StreamEndOffset,
     StreamRange,
+    StreamRanges,
     attribute_bucket,
     attribute_deep_delete,
     attributes,
@@ -138,3 +145,89 @@ def test_entity_keys():
     assert RemoveKV(keys=("a",)).entity_key() == "kv/-/a"
     assert S3Object(object_id=3, object_state=ObjectState.PREPARED).entity_key() == "object/3"
     assert S3StreamObject(stream_id=2, start_offset=0, end_offset=1, object_id=3).entity_key() == "stream/2"
+
+
+# -- an object's index block, packed (ObjectWritten v1) ---------------------------------------------
+
+
+MANY = [StreamRange(stream_id=i, start_offset=1000 * i, end_offset=1000 * i + 7) for i in range(60)]
+
+
+@given(ranges)
+@example(MANY)
+def test_stream_ranges_read_back_the_ranges_they_pack(rs):
+    packed = StreamRanges.of(rs)
+    assert len(packed) == len(rs) and bool(packed) == bool(rs)
+    # zstd above 50 ranges, as AutoMQ's inline ranges; the triplets themselves below
+    assert (packed.raw_size > 0) == (len(rs) > 50) and len(packed.raw()) == 24 * len(rs)
+    assert len(packed.packed) == 24 * len(rs) if len(rs) <= 50 else len(packed.packed) < 24 * len(rs)
+    plain = packed.uncompressed()
+    assert plain.raw_size == 0 and plain.packed == packed.raw() and tuple(plain) == tuple(packed)
+    # a view's state hash is of the ranges, not of their compression
+    a, b = StreamsView(), StreamsView()
+    a.object_index[1], b.object_index[1] = packed, plain
+    assert a.state_hash() == b.state_hash()
+    assert tuple(packed) == tuple(rs) and StreamRanges.of((r.stream_id, r.start_offset, r.end_offset) for r in rs) == packed
+    ids, starts, ends = packed.columns()
+    assert list(zip(ids, starts, ends)) == [(r.stream_id, r.start_offset, r.end_offset) for r in rs]
+    for i, r in enumerate(rs):
+        assert packed[i] == r and packed[i - len(rs)] == r and packed.find(r.stream_id) == r
+    assert packed.find(2**41) is None
+    with pytest.raises(IndexError):
+        packed[len(rs)]
+    assert eval(repr(packed), {"StreamRanges": StreamRanges}) == packed
+
+
+@given(ranges, st.booleans())
+@example(MANY, False)
+def test_object_written_round_trips_through_json_msgpack_and_the_logs_columns(rs, listed):
+    """JSON lists the ranges (either form decodes); the log's blob holds them packed; its struct
+    column unpacked, for SQL; all three give the same record back."""
+    r = ObjectWritten(node_id=1, object_id=7, object_size=9, ranges=rs if listed else StreamRanges.of(rs))
+    assert isinstance(r.ranges, StreamRanges) and tuple(r.ranges) == tuple(rs)
+    line = encode_line(r)
+    assert msgspec.json.decode(line)["ranges"] == [msgspec.to_builtins(x) for x in rs]
+    assert decode_line(line) == r
+    packed_line = msgspec.json.encode(r)  # the Struct's own JSON: ranges as {"packed": base64}
+    assert decode_line(packed_line) == r
+    table = to_table([r], first_offset=5, ts_ms=1)
+    column = table.column("object_written").to_pylist()[0]["ranges"]
+    assert column == [msgspec.to_builtins(x) for x in rs]
+    back = from_table(table)[0]
+    assert back.ranges == r.ranges and back.offset == 5
+    with trusted():
+        assert _from_struct_columns(table.drop_columns(["record"]))[0] == back
+
+
+def test_a_v0_index_block_is_upcast_from_json_and_from_an_older_logs_blobs():
+    v0 = {"type": "ObjectWritten", "version": 0, "offset": 3, "ts_ms": 1, "source": None, "source_offset": None,
+          "node_id": 0, "object_id": 1, "object_size": 0, "ranges": [{"stream_id": 4, "start_offset": 1, "end_offset": 5}]}  # fmt: skip
+    want = StreamRanges.of([(4, 1, 5)])
+    r = decode_line(msgspec.json.encode(v0))
+    assert r.version == 0 and r.ranges == want
+    # A log written before v1 holds the v0 record in its blob column: read record by record.
+    table = pa.table({"offset": pa.array([3], pa.int64()), "record": pa.array([msgspec.msgpack.encode(v0)], pa.binary())})
+    assert from_table(table) == [r]
+
+
+@pytest.mark.parametrize(
+    ("ranges_json", "field", "words"),
+    [
+        ('{"packed":"AAAA"}', "ranges", "not a whole number of 24-byte ranges"),
+        ('{"packed":"AAAA","raw_size":24}', "ranges", "not a zstd frame of 24 bytes"),
+        ('{"packed":"AAAA","raw_size":-24}', "ranges.raw_size", ">= 0"),
+        ('[{"stream_id":1,"start_offset":5,"end_offset":3}]', "ranges", "end offset 3 is below start offset 5"),
+        ('[{"stream_id":1,"start_offset":0,"end_offset":3},{"stream_id":1,"start_offset":3,"end_offset":4}]', "ranges",
+         "lists a stream twice"),
+        ('[{"stream_id":-1,"start_offset":0,"end_offset":3}]', "ranges[0].stream_id", ">= 0"),
+        ('[{"stream_id":1,"start_offset":0}]', "ranges[0].end_offset", "missing"),
+    ],
+)  # fmt: skip
+def test_a_bad_index_block_names_the_record_and_field(ranges_json, field, words):
+    with pytest.raises(RecordError) as exc:
+        decode_line('{"type":"ObjectWritten","node_id":0,"object_id":1,"ranges":%s}' % ranges_json)
+    assert exc.value.record_type == "ObjectWritten" and exc.value.field == field and words in exc.value.message
+    # packed by hand with a negative offset: the record's own check, not msgspec's bounds
+    bad = StreamRanges.of([(1, -4, 3)])
+    with pytest.raises(ValueError, match="never negative"):
+        ObjectWritten(node_id=0, object_id=1, ranges=bad)

@@ -31,6 +31,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from kraftlake.records import Log, TimeTravelError
+from kraftlake.records.codec import encode_json_array
 
 from .append import MAX_BODY, Appending, fast_path
 from .auth import auth_middleware
@@ -130,7 +131,7 @@ def create_app(
                 if hi - lo + 1 > MAX_READ:
                     hi = lo + MAX_READ - 1
                 types = [t for t in type_.split(",") if t] if type_ else None
-                return msgspec.json.encode(snap.records(lo, hi, types))
+                return encode_json_array(snap.records(lo, hi, types))
 
         return Response(await asyncio.to_thread(work), media_type="application/json")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kraftlake.records.s3stream import ObjectState, StreamState
+from kraftlake.records.s3stream import ObjectState, StreamRanges, StreamState
 
 from .view import Stream, StreamsView, UncommittedMeta
 
@@ -163,13 +163,41 @@ class Coverage:
             return []
         self.unindexed.discard(object_id)
         key = ("SSO", object_id, node_id)
-        known, add = view.streams, self.add
+        ranges = view.sso_ranges(node_id, sso)
+        if isinstance(ranges, StreamRanges):
+            columns = ranges.columns()
+        else:
+            columns = ([r.stream_id for r in ranges], [r.start_offset for r in ranges], [r.end_offset for r in ranges])
+        known, by_stream, net_of = view.streams, self.by_stream, self.net
         streams = []
-        for r in view.sso_ranges(node_id, sso):
-            sid = r.stream_id
-            if sid in known:
-                add(sid, key, r.start_offset, r.end_offset)
-                streams.append(sid)
+        # ``add`` inline (a compaction adds hundreds of ranges): what it does for a forward
+        # range new to its stream; the rest (empty, reversed, already there) goes through it.
+        for sid, a, b in zip(*columns):
+            if sid not in known:
+                continue
+            streams.append(sid)
+            entries = by_stream.get(sid)
+            if a >= b or (entries is not None and key in entries):
+                self.add(sid, key, a, b)
+                continue
+            if entries is None:
+                by_stream[sid] = {key: (a, b)}
+            else:
+                entries[key] = (a, b)
+            net = net_of.get(sid)
+            if net is None:
+                net_of[sid] = {a: 1, b: -1}
+                continue
+            n = net.get(a, 0) + 1
+            if n:
+                net[a] = n
+            else:
+                del net[a]
+            n = net.get(b, 0) - 1
+            if n:
+                net[b] = n
+            else:
+                del net[b]
         self.sso_streams[object_id] = streams
         return streams
 
@@ -177,9 +205,32 @@ class Coverage:
         node_id = self.sso_node.pop(object_id, None)
         self.unindexed.discard(object_id)
         streams = self.sso_streams.pop(object_id, [])
-        key, remove = ("SSO", object_id, node_id), self.remove
+        key, by_stream, net_of = ("SSO", object_id, node_id), self.by_stream, self.net
+        # ``remove`` inline, as ``add_sso`` does ``add``.
         for sid in streams:
-            remove(sid, key)
+            entries = by_stream.get(sid)
+            old = None if entries is None else entries.pop(key, None)
+            if old is None:
+                continue
+            if not entries:
+                del by_stream[sid]
+            a, b = old
+            if a >= b:
+                self._count(sid, a, b, -1)
+                continue
+            net = net_of[sid]
+            n = net.get(a, 0) - 1
+            if n:
+                net[a] = n
+            else:
+                del net[a]
+            n = net.get(b, 0) + 1
+            if n:
+                net[b] = n
+            else:
+                del net[b]
+            if not net:
+                del net_of[sid]
         return streams
 
     def index(self, view: StreamsView, object_id: int) -> None:

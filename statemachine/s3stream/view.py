@@ -11,11 +11,12 @@ computed from the data, never stored.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
-from kraftlake.records.s3stream import ObjectState, StreamRange, StreamState
+from kraftlake.records.s3stream import ObjectState, StreamRange, StreamRanges, StreamState
 
 INIT_EPOCH = -1
 INIT_RANGE_INDEX = -1
@@ -126,7 +127,7 @@ class KVEntry(msgspec.Struct, frozen=True, array_like=True):
 
 class ObjectIndexEntry(msgspec.Struct, frozen=True, array_like=True):
     object_id: int
-    ranges: tuple[StreamRange, ...]
+    ranges: StreamRanges
 
 
 class StreamsImage(msgspec.Struct, frozen=True, kw_only=True):
@@ -188,7 +189,7 @@ class StreamsView:
         self.nodes: dict[int, Node] = {}
         self.objects: dict[int, ObjectMeta] = {}
         self.kv: dict[str | None, dict[str, bytes]] = {}
-        self.object_index: dict[int, tuple[StreamRange, ...]] = {}
+        self.object_index: dict[int, StreamRanges] = {}
         """Object id -> the stream ranges its index block lists (``ObjectWritten``)."""
         self.prepared_ids: set[int] = set()
         """Ids of the PREPARED objects (derived: what the lifecycle check scans)."""
@@ -202,15 +203,18 @@ class StreamsView:
 
     # -- queries the deciders, the read path and the audits share --------------------------------
 
-    def sso_ranges(self, node_id: int, sso: StreamSetObjectMeta) -> tuple[StreamRange, ...]:
+    def sso_ranges(self, node_id: int, sso: StreamSetObjectMeta) -> Sequence[StreamRange]:
         """A stream-set object's ranges: inline (before V2) or from its index block."""
         return sso.ranges or self.object_index.get(sso.object_id, ())
 
     def sso_range(self, sso: StreamSetObjectMeta, stream_id: int) -> StreamRange | None:
-        for r in sso.ranges or self.object_index.get(sso.object_id, ()):
-            if r.stream_id == stream_id:
-                return r
-        return None
+        if sso.ranges:
+            for r in sso.ranges:
+                if r.stream_id == stream_id:
+                    return r
+            return None
+        index = self.object_index.get(sso.object_id)
+        return None if index is None else index.find(stream_id)
 
     def opening_streams(self, node_id: int) -> list[int]:
         """Streams OPENED with ``node_id`` owning the current range, by id."""
@@ -249,7 +253,8 @@ class StreamsView:
                 for ns, entries in sorted(self.kv.items(), key=lambda kv: (kv[0] is not None, kv[0] or ""))
                 for k, v in sorted(entries.items())
             ),
-            "object_index": tuple(ObjectIndexEntry(i, r) for i, r in sorted(self.object_index.items())),
+            # uncompressed: the hash is of the ranges, not of how a writer's zstd compressed them
+            "object_index": tuple(ObjectIndexEntry(i, r.uncompressed()) for i, r in sorted(self.object_index.items())),
         }
 
     def image(self) -> StreamsImage:

@@ -23,7 +23,7 @@ from kraftlake.records.base import Record
 from kraftlake.statemachine.simulation import Simulation, drive
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
-from kraftlake.records.s3stream import StreamRange, StreamState
+from kraftlake.records.s3stream import StreamRanges, StreamState
 
 from . import commands as c
 from .bugs import BUGS
@@ -169,7 +169,7 @@ class Cluster(Simulation):
         ranges.sort()
         (oid,) = self.prepare(node, 1)
         self.emit([ObjectWritten(node_id=node, object_id=oid, object_size=64 * sum(b - a for _, a, b in ranges),
-                                 ranges=tuple(StreamRange(stream_id=s, start_offset=a, end_offset=b) for s, a, b in ranges))])  # fmt: skip
+                                 ranges=StreamRanges.of(ranges))])  # fmt: skip
         d = self.run(c.CommitStreamSetObject(
             node_id=node, node_epoch=self.node_epoch(node), object_id=oid, order_id=oid,
             object_size=64 * sum(b - a for _, a, b in ranges), failover_mode=failover, now_ms=self.now,
@@ -214,7 +214,7 @@ class Cluster(Simulation):
         oid = ids.pop() if merged else -1
         if merged:
             self.emit([ObjectWritten(node_id=node, object_id=oid, object_size=64 * sum(b - a for _, a, b in merged),
-                                     ranges=tuple(StreamRange(stream_id=s, start_offset=a, end_offset=b) for s, a, b in merged))])  # fmt: skip
+                                     ranges=StreamRanges.of(merged))])  # fmt: skip
         self.run(c.CommitStreamSetObject(
             node_id=node, node_epoch=self.node_epoch(node), object_id=oid, order_id=-1, now_ms=self.now,
             object_size=64 * sum(b - a for _, a, b in merged), compacted_object_ids=tuple(o.object_id for o in oldest),
@@ -311,7 +311,7 @@ class Cluster(Simulation):
         s = self.view.streams[sid]
         (oid,) = self.prepare(node, 1)
         rng = (sid, s.end_offset, s.end_offset + self.rng.randint(1, 50))
-        self.emit([ObjectWritten(node_id=node, object_id=oid, ranges=(StreamRange(stream_id=sid, start_offset=rng[1], end_offset=rng[2]),))])
+        self.emit([ObjectWritten(node_id=node, object_id=oid, ranges=StreamRanges.of([(sid, rng[1], rng[2])]))])
         self.run(c.CommitStreamSetObject(node_id=node, node_epoch=self.node_epoch(node), object_id=oid, order_id=oid,
                                          object_size=64, now_ms=self.now,
                                          ranges=(c.CommitRange(stream_id=sid, stream_epoch=s.epoch - 1, start_offset=rng[1],
