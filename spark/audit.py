@@ -315,10 +315,12 @@ def _overlapping(rows, bad, on: list[str], width: int, last: int):
                     F.least(rows["end"], bad["stop"]).alias("e"))  # fmt: skip
 
 
-def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: int) -> list[dict]:
+def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: int,
+                     removals: list[tuple[int, int, str]]) -> tuple[list[dict], list[Violation]]:  # fmt: skip
     """K4 and K5 as candidate intervals (before the grace): wrong states of each partition at
     its own records and wherever a leader's or ISR member's broker or directory went bad or
-    good in between."""
+    good in between; and K7's violations at the directory ``removals`` (``k7_violations``),
+    from the same leaders and ISR members on offline directories."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -371,20 +373,24 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: i
             out.append({"invariant": inv, "entity": partition_entity(lives, r[PK]), "first_offset": r["first_offset"],
                         "message": r["message"], "fixed_by": r["fixed_by"]})  # fmt: skip
     states.unpersist()
+    k7 = k7_violations(spark, j.where(F.col("reason") == "offline"), removals, lives)
     j.unpersist()
-    return out
+    return out, k7
 
 
-def k7_violations(spark, timeline, removals: list[tuple[int, int, str]], lives) -> list[Violation]:
+def k7_violations(spark, offline, removals: list[tuple[int, int, str]], lives) -> list[Violation]:
     """K7, instant: at each BrokerRegistrationChange that takes directory d from broker b, the
-    partitions still led from b's replica on d, or keeping it in the ISR."""
+    partitions still led from b's replica on d, or keeping it in the ISR.
+
+    ``offline``: K4/K5's rows of leaders and ISR members on an offline directory (with their
+    overlap). A change that takes d away leaves b's other directories registered (an empty list
+    changes nothing), so d is offline from the change on (``bad_intervals``): every member on d
+    when it is taken is among them, and the timeline is not exploded into members again."""
     from pyspark.sql import functions as F
 
     if not removals:
         return []
-    leaders, isr = _members(timeline)
-    members = leaders.where(F.col("dir").isNotNull()).select("*", F.lit(0).alias("role")).unionByName(
-        isr.select("*", F.lit(1).alias("role")))
+    members = offline.select(PK, "offset", "end", "broker", "dir", F.when(F.col("role") == "L", 0).otherwise(1).alias("role"))
     gone = spark.createDataFrame(removals, "at long, bad_broker int, bad_dir string")
     j = members.join(F.broadcast(gone), (members["broker"] == gone["bad_broker"]) & (members["dir"] == gone["bad_dir"])
                      & (members["offset"] < gone["at"]) & (members["end"].isNull() | (gone["at"] < members["end"])))
@@ -582,13 +588,19 @@ def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_o
                               CANDIDATE_SCHEMA)  # fmt: skip
     if more is not None:
         c = c.unionByName(more)
+    fields = ["invariant", "entity", "first_offset", "message", "fixed_by"]
     c = c.withColumn("hi", F.coalesce(F.col("fixed_by") - 1, F.lit(last_offset))).where(F.col("hi") > F.col("first_offset"))
-    times = df.select("offset", "ts_ms")
-    c = c.join(times.select(F.col("offset").alias("first_offset"), F.col("ts_ms").alias("t0")), "first_offset", "left")
-    c = c.join(times.select(F.col("offset").alias("hi"), F.col("ts_ms").alias("t1")), "hi", "left")
-    held = (F.col("hi") - F.col("first_offset") > config.grace_records) | (F.col("t1") - F.col("t0") > config.grace_ms)
-    return [_violation(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"])
-            for r in c.where(held).select("invariant", "entity", "first_offset", "message", "fixed_by").collect()]  # fmt: skip
+    # Longer than the grace in records: held, whatever the times say.
+    held = c.where(F.col("hi") - F.col("first_offset") > config.grace_records).select(*fields)
+    # The others need the times of their first and last records: both ends looked up in one join
+    # (a join shuffles every record's time: two of them cost as much again at 10^8 records).
+    short = c.where(F.col("hi") - F.col("first_offset") <= config.grace_records).withColumn("id", F.monotonically_increasing_id())
+    ends = short.select("id", *fields, F.explode(F.array(F.struct(F.lit(0).alias("end"), F.col("first_offset").alias("offset")),
+                                                          F.struct(F.lit(1).alias("end"), F.col("hi").alias("offset")))).alias("x"))
+    timed = ends.select("id", *fields, "x.end", "x.offset").join(df.select("offset", "ts_ms"), "offset").groupBy("id", *fields).agg(
+        F.max(F.when(F.col("end") == 0, F.col("ts_ms"))).alias("t0"), F.max(F.when(F.col("end") == 1, F.col("ts_ms"))).alias("t1"))
+    held = held.unionByName(timed.where(F.col("t1") - F.col("t0") > config.grace_ms).select(*fields))
+    return [_violation(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"]) for r in held.collect()]  # fmt: skip
 
 
 # -- the whole audit -------------------------------------------------------------------------------
@@ -680,12 +692,13 @@ def audit(
         found += k1_violations(timeline, lives)
         tell("K3: epochs")
         found += _partition_instants(k3_violations(timeline), lives)
-        tell("K4/K5: leaders and ISR on online brokers and directories")
+        tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
         referenced = _referenced_dirs(df)
         broker_bad, dir_bad, known = bad_intervals(plane, referenced)
-        candidates += k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0)
-        tell("K7: directory removals")
-        found += k7_violations(spark, timeline, plane.dir_removals, lives)
+        k4_k5, k7 = k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0,
+                                     plane.dir_removals)  # fmt: skip
+        candidates += k4_k5
+        found += k7  # K7: directory removals, from K4/K5's members on offline directories
         tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
         counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
         candidates += k8_candidates(plane, counts)

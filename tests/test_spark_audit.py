@@ -360,3 +360,24 @@ def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(spark, 
         got = list(_control_records(df, 0, log.last_offset, len(expected), window=window))
         assert [msgspec.to_builtins(r) for r in got] == [msgspec.to_builtins(r) for r in expected]
     assert list(_control_records(df, None, None, 0)) == []
+
+
+@pytest.mark.parametrize("bug", ["ignore-offline-dirs", "skip-dir-assignment"])
+def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(spark, tmp_path, bug):
+    """With the record grace out of reach, what is held depends on the records' times alone (the
+    grace's lookup of both ends' times; K4/K5 candidates from the driver, K9's from Spark): at a
+    grace in time that keeps some wrong states and lets others go, Spark keeps the same ones."""
+    cfg = WorkloadConfig(brokers=5, dirs_per_broker=2, topics=2, partitions=12, seed=3, bug=bug,
+                         faults=("broker-crash", "dir-failure"))  # fmt: skip
+    log = Log.create(tmp_path / "log")
+    log.append([r for batch in generate(cfg, records=1500) for r in batch])
+
+    def local(grace_ms: int) -> int:
+        a = Audit(AuditConfig(grace_records=10**9, grace_ms=grace_ms))
+        a.feed(log.at().records())
+        return len(a.report().violations)
+
+    every, none = local(0), local(10**12)
+    between = [g for g in (200, 500, 1000, 2000, 5000) if none < local(g) < every]
+    assert between, (every, none)
+    _same(*_both(spark, log, AuditConfig(grace_records=10**9, grace_ms=between[len(between) // 2])))
