@@ -11,7 +11,6 @@ proportional to what a record changed, not to the size of the state.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kraftlake.records.base import Record
@@ -34,8 +33,6 @@ from kraftlake.records.s3stream import (
     S3StreamEndOffsets,
     S3StreamObject,
     S3StreamSetObject,
-    StreamRange,
-    StreamRanges,
 )
 from kraftlake.statemachine.s3stream import invariants as sinv
 from kraftlake.statemachine.s3stream.reducer import apply
@@ -328,7 +325,7 @@ class StreamsAudit:
         node = view.nodes.get(r.node_id)
         if node is not None:
             streams = view.streams
-            for sid, start, end in _columns(r.ranges or view.object_index.get(r.object_id, ())):
+            for sid, start, end in sinv.triplets(r.ranges or view.object_index.get(r.object_id, ())):
                 s = streams.get(sid)
                 if s is None or end <= s.end_offset:  # moves no end: nothing for S12 to check
                     continue
@@ -380,13 +377,6 @@ class StreamsAudit:
 
     def state_hash(self) -> str:
         return self.view.state_hash()
-
-
-def _columns(ranges: StreamRanges | tuple[StreamRange, ...]) -> Iterable[tuple[int, int, int]]:
-    """(stream id, start, end) of an object's ranges: packed (an index block) or inline."""
-    if isinstance(ranges, StreamRanges):
-        return zip(*ranges.columns())
-    return ((r.stream_id, r.start_offset, r.end_offset) for r in ranges)
 
 
 def is_streams_record(r: Record) -> bool:

@@ -12,11 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kraftlake.records.s3stream import ObjectState, StreamRanges, StreamState
+from kraftlake.records.s3stream import ObjectState, StreamRange, StreamRanges, StreamState
 
 from .view import Stream, StreamsView, UncommittedMeta
 
 Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
+
+
+def triplets(ranges: StreamRanges | Iterable[StreamRange]) -> Iterable[tuple[int, int, int]]:
+    """(stream id, start, end) of an object's ranges: read from the buffer of a packed index
+    block (``StreamRanges``), without building a ``StreamRange`` each; or from inline ranges."""
+    if isinstance(ranges, StreamRanges):
+        return zip(*ranges.columns())
+    return ((r.stream_id, r.start_offset, r.end_offset) for r in ranges)
 
 
 class Coverage:
@@ -163,41 +171,12 @@ class Coverage:
             return []
         self.unindexed.discard(object_id)
         key = ("SSO", object_id, node_id)
-        ranges = view.sso_ranges(node_id, sso)
-        if isinstance(ranges, StreamRanges):
-            columns = ranges.columns()
-        else:
-            columns = ([r.stream_id for r in ranges], [r.start_offset for r in ranges], [r.end_offset for r in ranges])
-        known, by_stream, net_of = view.streams, self.by_stream, self.net
+        known, add = view.streams, self.add
         streams = []
-        # ``add`` inline (a compaction adds hundreds of ranges): what it does for a forward
-        # range new to its stream; the rest (empty, reversed, already there) goes through it.
-        for sid, a, b in zip(*columns):
-            if sid not in known:
-                continue
-            streams.append(sid)
-            entries = by_stream.get(sid)
-            if a >= b or (entries is not None and key in entries):
-                self.add(sid, key, a, b)
-                continue
-            if entries is None:
-                by_stream[sid] = {key: (a, b)}
-            else:
-                entries[key] = (a, b)
-            net = net_of.get(sid)
-            if net is None:
-                net_of[sid] = {a: 1, b: -1}
-                continue
-            n = net.get(a, 0) + 1
-            if n:
-                net[a] = n
-            else:
-                del net[a]
-            n = net.get(b, 0) - 1
-            if n:
-                net[b] = n
-            else:
-                del net[b]
+        for sid, start, end in triplets(view.sso_ranges(node_id, sso)):
+            if sid in known:
+                add(sid, key, start, end)
+                streams.append(sid)
         self.sso_streams[object_id] = streams
         return streams
 
@@ -205,32 +184,9 @@ class Coverage:
         node_id = self.sso_node.pop(object_id, None)
         self.unindexed.discard(object_id)
         streams = self.sso_streams.pop(object_id, [])
-        key, by_stream, net_of = ("SSO", object_id, node_id), self.by_stream, self.net
-        # ``remove`` inline, as ``add_sso`` does ``add``.
+        key, remove = ("SSO", object_id, node_id), self.remove
         for sid in streams:
-            entries = by_stream.get(sid)
-            old = None if entries is None else entries.pop(key, None)
-            if old is None:
-                continue
-            if not entries:
-                del by_stream[sid]
-            a, b = old
-            if a >= b:
-                self._count(sid, a, b, -1)
-                continue
-            net = net_of[sid]
-            n = net.get(a, 0) - 1
-            if n:
-                net[a] = n
-            else:
-                del net[a]
-            n = net.get(b, 0) + 1
-            if n:
-                net[b] = n
-            else:
-                del net[b]
-            if not net:
-                del net_of[sid]
+            remove(sid, key)
         return streams
 
     def index(self, view: StreamsView, object_id: int) -> None:
