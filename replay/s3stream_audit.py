@@ -13,6 +13,8 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kraftlake.records.base import Record
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 
 STREAM_STATE_INVARIANTS = ("S1", "S2", "S3", "S10")
 COVERAGE_INVARIANTS = ("S5", "S6")
+NO_END = -(1 << 62)
+"""``StreamsAudit.end_floor`` of a stream it knows no end of."""
 
 
 class StreamsAudit:
@@ -66,6 +70,10 @@ class StreamsAudit:
         """Streams whose coverage was last found wrong (an S5 or S6 state may be open)."""
         self.batch: tuple[int, int | None] | None = None
         """(offset, ts_ms) of the last record of the current batch: a run of records with one time."""
+        self.end_floor = sinv.IdArray(NO_END)
+        """Stream -> a logical end it has reached (at most its end now: ends only grow while a
+        stream exists). A stream-set object's range ending at or below it moves no end, and S12
+        has nothing to check: a compaction's hundreds of ranges pass in one array comparison."""
 
     @classmethod
     def from_view(cls, audit: Audit, view: StreamsView) -> StreamsAudit:
@@ -73,6 +81,8 @@ class StreamsAudit:
         and removed before it are not known: S8's "used again" sees only what still exists."""
         a = cls(audit)
         a.view = view
+        for sid in view.streams:
+            a.cover.add_stream(sid)
         for node_id, node in sorted(view.nodes.items()):
             for object_id in sorted(node.stream_set_objects):
                 a.cover.add_sso(view, node_id, object_id)
@@ -81,8 +91,10 @@ class StreamsAudit:
                 a.duty_nodes.setdefault(sid, set()).add(node_id)
         for sid, s in sorted(view.streams.items()):
             for o in s.objects.values():
-                a.cover.add(sid, ("SO", o.object_id), o.start_offset, o.end_offset)
+                a.cover.add(sid, o.object_id, o.start_offset, o.end_offset)
                 a.refs.setdefault(o.object_id, set()).add(f"stream/{sid}")
+        a.cover.settle()
+        a.cover.changed.clear()  # judged when a record touches them, as before ``--from``
         a.deadlines = sorted((view.objects[i].timestamp, i) for i in view.prepared_ids)
         a.seen_streams = set(view.streams)
         a.seen_objects = set(view.objects)
@@ -120,13 +132,19 @@ class StreamsAudit:
         self.pending.add(sid)
 
     def flush(self) -> None:
-        """S5, S6 for the streams the batch that just ended touched, as of its last record."""
+        """S5, S6 for the streams the batch that just ended touched, as of its last record: those
+        whose entries no longer sum as before (``Coverage.changed``), or whose start, end or
+        duties moved (``pending``). A stream none of that happened to is as it was."""
+        cover = self.cover
+        cover.settle()
+        self.pending |= cover.changed
+        cover.changed.clear()
         if not self.pending or self.batch is None:
             self.pending.clear()
             return
         offset, ts = self.batch
         streams = self.view.streams
-        cover, duties, uncovered = self.cover, self.duty_nodes, self.uncovered
+        duties, uncovered = self.duty_nodes, self.uncovered
         right = 0  # right and not wrong before: only the counts move (as ``_state`` would count them)
         for sid in sorted(self.pending):
             s = streams.get(sid)
@@ -203,7 +221,7 @@ class StreamsAudit:
         ts = r.ts_ms
         cls = type(r)
         view = self.view
-        if self.pending and (ts is None or self.batch is None or ts != self.batch[1]):
+        if ts is None or self.batch is None or ts != self.batch[1]:
             self.flush()
         self.batch = (offset, ts)
         if ts is not None:
@@ -213,11 +231,14 @@ class StreamsAudit:
             if created:
                 self._ids("stream", r.stream_id, view.next_stream_id, self.seen_streams, offset)
             apply(view, r)
+            if created:
+                self.cover.add_stream(r.stream_id)
             self._stream_states(r.stream_id, offset, ts)
             self._coverage(r.stream_id, offset, ts)
             self._duties_of_stream(r.stream_id, offset, ts)
         elif cls is RemoveS3Stream:
             apply(view, r)
+            self.end_floor[r.stream_id] = NO_END  # a stream made again under its id starts afresh
             self._stream_states(r.stream_id, offset, ts)
             for object_id in self.cover.drop_stream(r.stream_id):
                 self._ref(object_id, f"stream/{r.stream_id}", offset, ts, False)
@@ -235,15 +256,13 @@ class StreamsAudit:
                     self._instant("S12", f"stream/{r.stream_id}", offset, f"stream object {r.object_id}: {bad}")
             apply(view, r)
             if s is not None:
-                self.cover.add(r.stream_id, ("SO", r.object_id), r.start_offset, r.end_offset)
+                self.cover.add(r.stream_id, r.object_id, r.start_offset, r.end_offset)
                 self._ref(r.object_id, f"stream/{r.stream_id}", offset, ts, True)
-                self._coverage(r.stream_id, offset, ts)
                 self._stream_states(r.stream_id, offset, ts)
         elif cls is RemoveS3StreamObject:
             apply(view, r)
-            if self.cover.remove(r.stream_id, ("SO", r.object_id)):
+            if self.cover.remove(r.stream_id, r.object_id):
                 self._ref(r.object_id, f"stream/{r.stream_id}", offset, ts, False)
-                self._coverage(r.stream_id, offset, ts)
                 self._stream_states(r.stream_id, offset, ts)
         elif cls is S3StreamSetObject:
             self._stream_set_object(r, offset, ts)
@@ -252,7 +271,7 @@ class StreamsAudit:
             known = node is not None and r.object_id in node.stream_set_objects
             apply(view, r)
             if known:
-                self.pending.update(self.cover.drop_sso(r.object_id))  # coverage, at the end of the batch
+                self.cover.drop_sso(r.object_id)  # coverage, at the end of the batch
                 self._ref(r.object_id, f"node/{r.node_id}", offset, ts, False)
         elif cls is S3Object:
             self._object(r, offset, ts)
@@ -299,8 +318,7 @@ class StreamsAudit:
             self._duties(r.node_id, offset, ts, duties)
             self._index_duties(r.node_id, duties)
             for object_id in gone:
-                for sid in self.cover.drop_sso(object_id):
-                    self._coverage(sid, offset, ts)
+                self.cover.drop_sso(object_id)
                 self._ref(object_id, f"node/{r.node_id}", offset, ts, False)
         elif cls is ObjectWritten:
             apply(view, r)
@@ -323,11 +341,20 @@ class StreamsAudit:
         view = self.view
         self._ids("object", r.object_id, view.next_object_id, None, offset)
         node = view.nodes.get(r.node_id)
+        columns = None
         if node is not None:
-            streams = view.streams
-            for sid, start, end in sinv.triplets(r.ranges or view.object_index.get(r.object_id, ())):
-                s = streams.get(sid)
-                if s is None or end <= s.end_offset:  # moves no end: nothing for S12 to check
+            columns = ids, starts, ends = sinv.range_columns(r.ranges or view.object_index.get(r.object_id, ()))
+            floor = self.end_floor.take(ids)
+            if floor is not None:
+                ask = np.flatnonzero(ends > floor)
+                ids, starts, ends = ids[ask], starts[ask], ends[ask]
+            get = view.streams.get
+            for sid, start, end in zip(ids.tolist(), starts.tolist(), ends.tolist()):
+                s = get(sid)
+                if s is None:
+                    continue
+                if end <= s.end_offset:  # moves no end: nothing for S12 to check
+                    self.end_floor[sid] = s.end_offset
                     continue
                 bad = sinv.advances_end(s, (view, r.node_id), start, end)
                 if bad:
@@ -337,12 +364,14 @@ class StreamsAudit:
         apply(view, r)
         if node is None:
             return
-        streams = set(self.cover.drop_sso(r.object_id)) if replaced else set()
-        streams.update(self.cover.add_sso(view, r.node_id, r.object_id))
+        if replaced:
+            self.cover.drop_sso(r.object_id)
+        self.cover.add_sso(view, r.node_id, r.object_id, columns)  # coverage, at the end of the batch
         self._ref(r.object_id, f"node/{r.node_id}", offset, ts, True)
-        self.pending |= streams  # coverage, at the end of the batch
-        if r.ranges:  # inline ranges (before V2) move the logical end: S3 reads it
-            for sid in sorted(streams):
+        if r.ranges:  # inline ranges (before V2) move the logical end: S3 and coverage read it
+            moved = sorted({x.stream_id for x in r.ranges if x.stream_id in view.streams})
+            self.pending.update(moved)
+            for sid in moved:
                 self._state("S3", f"stream/{sid}", offset, ts, sinv.start_within_end(view.streams[sid]))
 
     def _object(self, r: S3Object, offset: int, ts: int | None) -> None:

@@ -25,6 +25,7 @@ from kraftlake.records.s3stream import (
     NodeWALUncommittedOffsets,
     ObjectState,
     Range,
+    RemoveS3Stream,
     S3Object,
     S3Stream,
     S3StreamEndOffsets,
@@ -32,6 +33,7 @@ from kraftlake.records.s3stream import (
     S3StreamSetObject,
     StreamEndOffset,
     StreamRange,
+    StreamRanges,
     UncommittedOffset,
 )
 from kraftlake.replay.audit import Audit, AuditConfig
@@ -145,6 +147,7 @@ def test_a_clean_history_has_no_violation():
         ("opened-at-epoch-minus-1", "S10"),
         ("prepared-forever", "S11"),
         ("commit-by-non-owner", "S12"),
+        ("commit-by-non-owner-after-reuse", "S12"),
     ],
 )
 def test_each_invariant_fires_on_its_wrong_state(case, invariant):
@@ -181,39 +184,129 @@ def test_each_invariant_fires_on_its_wrong_state(case, invariant):
                              S3Object(object_id=2, object_state=ObjectState.PREPARED, timestamp=1_010)]
                             + [S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=1)] * 30,
         "commit-by-non-owner": [*sso(0, 0, 10, node=1)],
+        # the end a compaction saw (10) is not the end of the stream made again under its id (0)
+        "commit-by-non-owner-after-reuse": [*sso(0, 0, 10), end(10), *sso(1, 0, 10), RemoveS3Stream(stream_id=0),
+                                            *_opened()[1:], *sso(2, 0, 5, node=1)],
     }[case]  # fmt: skip
     assert invariant in _found(base + extra, prepared_check_ms=5)
 
 
 # -- the coverage index --------------------------------------------------------------------------
 
-_entries = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30), st.integers(0, 30)), max_size=8)
+_span = st.tuples(st.integers(0, 30), st.integers(0, 30))
+_STREAMS = (0, 1, 2, 1 << 40)  # the last beyond what ``IdArray`` holds: the index falls back to its own sets
+_stream = st.sampled_from(_STREAMS)
+_coverage_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("so"), _stream, st.integers(0, 5), _span),  # add or replace a stream object
+        st.tuples(st.just("unso"), _stream, st.integers(0, 5)),
+        # a stream-set object's ranges (stream 3 does not exist), inline or packed
+        st.tuples(st.just("sso"), st.integers(0, 4), st.lists(st.tuples(st.sampled_from((*_STREAMS, 3)), _span), max_size=5),
+                  st.booleans()),
+        st.tuples(st.just("unsso"), st.integers(0, 4)),
+        st.tuples(st.just("drop"), _stream),  # a stream removed, and its id used again
+        st.tuples(st.just("settle")),
+    ),
+    max_size=30,
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(added=_entries, removed=st.lists(st.integers(0, 5), max_size=3), lo=st.integers(0, 30), hi=st.integers(0, 30))
-def test_exact_coverage_agrees_with_the_full_check(added, removed, lo, hi):
-    """``Coverage.exact`` (a few dict steps) answers as ``coverage`` (sort and sweep) does:
-    True iff neither an overlap nor a gap; None only for streams with an empty or reversed entry.
-    Keys repeat (an add replaces the entry) and some are removed again."""
+@given(ops=_coverage_ops, lo=st.integers(0, 30), hi=st.integers(0, 30), small=st.sampled_from([0, 1000]))
+def test_the_coverage_index_agrees_with_the_entries_it_holds(ops, lo, hi, small):
+    """``Coverage`` (stream objects counted at once, stream-set objects' ranges summed a batch at
+    a time, streams dropped with their entries) holds exactly the entries a plain model holds:
+    ``of`` lists them, ``net``/``odd`` count them, ``exact`` answers as ``coverage`` (sort and
+    sweep) does over them (None only for a stream with an empty or reversed entry), ``changed``
+    names every stream whose count moved, and removing everything leaves nothing behind. Sums
+    in arrays (``small`` 0) and in a dict alike."""
     from kraftlake.statemachine.s3stream import invariants as sinv
-    from kraftlake.statemachine.s3stream.view import Stream
+    from kraftlake.statemachine.s3stream.view import Node, Stream, StreamSetObjectMeta
 
-    cover = sinv.Coverage()
-    for k, a, b in added:
-        cover.add(0, ("SO", k), a, b)
-    for k in removed:
-        cover.remove(0, ("SO", k))
-    entries = cover.of(0)
-    overlap, gap = sinv.coverage(StreamsView(), Stream(stream_id=0, start_offset=lo, end_offset=hi), entries, ())
-    fast = cover.exact(0, lo, hi)
-    if fast is None:
-        assert any(a >= b for a, b, _ in entries)
-    else:
-        assert fast == (overlap is None and gap is None), (entries, lo, hi, overlap, gap)
-    for k, _, _ in added:  # removing everything leaves nothing behind
-        cover.remove(0, ("SO", k))
-    assert cover.net == {} and cover.odd == {} and cover.by_stream == {}
+    view = StreamsView()
+    view.streams = {sid: Stream(stream_id=sid) for sid in _STREAMS}
+    node = view.nodes[0] = Node(node_id=0, stream_set_objects={})
+    cover = sinv.Coverage(small)
+    for sid in _STREAMS:
+        cover.add_stream(sid)
+    so: dict[int, dict[int, tuple[int, int]]] = {}
+    sso: dict[int, list[tuple[int, int, int]]] = {}
+
+    def model(sid):
+        return sorted([(a, b, ("SO", k)) for k, (a, b) in so.get(sid, {}).items()]
+                      + [(a, b, ("SSO", o, 0)) for o, rs in sso.items() for s, a, b in rs if s == sid])  # fmt: skip
+
+    def counts(entries):
+        net, odd = {}, 0
+        for a, b, _ in entries:
+            if a >= b:
+                odd += 1
+                continue
+            net[a], net[b] = net.get(a, 0) + 1, net.get(b, 0) - 1
+        return {at: n for at, n in net.items() if n}, odd
+
+    def check():
+        cover.settle()
+        for sid in _STREAMS:
+            entries = model(sid)
+            assert sorted(cover.of(sid)) == entries
+            assert (cover.net.get(sid, {}), cover.odd.get(sid, 0)) == counts(entries)
+            overlap, gap = sinv.coverage(view, Stream(stream_id=sid, start_offset=lo, end_offset=hi), entries, ())
+            fast = cover.exact(sid, lo, hi)
+            if fast is None:
+                assert any(a >= b for a, b, _ in entries)
+            else:
+                assert fast == (overlap is None and gap is None), (entries, lo, hi, overlap, gap)
+
+    seen = {sid: counts(model(sid)) for sid in _STREAMS}
+    for op in ops:
+        kind = op[0]
+        if kind == "so":
+            _, sid, k, (a, b) = op
+            cover.add(sid, k, a, b)
+            so.setdefault(sid, {})[k] = (a, b)
+        elif kind == "unso":
+            _, sid, k = op
+            assert cover.remove(sid, k) == (k in so.get(sid, {}))
+            so.get(sid, {}).pop(k, None)
+        elif kind == "sso":
+            _, o, ranges, packed = op
+            if o in sso:
+                cover.drop_sso(o)
+            rs = tuple(StreamRange(stream_id=s, start_offset=a, end_offset=b) for s, (a, b) in ranges)
+            if packed:
+                view.object_index[o] = StreamRanges.of(rs)
+            else:
+                view.object_index.pop(o, None)
+            node.stream_set_objects[o] = StreamSetObjectMeta(object_id=o, order_id=o, data_time_in_ms=0,
+                                                             ranges=() if packed else rs)  # fmt: skip
+            cover.add_sso(view, 0, o)
+            sso[o] = [(s, a, b) for s, (a, b) in ranges if s in _STREAMS]
+        elif kind == "unsso":
+            cover.drop_sso(op[1])
+            sso.pop(op[1], None)
+        elif kind == "drop":
+            sid = op[1]
+            assert cover.drop_stream(sid) == sorted(so.pop(sid, {}))
+            cover.add_stream(sid)
+            for o in sso:
+                sso[o] = [r for r in sso[o] if r[0] != sid]
+            seen[sid] = counts([])  # a dropped stream is not judged: its count starts afresh
+            cover.changed.discard(sid)
+        else:
+            now = {sid: counts(model(sid)) for sid in _STREAMS}
+            check()
+            assert {sid for sid in _STREAMS if now[sid] != seen[sid]} <= cover.changed
+            cover.changed.clear()
+            seen = now
+    check()
+    for sid in _STREAMS:
+        for k in list(so.get(sid, {})):
+            assert cover.remove(sid, k)
+    for o in list(sso):
+        cover.drop_sso(o)
+    cover.settle()
+    assert cover.net == {} and cover.odd == {} and cover.so == {} and cover.ssos == {}
 
 
 # -- fixtures and CLI ------------------------------------------------------------------------------
