@@ -21,6 +21,7 @@ from kraftlake.records.base import Record, gc_paused
 from kraftlake.records.errors import ReplayError
 from kraftlake.records.kraft import (
     UNASSIGNED,
+    BeginTransaction,
     BrokerRegistrationChange,
     FeatureLevel,
     FenceBroker,
@@ -46,6 +47,7 @@ from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
 
 from .bookkeeper_audit import BookiesAudit
 from .s3stream_audit import StreamsAudit, is_streams_record
+from .transactions import Transactions
 from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES
 
 
@@ -148,6 +150,9 @@ class Audit:
         self.in_grace: deque[_Wrong] = deque()
         """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
         self.records = 0
+        self.transactions: Transactions | None = Transactions()
+        """Metadata transactions held until they end (``replay.transactions``: an aborted one is
+        audited as NoOps); None when the caller feeds records already so (``spark.control``)."""
         self.streams: StreamsAudit | None = None if streams is None else StreamsAudit.from_view(self, streams)
         """The S3Stream family's checks, from the log's first S3Stream record (or ``streams``,
         the S3Stream state before the first record fed)."""
@@ -405,10 +410,18 @@ class Audit:
                             f"broker {broker} reported directory {d} offline; the controller has not removed it")  # fmt: skip
 
     def feed(self, records: Iterable[Record]) -> None:
-        view = self.view
+        view, txns = self.view, self.transactions
         with gc_paused():
+            if txns is None:
+                for r in records:
+                    self._one(view, r)
+                return
             for r in records:
-                self._one(view, r)
+                if txns.held is None and type(r) is not BeginTransaction:
+                    self._one(view, r)
+                else:
+                    for x in txns.push(r):
+                        self._one(view, x)
 
     def _one(self, view: ControllerView, r: Record) -> None:
         last = view.offset
@@ -553,6 +566,9 @@ class Audit:
     # -- the report ----------------------------------------------------------------------------
 
     def report(self) -> AuditReport:
+        if self.transactions is not None:  # a transaction still open is not published
+            for r in self.transactions.finish():
+                self._one(self.view, r)
         if self.streams is not None:
             self.streams.flush()
         if self.bookies is not None and not self._finished:

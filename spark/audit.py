@@ -17,8 +17,8 @@ fixed at offset x (or still open at the end), counts when a record in (f, x) is 
 ``grace_records`` records or ``grace_ms`` ms after f (times: the records' ``ts_ms``, taken as
 non-decreasing in offset order, as Kafka's append times are).
 
-Known difference: a log with an *aborted* metadata transaction. Kafka reverts the controller at
-the abort; the local audit does, the Spark timeline of partitions does not.
+Metadata transactions: both engines audit the published history (``replay.transactions``); the
+records of an aborted one are NoOps on the driver and left out of the partition timeline.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from .control import BrokerSegment, ControlPlane, replay_control_plane
+from .replay import keep_offsets
 from .scratch import Scratch
 from .timeline import (
     FINAL_COLUMNS,
@@ -700,7 +701,11 @@ def audit(
     tell("forward-filling partition states")
     lives = plane.topics
     with Scratch(spark, scratch) as kept:
-        timeline, refused = partition_timeline(df, topic_lives(spark, lives), state_facts(plane.mv_levels), kept)
+        # Aborted (or unfinished) metadata transactions are audited as NoOps: their partition
+        # records are no state (``replay.transactions``).
+        ranges = plane.unpublished + ([] if plane.unfinished is None else [(plane.unfinished, last)])
+        states = df.where(keep_offsets(ranges)) if ranges else df
+        timeline, refused = partition_timeline(states, topic_lives(spark, lives), state_facts(plane.mv_levels), kept)
         found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
         candidates: list[dict] = [
             {"invariant": v.invariant, "entity": v.entity, "first_offset": v.first_offset, "message": v.message,
@@ -714,7 +719,7 @@ def audit(
         tell("K3: epochs")
         found += _partition_instants(k3_violations(timeline), lives)
         tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
-        referenced = _referenced_dirs(df)
+        referenced = _referenced_dirs(states)
         broker_bad, dir_bad, known = bad_intervals(plane, referenced)
         k4_k5, k7 = k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0,
                                      plane.dir_removals)  # fmt: skip

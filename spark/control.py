@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 import structlog
 
 from kraftlake.records.kraft import (
-    AbortTransaction,
     BrokerRegistrationChange,
     FenceBroker,
     RegisterBroker,
@@ -37,6 +36,7 @@ from kraftlake.records.kraft import (
 )
 from kraftlake.records.observations import AssignReplicasToDirsRequest, UnfenceRequested
 from kraftlake.replay.audit import Audit, AuditConfig, Violation
+from kraftlake.replay.transactions import Transactions, published
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1
 from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
 
@@ -83,6 +83,11 @@ class ControlPlane:
     """The S3Stream view's hash: S3Stream records are replayed and audited here, on the driver."""
     bookies_state_hash: str | None = None
     """The BookKeeper view's hash: BookKeeper records too."""
+    unpublished: list[tuple[int, int]] = field(default_factory=list)
+    """[first, last] offsets of aborted metadata transactions, audited as NoOps
+    (``replay.transactions``): the partition timeline leaves them out too..."""
+    unfinished: int | None = None
+    """...and everything from this offset on: the Begin of a transaction still open at the end."""
     unfence_requests: list[tuple[int, int, int]] = field(default_factory=list)
     """(offset, broker, its own mismatch count) of each UnfenceRequested from a fenced
     multi-directory broker at its current epoch: K11 adds the UNASSIGNED count there."""
@@ -91,10 +96,12 @@ class ControlPlane:
 def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
     """Replay ``records`` (the log's non-partition records, in offset order)."""
     audit = Audit(config, partial=True)
+    audit.transactions = None  # held here, so that each record below is looked at as it is applied
+    transactions = Transactions()
     view = audit.view
     plane = ControlPlane(view=view, violations=[], checked={})
     lives: dict[str, int] = {}
-    for r in records:
+    for r in published(records, transactions):
         cls = type(r)
         broker = None
         if cls in _BROKER_RECORDS:
@@ -107,8 +114,7 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
             reg = view.brokers.get(r.broker_id)
             if reg is not None and reg.fenced and reg.epoch == r.broker_epoch and len(reg.log_dirs) >= 2:
                 plane.unfence_requests.append((r.offset, r.broker_id, r.mismatched_replicas))
-        brokers_before = dict(view.brokers) if cls is AbortTransaction else None
-        topics_before = set(view.topics) if cls in (Topic, RemoveTopic, AbortTransaction) else None
+        topics_before = set(view.topics) if cls is Topic or cls is RemoveTopic else None
         before = view.brokers.get(broker) if broker is not None else None
         audit.feed((r,))
         if audit.refused == r.offset:
@@ -124,11 +130,6 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
                 plane.segments.append(BrokerSegment(broker, r.offset, after, live))
             if cls is BrokerRegistrationChange and before is not None and after is not None:
                 plane.dir_removals += [(r.offset, broker, d) for d in before.log_dirs if d not in after.log_dirs]
-        if brokers_before is not None:  # an abort restores the brokers of before its Begin
-            for b in sorted(set(brokers_before) | set(view.brokers)):
-                if view.brokers.get(b) is not brokers_before.get(b):
-                    reg = view.brokers.get(b)
-                    plane.segments.append(BrokerSegment(b, r.offset, reg, audit.unfenced_since_registered.get(b, False)))
         if topics_before is not None:
             for t in sorted(set(view.topics) - topics_before):
                 lives[t] = len(plane.topics)
@@ -137,6 +138,8 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
                 i = lives.pop(t)
                 plane.topics[i] = (t, plane.topics[i][1], r.offset)
     report = audit.report()
+    plane.unpublished = transactions.ranges
+    plane.unfinished = transactions.unfinished
     plane.streams_state_hash = report.streams_state_hash
     plane.bookies_state_hash = report.bookies_state_hash
     plane.violations = list(report.violations)

@@ -14,6 +14,8 @@ import bisect
 
 import structlog
 
+from kraftlake.replay.transactions import unpublished_ranges as transaction_ranges
+
 log = structlog.get_logger(__name__)
 
 PARTITION_SCHEMA = (
@@ -27,25 +29,16 @@ BROKER_TYPES = ("RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange"
 
 def unpublished_ranges(spark_df, hi: int) -> list[tuple[int, int]]:
     """[first, last] offset ranges whose records Kafka never publishes: aborted transactions,
-    and a transaction still open at ``hi``."""
+    and a transaction still open at ``hi`` (``replay.transactions``)."""
     from pyspark.sql import functions as F
 
     rows = (spark_df.where(F.col("type").isin(*_TXN_TYPES) & (F.col("offset") <= hi))
             .select("offset", "type").orderBy("offset").collect())  # fmt: skip
-    ranges, begin = [], None
-    for r in rows:
-        if r["type"] == "BeginTransaction":
-            begin = r["offset"]
-        elif begin is not None:
-            if r["type"] == "AbortTransaction":
-                ranges.append((begin, r["offset"]))
-            begin = None
-    if begin is not None:
-        ranges.append((begin, hi))
-    return ranges
+    return transaction_ranges(((r["offset"], r["type"]) for r in rows), hi)
 
 
-def _keep(ranges: list[tuple[int, int]]):
+def keep_offsets(ranges: list[tuple[int, int]]):
+    """A condition: the row's offset is in none of ``ranges`` ([first, last] each)."""
     from pyspark.sql import functions as F
 
     cond = F.lit(True)
@@ -70,12 +63,12 @@ def partition_states(spark_df, *, at_offset: int | None = None):
     hi = _cut(spark_df, at_offset)
     ranges = unpublished_ranges(spark_df, hi)
     removed: dict[str, list[int]] = {}
-    for r in (spark_df.where((F.col("type") == "RemoveTopic") & (F.col("offset") <= hi) & _keep(ranges))
+    for r in (spark_df.where((F.col("type") == "RemoveTopic") & (F.col("offset") <= hi) & keep_offsets(ranges))
               .select("offset", F.col("remove_topic.topic_id").alias("t")).collect()):  # fmt: skip
         removed.setdefault(r["t"], []).append(r["offset"])
     for offsets in removed.values():
         offsets.sort()
-    rows = spark_df.where(F.col("type").isin("Partition", "PartitionChange") & (F.col("offset") <= hi) & _keep(ranges))
+    rows = spark_df.where(F.col("type").isin("Partition", "PartitionChange") & (F.col("offset") <= hi) & keep_offsets(ranges))
     return rows.select("key", "offset", "record").groupBy("key").applyInArrow(_replay_partition(removed, hi), PARTITION_SCHEMA)
 
 
@@ -148,7 +141,7 @@ def broker_states(spark_df, *, at_offset: int | None = None):
 
     hi = _cut(spark_df, at_offset)
     ranges = unpublished_ranges(spark_df, hi)
-    rows = spark_df.where(F.col("type").isin(*BROKER_TYPES) & (F.col("offset") <= hi) & _keep(ranges))
+    rows = spark_df.where(F.col("type").isin(*BROKER_TYPES) & (F.col("offset") <= hi) & keep_offsets(ranges))
     return rows.select("key", "offset", "record").groupBy("key").applyInArrow(_replay_broker, BROKER_SCHEMA)
 
 

@@ -101,6 +101,37 @@ def test_broker_records_against_the_registration_in_force(spark, tmp_path):
     _same(local, remote)
 
 
+def test_metadata_transactions_aborted_committed_and_unfinished(spark, tmp_path):
+    """Both engines audit the published history (``replay.transactions``): a partition made wrong
+    inside an aborted transaction never was, the same change committed is wrong, and the
+    records of the transaction still open at the end are no state (nor in the state hash)."""
+    from kraft_helpers import bootstrap, registration, uid
+
+    from kraftlake.records import NoOp, Partition, PartitionChange, ReplicaDirectory, Topic
+    from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction
+
+    t, d = uid("t"), {b: uid(f"d{b}") for b in (1, 2, 3)}
+
+    def change(p, **kw):
+        return PartitionChange(topic_id=t, partition_id=p, **kw)
+
+    records = [
+        *bootstrap(), *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3)), Topic(name="t", topic_id=t),
+        *(Partition(topic_id=t, partition_id=p, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0, partition_epoch=0,
+                    assignment=(ReplicaDirectory(broker=1, directory=d[1]), ReplicaDirectory(broker=2, directory=d[2])))
+          for p in (0, 1, 2)),
+        BeginTransaction(name="aborted"), change(0, leader=3), change(1, isr=(2,)), NoOp(), AbortTransaction(),
+        change(1, isr=(1,)),  # K1 were the aborted change kept (leader 1 of ISR [2] then [1])
+        BeginTransaction(name="committed"), change(2, leader=3), EndTransaction(),  # K1 from here
+        BeginTransaction(name="open"), change(0, leader=3), change(1, replicas=(2, 3), isr=(3,), leader=3),
+    ]  # fmt: skip
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(spark, log, AuditConfig(grace_records=0))
+    assert [(v.invariant, v.first_offset) for v in local.violations] == [("K1", 15)]
+    _same(local, remote)
+
+
 def test_refused_partition_records_and_directories_that_follow_replicas(spark, tmp_path):
     """The records the reducer refuses (a partition of a missing topic, a change of a missing
     partition, an assignment that does not fit the replicas) are left out of the state on Spark
