@@ -15,8 +15,8 @@ executors as DESIGN.md section 2 sketches. Their invariants cross entities at ev
 stream-set object names many streams, an object's lifecycle is checked from every stream that
 holds it, an ensemble names several bookies), so sharding by entity would copy each shared
 record to every shard that needs it; on the driver they cost one pass, in bounded memory, at the
-local audit's rate (S3Stream: 36 000 records/s on a 10^6-record history, 7 000 at 10^7, where
-compactions have grown each stream-set object to hundreds of ranges).
+local audit's rate (S3Stream: ~51 000 records/s on a 10^7-record history, where compactions have
+grown each stream-set object to hundreds of ranges).
 """
 
 from __future__ import annotations
