@@ -284,17 +284,7 @@ class Coverage:
         if not len(ids):
             return
         sid, at, sums = _sum_edges(ids, starts, ends, steps)
-        if not len(sid):
-            return
-        nets, bump, changed = self.net, self._bump, self.changed
-        for s, a, n in zip(sid.tolist(), at.tolist(), sums.tolist()):
-            net = nets.get(s)
-            if net is None:
-                net = nets[s] = {}
-            bump(net, a, n)
-            if not net:
-                del nets[s]
-            changed.add(s)
+        self._add_net(zip(sid.tolist(), at.tolist(), sums.tolist()))
 
     def _settle_small(self) -> None:
         """``settle`` for a few ranges, where summing in a dict beats the arrays' fixed cost."""
@@ -309,16 +299,19 @@ class Coverage:
                 sums[sid, a] = get((sid, a), 0) + step
                 sums[sid, b] = get((sid, b), 0) - step
         self._parts.clear()
+        self._add_net((s, a, n) for (s, a), n in sums.items() if n)
+
+    def _add_net(self, sums: Iterable[tuple[int, int, int]]) -> None:
+        """Add each (stream, offset, n), n not 0, to ``net``; the streams are ``changed``."""
         nets, bump, changed = self.net, self._bump, self.changed
-        for (s, a), n in sums.items():
-            if n:
-                net = nets.get(s)
-                if net is None:
-                    net = nets[s] = {}
-                bump(net, a, n)
-                if not net:
-                    del nets[s]
-                changed.add(s)
+        for s, a, n in sums:
+            net = nets.get(s)
+            if net is None:
+                net = nets[s] = {}
+            bump(net, a, n)
+            if not net:
+                del nets[s]
+            changed.add(s)
 
     # -- streams ----------------------------------------------------------------------------------
 
