@@ -13,7 +13,7 @@ peak memory is the phase's own:
 Goals: reducer >= 1 000 000 records/s, end to end >= 500 000 records/s (one core), state_at < 1 s
 at 10^7 records. ``--family s3stream``: the same for an AutoMQ history (the seeded S3Stream workload:
 ``--streams`` streams on ``--nodes`` nodes, WAL uploads, compactions, trims, moves, failovers), plus
-the local audit's rate (S1-S12); snapshots and state_at hold the KRaft view only and are skipped.
+the local audit's rate (S1-S12), and ``streams_at`` (the S3Stream view's time travel) with snapshots.
 Usage::
 
     python bench/replay.py                     # 10^6 records, 1 000 brokers x 4 dirs, 100 000 partitions
@@ -188,9 +188,11 @@ def phase_snapshots(args: argparse.Namespace) -> dict:
 
 
 def phase_state_at(args: argparse.Namespace) -> dict:
+    """``state_at`` (KRaft) or ``streams_at`` (``--family s3stream``) at random offsets."""
     from kraftlake.records import Log
-    from kraftlake.replay.state import state_at
+    from kraftlake.replay.state import state_at, streams_at
 
+    at = streams_at if args.family == "s3stream" else state_at
     log = Log.open(Path(args.dir) / "log")
     last = log.last_offset
     rng = random.Random(args.seed)
@@ -198,12 +200,12 @@ def phase_state_at(args: argparse.Namespace) -> dict:
     times = []
     for o in offsets:
         t = time.perf_counter()
-        view = state_at(log, offset=o)
+        view = at(log, offset=o)
         times.append(time.perf_counter() - t)
         assert view.offset == o
     # The first answer checked against a full replay (snapshots must not change the state).
-    full = state_at(log, offset=offsets[0], use_snapshots=False).state_hash()
-    same = state_at(log, offset=offsets[0]).state_hash() == full
+    full = at(log, offset=offsets[0], use_snapshots=False).state_hash()
+    same = at(log, offset=offsets[0]).state_hash() == full
     return {"samples": len(times), "p50_s": statistics.median(times), "p95_s": sorted(times)[int(0.95 * (len(times) - 1))],
             "max_s": max(times), "matches_full_replay": same, "peak_mb": _peak_mb()}  # fmt: skip
 
@@ -323,6 +325,10 @@ def _s3stream(console, args, argv: list[str], work: Path) -> None:
             red = run_phase("reducer", argv)
         with console.status("local audit (S1-S12)"):
             aud = run_phase("audit", argv)
+        with console.status(f"snapshots every {args.snapshot_every:,} records"):
+            snaps = run_phase("snapshots", argv)
+        with console.status(f"streams_at at {args.samples} random offsets"):
+            sat = run_phase("state_at", argv)
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(work, ignore_errors=True)
@@ -336,9 +342,14 @@ def _s3stream(console, args, argv: list[str], work: Path) -> None:
         rate = r["records"] / r["seconds"]
         table.add_row(name, f"{rate:,.0f} rec/s", f"{goal:,} rec/s" if goal else "", f"{rate / goal:.2f}x" if goal else "",
                       f"{r['peak_mb']:,.0f} MB")  # fmt: skip
+    table.add_row(f"snapshots every {args.snapshot_every:,}", f"{snaps['snapshots']} in {snaps['seconds']:.1f} s",
+                  "", "", f"{snaps['peak_mb']:,.0f} MB")  # fmt: skip
+    table.add_row("streams_at p50 / p95 / max", f"{sat['p50_s']:.3f} / {sat['p95_s']:.3f} / {sat['max_s']:.3f} s", "< 1 s",
+                  f"{1 / max(sat['max_s'], 1e-9):.2f}x", f"{sat['peak_mb']:,.0f} MB")  # fmt: skip
     table.add_row("generate (deciders) / append", f"{n / gen['generate_s']:,.0f} / {n / gen['append_s']:,.0f} rec/s", "", "", f"{gen['peak_mb']:,.0f} MB")
     console.print(table)
-    console.print(f"state hash {e2e['state_hash'][:16]} (end to end = reducer = audit)")
+    console.print(f"state hash {e2e['state_hash'][:16]} (end to end = reducer = audit); streams_at equals a full replay:"
+                  f" {sat['matches_full_replay']}")  # fmt: skip
 
 
 if __name__ == "__main__":

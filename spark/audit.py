@@ -585,7 +585,8 @@ def time_buckets(n: int) -> int:
     return max(64, 1 << (n >> 19).bit_length())
 
 
-def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_offset: int, more=None) -> list[Violation]:
+def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_offset: int, more=None,
+                  scratch: Scratch | None = None) -> list[Violation]:  # fmt: skip
     """The candidate intervals of graced invariants that lasted beyond the grace, as violations:
     ``candidates`` from the driver and ``more`` (a DataFrame of the same fields, or None), held
     to the grace in Spark, where the records' times are (only the violations are collected).
@@ -595,8 +596,9 @@ def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_o
     by offset (two shuffles of every record's time: 137 s of 638 at 10^8 records): the earliest
     and latest time of each bucket of offsets (``time_buckets``) bound ts(hi) - ts(first) from
     above, so an interval whose bound is within the grace is not held, whatever the times inside;
-    only intervals the bound cannot decide look their two times up, in the records of their
-    buckets alone."""
+    only intervals the bound cannot decide look their two times up: their ends' offsets go to
+    every task, and the scan of the records keeps those alone (no shuffle of every time). The candidates are read three times (held, undecided, their buckets): kept
+    in ``scratch`` when given, so that ``more`` (K9's window passes) is computed once."""
     from pyspark.sql import functions as F
 
     c = spark.createDataFrame([tuple(x[k] for k in ("invariant", "entity", "first_offset", "message", "fixed_by")) for x in candidates],
@@ -615,10 +617,12 @@ def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_o
     undecided = ~by_records & (F.col("hi_ts") - F.col("lo_ts") > config.grace_ms)
     c = c.withColumn("by_records", by_records).withColumn("undecided", F.coalesce(undecided, F.lit(False)))
     cols = ("invariant", "entity", "first_offset", "message", "fixed_by")
+    if scratch is not None:
+        c = scratch.keep(c.where("by_records or undecided").select(*cols, "hi", "b0", "b1", "by_records", "undecided"), "grace")
     held = c.where("by_records").select(*cols)
     ask = c.where("undecided")
-    need = ask.select(F.col("b0").alias("bucket")).union(ask.select(F.col("b1").alias("bucket"))).distinct()
-    near = times.join(F.broadcast(need), "bucket", "left_semi").select("offset", "ts_ms")
+    need = ask.select(F.col("first_offset").alias("offset")).union(ask.select(F.col("hi").alias("offset"))).distinct()
+    near = times.join(F.broadcast(need), "offset", "left_semi").select("offset", "ts_ms")
     ask = ask.join(near.select(F.col("offset").alias("first_offset"), F.col("ts_ms").alias("t0")), "first_offset", "left")
     ask = ask.join(near.select(F.col("offset").alias("hi"), F.col("ts_ms").alias("t1")), "hi", "left")
     held = held.unionByName(ask.where(F.col("t1") - F.col("t0") > config.grace_ms).select(*cols))
@@ -731,7 +735,7 @@ def audit(
         found += k11_violations(plane, counts)
         k9 = k9_candidates(spark, df, timeline, plane)
         tell("holding graced states to the grace")
-        found += held_to_grace(spark, df, candidates, config, last if last is not None else -1, k9)
+        found += held_to_grace(spark, df, candidates, config, last if last is not None else -1, k9, kept)
         tell("state hash")
         view = plane.view
         for p in _final_partitions(timeline, lives):
