@@ -393,18 +393,11 @@ def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(spark, 
     assert list(_control_records(df, None, None, 0)) == []
 
 
-@pytest.mark.parametrize("width", [None, 1, 1 << 20], ids=["sized", "record-buckets", "one-bucket"])
 @pytest.mark.parametrize("bug", ["ignore-offline-dirs", "skip-dir-assignment"])
-def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(spark, tmp_path, monkeypatch, bug, width):
-    """With the record grace out of reach, what is held depends on the records' times alone (K4/K5
-    candidates from the driver, K9's from Spark): at a grace in time that keeps some wrong states
-    and lets others go, Spark keeps the same ones. Whatever the width of the buckets whose times
-    bound an interval's: one record (the bound is the interval's own times and decides it), all
-    records in one (it decides nothing: every interval looks its times up), or the sized one."""
-    import kraftlake.spark.audit as spark_audit
-
-    if width is not None:
-        monkeypatch.setattr(spark_audit, "time_buckets", lambda _n: width)
+def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(spark, tmp_path, bug):
+    """With the record grace out of reach, what is held depends on the records' times alone (the
+    grace's lookup of both ends' times; K4/K5 candidates from the driver, K9's from Spark): at a
+    grace in time that keeps some wrong states and lets others go, Spark keeps the same ones."""
     cfg = WorkloadConfig(brokers=5, dirs_per_broker=2, topics=2, partitions=12, seed=3, bug=bug,
                          faults=("broker-crash", "dir-failure"))  # fmt: skip
     log = Log.create(tmp_path / "log")
