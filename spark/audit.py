@@ -40,11 +40,12 @@ from .control import BrokerSegment, ControlPlane, replay_control_plane
 from .replay import keep_offsets
 from .scratch import Scratch
 from .timeline import (
-    FINAL_COLUMNS,
     KEY,
+    OTHER_FIELDS,
     PARTITION_TYPES,
     PK,
     _list,
+    final_fields,
     partition_entity,
     partition_key,
     partition_of,
@@ -202,8 +203,9 @@ def state_facts(levels: list[tuple[int, int]]):
     (``partition_timeline``'s ``keep``): the state itself (leader, ISR, replicas, directories),
     K1's and K3's messages, and what the states before are needed for (whether replicas or
     directories moved, the replicas that left, the UNASSIGNED replicas before and after), so
-    that the cache holds three arrays per state instead of six. Epochs and the registration's
-    other fields are kept on the partitions' final states only (the state hash's)."""
+    that the scratch holds three arrays per state instead of six. Epochs are kept on the
+    partitions' final states only (the state hash's), the registration's other fields as each
+    record set them (``timeline.final_fields`` folds them for the final states)."""
     from pyspark.sql import functions as F
 
     def keep(t):
@@ -219,7 +221,7 @@ def state_facts(levels: list[tuple[int, int]]):
             F.when(touched, _unassigned(F.col("replicas"), F.col("dirs"))).alias("u"),
             F.when(touched, F.coalesce(_unassigned(F.col("old_replicas"), F.col("old_dirs")), F.array().cast("array<int>"))).alias("old_u"),
             F.col("old_replicas").isNotNull().alias("changed"),
-            *[F.when(final, F.col(c)).alias(c) for c in ("leader_epoch", "partition_epoch", *FINAL_COLUMNS)],
+            *[F.when(final, F.col(c)).alias(c) for c in ("leader_epoch", "partition_epoch")], *[s for s, _ in OTHER_FIELDS],
         ]  # fmt: skip
 
     return keep
@@ -635,7 +637,8 @@ def _final_partitions(timeline, lives) -> list[PartitionRegistration]:
 
     cols = ("replicas", "dirs", "isr", "removing_replicas", "adding_replicas", "leader",
             "leader_recovery_state", "leader_epoch", "partition_epoch", "eligible_leader_replicas", "last_known_elr")  # fmt: skip
-    rows = timeline.where(F.col("end").isNull()).select(PK, *cols).collect()
+    final = timeline.where(F.col("end").isNull()).select(PK, "replicas", "dirs", "isr", "leader", "leader_epoch", "partition_epoch")
+    rows = final.join(final_fields(timeline), PK, "left").select(PK, *cols).collect()
     return [PartitionRegistration(*partition_of(lives, r[0]), *(tuple(v) if isinstance(v, list) else v for v in r[1:])) for r in rows]
 
 

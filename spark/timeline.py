@@ -14,6 +14,9 @@ returned as instant violations, worded as the local audit words them.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 from kraftlake.records.kraft import MIGRATING, UNASSIGNED
 
 KEY = "key"
@@ -47,9 +50,22 @@ def _list(col):
     return F.concat(F.lit("["), F.array_join(col, ", "), F.lit("]"))
 
 
-FINAL_COLUMNS = ("removing_replicas", "adding_replicas", "leader_recovery_state", "eligible_leader_replicas", "last_known_elr")
-"""The registration's fields no invariant reads, on each partition's last state only (null
-before it): the final state's hash needs them."""
+OTHER_FIELDS = (("set_removing", "removing_replicas"), ("set_adding", "adding_replicas"), ("set_lrs", "leader_recovery_state"),
+                ("set_elr", "eligible_leader_replicas"), ("set_lkelr", "last_known_elr"))  # fmt: skip
+"""The registration's fields no invariant reads: (the record's value, null = unchanged; the
+registration's field). The timeline carries each record's own values; only the partitions' final
+states need the fields themselves (the final state's hash), folded once by ``final_fields``."""
+
+
+def final_fields(timeline):
+    """(``PK``, the registration's other fields): each partition's other fields after its last record, from the
+    values its records set (``OTHER_FIELDS``). One aggregate over the few rows that set any, not
+    five window functions copying arrays into every state (measured: ~10 % of the fill)."""
+    from pyspark.sql import functions as F
+
+    sets = [F.col(s).isNotNull() for s, _ in OTHER_FIELDS]
+    rows = timeline.where(functools.reduce(operator.or_, sets))
+    return rows.groupBy(PK).agg(*[F.max_by(s, F.when(F.col(s).isNotNull(), F.col("offset"))).alias(c) for s, c in OTHER_FIELDS])
 
 
 def partition_of(lives: list[tuple[str, int, int | None]], pk: int) -> tuple[str, int]:
@@ -175,23 +191,10 @@ def _explicit_dirs():
     )
 
 
-def _other_fields(w):
-    """The registration's fields no invariant reads, as they are after the partition's last
-    record (the final state's hash reads them), on each of its rows: over the whole partition
-    (``w``), an aggregate computed once per partition, not a running one copying arrays per row."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    names = (("removing", "removing_replicas"), ("adding", "adding_replicas"), ("lrs", "leader_recovery_state"),
-             ("elr", "eligible_leader_replicas"), ("lkelr", "last_known_elr"))  # fmt: skip
-    whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    return [F.last(f"set_{a}", ignorenulls=True).over(whole).alias(c) for a, c in names]
-
-
 def _one_pass(rows):
     """Every partition's states in two window operators (one sort): numbers and arrays, no
     strings but the directories (the partition's name is made from ``PK`` on the driver, for
-    violations only: ``partition_of``), and ``FINAL_COLUMNS`` on the last state. Right for a
+    violations only: ``partition_of``), and the values each record sets of ``OTHER_FIELDS``. Right for a
     partition whose first record is a PartitionRecord, whose changes of replicas name
     directories, and whose changes the reducer all applies; ``slow`` marks the rows that show a
     partition is not (its whole history is then redone by ``_careful``). Records of a topic that does not exist (``PK`` -1) carry their ``KEY`` and
@@ -216,11 +219,10 @@ def _one_pass(rows):
     explicit = _explicit_dirs()
     t = rows.select(
         "offset", PK, "removed", "sets_leader", "base_leader_epoch", "base_partition_epoch", "set_replicas",
-        "assign_brokers", "assign_dirs", "is_record", KEY, "refusal",
+        "assign_brokers", "assign_dirs", "is_record", KEY, "refusal", *[s for s, _ in OTHER_FIELDS],
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         *[F.last(f"set_{c}", ignorenulls=True).over(upto).alias(c) for c in ("replicas", "isr", "leader")],
         *[F.last(f"set_{c}", ignorenulls=True).over(before).alias(f"old_{c}") for c in ("replicas", "isr", "leader")],
-        *_other_fields(w),
         F.last(explicit, ignorenulls=True).over(upto).alias("dirs"),
         F.last(explicit, ignorenulls=True).over(before).alias("old_dirs"),
         F.sum(F.coalesce("sets_leader", F.lit(0))).over(upto).alias("n_leader"),
@@ -246,15 +248,13 @@ def _one_pass(rows):
         | (change & F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull()
            & ~F.col("assign_brokers").eqNullSafe(F.col("old_replicas")))
     )  # fmt: skip
-    last = F.col("next_offset").isNull()
     return t.select(
         "offset", PK, "is_record", "removed", F.coalesce("next_offset", "removed").alias("end"), "sets_leader",
         "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch",
         "old_replicas", "old_isr", "old_leader", "old_dirs",
         F.when(is_record, F.col("le_before_record")).otherwise(F.col("leader_epoch") - F.col("sets_leader")).alias("old_leader_epoch"),
         F.when(is_record, F.col("pe_before_record")).otherwise(F.col("partition_epoch") - 1).alias("old_partition_epoch"),
-        *[F.when(last, F.col(c)).alias(c) for c in FINAL_COLUMNS],
-        KEY, "refusal", slow.alias("slow"),
+        *[s for s, _ in OTHER_FIELDS], KEY, "refusal", slow.alias("slow"),
     )  # fmt: skip
 
 
@@ -289,7 +289,7 @@ def _careful(rows):
         "offset", PK, "is_record", "removed", "segment", "replicas", "set_replicas", "sets_leader",
         F.last("set_isr", ignorenulls=True).over(upto).alias("isr"),
         F.last("set_leader", ignorenulls=True).over(upto).alias("leader"),
-        *_other_fields(w),
+        *[s for s, _ in OTHER_FIELDS],
         explicit.alias("explicit_dirs"),
         F.last(explicit, ignorenulls=True).over(upto).alias("dirs"),
         F.last(F.when(is_record, F.col("base_leader_epoch")), ignorenulls=True).over(upto).alias("base_le"),

@@ -412,3 +412,46 @@ def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(spark, tmp_pa
     between = [g for g in (200, 500, 1000, 2000, 5000) if none < local(g) < every]
     assert between, (every, none)
     _same(*_both(spark, log, AuditConfig(grace_records=10**9, grace_ms=between[len(between) // 2])))
+
+
+def test_the_registrations_other_fields_are_the_last_each_record_set(spark, tmp_path):
+    """Removing/adding replicas, the leader recovery state and the ELR fields no invariant reads
+    still make the final state's hash: each is the value of the last record that set it (a
+    change that leaves it null keeps it; a PartitionRecord sets all of them), on the one-pass
+    path and on the careful one (a change of replicas without directories)."""
+    from kraft_helpers import bootstrap, registration, uid
+
+    from kraftlake.records import Partition, PartitionChange, ReplicaDirectory, Topic
+
+    t = uid("t")
+    d = {b: uid(f"d{b}") for b in (1, 2, 3, 4)}
+
+    def placed(*brokers):
+        return tuple(ReplicaDirectory(broker=b, directory=d[b]) for b in brokers)
+
+    records = [*bootstrap(), *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3, 4)), Topic(name="t", topic_id=t)]
+    for p, careful in ((0, False), (1, True)):
+        records += [
+            Partition(topic_id=t, partition_id=p, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0, partition_epoch=0,
+                      assignment=placed(1, 2), eligible_leader_replicas=(2,), last_known_elr=(1,)),
+            PartitionChange(topic_id=t, partition_id=p, replicas=(1, 2, 3), adding_replicas=(3,), removing_replicas=(1,),
+                            **({} if careful else {"assignment": placed(1, 2, 3)})),
+            PartitionChange(topic_id=t, partition_id=p, leader_recovery_state=1, eligible_leader_replicas=()),
+            PartitionChange(topic_id=t, partition_id=p, replicas=(2, 3), isr=(2, 3), leader=2, adding_replicas=(), removing_replicas=(),
+                            assignment=placed(2, 3)),
+            PartitionChange(topic_id=t, partition_id=p, last_known_elr=(2, 3)),
+            PartitionChange(topic_id=t, partition_id=p, isr=(2,)),  # sets none of them: the last state keeps them
+        ]  # fmt: skip
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(spark, log)
+    final = _local_partitions(log, t)
+    assert {p: (r.removing_replicas, r.adding_replicas, r.leader_recovery_state, r.eligible_leader_replicas, r.last_known_elr)
+            for p, r in final.items()} == {p: ((), (), 1, (), (2, 3)) for p in (0, 1)}  # fmt: skip
+    _same(local, remote)
+
+
+def _local_partitions(log: Log, topic: str) -> dict:
+    from kraftlake.statemachine.kraft.reducer import replay
+
+    return replay(log.at().records()).partitions[topic]
