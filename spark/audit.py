@@ -265,18 +265,21 @@ def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
 
 
 def _members(timeline):
-    """``(leaders, isr)``: a row per partition state and its leader (``dir`` null when the
-    leader is not a replica), and per ISR member on a replica's directory, K5's last replica
-    standing left out."""
+    """A row per partition state and its leader (``role`` L, ``pos`` 0; ``dir`` null when the
+    leader is not a replica) and per ISR member on a replica's directory (``role`` I, ``pos``
+    its place in the ISR), K5's last replica standing left out: one scan of the timeline."""
     from pyspark.sql import functions as F
 
-    base = [PK, "offset", "end"]
-    leaders = timeline.where(F.col("leader") != -1).select(
-        *base, F.lit(0).alias("pos"), F.col("leader").alias("broker"), _dir_of(F.col("leader")).alias("dir"))
-    isr = timeline.where(~((F.size("isr") == 1) & (F.col("leader") == -1))).select(
-        *base, "replicas", "dirs", F.posexplode("isr").alias("pos", "broker"))
-    isr = isr.select(*base, "pos", "broker", _dir_of(F.col("broker")).alias("dir")).where(F.col("dir").isNotNull())
-    return leaders, isr  # fmt: skip
+    none = F.array().cast("array<int>")
+    has_leader = (F.col("leader") != -1).cast("int")
+    isr = F.when(~((F.size("isr") == 1) & (F.col("leader") == -1)), F.col("isr")).otherwise(none)
+    m = timeline.select(PK, "offset", "end", "replicas", "dirs", has_leader.alias("n_leader"),
+                        F.posexplode(F.concat(F.when(has_leader == 1, F.array("leader")).otherwise(none), isr)).alias("i", "broker"))
+    leads = F.col("i") < F.col("n_leader")
+    m = m.select(PK, "offset", "end", F.when(leads, F.lit("L")).otherwise(F.lit("I")).alias("role"),
+                 F.when(leads, F.lit(0)).otherwise(F.col("i") - F.col("n_leader")).alias("pos"), "broker",
+                 _dir_of(F.col("broker")).alias("dir"))
+    return m.where((F.col("role") == "L") | F.col("dir").isNotNull())  # fmt: skip
 
 
 def offset_bucket(last: int) -> int:
@@ -294,28 +297,46 @@ def _buckets(lo, hi, width: int):
     return F.sequence(first, F.greatest(first, F.floor(hi / width).cast("long")))
 
 
-def _overlapping(rows, bad, on: list[str], width: int, last: int):
-    """Rows joined with the bad intervals (broadcast) of the same ``on`` keys that overlap
-    their span [offset, end); ``s``/``e`` the overlap.
+ANY_DIR = "*"
+"""A broker's bad interval that holds for all its directories (unregistered, fenced): never a
+directory id (base64url has no ``*``)."""
 
-    Both sides are cut into offset buckets ``width`` records wide and joined on the keys and the
-    bucket, so that a row is checked against the bad intervals near it only: a broker's or
-    directory's bad intervals grow with the history, and a join on the keys alone checked every
-    row against all of them (237 s of 932 at 10^8 records). A pair is kept in the one bucket
-    where its overlap begins."""
+
+def _bad_overlaps(members, bad, known: list[int], width: int, last: int):
+    """Members (``_members``) joined with the bad intervals (broadcast) they overlap: a leader
+    with its broker's (``bad_dir`` ``ANY_DIR``) and its directory's, an ISR member with its
+    directory's; a leader on a broker that never registered (not in ``known``) is unregistered
+    for its whole state. ``reason``, and ``s``/``e`` the overlap.
+
+    One scan of the members and one join on (broker, directory, offset bucket): both sides are
+    cut into offset buckets ``width`` records wide, so that a row is checked against the bad
+    intervals near it only (a broker's or directory's bad intervals grow with the history: a join
+    on the keys alone checked every row against all of them, 237 s of 932 at 10^8 records). A
+    pair is kept in the one bucket where its overlap begins. A left join, so that the leaders of
+    unknown brokers (no bad interval: never registered) come from the same pass."""
     from pyspark.sql import functions as F
 
     end = F.coalesce(F.col("end") - 1, F.lit(last))
-    rows = rows.select("*", F.explode(_buckets(F.col("offset"), end, width)).alias("bucket"))
+    probes = F.when(F.col("role") == "I", F.array("dir")).when(F.col("dir").isNull(), F.array(F.lit(ANY_DIR)))
+    rows = members.select("*", F.explode(_buckets(F.col("offset"), end, width)).alias("bucket"),
+                          F.explode(F.coalesce(probes, F.array("dir", F.lit(ANY_DIR)))).alias("probe"))  # fmt: skip
     stop = F.coalesce(F.col("stop") - 1, F.lit(last))
     bad = bad.select("*", F.explode(_buckets(F.col("start"), stop, width)).alias("bad_bucket"))
-    cond = [rows[k] == bad[f"bad_{k}"] for k in on] + [rows["bucket"] == bad["bad_bucket"]]
-    cond.append((rows["end"].isNull() | (bad["start"] < rows["end"])) & (bad["stop"].isNull() | (bad["stop"] > rows["offset"])))
     s = F.greatest(rows["offset"], bad["start"])
-    cond.append(F.floor(s / width).cast("long") == rows["bucket"])
-    j = rows.join(F.broadcast(bad), cond)
-    return j.select(*[rows[c] for c in rows.columns if c != "bucket"], "reason", s.alias("s"),
-                    F.least(rows["end"], bad["stop"]).alias("e"))  # fmt: skip
+    cond = [rows["broker"] == bad["bad_broker"], rows["probe"] == bad["bad_dir"], rows["bucket"] == bad["bad_bucket"],
+            (rows["end"].isNull() | (bad["start"] < rows["end"])) & (bad["stop"].isNull() | (bad["stop"] > rows["offset"])),
+            F.floor(s / width).cast("long") == rows["bucket"]]  # fmt: skip
+    j = rows.join(F.broadcast(bad), cond, "left")
+    matched = bad["start"].isNotNull()
+    first_bucket = F.floor(F.greatest(rows["offset"], F.lit(0)) / width).cast("long")
+    unknown = (rows["role"] == "L") & (rows["probe"] == ANY_DIR) & (rows["bucket"] == first_bucket)
+    if known:
+        unknown = unknown & ~rows["broker"].isin(known)
+    return j.where(matched | unknown).select(
+        *[rows[c] for c in members.columns], F.coalesce(bad["reason"], F.lit("unregistered")).alias("reason"),
+        F.when(matched, s).otherwise(rows["offset"]).alias("s"),
+        F.when(matched, F.least(rows["end"], bad["stop"])).otherwise(rows["end"]).alias("e"),
+    )  # fmt: skip
 
 
 def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: int,
@@ -327,16 +348,10 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: i
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    leaders, isr = _members(timeline)
-    bb = spark.createDataFrame(broker_bad, "bad_broker int, start long, stop long, reason string")
-    db = spark.createDataFrame(dir_bad, "bad_broker int, bad_dir string, start long, stop long").withColumn("reason", F.lit("offline"))
-    role_l, role_i = F.lit("L").alias("role"), F.lit("I").alias("role")
-    width = offset_bucket(last)
-    j = _overlapping(leaders, bb, ["broker"], width, last).select("*", role_l)
-    unknown = leaders.where(~F.col("broker").isin(known)) if known else leaders
-    j = j.unionByName(unknown.select("*", F.lit("unregistered").alias("reason"), F.col("offset").alias("s"), F.col("end").alias("e"), role_l))
-    j = j.unionByName(_overlapping(leaders.where(F.col("dir").isNotNull()), db, ["broker", "dir"], width, last).select("*", role_l))
-    j = j.unionByName(_overlapping(isr, db, ["broker", "dir"], width, last).select("*", role_i)).cache()
+    bad = spark.createDataFrame([(b, ANY_DIR, start, stop, reason) for b, start, stop, reason in broker_bad]
+                                + [(b, d, start, stop, "offline") for b, d, start, stop in dir_bad],
+                                "bad_broker int, bad_dir string, start long, stop long, reason string")  # fmt: skip
+    j = _bad_overlaps(_members(timeline), bad, known, offset_bucket(last), last).cache()
     # Where the answer can change: the start of each state with a bad overlap, and the overlaps'
     # edges inside it. Other states are right for K4/K5 and left out (islands reads the gap they
     # leave as right). An overlap lies within the state its member belongs to, so a point is
