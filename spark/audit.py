@@ -299,7 +299,7 @@ def _buckets(lo, hi, width: int):
 
 ANY_DIR = "*"
 """A broker's bad interval that holds for all its directories (unregistered, fenced): never a
-directory id (base64url has no ``*``)."""
+directory id (a uuid's 22 characters, checked on every decode)."""
 
 
 def _bad_overlaps(members, bad, known: list[int], width: int, last: int):
