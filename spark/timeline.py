@@ -58,9 +58,10 @@ states need the fields themselves (the final state's hash), folded once by ``fin
 
 
 def final_fields(timeline):
-    """(``PK``, the registration's other fields): each partition's other fields after its last record, from the
-    values its records set (``OTHER_FIELDS``). One aggregate over the few rows that set any, not
-    five window functions copying arrays into every state (measured: ~10 % of the fill)."""
+    """(``PK``, the registration's other fields): each partition's other fields after its last
+    record, from the values its records set (``OTHER_FIELDS``). One aggregate over the few rows
+    that set any, not five window functions copying arrays into every state (at 10^7 records:
+    ~3 % less CPU for the fill, near the machine's noise, and a simpler window)."""
     from pyspark.sql import functions as F
 
     sets = [F.col(s).isNotNull() for s, _ in OTHER_FIELDS]

@@ -445,13 +445,9 @@ def test_the_registrations_other_fields_are_the_last_each_record_set(spark, tmp_
     log = Log.create(tmp_path / "log")
     log.append(records)
     local, remote = _both(spark, log)
-    final = _local_partitions(log, t)
+    from kraftlake.statemachine.kraft.reducer import replay
+
+    final = replay(log.at().records()).partitions[t]
     assert {p: (r.removing_replicas, r.adding_replicas, r.leader_recovery_state, r.eligible_leader_replicas, r.last_known_elr)
             for p, r in final.items()} == {p: ((), (), 1, (), (2, 3)) for p in (0, 1)}  # fmt: skip
     _same(local, remote)
-
-
-def _local_partitions(log: Log, topic: str) -> dict:
-    from kraftlake.statemachine.kraft.reducer import replay
-
-    return replay(log.at().records()).partitions[topic]

@@ -26,8 +26,8 @@ def range_columns(ranges: StreamRanges | Iterable[StreamRange]) -> tuple[np.ndar
     """(stream ids, start offsets, end offsets) of an object's ranges as int64 arrays: views of
     a packed index block's ``StreamRanges.columns`` (no copy), or built from inline ranges."""
     if isinstance(ranges, StreamRanges):
-        ids, starts, ends = (np.asarray(c) for c in ranges.columns())
-        return ids, starts, ends
+        ids, starts, ends = ranges.columns()
+        return np.asarray(ids), np.asarray(starts), np.asarray(ends)
     flat = np.fromiter((x for r in ranges for x in (r.stream_id, r.start_offset, r.end_offset)), dtype=np.int64)
     t = flat.reshape(-1, 3)
     return t[:, 0], t[:, 1], t[:, 2]
