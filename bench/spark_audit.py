@@ -23,6 +23,7 @@ Peak memory of a Spark run is the Python driver's plus the JVM's (VmHWM).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import resource
 import subprocess
@@ -178,6 +179,9 @@ def main() -> None:
     if args.phase == "duckdb":
         print(json.dumps(phase_duckdb(args.log, args.cores)))
         return
+    if args.family == "kraft" and importlib.util.find_spec("duckdb") is None:
+        # Said before the first audit, not after minutes of them.
+        p.error("DuckDB (the K1 reference) is not installed: pip install -e '.[bench]' (or run `make bench` once)")
     from rich.console import Console
     from rich.table import Table
 
