@@ -1,12 +1,12 @@
 """Kafka import benchmark (issue: read and write real Kafka metadata logs): metadata records/s
-decoded into kraftlake Structs from the provided vectors, NoOps included in the count and
+decoded into kraftlake Structs from the real Kafka logs in fixtures/kafka, NoOps included in the count and
 excluded, beside the raw read speed of the files and kafka-python's batch iteration alone.
 
 Goal: >= 300 000 metadata records/s decoded into Structs on one core. The vectors are small
 (3 MB, 43 538 records), so each measurement repeats the work and keeps the best of ``--repeat``
 runs (the machines are shared and noisy). Usage::
 
-    python bench/import.py [--vectors ../shared/vectors/kraft] [--repeat 5]
+    python bench/import.py [--vectors fixtures/kafka] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_VECTORS = HERE.parent.parent / "shared" / "vectors" / "kraft"
+DEFAULT_VECTORS = HERE.parent / "fixtures" / "kafka"
 
 
 def best(fn, repeat: int) -> tuple[float, object]:

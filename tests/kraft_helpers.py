@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from kraftlake.records import FeatureLevel, RegisterBroker
 from kraftlake.records.types import uuid_from_bytes
 
 MV = 21  # 3.9-IV0: the semantics kraftlake targets
+
+# Real metadata logs written by Kafka, kept byte for byte (fixtures/kafka/PROVENANCE.md).
+KAFKA_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
 
 
 def uid(name: str) -> str:

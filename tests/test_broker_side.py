@@ -24,10 +24,10 @@ from kraftlake.statemachine.kraft.replica_manager import LocalStorage, disks_fro
 from kraftlake.statemachine.kraft.startup import UNREADABLE, Refused, Started, load_dirs, plan_format
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 
+from kraft_helpers import KAFKA_LOGS as VECTORS
 from kraft_helpers import uid
 from test_kraft_scenarios import controller_with_brokers
 
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "kraft"
 runner = CliRunner()
 
 

@@ -1,10 +1,11 @@
-"""Real Kafka metadata logs (../shared/vectors/kraft): every byte read, re-encoded identically,
+"""Real Kafka metadata logs (fixtures/kafka, see its PROVENANCE.md): every byte read, re-encoded identically,
 agreeing with kafka-python's reader; imported, replayed and compared field by field with Kafka's
 own snapshots; exported back byte for byte; audited with a pass (Kafka's controller is correct).
 Plus synthetic KIP-858 histories exported as Kafka segments and read back."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -31,16 +32,43 @@ from kraftlake.replay.audit import audit_log
 from kraftlake.replay.kafka_snapshots import checkpoint_view, differences
 from kraftlake.replay.state import state_at
 
-VECTORS = Path(__file__).resolve().parents[1].parent / "shared" / "vectors" / "kraft"
+from kraft_helpers import KAFKA_LOGS
+
+VECTORS = KAFKA_LOGS
 NAMES = ["codecrafters-single", "kafka37-jbod-dirs", "single-snapshot", "three-snapshots"]
 FILES = sorted(p for p in VECTORS.rglob("*") if p.suffix in (".log", ".checkpoint"))
 runner = CliRunner()
 
 
-def test_the_vectors_are_there():
-    # CI has ../shared; a missing folder must fail, not silently test nothing.
+# sha256 of every file as Kafka wrote it: the logs are data, kept byte for byte.
+SHA256 = {
+    "codecrafters-single/__cluster_metadata-0/00000000000000000000.log": "7298ad9a3b0c2b977b910df2148a8abe4f43aa722388bea57703a992dc727510",
+    "codecrafters-single/meta.properties": "a4fe6cad21b3bb37f9fdfbd3c9f2edb42d708ee0d63be7cea2335c609f7892d1",
+    "kafka37-jbod-dirs/__cluster_metadata-0/00000000000000000000.log": "c26a1c8bfd22816d8852e8a626852d7a3b86c60bfbd14ec5b52198b0c82c83bc",
+    "kafka37-jbod-dirs/bootstrap.checkpoint": "822188638d57d1ae0e7e33d5117ba730dda17ca8a263bcd6dbc896b5e09d1322",
+    "kafka37-jbod-dirs/meta.properties": "9be77f29b13904481d7d1e3f0845f6822d51d4ee2bf863cd2784603357de065f",
+    "single-snapshot/__cluster_metadata-0/00000000000000000000.log": "3e3b2cba06047bbd7235437fd0abc8e2c7cd531ee167c03a79765e22f0f307d8",
+    "single-snapshot/__cluster_metadata-0/00000000000000007161-0000000001.checkpoint": "e2f8c17da9af99896d9bc03bc0cf0d30b6188e16f31bdd99a6497ebda03ce2d8",
+    "single-snapshot/meta.properties": "a3fc49d93e7a031e4ce12b8fab36a4c909f960f02b70f332710f19865f303ed7",
+    "three-snapshots/__cluster_metadata-0/00000000000000000000.log": "ac3ade28cb008e2ea743b209773c6626619d901416e7523fe69bb8b5f40c8c85",
+    "three-snapshots/__cluster_metadata-0/00000000000000007192-0000000001.checkpoint": "5d7c2bc04a5e630250ce859a50cade324cef47ea6fb2e062a2bffdc9fea2d7e0",
+    "three-snapshots/__cluster_metadata-0/00000000000000014366-0000000001.checkpoint": "fd9adbc8c24beda50760a8f627f250f4c1e8061bd6760d962beebae2f054b486",
+    "three-snapshots/__cluster_metadata-0/00000000000000021513-0000000001.checkpoint": "9010b637f230b9fc7e9f6d70f3e9ed41290168d149ec45b91bed5182ac499181",
+    "three-snapshots/bootstrap.checkpoint": "915e4391b2c8026d6451187ec9e2cdd1db2cc83c3ac7a7e2d369e345722f875e",
+    "three-snapshots/meta.properties": "e772ae257083333273451c777143a049112c88d0093652650ff42810086decaa",
+}
+
+
+def test_the_vectors_are_there_byte_for_byte():
+    # A missing folder or file must fail, never silently test nothing; an edited one fails too.
     assert sorted(p.name for p in VECTORS.iterdir() if p.is_dir()) == NAMES
     assert len(FILES) == 10
+    found = {
+        p.relative_to(VECTORS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in VECTORS.rglob("*")
+        if p.is_file() and p.suffix != ".md"
+    }
+    assert found == SHA256
 
 
 @pytest.fixture(scope="module")

@@ -105,12 +105,11 @@ def test_per_entity_replay_on_spark_hashes_like_the_local_reducers(spark, log, o
 
 def test_per_entity_replay_of_real_kafka_logs_with_transactions(spark, tmp_path):
     """The imported jbod log: a bootstrap transaction, a re-registration, a controlled shutdown."""
-    from pathlib import Path
-
     from kraftlake.records.kafka.importer import import_kafka
 
-    vectors = Path(__file__).resolve().parents[1].parent / "shared" / "vectors" / "kraft"
+    from kraft_helpers import KAFKA_LOGS
+
     log_ = Log.create(tmp_path / "jbod")
-    import_kafka(vectors / "kafka37-jbod-dirs", log_)
+    import_kafka(KAFKA_LOGS / "kafka37-jbod-dirs", log_)
     for offset in (2, 60, None):  # inside the bootstrap transaction, mid-history, the end
         assert _spark(spark, log_, offset) == _local(log_, offset)
