@@ -17,6 +17,7 @@ from .errors import (
     RecordError,
     ReplayError,
     TimeTravelError,
+    UnsupportedLocationError,
 )
 from .kraft import *  # noqa: F403 - the KRaft record types and constants are the package's API
 from .kraft import KRAFT_RECORDS

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
-import structlog
+from kraftlake.logging import get_logger
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 ENGINE = "kraftlake"
 _ENCODER = msgspec.json.Encoder()
-log = structlog.get_logger("kraftlake.log")
+log = get_logger("kraftlake.log")
 T = TypeVar("T")
 
 

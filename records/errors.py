@@ -111,3 +111,7 @@ class AppendConflictError(LogError):
 
 class TimeTravelError(LogError):
     pass
+
+
+class UnsupportedLocationError(LogError):
+    """A log location that is neither a local path nor a URI kraftlake can use."""

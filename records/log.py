@@ -33,14 +33,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-import structlog
+from kraftlake.logging import get_logger
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from deltalake.schema import Schema as DeltaSchema
@@ -67,8 +66,9 @@ from .errors import (
     RecordError,
     TimeTravelError,
 )
+from .location import local_path
 
-log = structlog.get_logger("kraftlake.log")
+log = get_logger("kraftlake.log")
 
 OFFSET_TXN = "kraftlake.offset"
 PRODUCER_TXN = "kraftlake.producer/"
@@ -369,7 +369,7 @@ class Log:
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Log:
         """Create an empty log at ``path``; ``LogExistsError`` if a table is already there."""
-        path = str(Path(path).absolute())
+        path = local_path(path)
         try:
             DeltaTable(path)
         except TableNotFoundError:
@@ -390,7 +390,7 @@ class Log:
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Log:
         """Open the log at ``path``; ``LogNotFoundError`` if there is none."""
-        path = str(Path(path).absolute())
+        path = local_path(path)
         return cls(path, _open_table(path))
 
     def upkeep_in_background(self, compact_after: int | None = None) -> Upkeep:

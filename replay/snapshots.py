@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import pyarrow as pa
 import pyarrow.dataset as ds
-import structlog
+from kraftlake.logging import get_logger
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
@@ -31,7 +31,7 @@ from kraftlake.records.errors import LogError
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SNAPSHOTS_DIR = "_kraftlake_snapshots"
 KIND = "kraft.controller"

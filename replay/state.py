@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-import structlog
+from kraftlake.logging import get_logger
 
 from kraftlake.records.base import gc_paused
 from kraftlake.records.errors import TimeTravelError
@@ -25,7 +25,7 @@ from kraftlake.statemachine.s3stream import replay as streams_replay
 
 from .snapshots import SnapshotInfo, SnapshotStore
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Progress = Callable[[int], None]
 """Called with the number of records just replayed."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import structlog
+from kraftlake.logging import get_logger
 
 from kraftlake.records.kraft import (
     BrokerRegistrationChange,
@@ -42,7 +42,7 @@ from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
 
 from .timeline import PARTITION_TYPES
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
 

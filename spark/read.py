@@ -25,12 +25,12 @@ import os
 from datetime import datetime
 from functools import lru_cache
 
-import structlog
+from kraftlake.logging import get_logger
 
 from kraftlake.records import Log
 from kraftlake.records.errors import LogError, TimeTravelError
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _CONNECTOR_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import bisect
 
-import structlog
+from kraftlake.logging import get_logger
 
 from kraftlake.replay.transactions import unpublished_ranges as transaction_ranges
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 PARTITION_SCHEMA = (
     "topic_id string, partition_id int, last_offset long, state_hash string, leader int,"

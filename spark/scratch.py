@@ -17,9 +17,9 @@ from __future__ import annotations
 import tempfile
 import uuid
 
-import structlog
+from kraftlake.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Scratch:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-import structlog
+from kraftlake.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SHUFFLE_PARTITIONS_PER_CORE = 16
 

@@ -4,13 +4,15 @@ input that names line, type and field while leaving the table exactly as it was.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kraftlake.cli import app
-from kraftlake.records import Log, decode_line
+from kraftlake.records import Log, UnsupportedLocationError, decode_line
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
@@ -168,3 +170,63 @@ def test_bad_input_names_line_type_field_and_changes_nothing(log, case):
 def test_empty_input_is_unusable(log):
     res = run("append", log, "-", input="\n")
     assert res.exit_code == 2 and "no records" in res.stderr
+
+
+# -- conventions a user expects -------------------------------------------------------------------
+
+
+def test_version_from_the_script_and_from_python_m():
+    from importlib.metadata import version
+
+    import kraftlake
+
+    expected = f"kraftlake {kraftlake.__version__}"
+    assert kraftlake.__version__ == version("kraftlake")  # the installed metadata reads the same
+    res = run("--version")
+    assert res.exit_code == 0 and res.stdout.strip() == expected
+    done = subprocess.run([sys.executable, "-m", "kraftlake", "--version"], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, expected)
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/x", "gs://bucket/x", "hdfs://nn/x", "file://otherhost/x"])
+def test_a_location_kraftlake_cannot_use_is_refused_and_nothing_is_created(uri, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for command in (["init", uri], ["log", uri], ["audit", uri], ["append", uri, str(FIXTURE)]):
+        res = run(*command)
+        assert res.exit_code == 2, (command, res.output)
+        assert uri in res.stderr and "local path" in res.stderr
+    assert list(tmp_path.iterdir()) == []  # no ./s3:/bucket/x made on the way
+    with pytest.raises(UnsupportedLocationError, match="not supported|must name a local path"):
+        Log.create(uri)
+
+
+def test_a_file_uri_is_a_local_path(tmp_path):
+    res = run("init", (tmp_path / "my log").as_uri())  # file:///…/my%20log
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["log"] == str(tmp_path / "my log")
+    assert run("append", f"file://{tmp_path}/my%20log", FIXTURE).exit_code == 0
+    assert Log.open(tmp_path / "my log").last_offset == len(FIXTURE.read_text().splitlines()) - 1
+
+
+LIBRARY_USE = """
+import kraftlake
+from kraftlake.logging import get_logger
+from kraftlake.records import Topic
+
+lake = kraftlake.init({path!r})
+lake.append([Topic(name="t", topic_id={topic!r})], producer="p", seq=0)
+lake.append([Topic(name="t", topic_id={topic!r})], producer="p", seq=0)  # a retry: logged, deduplicated
+kraftlake.state_at(lake)
+get_logger("kraftlake.test").warning("library.warning", n=1)
+"""
+
+
+def test_as_a_library_kraftlake_writes_nothing_to_stdout(tmp_path):
+    """Imported and used without configuring structlog (whose default prints to stdout), kraftlake
+    leaves stdout to its host program; its warnings go to stderr."""
+    code = LIBRARY_USE.format(path=str(tmp_path / "log"), topic=TOPIC)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "library.warning" in done.stderr and "log.created" not in done.stderr  # info stays quiet
+    assert Log.open(tmp_path / "log").last_offset == 0

@@ -38,12 +38,13 @@ class _Group(TyperGroup):
             RecordError,
             ReplayError,
             TimeTravelError,
+            UnsupportedLocationError,
         )
 
         try:
             return super().invoke(ctx)
         except KraftlakeError as exc:
-            unusable_input = isinstance(exc, (RecordError, ReplayError, LogNotFoundError, TimeTravelError))
+            unusable_input = isinstance(exc, (RecordError, ReplayError, LogNotFoundError, TimeTravelError, UnsupportedLocationError))
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             ctx.exit(EXIT_INPUT if unusable_input else EXIT_FAILED)
 
@@ -64,8 +65,19 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from kraftlake import __version__
+
+        typer.echo(f"kraftlake {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
+    _version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print kraftlake's version and exit."
+    ),
     log_json: bool = typer.Option(
         False, "--log-json", envvar="KRAFTLAKE_LOG_JSON", help="Logs as JSON lines on stderr."
     ),

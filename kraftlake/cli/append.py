@@ -14,7 +14,7 @@ from kraftlake.cli.console import EXIT_INPUT, abort, write_bytes
 def register(app: typer.Typer) -> None:
     @app.command("append")
     def append(
-        log: Path = typer.Argument(..., help="The log (created by `kraftlake init`)."),
+        log: str = typer.Argument(..., help="The log (created by `kraftlake init`)."),
         file: str = typer.Argument("-", help="JSON Lines file of records, or - for stdin."),
         producer: str | None = typer.Option(
             None, "--producer", help="Producer id, for exactly-once batches (needs --seq)."

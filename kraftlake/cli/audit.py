@@ -34,7 +34,7 @@ TO_SOURCE_OFFSET = typer.Option(None, "--to-source-offset", help="Audit up to th
 def register(app: typer.Typer) -> None:
     @app.command("audit")
     def audit(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         from_offset: int | None = typer.Option(None, "--from", help="First offset to audit (the state before it is replayed, from snapshots when there are any)."),
         to_offset: int | None = TO_OFFSET,
         to_source_offset: int | None = TO_SOURCE_OFFSET,

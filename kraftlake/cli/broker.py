@@ -3,7 +3,6 @@ it serves, its directories, and what its replica management would do next."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import typer
 
@@ -14,7 +13,7 @@ from kraftlake.cli.view import Format
 def register(app: typer.Typer) -> None:
     @app.command("broker")
     def broker(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         broker_id: int = typer.Option(..., "--broker", "-b", min=0, help="The broker."),
         offset: int | None = typer.Option(None, "--offset", "-o", help="After the record at this offset (default: the end)."),
         fmt: Format = typer.Option(Format.table, "--format", "-f", help="table (default) or json."),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 
@@ -13,7 +12,7 @@ from kraftlake.cli.console import out, write_bytes
 def register(app: typer.Typer) -> None:
     @app.command("history")
     def history(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N commits."),
         as_json: bool = typer.Option(False, "--json", help="JSON Lines instead of a table."),
     ) -> None:

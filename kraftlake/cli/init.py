@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import typer
 
@@ -11,7 +10,7 @@ from kraftlake.cli.console import EXIT_INPUT, abort, out
 
 def register(app: typer.Typer) -> None:
     @app.command("init")
-    def init(log: Path = typer.Argument(..., help="Directory of the new log (a Delta table).")) -> None:
+    def init(log: str = typer.Argument(..., help="Directory of the new log (a Delta table).")) -> None:
         """Create an empty log: a Delta table with the record schema, append-only."""
         from kraftlake.records import Log, LogExistsError
 

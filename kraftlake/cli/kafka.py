@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
     @app.command("import-kafka")
     def import_kafka(
         metadata_dir: Path = typer.Argument(..., help="A Kafka metadata log dir (with __cluster_metadata-0/ and meta.properties), or the __cluster_metadata-0 dir itself."),
-        log: Path = typer.Argument(..., help="The kraftlake log to write (created if missing; must be new, or an interrupted import of the same dir)."),
+        log: str = typer.Argument(..., help="The kraftlake log to write (created if missing; must be new, or an interrupted import of the same dir)."),
         include_noop: bool = typer.Option(False, "--include-noop", help="Keep NoOp records (the active controller's heartbeats, ~99% of a real log); always counted."),
         to_offset: int | None = typer.Option(None, "--to-offset", help="Stop after this Kafka offset."),
         from_snapshot: str | None = typer.Option(None, "--from-snapshot", help="Start from a .checkpoint snapshot (a file, or 'latest'): its image, then the log from its end offset."),
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("export-kafka")
     def export_kafka(
-        log: Path = typer.Argument(..., help="The kraftlake log."),
+        log: str = typer.Argument(..., help="The kraftlake log."),
         out_dir: Path = typer.Argument(..., help="Where to write __cluster_metadata-0/<base offset>.log (created if missing)."),
         to_offset: int | None = typer.Option(None, "--to", help="Last kraftlake offset to export."),
     ) -> None:

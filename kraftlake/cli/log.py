@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 
 import typer
 
@@ -18,7 +17,7 @@ class Format(str, Enum):
 def register(app: typer.Typer) -> None:
     @app.command("log")
     def show(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         from_offset: int | None = typer.Option(None, "--from", help="First offset (inclusive)."),
         to_offset: int | None = typer.Option(None, "--to", help="Last offset (inclusive)."),
         types: list[str] = typer.Option([], "--type", "-t", help="Only this record type (repeatable)."),

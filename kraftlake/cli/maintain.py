@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import typer
 
@@ -12,7 +11,7 @@ from kraftlake.cli.console import err, out
 def register(app: typer.Typer) -> None:
     @app.command("maintain")
     def maintain(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         retention_hours: int | None = typer.Option(
             None,
             "--retention-hours",

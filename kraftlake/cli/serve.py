@@ -13,7 +13,7 @@ from kraftlake.cli.console import EXIT_INPUT, abort, err
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
-        log: Path = typer.Argument(..., help="The log to serve (kraftlake init creates one)."),
+        log: str = typer.Argument(..., help="The log to serve (kraftlake init creates one)."),
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; loopback unless told otherwise."),
         port: int = typer.Option(8080, "--port", min=0, max=65535),
         max_batch_records: int = typer.Option(50_000, "--max-batch-records", min=1, help="Records per Delta commit at most."),

@@ -8,7 +8,6 @@ import cmd
 import posixpath
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -192,7 +191,7 @@ class Shell(cmd.Cmd):
 def register(app: typer.Typer) -> None:
     @app.command("shell")
     def shell(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         offset: int | None = typer.Option(None, "--offset", "-o", help="Start after the record at this offset (default: the end)."),
         command: list[str] = typer.Option([], "--command", "-c", help="Run these commands and exit (repeatable)."),
     ) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import typer
 
@@ -12,7 +11,7 @@ from kraftlake.cli.console import err, out, write_bytes
 def register(app: typer.Typer) -> None:
     @app.command("snapshot")
     def snapshot(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         every: int = typer.Option(100_000, "--every", "-n", min=1, help="A snapshot every N records."),
         list_only: bool = typer.Option(False, "--list", help="List stored snapshots instead (JSON Lines)."),
         drop: bool = typer.Option(False, "--drop", help="Delete every stored snapshot (they can be rebuilt)."),

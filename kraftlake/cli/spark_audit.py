@@ -14,7 +14,7 @@ from kraftlake.cli.console import EXIT_INPUT, abort
 def register(app: typer.Typer) -> None:
     @app.command("spark-audit")
     def spark_audit(
-        log: Path = typer.Argument(..., help="The log."),
+        log: str = typer.Argument(..., help="The log."),
         master: str | None = typer.Option(None, "--master", help="Spark master URL (spark://host:7077, yarn, k8s://...). Default: local, on --cores cores."),
         cores: int | None = typer.Option(None, "--cores", min=1, help="Cores of the local session (default: all)."),
         scratch: str | None = typer.Option(

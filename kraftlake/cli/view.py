@@ -18,7 +18,7 @@ class Format(str, Enum):
 def register(app: typer.Typer) -> None:
     @app.command("view")
     def view(
-        log: Path | None = typer.Argument(None, help="The log (not needed with --kafka-checkpoint)."),
+        log: str | None = typer.Argument(None, help="The log (not needed with --kafka-checkpoint)."),
         kafka_checkpoint: Path | None = typer.Option(
             None, "--kafka-checkpoint", help="Print the view a Kafka .checkpoint snapshot (or bootstrap.checkpoint) holds, instead of replaying a log."
         ),

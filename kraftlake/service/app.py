@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-import structlog
+from kraftlake.logging import get_logger
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
@@ -40,7 +40,7 @@ from .commit_process import CommitProcess
 from .committer import CommitConfig, GroupCommitter
 from .metrics import render_metrics
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_READ = 100_000
 """Records one GET returns at most (page with from/to)."""

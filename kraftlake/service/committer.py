@@ -27,12 +27,12 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-import structlog
+from kraftlake.logging import get_logger
 
 from kraftlake.records import Log, Record
 from kraftlake.records.log import AppendResult, Batch
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Overloaded(Exception):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import structlog
+from kraftlake.logging import get_logger
 
 from kraftlake.records.base import Record
 from kraftlake.records.errors import LogError
@@ -35,7 +35,7 @@ from .errors import KafkaFormatError
 from .layout import Checkpoint, MetadataDir, open_metadata_dir, parse_checkpoint
 from .metadata import MetadataDecoder, decode_control
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CHUNK = 50_000
 """Records per append when importing: one Delta commit each."""

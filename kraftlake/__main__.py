@@ -1,0 +1,5 @@
+"""``python -m kraftlake``: the ``kraftlake`` command without its script."""
+
+from kraftlake.cli.app import main
+
+main()
