@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO := .demo/log
 FIXTURE := fixtures/kraft/jbod-dir-failure.jsonl
 
-.PHONY: demo test bench java clean
+.PHONY: demo test test-fast bench java clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kraftlake needs Python 3.11 or newer")'
@@ -90,6 +90,10 @@ demo: $(VENV)/.installed java
 
 test: $(VENV)/.installed java
 	$(BIN)/python -m pytest -q
+
+# The inner loop: everything but the Spark tests and the multi-process loops (no Java needed).
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 bench: $(VENV)/.installed java
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
-from kraftlake.logging import get_logger
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
+
+from kraftlake.logging import get_logger
 
 ENGINE = "kraftlake"
 _ENCODER = msgspec.json.Encoder()

@@ -39,10 +39,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from kraftlake.logging import get_logger
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from deltalake.schema import Schema as DeltaSchema
+
+from kraftlake.logging import get_logger
 
 from .arrow import LOG_SCHEMA, RECORD_COLUMN, column_name, from_table, record_column, to_table
 from .base import Record

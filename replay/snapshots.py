@@ -22,10 +22,10 @@ from pathlib import Path
 import msgspec
 import pyarrow as pa
 import pyarrow.dataset as ds
-from kraftlake.logging import get_logger
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from kraftlake.logging import get_logger
 from kraftlake.records.base import trusted
 from kraftlake.records.errors import LogError
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView

@@ -12,14 +12,13 @@ from collections.abc import Callable
 from datetime import datetime
 
 from kraftlake.logging import get_logger
-
 from kraftlake.records.base import gc_paused
 from kraftlake.records.errors import TimeTravelError
 from kraftlake.records.log import Log, LogSnapshot
-from kraftlake.statemachine.kraft.reducer import replay
-from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.bookkeeper import BookiesView
 from kraftlake.statemachine.bookkeeper import replay as bookies_replay
+from kraftlake.statemachine.kraft.reducer import replay
+from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.s3stream import StreamsView
 from kraftlake.statemachine.s3stream import replay as streams_replay
 
@@ -121,10 +120,10 @@ def bookies_at(
 
 def has_streams(log_: Log, *, to_offset: int) -> bool:
     """Whether the log has S3Stream records at or before ``to_offset`` (reads the type column only)."""
-    from kraftlake.records.catalog import BY_NAME
-
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    from kraftlake.records.catalog import BY_NAME
 
     names = pa.array([n for n, cls in BY_NAME.items() if cls.FAMILY == "s3stream"], pa.string())
     for table in log_.at().iter_tables(0, to_offset, columns=("offset", "type")):

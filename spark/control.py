@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kraftlake.logging import get_logger
-
 from kraftlake.records.kraft import (
     BrokerRegistrationChange,
     FenceBroker,

@@ -26,7 +26,6 @@ from datetime import datetime
 from functools import lru_cache
 
 from kraftlake.logging import get_logger
-
 from kraftlake.records import Log
 from kraftlake.records.errors import LogError, TimeTravelError
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 
 from kraftlake.logging import get_logger
-
 from kraftlake.replay.transactions import unpublished_ranges as transaction_ranges
 
 log = get_logger(__name__)

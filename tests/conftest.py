@@ -18,6 +18,14 @@ settings.register_profile("ci", parent=settings.get_profile("default"), derandom
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that takes the Spark session is marked ``spark`` (``make test-fast`` leaves
+    them out)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
 @pytest.fixture
 def log_path(tmp_path):
     return tmp_path / "log"

@@ -184,7 +184,7 @@ def test_version_from_the_script_and_from_python_m():
     assert kraftlake.__version__ == version("kraftlake")  # the installed metadata reads the same
     res = run("--version")
     assert res.exit_code == 0 and res.stdout.strip() == expected
-    done = subprocess.run([sys.executable, "-m", "kraftlake", "--version"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "kraftlake", "--version"], capture_output=True, text=True, timeout=120, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, expected)
 
 
@@ -225,7 +225,7 @@ def test_as_a_library_kraftlake_writes_nothing_to_stdout(tmp_path):
     """Imported and used without configuring structlog (whose default prints to stdout), kraftlake
     leaves stdout to its host program; its warnings go to stderr."""
     code = LIBRARY_USE.format(path=str(tmp_path / "log"), topic=TOPIC)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert "library.warning" in done.stderr and "log.created" not in done.stderr  # info stays quiet

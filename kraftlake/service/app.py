@@ -24,21 +24,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-from kraftlake.logging import get_logger
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
+from kraftlake.logging import get_logger
 from kraftlake.records import Log, TimeTravelError
 from kraftlake.records.codec import encode_json_array
 
-from .append import MAX_BODY, Appending, fast_path
+from .append import MAX_BODY, TOO_LARGE, Answer, Appending, fast_path, internal_error
 from .auth import auth_middleware
 from .bookkeeper import routes as bookkeeper_routes
 from .commit_process import CommitProcess
 from .committer import CommitConfig, GroupCommitter
-from .metrics import render_metrics
+from .metrics import CONTENT_TYPE, Metrics
 
 log = get_logger(__name__)
 
@@ -62,30 +62,52 @@ class ServiceState:
     reader: Log
 
 
-def access_log(app: Any) -> Any:
-    """One structlog event per request (method, path, status, ms); query strings, bodies and
-    headers (tokens) are never logged."""
+def access_log(metrics: Metrics) -> Any:
+    """Middleware: one structlog event per request (method, path, status, ms; query strings,
+    bodies and headers, tokens among them, are never logged), and its observation in ``metrics``."""
 
-    async def middleware(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
+    def wrap(app: Any) -> Any:
+        async def middleware(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            started = time.perf_counter()
+            status = 500
 
-        async def watch(message: Any) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
+            async def watch(message: Any) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
 
-        try:
-            await app(scope, receive, watch)
-        finally:
-            log.info("http.request", method=scope["method"], path=scope["path"], status=status,
-                     ms=round((time.perf_counter() - started) * 1000, 2))  # fmt: skip
+            try:
+                await app(scope, receive, watch)
+            finally:
+                took = time.perf_counter() - started
+                metrics.request(scope["method"], scope["path"], status, took)
+                log.info("http.request", method=scope["method"], path=scope["path"], status=status,
+                         ms=round(took * 1000, 2))  # fmt: skip
 
-    return middleware
+        return middleware
+
+    return wrap
+
+
+def _respond(answer: Answer) -> Response:
+    return Response(answer.payload, status_code=answer.status, headers=answer.headers, media_type="application/json")
+
+
+def _http_error(_request: Request, exc: HTTPException) -> Response:
+    """Litestar's own refusals (404, 405, a query parameter of the wrong type…) in the service's
+    one error shape: ``{"error": message}``, with Litestar's details when it has some."""
+    payload: dict[str, Any] = {"error": exc.detail}
+    if getattr(exc, "extra", None):
+        payload["details"] = exc.extra
+    return Response(payload, status_code=exc.status_code, headers=exc.headers, media_type="application/json")
+
+
+def _unexpected(_request: Request, exc: Exception) -> Response:
+    return _respond(internal_error(exc))
 
 
 def create_app(
@@ -104,14 +126,21 @@ def create_app(
     with the event loop for the GIL."""
     config = config or CommitConfig()
     target = CommitProcess(str(path), config.compact_after_files) if commit_process else Log.open(path)
-    state = ServiceState(Path(path), GroupCommitter(target, config), threading.Lock(), Log.open(path))
+    metrics = Metrics()
+    state = ServiceState(Path(path), GroupCommitter(target, config, metrics), threading.Lock(), Log.open(path))
     appending = Appending(state.committer)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
     async def append(request: Request) -> Response:
-        answer = await appending.answer(await request.body(), request.headers.get("content-type", ""),
+        try:
+            body = await request.body()
+        except HTTPException as exc:
+            if exc.status_code != 413:
+                raise
+            return _respond(TOO_LARGE)  # the fast path's words, not Litestar's
+        answer = await appending.answer(body, request.headers.get("content-type", ""),
                                         request.scope.get("state", {}).get("identity"))  # fmt: skip
-        return Response(answer.payload, status_code=answer.status, headers=answer.headers)
+        return _respond(answer)
 
     def _reader() -> Log:
         state.reader.refresh()
@@ -193,19 +222,20 @@ def create_app(
 
         return {"status": "ok", "last_offset": await asyncio.to_thread(last), "queued_records": state.committer.queued_records}
 
-    @get("/metrics", summary="Prometheus metrics", media_type="text/plain; version=0.0.4")
-    async def metrics() -> str:
-        return render_metrics(state.committer.stats, state.committer.queued_records)
+    @get("/metrics", summary="Prometheus metrics", media_type=CONTENT_TYPE)
+    async def metrics_() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     async def shutdown() -> None:
         await asyncio.to_thread(state.committer.close)
 
-    middleware = [access_log] + ([auth_middleware(tokens)] if tokens is not None else [])
+    middleware = [access_log(metrics)] + ([auth_middleware(tokens)] if tokens is not None else [])
     app = Litestar(
-        route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics,
+        route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics_,
                         *bookkeeper_routes(state.path, state.committer)],
         on_shutdown=[shutdown],
         middleware=middleware,
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected},
         openapi_config=OpenAPIConfig(title="kraftlake", version="1"),
         request_max_body_size=MAX_BODY,
         debug=False,

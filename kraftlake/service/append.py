@@ -1,10 +1,13 @@
 """``POST /v1/records``, the service's hot path: one batch in, its offsets out once committed.
 
 ``Appending.answer`` is the whole endpoint (body in; status, JSON payload and headers out): the
-request decoded (JSON, or msgpack with ``Content-Type: application/msgpack``), every record
-checked (400 naming index, type and field; nothing appended), the token's producer enforced
-(403), the batch queued for the group committer (429 with ``Retry-After`` when the queue is
-full), and the answer given once the commit landed.
+request decoded (JSON, or msgpack with ``Content-Type: application/msgpack``; any other media
+type 415), every record checked (400 naming index, type and field; nothing appended), the
+token's producer enforced (403), the batch queued for the group committer (429 with
+``Retry-After`` when the queue is full), and the answer given once the commit landed (503 with
+``Retry-After`` when the commit failed and a retry may land, 500 naming the failure otherwise).
+Every refusal is ``{"error": message, ...}`` with the same message for the same cause, whichever
+door answered, and the rest of the service answers its errors in that shape too (``app.py``).
 
 Two doors lead to it. Litestar's route (``app.py``) documents it in the OpenAPI schema and serves
 it wherever the Litestar app is mounted on its own. ``fast_path`` serves it straight from the
@@ -22,13 +25,19 @@ from typing import Any
 
 import msgspec
 
-from kraftlake.records import RecordError
+from kraftlake.logging import get_logger
+from kraftlake.records import LogError, RecordError
 from kraftlake.records.codec import from_builtins
 
-from .committer import GroupCommitter, Overloaded
+from .committer import Closed, GroupCommitter, Overloaded
+
+log = get_logger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
 PATH = "/v1/records"
+JSON_TYPES = ("", "application/json")
+"""Media types read as JSON (a request with no Content-Type too), beside any ``+json`` type."""
+MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
 
 
 class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -48,6 +57,28 @@ def _problem(status: int, message: str, **extra: Any) -> Answer:
     return Answer(status, {"error": message, **extra})
 
 
+TOO_LARGE = _problem(413, f"the body is larger than {MAX_BODY} bytes: send smaller batches")
+
+
+def media_type(content_type: str) -> str:
+    """``application/json`` of ``Application/JSON; charset=utf-8``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def commit_failed(exc: BaseException) -> Answer:
+    """The answer to a batch whose commit failed: 503 when the store refused or failed it (a retry
+    with the same producer and seq lands exactly once), 500 when something unexpected did."""
+    if isinstance(exc, (LogError, OSError, Closed)):
+        message = f"the commit failed ({type(exc).__name__}: {exc}); retry with the same producer and seq"
+        return Answer(503, {"error": message}, {"retry-after": "1"})
+    return internal_error(exc)
+
+
+def internal_error(exc: BaseException) -> Answer:
+    log.error("service.internal_error", error=f"{type(exc).__name__}: {exc}")
+    return _problem(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
 class Appending:
     """The append endpoint over one group committer."""
 
@@ -56,12 +87,15 @@ class Appending:
 
     async def answer(self, body: bytes, content_type: str, identity: Any = None) -> Answer:
         if len(body) > MAX_BODY:
-            return _problem(413, f"the body has {len(body)} bytes; at most {MAX_BODY}")
+            return TOO_LARGE
+        kind = media_type(content_type)
         try:
-            if "msgpack" in content_type:
+            if kind in MSGPACK_TYPES:
                 req = msgspec.msgpack.decode(body, type=AppendRequest)
-            else:
+            elif kind in JSON_TYPES or kind.endswith("+json"):
                 req = msgspec.json.decode(body, type=AppendRequest)
+            else:
+                return _problem(415, f"Content-Type {kind} is not accepted: send application/json or application/msgpack")
         except msgspec.DecodeError as exc:
             return _problem(400, f"the body is not an append request: {exc}")
         if (req.producer is None) != (req.seq is None):
@@ -84,6 +118,8 @@ class Appending:
             return Answer(429, {"error": str(exc)}, {"retry-after": f"{max(1, round(exc.retry_after_s))}"})
         except RecordError as exc:
             return _problem(409, str(exc))
+        except Exception as exc:  # the commit failed: the client learns why, in JSON
+            return commit_failed(exc)
         return Answer(200, result.to_dict())
 
 
@@ -112,16 +148,19 @@ def fast_path(app: ASGIApp, appending: Appending, middleware: list[Callable[[ASG
     ``middleware`` (outermost first, as Litestar applies its list)."""
 
     async def endpoint(scope: Any, receive: Any, send: Any) -> None:
-        body = await _read_body(receive)
-        if body is None:
-            answer = _problem(413, f"the body has more than {MAX_BODY} bytes")
-        else:
-            content_type = ""
-            for name, value in scope["headers"]:
-                if name.lower() == b"content-type":
-                    content_type = value.decode("latin-1")
-            identity = scope.get("state", {}).get("identity")
-            answer = await appending.answer(body, content_type, identity)
+        try:
+            body = await _read_body(receive)
+            if body is None:
+                answer = TOO_LARGE
+            else:
+                content_type = ""
+                for name, value in scope["headers"]:
+                    if name.lower() == b"content-type":
+                        content_type = value.decode("latin-1")
+                identity = scope.get("state", {}).get("identity")
+                answer = await appending.answer(body, content_type, identity)
+        except Exception as exc:  # as Litestar's door answers it (app.py): JSON, never a bare 500
+            answer = internal_error(exc)
         payload = _JSON.encode(answer.payload)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         headers += [(k.encode(), v.encode()) for k, v in answer.headers.items()]

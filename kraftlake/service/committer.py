@@ -28,11 +28,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from kraftlake.logging import get_logger
-
 from kraftlake.records import Log, Record
 from kraftlake.records.log import AppendResult, Batch
 
+from .metrics import Metrics
+
 log = get_logger(__name__)
+
+
+class Closed(RuntimeError):
+    """The committer is closed (the service is shutting down): the batch was not queued."""
 
 
 class Overloaded(Exception):
@@ -66,29 +71,12 @@ class _Request:
     enqueued: float = field(default_factory=time.perf_counter)
 
 
-@dataclass
-class Stats:
-    """What ``/metrics`` reports."""
-
-    records: int = 0
-    requests: int = 0
-    duplicates: int = 0
-    commits: int = 0
-    rejected: int = 0
-    failed: int = 0
-    batch_sizes: list[int] = field(default_factory=list)
-    """Records per commit, the last 10 000."""
-    latencies_ms: list[float] = field(default_factory=list)
-    """Enqueue to acknowledgement per request, the last 10 000."""
-    commit_ms: list[float] = field(default_factory=list)
-    """How long each commit took (``Log.append_group``), the last 10 000."""
-
-
 class GroupCommitter:
-    def __init__(self, target: Log, config: CommitConfig | None = None) -> None:
+    def __init__(self, target: Log, config: CommitConfig | None = None, metrics: Metrics | None = None) -> None:
         self.log = target
         self.config = config or CommitConfig()
-        self.stats = Stats()
+        self.metrics = metrics or Metrics()
+        self.metrics.queued_records.set_function(lambda: self._queued_records)
         self._queue: deque[_Request] = deque()
         self._queued_records = 0
         self._inflight: dict[tuple[str, int], _Request] = {}
@@ -117,12 +105,11 @@ class GroupCommitter:
     def _enqueue(self, records: list[Record], producer: str | None, seq: int | None) -> _Request:
         """The request to wait on (a new one, or the same batch already waiting); under ``_cv``."""
         if self._closed:
-            raise RuntimeError("the committer is closed")
+            raise Closed("the service is shutting down")
         key = (producer, seq) if producer is not None else None
         if key is not None and key in self._inflight:
             return self._inflight[key]  # type: ignore[index]
         if self._queued_records and self._queued_records + len(records) > self.config.max_queued_records:
-            self.stats.rejected += 1
             backlog = self._queued_records / max(1, self.config.max_records)
             raise Overloaded(max(0.05, backlog * self._commit_ms / 1000))
         req = _Request(Batch(records, producer, seq))
@@ -130,7 +117,7 @@ class GroupCommitter:
         self._queued_records += len(records)
         if key is not None:
             self._inflight[key] = req  # type: ignore[index]
-        self.stats.requests += 1
+        self.metrics.append_requests.inc()
         self._cv.notify()
         return req
 
@@ -179,25 +166,16 @@ class GroupCommitter:
                 results = self.log.append_group([r.batch for r in group])
             except Exception as exc:  # every waiting request learns why; the service stays up
                 log.warning("service.commit_failed", error=str(exc), requests=len(group))
-                self.stats.failed += len(group)
                 self._settle(group, [exc] * len(group))
                 continue
-            took = (time.perf_counter() - started) * 1000
-            self._commit_ms = 0.8 * self._commit_ms + 0.2 * took
             done = time.perf_counter()
+            took = (done - started) * 1000
+            self._commit_ms = 0.8 * self._commit_ms + 0.2 * took
             written = sum(len(r.batch.records) for r, res in zip(group, results) if not res.duplicate)
-            st = self.stats
             if written:
-                st.commits += 1
-                st.records += written
-                st.batch_sizes.append(written)
-                del st.batch_sizes[:-10_000]
-                st.commit_ms.append(took)
-                del st.commit_ms[:-10_000]
+                self.metrics.commit(written, took / 1000)
             for r, res in zip(group, results):
-                st.duplicates += res.duplicate
-                st.latencies_ms.append((done - r.enqueued) * 1000)
-            del st.latencies_ms[:-10_000]
+                self.metrics.answered(done - r.enqueued, res.duplicate)
             self._settle(group, results)
             log.debug("service.group_committed", requests=len(group), records=written, ms=round(took, 1))
 

@@ -1,51 +1,129 @@
-"""``/metrics`` in Prometheus's text format: appended records, commits, batch sizes, latency
-histogram, commit durations (a summary with quantiles), rejections. Hand-written (a few dozen
-lines) rather than a client library: the service keeps its own counters (``committer.Stats``)
-and only needs to print them."""
+"""``/metrics``: the service's Prometheus metrics, kept by ``prometheus_client``.
+
+Counters only grow and histograms count every observation into cumulative buckets, for the life
+of the process, as Prometheus's ``rate()`` and ``histogram_quantile()`` expect. Each service has
+a registry of its own (several apps in one process, as in the tests, do not share counts).
+
+The committer observes commits (``commit``) and answered requests (``answered``); the access-log
+middleware observes every HTTP request (``request``) and counts refused appends by reason, one
+reason per status, whichever door (the fast path or Litestar's route) answered.
+"""
 
 from __future__ import annotations
 
-from .committer import Stats
+import re
 
-LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
-BATCH_BUCKETS = (1, 10, 100, 1000, 10_000, 100_000)
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+SECONDS_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+BATCH_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000)
+
+REASONS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "overloaded",
+    500: "internal_error",
+    503: "commit_failed",
+}
+"""The reason label of a refused append, by the status that answered it."""
+
+# Routes with a path parameter, as templates: the route label stays a small fixed set.
+_TEMPLATES = (
+    (re.compile(r"^/v1/views/brokers/[^/]+$"), "/v1/views/brokers/{broker_id}"),
+    (re.compile(r"^/v1/producers/[^/]+$"), "/v1/producers/{producer}"),
+    (re.compile(r"^/v1/bookies/[^/]+/state$"), "/v1/bookies/{bookie}/state"),
+    (re.compile(r"^/v1/bookies/[^/]+$"), "/v1/bookies/{bookie}"),
+)
+_ROUTES = frozenset(
+    {
+        "/v1/records",
+        "/v1/views/controller",
+        "/v1/audits",
+        "/v1/bookies",
+        "/v1/ledgers/under-replicated",
+        "/v1/auditor",
+        "/healthz",
+        "/metrics",
+    }
+)
 
 
-def _histogram(name: str, help_: str, values: list, buckets: tuple) -> list[str]:
-    out = [f"# HELP {name} {help_}", f"# TYPE {name} histogram"]
-    for b in buckets:
-        out.append(f'{name}_bucket{{le="{b}"}} {sum(1 for v in values if v <= b)}')
-    out.append(f'{name}_bucket{{le="+Inf"}} {len(values)}')
-    out.append(f"{name}_sum {sum(values):.3f}")
-    out.append(f"{name}_count {len(values)}")
-    return out
+def route_of(path: str) -> str:
+    """The route a request path belongs to (``other`` for paths the service does not serve,
+    ``/schema`` for the OpenAPI documents)."""
+    if path in _ROUTES:
+        return path
+    if path.startswith("/schema"):
+        return "/schema"
+    for pattern, template in _TEMPLATES:
+        if pattern.match(path):
+            return template
+    return "other"
 
 
-def _summary(name: str, help_: str, values: list, quantiles: tuple = (0.5, 0.9, 0.99)) -> list[str]:
-    out = [f"# HELP {name} {help_}", f"# TYPE {name} summary"]
-    ordered = sorted(values)
-    for q in quantiles:
-        v = ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-        out.append(f'{name}{{quantile="{q}"}} {v:.3f}')
-    out.append(f"{name}_sum {sum(values):.3f}")
-    out.append(f"{name}_count {len(values)}")
-    return out
+class Metrics:
+    """One service's metrics and the registry ``/metrics`` renders."""
 
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.appended_records = Counter("kraftlake_appended_records", "Records committed.", registry=r)
+        self.append_requests = Counter(
+            "kraftlake_append_requests", "Append requests accepted into the queue.", registry=r
+        )
+        self.duplicate_requests = Counter(
+            "kraftlake_duplicate_requests", "Retries answered with their original offsets.", registry=r
+        )
+        self.commits = Counter("kraftlake_commits", "Delta commits that appended records.", registry=r)
+        self.rejected = Counter(
+            "kraftlake_rejected_requests", "Append requests refused, by reason.", ["reason"], registry=r
+        )
+        self.commit_records = Histogram(
+            "kraftlake_commit_records", "Records per Delta commit.", buckets=BATCH_BUCKETS, registry=r
+        )
+        self.commit_seconds = Histogram(
+            "kraftlake_commit_duration_seconds", "Duration of a Delta commit.", buckets=SECONDS_BUCKETS, registry=r
+        )
+        self.append_seconds = Histogram(
+            "kraftlake_append_latency_seconds",
+            "An append request from queued to acknowledged (durable).",
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "kraftlake_http_request_duration_seconds",
+            "HTTP requests by method, route and status: received to answered.",
+            ["method", "route", "status"],
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.queued_records = Gauge("kraftlake_queued_records", "Records waiting for a commit.", registry=r)
 
-def render_metrics(stats: Stats, queued: int) -> str:
-    lines = []
-    for name, kind, help_, value in (
-        ("kraftlake_appended_records_total", "counter", "Records committed.", stats.records),
-        ("kraftlake_append_requests_total", "counter", "Append requests accepted into the queue.", stats.requests),
-        ("kraftlake_duplicate_requests_total", "counter", "Retries answered with their original offsets.", stats.duplicates),
-        ("kraftlake_commits_total", "counter", "Delta commits.", stats.commits),
-        ("kraftlake_rejected_requests_total", "counter", "Requests refused with 429 (queue full).", stats.rejected),
-        ("kraftlake_failed_requests_total", "counter", "Requests whose commit failed.", stats.failed),
-        ("kraftlake_queued_records", "gauge", "Records waiting for a commit.", queued),
-    ):
-        lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name} {value}"]
-    lines += _histogram("kraftlake_commit_records", "Records per commit (last 10000 commits).", stats.batch_sizes, BATCH_BUCKETS)
-    lines += _histogram("kraftlake_append_latency_ms", "Enqueue to acknowledgement (last 10000 requests).",
-                        stats.latencies_ms, LATENCY_BUCKETS_MS)  # fmt: skip
-    lines += _summary("kraftlake_commit_ms", "Duration of a Delta commit (last 10000 commits).", stats.commit_ms)
-    return "\n".join(lines) + "\n"
+    def commit(self, records: int, seconds: float) -> None:
+        """A commit that appended ``records`` records."""
+        self.commits.inc()
+        self.appended_records.inc(records)
+        self.commit_records.observe(records)
+        self.commit_seconds.observe(seconds)
+
+    def answered(self, seconds: float, duplicate: bool) -> None:
+        """An append request acknowledged ``seconds`` after it was queued."""
+        self.append_seconds.observe(seconds)
+        if duplicate:
+            self.duplicate_requests.inc()
+
+    def request(self, method: str, path: str, status: int, seconds: float) -> None:
+        self.request_seconds.labels(method, route_of(path), str(status)).observe(seconds)
+        if status >= 400 and method == "POST" and path == "/v1/records":
+            self.rejected.labels(REASONS.get(status, str(status))).inc()
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value (0 when it has none yet), e.g. ``kraftlake_commits_total``."""
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

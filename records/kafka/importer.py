@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftlake.logging import get_logger
-
 from kraftlake.records.base import Record
 from kraftlake.records.errors import LogError
 from kraftlake.records.kraft import FeatureLevel, KafkaOpaque, NoOp
