@@ -18,37 +18,73 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from kraftlake.records import (
-    AppendConflictError,
-    AppendResult,
-    KraftlakeError,
-    Log,
-    LogError,
-    LogExistsError,
-    LogNotFoundError,
-    LogSnapshot,
-    Record,
-    RecordError,
-    TimeTravelError,
-)
-
-from ._appender import Appender
-from .lake import AuditResult, Lake, PointInTime
+__version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from kraftlake.records import (
+        AppendConflictError,
+        AppendResult,
+        KraftlakeError,
+        Log,
+        LogError,
+        LogExistsError,
+        LogNotFoundError,
+        LogSnapshot,
+        Record,
+        RecordError,
+        TimeTravelError,
+    )
     from kraftlake.statemachine.kraft.view import ControllerView
 
-__version__ = "0.1.0"
+    from ._appender import Appender
+    from .lake import AuditResult, Lake, PointInTime
+
+# The facade's names load on first use (PEP 562): ``import kraftlake.statemachine…`` imports this
+# package first, and must not load Delta, Arrow, pandas or an HTTP client on the way.
+_LAZY = {
+    "Appender": "kraftlake._appender",
+    "AuditResult": "kraftlake.lake",
+    "Lake": "kraftlake.lake",
+    "PointInTime": "kraftlake.lake",
+    **dict.fromkeys(
+        ["AppendConflictError", "AppendResult", "KraftlakeError", "Log", "LogError", "LogExistsError",
+         "LogNotFoundError", "LogSnapshot", "Record", "RecordError", "TimeTravelError"],
+        "kraftlake.records",
+    ),  # fmt: skip
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def open(path: str | os.PathLike[str]) -> Lake:  # noqa: A001 - mirrors deltalake / builtins open
     """Open the log at ``path`` (a ``Lake``: the log's own methods, plus points in time, diffs,
     timelines, audits and plots as DataFrames for notebooks)."""
+    from kraftlake.records.log import Log
+
+    from .lake import Lake
+
     return Lake(Log.open(path))
 
 
 def init(path: str | os.PathLike[str]) -> Lake:
     """Create an empty log at ``path``."""
+    from kraftlake.records.log import Log
+
+    from .lake import Lake
+
     return Lake(Log.create(path))
 
 
@@ -69,7 +105,10 @@ def state_at(
     record (``view.offset`` says which). ``view.image()`` is the canonical form (what ``kraftlake view`` prints);
     ``kraftlake.statemachine.kraft.broker_view.broker_view(view, b)`` is broker b's view.
     """
+    from kraftlake.records.log import Log
     from kraftlake.replay.state import state_at as _state_at
+
+    from .lake import Lake
 
     opened = log.log if isinstance(log, Lake) else log if isinstance(log, Log) else Log.open(log)
     return _state_at(

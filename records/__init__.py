@@ -3,7 +3,13 @@
 Import the pieces from here::
 
     from kraftlake.records import Log, PartitionChange, ReplicaDirectory, UNASSIGNED
+
+Importing the package loads the record types and their codecs (msgspec) only: the store's names
+(``Log``, ``LogSnapshot``, ``AppendResult``…) load deltalake and pyarrow on first use, so that the
+pure state machines, which import the record types, load no I/O library.
 """
+
+from typing import TYPE_CHECKING
 
 from .base import ENVELOPE_FIELDS, Record, current_version, payload_fields, type_name
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord, record_type
@@ -21,7 +27,6 @@ from .errors import (
 )
 from .kraft import *  # noqa: F403 - the KRaft record types and constants are the package's API
 from .kraft import KRAFT_RECORDS
-from .log import AppendResult, Commit, Log, LogSnapshot, MaintenanceReport
 from .s3stream import S3STREAM_RECORDS
 from .bookkeeper import BOOKKEEPER_RECORDS
 from .observations import (
@@ -35,3 +40,16 @@ from .observations import (
     TopicPartitions,
     UnfenceRequested,
 )
+
+if TYPE_CHECKING:
+    from .log import AppendResult, Commit, Log, LogSnapshot, MaintenanceReport
+
+_STORAGE = frozenset({"AppendResult", "Commit", "Log", "LogSnapshot", "MaintenanceReport"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _STORAGE:
+        from . import log
+
+        return getattr(log, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

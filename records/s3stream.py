@@ -25,7 +25,6 @@ from functools import lru_cache
 from typing import Annotated, Any
 
 import msgspec.inspect as mi
-import pyarrow as pa
 from msgspec import Meta
 
 from .base import Part, Record
@@ -157,14 +156,14 @@ class StreamRanges(Part, frozen=True, kw_only=True):
             flat.byteswap()
         raw = flat.tobytes()
         if len(flat) > 3 * COMPRESS_ABOVE:
-            return cls(packed=_ZSTD_CODEC.compress(raw, asbytes=True), raw_size=len(raw))
+            return cls(packed=_zstd().compress(raw, asbytes=True), raw_size=len(raw))
         return cls(packed=raw)
 
     def raw(self) -> bytes:
         """The triplets, decompressed if they were compressed."""
         if not self.raw_size:
             return self.packed
-        return _ZSTD_CODEC.decompress(self.packed, decompressed_size=self.raw_size, asbytes=True)
+        return _zstd().decompress(self.packed, decompressed_size=self.raw_size, asbytes=True)
 
     def uncompressed(self) -> StreamRanges:
         """The same ranges, never compressed: a form that depends on them alone (state hashes)."""
@@ -208,7 +207,15 @@ class StreamRanges(Part, frozen=True, kw_only=True):
 
 COMPRESS_ABOVE = 50
 """``StreamRanges`` of more ranges are zstd-compressed (~4x smaller for a compacted object's)."""
-_ZSTD_CODEC = pa.Codec("zstd", compression_level=1)
+
+
+@lru_cache(maxsize=1)
+def _zstd():
+    """pyarrow's zstd codec, loaded on first use: importing the record types loads no storage
+    library (``tests/test_imports.py``)."""
+    import pyarrow as pa
+
+    return pa.Codec("zstd", compression_level=1)
 
 
 @lru_cache(maxsize=None)
@@ -595,6 +602,8 @@ def pack_ranges(ranges: tuple[StreamRange, ...] | list[StreamRange]) -> bytes:
     flags = 0
     body = payload
     if len(ranges) > 50:
+        import pyarrow as pa
+
         flags = _ZSTD
         body = pa.compress(payload, codec="zstd", asbytes=True)
     return bytes([_MAGIC, flags]) + struct.pack(">i", len(payload)) + body
@@ -610,6 +619,8 @@ def unpack_ranges(data: bytes) -> tuple[StreamRange, ...]:
     (length,) = struct.unpack_from(">i", data, 2)
     body = data[6:]
     if flags & _ZSTD:
+        import pyarrow as pa
+
         body = pa.decompress(body, decompressed_size=length, codec="zstd", asbytes=True)
     if len(body) != length or length % _RANGE.size:
         raise ValueError(f"`ranges`: payload of {len(body)} bytes, expected {length} in 20-byte entries")

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import msgspec
-import structlog
 
 from kraftlake.records.base import Record
 from kraftlake.records.errors import ReplayError
@@ -65,7 +64,6 @@ from .view import (
     Transaction,
 )
 
-log = structlog.get_logger(__name__)
 
 TOPIC_RESOURCE = 2
 
@@ -217,9 +215,12 @@ def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> 
     if dirty is not None:
         dirty.add((r.topic_id, pid))
     if new.eligible_leader_replicas and set(new.isr) & set(new.eligible_leader_replicas):
-        # Kafka logs this as an error and goes on (kafka-kraft.md 3.7).
-        log.error("isr_and_elr_overlap", offset=offset, entity=r.entity_key(), isr=new.isr,
-                  elr=new.eligible_leader_replicas)
+        # Kafka logs this as an error and goes on (kafka-kraft.md 3.7). Logging is imported here,
+        # on the anomaly only: the reducers load no I/O library.
+        from kraftlake.logging import get_logger
+
+        get_logger(__name__).error("isr_and_elr_overlap", offset=offset, entity=r.entity_key(), isr=new.isr,
+                                   elr=new.eligible_leader_replicas)  # fmt: skip
 
 
 def _feature_level(view: ControllerView, r: FeatureLevel, offset: int) -> None:
