@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO := .demo/log
 FIXTURE := fixtures/kraft/jbod-dir-failure.jsonl
 
-.PHONY: demo test test-fast bench java clean
+.PHONY: demo test test-fast lint format bench java clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kraftlake needs Python 3.11 or newer")'
@@ -88,11 +88,20 @@ demo: $(VENV)/.installed java
 	$(BIN)/kraftlake view .demo/bk --bookies --format table
 	$(BIN)/kraftlake audit .demo/bk; echo "exit code $$?"
 
-test: $(VENV)/.installed java
+# Layout and lint first (seconds): the formatter decides layout, `make format` applies it.
+lint: $(VENV)/.installed
+	$(BIN)/ruff format --check --quiet . || { echo "run 'make format'"; exit 1; }
+	$(BIN)/ruff check --quiet .
+
+format: $(VENV)/.installed
+	$(BIN)/ruff format --quiet .
+	$(BIN)/ruff check --quiet --fix .
+
+test: $(VENV)/.installed java lint
 	$(BIN)/python -m pytest -q
 
 # The inner loop: everything but the Spark tests and the multi-process loops (no Java needed).
-test-fast: $(VENV)/.installed
+test-fast: $(VENV)/.installed lint
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 bench: $(VENV)/.installed java
@@ -105,4 +114,4 @@ bench: $(VENV)/.installed java
 	$(BIN)/python bench/spark_audit.py
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .hypothesis
+	rm -rf $(VENV) .demo .pytest_cache .hypothesis .ruff_cache

@@ -15,15 +15,43 @@ HERE = Path(__file__).parent
 
 
 @contextmanager
-def generated_log(records: int, *, brokers: int, partitions: int, shards: int = 1, console=None, family: str = "kraft",
-                  streams: int = 10_000, nodes: int = 20) -> Iterator[str]:  # fmt: skip
+def generated_log(
+    records: int,
+    *,
+    brokers: int,
+    partitions: int,
+    shards: int = 1,
+    console=None,
+    family: str = "kraft",
+    streams: int = 10_000,
+    nodes: int = 20,
+) -> Iterator[str]:
     """The path of a log holding a generated history of ``records`` records (in ``shards``
     parts generated in parallel, ``workload.shard_config``); removed afterwards."""
     work = Path(tempfile.mkdtemp(prefix="kraftlake-bench-"))
     try:
-        cmd = [sys.executable, str(HERE / "replay.py"), "--phase", "generate", "--records", str(records),
-               "--brokers", str(brokers), "--partitions", str(partitions), "--shards", str(shards), "--dir", str(work),
-               "--family", family, "--streams", str(streams), "--nodes", str(nodes)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(HERE / "replay.py"),
+            "--phase",
+            "generate",
+            "--records",
+            str(records),
+            "--brokers",
+            str(brokers),
+            "--partitions",
+            str(partitions),
+            "--shards",
+            str(shards),
+            "--dir",
+            str(work),
+            "--family",
+            family,
+            "--streams",
+            str(streams),
+            "--nodes",
+            str(nodes),
+        ]
         if console is not None:
             with console.status(f"generating {records:,} records"):
                 subprocess.run(cmd, check=True, capture_output=True)

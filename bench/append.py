@@ -78,6 +78,7 @@ from rich.table import Table
 
 import kraftlake.logging
 import kraftlake.records.log as log_module
+from kraftlake import Appender
 from kraftlake.records import (
     BrokerRegistrationChange,
     Log,
@@ -89,8 +90,6 @@ from kraftlake.records import (
     normalize,
 )
 from kraftlake.records.arrow import LOG_SCHEMA, to_table
-
-from kraftlake import Appender
 
 SIZES = (1, 10, 100, 1_000, 10_000)
 FULL_COMMITS = {1: 200, 10: 200, 100: 200, 1_000: 100, 10_000: 30}
@@ -164,7 +163,11 @@ class Workload:
                 new = tuple(rng.sample(self.brokers, 3))
                 self.state[(topic, pid)] = (new, new, new[0])
                 return PartitionChange(
-                    topic_id=topic, partition_id=pid, replicas=new, isr=new, leader=new[0],
+                    topic_id=topic,
+                    partition_id=pid,
+                    replicas=new,
+                    isr=new,
+                    leader=new[0],
                     assignment=self._assignment(new),
                 )
             if y < 0.30 and len(isr) > 1:  # leader election within the ISR
@@ -178,23 +181,34 @@ class Workload:
             new_leader = leader if leader in new_isr else new_isr[0]
             self.state[(topic, pid)] = (replicas, new_isr, new_leader)
             return PartitionChange(
-                topic_id=topic, partition_id=pid, isr=new_isr,
+                topic_id=topic,
+                partition_id=pid,
+                isr=new_isr,
                 leader=new_leader if new_leader != leader or rng.random() < 0.5 else -2,
             )
         if kind == "Partition":
             topic = rng.choice(self.topics)
             topic, pid, replicas = self._new_partition(topic)
             return Partition(
-                topic_id=topic, partition_id=pid, replicas=replicas, isr=replicas, leader=replicas[0],
-                leader_epoch=0, partition_epoch=0, assignment=self._assignment(replicas),
+                topic_id=topic,
+                partition_id=pid,
+                replicas=replicas,
+                isr=replicas,
+                leader=replicas[0],
+                leader_epoch=0,
+                partition_epoch=0,
+                assignment=self._assignment(replicas),
             )
         if kind == "BrokerRegistrationChange":
             b = rng.choice(self.brokers)
             dirs = self.dirs[b]
             log_dirs = tuple(rng.sample(dirs, rng.randrange(1, len(dirs) + 1))) if rng.random() < 0.3 else ()
             return BrokerRegistrationChange(
-                broker_id=b, broker_epoch=self.epochs[b], fenced=rng.choice((-1, 0, 0, 1)),
-                in_controlled_shutdown=1 if rng.random() < 0.1 else 0, log_dirs=log_dirs,
+                broker_id=b,
+                broker_epoch=self.epochs[b],
+                fenced=rng.choice((-1, 0, 0, 1)),
+                in_controlled_shutdown=1 if rng.random() < 0.1 else 0,
+                log_dirs=log_dirs,
             )
         return NoOp()
 
@@ -308,11 +322,19 @@ def machine_info(workdir: str) -> dict[str, Any]:
         repo = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
         git = ["git", "-C", repo]
-        commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                timeout=10, env=env).stdout.strip() or None
-        changed = subprocess.run(git + ["diff", "--name-only", "HEAD", "--", "kraftlake", "records", "replay",
-                                        "spark", "statemachine"],
-                                 capture_output=True, text=True, timeout=10, env=env).stdout.split()
+        commit = (
+            subprocess.run(
+                git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10, env=env
+            ).stdout.strip()
+            or None
+        )
+        changed = subprocess.run(
+            git + ["diff", "--name-only", "HEAD", "--", "kraftlake", "records", "replay", "spark", "statemachine"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=env,
+        ).stdout.split()
         if commit and changed:
             commit += f" + uncommitted changes to {', '.join(changed)}"
     except (OSError, subprocess.SubprocessError):
@@ -391,6 +413,7 @@ class StageTimer:
         if clock is None:
             self.missing.append("records.log._now_ms (validation not separated)")
         else:
+
             def now_ms() -> int:
                 if self._validated_at is None:
                     self._validated_at = time.perf_counter()
@@ -460,8 +483,9 @@ class KraftlakeWriter(Writer):
 
 
 class RawWriter(Writer):
-    def __init__(self, name: str, label: str, path: str, reopen_every: int,
-                 writer_properties: WriterProperties | None) -> None:
+    def __init__(
+        self, name: str, label: str, path: str, reopen_every: int, writer_properties: WriterProperties | None
+    ) -> None:
         super().__init__(name, label)
         self.path = path
         self.dt = DeltaTable.create(path, schema=LOG_SCHEMA, configuration=TABLE_PROPERTIES or None)
@@ -497,8 +521,9 @@ def summarize(samples: list[float], size: int) -> dict[str, Any]:
     }
 
 
-def bench_size(args: argparse.Namespace, work: Workload, workdir: str, size: int, commits: int,
-               progress: Console) -> dict[str, Any]:
+def bench_size(
+    args: argparse.Namespace, work: Workload, workdir: str, size: int, commits: int, progress: Console
+) -> dict[str, Any]:
     gen_s = 0.0
 
     def generate(i: int) -> tuple[list[Record], pa.Table]:
@@ -516,11 +541,11 @@ def bench_size(args: argparse.Namespace, work: Workload, workdir: str, size: int
     base = os.path.join(workdir, f"append-{size}")
     writers: list[Writer] = [KraftlakeWriter(base + "-kraftlake", args.via)]
     if "reuse" in args.raw:
-        writers.append(RawWriter("raw_one_table", "delta-rs, one DeltaTable", base + "-raw-reuse",
-                                 0, props))
+        writers.append(RawWriter("raw_one_table", "delta-rs, one DeltaTable", base + "-raw-reuse", 0, props))
     if "reopen" in args.raw:
-        writers.append(RawWriter("raw_reopen", f"delta-rs, reopen/{REOPEN_EVERY}", base + "-raw-reopen",
-                                 REOPEN_EVERY, props))
+        writers.append(
+            RawWriter("raw_reopen", f"delta-rs, reopen/{REOPEN_EVERY}", base + "-raw-reopen", REOPEN_EVERY, props)
+        )
     batch, table = generate(0)
     for w in writers:  # warm-up commit, untimed
         w.write(batch, table)
@@ -655,8 +680,12 @@ def build_fast(path: str, commits: int, batch: int, work: Workload, progress: Co
                     stats[key][col] = fn(data.column(col)).as_py()
             new_add["stats"] = json.dumps(stats)
         new_info = dict(info, timestamp=ts_ms)
-        for key, value in (("kraftlake.batch", bid), ("kraftlake.first_offset", str(first)),
-                           ("kraftlake.last_offset", str(last)), ("kraftlake.records", str(len(records)))):
+        for key, value in (
+            ("kraftlake.batch", bid),
+            ("kraftlake.first_offset", str(first)),
+            ("kraftlake.last_offset", str(last)),
+            ("kraftlake.records", str(len(records))),
+        ):
             if key in new_info:
                 new_info[key] = value
         out = []
@@ -673,10 +702,15 @@ def build_fast(path: str, commits: int, batch: int, work: Workload, progress: Co
     check = Log.open(path)
     expect = (commits, commits * batch - 1)
     if (check.version, check.last_offset) != expect:
-        raise SystemExit(f"fast-built log: expected (version, last offset) {expect}, got "
-                         f"{(check.version, check.last_offset)}")
-    return {"method": "fast", "seconds": time.perf_counter() - t0, "checkpoints_written": checkpoints,
-            "codec": compression}
+        raise SystemExit(
+            f"fast-built log: expected (version, last offset) {expect}, got {(check.version, check.last_offset)}"
+        )
+    return {
+        "method": "fast",
+        "seconds": time.perf_counter() - t0,
+        "checkpoints_written": checkpoints,
+        "codec": compression,
+    }
 
 
 # -- open / read in a fresh process ----------------------------------------------------------------
@@ -725,9 +759,18 @@ def read_worker(path: str, repeat: int, expect: int) -> dict[str, Any]:
 
 def measure_reads(path: str, repeat: int, expect: int) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--read-worker", path, "--repeat", str(repeat),
-         "--expect", str(expect)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--read-worker",
+            path,
+            "--repeat",
+            str(repeat),
+            "--expect",
+            str(expect),
+        ],
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         raise SystemExit(f"read worker failed on {path}:\n{proc.stderr[-4000:]}")
@@ -752,7 +795,9 @@ def probe_appends(path: str, commits: int, batch: int, work: Workload) -> dict[s
     return out
 
 
-def bench_log(args: argparse.Namespace, work: Workload, workdir: str, commits: int, progress: Console) -> dict[str, Any]:
+def bench_log(
+    args: argparse.Namespace, work: Workload, workdir: str, commits: int, progress: Console
+) -> dict[str, Any]:
     path = os.path.join(workdir, f"log-{commits}")
     batch = args.log_batch
     fast = args.big_build == "fast" and commits > FAST_BUILD_ABOVE
@@ -796,22 +841,36 @@ def print_machine(console: Console, m: dict[str, Any], args: argparse.Namespace)
     t.add_column(style="bold")
     t.add_column()
     t.add_row("machine", f"{m['cpu']}, {m['cores']} cores ({m['usable_cores']} usable), {m['memory_gb']} GB, {m['os']}")
-    t.add_row("versions", f"Python {m['python']}, deltalake {m['deltalake']}, pyarrow {m['pyarrow']}, "
-                          f"msgspec {m['msgspec']}, kraftlake {m['kraftlake']} ({m['kraftlake_commit'] or '?'})")
+    t.add_row(
+        "versions",
+        f"Python {m['python']}, deltalake {m['deltalake']}, pyarrow {m['pyarrow']}, "
+        f"msgspec {m['msgspec']}, kraftlake {m['kraftlake']} ({m['kraftlake_commit'] or '?'})",
+    )
     t.add_row("workdir", f"{args.workdir_resolved} on {m['workdir_fs']}")
     t.add_row("load average", " ".join(f"{x:.2f}" for x in m["loadavg_start"]) + " (1/5/15 min, at start)")
-    t.add_row("mode", f"{'quick' if args.quick else 'full'}; appends via {args.via}; raw codec {args.raw_compression}; seed {args.seed}")
+    t.add_row(
+        "mode",
+        f"{'quick' if args.quick else 'full'}; appends via {args.via}; raw codec {args.raw_compression}; seed {args.seed}",
+    )
     console.print(t)
 
 
 def print_append(console: Console, results: list[dict[str, Any]]) -> None:
     t = Table(title="Append throughput (one batch = one Delta commit)", box=box.SIMPLE_HEAD)
-    for col, justify in (("batch", "right"), ("writer", "left"), ("commits", "right"), ("records/s", "right"),
-                         ("commits/s", "right"), ("ms/commit p50", "right"), ("p95", "right"),
-                         ("max", "right"), ("kraftlake ÷ this", "right")):
+    for col, justify in (
+        ("batch", "right"),
+        ("writer", "left"),
+        ("commits", "right"),
+        ("records/s", "right"),
+        ("commits/s", "right"),
+        ("ms/commit p50", "right"),
+        ("p95", "right"),
+        ("max", "right"),
+        ("kraftlake ÷ this", "right"),
+    ):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in results:
-        for i, (name, s) in enumerate(r["writers"].items()):
+        for i, (_name, s) in enumerate(r["writers"].items()):
             t.add_row(
                 f"{r['batch']:,}" if i == 0 else "",
                 s["label"],
@@ -826,8 +885,10 @@ def print_append(console: Console, results: list[dict[str, Any]]) -> None:
             )
     console.print(t)
 
-    g = Table(title=f"Goal: at ≥ {GOAL_MIN_BATCH:,} records per batch, kraftlake ≥ {GOAL_RATIO}× raw delta-rs",
-              box=box.SIMPLE_HEAD)
+    g = Table(
+        title=f"Goal: at ≥ {GOAL_MIN_BATCH:,} records per batch, kraftlake ≥ {GOAL_RATIO}× raw delta-rs",
+        box=box.SIMPLE_HEAD,
+    )
     for col in ("batch", "kraftlake records/s", "best raw records/s", "best raw", "ratio", "goal"):
         g.add_column(col, justify="left" if col == "best raw" else "right")
     for r in results:
@@ -840,8 +901,14 @@ def print_append(console: Console, results: list[dict[str, Any]]) -> None:
             verdict = "[green]met[/green]" if ratio >= GOAL_RATIO else "[red]missed[/red]"
         else:
             verdict = f"(per-commit overhead: {k['ms_p50'] - best['ms_p50']:+.1f} ms p50)"
-        g.add_row(f"{r['batch']:,}", fmt_rate(k["records_per_s"]), fmt_rate(best["records_per_s"]), best["label"],
-                  f"{ratio:.2f}×", verdict)
+        g.add_row(
+            f"{r['batch']:,}",
+            fmt_rate(k["records_per_s"]),
+            fmt_rate(best["records_per_s"]),
+            best["label"],
+            f"{ratio:.2f}×",
+            verdict,
+        )
     console.print(g)
 
 
@@ -864,10 +931,21 @@ def print_breakdown(console: Console, rows: list[dict[str, Any]], title: str, la
 
 
 def print_logs(console: Console, logs: list[dict[str, Any]]) -> None:
-    t = Table(title="Open and read the whole log (fresh process each, median of repeats, warm page cache)",
-              box=box.SIMPLE_HEAD)
-    for col in ("log", "state", "version", "files", "on disk", "Log.open", "open + read()", "open + at().table()",
-                "reader peak RSS (after imports)¹"):
+    t = Table(
+        title="Open and read the whole log (fresh process each, median of repeats, warm page cache)",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in (
+        "log",
+        "state",
+        "version",
+        "files",
+        "on disk",
+        "Log.open",
+        "open + read()",
+        "open + at().table()",
+        "reader peak RSS (after imports)¹",
+    ):
         t.add_column(col, justify="left" if col in ("log", "state") else "right")
     for lg in logs:
         name = f"{lg['commits']:,} commits × {lg['records_per_commit']}"
@@ -889,8 +967,16 @@ def print_logs(console: Console, logs: list[dict[str, Any]]) -> None:
     console.print("  ¹ VmHWM of the reader process (a child's ru_maxrss would start at its parent's peak).")
 
     b = Table(title="Building, maintaining and appending to the long logs", box=box.SIMPLE_HEAD)
-    for col in ("log", "built by", "build time", "build ms/commit (first 100 → last 100)", "maintain",
-                "files before → after", "append p50 before maintain", "append p50 after maintain"):
+    for col in (
+        "log",
+        "built by",
+        "build time",
+        "build ms/commit (first 100 → last 100)",
+        "maintain",
+        "files before → after",
+        "append p50 before maintain",
+        "append p50 after maintain",
+    ):
         b.add_column(col, justify="left" if col in ("log", "built by") else "right")
     for lg in logs:
         build = lg["build"]
@@ -925,41 +1011,89 @@ def print_logs(console: Console, logs: list[dict[str, Any]]) -> None:
             if key in lg:
                 probes.append(dict(lg[key], row_label=f"{lg['commits']:,} commits, {state}"))
     if probes:
-        print_breakdown(console, probes,
-                        f"Where an append of {logs[0]['records_per_commit']} records goes on a long log",
-                        label="log")
+        print_breakdown(
+            console,
+            probes,
+            f"Where an append of {logs[0]['records_per_commit']} records goes on a long log",
+            label="log",
+        )
 
 
 # -- main ------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="smoke run: few commits, a 200-commit log, no 10 000-commit log")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="smoke run: few commits, a 200-commit log, no 10 000-commit log"
+    )
     p.add_argument("--sizes", type=parse_sizes, default=list(SIZES), help="batch sizes (default 1,10,100,1000,10000)")
-    p.add_argument("--commits", type=parse_commits, default={},
-                   help="timed commits per batch size, e.g. 1=200,1000=100 (default 200/200/200/100/30; quick 20/20/20/10/5)")
-    p.add_argument("--via", choices=("log", "appender"), default="log",
-                   help="time Log.append (default) or kraftlake.Appender (exactly-once, producer + seq)")
-    p.add_argument("--raw", default="reuse,reopen",
-                   help="raw delta-rs rows: reuse (one DeltaTable), reopen (every REOPEN_EVERY commits)")
-    p.add_argument("--raw-compression", choices=("zstd", "snappy", "default"), default="zstd",
-                   help="codec of the raw rows' Parquet files (zstd = what kraftlake writes; default = delta-rs's)")
-    p.add_argument("--breakdown-sizes", type=parse_sizes, default=[1, 1_000, 10_000],
-                   help="batch sizes for the stage breakdown (empty to skip)")
-    p.add_argument("--breakdown-commits", type=int, default=None, help="commits per breakdown size (default 20; quick 5)")
-    p.add_argument("--logs", type=parse_sizes, default=None,
-                   help="commit counts of the logs to open and read (default 1000, plus 10000 with --big; quick 200)")
-    p.add_argument("--big", dest="big", action="store_true", default=None, help="also the 10 000-commit log (default unless --quick)")
+    p.add_argument(
+        "--commits",
+        type=parse_commits,
+        default={},
+        help="timed commits per batch size, e.g. 1=200,1000=100 (default 200/200/200/100/30; quick 20/20/20/10/5)",
+    )
+    p.add_argument(
+        "--via",
+        choices=("log", "appender"),
+        default="log",
+        help="time Log.append (default) or kraftlake.Appender (exactly-once, producer + seq)",
+    )
+    p.add_argument(
+        "--raw",
+        default="reuse,reopen",
+        help="raw delta-rs rows: reuse (one DeltaTable), reopen (every REOPEN_EVERY commits)",
+    )
+    p.add_argument(
+        "--raw-compression",
+        choices=("zstd", "snappy", "default"),
+        default="zstd",
+        help="codec of the raw rows' Parquet files (zstd = what kraftlake writes; default = delta-rs's)",
+    )
+    p.add_argument(
+        "--breakdown-sizes",
+        type=parse_sizes,
+        default=[1, 1_000, 10_000],
+        help="batch sizes for the stage breakdown (empty to skip)",
+    )
+    p.add_argument(
+        "--breakdown-commits", type=int, default=None, help="commits per breakdown size (default 20; quick 5)"
+    )
+    p.add_argument(
+        "--logs",
+        type=parse_sizes,
+        default=None,
+        help="commit counts of the logs to open and read (default 1000, plus 10000 with --big; quick 200)",
+    )
+    p.add_argument(
+        "--big",
+        dest="big",
+        action="store_true",
+        default=None,
+        help="also the 10 000-commit log (default unless --quick)",
+    )
     p.add_argument("--no-big", dest="big", action="store_false")
-    p.add_argument("--big-build", choices=("fast", "append"), default="fast",
-                   help=f"how to build logs of more than {FAST_BUILD_ABOVE} commits (see the module docstring)")
+    p.add_argument(
+        "--big-build",
+        choices=("fast", "append"),
+        default="fast",
+        help=f"how to build logs of more than {FAST_BUILD_ABOVE} commits (see the module docstring)",
+    )
     p.add_argument("--log-batch", type=int, default=10, help="records per commit in the open/read logs (default 10)")
     p.add_argument("--repeat", type=int, default=3, help="repeats of each open/read measurement (median)")
-    p.add_argument("--probe-commits", type=int, default=None,
-                   help="real appends timed on each long log before and after maintain (default 20; quick 5)")
+    p.add_argument(
+        "--probe-commits",
+        type=int,
+        default=None,
+        help="real appends timed on each long log before and after maintain (default 20; quick 5)",
+    )
     p.add_argument("--seed", type=int, default=20240501)
-    p.add_argument("--workdir", default=None, help="where temporary tables go (default: a new temp dir); removed at the end")
+    p.add_argument(
+        "--workdir", default=None, help="where temporary tables go (default: a new temp dir); removed at the end"
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument("--json", dest="json_path", default=None, help="also write the results as JSON to this file")
     p.add_argument("--width", type=int, default=None, help="console width (default: terminal, or 200 when redirected)")
@@ -999,10 +1133,20 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": machine,
         "config": {
-            "quick": args.quick, "sizes": args.sizes, "commits": commits, "via": args.via, "raw": args.raw,
-            "raw_compression": args.raw_compression, "logs": args.logs, "log_batch": args.log_batch,
-            "repeat": args.repeat, "probe_commits": args.probe_commits, "big_build": args.big_build,
-            "seed": args.seed, "table_properties": TABLE_PROPERTIES, "reopen_every": REOPEN_EVERY,
+            "quick": args.quick,
+            "sizes": args.sizes,
+            "commits": commits,
+            "via": args.via,
+            "raw": args.raw,
+            "raw_compression": args.raw_compression,
+            "logs": args.logs,
+            "log_batch": args.log_batch,
+            "repeat": args.repeat,
+            "probe_commits": args.probe_commits,
+            "big_build": args.big_build,
+            "seed": args.seed,
+            "table_properties": TABLE_PROPERTIES,
+            "reopen_every": REOPEN_EVERY,
             "workload_mix": dict(Workload.MIX),
         },
     }
@@ -1016,8 +1160,11 @@ def main(argv: list[str] | None = None) -> int:
             progress.log("stage breakdown")
             rows = [breakdown_size(work, workdir, s, args.breakdown_commits, args.via) for s in args.breakdown_sizes]
             results["breakdown"] = rows
-            print_breakdown(console, rows, f"Where kraftlake's append time goes "
-                                           f"({args.breakdown_commits} commits per size, fresh log, timers on)")
+            print_breakdown(
+                console,
+                rows,
+                f"Where kraftlake's append time goes ({args.breakdown_commits} commits per size, fresh log, timers on)",
+            )
 
         logs = [bench_log(args, work, workdir, c, progress) for c in args.logs]
         results["logs"] = logs
@@ -1035,8 +1182,11 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         f"peak memory (ru_maxrss): benchmark process {results['peak_rss_mb']:,.0f} MB"
         f" (after the append runs: {results['append_peak_rss_mb']:,.0f} MB)"
-        + (f"; readers: up to {max(lg[k]['reader_peak_rss_mb'] for lg in results['logs'] for k in ('before', 'after')):,.0f} MB"
-           if results.get("logs") else "")
+        + (
+            f"; readers: up to {max(lg[k]['reader_peak_rss_mb'] for lg in results['logs'] for k in ('before', 'after')):,.0f} MB"
+            if results.get("logs")
+            else ""
+        )
         + f"; wall time {results['wall_s']:.0f} s; load average at end "
         + " ".join(f"{x:.2f}" for x in results["loadavg_end"])
     )

@@ -18,7 +18,6 @@ import sys
 import time
 
 
-
 def phase_audit(path: str) -> dict:
     from kraftlake.records import Log
     from kraftlake.replay.audit import audit_log
@@ -27,8 +26,13 @@ def phase_audit(path: str) -> dict:
     t = time.perf_counter()
     report = audit_log(snap)
     s = time.perf_counter() - t
-    return {"records": report.records, "seconds": s, "verdict": report.verdict,
-            "violations": len(report.violations), "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+    return {
+        "records": report.records,
+        "seconds": s,
+        "verdict": report.verdict,
+        "violations": len(report.violations),
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def main() -> None:
@@ -57,8 +61,13 @@ def main() -> None:
                 )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             rate = r["records"] / r["seconds"]
-            table.add_row(f"{r['records']:,}", f"{rate:,.0f}", f"{rate / 500_000:.2f}x", f"{r['peak_mb']:,.0f} MB",
-                          f"{r['verdict']} ({r['violations']} violations)")  # fmt: skip
+            table.add_row(
+                f"{r['records']:,}",
+                f"{rate:,.0f}",
+                f"{rate / 500_000:.2f}x",
+                f"{r['peak_mb']:,.0f} MB",
+                f"{r['verdict']} ({r['violations']} violations)",
+            )
     console.print(table)
 
 

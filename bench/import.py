@@ -67,8 +67,14 @@ def main() -> None:
                     n += 1
         return n, noops
 
-    values = [(o, t, bytes(v)) for data in datas for b in iter_batches(data) if not b.is_control
-              for o, t, _, v in b.records if v != NOOP_VALUE]  # fmt: skip
+    values = [
+        (o, t, bytes(v))
+        for data in datas
+        for b in iter_batches(data)
+        if not b.is_control
+        for o, t, _, v in b.records
+        if v != NOOP_VALUE
+    ]
 
     def decode_without_noops():
         decoder = MetadataDecoder()
@@ -97,19 +103,45 @@ def main() -> None:
     assert kp_n == n, (kp_n, n)
 
     goal = 300_000
-    table = Table(title=f"kraftlake import: {len(files)} segments, {size:,} bytes, {n:,} records ({noops:,} NoOps)",
-                  header_style="bold")  # fmt: skip
+    table = Table(
+        title=f"kraftlake import: {len(files)} segments, {size:,} bytes, {n:,} records ({noops:,} NoOps)",
+        header_style="bold",
+    )
     for col in ("what", "records", "seconds", "records/s", "vs goal (300,000)", "MB/s"):
         table.add_column(col, justify="right")
     table.add_row("read the files (raw bytes)", "-", f"{read_s:.4f}", "-", "-", f"{size / read_s / 1e6:,.0f}")
-    table.add_row("kafka-python: batches + records, no decoding", f"{n:,}", f"{kp_s:.4f}", f"{n / kp_s:,.0f}", "-",
-                  f"{size / kp_s / 1e6:,.1f}")  # fmt: skip
-    table.add_row("kraftlake: batches + records, no decoding", f"{n:,}", f"{framing_s:.4f}", f"{n / framing_s:,.0f}", "-",
-                  f"{size / framing_s / 1e6:,.1f}")  # fmt: skip
-    table.add_row("kraftlake: decoded into Structs, NoOps included", f"{n:,}", f"{decode_s:.4f}", f"{n / decode_s:,.0f}",
-                  f"{n / decode_s / goal:.2f}x", f"{size / decode_s / 1e6:,.1f}")  # fmt: skip
-    table.add_row("kraftlake: decoded into Structs, NoOps excluded", f"{n_values:,}", f"{nonoop_s:.5f}",
-                  f"{n_values / nonoop_s:,.0f}", f"{n_values / nonoop_s / goal:.2f}x", "-")  # fmt: skip
+    table.add_row(
+        "kafka-python: batches + records, no decoding",
+        f"{n:,}",
+        f"{kp_s:.4f}",
+        f"{n / kp_s:,.0f}",
+        "-",
+        f"{size / kp_s / 1e6:,.1f}",
+    )
+    table.add_row(
+        "kraftlake: batches + records, no decoding",
+        f"{n:,}",
+        f"{framing_s:.4f}",
+        f"{n / framing_s:,.0f}",
+        "-",
+        f"{size / framing_s / 1e6:,.1f}",
+    )
+    table.add_row(
+        "kraftlake: decoded into Structs, NoOps included",
+        f"{n:,}",
+        f"{decode_s:.4f}",
+        f"{n / decode_s:,.0f}",
+        f"{n / decode_s / goal:.2f}x",
+        f"{size / decode_s / 1e6:,.1f}",
+    )
+    table.add_row(
+        "kraftlake: decoded into Structs, NoOps excluded",
+        f"{n_values:,}",
+        f"{nonoop_s:.5f}",
+        f"{n_values / nonoop_s:,.0f}",
+        f"{n_values / nonoop_s / goal:.2f}x",
+        "-",
+    )
     Console(width=160).print(table)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
 

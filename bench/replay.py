@@ -96,15 +96,28 @@ def phase_generate(args: argparse.Namespace) -> dict:
 
         # A big cluster's mix: mostly WAL uploads and compactions (about one object per 10 records),
         # a node failover rarely (each moves a twentieth of the streams).
-        weights = {"append": 40, "upload": 40, "compact": 8, "compact-stream-objects": 6, "trim": 4, "reassign": 1,
-                   "failover": 0.02, "delete": 1, "leak": 1}  # fmt: skip
+        weights = {
+            "append": 40,
+            "upload": 40,
+            "compact": 8,
+            "compact-stream-objects": 6,
+            "trim": 4,
+            "reassign": 1,
+            "failover": 0.02,
+            "delete": 1,
+            "leak": 1,
+        }
         config = s3.WorkloadConfig(nodes=args.nodes, streams=args.streams, seed=args.seed, weights=weights)
         generate = s3.generate  # noqa: F811 - the family's own workload
     else:
         config = WorkloadConfig(
-            brokers=args.brokers, dirs_per_broker=args.dirs, partitions=args.partitions,
-            topics=args.topics, seed=args.seed, noop_every=args.noop_every,
-        )  # fmt: skip
+            brokers=args.brokers,
+            dirs_per_broker=args.dirs,
+            partitions=args.partitions,
+            topics=args.topics,
+            seed=args.seed,
+            noop_every=args.noop_every,
+        )
     mix: Counter[str] = Counter()
     buf: list = []
     gen_s = append_s = 0.0
@@ -129,8 +142,14 @@ def phase_generate(args: argparse.Namespace) -> dict:
         log.append(buf, validated=True)
         append_s += time.perf_counter() - t
     n = sum(mix.values())
-    return {"records": n, "generate_s": gen_s, "append_s": append_s, "files": len(log.at().files()),
-            "mix": dict(mix.most_common()), "peak_mb": _peak_mb()}  # fmt: skip
+    return {
+        "records": n,
+        "generate_s": gen_s,
+        "append_s": append_s,
+        "files": len(log.at().files()),
+        "mix": dict(mix.most_common()),
+        "peak_mb": _peak_mb(),
+    }
 
 
 def phase_e2e(args: argparse.Namespace) -> dict:
@@ -161,8 +180,10 @@ def phase_reducer(args: argparse.Namespace) -> dict:
     log = Log.open(Path(args.dir) / "log")
     view = ControllerView()
     if args.family == "s3stream":
-        from kraftlake.statemachine.s3stream import StreamsView
-        from kraftlake.statemachine.s3stream import replay  # noqa: F811 - the family's own reducer
+        from kraftlake.statemachine.s3stream import (
+            StreamsView,
+            replay,  # noqa: F811 - the family's own reducer
+        )
 
         view = StreamsView()
     n, s = 0, 0.0
@@ -183,8 +204,7 @@ def phase_snapshots(args: argparse.Namespace) -> dict:
     t = time.perf_counter()
     written = take_snapshots(log, every=args.snapshot_every)
     s = time.perf_counter() - t
-    return {"snapshots": len(written), "seconds": s, "bytes": sum(w.bytes for w in written),
-            "peak_mb": _peak_mb()}  # fmt: skip
+    return {"snapshots": len(written), "seconds": s, "bytes": sum(w.bytes for w in written), "peak_mb": _peak_mb()}
 
 
 def phase_state_at(args: argparse.Namespace) -> dict:
@@ -206,8 +226,14 @@ def phase_state_at(args: argparse.Namespace) -> dict:
     # The first answer checked against a full replay (snapshots must not change the state).
     full = at(log, offset=offsets[0], use_snapshots=False).state_hash()
     same = at(log, offset=offsets[0]).state_hash() == full
-    return {"samples": len(times), "p50_s": statistics.median(times), "p95_s": sorted(times)[int(0.95 * (len(times) - 1))],
-            "max_s": max(times), "matches_full_replay": same, "peak_mb": _peak_mb()}  # fmt: skip
+    return {
+        "samples": len(times),
+        "p50_s": statistics.median(times),
+        "p95_s": sorted(times)[int(0.95 * (len(times) - 1))],
+        "max_s": max(times),
+        "matches_full_replay": same,
+        "peak_mb": _peak_mb(),
+    }
 
 
 def phase_audit(args: argparse.Namespace) -> dict:
@@ -219,23 +245,35 @@ def phase_audit(args: argparse.Namespace) -> dict:
     t = time.perf_counter()
     report = audit_log(log.at())
     s = time.perf_counter() - t
-    return {"records": report.records, "seconds": s, "verdict": report.verdict, "violations": len(report.violations),
-            "state_hash": report.streams_state_hash or report.state_hash, "peak_mb": _peak_mb()}  # fmt: skip
+    return {
+        "records": report.records,
+        "seconds": s,
+        "verdict": report.verdict,
+        "violations": len(report.violations),
+        "state_hash": report.streams_state_hash or report.state_hash,
+        "peak_mb": _peak_mb(),
+    }
 
 
-PHASES = {"generate": phase_generate, "e2e": phase_e2e, "reducer": phase_reducer,
-          "snapshots": phase_snapshots, "state_at": phase_state_at, "audit": phase_audit}  # fmt: skip
+PHASES = {
+    "generate": phase_generate,
+    "e2e": phase_e2e,
+    "reducer": phase_reducer,
+    "snapshots": phase_snapshots,
+    "state_at": phase_state_at,
+    "audit": phase_audit,
+}
 
 
 def run_phase(name: str, argv: list[str]) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--phase", name, *argv], check=True, capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, __file__, "--phase", name, *argv], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--brokers", type=int, default=1000)
     p.add_argument("--dirs", type=int, default=4)
@@ -244,12 +282,16 @@ def main() -> None:
     p.add_argument("--family", choices=["kraft", "s3stream"], default="kraft")
     p.add_argument("--streams", type=int, default=10_000, help="s3stream: streams alive at any time")
     p.add_argument("--nodes", type=int, default=20, help="s3stream: AutoMQ nodes")
-    p.add_argument("--noop-every", type=int, default=0, help="a NoOp every N records (real logs: ~99%% NoOps); 0 = none")
+    p.add_argument(
+        "--noop-every", type=int, default=0, help="a NoOp every N records (real logs: ~99%% NoOps); 0 = none"
+    )
     p.add_argument("--snapshot-every", type=int, default=100_000)
     p.add_argument("--samples", type=int, default=20, help="random offsets for state_at")
     p.add_argument("--append-batch", type=int, default=100_000)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--shards", type=int, default=1, help="generate the history as N shards (parts of the cluster), laid end to end")
+    p.add_argument(
+        "--shards", type=int, default=1, help="generate the history as N shards (parts of the cluster), laid end to end"
+    )
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes generating shards")
     p.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
     p.add_argument("--keep", action="store_true", help="keep the generated log")
@@ -273,11 +315,15 @@ def main() -> None:
         _s3stream(console, args, argv, work)
         return
     try:
-        with console.status(f"generating {args.records:,} records ({args.brokers} brokers x {args.dirs} dirs, {args.partitions:,} partitions)"):
+        with console.status(
+            f"generating {args.records:,} records ({args.brokers} brokers x {args.dirs} dirs, {args.partitions:,} partitions)"
+        ):
             gen = run_phase("generate", argv)
         n = gen["records"]
-        console.print(f"history: {n:,} records in {gen['files']} files; generated at {n / gen['generate_s']:,.0f}/s,"
-                      f" appended at {n / gen['append_s']:,.0f}/s")  # fmt: skip
+        console.print(
+            f"history: {n:,} records in {gen['files']} files; generated at {n / gen['generate_s']:,.0f}/s,"
+            f" appended at {n / gen['append_s']:,.0f}/s"
+        )
         console.print("mix: " + ", ".join(f"{k} {v / n:.1%}" for k, v in gen["mix"].items()))
         with console.status("end-to-end replay"):
             e2e = run_phase("e2e", argv)
@@ -297,13 +343,41 @@ def main() -> None:
         table.add_column(col, justify="right" if col != "measure" else "left")
     e2e_rate = e2e["records"] / e2e["seconds"]
     red_rate = red["records"] / red["seconds"]
-    table.add_row("end to end (Delta -> view)", f"{e2e_rate:,.0f} rec/s", "500,000 rec/s", f"{e2e_rate / 500_000:.2f}x", f"{e2e['peak_mb']:,.0f} MB")
-    table.add_row("reducer alone", f"{red_rate:,.0f} rec/s", "1,000,000 rec/s", f"{red_rate / 1_000_000:.2f}x", f"{red['peak_mb']:,.0f} MB")
-    table.add_row(f"snapshots every {args.snapshot_every:,}", f"{snaps['snapshots']} in {snaps['seconds']:.1f} s",
-                  "", "", f"{snaps['peak_mb']:,.0f} MB")  # fmt: skip
-    table.add_row("state_at p50 / p95 / max", f"{sat['p50_s']:.3f} / {sat['p95_s']:.3f} / {sat['max_s']:.3f} s", "< 1 s",
-                  f"{1 / max(sat['max_s'], 1e-9):.2f}x", f"{sat['peak_mb']:,.0f} MB")  # fmt: skip
-    table.add_row("generate (deciders) / append", f"{n / gen['generate_s']:,.0f} / {n / gen['append_s']:,.0f} rec/s", "", "", f"{gen['peak_mb']:,.0f} MB")
+    table.add_row(
+        "end to end (Delta -> view)",
+        f"{e2e_rate:,.0f} rec/s",
+        "500,000 rec/s",
+        f"{e2e_rate / 500_000:.2f}x",
+        f"{e2e['peak_mb']:,.0f} MB",
+    )
+    table.add_row(
+        "reducer alone",
+        f"{red_rate:,.0f} rec/s",
+        "1,000,000 rec/s",
+        f"{red_rate / 1_000_000:.2f}x",
+        f"{red['peak_mb']:,.0f} MB",
+    )
+    table.add_row(
+        f"snapshots every {args.snapshot_every:,}",
+        f"{snaps['snapshots']} in {snaps['seconds']:.1f} s",
+        "",
+        "",
+        f"{snaps['peak_mb']:,.0f} MB",
+    )
+    table.add_row(
+        "state_at p50 / p95 / max",
+        f"{sat['p50_s']:.3f} / {sat['p95_s']:.3f} / {sat['max_s']:.3f} s",
+        "< 1 s",
+        f"{1 / max(sat['max_s'], 1e-9):.2f}x",
+        f"{sat['peak_mb']:,.0f} MB",
+    )
+    table.add_row(
+        "generate (deciders) / append",
+        f"{n / gen['generate_s']:,.0f} / {n / gen['append_s']:,.0f} rec/s",
+        "",
+        "",
+        f"{gen['peak_mb']:,.0f} MB",
+    )
     console.print(table)
     console.print(f"state_at equals a full replay: {sat['matches_full_replay']}; state hash {e2e['state_hash'][:16]}")
 
@@ -312,11 +386,15 @@ def _s3stream(console, args, argv: list[str], work: Path) -> None:
     from rich.table import Table
 
     try:
-        with console.status(f"generating {args.records:,} S3Stream records ({args.streams:,} streams on {args.nodes} nodes)"):
+        with console.status(
+            f"generating {args.records:,} S3Stream records ({args.streams:,} streams on {args.nodes} nodes)"
+        ):
             gen = run_phase("generate", argv)
         n = gen["records"]
-        console.print(f"history: {n:,} records in {gen['files']} files; generated at {n / gen['generate_s']:,.0f}/s,"
-                      f" appended at {n / gen['append_s']:,.0f}/s")  # fmt: skip
+        console.print(
+            f"history: {n:,} records in {gen['files']} files; generated at {n / gen['generate_s']:,.0f}/s,"
+            f" appended at {n / gen['append_s']:,.0f}/s"
+        )
         console.print("mix: " + ", ".join(f"{k} {v / n:.1%}" for k, v in gen["mix"].items()))
         objects = sum(v for k, v in gen["mix"].items() if k == "AssignedS3ObjectId")
         with console.status("end-to-end replay"):
@@ -333,23 +411,51 @@ def _s3stream(console, args, argv: list[str], work: Path) -> None:
         if not args.keep and not args.dir:
             shutil.rmtree(work, ignore_errors=True)
     assert e2e["state_hash"] == red["state_hash"] == aud["state_hash"], "replays disagree"
-    table = Table(title=f"kraftlake S3Stream replay, {n:,} records ({args.streams:,} streams, {objects:,} object batches)",
-                  header_style="bold")  # fmt: skip
+    table = Table(
+        title=f"kraftlake S3Stream replay, {n:,} records ({args.streams:,} streams, {objects:,} object batches)",
+        header_style="bold",
+    )
     for col in ("measure", "value", "goal", "vs goal", "peak RSS"):
         table.add_column(col, justify="right" if col != "measure" else "left")
-    for name, r, goal in (("end to end (Delta -> view)", e2e, 500_000), ("reducer alone", red, 1_000_000),
-                          (f"local audit ({aud['verdict']}, {aud['violations']} violations)", aud, None)):  # fmt: skip
+    for name, r, goal in (
+        ("end to end (Delta -> view)", e2e, 500_000),
+        ("reducer alone", red, 1_000_000),
+        (f"local audit ({aud['verdict']}, {aud['violations']} violations)", aud, None),
+    ):
         rate = r["records"] / r["seconds"]
-        table.add_row(name, f"{rate:,.0f} rec/s", f"{goal:,} rec/s" if goal else "", f"{rate / goal:.2f}x" if goal else "",
-                      f"{r['peak_mb']:,.0f} MB")  # fmt: skip
-    table.add_row(f"snapshots every {args.snapshot_every:,}", f"{snaps['snapshots']} in {snaps['seconds']:.1f} s",
-                  "", "", f"{snaps['peak_mb']:,.0f} MB")  # fmt: skip
-    table.add_row("streams_at p50 / p95 / max", f"{sat['p50_s']:.3f} / {sat['p95_s']:.3f} / {sat['max_s']:.3f} s", "< 1 s",
-                  f"{1 / max(sat['max_s'], 1e-9):.2f}x", f"{sat['peak_mb']:,.0f} MB")  # fmt: skip
-    table.add_row("generate (deciders) / append", f"{n / gen['generate_s']:,.0f} / {n / gen['append_s']:,.0f} rec/s", "", "", f"{gen['peak_mb']:,.0f} MB")
+        table.add_row(
+            name,
+            f"{rate:,.0f} rec/s",
+            f"{goal:,} rec/s" if goal else "",
+            f"{rate / goal:.2f}x" if goal else "",
+            f"{r['peak_mb']:,.0f} MB",
+        )
+    table.add_row(
+        f"snapshots every {args.snapshot_every:,}",
+        f"{snaps['snapshots']} in {snaps['seconds']:.1f} s",
+        "",
+        "",
+        f"{snaps['peak_mb']:,.0f} MB",
+    )
+    table.add_row(
+        "streams_at p50 / p95 / max",
+        f"{sat['p50_s']:.3f} / {sat['p95_s']:.3f} / {sat['max_s']:.3f} s",
+        "< 1 s",
+        f"{1 / max(sat['max_s'], 1e-9):.2f}x",
+        f"{sat['peak_mb']:,.0f} MB",
+    )
+    table.add_row(
+        "generate (deciders) / append",
+        f"{n / gen['generate_s']:,.0f} / {n / gen['append_s']:,.0f} rec/s",
+        "",
+        "",
+        f"{gen['peak_mb']:,.0f} MB",
+    )
     console.print(table)
-    console.print(f"state hash {e2e['state_hash'][:16]} (end to end = reducer = audit); streams_at equals a full replay:"
-                  f" {sat['matches_full_replay']}")  # fmt: skip
+    console.print(
+        f"state hash {e2e['state_hash'][:16]} (end to end = reducer = audit); streams_at equals a full replay:"
+        f" {sat['matches_full_replay']}"
+    )
 
 
 if __name__ == "__main__":

@@ -83,8 +83,9 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kraftlake.cli", "serve", str(self.path), "--port", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -159,7 +160,9 @@ def main() -> None:
         for size in sizes:
             r = in_process(work / f"local-{size}", size, args.seconds)
             base[size] = r["records"] / r["seconds"]
-            rows.append(("in-process Appender", 1, size, base[size], statistics.median(r["lat"]), _p99(r["lat"]), size, 1.0))
+            rows.append(
+                ("in-process Appender", 1, size, base[size], statistics.median(r["lat"]), _p99(r["lat"]), size, 1.0)
+            )
         server = Server(work, "served")
         for size in sizes:
             for clients in counts:
@@ -168,8 +171,18 @@ def main() -> None:
                 v1, o1 = server.position()  # warm-up included: records per commit over the whole run
                 rate = r["records"] / r["seconds"]
                 best[size] = max(best.get(size, 0.0), rate)
-                rows.append(("HTTP service", clients, size, rate, statistics.median(r["lat"]), _p99(r["lat"]),
-                             (o1 - o0) / max(1, v1 - v0), rate / base[size]))  # fmt: skip
+                rows.append(
+                    (
+                        "HTTP service",
+                        clients,
+                        size,
+                        rate,
+                        statistics.median(r["lat"]),
+                        _p99(r["lat"]),
+                        (o1 - o0) / max(1, v1 - v0),
+                        rate / base[size],
+                    )
+                )
         peaks.append(server.stop())
         half = []
         for size in sizes:
@@ -180,25 +193,47 @@ def main() -> None:
             commit_ms = server.median_commit_ms()
             peaks.append(server.stop())
             p99 = _p99(r["lat"])
-            half.append((size, rate * size, r["records"] / r["seconds"], statistics.median(r["lat"]), p99, commit_ms, p99 / commit_ms))
+            half.append(
+                (
+                    size,
+                    rate * size,
+                    r["records"] / r["seconds"],
+                    statistics.median(r["lat"]),
+                    p99,
+                    commit_ms,
+                    p99 / commit_ms,
+                )
+            )
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"{'engine':<20} {'clients':>7} {'batch':>5} {'records/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'rec/commit':>10} {'vs in-process':>13}")
+    print(
+        f"{'engine':<20} {'clients':>7} {'batch':>5} {'records/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'rec/commit':>10} {'vs in-process':>13}"
+    )
     for name, clients, size, rate, p50, p99, per_commit, ratio in rows:
-        print(f"{name:<20} {clients:>7} {size:>5} {rate:>11,.0f} {p50:>8.1f} {p99:>8.1f} {per_commit:>10,.0f} {ratio:>12.2f}x")
+        print(
+            f"{name:<20} {clients:>7} {size:>5} {rate:>11,.0f} {p50:>8.1f} {p99:>8.1f} {per_commit:>10,.0f} {ratio:>12.2f}x"
+        )
     print()
     print("open loop at half the saturation rate (the best closed-loop rate above / 2):")
-    print(f"{'batch':>5} {'offered rec/s':>13} {'served rec/s':>12} {'p50 ms':>8} {'p99 ms':>8} {'median commit ms':>16} {'p99 / commit':>12}")
+    print(
+        f"{'batch':>5} {'offered rec/s':>13} {'served rec/s':>12} {'p50 ms':>8} {'p99 ms':>8} {'median commit ms':>16} {'p99 / commit':>12}"
+    )
     for size, offered, served, p50, p99, commit_ms, ratio in half:
-        print(f"{size:>5} {offered:>13,.0f} {served:>12,.0f} {p50:>8.1f} {p99:>8.1f} {commit_ms:>16.1f} {ratio:>11.1f}x")
+        print(
+            f"{size:>5} {offered:>13,.0f} {served:>12,.0f} {p50:>8.1f} {p99:>8.1f} {commit_ms:>16.1f} {ratio:>11.1f}x"
+        )
     print()
     for size, clients, goal in ((1, 256, 5_000), (100, 16, 30_000)):
         got = next((r[3] for r in rows if r[0] == "HTTP service" and r[1] == clients and r[2] == size), None)
         if got is not None:
-            print(f"goal {clients} clients x {size}: >= {goal:,} records/s: {got:,.0f} ({'met' if got >= goal else 'NOT met'})")
+            print(
+                f"goal {clients} clients x {size}: >= {goal:,} records/s: {got:,.0f} ({'met' if got >= goal else 'NOT met'})"
+            )
     for size, _, _, _, _, _, ratio in half:
-        print(f"goal p99 < 3x median commit at half saturation, batch {size}: {ratio:.1f}x ({'met' if ratio < 3 else 'NOT met'})")
+        print(
+            f"goal p99 < 3x median commit at half saturation, batch {size}: {ratio:.1f}x ({'met' if ratio < 3 else 'NOT met'})"
+        )
     print(f"server peak RSS (service and its commit process): {max(peaks):.0f} MB")
 
 

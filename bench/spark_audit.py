@@ -31,7 +31,6 @@ import sys
 import time
 
 
-
 def phase_spark(path: str, cores: int, what: str) -> dict:
     from kraftlake.records import Log
     from kraftlake.spark import read_log, session
@@ -54,24 +53,31 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
         df.createOrReplaceTempView("log")
         found, state = spark.sql(K1_SPARK_SQL).first()[0], None
     else:  # K1 alone, as the DuckDB query computes it (topic lifetimes from the driver, untimed)
-        from kraftlake.replay.audit import AuditConfig
-        from kraftlake.spark.audit import _control_records
-
         from pyspark.sql import functions as F
 
+        from kraftlake.replay.audit import AuditConfig
+        from kraftlake.spark.audit import _control_records
         from kraftlake.spark.timeline import PARTITION_TYPES
 
         stats = df.agg(F.min("offset"), F.max("offset"), F.count_if(~F.col("type").isin(*PARTITION_TYPES))).first()
         plane = replay_control_plane(_control_records(df, *stats), AuditConfig())
         t = time.perf_counter()
         with Scratch(spark) as scratch:
-            timeline, _ = partition_timeline(df, topic_lives(spark, plane.topics), state_facts(plane.mv_levels), scratch)
+            timeline, _ = partition_timeline(
+                df, topic_lives(spark, plane.topics), state_facts(plane.mv_levels), scratch
+            )
             found, state = len(k1_violations(timeline, plane.topics)), None
     seconds = time.perf_counter() - t
     jvm_mb = _peak_mb(spark._jvm.ProcessHandle.current().pid())
     spark.stop()
-    return {"records": records, "seconds": seconds, "startup": startup, "violations": found, "state_hash": state,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + jvm_mb}  # fmt: skip
+    return {
+        "records": records,
+        "seconds": seconds,
+        "startup": startup,
+        "violations": found,
+        "state_hash": state,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + jvm_mb,
+    }
 
 
 def _peak_mb(pid: int) -> float:
@@ -116,7 +122,10 @@ SELECT count(DISTINCT (key, island)) FROM islands WHERE wrong
 K1_SPARK_SQL = (
     K1_SQL.replace("read_parquet($files, union_by_name = true)", "log")
     .replace('"offset"', "`offset`")
-    .replace("len(list_filter(isr, lambda b: NOT list_contains(replicas, b)))", "size(filter(isr, b -> NOT array_contains(replicas, b)))")
+    .replace(
+        "len(list_filter(isr, lambda b: NOT list_contains(replicas, b)))",
+        "size(filter(isr, b -> NOT array_contains(replicas, b)))",
+    )
     .replace("len(isr)", "size(isr)")
     .replace("NOT list_contains(isr, leader)", "NOT array_contains(isr, leader)")
     .replace("count(DISTINCT (key, island))", "count(DISTINCT key, island)")
@@ -134,8 +143,12 @@ def phase_duckdb(path: str, cores: int) -> dict:
     con.execute(f"SET threads = {cores}")
     t = time.perf_counter()
     (found,) = con.execute(K1_SQL, {"files": snap.files()}).fetchone()
-    return {"records": snap.last_offset + 1, "seconds": time.perf_counter() - t, "violations": found,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+    return {
+        "records": snap.last_offset + 1,
+        "seconds": time.perf_counter() - t,
+        "violations": found,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def phase_local(path: str) -> dict:
@@ -145,8 +158,13 @@ def phase_local(path: str) -> dict:
     snap = Log.open(path).at()
     t = time.perf_counter()
     report = audit_log(snap)
-    return {"records": report.records, "seconds": time.perf_counter() - t, "violations": len(report.violations),
-            "state_hash": f"{report.state_hash}/{report.streams_state_hash}", "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+    return {
+        "records": report.records,
+        "seconds": time.perf_counter() - t,
+        "violations": len(report.violations),
+        "state_hash": f"{report.state_hash}/{report.streams_state_hash}",
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def _run(*args: str) -> dict:
@@ -163,8 +181,16 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=10_000, help="s3stream: streams")
     p.add_argument("--nodes", type=int, default=20, help="s3stream: AutoMQ nodes")
     p.add_argument("--spark-cores", default="1,2", help="local[N] sessions to measure, comma-separated")
-    p.add_argument("--shards", type=int, default=1, help="generate each history in N shards, in parallel (bench/replay.py --shards)")
-    p.add_argument("--history", help="audit this existing log instead of generating histories (e.g. one kept by bench/replay.py --keep)")
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="generate each history in N shards, in parallel (bench/replay.py --shards)",
+    )
+    p.add_argument(
+        "--history",
+        help="audit this existing log instead of generating histories (e.g. one kept by bench/replay.py --keep)",
+    )
     p.add_argument("--phase", choices=["spark", "local", "duckdb"], help=argparse.SUPPRESS)
     p.add_argument("--what", choices=["audit", "k1", "k1sql"], default="audit", help=argparse.SUPPRESS)
     p.add_argument("--cores", type=int, default=1, help=argparse.SUPPRESS)
@@ -186,8 +212,21 @@ def main() -> None:
     from rich.table import Table
 
     console = Console(width=160)
-    table = Table(title="kraftlake audit on Spark vs the local engine; K1 alone on Spark vs DuckDB", header_style="bold")
-    for col in ("records", "what", "engine", "seconds", "records/s", "vs local", "vs DuckDB", "session start", "peak RSS", "violations"):
+    table = Table(
+        title="kraftlake audit on Spark vs the local engine; K1 alone on Spark vs DuckDB", header_style="bold"
+    )
+    for col in (
+        "records",
+        "what",
+        "engine",
+        "seconds",
+        "records/s",
+        "vs local",
+        "vs DuckDB",
+        "session start",
+        "peak RSS",
+        "violations",
+    ):
         table.add_column(col, justify="right")
     sizes = [int(x) for x in args.records.split(",")] if not args.history else [None]
     for n in sizes:
@@ -195,8 +234,18 @@ def main() -> None:
             with console.status("local audit"):
                 local = _run("--phase", "local", "--log", log)
             local_rate = local["records"] / local["seconds"]
-            table.add_row(f"{local['records']:,}", "audit", "local (1 core)", f"{local['seconds']:.1f}", f"{local_rate:,.0f}",
-                          "1.00x", "-", "-", f"{local['peak_mb']:,.0f} MB", str(local["violations"]))  # fmt: skip
+            table.add_row(
+                f"{local['records']:,}",
+                "audit",
+                "local (1 core)",
+                f"{local['seconds']:.1f}",
+                f"{local_rate:,.0f}",
+                "1.00x",
+                "-",
+                "-",
+                f"{local['peak_mb']:,.0f} MB",
+                str(local["violations"]),
+            )
             rates = {}
             spark_cores = [int(x) for x in args.spark_cores.split(",")]
             for cores in spark_cores:
@@ -205,9 +254,18 @@ def main() -> None:
                 if r["state_hash"] != local["state_hash"] or r["violations"] != local["violations"]:
                     console.print(f"[red]Spark local[{cores}] disagrees with the local audit[/]: {r} vs {local}")
                 rates[cores] = r["records"] / r["seconds"]
-                table.add_row(f"{r['records']:,}", "audit", f"Spark local[{cores}]", f"{r['seconds']:.1f}", f"{rates[cores]:,.0f}",
-                              f"{rates[cores] / local_rate:.2f}x", "-", f"{r['startup']:.1f} s", f"{r['peak_mb']:,.0f} MB",
-                              str(r["violations"]))  # fmt: skip
+                table.add_row(
+                    f"{r['records']:,}",
+                    "audit",
+                    f"Spark local[{cores}]",
+                    f"{r['seconds']:.1f}",
+                    f"{rates[cores]:,.0f}",
+                    f"{rates[cores] / local_rate:.2f}x",
+                    "-",
+                    f"{r['startup']:.1f} s",
+                    f"{r['peak_mb']:,.0f} MB",
+                    str(r["violations"]),
+                )
             for cores in spark_cores if args.family == "kraft" else ():
                 with console.status(f"K1 alone: DuckDB, {cores} thread(s)"):
                     d = _run("--phase", "duckdb", "--cores", str(cores), "--log", log)
@@ -216,15 +274,47 @@ def main() -> None:
                 with console.status(f"K1 alone: DuckDB's query on Spark local[{cores}]"):
                     q = _run("--phase", "spark", "--what", "k1sql", "--cores", str(cores), "--log", log)
                 d_rate, k_rate = d["records"] / d["seconds"], k["records"] / k["seconds"]
-                table.add_row(f"{d['records']:,}", "K1", f"DuckDB {cores} thread(s)", f"{d['seconds']:.1f}", f"{d_rate:,.0f}", "-",
-                              "1.00x", "-", f"{d['peak_mb']:,.0f} MB", str(d["violations"]))  # fmt: skip
-                table.add_row(f"{k['records']:,}", "K1", f"Spark local[{cores}]", f"{k['seconds']:.1f}", f"{k_rate:,.0f}", "-",
-                              f"{k_rate / d_rate:.2f}x", f"{k['startup']:.1f} s", f"{k['peak_mb']:,.0f} MB", str(k["violations"]))  # fmt: skip
+                table.add_row(
+                    f"{d['records']:,}",
+                    "K1",
+                    f"DuckDB {cores} thread(s)",
+                    f"{d['seconds']:.1f}",
+                    f"{d_rate:,.0f}",
+                    "-",
+                    "1.00x",
+                    "-",
+                    f"{d['peak_mb']:,.0f} MB",
+                    str(d["violations"]),
+                )
+                table.add_row(
+                    f"{k['records']:,}",
+                    "K1",
+                    f"Spark local[{cores}]",
+                    f"{k['seconds']:.1f}",
+                    f"{k_rate:,.0f}",
+                    "-",
+                    f"{k_rate / d_rate:.2f}x",
+                    f"{k['startup']:.1f} s",
+                    f"{k['peak_mb']:,.0f} MB",
+                    str(k["violations"]),
+                )
                 q_rate = q["records"] / q["seconds"]
-                table.add_row(f"{q['records']:,}", "K1", f"its SQL, Spark local[{cores}]", f"{q['seconds']:.1f}", f"{q_rate:,.0f}", "-",
-                              f"{q_rate / d_rate:.2f}x", f"{q['startup']:.1f} s", f"{q['peak_mb']:,.0f} MB", str(q["violations"]))  # fmt: skip
+                table.add_row(
+                    f"{q['records']:,}",
+                    "K1",
+                    f"its SQL, Spark local[{cores}]",
+                    f"{q['seconds']:.1f}",
+                    f"{q_rate:,.0f}",
+                    "-",
+                    f"{q_rate / d_rate:.2f}x",
+                    f"{q['startup']:.1f} s",
+                    f"{q['peak_mb']:,.0f} MB",
+                    str(q["violations"]),
+                )
             if 1 in rates and 2 in rates:
-                console.print(f"{local['records']:,}: Spark audit local[2] / local[1] = {rates[2] / rates[1]:.2f}x (goal >= 1.6x)")
+                console.print(
+                    f"{local['records']:,}: Spark audit local[2] / local[1] = {rates[2] / rates[1]:.2f}x (goal >= 1.6x)"
+                )
             console.print(table)
 
 
@@ -235,8 +325,16 @@ def _history(args, n: int | None, console):
 
     if args.history:
         return nullcontext(args.history)
-    return generated_log(n, brokers=args.brokers, partitions=args.partitions, shards=args.shards, console=console,
-                         family=args.family, streams=args.streams, nodes=args.nodes)  # fmt: skip
+    return generated_log(
+        n,
+        brokers=args.brokers,
+        partitions=args.partitions,
+        shards=args.shards,
+        console=console,
+        family=args.family,
+        streams=args.streams,
+        nodes=args.nodes,
+    )
 
 
 if __name__ == "__main__":

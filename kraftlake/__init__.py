@@ -47,10 +47,21 @@ _LAZY = {
     "Lake": "kraftlake.lake",
     "PointInTime": "kraftlake.lake",
     **dict.fromkeys(
-        ["AppendConflictError", "AppendResult", "KraftlakeError", "Log", "LogError", "LogExistsError",
-         "LogNotFoundError", "LogSnapshot", "Record", "RecordError", "TimeTravelError"],
+        [
+            "AppendConflictError",
+            "AppendResult",
+            "KraftlakeError",
+            "Log",
+            "LogError",
+            "LogExistsError",
+            "LogNotFoundError",
+            "LogSnapshot",
+            "Record",
+            "RecordError",
+            "TimeTravelError",
+        ],
         "kraftlake.records",
-    ),  # fmt: skip
+    ),
 }
 
 

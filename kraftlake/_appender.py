@@ -35,8 +35,15 @@ class Appender:
     token of a service started with ``--tokens``.
     """
 
-    def __init__(self, target: Log | str | os.PathLike[str], producer: str, *, timeout_s: float = 30.0,
-                 retry_for_s: float = 120.0, token: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        target: Log | str | os.PathLike[str],
+        producer: str,
+        *,
+        timeout_s: float = 30.0,
+        retry_for_s: float = 120.0,
+        token: str | None = None,
+    ) -> None:
         self.producer = producer
         self._headers = {"Content-Type": "application/json"}
         if token is not None:

@@ -17,7 +17,7 @@ Everything else of the log (``append``, ``maintain``, …) is on ``lake.log``; `
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kraftlake.records import RESERVED_DIRECTORIES, Log, LogSnapshot
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from kraftlake.replay.audit import AuditReport
-    from kraftlake.statemachine.kraft.view import ControllerView
     from kraftlake.statemachine.bookkeeper.view import BookiesView
+    from kraftlake.statemachine.kraft.view import ControllerView
     from kraftlake.statemachine.s3stream.view import StreamsView
 
 
@@ -36,7 +36,7 @@ def _dir(d: str) -> str:
 
 
 def _time(ms: int | None) -> datetime | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 class PointInTime:
@@ -79,12 +79,19 @@ class PointInTime:
 
         cols = ["stream", "state", "epoch", "owner", "start_offset", "end_offset", "ranges", "stream_objects", "tags"]
         rows = [
-            {"stream": s.stream_id, "state": s.state, "epoch": s.epoch,
-             "owner": next((r.node_id for r in s.ranges if r.range_index == s.range_index), None),
-             "start_offset": s.start_offset, "end_offset": s.end_offset, "ranges": len(s.ranges),
-             "stream_objects": len(s.objects), "tags": dict(s.tags)}
+            {
+                "stream": s.stream_id,
+                "state": s.state,
+                "epoch": s.epoch,
+                "owner": next((r.node_id for r in s.ranges if r.range_index == s.range_index), None),
+                "start_offset": s.start_offset,
+                "end_offset": s.end_offset,
+                "ranges": len(s.ranges),
+                "stream_objects": len(s.objects),
+                "tags": dict(s.tags),
+            }
             for s in self.streams_view.image().streams
-        ]  # fmt: skip
+        ]
         return pd.DataFrame(rows, columns=cols)
 
     def objects_for(self, stream: int, start: int | None = None, end: int = -1) -> pd.DataFrame:
@@ -119,9 +126,19 @@ class PointInTime:
 
         v = self.bookies_view
         cols = ["bookie", "state", "availability", "rack", "free_bytes", "total_bytes", "ledgers", "state_reason"]
-        rows = [{"bookie": b.bookie_id, "state": b.state, "availability": b.availability, "rack": b.rack,
-                 "free_bytes": b.free_bytes, "total_bytes": b.total_bytes, "ledgers": len(v.refs.get(b.bookie_id, ())),
-                 "state_reason": b.state_reason} for _, b in sorted(v.bookies.items())]  # fmt: skip
+        rows = [
+            {
+                "bookie": b.bookie_id,
+                "state": b.state,
+                "availability": b.availability,
+                "rack": b.rack,
+                "free_bytes": b.free_bytes,
+                "total_bytes": b.total_bytes,
+                "ledgers": len(v.refs.get(b.bookie_id, ())),
+                "state_reason": b.state_reason,
+            }
+            for _, b in sorted(v.bookies.items())
+        ]
         return pd.DataFrame(rows, columns=cols)
 
     @property
@@ -130,9 +147,16 @@ class PointInTime:
         import pandas as pd
 
         v = self.bookies_view
-        rows = [{"ledger": lid, "missing": list(m.missing), "since_ms": m.since_ms, "worker": v.locks.get(lid),
-                 "lost_entries": v.lost_entries(v.ledgers[lid]) if lid in v.ledgers else []}
-                for lid, m in sorted(v.under_replicated.items())]  # fmt: skip
+        rows = [
+            {
+                "ledger": lid,
+                "missing": list(m.missing),
+                "since_ms": m.since_ms,
+                "worker": v.locks.get(lid),
+                "lost_entries": v.lost_entries(v.ledgers[lid]) if lid in v.ledgers else [],
+            }
+            for lid, m in sorted(v.under_replicated.items())
+        ]
         return pd.DataFrame(rows, columns=["ledger", "missing", "since_ms", "worker", "lost_entries"])
 
     @property
@@ -148,11 +172,20 @@ class PointInTime:
         import pandas as pd
 
         rows = [
-            {"broker": b.id, "epoch": b.epoch, "state": "fenced" if b.fenced else "shutting down" if b.in_controlled_shutdown else "active",
-             "rack": b.rack, "online_dirs": list(b.log_dirs), "offline_dirs": list(b.removed_dirs), "registered_at": b.registered_at}
+            {
+                "broker": b.id,
+                "epoch": b.epoch,
+                "state": "fenced" if b.fenced else "shutting down" if b.in_controlled_shutdown else "active",
+                "rack": b.rack,
+                "online_dirs": list(b.log_dirs),
+                "offline_dirs": list(b.removed_dirs),
+                "registered_at": b.registered_at,
+            }
             for b in self.view.image().brokers
-        ]  # fmt: skip
-        return pd.DataFrame(rows, columns=["broker", "epoch", "state", "rack", "online_dirs", "offline_dirs", "registered_at"])
+        ]
+        return pd.DataFrame(
+            rows, columns=["broker", "epoch", "state", "rack", "online_dirs", "offline_dirs", "registered_at"]
+        )
 
     @property
     def partitions(self) -> pd.DataFrame:
@@ -168,14 +201,32 @@ class PointInTime:
                 reg = view.brokers.get(a.broker)
                 if reg is None or reg.fenced or not is_online(a.directory, reg.log_dirs):
                     offline.append(a.broker)
-            rows.append({
-                "topic": view.topics[p.topic_id].name, "partition": p.partition, "leader": p.leader, "isr": list(p.isr),
-                "replicas": list(p.replicas), "directories": [_dir(a.directory) for a in p.assignment],
-                "offline_replicas": offline, "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-                "topic_id": p.topic_id,
-            })  # fmt: skip
-        cols = ["topic", "partition", "leader", "isr", "replicas", "directories", "offline_replicas", "leader_epoch",
-                "partition_epoch", "topic_id"]  # fmt: skip
+            rows.append(
+                {
+                    "topic": view.topics[p.topic_id].name,
+                    "partition": p.partition,
+                    "leader": p.leader,
+                    "isr": list(p.isr),
+                    "replicas": list(p.replicas),
+                    "directories": [_dir(a.directory) for a in p.assignment],
+                    "offline_replicas": offline,
+                    "leader_epoch": p.leader_epoch,
+                    "partition_epoch": p.partition_epoch,
+                    "topic_id": p.topic_id,
+                }
+            )
+        cols = [
+            "topic",
+            "partition",
+            "leader",
+            "isr",
+            "replicas",
+            "directories",
+            "offline_replicas",
+            "leader_epoch",
+            "partition_epoch",
+            "topic_id",
+        ]
         return pd.DataFrame(rows, columns=cols)
 
     def broker(self, broker: int) -> pd.DataFrame:
@@ -185,15 +236,30 @@ class PointInTime:
         from kraftlake.statemachine.kraft.broker_view import broker_view
 
         bv = broker_view(self.view, broker)
-        rows = [{"topic": r.topic, "partition": r.partition, "role": r.role, "directory": _dir(r.directory), "online": r.online,
-                 "in_isr": r.in_isr, "leader": r.leader, "leader_epoch": r.leader_epoch} for r in bv.replicas]  # fmt: skip
-        return pd.DataFrame(rows, columns=["topic", "partition", "role", "directory", "online", "in_isr", "leader", "leader_epoch"])
+        rows = [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "role": r.role,
+                "directory": _dir(r.directory),
+                "online": r.online,
+                "in_isr": r.in_isr,
+                "leader": r.leader,
+                "leader_epoch": r.leader_epoch,
+            }
+            for r in bv.replicas
+        ]
+        return pd.DataFrame(
+            rows, columns=["topic", "partition", "role", "directory", "online", "in_isr", "leader", "leader_epoch"]
+        )
 
     def to_arrow(self) -> dict:
         import pyarrow as pa
 
-        return {"brokers": pa.Table.from_pandas(self.brokers, preserve_index=False),
-                "partitions": pa.Table.from_pandas(self.partitions, preserve_index=False)}  # fmt: skip
+        return {
+            "brokers": pa.Table.from_pandas(self.brokers, preserve_index=False),
+            "partitions": pa.Table.from_pandas(self.partitions, preserve_index=False),
+        }
 
     def to_spark(self, spark) -> dict:
         return {name: spark.createDataFrame(table) for name, table in self.to_arrow().items()}
@@ -201,8 +267,10 @@ class PointInTime:
     def _repr_html_(self) -> str:
         brokers, parts = self.brokers, self.partitions
         unavailable = int((parts["leader"] == -1).sum()) if len(parts) else 0
-        head = (f"<p><b>kraftlake</b> {html.escape(self.lake.path)} at offset {self.offset} — {len(brokers)} brokers, "
-                f"{len(parts)} partitions, {unavailable} without a leader; state hash <code>{self.state_hash[:16]}…</code></p>")  # fmt: skip
+        head = (
+            f"<p><b>kraftlake</b> {html.escape(self.lake.path)} at offset {self.offset} — {len(brokers)} brokers, "
+            f"{len(parts)} partitions, {unavailable} without a leader; state hash <code>{self.state_hash[:16]}…</code></p>"
+        )
         return head + brokers.to_html(index=False) + parts.head(50).to_html(index=False)
 
     def __repr__(self) -> str:
@@ -233,8 +301,10 @@ class AuditResult:
     def _repr_html_(self) -> str:
         r = self.report
         color = "green" if r.verdict == "pass" else "red"
-        head = (f"<p><b style='color:{color}'>{r.verdict.upper()}</b> — {r.records:,} records "
-                f"({r.first_offset}..{r.last_offset}), {len(r.violations)} violation(s)</p>")  # fmt: skip
+        head = (
+            f"<p><b style='color:{color}'>{r.verdict.upper()}</b> — {r.records:,} records "
+            f"({r.first_offset}..{r.last_offset}), {len(r.violations)} violation(s)</p>"
+        )
         return head + self.violations.head(100).to_html(index=False)
 
 
@@ -253,7 +323,9 @@ class Lake:
     def path(self) -> str:
         return self.log.path
 
-    def at(self, *, offset: int | None = None, version: int | None = None, timestamp: datetime | str | None = None) -> PointInTime:
+    def at(
+        self, *, offset: int | None = None, version: int | None = None, timestamp: datetime | str | None = None
+    ) -> PointInTime:
         snapshot = self.log.at(offset=offset, version=version, timestamp=timestamp)
         return PointInTime(self, snapshot, {"offset": offset, "version": version, "timestamp": timestamp})
 
@@ -263,9 +335,20 @@ class Lake:
         rows = []
         for c in self.log.history():
             producers = sorted({p for p, *_ in c.batches if p} | ({c.producer} if c.producer else set()))
-            rows.append({"version": c.version, "time": _time(c.timestamp_ms), "operation": c.operation, "first_offset": c.first_offset,
-                         "last_offset": c.last_offset, "records": c.records, "producers": producers})  # fmt: skip
-        return pd.DataFrame(rows, columns=["version", "time", "operation", "first_offset", "last_offset", "records", "producers"])
+            rows.append(
+                {
+                    "version": c.version,
+                    "time": _time(c.timestamp_ms),
+                    "operation": c.operation,
+                    "first_offset": c.first_offset,
+                    "last_offset": c.last_offset,
+                    "records": c.records,
+                    "producers": producers,
+                }
+            )
+        return pd.DataFrame(
+            rows, columns=["version", "time", "operation", "first_offset", "last_offset", "records", "producers"]
+        )
 
     def diff(self, a: int | PointInTime, b: int | PointInTime) -> pd.DataFrame:
         """Per entity (broker, topic, partition) and field: the value at ``a`` and at ``b``."""
@@ -274,8 +357,11 @@ class Lake:
 
         pa_, pb = (x if isinstance(x, PointInTime) else self.at(offset=x) for x in (a, b))
         rows = []
-        for kind, key in (("brokers", lambda x: f"broker/{x['id']}"), ("topics", lambda x: f"topic/{x['id']}"),
-                          ("partitions", lambda x: f"partition/{x['topic_id']}/{x['partition']}")):  # fmt: skip
+        for kind, key in (
+            ("brokers", lambda x: f"broker/{x['id']}"),
+            ("topics", lambda x: f"topic/{x['id']}"),
+            ("partitions", lambda x: f"partition/{x['topic_id']}/{x['partition']}"),
+        ):
             before = {key(x): x for x in msgspec.to_builtins(getattr(pa_.view.image(), kind))}
             after = {key(x): x for x in msgspec.to_builtins(getattr(pb.view.image(), kind))}
             for entity in sorted(set(before) | set(after)):
@@ -290,8 +376,14 @@ class Lake:
                         rows.append({"entity": entity, "field": f, "before": x[f], "after": y.get(f)})
         return pd.DataFrame(rows, columns=["entity", "field", "before", "after"])
 
-    def timeline(self, topic: str | None = None, partition: int | None = None, *, broker: int | None = None,
-                 dir: str | None = None) -> pd.DataFrame:  # noqa: A002 - the user's word for it  # fmt: skip
+    def timeline(
+        self,
+        topic: str | None = None,
+        partition: int | None = None,
+        *,
+        broker: int | None = None,
+        dir: str | None = None,
+    ) -> pd.DataFrame:  # noqa: A002 - the user's word for it
         """A partition's every change (leader, ISR, directories, epochs), or a broker's (and one
         directory's) registrations, fencing, directory changes, failures and reports."""
         if topic is not None:
@@ -326,17 +418,42 @@ class Lake:
         for r, view in self._replay():
             if type(r).__name__ == "Topic" and r.name == topic:
                 topic_id = r.topic_id
-            if topic_id is None or not isinstance(r, Partition | PartitionChange) or r.topic_id != topic_id or r.partition_id != partition:
+            if (
+                topic_id is None
+                or not isinstance(r, Partition | PartitionChange)
+                or r.topic_id != topic_id
+                or r.partition_id != partition
+            ):
                 continue
             p = view.partition(topic_id, partition)
             if p is None:
                 continue
-            rows.append({"offset": r.offset, "time": _time(r.ts_ms), "record": type(r).__name__, "leader": p.leader, "isr": list(p.isr),
-                         "replicas": list(p.replicas), "directories": [_dir(d) for d in p.directories], "leader_epoch": p.leader_epoch,
-                         "partition_epoch": p.partition_epoch})  # fmt: skip
+            rows.append(
+                {
+                    "offset": r.offset,
+                    "time": _time(r.ts_ms),
+                    "record": type(r).__name__,
+                    "leader": p.leader,
+                    "isr": list(p.isr),
+                    "replicas": list(p.replicas),
+                    "directories": [_dir(d) for d in p.directories],
+                    "leader_epoch": p.leader_epoch,
+                    "partition_epoch": p.partition_epoch,
+                }
+            )
         if topic_id is None:
             raise KeyError(f"no topic named {topic!r} in {self.path}")
-        cols = ["offset", "time", "record", "leader", "isr", "replicas", "directories", "leader_epoch", "partition_epoch"]
+        cols = [
+            "offset",
+            "time",
+            "record",
+            "leader",
+            "isr",
+            "replicas",
+            "directories",
+            "leader_epoch",
+            "partition_epoch",
+        ]
         return pd.DataFrame(rows, columns=cols)
 
     def _broker_timeline(self, broker: int, directory: str | None) -> pd.DataFrame:
@@ -358,22 +475,43 @@ class Lake:
                     v = detail.get(f, ())
                     named.update(v if isinstance(v, tuple) else (v,))
                 # The records that name the directory, and those that bring it online or take it away.
-                if directory not in named and online_now == online_before and name not in ("RegisterBroker", "UnregisterBroker"):
+                if (
+                    directory not in named
+                    and online_now == online_before
+                    and name not in ("RegisterBroker", "UnregisterBroker")
+                ):
                     continue
             online_before = online_now
-            rows.append({"offset": r.offset, "time": _time(r.ts_ms), "record": name, "detail": detail,
-                         "registered": reg is not None, "fenced": None if reg is None else reg.fenced,
-                         "online_dirs": [] if reg is None else list(reg.log_dirs)})  # fmt: skip
+            rows.append(
+                {
+                    "offset": r.offset,
+                    "time": _time(r.ts_ms),
+                    "record": name,
+                    "detail": detail,
+                    "registered": reg is not None,
+                    "fenced": None if reg is None else reg.fenced,
+                    "online_dirs": [] if reg is None else list(reg.log_dirs),
+                }
+            )
         return pd.DataFrame(rows, columns=["offset", "time", "record", "detail", "registered", "fenced", "online_dirs"])
 
-    def audit(self, *, from_offset: int | None = None, to_offset: int | None = None, grace_records: int = 1000,
-              grace_ms: int = 5000, fail_on: str = "error") -> AuditResult:  # fmt: skip
+    def audit(
+        self,
+        *,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        grace_records: int = 1000,
+        grace_ms: int = 5000,
+        fail_on: str = "error",
+    ) -> AuditResult:
         from kraftlake.replay.audit import AuditConfig, audit_log
         from kraftlake.replay.state import state_at
 
         start = state_at(self.log, offset=from_offset - 1) if from_offset else None
         config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on)
-        return AuditResult(audit_log(self.log.at(), config=config, from_offset=from_offset, to_offset=to_offset, start=start))
+        return AuditResult(
+            audit_log(self.log.at(), config=config, from_offset=from_offset, to_offset=to_offset, start=start)
+        )
 
     def offline_replicas(self) -> pd.DataFrame:
         """The number of replicas offline (broker unregistered or fenced, or directory offline)
@@ -395,7 +533,13 @@ class Lake:
             name = type(r).__name__
             if name in ("Partition", "PartitionChange"):
                 keys = [(r.topic_id, r.partition_id)]
-            elif name in ("RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker", "UnfenceBroker"):
+            elif name in (
+                "RegisterBroker",
+                "UnregisterBroker",
+                "BrokerRegistrationChange",
+                "FenceBroker",
+                "UnfenceBroker",
+            ):
                 b = getattr(r, "broker_id", getattr(r, "id", None))
                 keys = [p.key for p in view.partitions_of(b)] + [k for k in counts if view.partition(*k) is None]
             elif name == "RemoveTopic":
@@ -428,7 +572,15 @@ class Lake:
         for i, row in enumerate(tl.itertuples()):
             lo, hi = offsets[i], offsets[i + 1]
             for b in row.isr:
-                ax.hlines(b, lo, hi, colors="tab:blue", linewidth=6, alpha=0.35, label="in ISR" if (i, b) == (0, row.isr[0]) else None)
+                ax.hlines(
+                    b,
+                    lo,
+                    hi,
+                    colors="tab:blue",
+                    linewidth=6,
+                    alpha=0.35,
+                    label="in ISR" if (i, b) == (0, row.isr[0]) else None,
+                )
             if row.leader >= 0:
                 ax.hlines(row.leader, lo, hi, colors="tab:green", linewidth=2.5, label="leader" if i == 0 else None)
         # Only the failures of the directory that held this partition's replica at the time.
@@ -441,7 +593,9 @@ class Lake:
             if dict(zip(row["replicas"], row["directories"])).get(f.broker_id) == _dir(f.directory):
                 hits.append(f)
         for j, f in enumerate(hits):
-            ax.axvline(f.offset, color="tab:red", linestyle="--", linewidth=1, label="its directory failed" if j == 0 else None)
+            ax.axvline(
+                f.offset, color="tab:red", linestyle="--", linewidth=1, label="its directory failed" if j == 0 else None
+            )
             ax.annotate(f"b{f.broker_id}", (f.offset, max(brokers) + 0.25), color="tab:red", fontsize=8)
         ax.set_ylim(min(brokers) - 0.5, max(brokers) + 0.6)
         ax.set_yticks(brokers)

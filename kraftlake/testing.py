@@ -20,6 +20,7 @@ from kraftlake.records import (
     from_builtins,
     payload_fields,
 )
+from kraftlake.records.bookkeeper import BookieInfo, LedgerCreated, LedgerEnsembleChange
 from kraftlake.records.kraft import (
     LOST,
     MIGRATING,
@@ -28,7 +29,6 @@ from kraftlake.records.kraft import (
     PartitionChange,
     ReplicaDirectory,
 )
-from kraftlake.records.bookkeeper import BookieInfo, LedgerCreated, LedgerEnsembleChange
 from kraftlake.records.observations import DirectoryReplicas, LogDirsLoaded, ObjectWritten
 from kraftlake.records.s3stream import (
     KV,
@@ -87,9 +87,7 @@ def _strategy(info: mi.Type, name: str, owner: type | None = None) -> st.SearchS
             return st.lists(_strategy(mi.type_info(StreamRange), name, owner), max_size=5)
         return st.fixed_dictionaries({f.name: _strategy(f.type, f.name, info.cls) for f in info.fields})
     if isinstance(info, mi.UnionType):
-        return st.one_of(
-            *[st.none() if isinstance(t, mi.NoneType) else _strategy(t, name, owner) for t in info.types]
-        )
+        return st.one_of(*[st.none() if isinstance(t, mi.NoneType) else _strategy(t, name, owner) for t in info.types])
     raise TypeError(f"no strategy for {info!r}")
 
 
@@ -168,7 +166,9 @@ def _fix_remove_kv(draw: st.DrawFn, d: dict[str, Any]) -> None:
     if not d["keys"]:
         d["keys"] = ["k"]
     if d.get("namespaces") is not None:
-        d["namespaces"] = draw(st.lists(st.none() | st.text(max_size=8), min_size=len(d["keys"]), max_size=len(d["keys"])))
+        d["namespaces"] = draw(
+            st.lists(st.none() | st.text(max_size=8), min_size=len(d["keys"]), max_size=len(d["keys"]))
+        )
 
 
 def _fix_end_offsets(draw: st.DrawFn, d: dict[str, Any]) -> None:
@@ -196,11 +196,20 @@ def _fix_bookie_info(draw: st.DrawFn, d: dict[str, Any]) -> None:
 
 
 _FIXUPS = {
-    LedgerCreated: _fix_ledger_created, LedgerEnsembleChange: _fix_ensemble_change, BookieInfo: _fix_bookie_info,
-    Partition: _fix_partition, PartitionChange: _fix_partition_change, LogDirsLoaded: _fix_dirs_loaded,
-    S3Stream: _fix_stream, S3StreamSetObject: _fix_stream_set_object, ObjectWritten: _fix_object_written, S3Object: _fix_object, KV: _fix_kv,
-    RemoveKV: _fix_remove_kv, S3StreamEndOffsets: _fix_end_offsets,
-}  # fmt: skip
+    LedgerCreated: _fix_ledger_created,
+    LedgerEnsembleChange: _fix_ensemble_change,
+    BookieInfo: _fix_bookie_info,
+    Partition: _fix_partition,
+    PartitionChange: _fix_partition_change,
+    LogDirsLoaded: _fix_dirs_loaded,
+    S3Stream: _fix_stream,
+    S3StreamSetObject: _fix_stream_set_object,
+    ObjectWritten: _fix_object_written,
+    S3Object: _fix_object,
+    KV: _fix_kv,
+    RemoveKV: _fix_remove_kv,
+    S3StreamEndOffsets: _fix_end_offsets,
+}
 
 
 @st.composite

@@ -12,6 +12,7 @@ pure state machines, which import the record types, load no I/O library.
 from typing import TYPE_CHECKING
 
 from .base import ENVELOPE_FIELDS, Record, current_version, payload_fields, type_name
+from .bookkeeper import BOOKKEEPER_RECORDS
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord, record_type
 from .codec import decode_line, encode_line, encode_lines, from_builtins, iter_lines, normalize
 from .errors import (
@@ -27,8 +28,6 @@ from .errors import (
 )
 from .kraft import *  # noqa: F403 - the KRaft record types and constants are the package's API
 from .kraft import KRAFT_RECORDS
-from .s3stream import S3STREAM_RECORDS
-from .bookkeeper import BOOKKEEPER_RECORDS
 from .observations import (
     OBSERVATION_RECORDS,
     AssignReplicasToDirsRequest,
@@ -40,6 +39,7 @@ from .observations import (
     TopicPartitions,
     UnfenceRequested,
 )
+from .s3stream import S3STREAM_RECORDS
 
 if TYPE_CHECKING:
     from .log import AppendResult, Commit, Log, LogSnapshot, MaintenanceReport

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import msgspec
 import msgspec.inspect as mi
-from msgspec.structs import astuple
 import pyarrow as pa
 import pyarrow.compute as pc
+from msgspec.structs import astuple
 
 from .base import ENVELOPE_FIELDS, Record, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord
@@ -44,7 +44,7 @@ ENVELOPE_SCHEMA = pa.schema(
 _INT_WIDTHS = ((8, pa.int8()), (16, pa.int16()), (32, pa.int32()))
 
 
-@lru_cache(maxsize=None)
+@cache
 def column_name(cls: type[Record]) -> str:
     """``PartitionChange`` -> ``partition_change``."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", type_name(cls)).lower()
@@ -88,13 +88,11 @@ def _arrow_type(info: mi.Type) -> pa.DataType:
     raise TypeError(f"no Arrow type for {info!r}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def payload_type(cls: type[Record]) -> pa.StructType | None:
     """The struct type of a record type's column, or None when it has no payload fields."""
     info = mi.type_info(cls)
-    fields = [
-        pa.field(f.name, _arrow_type(f.type)) for f in info.fields if f.name not in ENVELOPE_FIELDS
-    ]
+    fields = [pa.field(f.name, _arrow_type(f.type)) for f in info.fields if f.name not in ENVELOPE_FIELDS]
     return pa.struct(fields) if fields else None
 
 
@@ -138,7 +136,7 @@ def _stream_ranges_array(values: list[StreamRanges | None], ftype: pa.ListType) 
     return pa.ListArray.from_arrays(offsets, child, type=ftype, mask=mask)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _is_nested(ftype: pa.DataType) -> bool:
     """Whether values of this type hold Structs (directly or in lists)."""
     if pa.types.is_struct(ftype):
@@ -148,7 +146,7 @@ def _is_nested(ftype: pa.DataType) -> bool:
     return False
 
 
-@lru_cache(maxsize=None)
+@cache
 def _positions(cls: type[Record]) -> dict[str, int]:
     return {name: i for i, name in enumerate(cls.__struct_fields__)}
 
@@ -216,7 +214,7 @@ def to_table(
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _droppable_nulls(cls: type[Record]) -> frozenset[str]:
     """Fields that cannot be None in the Struct but have a default: a null there (a column added
     to the table after the row was written) means 'take the default'."""

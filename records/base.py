@@ -19,7 +19,7 @@ import gc
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import lru_cache
+from functools import cache
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -65,7 +65,7 @@ def _is_uuid(t: mi.Type) -> bool:
 UUID, UUIDS, PART, PARTS = "uuid", "uuids", "part", "parts"
 
 
-@lru_cache(maxsize=None)
+@cache
 def uuid_fields(cls: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
     """(field, kind) of every field of a Struct that is or holds a ``Uuid``: a uuid, a sequence
     of uuids, a nested ``Part`` or a sequence of them (optional or not)."""
@@ -114,6 +114,7 @@ class Part(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     kraftlake's own log calls no Python per nested value.
     """
 
+
 ENVELOPE_FIELDS: tuple[str, ...] = ("version", "offset", "ts_ms", "source", "source_offset")
 
 
@@ -157,8 +158,7 @@ class Record(
         current = current_version(type(self))
         if not self.MIN_VERSION <= self.version <= current:
             raise ValueError(
-                f"`version`: {type(self).__name__} has versions {self.MIN_VERSION}..{current},"
-                f" got {self.version}"
+                f"`version`: {type(self).__name__} has versions {self.MIN_VERSION}..{current}, got {self.version}"
             )
         for name, until in self.UNTIL.items():
             if self.version >= until and getattr(self, name) != field_defaults(type(self))[name]:
@@ -190,7 +190,7 @@ def current_version(cls: type[Record]) -> int:
         return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def field_defaults(cls: type[msgspec.Struct]) -> Mapping[str, object]:
     """Defaults of a Struct's fields that have one (read-only; computed once per type)."""
     return MappingProxyType(

@@ -20,12 +20,28 @@ from .base import Record
 from .types import Int64
 
 __all__ = [
-    "BookieState", "Availability", "BookieId", "LedgerId", "BookKeeperRecord", "BookieRegistered",
-    "BookieInfo", "BookieStateChange", "BookieAvailability", "LedgerCreated", "LedgerEnsembleChange",
-    "LedgerClosed", "LedgerDeleted", "LedgerUnderReplicated", "LedgerReplicated", "LedgerReplicationLock",
-    "LedgerReplicationUnlock", "AuditorElected", "RecoveryDelayChanged", "LedgerEntriesWritten",
+    "BookieState",
+    "Availability",
+    "BookieId",
+    "LedgerId",
+    "BookKeeperRecord",
+    "BookieRegistered",
+    "BookieInfo",
+    "BookieStateChange",
+    "BookieAvailability",
+    "LedgerCreated",
+    "LedgerEnsembleChange",
+    "LedgerClosed",
+    "LedgerDeleted",
+    "LedgerUnderReplicated",
+    "LedgerReplicated",
+    "LedgerReplicationLock",
+    "LedgerReplicationUnlock",
+    "AuditorElected",
+    "RecoveryDelayChanged",
+    "LedgerEntriesWritten",
     "BOOKKEEPER_RECORDS",
-]  # fmt: skip
+]
 
 
 class BookieState(str, Enum):
@@ -230,8 +246,20 @@ def _ensemble(ensemble: tuple[str, ...], size: int) -> None:
 
 
 BOOKKEEPER_RECORDS: tuple[type[Record], ...] = (
-    BookieRegistered, BookieInfo, BookieStateChange, BookieAvailability, LedgerCreated, LedgerEnsembleChange,
-    LedgerClosed, LedgerDeleted, LedgerUnderReplicated, LedgerReplicated, LedgerReplicationLock,
-    LedgerReplicationUnlock, AuditorElected, RecoveryDelayChanged, LedgerEntriesWritten,
-)  # fmt: skip
+    BookieRegistered,
+    BookieInfo,
+    BookieStateChange,
+    BookieAvailability,
+    LedgerCreated,
+    LedgerEnsembleChange,
+    LedgerClosed,
+    LedgerDeleted,
+    LedgerUnderReplicated,
+    LedgerReplicated,
+    LedgerReplicationLock,
+    LedgerReplicationUnlock,
+    AuditorElected,
+    RecoveryDelayChanged,
+    LedgerEntriesWritten,
+)
 """Every BookKeeper record type: the issue's list, then the writer's observation."""

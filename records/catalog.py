@@ -11,15 +11,15 @@ from typing import Union
 import msgspec
 
 from .base import Record, type_name
+from .bookkeeper import BOOKKEEPER_RECORDS
 from .kraft import KRAFT_RECORDS
 from .observations import OBSERVATION_RECORDS
 from .s3stream import S3STREAM_RECORDS
-from .bookkeeper import BOOKKEEPER_RECORDS
 
 RECORD_TYPES: tuple[type[Record], ...] = KRAFT_RECORDS + OBSERVATION_RECORDS + S3STREAM_RECORDS + BOOKKEEPER_RECORDS
 BY_NAME: dict[str, type[Record]] = {type_name(cls): cls for cls in RECORD_TYPES}
 
-AnyRecord = Union[RECORD_TYPES]  # type: ignore[valid-type]
+AnyRecord = Union[RECORD_TYPES]  # type: ignore[valid-type]  # noqa: UP007 - a union of a tuple's types
 """The tagged union of every record type, decoded by the ``type`` field."""
 
 JSON_DECODER = msgspec.json.Decoder(AnyRecord)

@@ -58,9 +58,7 @@ def record_error(exc: Exception, *, line: int | None, record_type: str | None) -
     if message in _UUID_LENGTH:
         message = "is not a Kafka uuid (22 characters of URL-safe base64, no padding)"
     if field == "type" and record_type is not None and record_type not in BY_NAME:
-        return RecordError(
-            f"unknown record type {record_type!r}", line=line, record_type=record_type, field=None
-        )
+        return RecordError(f"unknown record type {record_type!r}", line=line, record_type=record_type, field=None)
     return RecordError(message, line=line, record_type=record_type, field=field)
 
 

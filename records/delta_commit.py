@@ -96,8 +96,20 @@ def commit_json(
     enc = _ENCODER.encode
     lines = [enc({"commitInfo": info})]
     for path, size in removed:
-        lines.append(enc({"remove": {"path": path, "deletionTimestamp": timestamp_ms, "dataChange": False,
-                                     "extendedFileMetadata": True, "partitionValues": {}, "size": size}}))  # fmt: skip
+        lines.append(
+            enc(
+                {
+                    "remove": {
+                        "path": path,
+                        "deletionTimestamp": timestamp_ms,
+                        "dataChange": False,
+                        "extendedFileMetadata": True,
+                        "partitionValues": {},
+                        "size": size,
+                    }
+                }
+            )
+        )
     for f in files:
         add = {
             "path": f.path,

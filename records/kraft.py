@@ -21,18 +21,59 @@ from .base import Part, Record
 from .types import BrokerId, Int8, Int16, Int32, Int64, PartitionIndex, UInt16, Uuid, check_real_uuid
 
 __all__ = [
-    "MIGRATING", "UNASSIGNED", "LOST", "RESERVED_DIRECTORIES",
-    "NO_LEADER", "LEADER_UNCHANGED", "LRS_RECOVERED", "LRS_RECOVERING", "LRS_UNCHANGED",
-    "FENCE", "UNFENCE", "NO_CHANGE",
-    "ReplicaDirectory", "BrokerEndpoint", "BrokerFeature", "KraftRecord",
-    "RegisterBroker", "UnregisterBroker", "BrokerRegistrationChange", "FenceBroker",
-    "UnfenceBroker", "Topic", "RemoveTopic", "Partition", "PartitionChange", "FeatureLevel",
-    "Config", "RegisterController", "ProducerIds", "BeginTransaction", "EndTransaction",
-    "AbortTransaction", "NoOp", "ZkMigrationState", "DelegationToken", "RemoveDelegationToken",
-    "CredentialInfo", "UserScramCredential", "RemoveUserScramCredential", "EntityData", "ClientQuota",
-    "AccessControlEntry", "RemoveAccessControlEntry", "LeaderChange", "KRaftVersion", "VoterEndpoint",
-    "Voter", "Voters", "KafkaOpaque", "KRAFT_RECORDS", "API_KEYS", "CONTROL_TYPES",
-]  # fmt: skip
+    "MIGRATING",
+    "UNASSIGNED",
+    "LOST",
+    "RESERVED_DIRECTORIES",
+    "NO_LEADER",
+    "LEADER_UNCHANGED",
+    "LRS_RECOVERED",
+    "LRS_RECOVERING",
+    "LRS_UNCHANGED",
+    "FENCE",
+    "UNFENCE",
+    "NO_CHANGE",
+    "ReplicaDirectory",
+    "BrokerEndpoint",
+    "BrokerFeature",
+    "KraftRecord",
+    "RegisterBroker",
+    "UnregisterBroker",
+    "BrokerRegistrationChange",
+    "FenceBroker",
+    "UnfenceBroker",
+    "Topic",
+    "RemoveTopic",
+    "Partition",
+    "PartitionChange",
+    "FeatureLevel",
+    "Config",
+    "RegisterController",
+    "ProducerIds",
+    "BeginTransaction",
+    "EndTransaction",
+    "AbortTransaction",
+    "NoOp",
+    "ZkMigrationState",
+    "DelegationToken",
+    "RemoveDelegationToken",
+    "CredentialInfo",
+    "UserScramCredential",
+    "RemoveUserScramCredential",
+    "EntityData",
+    "ClientQuota",
+    "AccessControlEntry",
+    "RemoveAccessControlEntry",
+    "LeaderChange",
+    "KRaftVersion",
+    "VoterEndpoint",
+    "Voter",
+    "Voters",
+    "KafkaOpaque",
+    "KRAFT_RECORDS",
+    "API_KEYS",
+    "CONTROL_TYPES",
+]
 
 # Reserved directory ids (DirectoryId.java, as shipped in 3.7.0; see kafka-kraft.md 2.3).
 MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -54,9 +95,7 @@ UNFENCE = -1
 NO_CHANGE = 0
 
 Leader = Annotated[int, Meta(ge=NO_LEADER, le=2**31 - 1, description="-1 = no leader")]
-ChangedLeader = Annotated[
-    int, Meta(ge=LEADER_UNCHANGED, le=2**31 - 1, description="-2 = unchanged, -1 = no leader")
-]
+ChangedLeader = Annotated[int, Meta(ge=LEADER_UNCHANGED, le=2**31 - 1, description="-2 = unchanged, -1 = no leader")]
 Brokers = tuple[BrokerId, ...]
 
 
@@ -109,9 +148,7 @@ def _check_assignment(record: Partition | PartitionChange) -> None:
         )
     for i, (pair, broker) in enumerate(zip(assignment, replicas)):
         if pair.broker != broker:
-            raise ValueError(
-                f"`assignment`: entry {i} is broker {pair.broker} but replicas[{i}] is {broker}"
-            )
+            raise ValueError(f"`assignment`: entry {i} is broker {pair.broker} but replicas[{i}] is {broker}")
 
 
 def _check_brokers(field: str, brokers: tuple[int, ...] | None) -> None:
@@ -607,4 +644,3 @@ API_KEYS: dict[type[Record], int] = {
 
 CONTROL_TYPES: dict[type[Record], int] = {LeaderChange: 2, KRaftVersion: 5, Voters: 6}
 """Raft control record types kraftlake keeps, by their control type (kafka-kraft.md 6.6)."""
-

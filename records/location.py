@@ -25,7 +25,9 @@ def local_path(location: str | os.PathLike[str]) -> str:
     if scheme == "file":
         parts = urlsplit(location)
         if parts.netloc not in ("", "localhost"):
-            raise UnsupportedLocationError(f"{location}: a file:// URI must name a local path on this machine (file:///path)")
+            raise UnsupportedLocationError(
+                f"{location}: a file:// URI must name a local path on this machine (file:///path)"
+            )
         return os.path.abspath(unquote(parts.path))
     raise UnsupportedLocationError(
         f"{location}: kraftlake keeps logs on a local path or a file:// URI; {scheme}:// is not supported"

@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
 from typing import Any
@@ -84,7 +84,7 @@ except PackageNotFoundError:  # running from a checkout that was never installed
 """Written into every commit's ``engineInfo``."""
 REOPEN_EVERY = 100
 """Commits between re-opening the DeltaTable: a long-lived object slows with history (probe 2)."""
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ROW_GROUP_ROWS = 32_768
 COMPACT_RECORDS = 250_000
 """A file this big is left alone by ``Log.compact``, and a merge stops growing there."""
@@ -104,8 +104,12 @@ class AppendResult:
     def to_dict(self) -> dict[str, Any]:
         # Spelled out: the service answers every append with it, and asdict's deep copy costs
         # more than the rest of the answer.
-        return {"first_offset": self.first_offset, "last_offset": self.last_offset,
-                "version": self.version, "duplicate": self.duplicate}  # fmt: skip
+        return {
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "version": self.version,
+            "duplicate": self.duplicate,
+        }
 
 
 @dataclass(frozen=True)
@@ -317,13 +321,9 @@ class LogSnapshot:
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         for a, b, path in ranges:
             if not os.path.exists(path):
-                raise TimeTravelError(
-                    f"version {self.version} refers to {os.path.basename(path)}, which was vacuumed"
-                )
+                raise TimeTravelError(f"version {self.version} refers to {os.path.basename(path)}, which was vacuumed")
             whole = lo <= a and b <= hi
-            table = ds.dataset([path], schema=schema, format="parquet").to_table(
-                filter=None if whole else where
-            )
+            table = ds.dataset([path], schema=schema, format="parquet").to_table(filter=None if whole else where)
             if table.num_rows == 0:
                 continue
             offsets = table.column("offset")
@@ -332,9 +332,7 @@ class LogSnapshot:
                 table = table.sort_by("offset")
             yield table
 
-    def iter_records(
-        self, from_offset: int | None = None, to_offset: int | None = None
-    ) -> Iterator[list[Record]]:
+    def iter_records(self, from_offset: int | None = None, to_offset: int | None = None) -> Iterator[list[Record]]:
         """``iter_tables`` decoded: lists of records in offset order. Reads only the ``record``
         column where every row has one (the struct columns are for SQL engines)."""
         for table in self.iter_tables(from_offset, to_offset, columns=("offset", RECORD_COLUMN)):
@@ -439,7 +437,14 @@ class Log:
         actions = pa.table(dt.get_add_actions(flatten=True))
         if actions.num_rows <= more_than or "min.offset" not in actions.column_names:
             return None
-        files = sorted(zip(*[actions.column(c).to_pylist() for c in ("min.offset", "max.offset", "num_records", "path", "size_bytes")]))
+        files = sorted(
+            zip(
+                *[
+                    actions.column(c).to_pylist()
+                    for c in ("min.offset", "max.offset", "num_records", "path", "size_bytes")
+                ]
+            )
+        )
         runs: list[list[tuple]] = [[]]
         for f in files:
             lo, hi, rows = f[0], f[1], f[2]
@@ -459,13 +464,23 @@ class Log:
             paths = [os.path.join(root, f[3]) for f in run]
             # The columns these files hold (a few of the table's 250), in the table's types.
             present = set(pa.unify_schemas([pq.read_schema(p) for p in paths]).names)
-            table = ds.dataset(paths, schema=pa.schema([f for f in schema if f.name in present]), format="parquet").to_table()
-            file = self._write_file(table.sort_by("offset"), f"part-{run[0][0]:020d}-compacted-{uuid.uuid4()}.zstd.parquet")
+            table = ds.dataset(
+                paths, schema=pa.schema([f for f in schema if f.name in present]), format="parquet"
+            ).to_table()
+            file = self._write_file(
+                table.sort_by("offset"), f"part-{run[0][0]:020d}-compacted-{uuid.uuid4()}.zstd.parquet"
+            )
             written.append(os.path.join(self.path, file.path))
             added.append(file)
             removed += [(f[3], f[4]) for f in run]
-        body = commit_json(added, [], {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))},
-                           _now_ms(), ENGINE_VERSION, removed=removed)  # fmt: skip
+        body = commit_json(
+            added,
+            [],
+            {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))},
+            _now_ms(),
+            ENGINE_VERSION,
+            removed=removed,
+        )
         with self._commit_lock:
             while True:
                 # After the snapshot compacted, appends only (another compaction would have
@@ -484,7 +499,6 @@ class Log:
             version = self._head
         log.info("log.compacted", files=len(removed), into=len(added), version=version)
         return version
-
 
     @property
     def version(self) -> int:
@@ -584,9 +598,7 @@ class Log:
             # Lost the race to another writer: back off a little, with jitter, so that writers
             # contending for the same version don't keep colliding in lockstep.
             time.sleep(rng.uniform(0, min(0.05, 0.002 * attempt)))
-        raise AppendConflictError(
-            f"gave up after {max_attempts} attempts: other writers kept committing first"
-        )
+        raise AppendConflictError(f"gave up after {max_attempts} attempts: other writers kept committing first")
 
     def _write_file(self, rows: pa.Table, name: str) -> DataFile:
         """``rows`` (in offset order) as the durable data file ``name``, with the statistics
@@ -700,7 +712,9 @@ class Log:
                         results[i] = done
                         continue
                     if claimed.get(b.producer, -1) >= b.seq:  # type: ignore[operator]
-                        raise RecordError(f"producer {b.producer!r}: seq {b.seq} follows seq {claimed[b.producer]} in one group")
+                        raise RecordError(
+                            f"producer {b.producer!r}: seq {b.seq} follows seq {claimed[b.producer]} in one group"
+                        )
                     claimed[b.producer] = b.seq  # type: ignore[assignment]
                 pending.append(i)
             if not pending:
@@ -720,8 +734,12 @@ class Log:
                 seqs += [b.seq] * n
                 at += n
             data = to_table(rows, first_offset=first, ts_ms=ts_ms)
-            data = data.set_column(data.schema.get_field_index("producer"), "producer", pa.array(producers, pa.string()))
-            data = data.set_column(data.schema.get_field_index("producer_seq"), "producer_seq", pa.array(seqs, pa.int64()))
+            data = data.set_column(
+                data.schema.get_field_index("producer"), "producer", pa.array(producers, pa.string())
+            )
+            data = data.set_column(
+                data.schema.get_field_index("producer_seq"), "producer_seq", pa.array(seqs, pa.int64())
+            )
             landed = self._try_commit(data, first, version, None, None, batch_id, group)
             if landed is not None:
                 for i, (_, _, lo, hi) in zip(pending, group):
@@ -790,7 +808,7 @@ class Log:
         differ from them by milliseconds)."""
         when = datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         limit_ms = (when - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
         candidates = [h["version"] for h in self._fresh().history() if h["timestamp"] <= limit_ms]
         if not candidates:
@@ -814,7 +832,8 @@ class Log:
         """Commits, newest first."""
         out = []
         for h in self._fresh().history(limit):
-            def num(key: str) -> int | None:
+
+            def num(key: str, h: dict = h) -> int | None:
                 v = h.get(key)
                 return None if v is None else int(v)
 
@@ -828,7 +847,9 @@ class Log:
                     records=num("kraftlake.records"),
                     producer=h.get("kraftlake.producer"),
                     seq=num("kraftlake.seq"),
-                    batches=tuple(tuple(b) for b in json.loads(h["kraftlake.batches"])) if "kraftlake.batches" in h else (),  # type: ignore[misc]
+                    batches=tuple(tuple(b) for b in json.loads(h["kraftlake.batches"]))
+                    if "kraftlake.batches" in h
+                    else (),  # type: ignore[misc]
                 )
             )
         return out
@@ -884,4 +905,3 @@ def _struct_covers(have: pa.DataType, want: pa.DataType) -> bool:
         return False
     names = {f.name: f for f in have}
     return all(f.name in names and _struct_covers(names[f.name].type, f.type) for f in want)
-

@@ -188,8 +188,14 @@ def parse(text: str, where: str = FILE_NAME) -> MetaProperties:
         if len(set(directory_ids)) != len(directory_ids):
             raise MetaPropertiesError(f"{where}: `directory.ids` lists an id twice")
     other = tuple(sorted((k, v) for k, v in props.items() if k not in _KNOWN))
-    return MetaProperties(version=version, cluster_id=cluster_id, node_id=node_id, directory_id=directory_id,
-                          directory_ids=directory_ids, other=other)  # fmt: skip
+    return MetaProperties(
+        version=version,
+        cluster_id=cluster_id,
+        node_id=node_id,
+        directory_id=directory_id,
+        directory_ids=directory_ids,
+        other=other,
+    )
 
 
 def render(meta: MetaProperties) -> str:

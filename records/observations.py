@@ -10,7 +10,6 @@ and the KIP's start-up (``LogDirsLoaded``).
 
 from __future__ import annotations
 
-
 from typing import Annotated
 
 from msgspec import Meta

@@ -21,7 +21,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Annotated, Any
 
 import msgspec.inspect as mi
@@ -31,15 +31,52 @@ from .base import Part, Record
 from .types import BrokerId, Int8, Int32, Int64
 
 __all__ = [
-    "StreamState", "ObjectState", "CompactOperation", "ObjectType", "NOOP_OBJECT_ID", "MATCH_ALL_BUCKET",
-    "StreamTag", "StreamRange", "StreamRanges", "check_stream_ranges", "packed_fields", "StreamEndOffset", "KeyValue", "UncommittedOffset",
-    "S3StreamMetadataRecord", "S3Stream", "RemoveS3Stream", "Range", "RemoveRange", "S3StreamObject",
-    "RemoveS3StreamObject", "S3StreamSetObject", "RemoveStreamSetObject", "S3Object", "RemoveS3Object",
-    "AssignedStreamId", "AssignedS3ObjectId", "NodeWALMetadata", "RemoveNodeWALMetadata",
-    "S3StreamEndOffsets", "KV", "RemoveKV", "NodeWALUncommittedOffsets", "UpdateNextNodeId",
-    "S3STREAM_RECORDS", "API_KEYS", "RENAMED", "attributes", "attribute_bucket", "attribute_deep_delete",
-    "pack_ranges", "unpack_ranges", "pack_end_offsets", "unpack_end_offsets", "MAX_UNCOMMITTED_ENTRIES",
-]  # fmt: skip
+    "StreamState",
+    "ObjectState",
+    "CompactOperation",
+    "ObjectType",
+    "NOOP_OBJECT_ID",
+    "MATCH_ALL_BUCKET",
+    "StreamTag",
+    "StreamRange",
+    "StreamRanges",
+    "check_stream_ranges",
+    "packed_fields",
+    "StreamEndOffset",
+    "KeyValue",
+    "UncommittedOffset",
+    "S3StreamMetadataRecord",
+    "S3Stream",
+    "RemoveS3Stream",
+    "Range",
+    "RemoveRange",
+    "S3StreamObject",
+    "RemoveS3StreamObject",
+    "S3StreamSetObject",
+    "RemoveStreamSetObject",
+    "S3Object",
+    "RemoveS3Object",
+    "AssignedStreamId",
+    "AssignedS3ObjectId",
+    "NodeWALMetadata",
+    "RemoveNodeWALMetadata",
+    "S3StreamEndOffsets",
+    "KV",
+    "RemoveKV",
+    "NodeWALUncommittedOffsets",
+    "UpdateNextNodeId",
+    "S3STREAM_RECORDS",
+    "API_KEYS",
+    "RENAMED",
+    "attributes",
+    "attribute_bucket",
+    "attribute_deep_delete",
+    "pack_ranges",
+    "unpack_ranges",
+    "pack_end_offsets",
+    "unpack_end_offsets",
+    "MAX_UNCOMMITTED_ENTRIES",
+]
 
 
 class StreamState(IntEnum):
@@ -218,7 +255,7 @@ def _zstd():
     return pa.Codec("zstd", compression_level=1)
 
 
-@lru_cache(maxsize=None)
+@cache
 def packed_fields(cls: type[Record]) -> frozenset[str]:
     """The fields of a record type that hold ``StreamRanges``."""
     return frozenset(
@@ -394,9 +431,11 @@ class S3Object(S3StreamMetadataRecord, frozen=True, kw_only=True):
     KEY = "object/{r.object_id}"
     SINCE = {"attributes": 1, "timestamp": 1}
     UNTIL = {
-        "prepared_time_in_ms": 1, "expired_time_in_ms": 1, "committed_time_in_ms": 1,
+        "prepared_time_in_ms": 1,
+        "expired_time_in_ms": 1,
+        "committed_time_in_ms": 1,
         "mark_destroyed_time_in_ms": 1,
-    }  # fmt: skip
+    }
 
     object_id: ObjectId
     object_size: Int64 = 0
@@ -530,16 +569,29 @@ class UpdateNextNodeId(S3StreamMetadataRecord, frozen=True, kw_only=True):
 
 
 S3STREAM_RECORDS: tuple[type[Record], ...] = (
-    S3Stream, RemoveS3Stream, Range, RemoveRange, S3StreamObject, RemoveS3StreamObject,
-    S3StreamSetObject, RemoveStreamSetObject, S3Object, RemoveS3Object, AssignedStreamId,
-    AssignedS3ObjectId, NodeWALMetadata, RemoveNodeWALMetadata, S3StreamEndOffsets, KV, RemoveKV,
-    NodeWALUncommittedOffsets, UpdateNextNodeId,
-)  # fmt: skip
+    S3Stream,
+    RemoveS3Stream,
+    Range,
+    RemoveRange,
+    S3StreamObject,
+    RemoveS3StreamObject,
+    S3StreamSetObject,
+    RemoveStreamSetObject,
+    S3Object,
+    RemoveS3Object,
+    AssignedStreamId,
+    AssignedS3ObjectId,
+    NodeWALMetadata,
+    RemoveNodeWALMetadata,
+    S3StreamEndOffsets,
+    KV,
+    RemoveKV,
+    NodeWALUncommittedOffsets,
+    UpdateNextNodeId,
+)
 """Every S3Stream record type, in AutoMQ apiKey order."""
 
-API_KEYS: dict[type[Record], int] = {
-    cls: key for cls, key in zip(S3STREAM_RECORDS, (*range(501, 519), 600))
-}
+API_KEYS: dict[type[Record], int] = {cls: key for cls, key in zip(S3STREAM_RECORDS, (*range(501, 519), 600))}
 """AutoMQ's apiKey of each record type (automq-s3stream.md 1.1)."""
 
 
@@ -624,9 +676,7 @@ def unpack_ranges(data: bytes) -> tuple[StreamRange, ...]:
         body = pa.decompress(body, decompressed_size=length, codec="zstd", asbytes=True)
     if len(body) != length or length % _RANGE.size:
         raise ValueError(f"`ranges`: payload of {len(body)} bytes, expected {length} in 20-byte entries")
-    return tuple(
-        StreamRange(stream_id=s, start_offset=o, end_offset=o + n) for s, o, n in _RANGE.iter_unpack(body)
-    )
+    return tuple(StreamRange(stream_id=s, start_offset=o, end_offset=o + n) for s, o, n in _RANGE.iter_unpack(body))
 
 
 def pack_end_offsets(ends: tuple[StreamEndOffset, ...] | list[StreamEndOffset]) -> bytes:

@@ -40,15 +40,15 @@ from kraftlake.records.observations import (
     UnfenceRequested,
 )
 from kraftlake.statemachine.kraft import invariants as kinv
-from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.directories import RESERVED_IDS
+from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
 from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
 
 from .bookkeeper_audit import BookiesAudit
+from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES
 from .s3stream_audit import StreamsAudit, is_streams_record
 from .transactions import Transactions
-from .invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES
 
 
 @dataclass(frozen=True)
@@ -118,16 +118,23 @@ def k10_live(reg, unfenced_since_registered: bool) -> bool:
 def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
     if dirs < 2 or (unassigned == 0 and counted == 0):
         return None
-    return (f"asked to be unfenced with {unassigned} UNASSIGNED replica(s) and {counted} mismatching by its own count,"
-            f" on {dirs} directories")  # fmt: skip
+    return (
+        f"asked to be unfenced with {unassigned} UNASSIGNED replica(s) and {counted} mismatching by its own count,"
+        f" on {dirs} directories"
+    )
 
 
 def _violation(inv: str, entity: str, w: _Wrong, last: int | None, fixed_by: int | None) -> Violation:
     """The interval ``w`` became: ``last`` None while still open, ``fixed_by`` the fixing record."""
     return Violation(
-        invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=w.first_offset,
-        last_offset=last, message=w.message, evidence=w.evidence + ([] if fixed_by is None else [fixed_by]),
-    )  # fmt: skip
+        invariant=inv,
+        severity=BY_ID[inv].severity,
+        entity=entity,
+        first_offset=w.first_offset,
+        last_offset=last,
+        message=w.message,
+        evidence=w.evidence + ([] if fixed_by is None else [fixed_by]),
+    )
 
 
 class Audit:
@@ -135,7 +142,11 @@ class Audit:
     state before the first record fed; empty by default)."""
 
     def __init__(
-        self, config: AuditConfig | None = None, view: ControllerView | None = None, *, partial: bool = False,
+        self,
+        config: AuditConfig | None = None,
+        view: ControllerView | None = None,
+        *,
+        partial: bool = False,
         streams: StreamsView | None = None,
     ) -> None:
         self.config = config or AuditConfig()
@@ -186,8 +197,15 @@ class Audit:
     def _instant(self, inv: str, entity: str, offset: int, message: str) -> None:
         self.checked[inv] += 1
         self.closed.append(
-            Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=offset,
-                      last_offset=offset, message=message, evidence=[offset])  # fmt: skip
+            Violation(
+                invariant=inv,
+                severity=BY_ID[inv].severity,
+                entity=entity,
+                first_offset=offset,
+                last_offset=offset,
+                message=message,
+                evidence=[offset],
+            )
         )
 
     def _state(
@@ -329,8 +347,13 @@ class Audit:
                     if p is None or r.broker_id not in p.replicas or p.directory(r.broker_id) == directory.id:
                         continue
                     self.reported_dirs.setdefault((tp.topic_id, pid), {})[r.broker_id] = directory.id
-                    self._state("K9", f"replica/{tp.topic_id}/{pid}/{r.broker_id}", offset, ts,
-                                f"broker {r.broker_id} reported it in {directory.id}; recorded in {p.directory(r.broker_id)}")  # fmt: skip
+                    self._state(
+                        "K9",
+                        f"replica/{tp.topic_id}/{pid}/{r.broker_id}",
+                        offset,
+                        ts,
+                        f"broker {r.broker_id} reported it in {directory.id}; recorded in {p.directory(r.broker_id)}",
+                    )
 
     def _recorded_assignments(self, p, offset: int, ts: int | None) -> None:
         pending = self.reported_dirs.get((p.topic_id, p.partition_id))
@@ -392,8 +415,13 @@ class Audit:
         key = (r.broker_id, r.directory)
         if key not in self.failed_unreported:
             self.failed_unreported.add(key)
-            self._state("K12", f"dir/{r.broker_id}/{r.directory}", offset, ts,
-                        f"broker {r.broker_id} saw directory {r.directory} fail and has not reported it in a heartbeat")  # fmt: skip
+            self._state(
+                "K12",
+                f"dir/{r.broker_id}/{r.directory}",
+                offset,
+                ts,
+                f"broker {r.broker_id} saw directory {r.directory} fail and has not reported it in a heartbeat",
+            )
 
     def _dir_reported(self, broker: int, dirs: Iterable[str], offset: int, ts: int | None) -> None:
         for d in dirs:
@@ -406,8 +434,13 @@ class Audit:
         for d in dirs:
             if reg is not None and d in reg.log_dirs and (broker, d) not in self.reported_offline:
                 self.reported_offline[(broker, d)] = offset
-                self._state("K6", f"dir/{broker}/{d}", offset, ts,
-                            f"broker {broker} reported directory {d} offline; the controller has not removed it")  # fmt: skip
+                self._state(
+                    "K6",
+                    f"dir/{broker}/{d}",
+                    offset,
+                    ts,
+                    f"broker {broker} reported directory {d} offline; the controller has not removed it",
+                )
 
     def feed(self, records: Iterable[Record]) -> None:
         view, txns = self.view, self.transactions
@@ -428,8 +461,10 @@ class Audit:
         offset = r.offset
         if offset is None:
             offset = last + 1
-        elif offset != last + 1 and not (last == -1 and self.first_offset is None and offset > 0) and (
-            offset <= last or not self.partial
+        elif (
+            offset != last + 1
+            and not (last == -1 and self.first_offset is None and offset > 0)
+            and (offset <= last or not self.partial)
         ):
             self._instant("L1", "log", offset, f"offset {offset} follows {last}")
             if offset <= last:
@@ -593,15 +628,19 @@ class Audit:
             grace_records=self.config.grace_records,
             grace_ms=self.config.grace_ms,
             invariants=[
-                InvariantResult(id=i.id, severity=i.severity, definition=i.definition, checked=self.checked[i.id],
-                                violations=counts[i.id])  # fmt: skip
+                InvariantResult(
+                    id=i.id,
+                    severity=i.severity,
+                    definition=i.definition,
+                    checked=self.checked[i.id],
+                    violations=counts[i.id],
+                )
                 for i in CATALOGUE
             ],
             violations=violations,
             streams_state_hash=None if self.streams is None else self.streams.state_hash(),
             bookies_state_hash=None if self.bookies is None else self.bookies.state_hash(),
         )
-
 
 
 def audit_log(

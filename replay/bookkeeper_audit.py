@@ -68,15 +68,23 @@ class BookiesAudit:
             ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
             self.audit.checked["B5"] += 1
             if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:  # type: ignore[attr-defined]
-                self._instant("B5", f"ledger/{ledger.ledger_id}", offset,
-                              f"entries up to {r.last_add_confirmed} written after the ledger was"  # type: ignore[attr-defined]
-                              f" {'fenced' if ledger.fenced else 'closed'} at {ledger.last_entry_id}")  # fmt: skip
+                self._instant(
+                    "B5",
+                    f"ledger/{ledger.ledger_id}",
+                    offset,
+                    f"entries up to {r.last_add_confirmed} written after the ledger was"  # type: ignore[attr-defined]
+                    f" {'fenced' if ledger.fenced else 'closed'} at {ledger.last_entry_id}",
+                )
         elif cls is LedgerReplicationLock:
             holder = view.locks.get(r.ledger_id)  # type: ignore[attr-defined]
             self.audit.checked["B6"] += 1
             if holder is not None and holder != r.worker:  # type: ignore[attr-defined]
-                self._instant("B6", f"ledger/{r.ledger_id}", offset,  # type: ignore[attr-defined]
-                              f"worker {r.worker} takes the lock {holder} holds")  # type: ignore[attr-defined]
+                self._instant(
+                    "B6",
+                    f"ledger/{r.ledger_id}",
+                    offset,  # type: ignore[attr-defined]
+                    f"worker {r.worker} takes the lock {holder} holds",
+                )  # type: ignore[attr-defined]
         elif cls is BookieStateChange and r.state is BookieState.DRAINED:  # type: ignore[attr-defined]
             self.audit.checked["B4"] += 1
             bad = binv.drained_problem(view, r.bookie_id)  # type: ignore[attr-defined]
@@ -93,8 +101,12 @@ class BookiesAudit:
             worst = None if ledger is None else binv.min_copies(view, ledger)
             self.audit.checked["B3"] += 1
             if ledger is not None and worst is not None and worst[1] < ledger.ack_quorum:
-                self._instant("B3", f"ledger/{ledger.ledger_id}", offset,
-                              f"marked replicated with entry {worst[0]} on {worst[1]} bookie(s), below A = {ledger.ack_quorum}")  # fmt: skip
+                self._instant(
+                    "B3",
+                    f"ledger/{ledger.ledger_id}",
+                    offset,
+                    f"marked replicated with entry {worst[0]} on {worst[1]} bookie(s), below A = {ledger.ack_quorum}",
+                )
         if cls is BookieAvailability:
             for ledger_id in sorted(view.refs.get(r.bookie_id, ())):  # type: ignore[attr-defined]
                 self._loss(ledger_id, offset, ts)
@@ -107,7 +119,9 @@ class BookiesAudit:
 
     def _loss(self, ledger_id: int, offset: int, ts: int | None) -> None:
         ledger = self.view.ledgers.get(ledger_id)
-        self._state("B8", f"ledger/{ledger_id}", offset, ts, None if ledger is None else binv.data_loss(self.view, ledger))
+        self._state(
+            "B8", f"ledger/{ledger_id}", offset, ts, None if ledger is None else binv.data_loss(self.view, ledger)
+        )
 
     def _early_marks(self, r: LedgerUnderReplicated, offset: int, ts: int | None) -> None:
         """B1, one side: a lost bookie's ledgers are not marked before its audit falls due."""
@@ -119,8 +133,12 @@ class BookiesAudit:
             if bookie is not None and bookie.state == BookieState.DRAINING.value:
                 continue  # a drain marks its bookie's ledgers itself (rule 17), delay or not
             if due is not None and ts is not None and ts < due:
-                self._instant("B1", f"bookie/{b}", offset,
-                              f"ledger {r.ledger_id} marked {due - ts} ms before the recovery delay ends")  # fmt: skip
+                self._instant(
+                    "B1",
+                    f"bookie/{b}",
+                    offset,
+                    f"ledger {r.ledger_id} marked {due - ts} ms before the recovery delay ends",
+                )
 
     def _late(self, offset: int, ts: int | None) -> None:
         """B1, the other side: once an audit fell due, the marks come within the grace."""
@@ -137,8 +155,13 @@ class BookiesAudit:
         for b, due in sorted(self.view.audit_due.items()):
             if ts > due + grace and ("B1", f"bookie/{b}") not in self.audit.wrong:
                 refs = sorted(self.view.refs.get(b, ()))
-                self._state("B1", f"bookie/{b}", offset, ts,
-                            f"lost, its audit fell due at {due}; {len(refs)} ledger(s) naming it are not all marked")  # fmt: skip
+                self._state(
+                    "B1",
+                    f"bookie/{b}",
+                    offset,
+                    ts,
+                    f"lost, its audit fell due at {due}; {len(refs)} ledger(s) naming it are not all marked",
+                )
 
     def _placement_of_change(self, r: LedgerEnsembleChange, offset: int) -> None:
         ledger = self.view.ledgers.get(r.ledger_id)
@@ -169,8 +192,15 @@ class BookiesAudit:
         from .audit import Violation
         from .invariants import BY_ID
 
-        return Violation(invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=first,
-                         last_offset=last, message=message, evidence=[first, last])  # fmt: skip
+        return Violation(
+            invariant=inv,
+            severity=BY_ID[inv].severity,
+            entity=entity,
+            first_offset=first,
+            last_offset=last,
+            message=message,
+            evidence=[first, last],
+        )
 
     def state_hash(self) -> str:
         return self.view.state_hash()

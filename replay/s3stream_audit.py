@@ -280,8 +280,11 @@ class StreamsAudit:
             self._object_refs(r.object_id, offset, ts)
             self._state("S11", f"object/{r.object_id}", offset, ts, None)
         elif cls is AssignedStreamId or cls is AssignedS3ObjectId:
-            kind, new, old = (("stream", r.assigned_stream_id + 1, view.next_stream_id) if cls is AssignedStreamId
-                              else ("object", r.assigned_s3_object_id + 1, view.next_object_id))  # fmt: skip
+            kind, new, old = (
+                ("stream", r.assigned_stream_id + 1, view.next_stream_id)
+                if cls is AssignedStreamId
+                else ("object", r.assigned_s3_object_id + 1, view.next_object_id)
+            )
             if new < old:
                 self._instant("S8", "ids", offset, f"the {kind} id high-water mark moves back from {old} to {new}")
             apply(view, r)
@@ -290,8 +293,12 @@ class StreamsAudit:
                 s = view.streams.get(e.stream_id)
                 # A commit wholly below the start (trimmed away) states an end there: AutoMQ's own.
                 if s is not None and s.start_offset < e.end_offset < s.end_offset:
-                    self._instant("S4", f"stream/{e.stream_id}", offset,
-                                  f"end offset {e.end_offset} is below the logical end {s.end_offset}")  # fmt: skip
+                    self._instant(
+                        "S4",
+                        f"stream/{e.stream_id}",
+                        offset,
+                        f"end offset {e.end_offset} is below the logical end {s.end_offset}",
+                    )
                 self.audit.checked["S4"] += 1
             apply(view, r)
             for sid in sorted({e.stream_id for e in r.end_offsets}):
@@ -302,8 +309,12 @@ class StreamsAudit:
         elif cls is NodeWALUncommittedOffsets:
             for e in r.entries:
                 if e.start_offset > e.end_offset:
-                    self._instant("S9", f"duty/{r.node_id}/{e.stream_id}", offset,
-                                  f"entry [{e.start_offset}, {e.end_offset}) has its start above its end (ignored)")  # fmt: skip
+                    self._instant(
+                        "S9",
+                        f"duty/{r.node_id}/{e.stream_id}",
+                        offset,
+                        f"entry [{e.start_offset}, {e.end_offset}) has its start above its end (ignored)",
+                    )
             apply(view, r)
             streams = sorted({e.stream_id for e in r.entries})
             self._duties(r.node_id, offset, ts, streams)
@@ -358,8 +369,9 @@ class StreamsAudit:
                     continue
                 bad = sinv.advances_end(s, (view, r.node_id), start, end)
                 if bad:
-                    self._instant("S12", f"stream/{sid}", offset,
-                                  f"stream-set object {r.object_id} of node {r.node_id}: {bad}")  # fmt: skip
+                    self._instant(
+                        "S12", f"stream/{sid}", offset, f"stream-set object {r.object_id} of node {r.node_id}: {bad}"
+                    )
         replaced = node is not None and r.object_id in node.stream_set_objects
         apply(view, r)
         if node is None:
@@ -382,8 +394,12 @@ class StreamsAudit:
             if before is None and r.object_id in self.seen_objects:
                 self._instant("S8", f"object/{r.object_id}", offset, f"object id {r.object_id} is prepared again")
             elif before is not None and before.state != ObjectState.PREPARED:
-                self._instant("S8", f"object/{r.object_id}", offset,
-                              f"object {r.object_id} goes back to PREPARED from {ObjectState(before.state).name}")  # fmt: skip
+                self._instant(
+                    "S8",
+                    f"object/{r.object_id}",
+                    offset,
+                    f"object {r.object_id} goes back to PREPARED from {ObjectState(before.state).name}",
+                )
             heapq.heappush(self.deadlines, (r.timestamp, r.object_id))
         self.seen_objects.add(r.object_id)
         apply(view, r)
@@ -401,16 +417,25 @@ class StreamsAudit:
             o = self.view.objects.get(object_id)
             self.audit.checked["S11"] += 1
             if o is not None and o.state == ObjectState.PREPARED and o.timestamp == deadline:
-                self._state("S11", f"object/{object_id}", offset, ts,
-                            f"PREPARED past its deadline {deadline} by more than {self.audit.config.prepared_check_ms} ms")  # fmt: skip
+                self._state(
+                    "S11",
+                    f"object/{object_id}",
+                    offset,
+                    ts,
+                    f"PREPARED past its deadline {deadline} by more than {self.audit.config.prepared_check_ms} ms",
+                )
 
     def state_hash(self) -> str:
         return self.view.state_hash()
 
 
 def is_streams_record(r: Record) -> bool:
-    return r.FAMILY == "s3stream" or type(r) is ObjectWritten or (
-        type(r) is FeatureLevel and r.name == "automq.version"  # type: ignore[attr-defined]
+    return (
+        r.FAMILY == "s3stream"
+        or type(r) is ObjectWritten
+        or (
+            type(r) is FeatureLevel and r.name == "automq.version"  # type: ignore[attr-defined]
+        )
     )
 
 

@@ -119,11 +119,17 @@ class SnapshotStore:
         image = view.image()
         blob = msgspec.msgpack.encode(image)
         row = {
-            "offset": view.offset, "kind": STREAMS_KIND, "format": STREAMS_FORMAT, "state_hash": image.state_hash,
-            "blob_sha256": hashlib.sha256(blob).hexdigest(), "brokers": len(image.nodes),
-            "partitions": len(image.streams), "bytes": len(blob), "created_ms": time.time_ns() // 1_000_000,
+            "offset": view.offset,
+            "kind": STREAMS_KIND,
+            "format": STREAMS_FORMAT,
+            "state_hash": image.state_hash,
+            "blob_sha256": hashlib.sha256(blob).hexdigest(),
+            "brokers": len(image.nodes),
+            "partitions": len(image.streams),
+            "bytes": len(blob),
+            "created_ms": time.time_ns() // 1_000_000,
             "image": blob,
-        }  # fmt: skip
+        }
         write_deltalake(self.path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append", schema_mode=None)
         log.info("snapshot.streams_written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
         return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")})

@@ -132,9 +132,7 @@ def has_streams(log_: Log, *, to_offset: int) -> bool:
     return False
 
 
-def take_snapshots(
-    log_: Log, *, every: int, progress: Progress | None = None
-) -> list[SnapshotInfo]:
+def take_snapshots(log_: Log, *, every: int, progress: Progress | None = None) -> list[SnapshotInfo]:
     """Store a snapshot at every multiple of ``every`` records (at the first offset at or after
     it outside a metadata transaction), continuing from the newest existing snapshot."""
     if every < 1:
@@ -145,7 +143,11 @@ def take_snapshots(
     # The S3Stream view is snapshotted at the same offsets, once the log has S3Stream records.
     streams = store.nearest_streams(view.offset) if view.offset >= 0 else None
     if streams is None or streams.offset != view.offset:
-        streams = streams_at(log_, offset=view.offset) if view.offset >= 0 and has_streams(log_, to_offset=view.offset) else StreamsView()
+        streams = (
+            streams_at(log_, offset=view.offset)
+            if view.offset >= 0 and has_streams(log_, to_offset=view.offset)
+            else StreamsView()
+        )
         streams.offset = max(streams.offset, view.offset)
     written = []
     next_cut = (view.offset // every + 1) * every

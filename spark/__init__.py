@@ -6,4 +6,12 @@ from .read import has_delta_connector, read_log, spark_schema
 from .replay import broker_states, partition_states, state_at
 from .session import session
 
-__all__ = ["broker_states", "has_delta_connector", "partition_states", "read_log", "session", "spark_schema", "state_at"]
+__all__ = [
+    "broker_states",
+    "has_delta_connector",
+    "partition_states",
+    "read_log",
+    "session",
+    "spark_schema",
+    "state_at",
+]

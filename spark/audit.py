@@ -76,26 +76,38 @@ def islands(states):
     gap = ~F.lag("end").over(w).eqNullSafe(F.col("offset"))
     s = s.withColumn("flip", ((F.col("wrong") != F.lag("wrong", 1, False).over(w)) | gap).cast("int"))
     s = s.withColumn("island", F.sum("flip").over(w.rowsBetween(Window.unboundedPreceding, 0)))
-    runs = s.where("wrong").groupBy(PK, "island").agg(
-        F.min(F.struct("offset", "message")).alias("first"), F.max(F.struct("offset", "end")).alias("last")
+    runs = (
+        s.where("wrong")
+        .groupBy(PK, "island")
+        .agg(F.min(F.struct("offset", "message")).alias("first"), F.max(F.struct("offset", "end")).alias("last"))
     )
-    return runs.select(PK, F.col("first.offset").alias("first_offset"), F.col("first.message").alias("message"),
-                       F.col("last.end").alias("fixed_by"))  # fmt: skip
+    return runs.select(
+        PK,
+        F.col("first.offset").alias("first_offset"),
+        F.col("first.message").alias("message"),
+        F.col("last.end").alias("fixed_by"),
+    )
 
 
 def _dir_of(b):
     """The directory of replica ``b`` in a partition state (null when ``b`` is not a replica)."""
     from pyspark.sql import functions as F
 
-    return F.when(F.array_contains("replicas", b), F.try_element_at("dirs", F.array_position("replicas", b).cast("int")))
+    return F.when(
+        F.array_contains("replicas", b), F.try_element_at("dirs", F.array_position("replicas", b).cast("int"))
+    )
 
 
 def _violation(inv: str, entity: str, first: int, message: str, fixed_by: int | None) -> Violation:
     return Violation(
-        invariant=inv, severity=BY_ID[inv].severity, entity=entity, first_offset=first,
-        last_offset=None if fixed_by is None else fixed_by - 1, message=message,
+        invariant=inv,
+        severity=BY_ID[inv].severity,
+        entity=entity,
+        first_offset=first,
+        last_offset=None if fixed_by is None else fixed_by - 1,
+        message=message,
         evidence=[first] if fixed_by is None else [first, fixed_by],
-    )  # fmt: skip
+    )
 
 
 def _instants(df) -> list[Violation]:
@@ -107,8 +119,13 @@ def _partition_instants(df, lives) -> list[Violation]:
     out = []
     for r in df.collect():
         d = r.asDict()
-        out.append(Violation(**{k: v for k, v in d.items() if k not in (PK, "evidence")},
-                             entity=partition_entity(lives, d[PK]), evidence=list(d["evidence"])))  # fmt: skip
+        out.append(
+            Violation(
+                **{k: v for k, v in d.items() if k not in (PK, "evidence")},
+                entity=partition_entity(lives, d[PK]),
+                evidence=list(d["evidence"]),
+            )
+        )
     return out
 
 
@@ -124,10 +141,16 @@ def k1_message(isr, replicas, leader):
     outside = F.filter(isr, lambda b: ~F.array_contains(replicas, b))
     return (
         F.when(F.size(isr) == 0, F.lit("the ISR is empty"))
-        .when(F.size(F.array_except(isr, replicas)) > 0, F.concat(F.lit("ISR "), _list(isr), F.lit(" lists "), _list(outside),
-                                            F.lit(", not replicas "), _list(replicas)))  # fmt: skip
-        .when((leader != -1) & ~F.array_contains(isr, leader),
-              F.concat(F.lit("leader "), leader.cast("string"), F.lit(" is not in the ISR "), _list(isr)))  # fmt: skip
+        .when(
+            F.size(F.array_except(isr, replicas)) > 0,
+            F.concat(
+                F.lit("ISR "), _list(isr), F.lit(" lists "), _list(outside), F.lit(", not replicas "), _list(replicas)
+            ),
+        )
+        .when(
+            (leader != -1) & ~F.array_contains(isr, leader),
+            F.concat(F.lit("leader "), leader.cast("string"), F.lit(" is not in the ISR "), _list(isr)),
+        )
     )
 
 
@@ -136,8 +159,10 @@ def k1_violations(timeline, lives) -> list[Violation]:
 
     # Only the wrong states: islands reads the gaps between them as right.
     states = timeline.where(F.col("k1").isNotNull()).select(PK, "offset", "end", F.col("k1").alias("message"))
-    return [_violation("K1", partition_entity(lives, r[PK]), r["first_offset"], r["message"], r["fixed_by"])
-            for r in islands(states).collect()]  # fmt: skip
+    return [
+        _violation("K1", partition_entity(lives, r[PK]), r["first_offset"], r["message"], r["fixed_by"])
+        for r in islands(states).collect()
+    ]
 
 
 def _metadata_version(levels: list[tuple[int, int]]):
@@ -166,18 +191,45 @@ def k3_message(levels: list[tuple[int, int]]):
     shrunk = F.filter("old_isr", lambda b: ~F.array_contains(F.col("isr"), b))
     change = ~F.col("is_record")
     same_le = F.col("leader_epoch") == F.col("old_leader_epoch")
-    return F.when(F.col("old_replicas").isNotNull(), (
-        F.when(change & same_le & (F.size(F.array_except("old_replicas", "replicas")) > 0),
-               F.concat(F.lit("replicas "), _list(lost), F.lit(" left without a leader-epoch bump")))
-        .when(change & same_le & (mv < MV_3_6_IV0) & (F.size(F.array_except("old_isr", "isr")) > 0),
-              F.concat(F.lit("ISR lost "), _list(shrunk), F.lit(" without a leader-epoch bump (metadata.version < 3.6-IV0)")))
-        .when(~change & (F.col("partition_epoch") <= F.col("old_partition_epoch")),
-              F.concat(F.lit("partition epoch "), F.col("partition_epoch").cast("string"), F.lit(" does not move past "),
-                       F.col("old_partition_epoch").cast("string")))
-        .when(~change & (F.col("leader") != F.col("old_leader")) & (F.col("leader_epoch") <= F.col("old_leader_epoch")),
-              F.concat(F.lit("leader "), F.col("old_leader").cast("string"), F.lit(" -> "), F.col("leader").cast("string"),
-                       F.lit(" keeps leader epoch "), F.col("leader_epoch").cast("string")))
-    ))  # fmt: skip
+    return F.when(
+        F.col("old_replicas").isNotNull(),
+        (
+            F.when(
+                change & same_le & (F.size(F.array_except("old_replicas", "replicas")) > 0),
+                F.concat(F.lit("replicas "), _list(lost), F.lit(" left without a leader-epoch bump")),
+            )
+            .when(
+                change & same_le & (mv < MV_3_6_IV0) & (F.size(F.array_except("old_isr", "isr")) > 0),
+                F.concat(
+                    F.lit("ISR lost "),
+                    _list(shrunk),
+                    F.lit(" without a leader-epoch bump (metadata.version < 3.6-IV0)"),
+                ),
+            )
+            .when(
+                ~change & (F.col("partition_epoch") <= F.col("old_partition_epoch")),
+                F.concat(
+                    F.lit("partition epoch "),
+                    F.col("partition_epoch").cast("string"),
+                    F.lit(" does not move past "),
+                    F.col("old_partition_epoch").cast("string"),
+                ),
+            )
+            .when(
+                ~change
+                & (F.col("leader") != F.col("old_leader"))
+                & (F.col("leader_epoch") <= F.col("old_leader_epoch")),
+                F.concat(
+                    F.lit("leader "),
+                    F.col("old_leader").cast("string"),
+                    F.lit(" -> "),
+                    F.col("leader").cast("string"),
+                    F.lit(" keeps leader epoch "),
+                    F.col("leader_epoch").cast("string"),
+                ),
+            )
+        ),
+    )
 
 
 def k3_violations(timeline):
@@ -185,10 +237,14 @@ def k3_violations(timeline):
     from pyspark.sql import functions as F
 
     return timeline.where(F.col("k3").isNotNull()).select(
-        F.lit("K3").alias("invariant"), F.lit("error").alias("severity"), PK,
-        F.col("offset").alias("first_offset"), F.col("offset").alias("last_offset"), F.col("k3").alias("message"),
+        F.lit("K3").alias("invariant"),
+        F.lit("error").alias("severity"),
+        PK,
+        F.col("offset").alias("first_offset"),
+        F.col("offset").alias("last_offset"),
+        F.col("k3").alias("message"),
         F.array("offset").alias("evidence"),
-    )  # fmt: skip
+    )
 
 
 def _unassigned(replicas, dirs):
@@ -210,19 +266,33 @@ def state_facts(levels: list[tuple[int, int]]):
 
     def keep(t):
         moved = ~F.col("replicas").eqNullSafe(F.col("old_replicas")) | ~F.col("dirs").eqNullSafe(F.col("old_dirs"))
-        touched = F.array_contains("dirs", UNASSIGNED) | F.array_contains(F.coalesce("old_dirs", F.array().cast("array<string>")), UNASSIGNED)
+        touched = F.array_contains("dirs", UNASSIGNED) | F.array_contains(
+            F.coalesce("old_dirs", F.array().cast("array<string>")), UNASSIGNED
+        )
         final = F.col("end").isNull()
         return [
-            PK, "offset", "end", "removed", "leader", "isr", "replicas", "dirs",
+            PK,
+            "offset",
+            "end",
+            "removed",
+            "leader",
+            "isr",
+            "replicas",
+            "dirs",
             k1_message(F.col("isr"), F.col("replicas"), F.col("leader")).alias("k1"),
             k3_message(levels).alias("k3"),
             moved.alias("moved"),
-            F.when(moved, F.array_except(F.coalesce("old_replicas", F.array().cast("array<int>")), "replicas")).alias("left"),
+            F.when(moved, F.array_except(F.coalesce("old_replicas", F.array().cast("array<int>")), "replicas")).alias(
+                "left"
+            ),
             F.when(touched, _unassigned(F.col("replicas"), F.col("dirs"))).alias("u"),
-            F.when(touched, F.coalesce(_unassigned(F.col("old_replicas"), F.col("old_dirs")), F.array().cast("array<int>"))).alias("old_u"),
+            F.when(
+                touched, F.coalesce(_unassigned(F.col("old_replicas"), F.col("old_dirs")), F.array().cast("array<int>"))
+            ).alias("old_u"),
             F.col("old_replicas").isNotNull().alias("changed"),
-            *[F.when(final, F.col(c)).alias(c) for c in ("leader_epoch", "partition_epoch")], *[s for s, _ in OTHER_FIELDS],
-        ]  # fmt: skip
+            *[F.when(final, F.col(c)).alias(c) for c in ("leader_epoch", "partition_epoch")],
+            *[s for s, _ in OTHER_FIELDS],
+        ]
 
     return keep
 
@@ -273,13 +343,26 @@ def _members(timeline):
     none = F.array().cast("array<int>")
     has_leader = (F.col("leader") != -1).cast("int")
     isr = F.when(~((F.size("isr") == 1) & (F.col("leader") == -1)), F.col("isr")).otherwise(none)
-    m = timeline.select(PK, "offset", "end", "replicas", "dirs", has_leader.alias("n_leader"),
-                        F.posexplode(F.concat(F.when(has_leader == 1, F.array("leader")).otherwise(none), isr)).alias("i", "broker"))
+    m = timeline.select(
+        PK,
+        "offset",
+        "end",
+        "replicas",
+        "dirs",
+        has_leader.alias("n_leader"),
+        F.posexplode(F.concat(F.when(has_leader == 1, F.array("leader")).otherwise(none), isr)).alias("i", "broker"),
+    )
     leads = F.col("i") < F.col("n_leader")
-    m = m.select(PK, "offset", "end", F.when(leads, F.lit("L")).otherwise(F.lit("I")).alias("role"),
-                 F.when(leads, F.lit(0)).otherwise(F.col("i") - F.col("n_leader")).alias("pos"), "broker",
-                 _dir_of(F.col("broker")).alias("dir"))
-    return m.where((F.col("role") == "L") | F.col("dir").isNotNull())  # fmt: skip
+    m = m.select(
+        PK,
+        "offset",
+        "end",
+        F.when(leads, F.lit("L")).otherwise(F.lit("I")).alias("role"),
+        F.when(leads, F.lit(0)).otherwise(F.col("i") - F.col("n_leader")).alias("pos"),
+        "broker",
+        _dir_of(F.col("broker")).alias("dir"),
+    )
+    return m.where((F.col("role") == "L") | F.col("dir").isNotNull())
 
 
 def offset_bucket(last: int) -> int:
@@ -318,14 +401,21 @@ def _bad_overlaps(members, bad, known: list[int], width: int, last: int):
 
     end = F.coalesce(F.col("end") - 1, F.lit(last))
     probes = F.when(F.col("role") == "I", F.array("dir")).when(F.col("dir").isNull(), F.array(F.lit(ANY_DIR)))
-    rows = members.select("*", F.explode(_buckets(F.col("offset"), end, width)).alias("bucket"),
-                          F.explode(F.coalesce(probes, F.array("dir", F.lit(ANY_DIR)))).alias("probe"))  # fmt: skip
+    rows = members.select(
+        "*",
+        F.explode(_buckets(F.col("offset"), end, width)).alias("bucket"),
+        F.explode(F.coalesce(probes, F.array("dir", F.lit(ANY_DIR)))).alias("probe"),
+    )
     stop = F.coalesce(F.col("stop") - 1, F.lit(last))
     bad = bad.select("*", F.explode(_buckets(F.col("start"), stop, width)).alias("bad_bucket"))
     s = F.greatest(rows["offset"], bad["start"])
-    cond = [rows["broker"] == bad["bad_broker"], rows["probe"] == bad["bad_dir"], rows["bucket"] == bad["bad_bucket"],
-            (rows["end"].isNull() | (bad["start"] < rows["end"])) & (bad["stop"].isNull() | (bad["stop"] > rows["offset"])),
-            F.floor(s / width).cast("long") == rows["bucket"]]  # fmt: skip
+    cond = [
+        rows["broker"] == bad["bad_broker"],
+        rows["probe"] == bad["bad_dir"],
+        rows["bucket"] == bad["bad_bucket"],
+        (rows["end"].isNull() | (bad["start"] < rows["end"])) & (bad["stop"].isNull() | (bad["stop"] > rows["offset"])),
+        F.floor(s / width).cast("long") == rows["bucket"],
+    ]
     j = rows.join(F.broadcast(bad), cond, "left")
     matched = bad["start"].isNotNull()
     first_bucket = F.floor(F.greatest(rows["offset"], F.lit(0)) / width).cast("long")
@@ -333,14 +423,16 @@ def _bad_overlaps(members, bad, known: list[int], width: int, last: int):
     if known:
         unknown = unknown & ~rows["broker"].isin(known)
     return j.where(matched | unknown).select(
-        *[rows[c] for c in members.columns], F.coalesce(bad["reason"], F.lit("unregistered")).alias("reason"),
+        *[rows[c] for c in members.columns],
+        F.coalesce(bad["reason"], F.lit("unregistered")).alias("reason"),
         F.when(matched, s).otherwise(rows["offset"]).alias("s"),
         F.when(matched, F.least(rows["end"], bad["stop"])).otherwise(rows["end"]).alias("e"),
-    )  # fmt: skip
+    )
 
 
-def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: int,
-                     removals: list[tuple[int, int, str]]) -> tuple[list[dict], list[Violation]]:  # fmt: skip
+def k4_k5_violations(
+    spark, timeline, broker_bad, dir_bad, known, lives, last: int, removals: list[tuple[int, int, str]]
+) -> tuple[list[dict], list[Violation]]:
     """K4 and K5 as candidate intervals (before the grace): wrong states of each partition at
     its own records and wherever a leader's or ISR member's broker or directory went bad or
     good in between; and K7's violations at the directory ``removals`` (``k7_violations``),
@@ -348,9 +440,11 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: i
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    bad = spark.createDataFrame([(b, ANY_DIR, start, stop, reason) for b, start, stop, reason in broker_bad]
-                                + [(b, d, start, stop, "offline") for b, d, start, stop in dir_bad],
-                                "bad_broker int, bad_dir string, start long, stop long, reason string")  # fmt: skip
+    bad = spark.createDataFrame(
+        [(b, ANY_DIR, start, stop, reason) for b, start, stop, reason in broker_bad]
+        + [(b, d, start, stop, "offline") for b, d, start, stop in dir_bad],
+        "bad_broker int, bad_dir string, start long, stop long, reason string",
+    )
     j = _bad_overlaps(_members(timeline), bad, known, offset_bucket(last), last).cache()
     # Where the answer can change: the start of each state with a bad overlap, and the overlaps'
     # edges inside it. Other states are right for K4/K5 and left out (islands reads the gap they
@@ -358,38 +452,68 @@ def k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last: i
     # matched with its own state's overlaps only (joined by partition and state: by partition
     # alone, the pairs grew with the square of a partition's states).
     rows = j.select(PK, F.col("offset").alias("t"), F.col("offset").alias("state"), F.col("end").alias("row_end"))
-    edges = j.select(PK, F.col("s").alias("t"), F.col("offset").alias("state"), F.col("end").alias("row_end")).unionByName(
-        j.where(F.col("e").isNotNull() & (F.col("end").isNull() | (F.col("e") < F.col("end"))))
-        .select(PK, F.col("e").alias("t"), F.col("offset").alias("state"), F.col("end").alias("row_end")))
+    edges = j.select(
+        PK, F.col("s").alias("t"), F.col("offset").alias("state"), F.col("end").alias("row_end")
+    ).unionByName(
+        j.where(F.col("e").isNotNull() & (F.col("end").isNull() | (F.col("e") < F.col("end")))).select(
+            PK, F.col("e").alias("t"), F.col("offset").alias("state"), F.col("end").alias("row_end")
+        )
+    )
     points = rows.unionByName(edges).dropDuplicates([PK, "t"])
     overlaps = j.select(PK, F.col("offset").alias("state"), "s", "e", "role", "pos", "broker", "dir", "reason")
     cover = points.join(
         overlaps,
-        [points[PK] == overlaps[PK], points["state"] == overlaps["state"], overlaps["s"] <= points["t"],
-         overlaps["e"].isNull() | (points["t"] < overlaps["e"])],
+        [
+            points[PK] == overlaps[PK],
+            points["state"] == overlaps["state"],
+            overlaps["s"] <= points["t"],
+            overlaps["e"].isNull() | (points["t"] < overlaps["e"]),
+        ],
         "left",
-    ).select(points[PK], "t", "row_end", "role", "pos", "broker", "dir", "reason")  # fmt: skip
+    ).select(points[PK], "t", "row_end", "role", "pos", "broker", "dir", "reason")
     rank = F.when(F.col("reason") == "unregistered", 0).when(F.col("reason") == "fenced", 1).otherwise(2)
     agg = cover.groupBy(PK, "t", "row_end").agg(
         F.min(F.when(F.col("role") == "L", F.struct(rank.alias("rank"), "broker", "dir"))).alias("k4"),
         F.array_sort(F.collect_list(F.when(F.col("role") == "I", F.struct("pos", "broker", "dir")))).alias("k5"),
     )
     b4 = F.col("k4.broker").cast("string")
-    k4 = (F.when(F.col("k4.rank") == 0, F.concat(F.lit("leader "), b4, F.lit(" is not registered")))
-          .when(F.col("k4.rank") == 1, F.concat(F.lit("leader "), b4, F.lit(" is fenced")))
-          .when(F.col("k4.rank") == 2, F.concat(F.lit("leader "), b4, F.lit(" is on directory "), F.col("k4.dir"), F.lit(", which is offline"))))
-    k5 = F.when(F.size("k5") > 0, F.concat(F.lit("ISR members on offline directories: "), F.array_join(
-        F.transform("k5", lambda m: F.concat(m["broker"].cast("string"), F.lit(" on "), m["dir"])), ", ")))
+    k4 = (
+        F.when(F.col("k4.rank") == 0, F.concat(F.lit("leader "), b4, F.lit(" is not registered")))
+        .when(F.col("k4.rank") == 1, F.concat(F.lit("leader "), b4, F.lit(" is fenced")))
+        .when(
+            F.col("k4.rank") == 2,
+            F.concat(F.lit("leader "), b4, F.lit(" is on directory "), F.col("k4.dir"), F.lit(", which is offline")),
+        )
+    )
+    k5 = F.when(
+        F.size("k5") > 0,
+        F.concat(
+            F.lit("ISR members on offline directories: "),
+            F.array_join(
+                F.transform("k5", lambda m: F.concat(m["broker"].cast("string"), F.lit(" on "), m["dir"])), ", "
+            ),
+        ),
+    )
     w = Window.partitionBy(PK).orderBy("t")
     states = agg.select(
-        PK, F.col("t").alias("offset"),
-        F.least(F.lead("t").over(w), F.col("row_end")).alias("end"), k4.alias("k4"), k5.alias("k5"),
-    ).cache()  # fmt: skip
+        PK,
+        F.col("t").alias("offset"),
+        F.least(F.lead("t").over(w), F.col("row_end")).alias("end"),
+        k4.alias("k4"),
+        k5.alias("k5"),
+    ).cache()
     out = []
     for inv in ("K4", "K5"):
         for r in islands(states.select(PK, "offset", "end", F.col(inv.lower()).alias("message"))).collect():
-            out.append({"invariant": inv, "entity": partition_entity(lives, r[PK]), "first_offset": r["first_offset"],
-                        "message": r["message"], "fixed_by": r["fixed_by"]})  # fmt: skip
+            out.append(
+                {
+                    "invariant": inv,
+                    "entity": partition_entity(lives, r[PK]),
+                    "first_offset": r["first_offset"],
+                    "message": r["message"],
+                    "fixed_by": r["fixed_by"],
+                }
+            )
     states.unpersist()
     k7 = k7_violations(spark, j.where(F.col("reason") == "offline"), removals, lives)
     j.unpersist()
@@ -408,17 +532,32 @@ def k7_violations(spark, offline, removals: list[tuple[int, int, str]], lives) -
 
     if not removals:
         return []
-    members = offline.select(PK, "offset", "end", "broker", "dir", F.when(F.col("role") == "L", 0).otherwise(1).alias("role"))
+    members = offline.select(
+        PK, "offset", "end", "broker", "dir", F.when(F.col("role") == "L", 0).otherwise(1).alias("role")
+    )
     gone = spark.createDataFrame(removals, "at long, bad_broker int, bad_dir string")
-    j = members.join(F.broadcast(gone), (members["broker"] == gone["bad_broker"]) & (members["dir"] == gone["bad_dir"])
-                     & (members["offset"] < gone["at"]) & (members["end"].isNull() | (gone["at"] < members["end"])))
+    j = members.join(
+        F.broadcast(gone),
+        (members["broker"] == gone["bad_broker"])
+        & (members["dir"] == gone["bad_dir"])
+        & (members["offset"] < gone["at"])
+        & (members["end"].isNull() | (gone["at"] < members["end"])),
+    )
     hits = j.groupBy(PK, "at", "broker", "dir").agg(F.min("role").alias("role"))
     out = []
     for r in hits.collect():
         what = "still leads it" if r["role"] == 0 else "is still in its ISR"
-        out.append(Violation(invariant="K7", severity=BY_ID["K7"].severity, entity=partition_entity(lives, r[PK]), first_offset=r["at"],
-                             last_offset=r["at"], message=f"broker {r['broker']} {what} on removed directory {r['dir']}",
-                             evidence=[r["at"]]))  # fmt: skip
+        out.append(
+            Violation(
+                invariant="K7",
+                severity=BY_ID["K7"].severity,
+                entity=partition_entity(lives, r[PK]),
+                first_offset=r["at"],
+                last_offset=r["at"],
+                message=f"broker {r['broker']} {what} on removed directory {r['dir']}",
+                evidence=[r["at"]],
+            )
+        )
     return out
 
 
@@ -438,11 +577,13 @@ def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> 
     gained = t.select("offset", F.explode(F.array_except("u", "old_u")).alias("broker"), F.lit(1).alias("step"))
     lost = t.select("offset", F.explode(F.array_except("old_u", "u")).alias("broker"), F.lit(-1).alias("step"))
     removed = t.where(F.col("removed").isNotNull() & (F.col("end") == F.col("removed"))).select(
-        F.col("removed").alias("offset"), F.explode("u").alias("broker"), F.lit(-1).alias("step"))
+        F.col("removed").alias("offset"), F.explode("u").alias("broker"), F.lit(-1).alias("step")
+    )
     steps = gained.unionByName(lost).unionByName(removed).groupBy("broker", "offset").agg(F.sum("step").alias("step"))
     events = spark.createDataFrame(broker_events or [(-1, -1)], "offset long, broker int")
-    steps = steps.withColumn("event", F.lit(False)).unionByName(events.select("broker", "offset", F.lit(0).cast("long").alias("step"),
-                                                                             F.lit(True).alias("event")))  # fmt: skip
+    steps = steps.withColumn("event", F.lit(False)).unionByName(
+        events.select("broker", "offset", F.lit(0).cast("long").alias("step"), F.lit(True).alias("event"))
+    )
     w = Window.partitionBy("broker").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
     counts = steps.withColumn("after", F.sum("step").over(w))
     wanted = counts.where(F.col("event") | ((F.col("after") == 0) != (F.col("after") - F.col("step") == 0)))
@@ -472,18 +613,25 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
         r = s.registration if s is not None else None
         multi = r is not None and len(r.log_dirs) >= 2 and n > 0
         bad = {
-            "K8": f"unfenced with {n} UNASSIGNED replica(s) on {len(r.log_dirs)} directories" if multi and not r.fenced else None,
+            "K8": f"unfenced with {n} UNASSIGNED replica(s) on {len(r.log_dirs)} directories"
+            if multi and not r.fenced
+            else None,
             "K10": f"{n} replica(s) UNASSIGNED on a live broker with {len(r.log_dirs)} directories"
-            if multi and k10_live(r, s.unfenced_since_registered) else None,
-        }  # fmt: skip
+            if multi and k10_live(r, s.unfenced_since_registered)
+            else None,
+        }
         for inv, message in bad.items():
             if message is not None and (inv, b) not in open_:
                 open_[(inv, b)] = (offset, message)
             elif message is None and (inv, b) in open_:
                 first, m = open_.pop((inv, b))
-                out.append({"invariant": inv, "entity": f"broker/{b}", "first_offset": first, "message": m, "fixed_by": offset})
-    out += [{"invariant": inv, "entity": f"broker/{b}", "first_offset": f, "message": m, "fixed_by": None}
-            for (inv, b), (f, m) in open_.items()]  # fmt: skip
+                out.append(
+                    {"invariant": inv, "entity": f"broker/{b}", "first_offset": first, "message": m, "fixed_by": offset}
+                )
+    out += [
+        {"invariant": inv, "entity": f"broker/{b}", "first_offset": f, "message": m, "fixed_by": None}
+        for (inv, b), (f, m) in open_.items()
+    ]
     return out
 
 
@@ -512,8 +660,17 @@ def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> l
         dirs = len(reg.log_dirs) if reg is not None else 0
         message = k11_message(dirs, ns[i - 1] if i else 0, counted)
         if message is not None:
-            out.append(Violation(invariant="K11", severity=BY_ID["K11"].severity, entity=f"broker/{b}", first_offset=offset,
-                                 last_offset=offset, message=message, evidence=[offset]))  # fmt: skip
+            out.append(
+                Violation(
+                    invariant="K11",
+                    severity=BY_ID["K11"].severity,
+                    entity=f"broker/{b}",
+                    first_offset=offset,
+                    last_offset=offset,
+                    message=message,
+                    evidence=[offset],
+                )
+            )
     return out
 
 
@@ -531,22 +688,46 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
     if not plane.accepted_assignments:
         return None
     accepted = spark.createDataFrame([(o,) for o in plane.accepted_assignments], "offset long")
-    req = df.where(F.col("type") == "AssignReplicasToDirsRequest").join(F.broadcast(accepted), "offset").select(
-        F.col("offset").alias("at"), F.col("assign_replicas_to_dirs_request.broker_id").alias("broker"),
-        F.posexplode("assign_replicas_to_dirs_request.directories").alias("dpos", "d"))
-    req = req.select("at", "broker", "dpos", F.col("d.id").alias("reported"), F.posexplode("d.topics").alias("tpos", "tp"))
+    req = (
+        df.where(F.col("type") == "AssignReplicasToDirsRequest")
+        .join(F.broadcast(accepted), "offset")
+        .select(
+            F.col("offset").alias("at"),
+            F.col("assign_replicas_to_dirs_request.broker_id").alias("broker"),
+            F.posexplode("assign_replicas_to_dirs_request.directories").alias("dpos", "d"),
+        )
+    )
+    req = req.select(
+        "at", "broker", "dpos", F.col("d.id").alias("reported"), F.posexplode("d.topics").alias("tpos", "tp")
+    )
     asks = req.select(
-        "at", "broker", "reported", "tp.topic_id", F.concat(F.lit("partition/"), F.col("tp.topic_id"), F.lit("/")).alias("prefix"),
-        (F.col("dpos") * 1_000_000 + F.col("tpos") * 1_000).alias("pos0"), F.posexplode("tp.partitions").alias("ppos", "pid"),
+        "at",
+        "broker",
+        "reported",
+        "tp.topic_id",
+        F.concat(F.lit("partition/"), F.col("tp.topic_id"), F.lit("/")).alias("prefix"),
+        (F.col("dpos") * 1_000_000 + F.col("tpos") * 1_000).alias("pos0"),
+        F.posexplode("tp.partitions").alias("ppos", "pid"),
     ).select(
-        "at", "broker", "reported", "topic_id", F.col("pid").alias("partition_id"),
-        F.concat("prefix", F.col("pid").cast("string")).alias(KEY), (F.col("pos0") + F.col("ppos")).alias("seq"),
+        "at",
+        "broker",
+        "reported",
+        "topic_id",
+        F.col("pid").alias("partition_id"),
+        F.concat("prefix", F.col("pid").cast("string")).alias(KEY),
+        (F.col("pos0") + F.col("ppos")).alias("seq"),
     )  # the order the local audit walks a request in: directories, topics, partitions
     # Each report's partition lifetime (its topic's at the report), numbered as the timeline's.
     lives = topic_lives(spark, plane.topics)
-    asks = asks.join(F.broadcast(lives), (asks["topic_id"] == lives["life_topic"]) & (asks["at"] > lives["life"])
-                     & (lives["removed"].isNull() | (asks["at"] < lives["removed"])))  # fmt: skip
-    asks = asks.select("at", "broker", "reported", KEY, "seq", partition_key(F.col("life_index"), F.col("partition_id")).alias(PK))
+    asks = asks.join(
+        F.broadcast(lives),
+        (asks["topic_id"] == lives["life_topic"])
+        & (asks["at"] > lives["life"])
+        & (lives["removed"].isNull() | (asks["at"] < lives["removed"])),
+    )
+    asks = asks.select(
+        "at", "broker", "reported", KEY, "seq", partition_key(F.col("life_index"), F.col("partition_id")).alias(PK)
+    )
     # Where a replica's directory can change: states whose replicas or directories move (most
     # changes move only the leader or the ISR), a row for each broker that is a replica there
     # (``dir``) or just stopped being one (``dir`` null), beside the reports, per replica.
@@ -554,9 +735,18 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
     states = timeline.where("moved").select(PK, "offset", "replicas", "dirs", F.explode(brokers).alias("broker"))
     nothing = F.lit(None).cast("string")
     both = states.select(
-        PK, "broker", F.col("offset").alias("pos"), F.lit(-1).cast("long").alias("seq"), _dir_of(F.col("broker")).alias("dir"),
-        nothing.alias("reported"), nothing.alias(KEY),
-    ).unionByName(asks.select(PK, "broker", F.col("at").alias("pos"), F.col("seq").cast("long"), nothing.alias("dir"), "reported", KEY))
+        PK,
+        "broker",
+        F.col("offset").alias("pos"),
+        F.lit(-1).cast("long").alias("seq"),
+        _dir_of(F.col("broker")).alias("dir"),
+        nothing.alias("reported"),
+        nothing.alias(KEY),
+    ).unionByName(
+        asks.select(
+            PK, "broker", F.col("at").alias("pos"), F.col("seq").cast("long"), nothing.alias("dir"), "reported", KEY
+        )
+    )
     report = F.col("reported").isNotNull()
     w = Window.partitionBy(PK, "broker").orderBy("pos", "seq")
     # A report is effective where the last state before it has the broker as a replica in
@@ -567,46 +757,71 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
     # Each effective report opens a segment (same partitioning and order: no new sort); the
     # first state in it that records the reported directory or drops the replica fixes it.
     upto = w.rowsBetween(Window.unboundedPreceding, 0)
-    t = t.select("*", F.sum(report.cast("int")).over(upto).alias("segment"),
-                 F.last(F.when(report, F.col("reported")), ignorenulls=True).over(upto).alias("waits_for"))  # fmt: skip
+    t = t.select(
+        "*",
+        F.sum(report.cast("int")).over(upto).alias("segment"),
+        F.last(F.when(report, F.col("reported")), ignorenulls=True).over(upto).alias("waits_for"),
+    )
     fixes = ~report & (F.col("dir").isNull() | (F.col("dir") == F.col("waits_for")))
-    segments = t.where(F.col("segment") > 0).groupBy(PK, "broker", "segment").agg(
-        F.min(F.when(report, F.struct(F.col("pos").alias("at"), "seq", "reported", "recorded", KEY))).alias("report"),
-        F.min(F.when(fixes, F.col("pos"))).alias("fix"),
+    segments = (
+        t.where(F.col("segment") > 0)
+        .groupBy(PK, "broker", "segment")
+        .agg(
+            F.min(F.when(report, F.struct(F.col("pos").alias("at"), "seq", "reported", "recorded", KEY))).alias(
+                "report"
+            ),
+            F.min(F.when(fixes, F.col("pos"))).alias("fix"),
+        )
     )
     # A report no state fixed before the next one continues the same wrong interval.
     ws = Window.partitionBy(PK, "broker").orderBy("segment")
     e = segments.withColumn("starts", F.coalesce(F.lag("fix").over(ws).isNotNull(), F.lit(True)).cast("int"))
     e = e.withColumn("island", F.sum("starts").over(ws.rowsBetween(Window.unboundedPreceding, 0)))
-    runs = e.groupBy(PK, "broker", "island").agg(F.min("report").alias("first"), F.max(F.struct("segment", "fix")).alias("last"))
+    runs = e.groupBy(PK, "broker", "island").agg(
+        F.min("report").alias("first"), F.max(F.struct("segment", "fix")).alias("last")
+    )
     # Left as a DataFrame: most runs are the brief wait of a new replica's report for its
     # recording (10^6 of them in a 10^7-record history) and end within the grace.
     broker = F.col("broker").cast("string")
     key = F.col(f"first.{KEY}")
     return runs.select(
         F.lit("K9").alias("invariant"),
-        F.concat(F.lit("replica/"), key.substr(F.lit(len("partition/") + 1), F.length(key)), F.lit("/"), broker).alias("entity"),
+        F.concat(F.lit("replica/"), key.substr(F.lit(len("partition/") + 1), F.length(key)), F.lit("/"), broker).alias(
+            "entity"
+        ),
         F.col("first.at").alias("first_offset"),
-        F.concat(F.lit("broker "), broker, F.lit(" reported it in "), F.col("first.reported"), F.lit("; recorded in "),
-                 F.col("first.recorded")).alias("message"),
+        F.concat(
+            F.lit("broker "),
+            broker,
+            F.lit(" reported it in "),
+            F.col("first.reported"),
+            F.lit("; recorded in "),
+            F.col("first.recorded"),
+        ).alias("message"),
         F.col("last.fix").alias("fixed_by"),
-    )  # fmt: skip
+    )
 
 
 # -- the grace -------------------------------------------------------------------------------------
 
 
-def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_offset: int, more=None) -> list[Violation]:
+def held_to_grace(
+    spark, df, candidates: list[dict], config: AuditConfig, last_offset: int, more=None
+) -> list[Violation]:
     """The candidate intervals of graced invariants that lasted beyond the grace, as violations:
     ``candidates`` from the driver and ``more`` (a DataFrame of the same fields, or None), held
     to the grace in Spark, where the records' times are (only the violations are collected)."""
     from pyspark.sql import functions as F
 
-    c = spark.createDataFrame([tuple(x[k] for k in ("invariant", "entity", "first_offset", "message", "fixed_by")) for x in candidates],
-                              CANDIDATE_SCHEMA)  # fmt: skip
+    c = spark.createDataFrame(
+        [tuple(x[k] for k in ("invariant", "entity", "first_offset", "message", "fixed_by")) for x in candidates],
+        CANDIDATE_SCHEMA,
+    )
     if more is not None:
         c = c.unionByName(more)
-    c = c.withColumn("hi", F.coalesce(F.col("fixed_by") - 1, F.lit(last_offset))).where(F.col("hi") > F.col("first_offset"))
+    c = c.withColumn("hi", F.coalesce(F.col("fixed_by") - 1, F.lit(last_offset))).where(
+        F.col("hi") > F.col("first_offset")
+    )
     # Two sort-merge joins with every record's time. Measured against one join of both ends
     # followed by an aggregate per interval (10^7 records: 4.2-4.6 s vs 5.2-9.3 s; 10^8: the
     # grace stage 137 s vs 213 s): the aggregate's shuffle costs more than the second join.
@@ -614,8 +829,10 @@ def held_to_grace(spark, df, candidates: list[dict], config: AuditConfig, last_o
     c = c.join(times.select(F.col("offset").alias("first_offset"), F.col("ts_ms").alias("t0")), "first_offset", "left")
     c = c.join(times.select(F.col("offset").alias("hi"), F.col("ts_ms").alias("t1")), "hi", "left")
     held = (F.col("hi") - F.col("first_offset") > config.grace_records) | (F.col("t1") - F.col("t0") > config.grace_ms)
-    return [_violation(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"])
-            for r in c.where(held).select("invariant", "entity", "first_offset", "message", "fixed_by").collect()]  # fmt: skip
+    return [
+        _violation(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"])
+        for r in c.where(held).select("invariant", "entity", "first_offset", "message", "fixed_by").collect()
+    ]
 
 
 # -- the whole audit -------------------------------------------------------------------------------
@@ -650,11 +867,27 @@ def _final_partitions(timeline, lives) -> list[PartitionRegistration]:
     """The registrations of the partitions that exist at the end (their last state)."""
     from pyspark.sql import functions as F
 
-    cols = ("replicas", "dirs", "isr", "removing_replicas", "adding_replicas", "leader",
-            "leader_recovery_state", "leader_epoch", "partition_epoch", "eligible_leader_replicas", "last_known_elr")  # fmt: skip
-    final = timeline.where(F.col("end").isNull()).select(PK, "replicas", "dirs", "isr", "leader", "leader_epoch", "partition_epoch")
+    cols = (
+        "replicas",
+        "dirs",
+        "isr",
+        "removing_replicas",
+        "adding_replicas",
+        "leader",
+        "leader_recovery_state",
+        "leader_epoch",
+        "partition_epoch",
+        "eligible_leader_replicas",
+        "last_known_elr",
+    )
+    final = timeline.where(F.col("end").isNull()).select(
+        PK, "replicas", "dirs", "isr", "leader", "leader_epoch", "partition_epoch"
+    )
     rows = final.join(final_fields(timeline), PK, "left").select(PK, *cols).collect()
-    return [PartitionRegistration(*partition_of(lives, r[0]), *(tuple(v) if isinstance(v, list) else v for v in r[1:])) for r in rows]
+    return [
+        PartitionRegistration(*partition_of(lives, r[0]), *(tuple(v) if isinstance(v, list) else v for v in r[1:]))
+        for r in rows
+    ]
 
 
 def l1_violations(df, first: int, last: int, count: int) -> list[Violation]:
@@ -668,14 +901,26 @@ def l1_violations(df, first: int, last: int, count: int) -> list[Violation]:
     w = Window.orderBy("offset")
     gaps = df.select("offset", F.lag("offset").over(w).alias("prev")).where(F.col("offset") != F.col("prev") + 1)
     return [
-        Violation(invariant="L1", severity=BY_ID["L1"].severity, entity="log", first_offset=r["offset"], last_offset=r["offset"],
-                  message=f"offset {r['offset']} follows {r['prev']}", evidence=[r["offset"]])
+        Violation(
+            invariant="L1",
+            severity=BY_ID["L1"].severity,
+            entity="log",
+            first_offset=r["offset"],
+            last_offset=r["offset"],
+            message=f"offset {r['offset']} follows {r['prev']}",
+            evidence=[r["offset"]],
+        )
         for r in gaps.collect()
-    ]  # fmt: skip
+    ]
 
 
 def audit(
-    spark, df, config: AuditConfig | None = None, *, step: Callable[[str], None] | None = None, scratch: str | None = None
+    spark,
+    df,
+    config: AuditConfig | None = None,
+    *,
+    step: Callable[[str], None] | None = None,
+    scratch: str | None = None,
 ) -> AuditReport:
     """Audit a log DataFrame (``read_log``) on Spark: the report ``kraftlake audit`` gives for
     the same records. ``step(name)`` is told as each stage begins (for progress). ``scratch``:
@@ -687,8 +932,12 @@ def audit(
     tell = step or (lambda _name: None)
     started = time.perf_counter()
     tell("scanning the log")
-    stats = df.agg(F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-                   F.count_if(~F.col("type").isin(*PARTITION_TYPES)).alias("control")).first()  # fmt: skip
+    stats = df.agg(
+        F.count("*").alias("n"),
+        F.min("offset").alias("lo"),
+        F.max("offset").alias("hi"),
+        F.count_if(~F.col("type").isin(*PARTITION_TYPES)).alias("control"),
+    ).first()
     n, first, last = stats["n"], stats["lo"], stats["hi"]
     tell("replaying brokers, topics and observations on the driver")
     plane = replay_control_plane(_control_records(df, first, last, stats["control"]), config)
@@ -702,10 +951,16 @@ def audit(
         timeline, refused = partition_timeline(states, topic_lives(spark, lives), state_facts(plane.mv_levels), kept)
         found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
         candidates: list[dict] = [
-            {"invariant": v.invariant, "entity": v.entity, "first_offset": v.first_offset, "message": v.message,
-             "fixed_by": None if v.last_offset is None else v.last_offset + 1}
-            for v in plane.violations if BY_ID[v.invariant].graced
-        ]  # fmt: skip
+            {
+                "invariant": v.invariant,
+                "entity": v.entity,
+                "first_offset": v.first_offset,
+                "message": v.message,
+                "fixed_by": None if v.last_offset is None else v.last_offset + 1,
+            }
+            for v in plane.violations
+            if BY_ID[v.invariant].graced
+        ]
         found += l1_violations(df, first, last, n) if n else []
         found += _instants(refused)
         tell("K1: leader in ISR in replicas")
@@ -715,12 +970,15 @@ def audit(
         tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
         referenced = _referenced_dirs(states)
         broker_bad, dir_bad, known = bad_intervals(plane, referenced)
-        k4_k5, k7 = k4_k5_violations(spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0,
-                                     plane.dir_removals)  # fmt: skip
+        k4_k5, k7 = k4_k5_violations(
+            spark, timeline, broker_bad, dir_bad, known, lives, last if last is not None else 0, plane.dir_removals
+        )
         candidates += k4_k5
         found += k7  # K7: directory removals, from K4/K5's members on offline directories
         tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
-        counts = unassigned_counts(spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests]))
+        counts = unassigned_counts(
+            spark, timeline, sorted(plane.broker_events + [(o, b) for o, b, _ in plane.unfence_requests])
+        )
         candidates += k8_candidates(plane, counts)
         found += k11_violations(plane, counts)
         k9 = k9_candidates(spark, df, timeline, plane)
@@ -742,8 +1000,13 @@ def _referenced_dirs(df) -> dict[int, set[str]]:
     from pyspark.sql import functions as F
 
     assign = F.coalesce(F.col("partition.assignment"), F.col("partition_change.assignment"))
-    pairs = (df.where(F.col("type").isin(*PARTITION_TYPES) & (F.size(assign) > 0))
-             .select(F.explode(assign).alias("a")).select("a.broker", "a.directory").distinct().collect())  # fmt: skip
+    pairs = (
+        df.where(F.col("type").isin(*PARTITION_TYPES) & (F.size(assign) > 0))
+        .select(F.explode(assign).alias("a"))
+        .select("a.broker", "a.directory")
+        .distinct()
+        .collect()
+    )
     out: dict[int, set[str]] = {}
     for b, d in pairs:
         out.setdefault(b, set()).add(d)
@@ -764,12 +1027,28 @@ def _report(config, found, plane, n, first, last, state_hash, counts) -> AuditRe
     threshold = SEVERITIES.index(config.fail_on)
     failed = any(SEVERITIES.index(v.severity) >= threshold for v in found)
     return AuditReport(
-        verdict="fail" if failed else "pass", records=n, first_offset=first, last_offset=last, state_hash=state_hash,
-        fail_on=config.fail_on, grace_records=config.grace_records, grace_ms=config.grace_ms,
-        invariants=[InvariantResult(id=i.id, severity=i.severity, definition=i.definition, checked=checked.get(i.id, 0),
-                                    violations=by_inv[i.id]) for i in CATALOGUE],
-        violations=found, streams_state_hash=plane.streams_state_hash, bookies_state_hash=plane.bookies_state_hash,
-    )  # fmt: skip
+        verdict="fail" if failed else "pass",
+        records=n,
+        first_offset=first,
+        last_offset=last,
+        state_hash=state_hash,
+        fail_on=config.fail_on,
+        grace_records=config.grace_records,
+        grace_ms=config.grace_ms,
+        invariants=[
+            InvariantResult(
+                id=i.id,
+                severity=i.severity,
+                definition=i.definition,
+                checked=checked.get(i.id, 0),
+                violations=by_inv[i.id],
+            )
+            for i in CATALOGUE
+        ],
+        violations=found,
+        streams_state_hash=plane.streams_state_hash,
+        bookies_state_hash=plane.bookies_state_hash,
+    )
 
 
 def violations(spark, df, config: AuditConfig | None = None) -> list[dict]:

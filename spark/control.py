@@ -39,8 +39,6 @@ from kraftlake.replay.transactions import Transactions, published
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1
 from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
 
-from .timeline import PARTITION_TYPES
-
 log = get_logger(__name__)
 
 _BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)

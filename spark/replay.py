@@ -31,8 +31,12 @@ def unpublished_ranges(spark_df, hi: int) -> list[tuple[int, int]]:
     and a transaction still open at ``hi`` (``replay.transactions``)."""
     from pyspark.sql import functions as F
 
-    rows = (spark_df.where(F.col("type").isin(*_TXN_TYPES) & (F.col("offset") <= hi))
-            .select("offset", "type").orderBy("offset").collect())  # fmt: skip
+    rows = (
+        spark_df.where(F.col("type").isin(*_TXN_TYPES) & (F.col("offset") <= hi))
+        .select("offset", "type")
+        .orderBy("offset")
+        .collect()
+    )
     return transaction_ranges(((r["offset"], r["type"]) for r in rows), hi)
 
 
@@ -62,13 +66,22 @@ def partition_states(spark_df, *, at_offset: int | None = None):
     hi = _cut(spark_df, at_offset)
     ranges = unpublished_ranges(spark_df, hi)
     removed: dict[str, list[int]] = {}
-    for r in (spark_df.where((F.col("type") == "RemoveTopic") & (F.col("offset") <= hi) & keep_offsets(ranges))
-              .select("offset", F.col("remove_topic.topic_id").alias("t")).collect()):  # fmt: skip
+    for r in (
+        spark_df.where((F.col("type") == "RemoveTopic") & (F.col("offset") <= hi) & keep_offsets(ranges))
+        .select("offset", F.col("remove_topic.topic_id").alias("t"))
+        .collect()
+    ):
         removed.setdefault(r["t"], []).append(r["offset"])
     for offsets in removed.values():
         offsets.sort()
-    rows = spark_df.where(F.col("type").isin("Partition", "PartitionChange") & (F.col("offset") <= hi) & keep_offsets(ranges))
-    return rows.select("key", "offset", "record").groupBy("key").applyInArrow(_replay_partition(removed, hi), PARTITION_SCHEMA)
+    rows = spark_df.where(
+        F.col("type").isin("Partition", "PartitionChange") & (F.col("offset") <= hi) & keep_offsets(ranges)
+    )
+    return (
+        rows.select("key", "offset", "record")
+        .groupBy("key")
+        .applyInArrow(_replay_partition(removed, hi), PARTITION_SCHEMA)
+    )
 
 
 def _replay_partition(removed: dict[str, list[int]], hi: int):
@@ -106,12 +119,20 @@ def _replay_partition(removed: dict[str, list[int]], hi: int):
         if state is None:
             return pa.table({}, schema=_arrow_schema())
         return pa.table(
-            {"topic_id": [state.topic_id], "partition_id": [state.partition_id], "last_offset": [last],
-             "state_hash": [partition_hash(state)], "leader": [state.leader], "leader_epoch": [state.leader_epoch],
-             "partition_epoch": [state.partition_epoch], "isr": [list(state.isr)], "replicas": [list(state.replicas)],
-             "directories": [list(state.directories)]},
+            {
+                "topic_id": [state.topic_id],
+                "partition_id": [state.partition_id],
+                "last_offset": [last],
+                "state_hash": [partition_hash(state)],
+                "leader": [state.leader],
+                "leader_epoch": [state.leader_epoch],
+                "partition_epoch": [state.partition_epoch],
+                "isr": [list(state.isr)],
+                "replicas": [list(state.replicas)],
+                "directories": [list(state.directories)],
+            },
             schema=_arrow_schema(),
-        )  # fmt: skip
+        )
 
     return replay
 
@@ -125,12 +146,20 @@ def _removed_between(offsets: list[int], after: int | None, before: int) -> bool
 def _arrow_schema():
     import pyarrow as pa
 
-    return pa.schema([
-        ("topic_id", pa.string()), ("partition_id", pa.int32()), ("last_offset", pa.int64()),
-        ("state_hash", pa.string()), ("leader", pa.int32()), ("leader_epoch", pa.int32()),
-        ("partition_epoch", pa.int32()), ("isr", pa.list_(pa.int32())), ("replicas", pa.list_(pa.int32())),
-        ("directories", pa.list_(pa.string())),
-    ])  # fmt: skip
+    return pa.schema(
+        [
+            ("topic_id", pa.string()),
+            ("partition_id", pa.int32()),
+            ("last_offset", pa.int64()),
+            ("state_hash", pa.string()),
+            ("leader", pa.int32()),
+            ("leader_epoch", pa.int32()),
+            ("partition_epoch", pa.int32()),
+            ("isr", pa.list_(pa.int32())),
+            ("replicas", pa.list_(pa.int32())),
+            ("directories", pa.list_(pa.string())),
+        ]
+    )
 
 
 def broker_states(spark_df, *, at_offset: int | None = None):
@@ -154,9 +183,17 @@ def _replay_broker(table):
     from kraftlake.statemachine.kraft.reducer import apply
     from kraftlake.statemachine.kraft.view import ControllerView, broker_hash
 
-    schema = pa.schema([("broker_id", pa.int32()), ("last_offset", pa.int64()), ("state_hash", pa.string()),
-                        ("epoch", pa.int64()), ("fenced", pa.bool_()), ("in_controlled_shutdown", pa.bool_()),
-                        ("log_dirs", pa.list_(pa.string()))])  # fmt: skip
+    schema = pa.schema(
+        [
+            ("broker_id", pa.int32()),
+            ("last_offset", pa.int64()),
+            ("state_hash", pa.string()),
+            ("epoch", pa.int64()),
+            ("fenced", pa.bool_()),
+            ("in_controlled_shutdown", pa.bool_()),
+            ("log_dirs", pa.list_(pa.string())),
+        ]
+    )
     table = table.sort_by("offset")
     decoder = msgspec.msgpack.Decoder(AnyRecord)
     view = ControllerView()
@@ -172,9 +209,18 @@ def _replay_broker(table):
     if not view.brokers:
         return pa.table({}, schema=schema)
     (b,) = view.brokers.values()
-    return pa.table({"broker_id": [b.id], "last_offset": [last], "state_hash": [broker_hash(b)], "epoch": [b.epoch],
-                     "fenced": [b.fenced], "in_controlled_shutdown": [b.in_controlled_shutdown],
-                     "log_dirs": [list(b.log_dirs)]}, schema=schema)  # fmt: skip
+    return pa.table(
+        {
+            "broker_id": [b.id],
+            "last_offset": [last],
+            "state_hash": [broker_hash(b)],
+            "epoch": [b.epoch],
+            "fenced": [b.fenced],
+            "in_controlled_shutdown": [b.in_controlled_shutdown],
+            "log_dirs": [list(b.log_dirs)],
+        },
+        schema=schema,
+    )
 
 
 def state_at(spark, path, offset: int | None = None):

@@ -66,7 +66,9 @@ def _default_directory(spark) -> str | None:
     checkpoints = spark.sparkContext.getCheckpointDir()
     if checkpoints:
         return f"{checkpoints.rstrip('/')}/kraftlake-scratch"
-    log.info("spark.scratch.cache", reason="a cluster without a checkpoint directory: the timeline stays in Spark's cache")
+    log.info(
+        "spark.scratch.cache", reason="a cluster without a checkpoint directory: the timeline stays in Spark's cache"
+    )
     return None
 
 

@@ -20,7 +20,12 @@ SHUFFLE_PARTITIONS_PER_CORE = 16
 
 
 def session(
-    spark=None, *, cores: int | None = None, app_name: str = "kraftlake", memory: str | None = None, master: str | None = None
+    spark=None,
+    *,
+    cores: int | None = None,
+    app_name: str = "kraftlake",
+    memory: str | None = None,
+    master: str | None = None,
 ):
     """``spark`` itself when given; else a SparkSession on ``master`` (a cluster's URL) or, by
     default, local on ``cores`` cores (all by default), with ``memory`` for the driver (default:

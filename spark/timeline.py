@@ -32,15 +32,18 @@ PARTITION_TYPES = ("Partition", "PartitionChange")
 def topic_lives(spark, lives: list[tuple[str, int, int | None]]):
     """A small DataFrame of topic lifetimes: (index in ``lives``, topic id, created at, removed
     at or null)."""
-    return spark.createDataFrame([(i, *life) for i, life in enumerate(lives)],
-                                 "life_index long, life_topic string, life long, removed long")
+    return spark.createDataFrame(
+        [(i, *life) for i, life in enumerate(lives)], "life_index long, life_topic string, life long, removed long"
+    )
 
 
 def partition_key(life_index, partition_id):
     """``PK`` of a partition of the topic lifetime ``life_index`` (-1 when null: no lifetime)."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.shiftleft(life_index, 32).bitwiseOR(partition_id.cast("long").bitwiseAND(0xFFFFFFFF)), F.lit(-1))
+    return F.coalesce(
+        F.shiftleft(life_index, 32).bitwiseOR(partition_id.cast("long").bitwiseAND(0xFFFFFFFF)), F.lit(-1)
+    )
 
 
 def _list(col):
@@ -50,8 +53,13 @@ def _list(col):
     return F.concat(F.lit("["), F.array_join(col, ", "), F.lit("]"))
 
 
-OTHER_FIELDS = (("set_removing", "removing_replicas"), ("set_adding", "adding_replicas"), ("set_lrs", "leader_recovery_state"),
-                ("set_elr", "eligible_leader_replicas"), ("set_lkelr", "last_known_elr"))  # fmt: skip
+OTHER_FIELDS = (
+    ("set_removing", "removing_replicas"),
+    ("set_adding", "adding_replicas"),
+    ("set_lrs", "leader_recovery_state"),
+    ("set_elr", "eligible_leader_replicas"),
+    ("set_lkelr", "last_known_elr"),
+)
 """The registration's fields no invariant reads: (the record's value, null = unchanged; the
 registration's field). The timeline carries each record's own values; only the partitions' final
 states need the fields themselves (the final state's hash), folded once by ``final_fields``."""
@@ -66,7 +74,9 @@ def final_fields(timeline):
 
     sets = [F.col(s).isNotNull() for s, _ in OTHER_FIELDS]
     rows = timeline.where(functools.reduce(operator.or_, sets))
-    return rows.groupBy(PK).agg(*[F.max_by(s, F.when(F.col(s).isNotNull(), F.col("offset"))).alias(c) for s, c in OTHER_FIELDS])
+    return rows.groupBy(PK).agg(
+        *[F.max_by(s, F.when(F.col(s).isNotNull(), F.col("offset"))).alias(c) for s, c in OTHER_FIELDS]
+    )
 
 
 def partition_of(lives: list[tuple[str, int, int | None]], pk: int) -> tuple[str, int]:
@@ -109,7 +119,9 @@ def partition_timeline(df, lives, keep, scratch):
         return timeline, refused_topic
     keys = rows.sparkSession.createDataFrame([(k,) for k in slow], f"{PK} long")
     careful, refused = _careful(rows.join(F.broadcast(keys), PK, "left_semi"))
-    careful = scratch.keep(careful.select(*keep(careful)), "careful")  # the few slow partitions, not the whole timeline again
+    careful = scratch.keep(
+        careful.select(*keep(careful)), "careful"
+    )  # the few slow partitions, not the whole timeline again
     timeline = timeline.join(F.broadcast(keys), PK, "left_anti")
     return timeline.unionByName(careful), refused_topic.unionByName(refused)
 
@@ -118,11 +130,16 @@ def _refused_columns():
     from pyspark.sql import functions as F
 
     return (
-        F.when(F.col("refusal").startswith("R-REPLAY-DIRECTORIES"), F.lit("K2")).otherwise(F.lit("L3")).alias("invariant"),
-        F.lit("error").alias("severity"), F.col(KEY).alias("entity"), F.col("offset").alias("first_offset"),
-        F.col("offset").alias("last_offset"), F.concat("refusal", F.lit(" (record skipped)")).alias("message"),
+        F.when(F.col("refusal").startswith("R-REPLAY-DIRECTORIES"), F.lit("K2"))
+        .otherwise(F.lit("L3"))
+        .alias("invariant"),
+        F.lit("error").alias("severity"),
+        F.col(KEY).alias("entity"),
+        F.col("offset").alias("first_offset"),
+        F.col("offset").alias("last_offset"),
+        F.concat("refusal", F.lit(" (record skipped)")).alias("message"),
         F.array("offset").alias("evidence"),
-    )  # fmt: skip
+    )
 
 
 def _rows(df, lives):
@@ -134,7 +151,10 @@ def _rows(df, lives):
     is_record = F.col("type") == "Partition"
     assign = F.coalesce(p["assignment"], c["assignment"])
     rows = df.where(F.col("type").isin(*PARTITION_TYPES)).select(
-        "offset", KEY, "type", "ts_ms",
+        "offset",
+        KEY,
+        "type",
+        "ts_ms",
         F.coalesce(p["topic_id"], c["topic_id"]).alias("topic_id"),
         F.coalesce(p["partition_id"], c["partition_id"]).alias("partition_id"),
         F.coalesce(p["replicas"], c["replicas"]).alias("set_replicas"),
@@ -142,24 +162,29 @@ def _rows(df, lives):
         F.coalesce(p["leader"], F.when(c["leader"] != -2, c["leader"])).alias("set_leader"),
         F.coalesce(p["removing_replicas"], c["removing_replicas"]).alias("set_removing"),
         F.coalesce(p["adding_replicas"], c["adding_replicas"]).alias("set_adding"),
-        F.coalesce(p["leader_recovery_state"], F.when(c["leader_recovery_state"] != -1, c["leader_recovery_state"])).alias("set_lrs"),
+        F.coalesce(
+            p["leader_recovery_state"], F.when(c["leader_recovery_state"] != -1, c["leader_recovery_state"])
+        ).alias("set_lrs"),
         F.when(is_record, F.coalesce(p["eligible_leader_replicas"], F.array().cast("array<int>")))
-        .otherwise(c["eligible_leader_replicas"]).alias("set_elr"),
+        .otherwise(c["eligible_leader_replicas"])
+        .alias("set_elr"),
         F.when(is_record, F.coalesce(p["last_known_elr"], F.array().cast("array<int>")))
-        .otherwise(c["last_known_elr"]).alias("set_lkelr"),
+        .otherwise(c["last_known_elr"])
+        .alias("set_lkelr"),
         # A field of an array of structs (generated code), not ``transform`` (interpreted: 4x slower).
         F.when(F.size(assign) > 0, assign["broker"]).alias("assign_brokers"),
         F.when(F.size(assign) > 0, assign["directory"]).alias("assign_dirs"),
         (~is_record & (c["leader"] != -2)).cast("int").alias("sets_leader"),
         p["leader_epoch"].alias("base_leader_epoch"),
         p["partition_epoch"].alias("base_partition_epoch"),
-    )  # fmt: skip
+    )
     rows = rows.join(
         F.broadcast(lives),
-        (rows["topic_id"] == lives["life_topic"]) & (rows["offset"] > lives["life"])
+        (rows["topic_id"] == lives["life_topic"])
+        & (rows["offset"] > lives["life"])
         & (lives["removed"].isNull() | (rows["offset"] < lives["removed"])),
         "left",
-    ).drop("life_topic")  # fmt: skip
+    ).drop("life_topic")
     rows = rows.select("*", partition_key(F.col("life_index"), F.col("partition_id")).alias(PK)).drop("life_index")
     return rows.withColumn("life", F.coalesce("life", F.lit(-1)))
 
@@ -170,17 +195,33 @@ def _dirs_message(assign_brokers, replicas):
 
     n_assign, n_replicas = F.size(assign_brokers), F.size(replicas)
     at = F.try_element_at  # 1-based, null when out of range (ANSI mode would raise on [i])
-    mismatch = F.filter(F.sequence(F.lit(1), F.greatest(n_assign, F.lit(1))), lambda i: at(assign_brokers, i) != at(replicas, i))
+    mismatch = F.filter(
+        F.sequence(F.lit(1), F.greatest(n_assign, F.lit(1))), lambda i: at(assign_brokers, i) != at(replicas, i)
+    )
     first = at(mismatch, F.lit(1))
-    return (
-        F.when(n_assign != n_replicas,
-               F.concat(F.lit("`assignment` has "), n_assign.cast("string"), F.lit(" entries for "), n_replicas.cast("string"),
-                        F.lit(" replicas "), _list(replicas)))
-        .when(F.size(mismatch) > 0,
-              F.concat(F.lit("`assignment` entry "), (first - 1).cast("string"), F.lit(" is broker "),
-                       at(assign_brokers, first).cast("string"), F.lit(", replica "), (first - 1).cast("string"),
-                       F.lit(" is "), at(replicas, first).cast("string")))
-    )  # fmt: skip
+    return F.when(
+        n_assign != n_replicas,
+        F.concat(
+            F.lit("`assignment` has "),
+            n_assign.cast("string"),
+            F.lit(" entries for "),
+            n_replicas.cast("string"),
+            F.lit(" replicas "),
+            _list(replicas),
+        ),
+    ).when(
+        F.size(mismatch) > 0,
+        F.concat(
+            F.lit("`assignment` entry "),
+            (first - 1).cast("string"),
+            F.lit(" is broker "),
+            at(assign_brokers, first).cast("string"),
+            F.lit(", replica "),
+            (first - 1).cast("string"),
+            F.lit(" is "),
+            at(replicas, first).cast("string"),
+        ),
+    )
 
 
 def _explicit_dirs():
@@ -210,17 +251,38 @@ def _one_pass(rows):
     # the records of a topic that does not exist, which are refused).
     missing = F.col(PK) == -1
     rows = rows.select(
-        "offset", PK, "removed", "sets_leader", "base_leader_epoch", "base_partition_epoch", "assign_brokers", "assign_dirs",
-        *[c for c in rows.columns if c.startswith("set_")], (F.col("type") == "Partition").alias("is_record"),
+        "offset",
+        PK,
+        "removed",
+        "sets_leader",
+        "base_leader_epoch",
+        "base_partition_epoch",
+        "assign_brokers",
+        "assign_dirs",
+        *[c for c in rows.columns if c.startswith("set_")],
+        (F.col("type") == "Partition").alias("is_record"),
         F.when(missing, F.col(KEY)).alias(KEY),
-        F.when(missing, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist"))).alias("refusal"),
-    )  # fmt: skip
+        F.when(missing, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist"))).alias(
+            "refusal"
+        ),
+    )
     is_record = F.col("is_record")
     change = ~is_record
     explicit = _explicit_dirs()
     t = rows.select(
-        "offset", PK, "removed", "sets_leader", "base_leader_epoch", "base_partition_epoch", "set_replicas",
-        "assign_brokers", "assign_dirs", "is_record", KEY, "refusal", *[s for s, _ in OTHER_FIELDS],
+        "offset",
+        PK,
+        "removed",
+        "sets_leader",
+        "base_leader_epoch",
+        "base_partition_epoch",
+        "set_replicas",
+        "assign_brokers",
+        "assign_dirs",
+        "is_record",
+        KEY,
+        "refusal",
+        *[s for s, _ in OTHER_FIELDS],
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         *[F.last(f"set_{c}", ignorenulls=True).over(upto).alias(c) for c in ("replicas", "isr", "leader")],
         *[F.last(f"set_{c}", ignorenulls=True).over(before).alias(f"old_{c}") for c in ("replicas", "isr", "leader")],
@@ -229,7 +291,7 @@ def _one_pass(rows):
         F.sum(F.coalesce("sets_leader", F.lit(0))).over(upto).alias("n_leader"),
         F.sum(change.cast("int")).over(upto).alias("n_change"),
         F.lead("offset").over(w).alias("next_offset"),
-    )  # fmt: skip
+    )
     # Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
     # leader (leader epoch), R-EPOCH-1/2: the running count, corrected at each PartitionRecord.
     le_fix = F.when(is_record, F.col("base_leader_epoch") - F.col("n_leader"))
@@ -246,17 +308,41 @@ def _one_pass(rows):
     slow = (F.col(PK) != -1) & (
         F.col("segment").isNull()
         | (change & F.col("set_replicas").isNotNull() & F.col("assign_dirs").isNull())
-        | (change & F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull()
-           & ~F.col("assign_brokers").eqNullSafe(F.col("old_replicas")))
-    )  # fmt: skip
+        | (
+            change
+            & F.col("set_replicas").isNull()
+            & F.col("assign_brokers").isNotNull()
+            & ~F.col("assign_brokers").eqNullSafe(F.col("old_replicas"))
+        )
+    )
     return t.select(
-        "offset", PK, "is_record", "removed", F.coalesce("next_offset", "removed").alias("end"), "sets_leader",
-        "replicas", "isr", "leader", "dirs", "leader_epoch", "partition_epoch",
-        "old_replicas", "old_isr", "old_leader", "old_dirs",
-        F.when(is_record, F.col("le_before_record")).otherwise(F.col("leader_epoch") - F.col("sets_leader")).alias("old_leader_epoch"),
-        F.when(is_record, F.col("pe_before_record")).otherwise(F.col("partition_epoch") - 1).alias("old_partition_epoch"),
-        *[s for s, _ in OTHER_FIELDS], KEY, "refusal", slow.alias("slow"),
-    )  # fmt: skip
+        "offset",
+        PK,
+        "is_record",
+        "removed",
+        F.coalesce("next_offset", "removed").alias("end"),
+        "sets_leader",
+        "replicas",
+        "isr",
+        "leader",
+        "dirs",
+        "leader_epoch",
+        "partition_epoch",
+        "old_replicas",
+        "old_isr",
+        "old_leader",
+        "old_dirs",
+        F.when(is_record, F.col("le_before_record"))
+        .otherwise(F.col("leader_epoch") - F.col("sets_leader"))
+        .alias("old_leader_epoch"),
+        F.when(is_record, F.col("pe_before_record"))
+        .otherwise(F.col("partition_epoch") - 1)
+        .alias("old_partition_epoch"),
+        *[s for s, _ in OTHER_FIELDS],
+        KEY,
+        "refusal",
+        slow.alias("slow"),
+    )
 
 
 def _careful(rows):
@@ -269,17 +355,24 @@ def _careful(rows):
     upto = w.rowsBetween(Window.unboundedPreceding, 0)
     is_record = F.col("type") == "Partition"
     rows = rows.select(
-        "*", is_record.alias("is_record"),
+        "*",
+        is_record.alias("is_record"),
         F.last(F.when(is_record, F.col("offset")), ignorenulls=True).over(upto).alias("segment"),
         F.last("set_replicas", ignorenulls=True).over(upto).alias("replicas"),
     )
     why = (
         F.when(F.col("life") == -1, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist")))
-        .when(F.col("segment").isNull(), F.concat(F.lit("R-REPLAY-PARTITION: partition "), F.col("partition_id").cast("string"),
-                                                  F.lit(" does not exist")))
-        .when(F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull(),
-              F.concat(F.lit("R-REPLAY-DIRECTORIES: "), _dirs_message(F.col("assign_brokers"), F.col("replicas"))))
-    )  # fmt: skip
+        .when(
+            F.col("segment").isNull(),
+            F.concat(
+                F.lit("R-REPLAY-PARTITION: partition "), F.col("partition_id").cast("string"), F.lit(" does not exist")
+            ),
+        )
+        .when(
+            F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull(),
+            F.concat(F.lit("R-REPLAY-DIRECTORIES: "), _dirs_message(F.col("assign_brokers"), F.col("replicas"))),
+        )
+    )
     rows = rows.withColumn("refusal", why)
     refused = rows.where(F.col("refusal").isNotNull()).select(*_refused_columns())
 
@@ -287,7 +380,14 @@ def _careful(rows):
     change = ~is_record
     explicit = _explicit_dirs()
     t = kept.select(
-        "offset", PK, "is_record", "removed", "segment", "replicas", "set_replicas", "sets_leader",
+        "offset",
+        PK,
+        "is_record",
+        "removed",
+        "segment",
+        "replicas",
+        "set_replicas",
+        "sets_leader",
         F.last("set_isr", ignorenulls=True).over(upto).alias("isr"),
         F.last("set_leader", ignorenulls=True).over(upto).alias("leader"),
         *[s for s, _ in OTHER_FIELDS],
@@ -298,22 +398,33 @@ def _careful(rows):
         F.sum(F.coalesce("sets_leader", F.lit(0))).over(upto).alias("n_leader"),
         F.sum(change.cast("int")).over(upto).alias("n_change"),
         F.max((change & F.col("set_replicas").isNotNull() & F.col("assign_dirs").isNull()).cast("int"))
-        .over(Window.partitionBy(PK)).alias("folds_dirs"),
+        .over(Window.partitionBy(PK))
+        .alias("folds_dirs"),
         F.lead("offset").over(w).alias("next_offset"),
-    )  # fmt: skip
+    )
     is_record = F.col("is_record")
     t = t.select(
         "*",
-        (F.col("base_le") + F.col("n_leader")
-         - F.last(F.when(is_record, F.col("n_leader")), ignorenulls=True).over(upto)).alias("leader_epoch"),
-        (F.col("base_pe") + F.col("n_change")
-         - F.last(F.when(is_record, F.col("n_change")), ignorenulls=True).over(upto)).alias("partition_epoch"),
+        (
+            F.col("base_le")
+            + F.col("n_leader")
+            - F.last(F.when(is_record, F.col("n_leader")), ignorenulls=True).over(upto)
+        ).alias("leader_epoch"),
+        (
+            F.col("base_pe")
+            + F.col("n_change")
+            - F.last(F.when(is_record, F.col("n_change")), ignorenulls=True).over(upto)
+        ).alias("partition_epoch"),
         F.coalesce("next_offset", "removed").alias("end"),
-    )  # fmt: skip
+    )
     t = _with_folded_dirs(t)
     t = t.select(
-        "*", *[F.lag(col).over(w).alias(f"old_{col}") for col in ("isr", "replicas", "leader", "leader_epoch", "partition_epoch", "dirs")]
-    )  # fmt: skip
+        "*",
+        *[
+            F.lag(col).over(w).alias(f"old_{col}")
+            for col in ("isr", "replicas", "leader", "leader_epoch", "partition_epoch", "dirs")
+        ],
+    )
     return t.drop("base_le", "base_pe", "n_leader", "n_change", "next_offset", "explicit_dirs"), refused
 
 
@@ -326,14 +437,19 @@ def _with_folded_dirs(t):
 
     w = Window.partitionBy(PK).orderBy("offset")
     slow = t.where(F.col("folds_dirs") == 1).select(
-        PK, "offset", "replicas", "explicit_dirs", "set_replicas",
+        PK,
+        "offset",
+        "replicas",
+        "explicit_dirs",
+        "set_replicas",
         F.coalesce(F.lag("replicas").over(w), F.array().cast("array<int>")).alias("before"),
-    )  # fmt: skip
-    members = slow.select(PK, "offset", "explicit_dirs", "set_replicas", "before", F.posexplode("replicas").alias("pos", "broker"))
-    named = (
-        F.when(F.col("explicit_dirs").isNotNull(), F.col("explicit_dirs")[F.col("pos")])
-        .when(F.col("set_replicas").isNotNull() & ~F.array_contains("before", F.col("broker")), F.lit(UNASSIGNED))
-    )  # fmt: skip
+    )
+    members = slow.select(
+        PK, "offset", "explicit_dirs", "set_replicas", "before", F.posexplode("replicas").alias("pos", "broker")
+    )
+    named = F.when(F.col("explicit_dirs").isNotNull(), F.col("explicit_dirs")[F.col("pos")]).when(
+        F.col("set_replicas").isNotNull() & ~F.array_contains("before", F.col("broker")), F.lit(UNASSIGNED)
+    )
     wb = Window.partitionBy(PK, "broker").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
     members = members.select(PK, "offset", "pos", F.last(named, ignorenulls=True).over(wb).alias("dir"))
     folded = members.groupBy(PK, "offset").agg(

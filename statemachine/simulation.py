@@ -19,7 +19,9 @@ from kraftlake.records.base import Record
 class Simulation:
     """A view, the decider in force and the clock; ``emit`` and ``run`` append to ``records``."""
 
-    def __init__(self, view: Any, decide: Callable[[Any, Any], Any], apply: Callable[[Any, Record], Any], now_ms: int) -> None:
+    def __init__(
+        self, view: Any, decide: Callable[[Any, Any], Any], apply: Callable[[Any, Record], Any], now_ms: int
+    ) -> None:
         self.view = view
         self.decide = decide
         self._apply = apply

@@ -48,7 +48,12 @@ def test_an_ignored_dir_failure_is_an_open_k6_violation():
     report = audit(RECORDS[: HEARTBEAT + 1] + later(1200))
     assert report.verdict == "fail"
     [v] = report.violations
-    assert (v.invariant, v.entity, v.first_offset, v.last_offset) == ("K6", f"dir/101/{RECORDS[23].directory}", 23, None)
+    assert (v.invariant, v.entity, v.first_offset, v.last_offset) == (
+        "K6",
+        f"dir/101/{RECORDS[23].directory}",
+        23,
+        None,
+    )
     assert v.evidence == [23]
 
 
@@ -128,10 +133,30 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
     assert json.loads(out.read_text()) == doc
-    assert list(doc) == ["verdict", "records", "first_offset", "last_offset", "state_hash", "fail_on",
-                         "grace_records", "grace_ms", "invariants", "violations", "streams_state_hash", "bookies_state_hash"]  # fmt: skip
+    assert list(doc) == [
+        "verdict",
+        "records",
+        "first_offset",
+        "last_offset",
+        "state_hash",
+        "fail_on",
+        "grace_records",
+        "grace_ms",
+        "invariants",
+        "violations",
+        "streams_state_hash",
+        "bookies_state_hash",
+    ]
     assert doc["verdict"] == "fail" and doc["violations"][0]["invariant"] == "K6"
-    assert set(doc["violations"][0]) == {"invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence"}
+    assert set(doc["violations"][0]) == {
+        "invariant",
+        "severity",
+        "entity",
+        "first_offset",
+        "last_offset",
+        "message",
+        "evidence",
+    }
     # A grace of 3 records: the brokers' directory reports (AssignReplicasToDirs) come 9 and 14
     # records after their replicas were created, too late (K10, an error); the same states break
     # KIP-858's policy (K8, a warning, which alone would not fail the audit); the controller's
@@ -139,9 +164,16 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
     strict = ["audit", str(good), "--grace-records", "3", "--grace-ms", "60000", "-f", "json"]
     res = runner.invoke(app, strict)
     assert res.exit_code == 1
-    found = sorted((v["invariant"], v["severity"], v["entity"], v["first_offset"], v["last_offset"]) for v in json.loads(res.stdout)["violations"])
-    assert found == [("K10", "error", "broker/101", 8, 16), ("K10", "error", "broker/102", 8, 21),
-                     ("K8", "warning", "broker/101", 8, 16), ("K8", "warning", "broker/102", 8, 21)]  # fmt: skip
+    found = sorted(
+        (v["invariant"], v["severity"], v["entity"], v["first_offset"], v["last_offset"])
+        for v in json.loads(res.stdout)["violations"]
+    )
+    assert found == [
+        ("K10", "error", "broker/101", 8, 16),
+        ("K10", "error", "broker/102", 8, 21),
+        ("K8", "warning", "broker/101", 8, 16),
+        ("K8", "warning", "broker/102", 8, 21),
+    ]
     assert runner.invoke(app, [*strict, "--grace-records", "20"]).exit_code == 0
     # A range: the state before --from is replayed, not audited.
     res = runner.invoke(app, ["audit", str(good), "--from", "20", "--to", "26", "-f", "json"])
@@ -188,7 +220,26 @@ def test_the_audit_fixtures_are_what_the_simulator_writes(tmp_path):
     """The fixtures are regenerated, not hand-edited: simulate with the README's options
     reproduces them byte for byte."""
     out = tmp_path / "x.jsonl"
-    args = ["simulate", "--seed", "1", "--brokers", "4", "--dirs-per-broker", "2", "--partitions", "6", "--topics", "2",
-            "--replication", "3", "--records", "200", "--bug", "elect-offline-leader", "--out", str(out)]  # fmt: skip
+    args = [
+        "simulate",
+        "--seed",
+        "1",
+        "--brokers",
+        "4",
+        "--dirs-per-broker",
+        "2",
+        "--partitions",
+        "6",
+        "--topics",
+        "2",
+        "--replication",
+        "3",
+        "--records",
+        "200",
+        "--bug",
+        "elect-offline-leader",
+        "--out",
+        str(out),
+    ]
     assert runner.invoke(app, args).exit_code == 0
     assert out.read_bytes() == (AUDIT_FIXTURES / "elect-offline-leader.jsonl").read_bytes()

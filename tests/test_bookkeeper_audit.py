@@ -57,7 +57,8 @@ def test_correct_histories_pass(seed, bookies, delay):
 def test_simulator_is_deterministic():
     enc = msgspec.json.encode
     assert [enc(r) for b in generate(WorkloadConfig(seed=3), records=1500) for r in b] == [
-        enc(r) for b in generate(WorkloadConfig(seed=3), records=1500) for r in b]  # fmt: skip
+        enc(r) for b in generate(WorkloadConfig(seed=3), records=1500) for r in b
+    ]
 
 
 @pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.jsonl")), ids=lambda p: p.name)
@@ -76,8 +77,11 @@ def test_drain_stories():
 
     assert BookieState.DRAINED in states("drain-success.jsonl")
     assert BookieState.DRAINING_FAILED in states("drain-failure.jsonl")
-    failed = [r for r in iter_lines((FIXTURES / "drain-failure.jsonl").open("rb"))
-              if isinstance(r, BookieStateChange) and r.state is BookieState.DRAINING_FAILED]  # fmt: skip
+    failed = [
+        r
+        for r in iter_lines((FIXTURES / "drain-failure.jsonl").open("rb"))
+        if isinstance(r, BookieStateChange) and r.state is BookieState.DRAINING_FAILED
+    ]
     assert all(r.reason and r.reason.startswith("ledger ") for r in failed)
     loss = [v for v in _report(iter_lines((FIXTURES / "data-loss.jsonl").open("rb"))).violations if v.invariant == "B8"]
     assert loss and all(v.entity.startswith("ledger/") and "entries" in v.message for v in loss)
@@ -85,15 +89,40 @@ def test_drain_stories():
 
 def test_the_fixtures_are_what_the_simulator_writes(tmp_path):
     out = tmp_path / "x.jsonl"
-    args = ["simulate", "--family", "bookkeeper", "--seed", "12", "--records", "1200", "--correlated-faults", "--out", str(out)]
+    args = [
+        "simulate",
+        "--family",
+        "bookkeeper",
+        "--seed",
+        "12",
+        "--records",
+        "1200",
+        "--correlated-faults",
+        "--out",
+        str(out),
+    ]
     assert runner.invoke(app, args).exit_code == 0
     assert out.read_bytes() == (FIXTURES / "drain-failure.jsonl").read_bytes()
 
 
 def test_cli_simulate_audit_and_view_bookies(tmp_path):
     sim = tmp_path / "b.jsonl"
-    res = runner.invoke(app, ["simulate", "--family", "bookkeeper", "--seed", "2", "-n", "800", "--bug",
-                              "repair-into-same-ensemble", "-o", str(sim)])  # fmt: skip
+    res = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--family",
+            "bookkeeper",
+            "--seed",
+            "2",
+            "-n",
+            "800",
+            "--bug",
+            "repair-into-same-ensemble",
+            "-o",
+            str(sim),
+        ],
+    )
     assert res.exit_code == 0, res.output
     log = tmp_path / "log"
     assert runner.invoke(app, ["init", str(log)]).exit_code == 0
@@ -140,7 +169,9 @@ class Deciders(RuleBasedStateMachine):
     def flip(self, i, up):
         b = f"bookie-{i}:3181"
         if b in self.k.view.bookies:
-            self.k.emit([BookieAvailability(bookie_id=b, availability=Availability.WRITABLE if up else Availability.LOST)])
+            self.k.emit(
+                [BookieAvailability(bookie_id=b, availability=Availability.WRITABLE if up else Availability.LOST)]
+            )
 
     @rule(i=st.integers(0, 9), state=st.sampled_from(list(BookieState)))
     def operator(self, i, state):

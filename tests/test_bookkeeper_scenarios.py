@@ -30,8 +30,12 @@ class Cluster:
         self.view = BookiesView()
         self.now = T0
         for i in range(n):
-            self.emit([BookieRegistered(bookie_id=f"b{i}", rack=f"r{i % 3}"),
-                       BookieInfo(bookie_id=f"b{i}", free_bytes=1000, total_bytes=2000)])  # fmt: skip
+            self.emit(
+                [
+                    BookieRegistered(bookie_id=f"b{i}", rack=f"r{i % 3}"),
+                    BookieInfo(bookie_id=f"b{i}", free_bytes=1000, total_bytes=2000),
+                ]
+            )
         if delay_ms:
             self.ok(c.SetRecoveryDelay(delay_ms=delay_ms))
 
@@ -83,8 +87,12 @@ def test_s1_lost_bookie_marks_its_ledgers_and_a_second_loss_marks_again():
     assert k.marked(lid) == (b,)
     k.emit([BookieRegistered(bookie_id="b3", rack="r0"), BookieInfo(bookie_id="b3", free_bytes=1000, total_bytes=2000)])
     d = k.ok(c.Replicate(worker="w1", now_ms=k.now))
-    assert [type(r) for r in d.records] == [LedgerReplicationLock, LedgerEnsembleChange, LedgerReplicated,
-                                            type(d.records[-1])]  # fmt: skip
+    assert [type(r) for r in d.records] == [
+        LedgerReplicationLock,
+        LedgerEnsembleChange,
+        LedgerReplicated,
+        type(d.records[-1]),
+    ]
     assert k.marked(lid) is None and b not in k.view.ledgers[lid].ensembles[0]
     other = k.view.ledgers[lid].ensembles[0][0]
     k.kill(other)
@@ -109,12 +117,31 @@ def test_s2_read_only_is_not_lost_until_it_shuts_down():
     [
         ("delayed", [("kill", "A", 0), ("tick", None, 4000), ("check", None, None), ("tick", None, 6000)], "A"),
         ("to-zero", [("kill", "A", 0), ("delay", 0, 4000), ("tick", None, 4000)], "A"),
-        ("later", [("kill", "A", 0), ("delay", 4000, 2000), ("tick", None, 4000), ("check", None, None),
-                   ("tick", None, 6001)], "A"),  # fmt: skip
+        (
+            "later",
+            [
+                ("kill", "A", 0),
+                ("delay", 4000, 2000),
+                ("tick", None, 4000),
+                ("check", None, None),
+                ("tick", None, 6001),
+            ],
+            "A",
+        ),
         ("same-value", [("kill", "A", 0), ("delay", 5000, 2000), ("tick", None, 2000)], "A"),
         ("second-loss", [("kill", "A", 0), ("kill", "B", 3000), ("tick", None, 3000)], "AB"),
-        ("rolling-upgrade", [("kill", "A", 0), ("revive", "A", 2000), ("kill", "B", 2000), ("tick", None, 6000),
-                             ("check", None, None), ("tick", None, 7001)], "B"),  # fmt: skip
+        (
+            "rolling-upgrade",
+            [
+                ("kill", "A", 0),
+                ("revive", "A", 2000),
+                ("kill", "B", 2000),
+                ("tick", None, 6000),
+                ("check", None, None),
+                ("tick", None, 7001),
+            ],
+            "B",
+        ),
     ],
 )
 def test_s3_lost_bookie_recovery_delay(name, steps, expect):
@@ -215,7 +242,11 @@ def test_s7_copies_of_entries_follow_round_robin_striping():
     ledger = k.view.ledgers[lid]
     ens = ledger.ensembles[0]
     assert [ledger.write_set(e) for e in range(4)] == [
-        (ens[0], ens[1], ens[2]), (ens[1], ens[2], ens[3]), (ens[2], ens[3], ens[0]), (ens[3], ens[0], ens[1])]
+        (ens[0], ens[1], ens[2]),
+        (ens[1], ens[2], ens[3]),
+        (ens[2], ens[3], ens[0]),
+        (ens[3], ens[0], ens[1]),
+    ]
     k.kill(ens[0]), k.kill(ens[2])
     assert [k.view.copies(ledger, e) for e in range(4)] == [1, 2, 1, 2]
     k.kill(ens[1])

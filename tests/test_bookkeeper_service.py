@@ -16,7 +16,9 @@ def test_bookie_admin_api(tmp_path):
     log.append([r for b in generate(WorkloadConfig(seed=4), records=600) for r in b])
     with TestClient(app=create_app(log.path)) as c:
         bookies = c.get("/v1/bookies").json()
-        assert len(bookies) >= 8 and {"bookie_id", "state", "availability", "free_bytes", "allowed_states"} <= set(bookies[0])
+        assert len(bookies) >= 8 and {"bookie_id", "state", "availability", "free_bytes", "allowed_states"} <= set(
+            bookies[0]
+        )
         active = [b for b in bookies if b["state"] == "ACTIVE" and b["availability"] != "LOST" and b["ledgers"]]
         target = active[0]["bookie_id"]
         assert c.get(f"/v1/bookies/{target}").json()["allowed_states"] == ["READ_ONLY", "DRAINING"]
@@ -27,7 +29,9 @@ def test_bookie_admin_api(tmp_path):
         doc = r.json()
         assert doc["state"] == "DRAINING" and doc["availability"] == "READ_ONLY" and doc["under_replicated_ledgers"] > 0
         appended = Log.open(log.path).at().records(before + 1)
-        assert isinstance(appended[0], BookieStateChange) and any(isinstance(x, LedgerUnderReplicated) for x in appended)
+        assert isinstance(appended[0], BookieStateChange) and any(
+            isinstance(x, LedgerUnderReplicated) for x in appended
+        )
         r = c.put(f"/v1/bookies/{target}/state", json={"state": "DRAINED"})
         assert r.status_code == 409 and r.json()["allowed"] == ["ACTIVE"] and r.json()["state"] == "DRAINING"
         assert c.put(f"/v1/bookies/{target}/state", json={"state": "GONE"}).status_code == 400

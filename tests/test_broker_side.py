@@ -12,6 +12,9 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kraft_helpers import KAFKA_LOGS as VECTORS
+from kraft_helpers import uid
+from test_kraft_scenarios import controller_with_brokers
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -23,10 +26,6 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.replica_manager import LocalStorage, disks_from_observations, plan
 from kraftlake.statemachine.kraft.startup import UNREADABLE, Refused, Started, load_dirs, plan_format
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
-
-from kraft_helpers import KAFKA_LOGS as VECTORS
-from kraft_helpers import uid
-from test_kraft_scenarios import controller_with_brokers
 
 runner = CliRunner()
 
@@ -44,7 +43,12 @@ KNOWN = {
 @pytest.mark.parametrize("name", sorted(KNOWN))
 def test_real_meta_properties_parse_and_round_trip(name, tmp_path):
     meta = mp.read(VECTORS / name)
-    assert (meta.version, meta.node_id, meta.cluster_id, meta.directory_id, meta.directory_ids) == (1, 1, *KNOWN[name], None)
+    assert (meta.version, meta.node_id, meta.cluster_id, meta.directory_id, meta.directory_ids) == (
+        1,
+        1,
+        *KNOWN[name],
+        None,
+    )
     assert mp.parse(mp.render(meta)) == meta
     mp.write(tmp_path, meta)
     assert mp.read(tmp_path) == meta and not (tmp_path / "meta.properties.tmp").exists()
@@ -64,13 +68,18 @@ def test_java_properties_syntax_and_kip_fields():
     assert (v0.version, v0.node_id, v0.cluster_id) == (0, 3, None) and "broker.id=3" in mp.render(v0)
 
 
-@given(cluster=st.text(min_size=1, max_size=30), node=st.integers(0, 2**31 - 1),
-       ids=st.lists(st.binary(min_size=16, max_size=16), max_size=4, unique=True))  # fmt: skip
+@given(
+    cluster=st.text(min_size=1, max_size=30),
+    node=st.integers(0, 2**31 - 1),
+    ids=st.lists(st.binary(min_size=16, max_size=16), max_size=4, unique=True),
+)
 def test_meta_properties_round_trip_any_values(cluster, node, ids):
     from kraftlake.records.types import uuid_from_bytes
 
     dirs = tuple(dict.fromkeys(uuid_from_bytes(b) for b in ids))
-    meta = MetaProperties(cluster_id=cluster, node_id=node, directory_id=dirs[0] if dirs else None, directory_ids=dirs or None)
+    meta = MetaProperties(
+        cluster_id=cluster, node_id=node, directory_id=dirs[0] if dirs else None, directory_ids=dirs or None
+    )
     back = mp.parse(mp.render(meta))
     assert back.cluster_id == cluster and back.node_id == node and back.directory_id == meta.directory_id
     assert set(back.directory_ids or ()) == set(dirs)
@@ -78,10 +87,14 @@ def test_meta_properties_round_trip_any_values(cluster, node, ids):
 
 @pytest.mark.parametrize(
     ("text", "needle"),
-    [("version=1\ncluster.id=x\n", "`node.id` was not found"), ("version=1\nnode.id=1\n", "`cluster.id` was not found"),
-     ("version=1\ncluster.id=x\nnode.id=1\ndirectory.id=nope\n", "`directory.id`"), ("version=9\n", "`version` 9"),
-     ("version=1\ncluster.id=x\nnode.id=-4\n", "negative")],
-)  # fmt: skip
+    [
+        ("version=1\ncluster.id=x\n", "`node.id` was not found"),
+        ("version=1\nnode.id=1\n", "`cluster.id` was not found"),
+        ("version=1\ncluster.id=x\nnode.id=1\ndirectory.id=nope\n", "`directory.id`"),
+        ("version=9\n", "`version` 9"),
+        ("version=1\ncluster.id=x\nnode.id=-4\n", "negative"),
+    ],
+)
 def test_bad_meta_properties_name_the_file_and_key(text, needle):
     with pytest.raises(MetaPropertiesError, match="/d/meta.properties") as exc:
         mp.parse(text, "/d/meta.properties")
@@ -135,7 +148,9 @@ def fresh_ids():
 
 
 def meta(d: str | None, listed=(D1, D2, D3), node=1, cluster="C") -> MetaProperties:
-    return MetaProperties(cluster_id=cluster, node_id=node, directory_id=d, directory_ids=tuple(listed) if listed else None)
+    return MetaProperties(
+        cluster_id=cluster, node_id=node, directory_id=d, directory_ids=tuple(listed) if listed else None
+    )
 
 
 def start(found, metadata_dir=None, **kw):
@@ -200,10 +215,14 @@ def test_s_start_7_offline_removed_and_unresolvable():
 
 
 def test_s_start_8_a_separate_metadata_dir_is_in_neither_set():
-    s = start({"/1": meta(D1, listed=(D1, D2, DM)), "/2": meta(D2, listed=(D1, D2, DM)), "/m": meta(DM, listed=(D1, D2, DM))},
-              metadata_dir="/m")  # fmt: skip
+    s = start(
+        {"/1": meta(D1, listed=(D1, D2, DM)), "/2": meta(D2, listed=(D1, D2, DM)), "/m": meta(DM, listed=(D1, D2, DM))},
+        metadata_dir="/m",
+    )
     assert isinstance(s, Started) and DM not in s.online + s.offline and s.metadata_dir == DM
-    s = load_dirs(["/1", "/m"], {"/1": meta(D1, listed=(D1, DM)), "/m": meta(DM, listed=(D1, DM))}, fresh_ids(), metadata_dir="/m")
+    s = load_dirs(
+        ["/1", "/m"], {"/1": meta(D1, listed=(D1, DM)), "/m": meta(DM, listed=(D1, DM))}, fresh_ids(), metadata_dir="/m"
+    )
     assert isinstance(s, Started) and DM in s.online and s.metadata_dir is None  # also a data directory
 
 
@@ -235,7 +254,9 @@ def cluster():
     """Broker 1 with two dirs, broker 2 with one; topic t (4 partitions, RF 2): broker 1's replicas
     UNASSIGNED, broker 2's in Y (R-DIR-5)."""
     ctl = controller_with_brokers({1: [X1, X2], 2: [Y]})
-    t = ctl.handle(c.CreateTopic(name="t", partitions=4, replication_factor=2, assignments=((1, 2),) * 4)).reply.topic_id
+    t = ctl.handle(
+        c.CreateTopic(name="t", partitions=4, replication_factor=2, assignments=((1, 2),) * 4)
+    ).reply.topic_id
     return ctl, t
 
 
@@ -243,8 +264,11 @@ def assign_all(ctl, t, d):
     """Broker 1 reports all of t's replicas in ``d``."""
     from kraftlake.records import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
 
-    request = AssignReplicasToDirsRequest(broker_id=1, broker_epoch=101, directories=(
-        DirectoryReplicas(id=d, topics=(TopicPartitions(topic_id=t, partitions=(0, 1, 2, 3)),)),))  # fmt: skip
+    request = AssignReplicasToDirsRequest(
+        broker_id=1,
+        broker_epoch=101,
+        directories=(DirectoryReplicas(id=d, topics=(TopicPartitions(topic_id=t, partitions=(0, 1, 2, 3)),)),),
+    )
     assert ctl.handle(c.AssignReplicasToDirs(request=request)).records
 
 
@@ -283,7 +307,9 @@ def test_s_repl_3_a_dir_taken_out_of_the_configuration_is_recreated_unless_a_dir
     new = uid("x3")  # X1 replaced by a new disk, X2 kept
     p = plan(ctl.view, 1, LocalStorage(online=(X2, new), free_bytes={X2: 10**9, new: 10**9}), seed=0)
     assert [k[:2] for k in kinds(p)] == [(k, i) for i in range(4) for k in ("create", "report")]
-    assert {k[2] for k in kinds(p)} == {X2, new} and all("not configured" in a.why for a in p.actions if a.kind == "create")
+    assert {k[2] for k in kinds(p)} == {X2, new} and all(
+        "not configured" in a.why for a in p.actions if a.kind == "create"
+    )
     held = plan(ctl.view, 1, LocalStorage(online=(new,), offline=(X2,), free_bytes={new: 1}), seed=0)
     assert held.actions == () and {w.rule for w in held.waiting} == {"S-REPL-3"} and len(held.waiting) == 4
 
@@ -304,7 +330,9 @@ def test_s_repl_5_a_log_on_an_offline_dir_is_reported_there_first(cluster):
     assert decision.reply.directories[0].partitions[0].error_code == 0
     assert ctl.view.partition(t, 0).directory(1) == X1
     # Then the heartbeat with X1 offline: the controller now knows the replica sits there.
-    ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=101, current_metadata_offset=ctl.view.offset, offline_log_dirs=(X1,)))
+    ctl.handle(
+        c.Heartbeat(broker_id=1, broker_epoch=101, current_metadata_offset=ctl.view.offset, offline_log_dirs=(X1,))
+    )
     moved = ctl.view.partition(t, 0)
     assert moved.leader == 2 and 1 not in moved.isr
 
@@ -342,7 +370,9 @@ def test_before_directories_are_supported_nothing_is_reported():
     from kraftlake.statemachine.kraft.features import MV_3_6_IV0
 
     ctl = controller_with_brokers({1: [X1, X2], 2: [Y]}, mv=MV_3_6_IV0)
-    t = ctl.handle(c.CreateTopic(name="t", partitions=2, replication_factor=2, assignments=((1, 2),) * 2)).reply.topic_id
+    t = ctl.handle(
+        c.CreateTopic(name="t", partitions=2, replication_factor=2, assignments=((1, 2),) * 2)
+    ).reply.topic_id
     assert ctl.view.partition(t, 0).directory(1) == MIGRATING
     p = plan(ctl.view, 1, LocalStorage(online=(X1, X2), logs={(t, 0): X1}), seed=0)
     assert p.request is None and p.mismatched == 0 and [k[0] for k in kinds(p)] == ["create"]
@@ -352,8 +382,12 @@ def test_the_broker_s_directories_come_from_its_observations(cluster):
     from kraftlake.records import HeartbeatOfflineDirs, LogDirFailed
 
     ctl, _ = cluster
-    obs = [LogDirsLoaded(broker_id=1, online_dirs=(X1, X2)), LogDirFailed(broker_id=1, directory=X1),
-           LogDirsLoaded(broker_id=2, online_dirs=(Y,)), HeartbeatOfflineDirs(broker_id=1, broker_epoch=101, offline_log_dirs=(X1,))]  # fmt: skip
+    obs = [
+        LogDirsLoaded(broker_id=1, online_dirs=(X1, X2)),
+        LogDirFailed(broker_id=1, directory=X1),
+        LogDirsLoaded(broker_id=2, online_dirs=(Y,)),
+        HeartbeatOfflineDirs(broker_id=1, broker_epoch=101, offline_log_dirs=(X1,)),
+    ]
     assert disks_from_observations(ctl.view, 1, obs) == ((X2,), (X1,))
     assert disks_from_observations(ctl.view, 2, []) == ((Y,), ())  # no start on record: the registration
 
@@ -362,15 +396,21 @@ def test_the_broker_s_directories_come_from_its_observations(cluster):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32), dirs=st.integers(2, 4), faults=st.sets(st.sampled_from(FAULTS), min_size=1),
-       records=st.integers(150, 900))  # fmt: skip
+@given(
+    seed=st.integers(0, 2**32),
+    dirs=st.integers(2, 4),
+    faults=st.sets(st.sampled_from(FAULTS), min_size=1),
+    records=st.integers(150, 900),
+)
 def test_broker_and_controller_deciders_together_keep_every_invariant(seed, dirs, faults, records):
     """Random histories with dir failures and restarts, brokers following KIP-858's policy: no
     violation at all (warnings included); every start is observed; every request to serve comes
     with no mismatch."""
     if not faults & {"controlled-shutdown", "broker-crash"}:
         faults = faults | {"broker-crash"}
-    cfg = WorkloadConfig(brokers=5, dirs_per_broker=dirs, topics=2, partitions=12, seed=seed, faults=tuple(sorted(faults)))
+    cfg = WorkloadConfig(
+        brokers=5, dirs_per_broker=dirs, topics=2, partitions=12, seed=seed, faults=tuple(sorted(faults))
+    )
     a = Audit()
     starts = registrations = 0
     for batch in generate(cfg, records=records):

@@ -126,25 +126,65 @@ def test_every_command_has_help():
 T = TOPIC
 BAD_LINES = {
     "unknown type": ('{"type":"PartitionMove","topic_id":"%s"}' % T, "PartitionMove", None, "unknown record type"),
-    "unknown field": ('{"type":"Topic","name":"t","topic_id":"%s","owner":"me"}' % T, "Topic", "owner", "unknown field"),
+    "unknown field": (
+        '{"type":"Topic","name":"t","topic_id":"%s","owner":"me"}' % T,
+        "Topic",
+        "owner",
+        "unknown field",
+    ),
     "missing field": ('{"type":"Topic","name":"t"}', "Topic", "topic_id", "required field is missing"),
-    "wrong type": ('{"type":"PartitionChange","partition_id":0,"topic_id":"%s","leader":"2"}' % T, "PartitionChange", "leader", "Expected `int`, got `str`"),
-    "reserved id": ('{"type":"Topic","name":"t","topic_id":"AAAAAAAAAAAAAAAAAAAAAQ"}', "Topic", "topic_id", "reserved id"),
+    "wrong type": (
+        '{"type":"PartitionChange","partition_id":0,"topic_id":"%s","leader":"2"}' % T,
+        "PartitionChange",
+        "leader",
+        "Expected `int`, got `str`",
+    ),
+    "reserved id": (
+        '{"type":"Topic","name":"t","topic_id":"AAAAAAAAAAAAAAAAAAAAAQ"}',
+        "Topic",
+        "topic_id",
+        "reserved id",
+    ),
     "assignment length": (
         '{"type":"PartitionChange","partition_id":0,"topic_id":"%s","replicas":[1,2],'
         '"assignment":[{"broker":1,"directory":"%s"}]}' % (T, DIR),
-        "PartitionChange", "assignment", "has 1 entries but `replicas` has 2",
+        "PartitionChange",
+        "assignment",
+        "has 1 entries but `replicas` has 2",
     ),
-    "negative broker": ('{"type":"UnregisterBroker","broker_id":-1,"broker_epoch":3}', "UnregisterBroker", "broker_id", ">= 0"),
-    "negative replica": ('{"type":"PartitionChange","partition_id":0,"topic_id":"%s","isr":[1,-4]}' % T, "PartitionChange", "isr[1]", ">= 0"),
-    "malformed uuid": ('{"type":"Topic","name":"t","topic_id":"not-a-uuid"}', "Topic", "topic_id", "is not a Kafka uuid"),
-    "uuid with a bad character": ('{"type":"Topic","name":"t","topic_id":"YW6soxYeId5Lgf56lnEg3!"}', "Topic", "topic_id", "is not a Kafka uuid"),
+    "negative broker": (
+        '{"type":"UnregisterBroker","broker_id":-1,"broker_epoch":3}',
+        "UnregisterBroker",
+        "broker_id",
+        ">= 0",
+    ),
+    "negative replica": (
+        '{"type":"PartitionChange","partition_id":0,"topic_id":"%s","isr":[1,-4]}' % T,
+        "PartitionChange",
+        "isr[1]",
+        ">= 0",
+    ),
+    "malformed uuid": (
+        '{"type":"Topic","name":"t","topic_id":"not-a-uuid"}',
+        "Topic",
+        "topic_id",
+        "is not a Kafka uuid",
+    ),
+    "uuid with a bad character": (
+        '{"type":"Topic","name":"t","topic_id":"YW6soxYeId5Lgf56lnEg3!"}',
+        "Topic",
+        "topic_id",
+        "is not a Kafka uuid",
+    ),
     "nested uuid": (
-        '{"type":"PartitionChange","partition_id":0,"topic_id":"%s","replicas":[1],"assignment":[{"broker":1,"directory":"YW6soxYeId5Lgf56lnEg3!"}]}' % T,
-        "PartitionChange", "assignment[0].directory", "is not a Kafka uuid",
+        '{"type":"PartitionChange","partition_id":0,"topic_id":"%s","replicas":[1],"assignment":[{"broker":1,"directory":"YW6soxYeId5Lgf56lnEg3!"}]}'
+        % T,
+        "PartitionChange",
+        "assignment[0].directory",
+        "is not a Kafka uuid",
     ),
     "not JSON": ('{"type": "Topic", name: t}', None, None, "not JSON"),
-    "not an object": ('[1, 2]', None, None, "expected a JSON object"),
+    "not an object": ("[1, 2]", None, None, "expected a JSON object"),
 }
 
 
@@ -184,7 +224,9 @@ def test_version_from_the_script_and_from_python_m():
     assert kraftlake.__version__ == version("kraftlake")  # the installed metadata reads the same
     res = run("--version")
     assert res.exit_code == 0 and res.stdout.strip() == expected
-    done = subprocess.run([sys.executable, "-m", "kraftlake", "--version"], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kraftlake", "--version"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert (done.returncode, done.stdout.strip()) == (0, expected)
 
 

@@ -259,12 +259,16 @@ def test_exactly_once_sequential(tmp_path):
     records = log.read()
     assert [r.offset for r in records] == list(range(9))
     assert [tag(r) for r in records] == [
-        (0, 0, 0), (0, 0, 1),
-        (1, 0, 0), (1, 0, 1), (1, 0, 2),
-        (1, 1, 0), (1, 1, 1),
+        (0, 0, 0),
+        (0, 0, 1),
+        (1, 0, 0),
+        (1, 0, 1),
+        (1, 0, 2),
+        (1, 1, 0),
+        (1, 1, 1),
         (2, 0, 0),
         (1, 5, 0),
-    ]  # fmt: skip
+    ]
     assert log.producer_seq("p1") == 5
     assert log.producer_seq("p2") == 0
     assert log.producer_seq("p3") is None

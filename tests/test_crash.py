@@ -46,8 +46,7 @@ def batch_records(batch: int) -> list[Config]:
     """Batch ``batch``: ``1 + batch % 7`` records, each naming its batch and its index."""
     size = 1 + batch % 7
     return [
-        Config(resource_type=2, resource_name=PRODUCER, name=f"batch-{batch}", value=f"{i}/{size}")
-        for i in range(size)
+        Config(resource_type=2, resource_name=PRODUCER, name=f"batch-{batch}", value=f"{i}/{size}") for i in range(size)
     ]
 
 

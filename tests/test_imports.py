@@ -30,8 +30,12 @@ def test_importing_the_pure_core_loads_no_io_library(module):
 
 
 def test_the_list_covers_the_state_machines():
-    assert {"kraftlake.statemachine.kraft.reducer", "kraftlake.statemachine.s3stream.reducer",
-            "kraftlake.statemachine.bookkeeper.reducer", "kraftlake.statemachine.placement"} <= set(PURE)  # fmt: skip
+    assert {
+        "kraftlake.statemachine.kraft.reducer",
+        "kraftlake.statemachine.s3stream.reducer",
+        "kraftlake.statemachine.bookkeeper.reducer",
+        "kraftlake.statemachine.placement",
+    } <= set(PURE)
 
 
 def test_the_facades_names_still_resolve():

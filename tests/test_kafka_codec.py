@@ -107,8 +107,15 @@ def test_every_type_and_version_round_trips(cls, version, data):
 
 
 def test_versions_a_field_does_not_exist_in_refuse_it():
-    r = Partition(version=0, partition_id=0, topic_id=TOPIC, replicas=(1,), isr=(1,), leader=1,
-                  assignment=(ReplicaDirectory(broker=1, directory=DIR),))  # fmt: skip
+    r = Partition(
+        version=0,
+        partition_id=0,
+        topic_id=TOPIC,
+        replicas=(1,),
+        isr=(1,),
+        leader=1,
+        assignment=(ReplicaDirectory(broker=1, directory=DIR),),
+    )
     with pytest.raises(KafkaFormatError, match="v0 has no Directories"):
         encode_value(r)
 
@@ -129,12 +136,23 @@ def test_the_annotated_example_of_the_research_notes():
 
 def test_partition_change_directories_pair_with_the_known_replicas():
     dec = MetadataDecoder()
-    p = Partition(version=1, partition_id=0, topic_id=TOPIC, replicas=(3, 1), isr=(3, 1), leader=3,
-                  assignment=(ReplicaDirectory(broker=3, directory=DIR), ReplicaDirectory(broker=1, directory=DIR)))  # fmt: skip
+    p = Partition(
+        version=1,
+        partition_id=0,
+        topic_id=TOPIC,
+        replicas=(3, 1),
+        isr=(3, 1),
+        leader=3,
+        assignment=(ReplicaDirectory(broker=3, directory=DIR), ReplicaDirectory(broker=1, directory=DIR)),
+    )
     dec.decode(encode_value(p), offset=0, ts_ms=0, source=None)
     lost = "AAAAAAAAAAAAAAAAAAAAAg"
-    change = PartitionChange(version=1, partition_id=0, topic_id=TOPIC,
-                             assignment=(ReplicaDirectory(broker=3, directory=lost), ReplicaDirectory(broker=1, directory=DIR)))  # fmt: skip
+    change = PartitionChange(
+        version=1,
+        partition_id=0,
+        topic_id=TOPIC,
+        assignment=(ReplicaDirectory(broker=3, directory=lost), ReplicaDirectory(broker=1, directory=DIR)),
+    )
     value = encode_value(change)
     assert dec.decode(value, offset=1, ts_ms=0, source=None).assignment == change.assignment
     with pytest.raises(KafkaFormatError, match="replicas this import has not seen") as exc:
@@ -190,9 +208,14 @@ def test_snapshot_framing_and_unknown_control_types():
 
 
 def _segment() -> bytes:
-    values = [encode_value(FeatureLevel(name="metadata.version", feature_level=20)),
-              encode_value(Topic(name="t", topic_id=TOPIC)), b"\x01\x14\x00\x00"]  # fmt: skip
-    first = encode_batch([(0, 1000, None, values[0]), (1, 1000, None, values[1])], base_offset=0, partition_leader_epoch=1)
+    values = [
+        encode_value(FeatureLevel(name="metadata.version", feature_level=20)),
+        encode_value(Topic(name="t", topic_id=TOPIC)),
+        b"\x01\x14\x00\x00",
+    ]
+    first = encode_batch(
+        [(0, 1000, None, values[0]), (1, 1000, None, values[1])], base_offset=0, partition_leader_epoch=1
+    )
     second = encode_batch([(2, 1500, None, values[2])], base_offset=2, partition_leader_epoch=1)
     return first + second
 
@@ -201,8 +224,9 @@ def test_batches_read_back_what_was_written():
     data = _segment()
     batches = list(iter_batches(data))
     assert [(b.base_offset, b.last_offset, b.position, b.size) for b in batches] == [
-        (0, 1, 0, batches[0].size), (2, 2, batches[0].size, len(data) - batches[0].size)
-    ]  # fmt: skip
+        (0, 1, 0, batches[0].size),
+        (2, 2, batches[0].size, len(data) - batches[0].size),
+    ]
     assert [r[:2] for b in batches for r in b.records] == [(0, 1000), (1, 1000), (2, 1500)]
     assert not batches[0].is_control and batches[0].compression == "none"
 
@@ -227,8 +251,9 @@ def test_a_truncated_tail_is_reported():
 
 
 def test_gzip_batches_are_read_and_other_codecs_named():
-    import google_crc32c
     import gzip
+
+    import google_crc32c
 
     plain = encode_batch([(0, 0, None, b"\x01\x14\x00\x00")], base_offset=0, partition_leader_epoch=1)
     body = gzip.compress(plain[61:])

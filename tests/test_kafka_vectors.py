@@ -12,6 +12,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from kraft_helpers import KAFKA_LOGS
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -27,12 +28,17 @@ from kraftlake.records.kafka import (
 )
 from kraftlake.records.kafka.exporter import export_kafka
 from kraftlake.records.kafka.importer import ImportStats, import_kafka, read_kafka
-from kraftlake.records.kraft import UNASSIGNED, BrokerRegistrationChange, NoOp, Partition, PartitionChange, RegisterBroker
+from kraftlake.records.kraft import (
+    UNASSIGNED,
+    BrokerRegistrationChange,
+    NoOp,
+    Partition,
+    PartitionChange,
+    RegisterBroker,
+)
 from kraftlake.replay.audit import audit_log
 from kraftlake.replay.kafka_snapshots import checkpoint_view, differences
 from kraftlake.replay.state import state_at
-
-from kraft_helpers import KAFKA_LOGS
 
 VECTORS = KAFKA_LOGS
 NAMES = ["codecrafters-single", "kafka37-jbod-dirs", "single-snapshot", "three-snapshots"]
@@ -98,8 +104,12 @@ def test_every_byte_decodes_and_reencodes_identically(path):
                 k, v = None, encode_value(r)
             assert (k, v) == (key, value), (offset, r)
             entries.append((offset, ts, k, v))
-        rebuilt += encode_batch(entries, base_offset=batch.base_offset, partition_leader_epoch=batch.partition_leader_epoch,
-                                control=batch.is_control)  # fmt: skip
+        rebuilt += encode_batch(
+            entries,
+            base_offset=batch.base_offset,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            control=batch.is_control,
+        )
     assert bytes(rebuilt) == data
 
 
@@ -112,11 +122,23 @@ def test_batches_agree_with_kafka_python(path):
     records = MemoryRecords(data)
     while (batch := records.next_batch()) is not None:
         assert batch.validate_crc()
-        theirs.append((batch.base_offset, batch.leader_epoch, batch.is_control_batch,
-                       [(r.offset, r.timestamp, r.key, r.value) for r in batch]))  # fmt: skip
-    ours = [(b.base_offset, b.partition_leader_epoch, b.is_control,
-             [(o, t, None if k is None else bytes(k), None if v is None else bytes(v)) for o, t, k, v in b.records])
-            for b in iter_batches(data)]  # fmt: skip
+        theirs.append(
+            (
+                batch.base_offset,
+                batch.leader_epoch,
+                batch.is_control_batch,
+                [(r.offset, r.timestamp, r.key, r.value) for r in batch],
+            )
+        )
+    ours = [
+        (
+            b.base_offset,
+            b.partition_leader_epoch,
+            b.is_control,
+            [(o, t, None if k is None else bytes(k), None if v is None else bytes(v)) for o, t, k, v in b.records],
+        )
+        for b in iter_batches(data)
+    ]
     assert ours == theirs
 
 
@@ -177,7 +199,7 @@ def test_an_import_from_a_snapshot_ends_where_a_full_import_does(imported, tmp_p
     records = [r for b in log.at().iter_records() for r in b]
     image = [r for r in records if r.source == "kafka-snapshot@1:21513"]
     assert image and all(r.source_offset == 21512 for r in image)
-    assert all(r.source_offset >= 21513 for r in records[len(image):])  # then the log's tail only
+    assert all(r.source_offset >= 21513 for r in records[len(image) :])  # then the log's tail only
     older = Log.create(tmp_path / "from-older-snapshot")
     cp = VECTORS / "three-snapshots" / "__cluster_metadata-0" / "00000000000000007192-0000000001.checkpoint"
     assert import_kafka(VECTORS / "three-snapshots", older, from_snapshot=cp).snapshot == cp.name
@@ -217,8 +239,14 @@ def test_a_simulated_kip858_history_becomes_a_kafka_segment_and_comes_back(tmp_p
     importer reads them back."""
     from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
-    cfg = WorkloadConfig(brokers=4, dirs_per_broker=2, topics=2, partitions=12, seed=11,
-                         faults=("dir-failure", "controlled-shutdown", "broker-crash", "reassign"))  # fmt: skip
+    cfg = WorkloadConfig(
+        brokers=4,
+        dirs_per_broker=2,
+        topics=2,
+        partitions=12,
+        seed=11,
+        faults=("dir-failure", "controlled-shutdown", "broker-crash", "reassign"),
+    )
     history = [r for batch in generate(cfg, records=1500) for r in batch]
     log = Log.create(tmp_path / "sim")
     log.append(history)
@@ -232,8 +260,10 @@ def test_a_simulated_kip858_history_becomes_a_kafka_segment_and_comes_back(tmp_p
     ]
     kinds = Counter(type(r).__name__ for r in back)
     assert kinds["PartitionChange"] and any(type(r) is BrokerRegistrationChange and r.log_dirs for r in back)
-    assert any(type(r) is PartitionChange and r.assignment and any(p.directory == UNASSIGNED for p in r.assignment)
-               for r in back)  # fmt: skip
+    assert any(
+        type(r) is PartitionChange and r.assignment and any(p.directory == UNASSIGNED for p in r.assignment)
+        for r in back
+    )
 
 
 # -- the command line ----------------------------------------------------------------------------
@@ -254,9 +284,13 @@ def test_cli_import_view_audit_and_dump(tmp_path):
     result = runner.invoke(app, ["dump", str(VECTORS / "codecrafters-single"), "--format", "jsonl"])
     lines = [json.loads(x) for x in result.stdout.splitlines()]
     assert [x["type"] for x in lines if x["kind"] == "record"] == [
-        "BEGIN_TRANSACTION_RECORD", "FEATURE_LEVEL_RECORD", "ZK_MIGRATION_STATE_RECORD", "END_TRANSACTION_RECORD",
-        "TOPIC_RECORD", "PARTITION_RECORD",
-    ]  # fmt: skip
+        "BEGIN_TRANSACTION_RECORD",
+        "FEATURE_LEVEL_RECORD",
+        "ZK_MIGRATION_STATE_RECORD",
+        "END_TRANSACTION_RECORD",
+        "TOPIC_RECORD",
+        "PARTITION_RECORD",
+    ]
     checkpoint = VECTORS / "three-snapshots" / "__cluster_metadata-0" / "00000000000000007192-0000000001.checkpoint"
     result = runner.invoke(app, ["view", "--kafka-checkpoint", str(checkpoint)])
     assert result.exit_code == 0, result.output
@@ -266,7 +300,9 @@ def test_cli_import_view_audit_and_dump(tmp_path):
 def test_cli_import_of_a_corrupt_segment_names_file_and_byte_then_skips(tmp_path):
     src = tmp_path / "meta" / "__cluster_metadata-0"
     src.mkdir(parents=True)
-    data = bytearray((VECTORS / "codecrafters-single" / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes())
+    data = bytearray(
+        (VECTORS / "codecrafters-single" / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()
+    )
     data[200] ^= 0x55  # inside the second batch (bytes 145..310)
     (src / "00000000000000000000.log").write_bytes(bytes(data))
     result = runner.invoke(app, ["import-kafka", str(tmp_path / "meta"), str(tmp_path / "log")])

@@ -8,6 +8,8 @@ from collections import Counter
 
 import msgspec
 import pytest
+from kraft_helpers import bootstrap, registration, uid
+from test_kraft_scenarios import controller_with_brokers, strip
 
 from kraftlake.records import UNASSIGNED, BrokerRegistrationChange, PartitionChange, UnregisterBroker
 from kraftlake.statemachine import placement
@@ -15,9 +17,6 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.broker_view import broker_view
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.replica_manager import LocalStorage, plan
-
-from kraft_helpers import bootstrap, registration, uid
-from test_kraft_scenarios import controller_with_brokers, strip
 
 
 def choose_dirs(view, broker, free_bytes, *, seed):
@@ -27,7 +26,9 @@ def choose_dirs(view, broker, free_bytes, *, seed):
 
 
 def hb(ctl, b, **kw):
-    return ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=ctl.view.brokers[b].epoch, current_metadata_offset=ctl.view.offset, **kw))
+    return ctl.handle(
+        c.Heartbeat(broker_id=b, broker_epoch=ctl.view.brokers[b].epoch, current_metadata_offset=ctl.view.offset, **kw)
+    )
 
 
 def test_s9_controlled_shutdown_of_a_single_broker_like_the_real_37_log():
@@ -84,7 +85,9 @@ def test_a_broker_that_has_not_caught_up_stays_fenced():
 @pytest.mark.parametrize("policy", [False, True])
 def test_stay_fenced_while_unassigned_is_a_policy_off_by_default(policy):
     cfg = c.ControllerConfig(stay_fenced_while_unassigned=policy)
-    ctl = Controller(bootstrap() + [registration(1, [uid("p1")]), registration(2, [uid("p2a"), uid("p2b")])], config=cfg)
+    ctl = Controller(
+        bootstrap() + [registration(1, [uid("p1")]), registration(2, [uid("p2a"), uid("p2b")])], config=cfg
+    )
     for b in (1, 2):
         hb(ctl, b)
     t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),))).reply.topic_id
@@ -94,7 +97,9 @@ def test_stay_fenced_while_unassigned_is_a_policy_off_by_default(policy):
     d = hb(ctl, 2)
     assert d.reply.is_fenced is policy
     if policy:
-        request = choose_dirs(ctl.view, 2, {uid("p2a"): 10, uid("p2b"): 20}, seed=placement.seed_for(ctl.view.offset + 1))
+        request = choose_dirs(
+            ctl.view, 2, {uid("p2a"): 10, uid("p2b"): 20}, seed=placement.seed_for(ctl.view.offset + 1)
+        )
         ctl.handle(c.AssignReplicasToDirs(request=request))
         assert not broker_view(ctl.view, 2).should_stay_fenced
         assert hb(ctl, 2).reply.is_fenced is False
@@ -118,8 +123,15 @@ def test_alter_partition_shrinks_and_expands_the_isr_and_rejects_what_kafka_reje
 
     def alter(isr, **kw):
         p = ctl.view.partition(t, 0)
-        fields = dict(broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=p.leader_epoch,
-                      partition_epoch=p.partition_epoch, new_isr=isr)  # fmt: skip
+        fields = dict(
+            broker_id=1,
+            broker_epoch=101,
+            topic_id=t,
+            partition_id=0,
+            leader_epoch=p.leader_epoch,
+            partition_epoch=p.partition_epoch,
+            new_isr=isr,
+        )
         fields.update(kw)
         return ctl.handle(c.AlterPartition(**fields))
 
@@ -173,7 +185,9 @@ def test_placement_of_new_partitions_follows_free_disk_with_the_median_cap():
 def test_the_broker_chooses_dirs_for_unassigned_replicas_by_free_disk():
     ctl = controller_with_brokers({1: [uid("x1"), uid("x2")], 2: [uid("y")]})
     t = ctl.handle(c.CreateTopic(name="t", partitions=3000, replication_factor=2, assignments=None)).reply.topic_id
-    request = choose_dirs(ctl.view, 1, {uid("x1"): 100, uid("x2"): 300}, seed=placement.seed_for(ctl.view.offset + 1, "dirs/1"))
+    request = choose_dirs(
+        ctl.view, 1, {uid("x1"): 100, uid("x2"): 300}, seed=placement.seed_for(ctl.view.offset + 1, "dirs/1")
+    )
     placed = {d.id: sum(len(tp.partitions) for tp in d.topics) for d in request.directories}
     assert sum(placed.values()) == 3000 and abs(placed[uid("x2")] / 3000 - 0.75) < 0.05
     ctl.handle(c.AssignReplicasToDirs(request=request))
@@ -204,15 +218,41 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr():
     t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
     d = ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 2, 3)))
     [start] = strip(d.records)
-    assert (start.replicas, start.adding_replicas, start.removing_replicas, start.leader) == ((4, 2, 3, 1), (4,), (1,), -2)
+    assert (start.replicas, start.adding_replicas, start.removing_replicas, start.leader) == (
+        (4, 2, 3, 1),
+        (4,),
+        (1,),
+        -2,
+    )
     assert [a.directory for a in start.assignment] == [uid("ra4"), uid("ra2"), uid("ra3"), uid("ra1")]
-    assert ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(1, 2, 3))).reply.error_code == c.INVALID_REQUEST
+    assert (
+        ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(1, 2, 3))).reply.error_code
+        == c.INVALID_REQUEST
+    )
     p = ctl.view.partition(t, 0)
-    d = ctl.handle(c.AlterPartition(broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=p.leader_epoch,
-                                    partition_epoch=p.partition_epoch, new_isr=(1, 2, 3, 4)))  # fmt: skip
+    d = ctl.handle(
+        c.AlterPartition(
+            broker_id=1,
+            broker_epoch=101,
+            topic_id=t,
+            partition_id=0,
+            leader_epoch=p.leader_epoch,
+            partition_epoch=p.partition_epoch,
+            new_isr=(1, 2, 3, 4),
+        )
+    )
     assert d.reply.error_code == c.NEW_LEADER_ELECTED
     [done] = strip(d.records)
-    assert (done.replicas, done.adding_replicas, done.removing_replicas, done.isr, done.leader) == ((4, 2, 3), (), (), (2, 3, 4), 4)
+    assert (done.replicas, done.adding_replicas, done.removing_replicas, done.isr, done.leader) == (
+        (4, 2, 3),
+        (),
+        (),
+        (2, 3, 4),
+        4,
+    )
     p = ctl.view.partition(t, 0)
     assert (p.leader_epoch, p.directories) == (1, (uid("ra4"), uid("ra2"), uid("ra3")))
-    assert ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 4))).reply.error_code == c.INVALID_REPLICA_ASSIGNMENT
+    assert (
+        ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 4))).reply.error_code
+        == c.INVALID_REPLICA_ASSIGNMENT
+    )

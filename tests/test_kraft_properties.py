@@ -351,8 +351,13 @@ def _hash_in_subprocess(seed: str) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": seed}
     out = subprocess.run(
         [sys.executable, "-c", _HASH_SCRIPT, str(FIXTURE)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -414,9 +419,13 @@ def any_partition_and_brokers(draw):
     for b in BROKERS:
         if draw(st.booleans()):
             view.brokers[b] = BrokerRegistration(
-                id=b, epoch=1, incarnation_id=TOPIC, registered_at=1, fenced=draw(st.booleans()),
+                id=b,
+                epoch=1,
+                incarnation_id=TOPIC,
+                registered_at=1,
+                fenced=draw(st.booleans()),
                 log_dirs=tuple(draw(st.lists(st.sampled_from(REAL_DIRS), unique=True))),
-            )  # fmt: skip
+            )
     return view, PartitionRegistration(TOPIC, 0, replicas, dirs, isr, leader=leader)
 
 

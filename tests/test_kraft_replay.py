@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kraft_helpers import bootstrap, registration, uid
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -31,8 +33,6 @@ from kraftlake.replay.snapshots import SNAPSHOTS_DIR, SnapshotStore
 from kraftlake.replay.state import state_at, take_snapshots
 from kraftlake.statemachine.kraft import replay
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
-
-from kraft_helpers import bootstrap, registration, uid
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 RECORDS = list(iter_lines(FIXTURE.open("rb")))
@@ -72,11 +72,12 @@ def _strip(records):
         (PartitionChange(topic_id=RECORDS[7].topic_id, partition_id=9, leader=1), "R-REPLAY-PARTITION"),
         (
             PartitionChange(
-                topic_id=RECORDS[7].topic_id, partition_id=0,
+                topic_id=RECORDS[7].topic_id,
+                partition_id=0,
                 assignment=(ReplicaDirectory(broker=101, directory=uid("x")),),
             ),
             "R-REPLAY-DIRECTORIES",
-        ),  # fmt: skip
+        ),
         (EndTransaction(), "R-REPLAY-TXN"),
         (registration(102, [uid("dir-A2")]), "R-REPLAY-DIR-OWNER"),
     ],
@@ -202,7 +203,9 @@ def test_corrupt_snapshot_is_skipped(tmp_path):
 
     files = [p for p in Path(store.path).glob("*.parquet")]
     table = pq.read_table(files[0])
-    table = table.set_column(table.schema.get_field_index("blob_sha256"), "blob_sha256", pa.array(["0" * 64], pa.string()))
+    table = table.set_column(
+        table.schema.get_field_index("blob_sha256"), "blob_sha256", pa.array(["0" * 64], pa.string())
+    )
     pq.write_table(table, files[0])
     assert store.nearest(25) is None
     assert state_at(log, offset=25).state_hash() == replay(RECORDS[:26]).state_hash()
@@ -226,10 +229,10 @@ def test_state_at_version_and_timestamp(tmp_path):
     log.append(RECORDS[13:])
     assert state_at(log, version=1).offset == 12
     assert state_at(log, version=1).state_hash() == replay(RECORDS[:13]).state_hash()
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     newest = max(log.history(), key=lambda c: c.version)
-    when = datetime.fromtimestamp(newest.timestamp_ms / 1000, timezone.utc).isoformat()
+    when = datetime.fromtimestamp(newest.timestamp_ms / 1000, UTC).isoformat()
     assert state_at(log, timestamp=when).offset == len(RECORDS) - 1
 
 
@@ -246,9 +249,12 @@ def test_state_hash_is_the_same_in_other_processes_and_hash_seeds(long_log):
     )
     outs = {
         subprocess.run(
-            [sys.executable, "-c", script, log.path], capture_output=True, text=True, check=True,
+            [sys.executable, "-c", script, log.path],
+            capture_output=True,
+            text=True,
+            check=True,
             env={"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"},
-        ).stdout  # fmt: skip
+        ).stdout
         for seed in ("1", "2", "random")
     }
     assert len(outs) == 1
@@ -273,8 +279,17 @@ def test_cli_view_json_is_canonical_and_time_travels(tmp_path):
     assert [b["id"] for b in doc["brokers"]] == [101, 102]
     a0 = next(p for p in doc["partitions"] if p["partition"] == 0)
     assert (a0["leader"], a0["isr"], a0["leader_epoch"], a0["partition_epoch"]) == (102, [102], 1, 3)
-    assert set(doc["partitions"][0]) >= {"topic_id", "partition", "replicas", "isr", "leader", "leader_epoch",
-                                         "partition_epoch", "leader_recovery_state", "assignment"}  # fmt: skip
+    assert set(doc["partitions"][0]) >= {
+        "topic_id",
+        "partition",
+        "replicas",
+        "isr",
+        "leader",
+        "leader_epoch",
+        "partition_epoch",
+        "leader_recovery_state",
+        "assignment",
+    }
     before = json.loads(runner.invoke(app, ["view", str(log), "--offset", "24"]).stdout)
     assert before["offset"] == 24 and next(p for p in before["partitions"] if p["partition"] == 0)["leader"] == 101
     assert runner.invoke(app, ["view", str(log), "--offset", "24", "--version", "1"]).exit_code == 2
@@ -303,7 +318,10 @@ def test_cli_snapshot_writes_lists_and_drops(tmp_path):
     assert res.exit_code == 0, res.output
     listed = [json.loads(line) for line in runner.invoke(app, ["snapshot", str(log), "--list"]).stdout.splitlines()]
     assert [s["offset"] for s in listed] == [2, 10, 20]
-    assert json.loads(runner.invoke(app, ["view", str(log), "--offset", "22"]).stdout)["state_hash"] == replay(RECORDS[:23]).state_hash()
+    assert (
+        json.loads(runner.invoke(app, ["view", str(log), "--offset", "22"]).stdout)["state_hash"]
+        == replay(RECORDS[:23]).state_hash()
+    )
     assert runner.invoke(app, ["snapshot", str(log), "--drop"]).exit_code == 0
     assert runner.invoke(app, ["snapshot", str(log), "--list"]).stdout == ""
 
@@ -314,7 +332,8 @@ def test_cli_view_of_a_log_kafka_would_reject_exits_2(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(
         b"".join(msgspec.json.encode(r) + b"\n" for r in bootstrap())
-        + msgspec.json.encode(BrokerRegistrationChange(broker_id=5, broker_epoch=1, fenced=1)) + b"\n"
+        + msgspec.json.encode(BrokerRegistrationChange(broker_id=5, broker_epoch=1, fenced=1))
+        + b"\n"
     )
     runner.invoke(app, ["append", str(log), str(bad)])
     res = runner.invoke(app, ["view", str(log)])
@@ -343,7 +362,9 @@ def test_rows_without_the_record_column_decode_from_the_struct_columns():
     expected = from_table(table)
     assert [r.offset for r in expected] == list(range(len(records)))
     without = table.drop_columns([RECORD_COLUMN])
-    nulls = table.set_column(table.schema.get_field_index(RECORD_COLUMN), RECORD_COLUMN, pa.nulls(len(records), pa.binary()))
+    nulls = table.set_column(
+        table.schema.get_field_index(RECORD_COLUMN), RECORD_COLUMN, pa.nulls(len(records), pa.binary())
+    )
     assert from_table(without) == expected == from_table(nulls)
 
 

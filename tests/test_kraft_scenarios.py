@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kraft_helpers import MV, bootstrap, registration, uid
 
 from kraftlake.records import (
     LOST,
@@ -27,8 +28,6 @@ from kraftlake.statemachine.kraft import Election, PartitionChangeBuilder, Parti
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directories import default_dir
-
-from kraft_helpers import MV, bootstrap, registration, uid
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
@@ -58,7 +57,7 @@ def test_s1_directories_offline_fixture_matches_the_decider():
     """The committed fixture is S1; the decider reproduces each of its controller batches."""
     records = list(iter_lines(FIXTURE.open("rb")))
     failed = next(i for i, r in enumerate(records) if isinstance(r, LogDirFailed))
-    ctl = Controller(records[: failed])
+    ctl = Controller(records[:failed])
     # Steps 3 and 4 (AssignReplicasToDirs) are in the fixture as request + resulting changes.
     replayed = Controller(records[:13])
     for i in (13, 18):
@@ -72,7 +71,12 @@ def test_s1_directories_offline_fixture_matches_the_decider():
     assert isinstance(hb, HeartbeatOfflineDirs)
     ctl.append(records[failed : failed + 2])
     decision = ctl.handle(
-        c.Heartbeat(broker_id=101, broker_epoch=201, current_metadata_offset=ctl.view.offset, offline_log_dirs=hb.offline_log_dirs)
+        c.Heartbeat(
+            broker_id=101,
+            broker_epoch=201,
+            current_metadata_offset=ctl.view.offset,
+            offline_log_dirs=hb.offline_log_dirs,
+        )
     )
     assert strip(decision.records) == strip(records[failed + 2 :])
 
@@ -89,12 +93,13 @@ def test_s1_heartbeat_with_a_foreign_dir_gives_exactly_three_records():
 
     def assign(broker, epoch, mapping):
         req = AssignReplicasToDirsRequest(
-            broker_id=broker, broker_epoch=epoch,
+            broker_id=broker,
+            broker_epoch=epoch,
             directories=tuple(
                 DirectoryReplicas(id=d, topics=tuple(TopicPartitions(topic_id=t, partitions=(p,)) for t, p in tps))
                 for d, tps in mapping.items()
             ),
-        )  # fmt: skip
+        )
         return ctl.handle(c.AssignReplicasToDirs(request=req))
 
     d = assign(101, 201, {A1: [(ta, 0), (tb, 0)], A2: [(ta, 1), (tb, 1)]})
@@ -103,7 +108,9 @@ def test_s1_heartbeat_with_a_foreign_dir_gives_exactly_three_records():
     assert len(d.records) == 4 and ctl.view.partition(ta, 0).directories == (A1, B1)
     assert ctl.view.partition(ta, 0).partition_epoch == 2
 
-    d = ctl.handle(c.Heartbeat(broker_id=101, broker_epoch=201, current_metadata_offset=ctl.view.offset, offline_log_dirs=(A1, B1)))
+    d = ctl.handle(
+        c.Heartbeat(broker_id=101, broker_epoch=201, current_metadata_offset=ctl.view.offset, offline_log_dirs=(A1, B1))
+    )
     v = PartitionChange.__struct_config__  # noqa: F841 - version is MV's
     assert strip(d.records) == [
         PartitionChange(version=1, topic_id=min(ta, tb), partition_id=0, leader=102, isr=(102,)),
@@ -116,7 +123,9 @@ def test_s1_heartbeat_with_a_foreign_dir_gives_exactly_three_records():
         assert (p0.leader, p0.isr, p0.leader_epoch, p0.partition_epoch) == (102, (102,), 1, 3)
         assert (p1.leader, p1.isr, p1.partition_epoch) == (101, (101, 102), 2)
     # Repeating the report is idempotent (R-DIR-1).
-    again = ctl.handle(c.Heartbeat(broker_id=101, broker_epoch=201, current_metadata_offset=ctl.view.offset, offline_log_dirs=(A1, B1)))
+    again = ctl.handle(
+        c.Heartbeat(broker_id=101, broker_epoch=201, current_metadata_offset=ctl.view.offset, offline_log_dirs=(A1, B1))
+    )
     assert again.records == ()
 
 
@@ -137,43 +146,70 @@ def test_s2_assign_replicas_to_dirs():
         return TopicPartitions(topic_id=t, partitions=ps)
 
     req = AssignReplicasToDirsRequest(
-        broker_id=1, broker_epoch=101,
+        broker_id=1,
+        broker_epoch=101,
         directories=(
             DirectoryReplicas(id=D1, topics=(tp(a, 0, 137), tp(b, 0), tp(t_c, 0))),
             DirectoryReplicas(id=D2, topics=(tp(a, 1), tp(unknown, 1))),
             DirectoryReplicas(id=X, topics=(tp(a, 2),)),
             DirectoryReplicas(id=LOST, topics=(tp(b, 1),)),
         ),
-    )  # fmt: skip
+    )
     d = ctl.handle(c.AssignReplicasToDirs(request=req))
     codes = {(r.topic_id, r.partition_id): r.error_code for x in d.reply.directories for r in x.partitions}
     assert d.reply.error_code == 0
     assert codes == {
-        (a, 0): 0, (a, 137): c.UNKNOWN_TOPIC_OR_PARTITION, (b, 0): 0, (t_c, 0): c.NOT_LEADER_OR_FOLLOWER,
-        (a, 1): 0, (unknown, 1): c.UNKNOWN_TOPIC_ID, (a, 2): 0, (b, 1): 0,
-    }  # fmt: skip
+        (a, 0): 0,
+        (a, 137): c.UNKNOWN_TOPIC_OR_PARTITION,
+        (b, 0): 0,
+        (t_c, 0): c.NOT_LEADER_OR_FOLLOWER,
+        (a, 1): 0,
+        (unknown, 1): c.UNKNOWN_TOPIC_ID,
+        (a, 2): 0,
+        (b, 1): 0,
+    }
 
     def dirs(t, p, d0):
-        return PartitionChange(version=1, topic_id=t, partition_id=p, assignment=(ReplicaDirectory(broker=1, directory=d0), ReplicaDirectory(broker=2, directory=E1)))
+        return PartitionChange(
+            version=1,
+            topic_id=t,
+            partition_id=p,
+            assignment=(ReplicaDirectory(broker=1, directory=d0), ReplicaDirectory(broker=2, directory=E1)),
+        )
 
     assert strip(d.records) == [
-        dirs(a, 0, D1), dirs(b, 0, D1), dirs(a, 1, D2), dirs(a, 2, X), dirs(b, 1, LOST),
+        dirs(a, 0, D1),
+        dirs(b, 0, D1),
+        dirs(a, 1, D2),
+        dirs(a, 2, X),
+        dirs(b, 1, LOST),
         # Computed from the pre-request state: Leader and ISR, no directories.
         *sorted(
-            [PartitionChange(version=1, topic_id=a, partition_id=2, leader=2, isr=(2,)),
-             PartitionChange(version=1, topic_id=b, partition_id=1, leader=2, isr=(2,))],
+            [
+                PartitionChange(version=1, topic_id=a, partition_id=2, leader=2, isr=(2,)),
+                PartitionChange(version=1, topic_id=b, partition_id=1, leader=2, isr=(2,)),
+            ],
             key=lambda r: (r.topic_id, r.partition_id),
         ),
-    ]  # fmt: skip
+    ]
     v = ctl.view
     in_isr_1 = {(t, p) for t in (a, b, t_c) for p in v.partitions[t] if 1 in v.partition(t, p).isr}
     in_isr_2 = {(t, p) for t in (a, b, t_c) for p in v.partitions[t] if v.partition(t, p).isr == (2,)}
     assert in_isr_1 == {(a, 0), (a, 1), (b, 0)}
     assert in_isr_2 == {(a, 2), (b, 1), (t_c, 0)}
     # A stale epoch or an old metadata.version gets no records at all.
-    assert ctl.handle(c.AssignReplicasToDirs(request=AssignReplicasToDirsRequest(broker_id=1, broker_epoch=7, directories=req.directories))).reply.error_code == c.STALE_BROKER_EPOCH
+    assert (
+        ctl.handle(
+            c.AssignReplicasToDirs(
+                request=AssignReplicasToDirsRequest(broker_id=1, broker_epoch=7, directories=req.directories)
+            )
+        ).reply.error_code
+        == c.STALE_BROKER_EPOCH
+    )
     old = controller_with_brokers({1: [D1, D2]}, mv=16)
-    r = old.handle(c.AssignReplicasToDirs(request=AssignReplicasToDirsRequest(broker_id=1, broker_epoch=101, directories=())))
+    r = old.handle(
+        c.AssignReplicasToDirs(request=AssignReplicasToDirsRequest(broker_id=1, broker_epoch=101, directories=()))
+    )
     assert r.reply.error_code == c.UNSUPPORTED_VERSION and r.records == ()
 
 
@@ -197,9 +233,15 @@ def test_s3_fence_multiple_brokers():
 
 DA, DB = uid("d_a"), uid("d_b")
 FOO = PartitionRegistration(
-    topic_id=uid("foo"), partition_id=0, replicas=(2, 1, 3), directories=(DA, DB, UNASSIGNED),
-    isr=(2, 1, 3), leader=1, leader_epoch=100, partition_epoch=200,
-)  # fmt: skip
+    topic_id=uid("foo"),
+    partition_id=0,
+    replicas=(2, 1, 3),
+    directories=(DA, DB, UNASSIGNED),
+    isr=(2, 1, 3),
+    leader=1,
+    leader_epoch=100,
+    partition_epoch=200,
+)
 
 
 def foo_builder(p=FOO, mv=MV, acceptor=lambda r: r != 3):
@@ -232,11 +274,22 @@ def test_s4_builder_elections():
         assert foo_builder(mv=mv).set_target_isr((2, 1)).build().leader == leader
     assert foo_builder().set_target_isr((2, 1, 3, 4)).build().leader == -2
     offline = PartitionRegistration(
-        topic_id=uid("offline"), partition_id=0, replicas=(2, 1, 3), directories=(MIGRATING,) * 3,
-        isr=(3,), leader=NO_LEADER, leader_epoch=5, partition_epoch=7,
-    )  # fmt: skip
+        topic_id=uid("offline"),
+        partition_id=0,
+        replicas=(2, 1, 3),
+        directories=(MIGRATING,) * 3,
+        isr=(3,),
+        leader=NO_LEADER,
+        leader_epoch=5,
+        partition_epoch=7,
+    )
     for target in ((3,), (2,)):
-        got = foo_builder(offline, acceptor=lambda r: r == 1).set_target_isr(target).set_election(Election.UNCLEAN).build()
+        got = (
+            foo_builder(offline, acceptor=lambda r: r == 1)
+            .set_target_isr(target)
+            .set_election(Election.UNCLEAN)
+            .build()
+        )
         assert got == pcr(offline, isr=(1,), leader=1, leader_recovery_state=1)
 
 
@@ -245,14 +298,20 @@ def test_s4_builder_elections():
 
 def test_s5_directory_updates():
     S, N, P, R = (uid(f"s5-{n}") for n in "SNPR")
-    p = PartitionRegistration(topic_id=uid("s5"), partition_id=0, replicas=(2, 1, 3), directories=(S, N, UNASSIGNED), isr=(2, 1, 3), leader=2)
+    p = PartitionRegistration(
+        topic_id=uid("s5"), partition_id=0, replicas=(2, 1, 3), directories=(S, N, UNASSIGNED), isr=(2, 1, 3), leader=2
+    )
     got = foo_builder(p, mv=25, acceptor=lambda r: True).set_directory(3, P).set_directory(1, LOST).build()
     assert got == PartitionChange(
-        version=2, topic_id=p.topic_id, partition_id=0,
+        version=2,
+        topic_id=p.topic_id,
+        partition_id=0,
         assignment=tuple(ReplicaDirectory(broker=b, directory=d) for b, d in ((2, S), (1, LOST), (3, P))),
-    )  # fmt: skip
+    )
     v, i, f = (uid(f"s5-{n}") for n in ("v", "i", "f"))
-    p = PartitionRegistration(topic_id=uid("s5b"), partition_id=0, replicas=(2, 1, 3), directories=(v, i, f), isr=(2, 1, 3), leader=1)
+    p = PartitionRegistration(
+        topic_id=uid("s5b"), partition_id=0, replicas=(2, 1, 3), directories=(v, i, f), isr=(2, 1, 3), leader=1
+    )
     got = foo_builder(p, mv=17, acceptor=lambda r: True).set_target_replicas((3, 1, 5, 4)).set_directory(5, R).build()
     assert (got.version, got.leader, got.replicas) == (1, 1, (3, 1, 5, 4))
     assert [a.directory for a in got.assignment] == [f, i, R, UNASSIGNED]
@@ -270,10 +329,17 @@ def test_s6_registration_and_directory_predicates():
     assert all(v.has_online_dir(1, d) for d in (Xd, Yd, UNASSIGNED, MIGRATING))
     assert not any(v.has_online_dir(1, d) for d in (uid("other"), LOST)) and not v.has_online_dir(77, Xd)
     S = uid("s6-S")
-    assert [default_dir(d, directories_supported=True) for d in ((), (S,), (Xd, Yd), None)] == [MIGRATING, S, UNASSIGNED, UNASSIGNED]
+    assert [default_dir(d, directories_supported=True) for d in ((), (S,), (Xd, Yd), None)] == [
+        MIGRATING,
+        S,
+        UNASSIGNED,
+        UNASSIGNED,
+    ]
 
     def register(broker, dirs, incarnation="s6"):
-        return ctl.handle(c.RegisterBroker(broker_id=broker, incarnation_id=uid(f"{incarnation}-{broker}"), log_dirs=tuple(dirs)))
+        return ctl.handle(
+            c.RegisterBroker(broker_id=broker, incarnation_id=uid(f"{incarnation}-{broker}"), log_dirs=tuple(dirs))
+        )
 
     cases = {
         (): "No directories specified in request",
@@ -300,7 +366,15 @@ def test_s6_registration_and_directory_predicates():
 
 
 def test_s7_leader_recovery_state():
-    p = PartitionRegistration(topic_id=uid("s7"), partition_id=0, replicas=(1, 2, 3), directories=(MIGRATING,) * 3, isr=(1,), leader=1, leader_recovery_state=1)
+    p = PartitionRegistration(
+        topic_id=uid("s7"),
+        partition_id=0,
+        replicas=(1, 2, 3),
+        directories=(MIGRATING,) * 3,
+        isr=(1,),
+        leader=1,
+        leader_recovery_state=1,
+    )
     change = foo_builder(p, acceptor=lambda r: False).set_target_isr(()).build()
     assert change == pcr(p, leader=NO_LEADER)
     p = merge(p, change)
@@ -308,7 +382,14 @@ def test_s7_leader_recovery_state():
     change = foo_builder(p, acceptor=lambda r: True).build()
     assert change == pcr(p, leader=1)
     assert merge(p, change).leader_recovery_state == 1
-    q = PartitionRegistration(topic_id=uid("s7b"), partition_id=0, replicas=(1, 2, 3), directories=(MIGRATING,) * 3, isr=(2, 3), leader=NO_LEADER)
+    q = PartitionRegistration(
+        topic_id=uid("s7b"),
+        partition_id=0,
+        replicas=(1, 2, 3),
+        directories=(MIGRATING,) * 3,
+        isr=(2, 3),
+        leader=NO_LEADER,
+    )
     unclean = foo_builder(q, acceptor=lambda r: r == 1).set_election(Election.UNCLEAN)
     assert unclean.build() == pcr(q, leader=1, isr=(1,), leader_recovery_state=1)
     old = foo_builder(q, mv=1, acceptor=lambda r: r == 1).set_election(Election.UNCLEAN).build()
@@ -323,12 +404,20 @@ def test_s8_elr_is_off_fields_pass_through_and_the_isr_is_never_emptied():
     ELR off: ELR fields in records are carried through unchanged and the controller never empties
     an ISR (last replica standing) nor writes ELR fields."""
     ctl = controller_with_brokers({b: [uid(f"s8-{b}")] for b in range(4)}, mv=25)
-    foo = ctl.handle(c.CreateTopic(name="foo", assignments=((0, 1, 2, 3),), configs={"min.insync.replicas": "3"})).reply.topic_id
-    elr_record = PartitionChange(version=2, topic_id=foo, partition_id=0, eligible_leader_replicas=(), last_known_elr=(3,))
+    foo = ctl.handle(
+        c.CreateTopic(name="foo", assignments=((0, 1, 2, 3),), configs={"min.insync.replicas": "3"})
+    ).reply.topic_id
+    elr_record = PartitionChange(
+        version=2, topic_id=foo, partition_id=0, eligible_leader_replicas=(), last_known_elr=(3,)
+    )
     ctl.append([elr_record])
     for b in (1, 2, 3):
         d = ctl.handle(c.ExpireSession(broker_id=b))
-        assert all(r.eligible_leader_replicas is None and r.last_known_elr is None for r in d.records if isinstance(r, PartitionChange))
+        assert all(
+            r.eligible_leader_replicas is None and r.last_known_elr is None
+            for r in d.records
+            if isinstance(r, PartitionChange)
+        )
     p = ctl.view.partition(foo, 0)
     assert (p.isr, p.leader, p.last_known_elr) == ((0,), 0, (3,))
     ctl.handle(c.ExpireSession(broker_id=0))
@@ -339,7 +428,20 @@ def test_s8_elr_is_off_fields_pass_through_and_the_isr_is_never_emptied():
 def test_partition_record_without_directories_reads_as_migrating():
     ctl = controller_with_brokers({1: [uid("m1")]})
     t = ctl.handle(c.CreateTopic(name="m", assignments=((1,),))).reply.topic_id
-    ctl.append([Partition(version=0, topic_id=t, partition_id=1, replicas=(1,), isr=(1,), leader=1, leader_epoch=0, partition_epoch=0)])
+    ctl.append(
+        [
+            Partition(
+                version=0,
+                topic_id=t,
+                partition_id=1,
+                replicas=(1,),
+                isr=(1,),
+                leader=1,
+                leader_epoch=0,
+                partition_epoch=0,
+            )
+        ]
+    )
     assert ctl.view.partition(t, 1).directories == (MIGRATING,)
     assert replay(ctl.records).state_hash() == ctl.view.state_hash()
 

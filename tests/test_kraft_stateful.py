@@ -129,9 +129,7 @@ class StepChecker:
         assert _strip(decision.records) == _strip(pure.records)
         assert decision.reply == pure.reply
         # Offsets follow the view.
-        assert [r.offset for r in decision.records] == list(
-            range(offset0 + 1, offset0 + 1 + len(decision.records))
-        )
+        assert [r.offset for r in decision.records] == list(range(offset0 + 1, offset0 + 1 + len(decision.records)))
         if decision.reply.error_code not in (c.NONE, c.NEW_LEADER_ELECTED):
             # NEW_LEADER_ELECTED is the one error Kafka answers *with* a record (AlterPartition).
             assert decision.records == (), f"{cmd!r} failed with {decision.reply!r} but wrote records"
@@ -513,9 +511,7 @@ class KraftCluster(RuleBasedStateMachine):
         name = self._topic_name(data)
         rf = data.draw(st.integers(1, 3), label="rf")
         n = data.draw(st.integers(1, 3), label="partitions")
-        assignments = tuple(
-            tuple(data.draw(st.permutations(list(BROKER_IDS)), label=f"p{i}")[:rf]) for i in range(n)
-        )
+        assignments = tuple(tuple(data.draw(st.permutations(list(BROKER_IDS)), label=f"p{i}")[:rf]) for i in range(n))
         exists = name in self.view.topic_ids
         d = self.run(c.CreateTopic(name=name, assignments=assignments, configs=self._topic_configs(data)))
         if exists:
@@ -544,9 +540,12 @@ class KraftCluster(RuleBasedStateMachine):
         exists = name in self.view.topic_ids
         d = self.run(
             c.CreateTopic(
-                name=name, partitions=n, replication_factor=rf, broker_weights=weights,
+                name=name,
+                partitions=n,
+                replication_factor=rf,
+                broker_weights=weights,
                 configs=self._topic_configs(data),
-            )  # fmt: skip
+            )
         )
         if exists:
             assert d.reply.error_code == c.TOPIC_ALREADY_EXISTS
@@ -615,9 +614,7 @@ class KraftCluster(RuleBasedStateMachine):
             assert d.reply.error_code == c.STALE_BROKER_EPOCH
             return
         assert d.reply.error_code == c.NONE
-        got = {
-            (r.topic_id, r.partition_id): r.error_code for dres in d.reply.directories for r in dres.partitions
-        }
+        got = {(r.topic_id, r.partition_id): r.error_code for dres in d.reply.directories for r in dres.partitions}
         assert got == expected
         changed = {(r.topic_id, r.partition_id) for r in d.records if isinstance(r, PartitionChange)}
         assert changed <= {k for k, code in expected.items() if code == c.NONE}, "records for rejected entries"
@@ -635,10 +632,13 @@ class KraftCluster(RuleBasedStateMachine):
                     # the directory change's own election (on the pre-request directory) made b
                     # leader; the ISR update, computed from the pre-request state, saw nothing to do.
                     electing = [
-                        r for r in d.records
-                        if isinstance(r, PartitionChange) and (r.topic_id, r.partition_id) == key
-                        and r.leader == b and r.assignment is not None
-                    ]  # fmt: skip
+                        r
+                        for r in d.records
+                        if isinstance(r, PartitionChange)
+                        and (r.topic_id, r.partition_id) == key
+                        and r.leader == b
+                        and r.assignment is not None
+                    ]
                     assert electing, f"{key}: {b} leads on offline dir {directory} without the quirk"
                     assert is_online(before[key].directory(b), reg.log_dirs)
                     self.quirk_leaders[key] = (p.leader, p.leader_epoch)
@@ -718,10 +718,15 @@ class KraftCluster(RuleBasedStateMachine):
                 expect = c.NONE
         d = self.run(
             c.AlterPartition(
-                broker_id=sender, broker_epoch=broker_epoch, topic_id=p.topic_id, partition_id=p.partition_id,
-                leader_epoch=leader_epoch, partition_epoch=partition_epoch, new_isr=tuple(new_isr),
+                broker_id=sender,
+                broker_epoch=broker_epoch,
+                topic_id=p.topic_id,
+                partition_id=p.partition_id,
+                leader_epoch=leader_epoch,
+                partition_epoch=partition_epoch,
+                new_isr=tuple(new_isr),
                 leader_recovery_state=lrs,
-            )  # fmt: skip
+            )
         )
         event(f"alter_partition {mode} -> {d.reply.error_code}")
         assert d.reply.error_code == expect, (d.reply, expect)
@@ -737,8 +742,11 @@ class KraftCluster(RuleBasedStateMachine):
         assert q.isr == tuple(new_isr) and q.leader == p.leader and q.leader_epoch == p.leader_epoch
         assert q.leader_recovery_state == lrs
         assert (d.reply.leader, d.reply.leader_epoch, d.reply.partition_epoch, d.reply.isr) == (
-            q.leader, q.leader_epoch, q.partition_epoch, q.isr,
-        )  # fmt: skip
+            q.leader,
+            q.leader_epoch,
+            q.partition_epoch,
+            q.isr,
+        )
 
     # -- invariants ----------------------------------------------------------------------------------
 
@@ -811,11 +819,12 @@ def _assign(ctl: Controller, b: int, epoch: int, directory: str, tid: str, pid: 
     return ctl.handle(
         c.AssignReplicasToDirs(
             request=AssignReplicasToDirsRequest(
-                broker_id=b, broker_epoch=epoch,
+                broker_id=b,
+                broker_epoch=epoch,
                 directories=(
                     DirectoryReplicas(id=directory, topics=(TopicPartitions(topic_id=tid, partitions=(pid,)),)),
                 ),
-            )  # fmt: skip
+            )
         )
     )
 
@@ -874,9 +883,10 @@ def test_unfence_and_offline_dir_in_one_heartbeat():
     ctl.handle(
         c.AssignReplicasToDirs(
             request=AssignReplicasToDirsRequest(
-                broker_id=1, broker_epoch=e1,
+                broker_id=1,
+                broker_epoch=e1,
                 directories=(DirectoryReplicas(id=d1, topics=(TopicPartitions(topic_id=tid, partitions=(0,)),)),),
-            )  # fmt: skip
+            )
         )
     )
     ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=e1, current_metadata_offset=ctl.view.offset, want_fence=True))
@@ -911,9 +921,14 @@ def test_alter_partition_from_the_future_is_not_controller(ahead):
         pe += 1
     d = ctl.handle(
         c.AlterPartition(
-            broker_id=1, broker_epoch=epochs[1], topic_id=tid, partition_id=0,
-            leader_epoch=le, partition_epoch=pe, new_isr=(1,),
-        )  # fmt: skip
+            broker_id=1,
+            broker_epoch=epochs[1],
+            topic_id=tid,
+            partition_id=0,
+            leader_epoch=le,
+            partition_epoch=pe,
+            new_isr=(1,),
+        )
     )
     assert d.records == ()
     assert d.reply.error_code == 41  # NOT_CONTROLLER (ReplicationControlManager.validateAlterPartitionData)
@@ -934,9 +949,10 @@ def test_partition_listed_twice_under_offline_dirs_gets_one_isr_update():
     tid = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),))).reply.topic_id
     tp = (TopicPartitions(topic_id=tid, partitions=(0,)),)
     request = AssignReplicasToDirsRequest(
-        broker_id=1, broker_epoch=ep[1],
+        broker_id=1,
+        broker_epoch=ep[1],
         directories=(DirectoryReplicas(id=LOST, topics=tp), DirectoryReplicas(id=uid("nowhere"), topics=tp)),
-    )  # fmt: skip
+    )
     d = ctl.handle(c.AssignReplicasToDirs(request=request))
     leader_changes = [r for r in d.records if isinstance(r, PartitionChange) and r.leader != LEADER_UNCHANGED]
     assert len(leader_changes) == 1
@@ -967,9 +983,14 @@ def test_alter_partition_rejects_an_ineligible_member_already_in_the_isr():
     assert p.leader == 1 and not reg.fenced and reg.in_controlled_shutdown  # Kafka-faithful so far
     d = ctl.handle(
         c.AlterPartition(
-            broker_id=1, broker_epoch=ep[1], topic_id=tid, partition_id=0,
-            leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch, new_isr=(1,),
-        )  # fmt: skip
+            broker_id=1,
+            broker_epoch=ep[1],
+            topic_id=tid,
+            partition_id=0,
+            leader_epoch=p.leader_epoch,
+            partition_epoch=p.partition_epoch,
+            new_isr=(1,),
+        )
     )
     assert d.reply.error_code == c.INELIGIBLE_REPLICA
     assert d.records == ()

@@ -68,7 +68,9 @@ def test_plots_draw(lake):
 
     matplotlib.use("Agg")
     ax = lake.plot_partition("a", 0)
-    assert ax.get_title() == "a-0: leader and ISR" and any("failed" in t.get_text() for t in ax.get_legend().get_texts())
+    assert ax.get_title() == "a-0: leader and ISR" and any(
+        "failed" in t.get_text() for t in ax.get_legend().get_texts()
+    )
     assert lake.plot_offline().get_ylabel() == "offline replicas"
 
 
@@ -78,7 +80,9 @@ def test_the_incident_notebook_runs_top_to_bottom(tmp_path):
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # committed without outputs
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the plots were drawn
@@ -90,8 +94,27 @@ def test_shell_browses_like_kafka_metadata_shell_with_history(lake):
     from kraftlake.cli.app import app
 
     run = CliRunner().invoke
-    res = run(app, ["shell", lake.path, "--offset", "24", "-c", "ls", "-c", "ls cluster/brokers", "-c", "cat cluster/brokers/101",
-                    "-c", "cd topics/byName/a", "-c", "pwd", "-c", "cat 0"])  # fmt: skip
+    res = run(
+        app,
+        [
+            "shell",
+            lake.path,
+            "--offset",
+            "24",
+            "-c",
+            "ls",
+            "-c",
+            "ls cluster/brokers",
+            "-c",
+            "cat cluster/brokers/101",
+            "-c",
+            "cd topics/byName/a",
+            "-c",
+            "pwd",
+            "-c",
+            "cat 0",
+        ],
+    )
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[:6] == ["provenance/", "features/", "cluster/", "topics/", "configs/", "producerIds/"]

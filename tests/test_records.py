@@ -9,8 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlake.records import (
-    API_KEYS,
-    BY_NAME,
     KRAFT_RECORDS,
     LOST,
     MIGRATING,
@@ -119,9 +117,19 @@ def test_delta_round_trip_is_identity(tmp_path_factory, batch):
 
 
 def test_delta_round_trip_appends_in_order(new_log):
-    batches_ = [[Partition(partition_id=p, topic_id=TOPIC, replicas=(1,), isr=(1,), leader=1,
-                           assignment=(ReplicaDirectory(broker=1, directory=DIR_A),))]
-                for p in range(3)]
+    batches_ = [
+        [
+            Partition(
+                partition_id=p,
+                topic_id=TOPIC,
+                replicas=(1,),
+                isr=(1,),
+                leader=1,
+                assignment=(ReplicaDirectory(broker=1, directory=DIR_A),),
+            )
+        ]
+        for p in range(3)
+    ]
     for b in batches_:
         new_log.append(b)
     assert [r.partition_id for r in new_log.read()] == [0, 1, 2]
@@ -167,7 +175,10 @@ def test_old_partition_is_upcast_with_migrating_directories():
 
 
 def test_field_newer_than_the_version_is_rejected():
-    line = b'{"type":"BrokerRegistrationChange","version":1,"broker_id":1,"broker_epoch":5,"log_dirs":["%s"]}' % DIR_A.encode()
+    line = (
+        b'{"type":"BrokerRegistrationChange","version":1,"broker_id":1,"broker_epoch":5,"log_dirs":["%s"]}'
+        % DIR_A.encode()
+    )
     with pytest.raises(RecordError) as exc:
         decode_line(line, line_no=3)
     assert (exc.value.line, exc.value.record_type, exc.value.field) == (3, "BrokerRegistrationChange", "log_dirs")
@@ -220,7 +231,14 @@ def test_entity_keys_name_the_entity(record):
     else:
         prefixes = {"broker", "feature", "config", "controller", "producer-ids", "cluster"}
         prefixes |= {"token", "user", "acl", "quorum", "kafka"}  # security records, Raft, opaque imports
-        prefixes |= {"ids", "streams", "stream", "kv", "object", "auditor"}  # S3Stream: id high-water marks, end offsets, KV
+        prefixes |= {
+            "ids",
+            "streams",
+            "stream",
+            "kv",
+            "object",
+            "auditor",
+        }  # S3Stream: id high-water marks, end offsets, KV
         assert key.split("/")[0] in prefixes
 
 

@@ -51,9 +51,6 @@ def _audit(records, config: AuditConfig | None = None):
     return a.report()
 
 
-
-
-
 @pytest.mark.parametrize("bug", sorted(BUGS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_bug_is_caught_by_its_invariant(bug, seed):
@@ -67,7 +64,9 @@ def test_every_bug_is_caught_by_its_invariant(bug, seed):
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**32), nodes=st.integers(2, 5), streams=st.integers(1, 12), version=st.sampled_from([1, 3, 7]))
+@given(
+    seed=st.integers(0, 2**32), nodes=st.integers(2, 5), streams=st.integers(1, 12), version=st.sampled_from([1, 3, 7])
+)
 def test_correct_histories_pass(seed, nodes, streams, version):
     # Every automq.version the deciders speak: V0 (inline ranges, legacy object times), V2, V6.
     cfg = WorkloadConfig(seed=seed, nodes=nodes, streams=streams, automq_version=version, ttl_ms=5_000)
@@ -120,15 +119,22 @@ def _opened(sid=0, *, epoch=0, node=0, start=0):
 
 
 def _committed(oid):
-    return [AssignedS3ObjectId(assigned_s3_object_id=oid),
-            S3Object(object_id=oid, object_size=1, object_state=ObjectState.COMMITTED, timestamp=1)]  # fmt: skip
+    return [
+        AssignedS3ObjectId(assigned_s3_object_id=oid),
+        S3Object(object_id=oid, object_size=1, object_state=ObjectState.COMMITTED, timestamp=1),
+    ]
 
 
 def test_a_clean_history_has_no_violation():
-    recs = [V6, NODE0, *_opened(), *_committed(0),
-            ObjectWritten(node_id=0, object_id=0, ranges=(StreamRange(stream_id=0, start_offset=0, end_offset=10),)),
-            S3StreamSetObject(node_id=0, object_id=0, order_id=0),
-            S3StreamEndOffsets(end_offsets=(StreamEndOffset(stream_id=0, end_offset=10),))]  # fmt: skip
+    recs = [
+        V6,
+        NODE0,
+        *_opened(),
+        *_committed(0),
+        ObjectWritten(node_id=0, object_id=0, ranges=(StreamRange(stream_id=0, start_offset=0, end_offset=10),)),
+        S3StreamSetObject(node_id=0, object_id=0, order_id=0),
+        S3StreamEndOffsets(end_offsets=(StreamEndOffset(stream_id=0, end_offset=10),)),
+    ]
     assert _found(recs) == set()
 
 
@@ -154,40 +160,67 @@ def test_each_invariant_fires_on_its_wrong_state(case, invariant):
     base = [V6, NODE0, NodeWALMetadata(node_id=1, node_epoch=0), *_opened(), *_committed(0), *_committed(1)]
 
     def sso(oid, a, b, node=0):
-        return [ObjectWritten(node_id=node, object_id=oid, ranges=(StreamRange(stream_id=0, start_offset=a, end_offset=b),)),
-                S3StreamSetObject(node_id=node, object_id=oid, order_id=oid)]  # fmt: skip
+        return [
+            ObjectWritten(
+                node_id=node, object_id=oid, ranges=(StreamRange(stream_id=0, start_offset=a, end_offset=b),)
+            ),
+            S3StreamSetObject(node_id=node, object_id=oid, order_id=oid),
+        ]
 
     def end(e):
         return S3StreamEndOffsets(end_offsets=(StreamEndOffset(stream_id=0, end_offset=e),))
 
     extra = {
-        "ranges-out-of-order": [Range(stream_id=0, epoch=1, range_index=1, start_offset=0, end_offset=0, node_id=0),
-                                Range(stream_id=0, epoch=0, range_index=0, start_offset=5, end_offset=5, node_id=0),
-                                S3Stream(stream_id=0, epoch=1, range_index=1, start_offset=0, stream_state=1)],
+        "ranges-out-of-order": [
+            Range(stream_id=0, epoch=1, range_index=1, start_offset=0, end_offset=0, node_id=0),
+            Range(stream_id=0, epoch=0, range_index=0, start_offset=5, end_offset=5, node_id=0),
+            S3Stream(stream_id=0, epoch=1, range_index=1, start_offset=0, stream_state=1),
+        ],
         "current-not-last": [Range(stream_id=0, epoch=1, range_index=1, start_offset=0, end_offset=0, node_id=1)],
-        "start-above-end": [S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=1),
-                            *sso(0, 0, 10), end(10), Range(stream_id=0, epoch=1, range_index=1, start_offset=10, end_offset=10, node_id=0),
-                            S3Stream(stream_id=0, epoch=1, range_index=1, start_offset=0, stream_state=1),
-                            Range(stream_id=0, epoch=0, range_index=0, start_offset=0, end_offset=3, node_id=0),
-                            S3Stream(stream_id=0, epoch=1, range_index=1, start_offset=5, stream_state=1)],
+        "start-above-end": [
+            S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=1),
+            *sso(0, 0, 10),
+            end(10),
+            Range(stream_id=0, epoch=1, range_index=1, start_offset=10, end_offset=10, node_id=0),
+            S3Stream(stream_id=0, epoch=1, range_index=1, start_offset=0, stream_state=1),
+            Range(stream_id=0, epoch=0, range_index=0, start_offset=0, end_offset=3, node_id=0),
+            S3Stream(stream_id=0, epoch=1, range_index=1, start_offset=5, stream_state=1),
+        ],
         "end-moves-back": [*sso(0, 0, 10), end(10), end(4)],
         "overlap": [*sso(0, 0, 10), end(10), *sso(1, 5, 10)],
         "gap": [*sso(0, 2, 10), end(10)],
-        "destroyed-reference": [*sso(0, 0, 10), end(10),
-                                S3Object(object_id=0, object_size=1, object_state=ObjectState.MARK_DESTROYED, timestamp=1)],
+        "destroyed-reference": [
+            *sso(0, 0, 10),
+            end(10),
+            S3Object(object_id=0, object_size=1, object_state=ObjectState.MARK_DESTROYED, timestamp=1),
+        ],
         "unassigned-id": [S3StreamObject(stream_id=0, start_offset=0, end_offset=0, object_id=99)],
-        "duty-without-range": [NodeWALUncommittedOffsets(node_id=1, entries=(UncommittedOffset(stream_id=0, start_offset=0, end_offset=10),)),
-                               end(10)],
-        "opened-at-epoch-minus-1": [AssignedStreamId(assigned_stream_id=1),
-                                    S3Stream(stream_id=1, epoch=-1, range_index=-1, start_offset=0, stream_state=1)],
-        "prepared-forever": [AssignedS3ObjectId(assigned_s3_object_id=2),
-                             S3Object(object_id=2, object_state=ObjectState.PREPARED, timestamp=1_010)]
-                            + [S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=1)] * 30,
+        "duty-without-range": [
+            NodeWALUncommittedOffsets(
+                node_id=1, entries=(UncommittedOffset(stream_id=0, start_offset=0, end_offset=10),)
+            ),
+            end(10),
+        ],
+        "opened-at-epoch-minus-1": [
+            AssignedStreamId(assigned_stream_id=1),
+            S3Stream(stream_id=1, epoch=-1, range_index=-1, start_offset=0, stream_state=1),
+        ],
+        "prepared-forever": [
+            AssignedS3ObjectId(assigned_s3_object_id=2),
+            S3Object(object_id=2, object_state=ObjectState.PREPARED, timestamp=1_010),
+        ]
+        + [S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=1)] * 30,
         "commit-by-non-owner": [*sso(0, 0, 10, node=1)],
         # the end a compaction saw (10) is not the end of the stream made again under its id (0)
-        "commit-by-non-owner-after-reuse": [*sso(0, 0, 10), end(10), *sso(1, 0, 10), RemoveS3Stream(stream_id=0),
-                                            *_opened()[1:], *sso(2, 0, 5, node=1)],
-    }[case]  # fmt: skip
+        "commit-by-non-owner-after-reuse": [
+            *sso(0, 0, 10),
+            end(10),
+            *sso(1, 0, 10),
+            RemoveS3Stream(stream_id=0),
+            *_opened()[1:],
+            *sso(2, 0, 5, node=1),
+        ],
+    }[case]
     assert invariant in _found(base + extra, prepared_check_ms=5)
 
 
@@ -201,8 +234,12 @@ _coverage_ops = st.lists(
         st.tuples(st.just("so"), _stream, st.integers(0, 5), _span),  # add or replace a stream object
         st.tuples(st.just("unso"), _stream, st.integers(0, 5)),
         # a stream-set object's ranges (stream 3 does not exist), inline or packed
-        st.tuples(st.just("sso"), st.integers(0, 4), st.lists(st.tuples(st.sampled_from((*_STREAMS, 3)), _span), max_size=5),
-                  st.booleans()),
+        st.tuples(
+            st.just("sso"),
+            st.integers(0, 4),
+            st.lists(st.tuples(st.sampled_from((*_STREAMS, 3)), _span), max_size=5),
+            st.booleans(),
+        ),
         st.tuples(st.just("unsso"), st.integers(0, 4)),
         st.tuples(st.just("drop"), _stream),  # a stream removed, and its id used again
         st.tuples(st.just("settle")),
@@ -233,8 +270,10 @@ def test_the_coverage_index_agrees_with_the_entries_it_holds(ops, lo, hi, small)
     sso: dict[int, list[tuple[int, int, int]]] = {}
 
     def model(sid):
-        return sorted([(a, b, ("SO", k)) for k, (a, b) in so.get(sid, {}).items()]
-                      + [(a, b, ("SSO", o, 0)) for o, rs in sso.items() for s, a, b in rs if s == sid])  # fmt: skip
+        return sorted(
+            [(a, b, ("SO", k)) for k, (a, b) in so.get(sid, {}).items()]
+            + [(a, b, ("SSO", o, 0)) for o, rs in sso.items() for s, a, b in rs if s == sid]
+        )
 
     def counts(entries):
         net, odd = {}, 0
@@ -278,8 +317,9 @@ def test_the_coverage_index_agrees_with_the_entries_it_holds(ops, lo, hi, small)
                 view.object_index[o] = StreamRanges.of(rs)
             else:
                 view.object_index.pop(o, None)
-            node.stream_set_objects[o] = StreamSetObjectMeta(object_id=o, order_id=o, data_time_in_ms=0,
-                                                             ranges=() if packed else rs)  # fmt: skip
+            node.stream_set_objects[o] = StreamSetObjectMeta(
+                object_id=o, order_id=o, data_time_in_ms=0, ranges=() if packed else rs
+            )
             cover.add_sso(view, 0, o)
             sso[o] = [(s, a, b) for s, (a, b) in ranges if s in _STREAMS]
         elif kind == "unsso":
@@ -324,9 +364,13 @@ def test_fixture_verdicts(fixture):
 
 
 def test_story_fixtures_tell_their_story():
-    kinds = {f: collections.Counter(type(r).__name__ for r in iter_lines((FIXTURES / f).open("rb")))
-             for f in ("compaction.jsonl", "failover.jsonl")}  # fmt: skip
-    assert kinds["compaction.jsonl"]["RemoveStreamSetObject"] > 0 and kinds["compaction.jsonl"]["RemoveS3StreamObject"] > 0
+    kinds = {
+        f: collections.Counter(type(r).__name__ for r in iter_lines((FIXTURES / f).open("rb")))
+        for f in ("compaction.jsonl", "failover.jsonl")
+    }
+    assert (
+        kinds["compaction.jsonl"]["RemoveStreamSetObject"] > 0 and kinds["compaction.jsonl"]["RemoveS3StreamObject"] > 0
+    )
     failover = list(iter_lines((FIXTURES / "failover.jsonl").open("rb")))
     assert any(isinstance(r, NodeWALMetadata) and r.failover_mode for r in failover)
     assert any(isinstance(r, NodeWALUncommittedOffsets) for r in failover)
@@ -334,15 +378,32 @@ def test_story_fixtures_tell_their_story():
 
 def test_the_fixtures_are_what_the_simulator_writes(tmp_path):
     out = tmp_path / "x.jsonl"
-    args = ["simulate", "--family", "s3stream", "--seed", "1", "--records", "300", "--nodes", "3", "--streams", "3",
-            "--ops", "append,upload,reassign,failover", "--out", str(out)]  # fmt: skip
+    args = [
+        "simulate",
+        "--family",
+        "s3stream",
+        "--seed",
+        "1",
+        "--records",
+        "300",
+        "--nodes",
+        "3",
+        "--streams",
+        "3",
+        "--ops",
+        "append,upload,reassign,failover",
+        "--out",
+        str(out),
+    ]
     assert runner.invoke(app, args).exit_code == 0
     assert out.read_bytes() == (FIXTURES / "failover.jsonl").read_bytes()
 
 
 def test_cli_simulate_audit_and_view_streams(tmp_path):
     sim = tmp_path / "s.jsonl"
-    res = runner.invoke(app, ["simulate", "--family", "s3stream", "--seed", "2", "-n", "800", "--bug", "commit-gap", "-o", str(sim)])
+    res = runner.invoke(
+        app, ["simulate", "--family", "s3stream", "--seed", "2", "-n", "800", "--bug", "commit-gap", "-o", str(sim)]
+    )
     assert res.exit_code == 0, res.output
     log = tmp_path / "log"
     assert runner.invoke(app, ["init", str(log)]).exit_code == 0
@@ -399,7 +460,9 @@ def test_audit_from_an_offset_continues_the_s3stream_state(tmp_path, cut):
         whole = json.loads(runner.invoke(app, ["audit", str(log), "-f", "json"]).stdout)
         part = json.loads(runner.invoke(app, ["audit", str(log), "-f", "json", "--from", str(cut)]).stdout)
         assert part["streams_state_hash"] == whole["streams_state_hash"]
-        later = [(v["invariant"], v["entity"], v["first_offset"]) for v in whole["violations"] if v["first_offset"] >= cut]
+        later = [
+            (v["invariant"], v["entity"], v["first_offset"]) for v in whole["violations"] if v["first_offset"] >= cut
+        ]
         assert [(v["invariant"], v["entity"], v["first_offset"]) for v in part["violations"]] == later
 
 

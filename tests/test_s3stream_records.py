@@ -12,12 +12,11 @@ from kraftlake.records import RecordError, decode_line, encode_line
 from kraftlake.records.arrow import _from_struct_columns, from_table, to_table
 from kraftlake.records.base import trusted
 from kraftlake.records.observations import ObjectWritten
-from kraftlake.statemachine.s3stream.view import StreamsView
 from kraftlake.records.s3stream import (
     API_KEYS,
+    KV,
     S3STREAM_RECORDS,
     KeyValue,
-    KV,
     NodeWALMetadata,
     ObjectState,
     RemoveKV,
@@ -36,6 +35,7 @@ from kraftlake.records.s3stream import (
     unpack_end_offsets,
     unpack_ranges,
 )
+from kraftlake.statemachine.s3stream.view import StreamsView
 
 DESIGN_S3STREAM = (
     "S3Stream RemoveS3Stream Range RemoveRange S3StreamObject RemoveS3StreamObject S3StreamSetObject"
@@ -67,8 +67,10 @@ def test_removed_and_added_fields_are_refused_at_the_wrong_version():
         decode_line('{"type":"S3Object","version":1,"object_id":1,"object_state":2,"committed_time_in_ms":3}')
     assert (exc.value.record_type, exc.value.field) == ("S3Object", "committed_time_in_ms")
     with pytest.raises(RecordError) as exc:
-        decode_line('{"type":"S3StreamSetObject","version":1,"node_id":1,"object_id":1,"order_id":1,'
-                    '"ranges":[{"stream_id":1,"start_offset":0,"end_offset":1}]}')  # fmt: skip
+        decode_line(
+            '{"type":"S3StreamSetObject","version":1,"node_id":1,"object_id":1,"order_id":1,'
+            '"ranges":[{"stream_id":1,"start_offset":0,"end_offset":1}]}'
+        )
     assert exc.value.field == "ranges"
     with pytest.raises(RecordError) as exc:
         decode_line('{"type":"S3Object","version":0,"object_id":1,"object_state":2,"attributes":5}')
@@ -82,8 +84,14 @@ def test_removed_and_added_fields_are_refused_at_the_wrong_version():
     ("line", "field"),
     [
         ('{"type":"S3Object","object_id":1,"object_state":4}', "object_state"),
-        ('{"type":"S3Stream","stream_id":1,"epoch":0,"range_index":0,"start_offset":0,"stream_state":2}', "stream_state"),
-        ('{"type":"Range","stream_id":1,"epoch":0,"range_index":0,"start_offset":5,"end_offset":4,"node_id":1}', "end_offset"),
+        (
+            '{"type":"S3Stream","stream_id":1,"epoch":0,"range_index":0,"start_offset":0,"stream_state":2}',
+            "stream_state",
+        ),
+        (
+            '{"type":"Range","stream_id":1,"epoch":0,"range_index":0,"start_offset":5,"end_offset":4,"node_id":1}',
+            "end_offset",
+        ),
         ('{"type":"S3StreamObject","stream_id":-1,"start_offset":0,"end_offset":1,"object_id":1}', "stream_id"),
         ('{"type":"RemoveKV","keys":["a","b"],"namespaces":["n"]}', "namespaces"),
     ],
@@ -167,7 +175,10 @@ def test_stream_ranges_read_back_the_ranges_they_pack(rs):
     a, b = StreamsView(), StreamsView()
     a.object_index[1], b.object_index[1] = packed, plain
     assert a.state_hash() == b.state_hash()
-    assert tuple(packed) == tuple(rs) and StreamRanges.of((r.stream_id, r.start_offset, r.end_offset) for r in rs) == packed
+    assert (
+        tuple(packed) == tuple(rs)
+        and StreamRanges.of((r.stream_id, r.start_offset, r.end_offset) for r in rs) == packed
+    )
     ids, starts, ends = packed.columns()
     assert list(zip(ids, starts, ends)) == [(r.stream_id, r.start_offset, r.end_offset) for r in rs]
     for i, r in enumerate(rs):
@@ -200,13 +211,25 @@ def test_object_written_round_trips_through_json_msgpack_and_the_logs_columns(rs
 
 
 def test_a_v0_index_block_is_upcast_from_json_and_from_an_older_logs_blobs():
-    v0 = {"type": "ObjectWritten", "version": 0, "offset": 3, "ts_ms": 1, "source": None, "source_offset": None,
-          "node_id": 0, "object_id": 1, "object_size": 0, "ranges": [{"stream_id": 4, "start_offset": 1, "end_offset": 5}]}  # fmt: skip
+    v0 = {
+        "type": "ObjectWritten",
+        "version": 0,
+        "offset": 3,
+        "ts_ms": 1,
+        "source": None,
+        "source_offset": None,
+        "node_id": 0,
+        "object_id": 1,
+        "object_size": 0,
+        "ranges": [{"stream_id": 4, "start_offset": 1, "end_offset": 5}],
+    }
     want = StreamRanges.of([(4, 1, 5)])
     r = decode_line(msgspec.json.encode(v0))
     assert r.version == 0 and r.ranges == want
     # A log written before v1 holds the v0 record in its blob column: read record by record.
-    table = pa.table({"offset": pa.array([3], pa.int64()), "record": pa.array([msgspec.msgpack.encode(v0)], pa.binary())})
+    table = pa.table(
+        {"offset": pa.array([3], pa.int64()), "record": pa.array([msgspec.msgpack.encode(v0)], pa.binary())}
+    )
     assert from_table(table) == [r]
 
 
@@ -217,12 +240,15 @@ def test_a_v0_index_block_is_upcast_from_json_and_from_an_older_logs_blobs():
         ('{"packed":"AAAA","raw_size":24}', "ranges", "not a zstd frame of 24 bytes"),
         ('{"packed":"AAAA","raw_size":-24}', "ranges.raw_size", ">= 0"),
         ('[{"stream_id":1,"start_offset":5,"end_offset":3}]', "ranges", "end offset 3 is below start offset 5"),
-        ('[{"stream_id":1,"start_offset":0,"end_offset":3},{"stream_id":1,"start_offset":3,"end_offset":4}]', "ranges",
-         "lists a stream twice"),
+        (
+            '[{"stream_id":1,"start_offset":0,"end_offset":3},{"stream_id":1,"start_offset":3,"end_offset":4}]',
+            "ranges",
+            "lists a stream twice",
+        ),
         ('[{"stream_id":-1,"start_offset":0,"end_offset":3}]', "ranges[0].stream_id", ">= 0"),
         ('[{"stream_id":1,"start_offset":0}]', "ranges[0].end_offset", "missing"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_index_block_names_the_record_and_field(ranges_json, field, words):
     with pytest.raises(RecordError) as exc:
         decode_line('{"type":"ObjectWritten","node_id":0,"object_id":1,"ranges":%s}' % ranges_json)

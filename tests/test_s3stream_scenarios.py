@@ -3,8 +3,6 @@ states from the S3Stream deciders and reducer."""
 
 from __future__ import annotations
 
-import pytest
-
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.s3stream import (
     KV,
@@ -18,7 +16,6 @@ from kraftlake.records.s3stream import (
     RemoveRange,
     RemoveS3Stream,
     RemoveS3StreamObject,
-    RemoveStreamSetObject,
     S3Object,
     S3Stream,
     S3StreamEndOffsets,
@@ -31,7 +28,7 @@ from kraftlake.statemachine.s3stream import commands as c
 from kraftlake.statemachine.s3stream.decider import decide
 from kraftlake.statemachine.s3stream.reducer import apply
 from kraftlake.statemachine.s3stream.streams import removable_ranges
-from kraftlake.statemachine.s3stream.view import V0, V6, Stream, StreamObjectMeta, StreamsView, RangeMeta
+from kraftlake.statemachine.s3stream.view import V0, V6, RangeMeta, Stream, StreamObjectMeta, StreamsView
 
 NOW = 1_000_000
 
@@ -78,16 +75,30 @@ class Ctl:
         return self.do(c.CloseStream(node_id=node, node_epoch=0, stream_id=sid, stream_epoch=epoch, end_offset=end))
 
     def trim(self, sid, node, epoch, start):
-        return self.do(c.TrimStream(node_id=node, node_epoch=0, stream_id=sid, stream_epoch=epoch, new_start_offset=start))
+        return self.do(
+            c.TrimStream(node_id=node, node_epoch=0, stream_id=sid, stream_epoch=epoch, new_start_offset=start)
+        )
 
     def sso(self, obj, node, ranges=(), sos=(), compacted=(), order=None, failover=False, epoch=0):
-        return self.do(c.CommitStreamSetObject(
-            node_id=node, node_epoch=epoch, object_id=obj, order_id=obj if order is None else order, object_size=100,
-            ranges=tuple(c.CommitRange(stream_id=s, stream_epoch=0, start_offset=a, end_offset=b) for s, a, b in ranges),
-            stream_objects=tuple(c.CommitStreamObjectPart(object_id=o, object_size=10, stream_id=s, start_offset=a,
-                                                          end_offset=b) for o, s, a, b in sos),
-            compacted_object_ids=tuple(compacted), failover_mode=failover, now_ms=NOW,
-        ))  # fmt: skip
+        return self.do(
+            c.CommitStreamSetObject(
+                node_id=node,
+                node_epoch=epoch,
+                object_id=obj,
+                order_id=obj if order is None else order,
+                object_size=100,
+                ranges=tuple(
+                    c.CommitRange(stream_id=s, stream_epoch=0, start_offset=a, end_offset=b) for s, a, b in ranges
+                ),
+                stream_objects=tuple(
+                    c.CommitStreamObjectPart(object_id=o, object_size=10, stream_id=s, start_offset=a, end_offset=b)
+                    for o, s, a, b in sos
+                ),
+                compacted_object_ids=tuple(compacted),
+                failover_mode=failover,
+                now_ms=NOW,
+            )
+        )
 
 
 def test_basic_create_open_close():  # 6.1
@@ -137,10 +148,13 @@ def test_commit_stream_set_object_basic():  # 6.2
     assert k.sso(6, 1, [(0, 100, 300)]).error == c.NONE
     s = k.stream(0)
     assert [(r.range_index, r.start_offset, r.end_offset, r.node_id) for r in s.ranges.values()] == [
-        (0, 0, 100, 0), (1, 100, 100, 1)]  # fmt: skip
+        (0, 0, 100, 0),
+        (1, 100, 100, 1),
+    ]
     assert s.end_offset == 300 and list(k.view.nodes[1].stream_set_objects) == [6]
     assert k.ok(c.GetOpeningStreams(node_id=1, node_epoch=0)).reply.streams == (
-        c.OpeningStream(stream_id=0, epoch=1, start_offset=0, end_offset=300),)
+        c.OpeningStream(stream_id=0, epoch=1, start_offset=0, end_offset=300),
+    )
     assert k.ok(c.GetOpeningStreams(node_id=0, node_epoch=0)).reply.streams == ()
 
 
@@ -156,8 +170,18 @@ def test_commit_wal_compacted():  # 6.3
     d = k.sso(2, 0, [(0, 0, 200), (1, 0, 300)], compacted=[0, 1], order=0)
     assert d.error == c.NONE
     assert [type(r).__name__ for r in d.records] == [
-        "S3Object", "S3Object", "S3Object", "S3StreamSetObject", "RemoveStreamSetObject", "RemoveStreamSetObject"]
-    assert [r.object_state for r in d.records[:3]] == [ObjectState.COMMITTED, ObjectState.MARK_DESTROYED, ObjectState.MARK_DESTROYED]
+        "S3Object",
+        "S3Object",
+        "S3Object",
+        "S3StreamSetObject",
+        "RemoveStreamSetObject",
+        "RemoveStreamSetObject",
+    ]
+    assert [r.object_state for r in d.records[:3]] == [
+        ObjectState.COMMITTED,
+        ObjectState.MARK_DESTROYED,
+        ObjectState.MARK_DESTROYED,
+    ]
     assert (k.stream(0).end_offset, k.stream(1).end_offset) == (200, 300)
     ssos = k.view.nodes[0].stream_set_objects
     assert list(ssos) == [2] and ssos[2].order_id == 0 and ssos[2].data_time_in_ms == data_time
@@ -176,10 +200,14 @@ def test_compaction_with_deleted_stream_record_order():
     d = k.sso(2, 0, [(0, 0, 20)], sos=[(3, 1, 0, 20)], compacted=[0, 1])
     assert d.error == c.NONE
     assert [(type(r).__name__, getattr(r, "object_id", None), getattr(r, "object_state", None)) for r in d.records] == [
-        ("S3Object", 2, ObjectState.COMMITTED), ("S3Object", 0, ObjectState.MARK_DESTROYED),
-        ("S3Object", 1, ObjectState.MARK_DESTROYED), ("S3StreamSetObject", 2, None),
-        ("S3Object", 3, ObjectState.MARK_DESTROYED), ("RemoveStreamSetObject", 0, None), ("RemoveStreamSetObject", 1, None),
-    ]  # fmt: skip
+        ("S3Object", 2, ObjectState.COMMITTED),
+        ("S3Object", 0, ObjectState.MARK_DESTROYED),
+        ("S3Object", 1, ObjectState.MARK_DESTROYED),
+        ("S3StreamSetObject", 2, None),
+        ("S3Object", 3, ObjectState.MARK_DESTROYED),
+        ("RemoveStreamSetObject", 0, None),
+        ("RemoveStreamSetObject", 1, None),
+    ]
     assert attribute_deep_delete(d.records[4].attributes)
 
 
@@ -191,23 +219,69 @@ def test_commit_with_stream_objects_and_stream_object_compaction():  # 6.4
     assert (k.stream(0).end_offset, k.stream(1).end_offset, list(k.stream(1).objects)) == (100, 200, [1])
     assert k.sso(2, 0, [(0, 99, 200)], sos=[(3, 1, 200, 400)]).error == c.OFFSET_NOT_MATCHED
     assert k.sso(2, 0, [(0, 100, 200)], sos=[(3, 1, 200, 400)], order=1).error == c.NONE
-    d = k.do(c.CommitStreamObject(node_id=0, node_epoch=0, object_id=4, object_size=5, stream_id=1, start_offset=0,
-                                  end_offset=400, source_object_ids=(1, 3), now_ms=NOW))  # fmt: skip
+    d = k.do(
+        c.CommitStreamObject(
+            node_id=0,
+            node_epoch=0,
+            object_id=4,
+            object_size=5,
+            stream_id=1,
+            start_offset=0,
+            end_offset=400,
+            source_object_ids=(1, 3),
+            now_ms=NOW,
+        )
+    )
     assert d.error == c.NONE
-    assert [type(r) for r in d.records] == [S3Object, S3Object, S3Object, S3StreamObject, RemoveS3StreamObject, RemoveS3StreamObject]
+    assert [type(r) for r in d.records] == [
+        S3Object,
+        S3Object,
+        S3Object,
+        S3StreamObject,
+        RemoveS3StreamObject,
+        RemoveS3StreamObject,
+    ]
     assert {o: (m.start_offset, m.end_offset) for o, m in k.stream(1).objects.items()} == {4: (0, 400)}
     assert [(s.stream_id, s.end_offset) for s in k.ok(c.GetOpeningStreams(node_id=0, node_epoch=0)).reply.streams] == [
-        (0, 200), (1, 400)]  # fmt: skip
-    assert k.do(c.CommitStreamObject(node_id=0, node_epoch=0, object_id=5, stream_id=1, start_offset=400,
-                                     end_offset=1000, source_object_ids=(10,), now_ms=NOW)).error == c.COMPACTED_OBJECTS_NOT_FOUND  # fmt: skip
+        (0, 200),
+        (1, 400),
+    ]
+    assert (
+        k.do(
+            c.CommitStreamObject(
+                node_id=0,
+                node_epoch=0,
+                object_id=5,
+                stream_id=1,
+                start_offset=400,
+                end_offset=1000,
+                source_object_ids=(10,),
+                now_ms=NOW,
+            )
+        ).error
+        == c.COMPACTED_OBJECTS_NOT_FOUND
+    )
 
 
 def test_commit_stream_object_for_fenced_stream():
     k = Ctl(objects=2)
     k.create()
     k.open(0, 0, 1)
-    assert k.do(c.CommitStreamObject(node_id=0, node_epoch=0, object_id=0, stream_id=0, start_offset=0, end_offset=1,
-                                     stream_epoch=0, now_ms=NOW)).error == c.STREAM_FENCED  # fmt: skip
+    assert (
+        k.do(
+            c.CommitStreamObject(
+                node_id=0,
+                node_epoch=0,
+                object_id=0,
+                stream_id=0,
+                start_offset=0,
+                end_offset=1,
+                stream_epoch=0,
+                now_ms=NOW,
+            )
+        ).error
+        == c.STREAM_FENCED
+    )
 
 
 def _mock_data0() -> Ctl:
@@ -256,8 +330,13 @@ def test_current_owner_commit_classification_after_trim():  # 6.6, one commit af
     k.open(0, 0, 0)
     k.trim(0, 0, 0, 100)
     assert k.stream(0).end_offset == 100
-    table = [((0, 90), c.NONE, 100), ((90, 110), c.NONE, 110), ((95, 120), c.OFFSET_NOT_MATCHED, 110),
-             ((120, 130), c.OFFSET_NOT_MATCHED, 110), ((110, 120), c.NONE, 120)]  # fmt: skip
+    table = [
+        ((0, 90), c.NONE, 100),
+        ((90, 110), c.NONE, 110),
+        ((95, 120), c.OFFSET_NOT_MATCHED, 110),
+        ((120, 130), c.OFFSET_NOT_MATCHED, 110),
+        ((110, 120), c.NONE, 120),
+    ]
     for i, (rng, want, want_end) in enumerate(table):
         assert k.sso(i, 0, [(0, *rng)]).error == want, rng
         assert k.stream(0).end_offset == want_end, rng
@@ -376,7 +455,8 @@ def test_prepare_commit_and_expire_objects():  # 6.10
     assert d.reply.first_object_id == 0
     assert d.records[0] == AssignedS3ObjectId(assigned_s3_object_id=2)
     assert [(r.object_id, r.object_state, r.timestamp) for r in d.records[1:]] == [
-        (i, ObjectState.PREPARED, NOW + 60_000) for i in range(3)]  # fmt: skip
+        (i, ObjectState.PREPARED, NOW + 60_000) for i in range(3)
+    ]
     assert k.view.next_object_id == 3
     d = k.ok(c.PrepareObjects(node_id=0, count=5, ttl_ms=60_000, now_ms=NOW))
     assert d.reply.first_object_id == 3 and len(d.records) == 6 and k.view.next_object_id == 8
@@ -391,7 +471,8 @@ def test_prepare_commit_and_expire_objects():  # 6.10
     assert k.ok(c.CheckObjectLifecycle(now_ms=NOW + 60_000)).records == ()
     d = k.ok(c.CheckObjectLifecycle(now_ms=NOW + 60_001, limit=5))
     assert [(r.object_id, r.object_state, r.timestamp) for r in d.records] == [
-        (i, ObjectState.MARK_DESTROYED, 0) for i in range(1, 6)]  # fmt: skip
+        (i, ObjectState.MARK_DESTROYED, 0) for i in range(1, 6)
+    ]
     d = k.ok(c.CheckObjectLifecycle(now_ms=NOW + 60_001))
     assert [r.object_id for r in d.records] == [6, 7]
     d = k.ok(c.DeleteMarkedObjects(now_ms=NOW, retention_ms=0))
@@ -402,7 +483,10 @@ def test_prepare_commit_and_expire_objects():  # 6.10
 def test_pre_v2_records_use_legacy_fields_and_inline_ranges():
     k = Ctl(version=V0)
     d = k.ok(c.PrepareObjects(node_id=0, count=1, ttl_ms=10, now_ms=NOW))
-    assert d.records[1].version == 0 and (d.records[1].prepared_time_in_ms, d.records[1].expired_time_in_ms) == (NOW, NOW + 10)
+    assert d.records[1].version == 0 and (d.records[1].prepared_time_in_ms, d.records[1].expired_time_in_ms) == (
+        NOW,
+        NOW + 10,
+    )
     k.create()
     assert k.view.streams[0].tags == {} and d.records[1].timestamp == NOW + 10
     k.open(0, 0, 0)

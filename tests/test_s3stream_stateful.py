@@ -37,8 +37,22 @@ class Deciders(RuleBasedStateMachine):
         return d
 
     # well-formed node behaviour (the simulator's operations)
-    @rule(op=st.sampled_from(["append", "upload", "compact", "compact_stream_objects", "trim", "reassign", "failover",
-                              "delete", "leak", "tick"]))  # fmt: skip
+    @rule(
+        op=st.sampled_from(
+            [
+                "append",
+                "upload",
+                "compact",
+                "compact_stream_objects",
+                "trim",
+                "reassign",
+                "failover",
+                "delete",
+                "leak",
+                "tick",
+            ]
+        )
+    )
     def operation(self, op):
         self.k.op += 1
         self.k.now += 200
@@ -58,13 +72,27 @@ class Deciders(RuleBasedStateMachine):
         # A node fast-closes at most at its WAL's end: beyond it, it would promise data it lacks.
         if end >= 0 and (s is None or wal_end is None or end > wal_end):
             end = -1 if s is None else s.end_offset
-        self._run(c.CloseStream(node_id=node, node_epoch=self.k.node_epoch(node), stream_id=max(sid, 0), stream_epoch=epoch,
-                                end_offset=end))  # fmt: skip
+        self._run(
+            c.CloseStream(
+                node_id=node,
+                node_epoch=self.k.node_epoch(node),
+                stream_id=max(sid, 0),
+                stream_epoch=epoch,
+                end_offset=end,
+            )
+        )
 
     @rule(node=nodes, sid=small, epoch=small, start=offsets)
     def trim_stream(self, node, sid, epoch, start):
-        self._run(c.TrimStream(node_id=node, node_epoch=self.k.node_epoch(node), stream_id=max(sid, 0), stream_epoch=epoch,
-                               new_start_offset=start))  # fmt: skip
+        self._run(
+            c.TrimStream(
+                node_id=node,
+                node_epoch=self.k.node_epoch(node),
+                stream_id=max(sid, 0),
+                stream_epoch=epoch,
+                new_start_offset=start,
+            )
+        )
 
     @rule(sid=small)
     def delete_stream(self, sid):
@@ -78,11 +106,27 @@ class Deciders(RuleBasedStateMachine):
         from kraftlake.records.s3stream import StreamRange
 
         sid = max(sid, 0)
-        self.k.emit([ObjectWritten(node_id=node, object_id=oid, ranges=(StreamRange(stream_id=sid, start_offset=start, end_offset=start + length),))])
-        self._run(c.CommitStreamSetObject(node_id=node, node_epoch=node_epoch, object_id=oid, order_id=oid, object_size=1,
-                                          failover_mode=failover, now_ms=self.k.now,
-                                          ranges=(c.CommitRange(stream_id=sid, stream_epoch=0, start_offset=start,
-                                                                end_offset=start + length),)))  # fmt: skip
+        self.k.emit(
+            [
+                ObjectWritten(
+                    node_id=node,
+                    object_id=oid,
+                    ranges=(StreamRange(stream_id=sid, start_offset=start, end_offset=start + length),),
+                )
+            ]
+        )
+        self._run(
+            c.CommitStreamSetObject(
+                node_id=node,
+                node_epoch=node_epoch,
+                object_id=oid,
+                order_id=oid,
+                object_size=1,
+                failover_mode=failover,
+                now_ms=self.k.now,
+                ranges=(c.CommitRange(stream_id=sid, stream_epoch=0, start_offset=start, end_offset=start + length),),
+            )
+        )
 
     @rule(node=nodes, epoch=st.integers(-1, 5), failover=st.booleans())
     def register(self, node, epoch, failover):
@@ -96,8 +140,16 @@ class Deciders(RuleBasedStateMachine):
         for oid in ids:
             o = self.k.view.objects.get(oid)
             if o is not None and o.state == ObjectState.COMMITTED:
-                d = self._run(c.CommitStreamSetObject(node_id=0, node_epoch=self.k.node_epoch(0), object_id=oid, order_id=oid,
-                                                      object_size=1, now_ms=self.k.now))  # fmt: skip
+                d = self._run(
+                    c.CommitStreamSetObject(
+                        node_id=0,
+                        node_epoch=self.k.node_epoch(0),
+                        object_id=oid,
+                        order_id=oid,
+                        object_size=1,
+                        now_ms=self.k.now,
+                    )
+                )
                 assert d.error in (c.NONE, c.NODE_FENCED) and d.records == ()
 
     @invariant()

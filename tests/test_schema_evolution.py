@@ -7,9 +7,9 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from kraftlake.records import (
-    LogDirFailed,
-    Log,
     RECORD_TYPES,
+    Log,
+    LogDirFailed,
     RegisterBroker,
     Topic,
 )
@@ -41,8 +41,9 @@ def test_older_table_reads_and_evolves(tmp_path):
         ts_ms=1,
         schema=old,
     )
-    write_deltalake(path, rows, mode="append",
-                    commit_properties=CommitProperties(app_transactions=[Transaction(OFFSET_TXN, 1)]))
+    write_deltalake(
+        path, rows, mode="append", commit_properties=CommitProperties(app_transactions=[Transaction(OFFSET_TXN, 1)])
+    )
 
     log = Log.open(path)
     before = log.read()
@@ -52,8 +53,12 @@ def test_older_table_reads_and_evolves(tmp_path):
     assert before[0].fenced is True and before[0].log_dirs == ()
     assert before[1] == Topic(name="t", topic_id=TOPIC, offset=1, ts_ms=1)
 
-    res = log.append([LogDirFailed(broker_id=1, directory=INC),
-                      RegisterBroker(broker_id=2, incarnation_id=INC, broker_epoch=9, fenced=False, log_dirs=(TOPIC,))])
+    res = log.append(
+        [
+            LogDirFailed(broker_id=1, directory=INC),
+            RegisterBroker(broker_id=2, incarnation_id=INC, broker_epoch=9, fenced=False, log_dirs=(TOPIC,)),
+        ]
+    )
     assert (res.first_offset, res.last_offset) == (2, 3)
     after = Log.open(path).read()
     assert after[:2] == before

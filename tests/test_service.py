@@ -42,14 +42,28 @@ def log_path(tmp_path) -> Path:
 def test_append_exactly_once_and_bad_input_appends_nothing(log_path):
     with TestClient(app=create_app(log_path)) as c:
         r = c.post("/v1/records", json={"producer": "p", "seq": 0, "records": [config(0), config(1)]})
-        assert r.status_code == 200 and r.json() == {"first_offset": 0, "last_offset": 1, "version": 1, "duplicate": False}
+        assert r.status_code == 200 and r.json() == {
+            "first_offset": 0,
+            "last_offset": 1,
+            "version": 1,
+            "duplicate": False,
+        }
         again = c.post("/v1/records", json={"producer": "p", "seq": 0, "records": [config(0), config(1)]})
         assert again.json() == {**r.json(), "duplicate": True}
-        bad = c.post("/v1/records", json={"producer": "p", "seq": 1, "records": [config(2), {"type": "Topic", "name": "t"}]})
+        bad = c.post(
+            "/v1/records", json={"producer": "p", "seq": 1, "records": [config(2), {"type": "Topic", "name": "t"}]}
+        )
         assert bad.status_code == 400
-        assert bad.json() == {"error": "line 2: Topic.topic_id: required field is missing", "index": 1, "type": "Topic", "field": "topic_id"}
+        assert bad.json() == {
+            "error": "line 2: Topic.topic_id: required field is missing",
+            "index": 1,
+            "type": "Topic",
+            "field": "topic_id",
+        }
         assert c.post("/v1/records", json={"producer": "p", "records": [config(3)]}).status_code == 400  # seq missing
-        assert c.post("/v1/records", content=b"{not json", headers={"content-type": "application/json"}).status_code == 400
+        assert (
+            c.post("/v1/records", content=b"{not json", headers={"content-type": "application/json"}).status_code == 400
+        )
         import msgspec
 
         packed = msgspec.msgpack.encode({"producer": "p", "seq": 1, "records": [config(4)]})
@@ -77,8 +91,10 @@ def _append_conversation(c) -> list[tuple[int, object, str | None]]:
     post(json={"producer": "p", "seq": 1, "records": []})
     post(json={"producer": "p", "seq": 1, "records": [config(3)], "extra": 1})
     post(content=b"{not json", headers={"content-type": "application/json"})
-    post(content=msgspec.msgpack.encode({"producer": "p", "seq": 1, "records": [config(4)]}),
-         headers={"content-type": "application/msgpack"})  # fmt: skip
+    post(
+        content=msgspec.msgpack.encode({"producer": "p", "seq": 1, "records": [config(4)]}),
+        headers={"content-type": "application/msgpack"},
+    )
     post(json={"records": [{"type": "NoOp"}]})
     post(json={"producer": "p", "seq": 0, "records": [config(9)]})  # an old seq: its original offsets
     return out
@@ -119,12 +135,24 @@ def test_reads_views_audits_health_metrics_and_openapi(log_path):
         assert c.post("/v1/audits", json={}).json()["verdict"] == "pass"
         assert c.get("/healthz").json() == {"status": "ok", "last_offset": len(lines) - 1, "queued_records": 0}
         metrics = c.get("/metrics").text
-        assert f"kraftlake_appended_records_total {len(lines)}.0" in metrics and "kraftlake_commits_total 1.0" in metrics
+        assert (
+            f"kraftlake_appended_records_total {len(lines)}.0" in metrics and "kraftlake_commits_total 1.0" in metrics
+        )
         assert 'kraftlake_append_latency_seconds_bucket{le="+Inf"} 1.0' in metrics
-        assert 'kraftlake_http_request_duration_seconds_count{method="GET",route="/v1/views/brokers/{broker_id}",status="200"} 1.0' in metrics
+        assert (
+            'kraftlake_http_request_duration_seconds_count{method="GET",route="/v1/views/brokers/{broker_id}",status="200"} 1.0'
+            in metrics
+        )
         schema = c.get("/schema/openapi.json").json()
-        assert {"/v1/records", "/v1/views/controller", "/v1/views/brokers/{broker_id}", "/v1/audits", "/healthz",
-                "/metrics", "/v1/producers/{producer}"} <= set(schema["paths"])  # fmt: skip
+        assert {
+            "/v1/records",
+            "/v1/views/controller",
+            "/v1/views/brokers/{broker_id}",
+            "/v1/audits",
+            "/healthz",
+            "/metrics",
+            "/v1/producers/{producer}",
+        } <= set(schema["paths"])
         assert {"get", "post"} <= set(schema["paths"]["/v1/records"])
 
 
@@ -145,7 +173,10 @@ class _SlowLog:
 def test_group_commit_shares_commits_and_the_queue_is_bounded(log_path):
     slow = _SlowLog(Log.open(log_path))
     committer = GroupCommitter(slow, CommitConfig(max_queued_records=100, max_records=1000))  # type: ignore[arg-type]
-    futures = [committer.submit([Config(resource_type=4, resource_name="x", name="n", value=str(i))] * 10, "p", i) for i in range(10)]
+    futures = [
+        committer.submit([Config(resource_type=4, resource_name="x", name="n", value=str(i))] * 10, "p", i)
+        for i in range(10)
+    ]
     deadline = time.monotonic() + 30
     while committer.queued_records == 100 and time.monotonic() < deadline:
         time.sleep(0.01)  # until the committer took a group (and waits on the slow log)
@@ -168,7 +199,9 @@ def test_group_commit_shares_commits_and_the_queue_is_bounded(log_path):
 def test_group_append_lands_whole_and_answers_retries(log_path):
     log = Log.open(log_path)
     res = log.append_group([Batch([NoOp(), NoOp()], "a", 0), Batch([NoOp()]), Batch([NoOp()] * 3, "b", 5)])
-    assert [(r.first_offset, r.last_offset) for r in res] == [(0, 1), (2, 2), (3, 5)] and len({r.version for r in res}) == 1
+    assert [(r.first_offset, r.last_offset) for r in res] == [(0, 1), (2, 2), (3, 5)] and len(
+        {r.version for r in res}
+    ) == 1
     again = log.append_group([Batch([NoOp()] * 3, "b", 5), Batch([NoOp()], "a", 1)])
     assert again[0].duplicate and (again[0].first_offset, again[0].last_offset) == (3, 5)
     assert (again[1].first_offset, again[1].duplicate) == (6, False)
@@ -186,8 +219,11 @@ def _free_port() -> int:
 
 
 def _serve(log_path: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "kraftlake.cli", "serve", str(log_path), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kraftlake.cli", "serve", str(log_path), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -205,7 +241,9 @@ def _load(url: str, clients: int, batches: int, size: int, acked: list, seed: in
         # Random client-side timeouts: some requests time out after the server committed them.
         app = Appender(url, producer=f"client-{c}", timeout_s=rng.choice([0.05, 0.2, 2.0]), retry_for_s=120)
         for b in range(batches):
-            records = [Config(resource_type=4, resource_name=f"client-{c}", name="n", value=f"{b}/{i}") for i in range(size)]
+            records = [
+                Config(resource_type=4, resource_name=f"client-{c}", name="n", value=f"{b}/{i}") for i in range(size)
+            ]
             res = app.append(records)
             acked.append((c, b, res.first_offset, res.last_offset))
 
@@ -229,7 +267,11 @@ def _check(log_path: Path, acked: list, size: int) -> None:
 def test_the_commit_process_commits_answers_errors_and_ends_with_its_parent(log_path):
     proc = CommitProcess(str(log_path))
     r = proc.append_group([Batch([NoOp()], "p", 0), Batch([NoOp(), NoOp()], "q", 0), Batch([NoOp()], None, None)])
-    assert [(x.first_offset, x.last_offset, x.version, x.duplicate) for x in r] == [(0, 0, 1, False), (1, 2, 1, False), (3, 3, 1, False)]
+    assert [(x.first_offset, x.last_offset, x.version, x.duplicate) for x in r] == [
+        (0, 0, 1, False),
+        (1, 2, 1, False),
+        (3, 3, 1, False),
+    ]
     again = proc.append_group([Batch([NoOp()], "p", 0), Batch([NoOp()], "p", 3)])
     assert [(x.first_offset, x.duplicate) for x in again] == [(0, True), (4, False)]
     with pytest.raises(RecordError, match="sent seq 2 after seq 3"):
@@ -288,14 +330,25 @@ def test_tokens_roles_and_producers(log_path, tmp_path, capsys):
     from kraftlake.service.auth import load_tokens
 
     secret = "s3cret-admin"
-    (tmp_path / "tokens.json").write_text(json.dumps({"tokens": [
-        {"token": "t-writer", "producer": "controller-1", "roles": ["append"]},
-        {"token": "t-reader", "producer": "analyst", "roles": ["read"]},
-        {"sha256": hashlib.sha256(secret.encode()).hexdigest(), "producer": "ops", "roles": ["read", "admin"]},
-    ]}))  # fmt: skip
+    (tmp_path / "tokens.json").write_text(
+        json.dumps(
+            {
+                "tokens": [
+                    {"token": "t-writer", "producer": "controller-1", "roles": ["append"]},
+                    {"token": "t-reader", "producer": "analyst", "roles": ["read"]},
+                    {
+                        "sha256": hashlib.sha256(secret.encode()).hexdigest(),
+                        "producer": "ops",
+                        "roles": ["read", "admin"],
+                    },
+                ]
+            }
+        )
+    )
     tokens = load_tokens(tmp_path / "tokens.json")
     body = {"producer": "controller-1", "seq": 0, "records": [config(0)]}
     with TestClient(app=create_app(log_path, tokens=tokens)) as c:
+
         def auth(t):
             return {"Authorization": f"Bearer {t}"}
 

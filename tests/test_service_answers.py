@@ -70,11 +70,18 @@ def _conversation(c: TestClient) -> list[tuple[int, dict, dict]]:
     post(json={"producer": "w", "seq": 6, "records": [config(1)]}, headers={"Authorization": "Bearer t-reader"})
     post(json={"producer": "w", "seq": 3, "records": [config(1)]})  # 409: seq 3 after 5, never sent
     post(content=b"x" * (MAX_BODY + 1), headers={"content-type": "application/json"})  # 413
-    post(content=json.dumps({"producer": "w", "seq": 6, "records": [config(1)]}), headers={"content-type": "text/plain"})
+    post(
+        content=json.dumps({"producer": "w", "seq": 6, "records": [config(1)]}), headers={"content-type": "text/plain"}
+    )
     post(content=b"producer=w&seq=6", headers={"content-type": "application/x-www-form-urlencoded"})  # curl -d
-    post(content=msgspec.msgpack.encode({"producer": "w", "seq": 6, "records": [config(1)]}),
-         headers={"content-type": "application/msgpack"})  # fmt: skip
-    post(json={"producer": "w", "seq": 7, "records": [config(2)]}, headers={"content-type": "application/json; charset=utf-8"})
+    post(
+        content=msgspec.msgpack.encode({"producer": "w", "seq": 6, "records": [config(1)]}),
+        headers={"content-type": "application/msgpack"},
+    )
+    post(
+        json={"producer": "w", "seq": 7, "records": [config(2)]},
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
     for producer in FAILURES:  # 429, 503, 503, 500
         tok = {"Authorization": f"Bearer t-{producer}"}
         post(json={"producer": producer, "seq": 0, "records": [config(3)]}, headers=tok)
@@ -83,8 +90,10 @@ def _conversation(c: TestClient) -> list[tuple[int, dict, dict]]:
 
 def test_every_append_status_the_same_through_both_doors(tmp_path, failing_commits):
     tokens_file = tmp_path / "tokens.json"
-    entries = [{"token": "t-writer", "producer": "w", "roles": ["append", "admin"]},
-               {"token": "t-reader", "producer": "r", "roles": ["read"]}]  # fmt: skip
+    entries = [
+        {"token": "t-writer", "producer": "w", "roles": ["append", "admin"]},
+        {"token": "t-reader", "producer": "r", "roles": ["read"]},
+    ]
     entries += [{"token": f"t-{p}", "producer": p, "roles": ["append"]} for p in FAILURES]
     tokens_file.write_text(json.dumps({"tokens": entries}))
     from kraftlake.service.auth import load_tokens
@@ -96,7 +105,9 @@ def test_every_append_status_the_same_through_both_doors(tmp_path, failing_commi
         with TestClient(app=create_app(path, tokens=load_tokens(tokens_file), fast=fast, commit_process=False)) as c:
             answers[fast] = _conversation(c)
             metrics = samples(c.get("/metrics", headers={"Authorization": "Bearer t-writer"}).text)
-        counts[fast] = {dict(k[1])["reason"]: v for k, v in metrics.items() if k[0] == "kraftlake_rejected_requests_total"}
+        counts[fast] = {
+            dict(k[1])["reason"]: v for k, v in metrics.items() if k[0] == "kraftlake_rejected_requests_total"
+        }
         assert [r.value for r in Log.open(path).read()] == ["0", "1", "2"]  # only the three 200s landed
     assert answers[True] == answers[False]
     assert counts[True] == counts[False]
@@ -115,8 +126,17 @@ def test_every_append_status_the_same_through_both_doors(tmp_path, failing_commi
     assert "No space left on device" in disk[1]["error"] and disk[2]["retry-after"] == "1"
     assert "AppendConflictError" in lost[1]["error"] and lost[2]["retry-after"] == "1"
     assert "ZeroDivisionError: division by zero" in by_status[500][0]["error"]
-    assert counts[True] == {"bad_request": 1, "unauthorized": 1, "forbidden": 1, "conflict": 1, "too_large": 1,
-                            "unsupported_media_type": 2, "overloaded": 1, "commit_failed": 2, "internal_error": 1}  # fmt: skip
+    assert counts[True] == {
+        "bad_request": 1,
+        "unauthorized": 1,
+        "forbidden": 1,
+        "conflict": 1,
+        "too_large": 1,
+        "unsupported_media_type": 2,
+        "overloaded": 1,
+        "commit_failed": 2,
+        "internal_error": 1,
+    }
 
 
 def test_the_other_routes_answer_errors_in_the_same_shape(tmp_path, monkeypatch):

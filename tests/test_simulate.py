@@ -67,7 +67,9 @@ def test_the_correct_controller_passes_and_every_bug_is_caught_on_every_seed(bug
         return
     caught = [seed for seed, v in found.items() if CAUGHT_BY[bug] in v]
     record_property("caught", f"{bug} -> {CAUGHT_BY[bug]}: {len(caught)}/{len(SEEDS)} seeds")
-    print(f"\n{bug:<28} -> {CAUGHT_BY[bug]}: caught on {len(caught)}/{len(SEEDS)} seeds; also {sorted(set().union(*found.values()) - {CAUGHT_BY[bug]})}")
+    print(
+        f"\n{bug:<28} -> {CAUGHT_BY[bug]}: caught on {len(caught)}/{len(SEEDS)} seeds; also {sorted(set().union(*found.values()) - {CAUGHT_BY[bug]})}"
+    )
     assert caught == list(SEEDS)
 
 
@@ -82,7 +84,9 @@ def test_simulate_is_byte_identical_for_a_seed_and_appends_and_audits(tmp_path: 
     assert runner.invoke(app, ["append", str(log), str(a)]).exit_code == 0
     assert runner.invoke(app, ["audit", str(log)]).exit_code == 0
     buggy = tmp_path / "buggy.jsonl"
-    runner.invoke(app, ["simulate", "--seed", "5", "--records", "800", "--out", str(buggy), "--bug", "elect-offline-leader"])
+    runner.invoke(
+        app, ["simulate", "--seed", "5", "--records", "800", "--out", str(buggy), "--bug", "elect-offline-leader"]
+    )
     bad = tmp_path / "bad"
     runner.invoke(app, ["init", str(bad)])
     runner.invoke(app, ["append", str(bad), str(buggy)])
@@ -98,8 +102,9 @@ def test_dir_failures_alone_go_on_with_disk_replacements():
     from kraftlake.records.kraft import RegisterBroker
     from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
-    cfg = WorkloadConfig(brokers=3, dirs_per_broker=2, topics=1, partitions=3, replication_factor=2, seed=4,
-                         faults=("dir-failure",))  # fmt: skip
+    cfg = WorkloadConfig(
+        brokers=3, dirs_per_broker=2, topics=1, partitions=3, replication_factor=2, seed=4, faults=("dir-failure",)
+    )
     records = [r for batch in generate(cfg, records=800) for r in batch]
     assert len(records) >= 800
     assert sum(type(r) is RegisterBroker for r in records) > cfg.brokers  # re-registrations happened

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_kafka_vectors import NAMES, VECTORS
 
 from kraftlake.records import Log, iter_lines
 from kraftlake.replay.audit import Audit, AuditConfig
@@ -20,7 +21,6 @@ from kraftlake.spark.audit import audit
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 from kraftlake.statemachine.s3stream.bugs import BUGS as S3_BUGS
-from test_kafka_vectors import NAMES, VECTORS
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft" / "audit").glob("*.jsonl"))
 
@@ -34,8 +34,12 @@ def _both(spark, log: Log, config: AuditConfig | None = None, **spark_options):
 def _same(local, remote) -> None:
     assert [msgspec.to_builtins(v) for v in remote.violations] == [msgspec.to_builtins(v) for v in local.violations]
     assert (remote.verdict, remote.records, remote.first_offset, remote.last_offset, remote.state_hash) == (
-        local.verdict, local.records, local.first_offset, local.last_offset, local.state_hash
-    )  # fmt: skip
+        local.verdict,
+        local.records,
+        local.first_offset,
+        local.last_offset,
+        local.state_hash,
+    )
     assert [(i.id, i.violations) for i in remote.invariants] == [(i.id, i.violations) for i in local.invariants]
 
 
@@ -60,12 +64,25 @@ def test_spark_gives_the_local_report_on_every_fixture(spark, tmp_path, fixture)
     bug=st.sampled_from([None, *BUGS, *BROKER_BUGS]),
     policy=st.booleans(),
     # Directory failures alone run out of brokers to fail (the simulator says so): bring some back.
-    faults=st.sets(st.sampled_from(FAULTS), min_size=1).map(lambda f: f | {"broker-crash"} if f == {"dir-failure"} else f),
+    faults=st.sets(st.sampled_from(FAULTS), min_size=1).map(
+        lambda f: f | {"broker-crash"} if f == {"dir-failure"} else f
+    ),
     grace=st.sampled_from([(1000, 5000), (5, 100), (0, 0), (50, 10**9)]),
 )
-def test_spark_and_local_agree_on_simulated_histories(spark, tmp_path_factory, seed, records, dirs, mv, bug, policy, faults, grace):
-    cfg = WorkloadConfig(brokers=5, dirs_per_broker=dirs, topics=2, partitions=12, seed=seed, bug=bug,
-                         faults=tuple(sorted(faults)), metadata_version=mv, fence_policy=policy)  # fmt: skip
+def test_spark_and_local_agree_on_simulated_histories(
+    spark, tmp_path_factory, seed, records, dirs, mv, bug, policy, faults, grace
+):
+    cfg = WorkloadConfig(
+        brokers=5,
+        dirs_per_broker=dirs,
+        topics=2,
+        partitions=12,
+        seed=seed,
+        bug=bug,
+        faults=tuple(sorted(faults)),
+        metadata_version=mv,
+        fence_policy=policy,
+    )
     log = Log.create(tmp_path_factory.mktemp("sim") / "log")
     log.append([r for batch in generate(cfg, records=records) for r in batch])
     _same(*_both(spark, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
@@ -96,8 +113,13 @@ def test_broker_records_against_the_registration_in_force(spark, tmp_path):
     log.append(records)
     local, remote = _both(spark, log)
     assert [(v.invariant, v.first_offset) for v in local.violations] == [
-        ("L3", 2), ("L4", 3), ("L4", 4), ("L3", 6), ("L3", 7), ("L4", 10)
-    ]  # fmt: skip
+        ("L3", 2),
+        ("L4", 3),
+        ("L4", 4),
+        ("L3", 6),
+        ("L3", 7),
+        ("L4", 10),
+    ]
     _same(local, remote)
 
 
@@ -116,15 +138,35 @@ def test_metadata_transactions_aborted_committed_and_unfinished(spark, tmp_path)
         return PartitionChange(topic_id=t, partition_id=p, **kw)
 
     records = [
-        *bootstrap(), *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3)), Topic(name="t", topic_id=t),
-        *(Partition(topic_id=t, partition_id=p, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0, partition_epoch=0,
-                    assignment=(ReplicaDirectory(broker=1, directory=d[1]), ReplicaDirectory(broker=2, directory=d[2])))
-          for p in (0, 1, 2)),
-        BeginTransaction(name="aborted"), change(0, leader=3), change(1, isr=(2,)), NoOp(), AbortTransaction(),
+        *bootstrap(),
+        *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3)),
+        Topic(name="t", topic_id=t),
+        *(
+            Partition(
+                topic_id=t,
+                partition_id=p,
+                replicas=(1, 2),
+                isr=(1, 2),
+                leader=1,
+                leader_epoch=0,
+                partition_epoch=0,
+                assignment=(ReplicaDirectory(broker=1, directory=d[1]), ReplicaDirectory(broker=2, directory=d[2])),
+            )
+            for p in (0, 1, 2)
+        ),
+        BeginTransaction(name="aborted"),
+        change(0, leader=3),
+        change(1, isr=(2,)),
+        NoOp(),
+        AbortTransaction(),
         change(1, isr=(1,)),  # K1 were the aborted change kept (leader 1 of ISR [2] then [1])
-        BeginTransaction(name="committed"), change(2, leader=3), EndTransaction(),  # K1 from here
-        BeginTransaction(name="open"), change(0, leader=3), change(1, replicas=(2, 3), isr=(3,), leader=3),
-    ]  # fmt: skip
+        BeginTransaction(name="committed"),
+        change(2, leader=3),
+        EndTransaction(),  # K1 from here
+        BeginTransaction(name="open"),
+        change(0, leader=3),
+        change(1, replicas=(2, 3), isr=(3,), leader=3),
+    ]
     log = Log.create(tmp_path / "log")
     log.append(records)
     local, remote = _both(spark, log, AuditConfig(grace_records=0))
@@ -149,12 +191,22 @@ def test_refused_partition_records_and_directories_that_follow_replicas(spark, t
         Topic(name="t", topic_id=t),
         Partition(topic_id=ghost, partition_id=0, replicas=(1,), isr=(1,), leader=1),  # L3: no topic
         PartitionChange(topic_id=t, partition_id=0, isr=(1,)),  # L3: no partition
-        Partition(topic_id=t, partition_id=0, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0, partition_epoch=0,
-                  assignment=(ReplicaDirectory(broker=1, directory=d[1]), ReplicaDirectory(broker=2, directory=d[2]))),
-        PartitionChange(topic_id=t, partition_id=0, isr=(9,), assignment=(ReplicaDirectory(broker=1, directory=d[1]),)),  # K2
+        Partition(
+            topic_id=t,
+            partition_id=0,
+            replicas=(1, 2),
+            isr=(1, 2),
+            leader=1,
+            leader_epoch=0,
+            partition_epoch=0,
+            assignment=(ReplicaDirectory(broker=1, directory=d[1]), ReplicaDirectory(broker=2, directory=d[2])),
+        ),
+        PartitionChange(
+            topic_id=t, partition_id=0, isr=(9,), assignment=(ReplicaDirectory(broker=1, directory=d[1]),)
+        ),  # K2
         PartitionChange(topic_id=t, partition_id=0, replicas=(2, 3), isr=(2, 3), leader=3),
         PartitionChange(topic_id=t, partition_id=0, isr=(3,)),
-    ]  # fmt: skip
+    ]
     log = Log.create(tmp_path / "log")
     log.append(records)
     local, remote = _both(spark, log)
@@ -171,8 +223,15 @@ def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_pa
     import kraftlake.spark.scratch as scratch
     from kraftlake.records import Partition, PartitionChange
 
-    cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=16, seed=3, bug="elect-offline-leader",
-                         faults=("broker-crash", "dir-failure", "reassign"))  # fmt: skip
+    cfg = WorkloadConfig(
+        brokers=5,
+        dirs_per_broker=3,
+        topics=2,
+        partitions=16,
+        seed=3,
+        bug="elect-offline-leader",
+        faults=("broker-crash", "dir-failure", "reassign"),
+    )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=1500) for r in batch])
     # A change of a partition that does not exist: its whole history goes the slow way (``_careful``).
@@ -226,7 +285,7 @@ def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_pa
         Partition(topic_id=t, partition_id=0, replicas=(2, 3), isr=(2, 3), leader=2, leader_epoch=0, partition_epoch=0),
         PartitionChange(topic_id=t, partition_id=0, isr=(9,)),  # K1: 9 is not a replica
         PartitionChange(topic_id=t, partition_id=0, replicas=(2, 3), isr=(2, 3), leader=3),
-    ]  # fmt: skip
+    ]
     log = Log.create(tmp_path / "log")
     log.append(records)
     local, remote = _both(spark, log)
@@ -235,7 +294,11 @@ def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_pa
     replayed = Audit()
     replayed.feed(log.at().records())
     (partition,) = replayed.view.partitions[t].values()
-    assert (partition.leader, partition.leader_epoch, partition.partition_epoch) == (3, 1, 2)  # the second life's epochs
+    assert (partition.leader, partition.leader_epoch, partition.partition_epoch) == (
+        3,
+        1,
+        2,
+    )  # the second life's epochs
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -263,15 +326,24 @@ def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
     # Time travel: as of the first append's version (the whole fixture in one batch) and cut early.
     cut = runner.invoke(app, ["spark-audit", str(log.path), "--to", "5", "--format", "json"])
     assert cut.exit_code == 0 and json.loads(cut.stdout)["last_offset"] == 5
-    assert runner.invoke(app, ["spark-audit", str(log.path), "--version", "0", "--timestamp", "2026-01-01"]).exit_code == 2
+    assert (
+        runner.invoke(app, ["spark-audit", str(log.path), "--version", "0", "--timestamp", "2026-01-01"]).exit_code == 2
+    )
 
 
 def test_spark_and_local_agree_where_k6_k8_and_k9_abound(spark, tmp_path):
     """A JBOD cluster whose controller acknowledges directory reports without recording them:
     hundreds of K9 intervals, K8 warnings whose messages carry the count at each broker record,
     K6 with no grace at all."""
-    cfg = WorkloadConfig(brokers=6, dirs_per_broker=4, topics=3, partitions=30, seed=5, bug="skip-dir-assignment",
-                         faults=("broker-crash", "controlled-shutdown", "dir-failure", "reassign"))  # fmt: skip
+    cfg = WorkloadConfig(
+        brokers=6,
+        dirs_per_broker=4,
+        topics=3,
+        partitions=30,
+        seed=5,
+        bug="skip-dir-assignment",
+        faults=("broker-crash", "controlled-shutdown", "dir-failure", "reassign"),
+    )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=3000) for r in batch])
     local, remote = _both(spark, log, AuditConfig(grace_records=0, grace_ms=0))
@@ -289,8 +361,15 @@ def test_k4_k5_cut_into_narrow_offset_buckets(spark, tmp_path, monkeypatch, widt
     import kraftlake.spark.audit as spark_audit
 
     monkeypatch.setattr(spark_audit, "offset_bucket", lambda last: width)
-    cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=16, seed=11, bug="elect-offline-leader",
-                         faults=("broker-crash", "controlled-shutdown", "dir-failure"))  # fmt: skip
+    cfg = WorkloadConfig(
+        brokers=5,
+        dirs_per_broker=3,
+        topics=2,
+        partitions=16,
+        seed=11,
+        bug="elect-offline-leader",
+        faults=("broker-crash", "controlled-shutdown", "dir-failure"),
+    )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=1500) for r in batch])
     local, remote = _both(spark, log, AuditConfig(grace_records=0, grace_ms=0))
@@ -331,8 +410,17 @@ def test_the_brokers_side_on_spark(spark, tmp_path):
     that never places replicas (K10), one that never reports a failed disk (K12)."""
     records = []
     for i, (bug, policy) in enumerate((("broker-skip-assign", True), ("broker-silent-dir-failure", False))):
-        cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=18, seed=40 + i, bug=bug, fence_policy=policy,
-                             first_broker=10 * i, topic_prefix=f"t{i}")  # fmt: skip
+        cfg = WorkloadConfig(
+            brokers=5,
+            dirs_per_broker=3,
+            topics=2,
+            partitions=18,
+            seed=40 + i,
+            bug=bug,
+            fence_policy=policy,
+            first_broker=10 * i,
+            topic_prefix=f"t{i}",
+        )
         records += [r for batch in generate(cfg, records=900) for r in batch]
     records = [msgspec.structs.replace(r, offset=None) for r in records]
     log = Log.create(tmp_path / "log")
@@ -343,9 +431,10 @@ def test_the_brokers_side_on_spark(spark, tmp_path):
     assert all(n > 0 for n in found.values()), found
 
 
-
 FAMILY_FIXTURES = sorted(
-    p for family in ("s3stream", "bookkeeper") for p in (Path(__file__).parent.parent / "fixtures" / family / "audit").glob("*.jsonl")
+    p
+    for family in ("s3stream", "bookkeeper")
+    for p in (Path(__file__).parent.parent / "fixtures" / family / "audit").glob("*.jsonl")
 )
 
 
@@ -363,13 +452,19 @@ def test_spark_gives_the_local_report_on_every_s3stream_and_bookkeeper_fixture(s
 
 
 @settings(max_examples=4, deadline=None)
-@given(seed=st.integers(0, 10_000), bug=st.sampled_from([None, *S3_BUGS]), grace=st.sampled_from([(1000, 5000), (0, 0), (3, 50)]))
+@given(
+    seed=st.integers(0, 10_000),
+    bug=st.sampled_from([None, *S3_BUGS]),
+    grace=st.sampled_from([(1000, 5000), (0, 0), (3, 50)]),
+)
 def test_spark_and_local_agree_on_simulated_s3stream_histories(spark, tmp_path_factory, seed, bug, grace):
     from kraftlake.statemachine.s3stream.workload import WorkloadConfig as S3Config
     from kraftlake.statemachine.s3stream.workload import generate as s3_generate
 
     log = Log.create(tmp_path_factory.mktemp("s3") / "log")
-    log.append([r for batch in s3_generate(S3Config(seed=seed, bug=bug, streams=8, ttl_ms=5_000), records=1500) for r in batch])
+    log.append(
+        [r for batch in s3_generate(S3Config(seed=seed, bug=bug, streams=8, ttl_ms=5_000), records=1500) for r in batch]
+    )
     local, remote = _both(spark, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
     _same(local, remote)
     assert remote.streams_state_hash == local.streams_state_hash
@@ -398,8 +493,9 @@ def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(spark, tmp_pa
     """With the record grace out of reach, what is held depends on the records' times alone (the
     grace's lookup of both ends' times; K4/K5 candidates from the driver, K9's from Spark): at a
     grace in time that keeps some wrong states and lets others go, Spark keeps the same ones."""
-    cfg = WorkloadConfig(brokers=5, dirs_per_broker=2, topics=2, partitions=12, seed=3, bug=bug,
-                         faults=("broker-crash", "dir-failure"))  # fmt: skip
+    cfg = WorkloadConfig(
+        brokers=5, dirs_per_broker=2, topics=2, partitions=12, seed=3, bug=bug, faults=("broker-crash", "dir-failure")
+    )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=1500) for r in batch])
 
@@ -429,25 +525,61 @@ def test_the_registrations_other_fields_are_the_last_each_record_set(spark, tmp_
     def placed(*brokers):
         return tuple(ReplicaDirectory(broker=b, directory=d[b]) for b in brokers)
 
-    records = [*bootstrap(), *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3, 4)), Topic(name="t", topic_id=t)]
+    records = [
+        *bootstrap(),
+        *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3, 4)),
+        Topic(name="t", topic_id=t),
+    ]
     for p, careful in ((0, False), (1, True)):
         records += [
-            Partition(topic_id=t, partition_id=p, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0, partition_epoch=0,
-                      assignment=placed(1, 2), eligible_leader_replicas=(2,), last_known_elr=(1,)),
-            PartitionChange(topic_id=t, partition_id=p, replicas=(1, 2, 3), adding_replicas=(3,), removing_replicas=(1,),
-                            **({} if careful else {"assignment": placed(1, 2, 3)})),
+            Partition(
+                topic_id=t,
+                partition_id=p,
+                replicas=(1, 2),
+                isr=(1, 2),
+                leader=1,
+                leader_epoch=0,
+                partition_epoch=0,
+                assignment=placed(1, 2),
+                eligible_leader_replicas=(2,),
+                last_known_elr=(1,),
+            ),
+            PartitionChange(
+                topic_id=t,
+                partition_id=p,
+                replicas=(1, 2, 3),
+                adding_replicas=(3,),
+                removing_replicas=(1,),
+                **({} if careful else {"assignment": placed(1, 2, 3)}),
+            ),
             PartitionChange(topic_id=t, partition_id=p, leader_recovery_state=1, eligible_leader_replicas=()),
-            PartitionChange(topic_id=t, partition_id=p, replicas=(2, 3), isr=(2, 3), leader=2, adding_replicas=(), removing_replicas=(),
-                            assignment=placed(2, 3)),
+            PartitionChange(
+                topic_id=t,
+                partition_id=p,
+                replicas=(2, 3),
+                isr=(2, 3),
+                leader=2,
+                adding_replicas=(),
+                removing_replicas=(),
+                assignment=placed(2, 3),
+            ),
             PartitionChange(topic_id=t, partition_id=p, last_known_elr=(2, 3)),
             PartitionChange(topic_id=t, partition_id=p, isr=(2,)),  # sets none of them: the last state keeps them
-        ]  # fmt: skip
+        ]
     log = Log.create(tmp_path / "log")
     log.append(records)
     local, remote = _both(spark, log)
     from kraftlake.statemachine.kraft.reducer import replay
 
     final = replay(log.at().records()).partitions[t]
-    assert {p: (r.removing_replicas, r.adding_replicas, r.leader_recovery_state, r.eligible_leader_replicas, r.last_known_elr)
-            for p, r in final.items()} == {p: ((), (), 1, (), (2, 3)) for p in (0, 1)}  # fmt: skip
+    assert {
+        p: (
+            r.removing_replicas,
+            r.adding_replicas,
+            r.leader_recovery_state,
+            r.eligible_leader_replicas,
+            r.last_known_elr,
+        )
+        for p, r in final.items()
+    } == {p: ((), (), 1, (), (2, 3)) for p in (0, 1)}
     _same(local, remote)

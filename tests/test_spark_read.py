@@ -4,6 +4,8 @@ run; the connector reader is refused cleanly without the connector)."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pyarrow as pa
 import pytest
 
@@ -55,9 +57,9 @@ def test_every_version_reads_the_same_rows_as_delta_rs(spark, log):
 
 def test_a_timestamp_and_an_offset_cut(spark, log):
     commit = sorted(log.history(), key=lambda c: c.version)[2]
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    when = datetime.fromtimestamp(commit.timestamp_ms / 1000, timezone.utc).isoformat()
+    when = datetime.fromtimestamp(commit.timestamp_ms / 1000, UTC).isoformat()
     _same(read_log(spark, log.path, timestamp=when), log.at(timestamp=when).table())
     _same(read_log(spark, log.path, to_offset=500), log.at(offset=500).table())
     assert read_log(spark, log.path, version=2, to_offset=10).count() == 11
@@ -105,9 +107,9 @@ def test_per_entity_replay_on_spark_hashes_like_the_local_reducers(spark, log, o
 
 def test_per_entity_replay_of_real_kafka_logs_with_transactions(spark, tmp_path):
     """The imported jbod log: a bootstrap transaction, a re-registration, a controlled shutdown."""
-    from kraftlake.records.kafka.importer import import_kafka
-
     from kraft_helpers import KAFKA_LOGS
+
+    from kraftlake.records.kafka.importer import import_kafka
 
     log_ = Log.create(tmp_path / "jbod")
     import_kafka(KAFKA_LOGS / "kafka37-jbod-dirs", log_)

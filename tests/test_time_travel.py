@@ -3,14 +3,13 @@ been appended then, before and after compaction; vacuumed versions fail loudly, 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlake.records import Config, FeatureLevel, Log, TimeTravelError
-from kraftlake.testing import batches
 
 
 def _batch(i: int, size: int):
@@ -40,13 +39,13 @@ def test_as_of_version(grown):
 def test_as_of_timestamp(grown):
     log, seen = grown
     for version, ts_ms, records in seen:
-        when = datetime.fromtimestamp(ts_ms / 1000, timezone.utc)
+        when = datetime.fromtimestamp(ts_ms / 1000, UTC)
         snap = log.at(timestamp=when)
         assert snap.version == version
         assert snap.records() == records
         assert log.at(timestamp=when.isoformat()).version == version
     with pytest.raises(TimeTravelError):
-        log.at(timestamp=datetime(2001, 1, 1, tzinfo=timezone.utc))
+        log.at(timestamp=datetime(2001, 1, 1, tzinfo=UTC))
 
 
 def test_as_of_offset(grown):

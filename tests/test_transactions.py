@@ -7,15 +7,20 @@ from __future__ import annotations
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kraft_helpers import bootstrap, registration, uid
+
 from kraftlake.records import NoOp, Partition, PartitionChange, ReplicaDirectory, Topic
 from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.transactions import Transactions, published, unpublished_ranges
 
-_KINDS = {"B": BeginTransaction, "E": EndTransaction, "A": AbortTransaction, "n": NoOp,
-          "p": lambda **kw: PartitionChange(topic_id=uid("t"), partition_id=0, isr=(1,), **kw)}  # fmt: skip
+_KINDS = {
+    "B": BeginTransaction,
+    "E": EndTransaction,
+    "A": AbortTransaction,
+    "n": NoOp,
+    "p": lambda **kw: PartitionChange(topic_id=uid("t"), partition_id=0, isr=(1,), **kw),
+}
 
 
 def _log(kinds: str) -> list:
@@ -60,10 +65,20 @@ def test_the_audit_sees_the_published_history():
     transaction still open at the end are not audited. Offsets stay gapless (no L1)."""
     t, d = uid("t"), {b: uid(f"d{b}") for b in (1, 2, 3)}
     head = [
-        *bootstrap(), *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3)), Topic(name="t", topic_id=t),
-        Partition(topic_id=t, partition_id=0, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0, partition_epoch=0,
-                  assignment=(ReplicaDirectory(broker=1, directory=d[1]), ReplicaDirectory(broker=2, directory=d[2]))),
-    ]  # fmt: skip
+        *bootstrap(),
+        *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2, 3)),
+        Topic(name="t", topic_id=t),
+        Partition(
+            topic_id=t,
+            partition_id=0,
+            replicas=(1, 2),
+            isr=(1, 2),
+            leader=1,
+            leader_epoch=0,
+            partition_epoch=0,
+            assignment=(ReplicaDirectory(broker=1, directory=d[1]), ReplicaDirectory(broker=2, directory=d[2])),
+        ),
+    ]
     bad = PartitionChange(topic_id=t, partition_id=0, leader=3)  # K1: leader 3 is not a replica
 
     def found(*body):

@@ -44,7 +44,9 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except KraftlakeError as exc:
-            unusable_input = isinstance(exc, (RecordError, ReplayError, LogNotFoundError, TimeTravelError, UnsupportedLocationError))
+            unusable_input = isinstance(
+                exc, (RecordError, ReplayError, LogNotFoundError, TimeTravelError, UnsupportedLocationError)
+            )
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             ctx.exit(EXIT_INPUT if unusable_input else EXIT_FAILED)
 
@@ -81,19 +83,31 @@ def _global(
     log_json: bool = typer.Option(
         False, "--log-json", envvar="KRAFTLAKE_LOG_JSON", help="Logs as JSON lines on stderr."
     ),
-    verbose: int = typer.Option(
-        0, "--verbose", "-v", count=True, help="More logs on stderr: -v info, -vv debug."
-    ),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More logs on stderr: -v info, -vv debug."),
 ) -> None:
     from kraftlake.logging import configure
 
-    level = os.environ.get("KRAFTLAKE_LOG_LEVEL") or (
-        "debug" if verbose >= 2 else "info" if verbose else "warning"
-    )
+    level = os.environ.get("KRAFTLAKE_LOG_LEVEL") or ("debug" if verbose >= 2 else "info" if verbose else "warning")
     configure(json=log_json, level=level)
 
 
-for module in (init, append, log, view, broker, snapshot, audit, spark_audit, simulate, history, maintain, kafka, storage, serve, shell):
+for module in (
+    init,
+    append,
+    log,
+    view,
+    broker,
+    snapshot,
+    audit,
+    spark_audit,
+    simulate,
+    history,
+    maintain,
+    kafka,
+    storage,
+    serve,
+    shell,
+):
     module.register(app)
 
 

@@ -22,20 +22,45 @@ class FailOn(str, Enum):
     error = "error"
 
 
-GRACE_RECORDS = typer.Option(1000, "--grace-records", min=0, help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records...")
-GRACE_MS = typer.Option(5_000, "--grace-ms", min=0, help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s).")
+GRACE_RECORDS = typer.Option(
+    1000,
+    "--grace-records",
+    min=0,
+    help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records...",
+)
+GRACE_MS = typer.Option(
+    5_000,
+    "--grace-ms",
+    min=0,
+    help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s).",
+)
 FAIL_ON = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found.")
-FORMAT = typer.Option(Format.text, "--format", "-f", help="text (a summary, default), json (the full report) or html (one self-contained page with timelines).")
-OUT = typer.Option(None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout.")
+FORMAT = typer.Option(
+    Format.text,
+    "--format",
+    "-f",
+    help="text (a summary, default), json (the full report) or html (one self-contained page with timelines).",
+)
+OUT = typer.Option(
+    None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout."
+)
 TO_OFFSET = typer.Option(None, "--to", help="Last offset to audit.")
-TO_SOURCE_OFFSET = typer.Option(None, "--to-source-offset", help="Audit up to the last record imported from this Kafka offset or before (logs made by import-kafka).")
+TO_SOURCE_OFFSET = typer.Option(
+    None,
+    "--to-source-offset",
+    help="Audit up to the last record imported from this Kafka offset or before (logs made by import-kafka).",
+)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("audit")
     def audit(
         log: str = typer.Argument(..., help="The log."),
-        from_offset: int | None = typer.Option(None, "--from", help="First offset to audit (the state before it is replayed, from snapshots when there are any)."),
+        from_offset: int | None = typer.Option(
+            None,
+            "--from",
+            help="First offset to audit (the state before it is replayed, from snapshots when there are any).",
+        ),
         to_offset: int | None = TO_OFFSET,
         to_source_offset: int | None = TO_SOURCE_OFFSET,
         grace_records: int = GRACE_RECORDS,
@@ -67,8 +92,15 @@ def register(app: typer.Typer) -> None:
         config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on.value)
         last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
         with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:
-            report = audit_log(snap, config=config, from_offset=from_offset, to_offset=to_offset, start=start, progress=progress,
-                               streams_start=streams_start)  # fmt: skip
+            report = audit_log(
+                snap,
+                config=config,
+                from_offset=from_offset,
+                to_offset=to_offset,
+                start=start,
+                progress=progress,
+                streams_start=streams_start,
+            )
         emit(report, fmt, out_file, title=f"kraftlake audit of {log}")
 
 
@@ -136,9 +168,13 @@ def _summary(report) -> None:
             v_table.add_column(col)
         for v in report.violations[:50]:
             v_table.add_row(
-                v.invariant, v.entity, str(v.first_offset), "open" if v.last_offset is None else str(v.last_offset),
-                v.message, ",".join(map(str, v.evidence[:6])),
-            )  # fmt: skip
+                v.invariant,
+                v.entity,
+                str(v.first_offset),
+                "open" if v.last_offset is None else str(v.last_offset),
+                v.message,
+                ",".join(map(str, v.evidence[:6])),
+            )
         out.print(v_table)
         if len(report.violations) > 50:
             err.print(f"{len(report.violations) - 50} more violation(s): --format json lists them all")

@@ -3,7 +3,6 @@ it serves, its directories, and what its replica management would do next."""
 
 from __future__ import annotations
 
-
 import typer
 
 from kraftlake.cli.console import EXIT_INPUT, abort, out, write_bytes
@@ -15,7 +14,9 @@ def register(app: typer.Typer) -> None:
     def broker(
         log: str = typer.Argument(..., help="The log."),
         broker_id: int = typer.Option(..., "--broker", "-b", min=0, help="The broker."),
-        offset: int | None = typer.Option(None, "--offset", "-o", help="After the record at this offset (default: the end)."),
+        offset: int | None = typer.Option(
+            None, "--offset", "-o", help="After the record at this offset (default: the end)."
+        ),
         fmt: Format = typer.Option(Format.table, "--format", "-f", help="table (default) or json."),
     ) -> None:
         """Show a broker's view (its replicas, their directories, online or not) and its pending actions.

@@ -31,10 +31,15 @@ def register(app: typer.Typer) -> None:
         for name in ("version", "time (UTC)", "operation", "offsets", "records", "producer", "seq"):
             table.add_column(name)
         for c in commits:
-            when = dt.datetime.fromtimestamp(c.timestamp_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            when = dt.datetime.fromtimestamp(c.timestamp_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
             span = "" if c.first_offset is None else f"{c.first_offset}..{c.last_offset}"
             table.add_row(
-                str(c.version), when, c.operation, span, "" if c.records is None else str(c.records),
-                c.producer or "", "" if c.seq is None else str(c.seq),
+                str(c.version),
+                when,
+                c.operation,
+                span,
+                "" if c.records is None else str(c.records),
+                c.producer or "",
+                "" if c.seq is None else str(c.seq),
             )
         out.print(table)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import typer
 
 from kraftlake.cli.console import EXIT_INPUT, abort, out

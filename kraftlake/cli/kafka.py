@@ -18,12 +18,30 @@ class DumpFormat(str, Enum):
 def register(app: typer.Typer) -> None:
     @app.command("import-kafka")
     def import_kafka(
-        metadata_dir: Path = typer.Argument(..., help="A Kafka metadata log dir (with __cluster_metadata-0/ and meta.properties), or the __cluster_metadata-0 dir itself."),
-        log: str = typer.Argument(..., help="The kraftlake log to write (created if missing; must be new, or an interrupted import of the same dir)."),
-        include_noop: bool = typer.Option(False, "--include-noop", help="Keep NoOp records (the active controller's heartbeats, ~99% of a real log); always counted."),
+        metadata_dir: Path = typer.Argument(
+            ...,
+            help="A Kafka metadata log dir (with __cluster_metadata-0/ and meta.properties), or the __cluster_metadata-0 dir itself.",
+        ),
+        log: str = typer.Argument(
+            ...,
+            help="The kraftlake log to write (created if missing; must be new, or an interrupted import of the same dir).",
+        ),
+        include_noop: bool = typer.Option(
+            False,
+            "--include-noop",
+            help="Keep NoOp records (the active controller's heartbeats, ~99% of a real log); always counted.",
+        ),
         to_offset: int | None = typer.Option(None, "--to-offset", help="Stop after this Kafka offset."),
-        from_snapshot: str | None = typer.Option(None, "--from-snapshot", help="Start from a .checkpoint snapshot (a file, or 'latest'): its image, then the log from its end offset."),
-        skip_corrupt: bool = typer.Option(False, "--skip-corrupt", help="Skip batches whose CRC fails or that do not parse, and report them, instead of stopping."),
+        from_snapshot: str | None = typer.Option(
+            None,
+            "--from-snapshot",
+            help="Start from a .checkpoint snapshot (a file, or 'latest'): its image, then the log from its end offset.",
+        ),
+        skip_corrupt: bool = typer.Option(
+            False,
+            "--skip-corrupt",
+            help="Skip batches whose CRC fails or that do not parse, and report them, instead of stopping.",
+        ),
     ) -> None:
         """Import a Kafka KRaft __cluster_metadata log into a kraftlake log.
 
@@ -42,14 +60,23 @@ def register(app: typer.Typer) -> None:
             opened = Log.create(log)
         total = sum(s.path.stat().st_size for s in md.segments)
         with byte_progress(total, "importing") as progress:
-            stats = run(md.root, opened, include_noop=include_noop, to_offset=to_offset,
-                        from_snapshot=from_snapshot, skip_corrupt=skip_corrupt, progress=progress)  # fmt: skip
+            stats = run(
+                md.root,
+                opened,
+                include_noop=include_noop,
+                to_offset=to_offset,
+                from_snapshot=from_snapshot,
+                skip_corrupt=skip_corrupt,
+                progress=progress,
+            )
         _import_summary(stats, opened)
 
     @app.command("export-kafka")
     def export_kafka(
         log: str = typer.Argument(..., help="The kraftlake log."),
-        out_dir: Path = typer.Argument(..., help="Where to write __cluster_metadata-0/<base offset>.log (created if missing)."),
+        out_dir: Path = typer.Argument(
+            ..., help="Where to write __cluster_metadata-0/<base offset>.log (created if missing)."
+        ),
         to_offset: int | None = typer.Option(None, "--to", help="Last kraftlake offset to export."),
     ) -> None:
         """Write a kraftlake log as a Kafka __cluster_metadata segment (RecordBatch v2, CRC-32C).
@@ -61,14 +88,23 @@ def register(app: typer.Typer) -> None:
 
         snap = Log.open(log).at(offset=to_offset)
         stats = run((r for batch in snap.iter_records() for r in batch), out_dir)
-        err.print(f"wrote {stats.records:,} records in {stats.batches:,} batches ({stats.bytes_written:,} bytes) to {stats.segment}")
+        err.print(
+            f"wrote {stats.records:,} records in {stats.batches:,} batches ({stats.bytes_written:,} bytes) to {stats.segment}"
+        )
         if stats.left_out:
             err.print("left out (no Kafka form): " + ", ".join(f"{n:,} {t}" for t, n in sorted(stats.left_out.items())))
 
     @app.command("dump")
     def dump(
-        path: Path = typer.Argument(..., help="A .log segment, a .checkpoint, bootstrap.checkpoint, or a metadata log dir."),
-        fmt: DumpFormat = typer.Option(DumpFormat.text, "--format", "-f", help="text (like kafka-dump-log) or jsonl (one JSON object per file, batch and record)."),
+        path: Path = typer.Argument(
+            ..., help="A .log segment, a .checkpoint, bootstrap.checkpoint, or a metadata log dir."
+        ),
+        fmt: DumpFormat = typer.Option(
+            DumpFormat.text,
+            "--format",
+            "-f",
+            help="text (like kafka-dump-log) or jsonl (one JSON object per file, batch and record).",
+        ),
         batches_only: bool = typer.Option(False, "--batches-only", help="Batch headers only, no records."),
     ) -> None:
         """List Kafka metadata log files batch by batch and record by record, like kafka-dump-log.sh --cluster-metadata-decoder.
@@ -93,10 +129,14 @@ def register(app: typer.Typer) -> None:
                     f" isTransactional: {str(line['transactional']).lower()} position: {line['position']}"
                     f" CreateTime: {line['create_time']} size: {line['size']} compresscodec: {line['compression']}"
                     f" crc: {line['crc']} isvalid: true"
-                )  # fmt: skip
+                )
             else:
-                payload = msgspec.json.encode({"type": line["type"], "version": line["version"], "data": line["data"]}).decode()
-                out.print(f"| offset: {line['offset']} CreateTime: {line['create_time']} payload: {payload}", markup=False)
+                payload = msgspec.json.encode(
+                    {"type": line["type"], "version": line["version"], "data": line["data"]}
+                ).decode()
+                out.print(
+                    f"| offset: {line['offset']} CreateTime: {line['create_time']} payload: {payload}", markup=False
+                )
 
 
 def _import_summary(stats, log) -> None:
@@ -107,7 +147,10 @@ def _import_summary(stats, log) -> None:
     table.add_column("count", justify="right")
     for name, n in sorted(stats.by_type.items()):
         table.add_row(name, f"{n:,}")
-    table.add_row("[dim]NoOp (read" + (", kept)" if stats.by_type.get("NoOp") else ", skipped)") + "[/]", f"[dim]{stats.noops:,}[/]")
+    table.add_row(
+        "[dim]NoOp (read" + (", kept)" if stats.by_type.get("NoOp") else ", skipped)") + "[/]",
+        f"[dim]{stats.noops:,}[/]",
+    )
     err.print(table)
     err.print(
         f"{stats.records:,} records from {stats.batches:,} batches; Kafka offsets"
@@ -117,6 +160,8 @@ def _import_summary(stats, log) -> None:
     if stats.bootstrap is not None:
         err.print("bootstrap.checkpoint: " + ", ".join(f"{k}={v}" for k, v in sorted(stats.bootstrap.items())))
     for (key, version, control), n in sorted(stats.opaque.items()):
-        err.print(f"[yellow]warning:[/] {n:,} {'control type' if control else 'apiKey'} {key} v{version} record(s) kraftlake cannot decode, kept as KafkaOpaque")
+        err.print(
+            f"[yellow]warning:[/] {n:,} {'control type' if control else 'apiKey'} {key} v{version} record(s) kraftlake cannot decode, kept as KafkaOpaque"
+        )
     for s in stats.skipped:
         err.print(f"[yellow]skipped:[/] {s}")

@@ -70,7 +70,7 @@ def _print_table(records: list) -> None:
             if name in _IN_KEY and str(value) in key.split("/"):
                 continue
             shown.append(f"{name}={_render(value)}")
-        when = dt.datetime.fromtimestamp(r.ts_ms / 1000, dt.timezone.utc)
+        when = dt.datetime.fromtimestamp(r.ts_ms / 1000, dt.UTC)
         name = type(r).__name__ + ("" if r.version == _current(type(r)) else f" v{r.version}")
         table.add_row(str(r.offset), when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], name, key, " ".join(shown))
     if not out.is_terminal:
@@ -88,7 +88,9 @@ def _render(value: object) -> str:
     from kraftlake.records import RESERVED_DIRECTORIES, ReplicaDirectory
 
     if isinstance(value, tuple) and value and isinstance(value[0], ReplicaDirectory):
-        return "[" + ", ".join(f"{rd.broker}:{RESERVED_DIRECTORIES.get(rd.directory, rd.directory)}" for rd in value) + "]"
+        return (
+            "[" + ", ".join(f"{rd.broker}:{RESERVED_DIRECTORIES.get(rd.directory, rd.directory)}" for rd in value) + "]"
+        )
     return msgspec.json.encode(value).decode()
 
 

@@ -17,9 +17,14 @@ def replay_progress(total: int, description: str = "replaying") -> Iterator[Call
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("records"), TimeRemainingColumn(), console=err, transient=True,
-    ) as bar:  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("records"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
 
@@ -33,9 +38,14 @@ def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        TimeRemainingColumn(), console=err, transient=True,
-    ) as bar:  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
 
@@ -57,9 +67,14 @@ def spark_progress(spark) -> Iterator[Callable[[str], None]]:
 
     tracker = spark.sparkContext.statusTracker()
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[tasks]}"),
-        TimeElapsedColumn(), console=err, transient=True,
-    ) as bar:  # fmt: skip
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[tasks]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
         task = bar.add_task("starting", total=None, tasks="")
         stop = threading.Event()
 

@@ -16,12 +16,30 @@ def register(app: typer.Typer) -> None:
         log: str = typer.Argument(..., help="The log to serve (kraftlake init creates one)."),
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; loopback unless told otherwise."),
         port: int = typer.Option(8080, "--port", min=0, max=65535),
-        max_batch_records: int = typer.Option(50_000, "--max-batch-records", min=1, help="Records per Delta commit at most."),
-        max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", min=0, help="How long a commit waits for more requests while it is below --min-batch-records."),
+        max_batch_records: int = typer.Option(
+            50_000, "--max-batch-records", min=1, help="Records per Delta commit at most."
+        ),
+        max_wait_ms: float = typer.Option(
+            5.0,
+            "--max-wait-ms",
+            min=0,
+            help="How long a commit waits for more requests while it is below --min-batch-records.",
+        ),
         min_batch_records: int = typer.Option(1, "--min-batch-records", min=1),
-        max_queued_records: int = typer.Option(500_000, "--max-queued-records", min=1, help="Records waiting beyond this get 429 with Retry-After."),
-        compact_after: int = typer.Option(2_000, "--compact-after", min=0, help="Compact the table in the background once it holds more than this many files (every commit adds one; readers and Spark pay for each). 0: never (kraftlake maintain compacts too, and vacuums)."),
-        tokens: Path | None = typer.Option(None, "--tokens", help='JSON file {"tokens": [{"token" (or "sha256"), "producer", "roles": ["append", "read", "admin"]}]}: every request then needs "Authorization: Bearer TOKEN" with the right role, and a token appends only as its own producer.'),
+        max_queued_records: int = typer.Option(
+            500_000, "--max-queued-records", min=1, help="Records waiting beyond this get 429 with Retry-After."
+        ),
+        compact_after: int = typer.Option(
+            2_000,
+            "--compact-after",
+            min=0,
+            help="Compact the table in the background once it holds more than this many files (every commit adds one; readers and Spark pay for each). 0: never (kraftlake maintain compacts too, and vacuums).",
+        ),
+        tokens: Path | None = typer.Option(
+            None,
+            "--tokens",
+            help='JSON file {"tokens": [{"token" (or "sha256"), "producer", "roles": ["append", "read", "admin"]}]}: every request then needs "Authorization: Bearer TOKEN" with the right role, and a token appends only as its own producer.',
+        ),
     ) -> None:
         """Serve the log over HTTP: POST /v1/records (JSON or msgpack; exactly once per producer and seq; acknowledged once committed, requests waiting together share one Delta commit), GET /v1/records, GET /v1/views/controller, GET /v1/views/brokers/{id}, POST /v1/audits, GET /healthz, GET /metrics, and the OpenAPI schema at /schema (docs at /schema/swagger).
 
@@ -31,9 +49,8 @@ def register(app: typer.Typer) -> None:
 
         from kraftlake.records import Log, LogNotFoundError
         from kraftlake.service.app import create_app
-        from kraftlake.service.committer import CommitConfig
-
         from kraftlake.service.auth import TokenFileError, load_tokens
+        from kraftlake.service.committer import CommitConfig
 
         try:
             Log.open(log)
@@ -42,8 +59,13 @@ def register(app: typer.Typer) -> None:
             abort(str(exc), EXIT_INPUT)
         if known is None and host not in ("127.0.0.1", "localhost", "::1"):
             err.print(f"[yellow]warning: serving {host} without --tokens: anyone who reaches it may append[/]")
-        config = CommitConfig(max_records=max_batch_records, max_wait_ms=max_wait_ms, min_records=min_batch_records,
-                              max_queued_records=max_queued_records, compact_after_files=compact_after or None)  # fmt: skip
+        config = CommitConfig(
+            max_records=max_batch_records,
+            max_wait_ms=max_wait_ms,
+            min_records=min_batch_records,
+            max_queued_records=max_queued_records,
+            compact_after_files=compact_after or None,
+        )
         service = create_app(log, config, known)
         # What start-up made (Litestar's routes and schemas, pyarrow, the record catalogue) lives
         # as long as the process: kept out of the collector's sight, a full collection takes a

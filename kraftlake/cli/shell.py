@@ -33,15 +33,22 @@ def image_tree(view) -> dict[str, Any]:
         by_name[names[p["topic_id"]]] = by_id[p["topic_id"]]
     configs: dict[str, Any] = {}
     for c in img["configs"]:
-        configs.setdefault({2: "topic", 4: "broker"}.get(c["resource_type"], str(c["resource_type"])), {})[c["resource_name"] or "<default>"] = c["configs"]
-    return {"image": {
-        "provenance": {"offset": img["offset"], "state_hash": img["state_hash"]},
-        "features": img["features"],
-        "cluster": {"brokers": {str(b["id"]): b for b in img["brokers"]}, "controllers": {str(c["id"]): c for c in img["controllers"]}},
-        "topics": {"byName": by_name, "byId": by_id},
-        "configs": configs,
-        "producerIds": img["producer_ids"] or {},
-    }}  # fmt: skip
+        configs.setdefault({2: "topic", 4: "broker"}.get(c["resource_type"], str(c["resource_type"])), {})[
+            c["resource_name"] or "<default>"
+        ] = c["configs"]
+    return {
+        "image": {
+            "provenance": {"offset": img["offset"], "state_hash": img["state_hash"]},
+            "features": img["features"],
+            "cluster": {
+                "brokers": {str(b["id"]): b for b in img["brokers"]},
+                "controllers": {str(c["id"]): c for c in img["controllers"]},
+            },
+            "topics": {"byName": by_name, "byId": by_id},
+            "configs": configs,
+            "producerIds": img["producer_ids"] or {},
+        }
+    }
 
 
 def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -192,7 +199,9 @@ def register(app: typer.Typer) -> None:
     @app.command("shell")
     def shell(
         log: str = typer.Argument(..., help="The log."),
-        offset: int | None = typer.Option(None, "--offset", "-o", help="Start after the record at this offset (default: the end)."),
+        offset: int | None = typer.Option(
+            None, "--offset", "-o", help="Start after the record at this offset (default: the end)."
+        ),
         command: list[str] = typer.Option([], "--command", "-c", help="Run these commands and exit (repeatable)."),
     ) -> None:
         """Browse the cluster at a point in time like kafka-metadata-shell: paths such as /image/cluster/brokers/1 and /image/topics/byName/foo/0, with ls, cat, cd, pwd, find; plus at OFFSET to move in time and diff OFFSET to see what changed. Commands come from the terminal, from stdin, or from -c."""

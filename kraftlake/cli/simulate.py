@@ -41,8 +41,9 @@ def _simulate_bookkeeper(seed: int, records: int, out_file: Path, bug: str | Non
     _write(out_file, lambda: generate(config(), records=records), "BookKeeper", bug)
 
 
-def _simulate_s3stream(seed: int, records: int, out_file: Path, bug: str | None, nodes: int, streams: int, ops: str | None,
-                       ttl_ms: int) -> None:  # fmt: skip
+def _simulate_s3stream(
+    seed: int, records: int, out_file: Path, bug: str | None, nodes: int, streams: int, ops: str | None, ttl_ms: int
+) -> None:
     from kraftlake.statemachine.s3stream.workload import OPERATIONS, WorkloadConfig, generate
 
     def batches():
@@ -51,7 +52,9 @@ def _simulate_s3stream(seed: int, records: int, out_file: Path, bug: str | None,
             chosen = [o.strip() for o in ops.split(",") if o.strip()]
             unknown = sorted(set(chosen) - set(OPERATIONS))
             if unknown:
-                raise ValueError(f"--ops: unknown operation(s) {', '.join(unknown)}: choose from {', '.join(OPERATIONS)}")
+                raise ValueError(
+                    f"--ops: unknown operation(s) {', '.join(unknown)}: choose from {', '.join(OPERATIONS)}"
+                )
             config = dataclasses.replace(config, weights={o: w for o, w in config.weights.items() if o in chosen})
         return generate(config, records=records)
 
@@ -63,22 +66,52 @@ def register(app: typer.Typer) -> None:
     def simulate(
         seed: int = typer.Option(..., "--seed", help="Same seed and options, byte-identical output."),
         records: int = typer.Option(10_000, "--records", "-n", min=1, help="Stop after at least this many records."),
-        out_file: Path = typer.Option(..., "--out", "-o", help="JSON Lines file to write (appendable with `kraftlake append`)."),
+        out_file: Path = typer.Option(
+            ..., "--out", "-o", help="JSON Lines file to write (appendable with `kraftlake append`)."
+        ),
         brokers: int = typer.Option(6, "--brokers", min=1),
         dirs_per_broker: int = typer.Option(3, "--dirs-per-broker", min=1),
         partitions: int = typer.Option(60, "--partitions", min=1),
         topics: int = typer.Option(5, "--topics", min=1),
         replication: int = typer.Option(3, "--replication", min=1),
-        faults: str = typer.Option("dir-failure,controlled-shutdown,broker-crash", "--faults", help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign."),
-        bug: str | None = typer.Option(None, "--bug", help="Inject one mistake. A faulty controller: ignore-offline-dirs, keep-offline-replica-in-isr, elect-offline-leader, no-leader-epoch-bump, leader-outside-isr, stale-broker-epoch, skip-dir-assignment. Faulty brokers: broker-skip-assign, broker-early-unfence, broker-silent-dir-failure."),
-        fence_policy: bool = typer.Option(True, "--fence-policy/--no-fence-policy", help="Brokers follow KIP-858's policy (stay fenced until every replica's directory is recorded); --no-fence-policy: Kafka as shipped, serve first."),
-        family: Family = typer.Option(Family.kraft, "--family", help="kraft: a JBOD Kafka cluster (default). s3stream: AutoMQ nodes writing streams to object storage; its bugs: commit-gap, end-offset-regress, leak-prepared-object, reference-destroyed-object, stale-epoch-commit. bookkeeper: bookies, ledgers, the auditor and replication workers, drains; its bugs: drain-before-replicated, repair-into-same-ensemble, ignore-recovery-delay, unweighted-placement."),
-        bookies: int = typer.Option(8, "--bookies", min=4, help="bookkeeper: bookies at the start (a drained one is replaced)."),
-        careful_faults: bool = typer.Option(True, "--careful-faults/--correlated-faults", help="bookkeeper: fail a bookie only when every entry keeps a replica (--correlated-faults: data may become unreachable, which the audit reports as B8)."),
+        faults: str = typer.Option(
+            "dir-failure,controlled-shutdown,broker-crash",
+            "--faults",
+            help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign.",
+        ),
+        bug: str | None = typer.Option(
+            None,
+            "--bug",
+            help="Inject one mistake. A faulty controller: ignore-offline-dirs, keep-offline-replica-in-isr, elect-offline-leader, no-leader-epoch-bump, leader-outside-isr, stale-broker-epoch, skip-dir-assignment. Faulty brokers: broker-skip-assign, broker-early-unfence, broker-silent-dir-failure.",
+        ),
+        fence_policy: bool = typer.Option(
+            True,
+            "--fence-policy/--no-fence-policy",
+            help="Brokers follow KIP-858's policy (stay fenced until every replica's directory is recorded); --no-fence-policy: Kafka as shipped, serve first.",
+        ),
+        family: Family = typer.Option(
+            Family.kraft,
+            "--family",
+            help="kraft: a JBOD Kafka cluster (default). s3stream: AutoMQ nodes writing streams to object storage; its bugs: commit-gap, end-offset-regress, leak-prepared-object, reference-destroyed-object, stale-epoch-commit. bookkeeper: bookies, ledgers, the auditor and replication workers, drains; its bugs: drain-before-replicated, repair-into-same-ensemble, ignore-recovery-delay, unweighted-placement.",
+        ),
+        bookies: int = typer.Option(
+            8, "--bookies", min=4, help="bookkeeper: bookies at the start (a drained one is replaced)."
+        ),
+        careful_faults: bool = typer.Option(
+            True,
+            "--careful-faults/--correlated-faults",
+            help="bookkeeper: fail a bookie only when every entry keeps a replica (--correlated-faults: data may become unreachable, which the audit reports as B8).",
+        ),
         nodes: int = typer.Option(4, "--nodes", min=2, help="s3stream: AutoMQ nodes."),
         streams: int = typer.Option(40, "--streams", min=1, help="s3stream: streams alive at any time."),
-        ttl_ms: int = typer.Option(60_000, "--ttl-ms", min=1, help="s3stream: how long a prepared object may wait for its commit."),
-        ops: str | None = typer.Option(None, "--ops", help="s3stream: only these operations (comma-separated): append, upload, compact, compact-stream-objects, trim, reassign, failover, delete, leak."),
+        ttl_ms: int = typer.Option(
+            60_000, "--ttl-ms", min=1, help="s3stream: how long a prepared object may wait for its commit."
+        ),
+        ops: str | None = typer.Option(
+            None,
+            "--ops",
+            help="s3stream: only these operations (comma-separated): append, upload, compact, compact-stream-objects, trim, reassign, failover, delete, leak.",
+        ),
     ) -> None:
         """Simulate a KRaft cluster with JBOD brokers living through log-dir failures, disk replacements, controlled shutdowns and crashes (or, with --family, AutoMQ's S3Stream metadata or a BookKeeper cluster).
 
@@ -99,10 +132,16 @@ def register(app: typer.Typer) -> None:
             return
         try:
             config = WorkloadConfig(
-                brokers=brokers, dirs_per_broker=dirs_per_broker, topics=topics, partitions=partitions,
-                replication_factor=replication, seed=seed, bug=bug, fence_policy=fence_policy,
+                brokers=brokers,
+                dirs_per_broker=dirs_per_broker,
+                topics=topics,
+                partitions=partitions,
+                replication_factor=replication,
+                seed=seed,
+                bug=bug,
+                fence_policy=fence_policy,
                 faults=tuple(f.strip() for f in faults.split(",") if f.strip()),
-            )  # fmt: skip
+            )
             if replication > brokers:
                 raise ValueError(f"--replication {replication} needs at least as many brokers (--brokers {brokers})")
             n = 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import typer
 
 from kraftlake.cli.console import err, out, write_bytes
@@ -41,5 +40,7 @@ def register(app: typer.Typer) -> None:
         with replay_progress(opened.last_offset + 1 - start, "snapshotting") as progress:
             written = take_snapshots(opened, every=every, progress=progress)
         for s in written:
-            out.print(f"snapshot at offset {s.offset}: {s.partitions} partitions, {s.brokers} brokers, {s.bytes} bytes, state {s.state_hash[:16]}")
+            out.print(
+                f"snapshot at offset {s.offset}: {s.partitions} partitions, {s.brokers} brokers, {s.bytes} bytes, state {s.state_hash[:16]}"
+            )
         err.print(f"{len(written)} snapshot(s) written, {len(existing) + len(written)} stored")

@@ -7,7 +7,19 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.audit import FAIL_ON, FORMAT, GRACE_MS, GRACE_RECORDS, OUT, TO_OFFSET, TO_SOURCE_OFFSET, FailOn, Format, emit, resolve_to
+from kraftlake.cli.audit import (
+    FAIL_ON,
+    FORMAT,
+    GRACE_MS,
+    GRACE_RECORDS,
+    OUT,
+    TO_OFFSET,
+    TO_SOURCE_OFFSET,
+    FailOn,
+    Format,
+    emit,
+    resolve_to,
+)
 from kraftlake.cli.console import EXIT_INPUT, abort
 
 
@@ -15,12 +27,17 @@ def register(app: typer.Typer) -> None:
     @app.command("spark-audit")
     def spark_audit(
         log: str = typer.Argument(..., help="The log."),
-        master: str | None = typer.Option(None, "--master", help="Spark master URL (spark://host:7077, yarn, k8s://...). Default: local, on --cores cores."),
+        master: str | None = typer.Option(
+            None,
+            "--master",
+            help="Spark master URL (spark://host:7077, yarn, k8s://...). Default: local, on --cores cores.",
+        ),
         cores: int | None = typer.Option(None, "--cores", min=1, help="Cores of the local session (default: all)."),
         scratch: str | None = typer.Option(
-            None, "--scratch",
+            None,
+            "--scratch",
             help="Directory every executor sees, for the partition timeline the audit writes once and reads per invariant (Parquet, removed afterwards). Default: a local temporary directory; on a cluster, the checkpoint directory, else Spark's cache.",
-        ),  # fmt: skip
+        ),
         version: int | None = typer.Option(None, "--version", help="Audit the log as of this Delta version."),
         timestamp: str | None = typer.Option(None, "--timestamp", help="Audit the log as of this time (ISO 8601)."),
         to_offset: int | None = TO_OFFSET,

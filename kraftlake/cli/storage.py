@@ -13,7 +13,9 @@ from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, abort, err, out
 def register(app: typer.Typer) -> None:
     @app.command("format-dirs")
     def format_dirs(
-        dirs: list[Path] = typer.Argument(..., help="The broker's log directories (log.dirs), and its metadata.log.dir if apart."),
+        dirs: list[Path] = typer.Argument(
+            ..., help="The broker's log directories (log.dirs), and its metadata.log.dir if apart."
+        ),
         cluster_id: str = typer.Option(..., "--cluster-id", help="The cluster id every meta.properties must carry."),
         node_id: int = typer.Option(..., "--node-id", min=0, help="The node (broker) id."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be written; write nothing."),
@@ -38,8 +40,13 @@ def register(app: typer.Typer) -> None:
             except OSError as exc:
                 err.print(f"[yellow]{d}: {exc.strerror or exc}[/]")
                 found[key] = startup.UNREADABLE
-        plan = startup.plan_format([str(d) for d in dirs], found, lambda: uuid_from_bytes(secrets.token_bytes(16)),
-                                   cluster_id=cluster_id, node_id=node_id)  # type: ignore[arg-type]  # fmt: skip
+        plan = startup.plan_format(
+            [str(d) for d in dirs],
+            found,
+            lambda: uuid_from_bytes(secrets.token_bytes(16)),
+            cluster_id=cluster_id,
+            node_id=node_id,
+        )  # type: ignore[arg-type]
         if isinstance(plan, startup.Refused):
             abort(plan.reason, EXIT_INPUT)
         from rich.table import Table
@@ -62,5 +69,7 @@ def register(app: typer.Typer) -> None:
                     mp.write(path, meta)
                 except OSError as exc:
                     abort(f"{path}: {exc.strerror or exc} (directories before it are written)", EXIT_FAILED)
-            table.add_row(path, meta.directory_id or "", what + (" (dry run)" if dry_run and what != "unchanged" else ""))
+            table.add_row(
+                path, meta.directory_id or "", what + (" (dry run)" if dry_run and what != "unchanged" else "")
+            )
         out.print(table)

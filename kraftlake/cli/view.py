@@ -20,22 +20,42 @@ def register(app: typer.Typer) -> None:
     def view(
         log: str | None = typer.Argument(None, help="The log (not needed with --kafka-checkpoint)."),
         kafka_checkpoint: Path | None = typer.Option(
-            None, "--kafka-checkpoint", help="Print the view a Kafka .checkpoint snapshot (or bootstrap.checkpoint) holds, instead of replaying a log."
+            None,
+            "--kafka-checkpoint",
+            help="Print the view a Kafka .checkpoint snapshot (or bootstrap.checkpoint) holds, instead of replaying a log.",
         ),
         offset: int | None = typer.Option(None, "--offset", "-o", help="After the record at this offset."),
         version: int | None = typer.Option(None, "--version", help="At the end of this Delta version."),
         timestamp: str | None = typer.Option(
-            None, "--timestamp", help="At the newest version committed by this time (ISO 8601, UTC unless it says otherwise)."
+            None,
+            "--timestamp",
+            help="At the newest version committed by this time (ISO 8601, UTC unless it says otherwise).",
         ),
         source_offset: int | None = typer.Option(
-            None, "--source-offset", help="After every record imported from this Kafka offset or before (logs made by import-kafka)."
+            None,
+            "--source-offset",
+            help="After every record imported from this Kafka offset or before (logs made by import-kafka).",
         ),
         broker: int | None = typer.Option(None, "--broker", "-b", help="What this broker serves (its BrokerView)."),
         fmt: Format = typer.Option(Format.json, "--format", "-f", help="json (canonical, default) or table."),
-        no_snapshots: bool = typer.Option(False, "--no-snapshots", help="Replay from offset 0, ignoring stored snapshots."),
-        streams: bool = typer.Option(False, "--streams", help="The S3Stream view instead (AutoMQ: streams, ranges, nodes' stream-set objects and WAL duties, objects, KV)."),
-        stream: int | None = typer.Option(None, "--stream", help="One S3Stream stream: its ranges and the objects that hold its offsets, in read order (implies --streams)."),
-        bookies: bool = typer.Option(False, "--bookies", help="The BookKeeper view instead: bookies (state, availability, free disk), ledgers, under-replicated ledgers, locks, the auditor."),
+        no_snapshots: bool = typer.Option(
+            False, "--no-snapshots", help="Replay from offset 0, ignoring stored snapshots."
+        ),
+        streams: bool = typer.Option(
+            False,
+            "--streams",
+            help="The S3Stream view instead (AutoMQ: streams, ranges, nodes' stream-set objects and WAL duties, objects, KV).",
+        ),
+        stream: int | None = typer.Option(
+            None,
+            "--stream",
+            help="One S3Stream stream: its ranges and the objects that hold its offsets, in read order (implies --streams).",
+        ),
+        bookies: bool = typer.Option(
+            False,
+            "--bookies",
+            help="The BookKeeper view instead: bookies (state, availability, free disk), ledgers, under-replicated ledgers, locks, the auditor.",
+        ),
     ) -> None:
         """Replay the log into the KRaft controller's view and print it.
 
@@ -80,9 +100,13 @@ def register(app: typer.Typer) -> None:
             return
         with replay_progress(total) as progress:
             state = state_at(
-                opened, offset=offset, version=version, timestamp=timestamp,
-                use_snapshots=not no_snapshots, progress=progress,
-            )  # fmt: skip
+                opened,
+                offset=offset,
+                version=version,
+                timestamp=timestamp,
+                use_snapshots=not no_snapshots,
+                progress=progress,
+            )
         if state.transaction is not None:
             # Brokers never see an open transaction's records: show what Kafka publishes.
             err.print(
@@ -137,23 +161,35 @@ def _print_streams(view, stream: int | None, fmt: Format) -> None:
 
     _wide()
     img = doc["stream"]
-    out.print(f"[bold]stream {stream}[/] at offset {view.offset}: {img.state} epoch {img.epoch}, owner {doc['owner']},"
-              f" offsets [{img.start_offset}, {img.end_offset}), tags {img.tags or '-'}")  # fmt: skip
+    out.print(
+        f"[bold]stream {stream}[/] at offset {view.offset}: {img.state} epoch {img.epoch}, owner {doc['owner']},"
+        f" offsets [{img.start_offset}, {img.end_offset}), tags {img.tags or '-'}"
+    )
     ranges = Table(title="ranges", header_style="bold")
     for col in ("index", "epoch", "node", "start", "end"):
         ranges.add_column(col, justify="right")
     for r in img.ranges:
         current = " (current)" if r.range_index == img.range_index else ""
-        ranges.add_row(f"{r.range_index}{current}", str(r.epoch), str(r.node_id), str(r.start_offset), str(r.end_offset))
+        ranges.add_row(
+            f"{r.range_index}{current}", str(r.epoch), str(r.node_id), str(r.start_offset), str(r.end_offset)
+        )
     out.print(ranges)
     objects = Table(title="objects in read order (getObjects)", header_style="bold")
     for col in ("object", "kind", "node", "start", "end"):
         objects.add_column(col, justify="right")
     for o in read.objects if read is not None else ():
-        objects.add_row(str(o.object_id), o.object_type, "" if o.node_id is None else str(o.node_id), str(o.start_offset), str(o.end_offset))
+        objects.add_row(
+            str(o.object_id),
+            o.object_type,
+            "" if o.node_id is None else str(o.node_id),
+            str(o.start_offset),
+            str(o.end_offset),
+        )
     out.print(objects)
     if read is not None and read.end_offset < img.end_offset:
-        out.print(f"[red]the objects stop at {read.end_offset}: a read of [{read.end_offset}, {img.end_offset}) would stall[/]")
+        out.print(
+            f"[red]the objects stop at {read.end_offset}: a read of [{read.end_offset}, {img.end_offset}) would stall[/]"
+        )
 
 
 def _print_bookies(view, fmt: Format) -> None:
@@ -166,16 +202,24 @@ def _print_bookies(view, fmt: Format) -> None:
     from rich.table import Table
 
     _wide()
-    out.print(f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}   auditor {image.auditor or '-'},"
-              f" lostBookieRecoveryDelay {image.recovery_delay_ms} ms")  # fmt: skip
+    out.print(
+        f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}   auditor {image.auditor or '-'},"
+        f" lostBookieRecoveryDelay {image.recovery_delay_ms} ms"
+    )
     t = Table(title=f"bookies ({len(image.bookies)})", header_style="bold")
     for col in ("bookie", "rack", "state", "availability", "free", "total", "ledgers"):
         t.add_column(col, justify="right" if col in ("free", "total", "ledgers") else "left")
     colour = {"WRITABLE": "green", "READ_ONLY": "yellow", "LOST": "red"}
     for b in image.bookies:
-        t.add_row(b.bookie_id, b.rack or "", b.state + (f" ({b.state_reason})" if b.state_reason else ""),
-                  f"[{colour[b.availability]}]{b.availability}[/]", f"{b.free_bytes / 2**30:.1f} GiB",
-                  f"{b.total_bytes / 2**30:.1f} GiB", str(len(view.refs.get(b.bookie_id, ()))))  # fmt: skip
+        t.add_row(
+            b.bookie_id,
+            b.rack or "",
+            b.state + (f" ({b.state_reason})" if b.state_reason else ""),
+            f"[{colour[b.availability]}]{b.availability}[/]",
+            f"{b.free_bytes / 2**30:.1f} GiB",
+            f"{b.total_bytes / 2**30:.1f} GiB",
+            str(len(view.refs.get(b.bookie_id, ()))),
+        )
     out.print(t)
     u = Table(title=f"under-replicated ledgers ({len(image.under_replicated)})", header_style="bold")
     for col in ("ledger", "missing", "marked at", "lock", "lost entries"):
@@ -183,8 +227,13 @@ def _print_bookies(view, fmt: Format) -> None:
     locks = dict(image.locks)
     for lid, mark in image.under_replicated[:50]:
         lost = view.lost_entries(view.ledgers[lid]) if lid in view.ledgers else []
-        u.add_row(str(lid), " ".join(mark.missing), str(mark.since_ms), locks.get(lid, ""),
-                  ", ".join(f"{a}-{b}" for a, b in lost[:5]))  # fmt: skip
+        u.add_row(
+            str(lid),
+            " ".join(mark.missing),
+            str(mark.since_ms),
+            locks.get(lid, ""),
+            ", ".join(f"{a}-{b}" for a, b in lost[:5]),
+        )
     out.print(u)
     states = {}
     for x in image.ledgers:
@@ -200,30 +249,48 @@ def _streams_tables(image) -> None:
     from kraftlake.records.s3stream import ObjectState
 
     _wide()
-    out.print(f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}   automq.version level"
-              f" {image.automq_version}   next stream id {image.next_stream_id}, next object id {image.next_object_id}")  # fmt: skip
+    out.print(
+        f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}   automq.version level"
+        f" {image.automq_version}   next stream id {image.next_stream_id}, next object id {image.next_object_id}"
+    )
     streams = Table(title=f"streams ({len(image.streams)})", header_style="bold")
     for col in ("id", "state", "epoch", "owner", "start", "end", "ranges", "stream objects", "tags"):
         streams.add_column(col, justify="left" if col in ("state", "tags") else "right")
     for s in image.streams:
         owner = next((str(r.node_id) for r in s.ranges if r.range_index == s.range_index), "-")
         style = "green" if s.state == "OPENED" else "dim"
-        streams.add_row(str(s.stream_id), f"[{style}]{s.state}[/]", str(s.epoch), owner, str(s.start_offset),
-                        str(s.end_offset), str(len(s.ranges)), str(len(s.objects)),
-                        " ".join(f"{k}={v}" for k, v in s.tags.items()))  # fmt: skip
+        streams.add_row(
+            str(s.stream_id),
+            f"[{style}]{s.state}[/]",
+            str(s.epoch),
+            owner,
+            str(s.start_offset),
+            str(s.end_offset),
+            str(len(s.ranges)),
+            str(len(s.objects)),
+            " ".join(f"{k}={v}" for k, v in s.tags.items()),
+        )
     out.print(streams)
     nodes = Table(title="nodes", header_style="bold")
     for col in ("id", "epoch", "failover", "stream-set objects", "historical WAL duties"):
         nodes.add_column(col)
     for n in image.nodes:
         duties = " ".join(f"{u.stream_id}:[{u.start_offset},{u.end_offset})" for u in n.uncommitted)
-        nodes.add_row(str(n.node_id), str(n.node_epoch), "[red]yes[/]" if n.failover_mode else "no",
-                      str(len(n.stream_set_objects)), duties)  # fmt: skip
+        nodes.add_row(
+            str(n.node_id),
+            str(n.node_epoch),
+            "[red]yes[/]" if n.failover_mode else "no",
+            str(len(n.stream_set_objects)),
+            duties,
+        )
     out.print(nodes)
     counts = Counter(ObjectState(o.state).name for o in image.objects)
     size = sum(o.size for o in image.objects if o.state == ObjectState.COMMITTED)
-    out.print("objects: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
-              + f"; committed bytes {size:,}; KV entries {len(image.kv)}")  # fmt: skip
+    out.print(
+        "objects: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
+        + f"; committed bytes {size:,}; KV entries {len(image.kv)}"
+    )
 
 
 def _dir(d: str) -> str:
@@ -253,7 +320,14 @@ def _controller_tables(image) -> None:
         dirs_of[b.id] = (b.log_dirs, b.fenced)
         state = "fenced" if b.fenced else "controlled shutdown" if b.in_controlled_shutdown else "active"
         style = "red" if b.fenced else "yellow" if b.in_controlled_shutdown else "green"
-        brokers.add_row(str(b.id), str(b.epoch), f"[{style}]{state}[/]", b.rack or "", " ".join(b.log_dirs), " ".join(b.removed_dirs))
+        brokers.add_row(
+            str(b.id),
+            str(b.epoch),
+            f"[{style}]{state}[/]",
+            b.rack or "",
+            " ".join(b.log_dirs),
+            " ".join(b.removed_dirs),
+        )
     out.print(brokers)
     names = {t.id: t.name for t in image.topics}
     parts = Table(title="partitions", header_style="bold")
@@ -267,10 +341,15 @@ def _controller_tables(image) -> None:
             cells.append(f"[{'green' if ok else 'red'}]{a.broker}:{_dir(a.directory)}[/]")
         leader = "[red]none[/]" if p.leader == -1 else str(p.leader)
         parts.add_row(
-            names.get(p.topic_id, p.topic_id), str(p.partition), leader, ",".join(map(str, p.isr)),
-            " ".join(cells), str(p.leader_epoch), str(p.partition_epoch),
+            names.get(p.topic_id, p.topic_id),
+            str(p.partition),
+            leader,
+            ",".join(map(str, p.isr)),
+            " ".join(cells),
+            str(p.leader_epoch),
+            str(p.partition_epoch),
             "RECOVERING" if p.leader_recovery_state else "",
-        )  # fmt: skip
+        )
     out.print(parts)
 
 
@@ -278,8 +357,18 @@ def _broker_table(bv) -> None:
     from rich.table import Table
 
     _wide()
-    state = "unregistered" if not bv.registered else "fenced" if bv.fenced else "controlled shutdown" if bv.in_controlled_shutdown else "active"
-    out.print(f"[bold]broker[/] {bv.broker_id} ({state}, epoch {bv.epoch})   [bold]offset[/] {bv.offset}   [bold]state_hash[/] {bv.state_hash}")
+    state = (
+        "unregistered"
+        if not bv.registered
+        else "fenced"
+        if bv.fenced
+        else "controlled shutdown"
+        if bv.in_controlled_shutdown
+        else "active"
+    )
+    out.print(
+        f"[bold]broker[/] {bv.broker_id} ({state}, epoch {bv.epoch})   [bold]offset[/] {bv.offset}   [bold]state_hash[/] {bv.state_hash}"
+    )
     out.print(f"online dirs: {' '.join(bv.log_dirs) or '-'}   offline dirs: {' '.join(bv.offline_dirs) or '-'}")
     if bv.should_stay_fenced:
         out.print("[yellow]KIP-858 policy: should stay fenced (UNASSIGNED replicas on a multi-dir broker)[/]")
@@ -288,10 +377,15 @@ def _broker_table(bv) -> None:
         table.add_column(col)
     for r in bv.replicas:
         table.add_row(
-            r.topic, str(r.partition), r.role, _dir(r.directory),
-            "[green]yes[/]" if r.online else "[red]no[/]", "yes" if r.in_isr else "no",
-            str(r.leader_epoch), str(r.partition_epoch),
-        )  # fmt: skip
+            r.topic,
+            str(r.partition),
+            r.role,
+            _dir(r.directory),
+            "[green]yes[/]" if r.online else "[red]no[/]",
+            "yes" if r.in_isr else "no",
+            str(r.leader_epoch),
+            str(r.partition_epoch),
+        )
     out.print(table)
     if bv.mismatched:
         out.print(f"[red]{len(bv.mismatched)} replica(s) assigned to a directory the broker does not have online[/]")

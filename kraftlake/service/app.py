@@ -85,8 +85,9 @@ def access_log(metrics: Metrics) -> Any:
             finally:
                 took = time.perf_counter() - started
                 metrics.request(scope["method"], scope["path"], status, took)
-                log.info("http.request", method=scope["method"], path=scope["path"], status=status,
-                         ms=round(took * 1000, 2))  # fmt: skip
+                log.info(
+                    "http.request", method=scope["method"], path=scope["path"], status=status, ms=round(took * 1000, 2)
+                )
 
         return middleware
 
@@ -138,8 +139,9 @@ def create_app(
             if exc.status_code != 413:
                 raise
             return _respond(TOO_LARGE)  # the fast path's words, not Litestar's
-        answer = await appending.answer(body, request.headers.get("content-type", ""),
-                                        request.scope.get("state", {}).get("identity"))  # fmt: skip
+        answer = await appending.answer(
+            body, request.headers.get("content-type", ""), request.scope.get("state", {}).get("identity")
+        )
         return _respond(answer)
 
     def _reader() -> Log:
@@ -149,7 +151,9 @@ def create_app(
     @get("/v1/records", summary="Records in [from, to], optionally of some types")
     async def read(
         from_: Annotated[int | None, QueryParameter(name="from", description="first offset (default 0)")] = None,
-        to: Annotated[int | None, QueryParameter(description="last offset (default: the end; at most 100 000 records)")] = None,
+        to: Annotated[
+            int | None, QueryParameter(description="last offset (default: the end; at most 100 000 records)")
+        ] = None,
         type_: Annotated[str | None, QueryParameter(name="type", description="comma-separated record types")] = None,
     ) -> Response:
         def work() -> bytes:
@@ -176,14 +180,21 @@ def create_app(
                 raise HTTPException(status_code=404, detail=str(exc)) from None
 
     @get("/v1/views/controller", summary="The controller's view (canonical image) at a point in time")
-    async def controller_view(offset: FromQuery[int | None] = None, version: FromQuery[int | None] = None,
-                              timestamp: FromQuery[str | None] = None) -> Response:  # fmt: skip
+    async def controller_view(
+        offset: FromQuery[int | None] = None,
+        version: FromQuery[int | None] = None,
+        timestamp: FromQuery[str | None] = None,
+    ) -> Response:
         view = await asyncio.to_thread(_state_at, offset, version, timestamp)
         return Response(msgspec.json.encode(view.image()), media_type="application/json")
 
     @get("/v1/views/brokers/{broker_id:int}", summary="One broker's view at a point in time")
-    async def broker_view_(broker_id: FromPath[int], offset: FromQuery[int | None] = None, version: FromQuery[int | None] = None,
-                           timestamp: FromQuery[str | None] = None) -> Response:  # fmt: skip
+    async def broker_view_(
+        broker_id: FromPath[int],
+        offset: FromQuery[int | None] = None,
+        version: FromQuery[int | None] = None,
+        timestamp: FromQuery[str | None] = None,
+    ) -> Response:
         from kraftlake.statemachine.kraft.broker_view import broker_view
 
         view = await asyncio.to_thread(_state_at, offset, version, timestamp)
@@ -201,7 +212,9 @@ def create_app(
                 if data.from_offset:
                     start = state_at(_reader(), offset=data.from_offset - 1)
                 cfg = AuditConfig(grace_records=data.grace_records, grace_ms=data.grace_ms, fail_on=data.fail_on)
-                report = audit_log(snap, config=cfg, from_offset=data.from_offset, to_offset=data.to_offset, start=start)
+                report = audit_log(
+                    snap, config=cfg, from_offset=data.from_offset, to_offset=data.to_offset, start=start
+                )
                 return msgspec.json.encode(report)
 
         return Response(await asyncio.to_thread(work), media_type="application/json")
@@ -220,7 +233,11 @@ def create_app(
             with state.reader_lock:
                 return _reader().last_offset
 
-        return {"status": "ok", "last_offset": await asyncio.to_thread(last), "queued_records": state.committer.queued_records}
+        return {
+            "status": "ok",
+            "last_offset": await asyncio.to_thread(last),
+            "queued_records": state.committer.queued_records,
+        }
 
     @get("/metrics", summary="Prometheus metrics", media_type=CONTENT_TYPE)
     async def metrics_() -> Response:
@@ -231,8 +248,17 @@ def create_app(
 
     middleware = [access_log(metrics)] + ([auth_middleware(tokens)] if tokens is not None else [])
     app = Litestar(
-        route_handlers=[append, read, controller_view, broker_view_, audits, producer_seq, healthz, metrics_,
-                        *bookkeeper_routes(state.path, state.committer)],
+        route_handlers=[
+            append,
+            read,
+            controller_view,
+            broker_view_,
+            audits,
+            producer_seq,
+            healthz,
+            metrics_,
+            *bookkeeper_routes(state.path, state.committer),
+        ],
         on_shutdown=[shutdown],
         middleware=middleware,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},

@@ -95,7 +95,9 @@ class Appending:
             elif kind in JSON_TYPES or kind.endswith("+json"):
                 req = msgspec.json.decode(body, type=AppendRequest)
             else:
-                return _problem(415, f"Content-Type {kind} is not accepted: send application/json or application/msgpack")
+                return _problem(
+                    415, f"Content-Type {kind} is not accepted: send application/json or application/msgpack"
+                )
         except msgspec.DecodeError as exc:
             return _problem(400, f"the body is not an append request: {exc}")
         if (req.producer is None) != (req.seq is None):

@@ -48,12 +48,17 @@ class LiveBookies:
 
 def _bookie_doc(view: BookiesView, b) -> dict[str, Any]:
     return {
-        "bookie_id": b.bookie_id, "rack": b.rack, "state": b.state, "state_reason": b.state_reason,
-        "availability": b.availability, "free_bytes": b.free_bytes, "total_bytes": b.total_bytes,
+        "bookie_id": b.bookie_id,
+        "rack": b.rack,
+        "state": b.state,
+        "state_reason": b.state_reason,
+        "availability": b.availability,
+        "free_bytes": b.free_bytes,
+        "total_bytes": b.total_bytes,
         "ledgers": len(view.refs.get(b.bookie_id, ())),
         "under_replicated_ledgers": sum(1 for m in view.under_replicated.values() if b.bookie_id in m.missing),
         "allowed_states": [s.value for s in TRANSITIONS[BookieState(b.state)]],
-    }  # fmt: skip
+    }
 
 
 def routes(path, committer) -> list:
@@ -78,16 +83,24 @@ def routes(path, committer) -> list:
         try:
             target = BookieState(data.state)
         except ValueError:
-            return Response({"error": f"unknown state {data.state!r}", "field": "state",
-                             "states": [s.value for s in BookieState]}, status_code=400)  # fmt: skip
+            return Response(
+                {"error": f"unknown state {data.state!r}", "field": "state", "states": [s.value for s in BookieState]},
+                status_code=400,
+            )
         async with change_lock:  # operators' changes are decided one at a time, on the latest view
             view = await asyncio.to_thread(live.current)
             d = decide(view, c.ChangeBookieState(bookie_id=bookie_id, state=target))
             if d.outcome == c.NO_SUCH_BOOKIE:
                 return Response({"error": d.reply.message}, status_code=404)
             if d.outcome != c.OK:
-                return Response({"error": d.reply.message, "state": view.bookies[bookie_id].state,
-                                 "allowed": list(d.reply.allowed)}, status_code=409)  # fmt: skip
+                return Response(
+                    {
+                        "error": d.reply.message,
+                        "state": view.bookies[bookie_id].state,
+                        "allowed": list(d.reply.allowed),
+                    },
+                    status_code=409,
+                )
             result = await committer.append(list(d.records))
             view = await asyncio.to_thread(live.current)
         return Response({**_bookie_doc(view, view.bookies[bookie_id]), "appended": result.to_dict()})
@@ -101,15 +114,25 @@ def routes(path, committer) -> list:
                 continue
             ledger = view.ledgers.get(lid)
             lost = [] if ledger is None else view.lost_entries(ledger)
-            out.append({"ledger_id": lid, "missing": list(mark.missing), "since_ms": mark.since_ms,
-                        "worker": view.locks.get(lid), "lost_entries": [list(r) for r in lost]})  # fmt: skip
+            out.append(
+                {
+                    "ledger_id": lid,
+                    "missing": list(mark.missing),
+                    "since_ms": mark.since_ms,
+                    "worker": view.locks.get(lid),
+                    "lost_entries": [list(r) for r in lost],
+                }
+            )
         return out
 
     @get("/v1/auditor", summary="The auditor, its recovery delay and the audits it owes")
     async def auditor() -> dict:
         view = await asyncio.to_thread(live.current)
-        return {"auditor": view.auditor, "lost_bookie_recovery_delay_ms": view.recovery_delay_ms,
-                "pending_audits": [{"bookie_id": b, "due_ms": due} for b, due in sorted(view.audit_due.items())],
-                "lost_bookies": [{"bookie_id": b, "since_ms": t} for b, t in sorted(view.lost_at.items())]}  # fmt: skip
+        return {
+            "auditor": view.auditor,
+            "lost_bookie_recovery_delay_ms": view.recovery_delay_ms,
+            "pending_audits": [{"bookie_id": b, "due_ms": due} for b, due in sorted(view.audit_due.items())],
+            "lost_bookies": [{"bookie_id": b, "since_ms": t} for b, t in sorted(view.lost_at.items())],
+        }
 
     return [bookies, bookie, set_state, under_replicated, auditor]

@@ -80,7 +80,9 @@ class CommitProcess:
         self.path = str(path)
         self.compact_after = compact_after
         self._conn, child = _SPAWN.Pipe()
-        self._proc = _SPAWN.Process(target=_serve, args=(self.path, compact_after, child), name="kraftlake-commits", daemon=True)
+        self._proc = _SPAWN.Process(
+            target=_serve, args=(self.path, compact_after, child), name="kraftlake-commits", daemon=True
+        )
         self._proc.start()
         child.close()
         self._encode = msgspec.msgpack.Encoder().encode

@@ -14,7 +14,18 @@ from .layout import KafkaDirError, MetadataDir, open_metadata_dir
 from .metadata import MetadataDecoder, decode_control, decode_fields, encode_control, encode_value
 
 __all__ = [
-    "Batch", "CheckpointContent", "KafkaDirError", "KafkaFormatError", "MetadataDecoder", "MetadataDir",
-    "decode_control", "decode_fields", "encode_batch", "encode_control", "encode_value", "iter_batches",
-    "open_metadata_dir", "read_checkpoint",
-]  # fmt: skip
+    "Batch",
+    "CheckpointContent",
+    "KafkaDirError",
+    "KafkaFormatError",
+    "MetadataDecoder",
+    "MetadataDir",
+    "decode_control",
+    "decode_fields",
+    "encode_batch",
+    "encode_control",
+    "encode_value",
+    "iter_batches",
+    "open_metadata_dir",
+    "read_checkpoint",
+]

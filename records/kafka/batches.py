@@ -34,14 +34,38 @@ class Batch:
     """One RecordBatch: its header, its byte position and size in the file, and its records as
     (offset, timestamp, key, value) tuples."""
 
-    __slots__ = ("base_offset", "partition_leader_epoch", "crc", "attributes", "last_offset_delta",
-                 "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence",
-                 "position", "size", "records")  # fmt: skip
+    __slots__ = (
+        "base_offset",
+        "partition_leader_epoch",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "position",
+        "size",
+        "records",
+    )
 
     def __init__(self, header: tuple, position: int, size: int, records: list) -> None:
-        (self.base_offset, _, self.partition_leader_epoch, _, self.crc, self.attributes,
-         self.last_offset_delta, self.base_timestamp, self.max_timestamp, self.producer_id,
-         self.producer_epoch, self.base_sequence, _) = header  # fmt: skip
+        (
+            self.base_offset,
+            _,
+            self.partition_leader_epoch,
+            _,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            _,
+        ) = header
         self.position = position
         self.size = size
         self.records = records
@@ -63,7 +87,9 @@ class Batch:
         return CODECS.get(self.attributes & 7, str(self.attributes & 7))
 
 
-def _records(body: bytes, count: int, base_offset: int, base_ts: int) -> list[tuple[int, int, bytes | None, bytes | None]]:
+def _records(
+    body: bytes, count: int, base_offset: int, base_ts: int
+) -> list[tuple[int, int, bytes | None, bytes | None]]:
     out = []
     pos = 0
     varint = w.varint
@@ -124,14 +150,20 @@ def iter_batches(
     unpack = HEADER.unpack_from
     while pos < n:
         if n - pos < HEADER_SIZE:
-            _corrupt(f"truncated batch: {n - pos} bytes left, a batch header is {HEADER_SIZE}",
-                     file, pos, skip_corrupt, skipped)  # fmt: skip
+            _corrupt(
+                f"truncated batch: {n - pos} bytes left, a batch header is {HEADER_SIZE}",
+                file,
+                pos,
+                skip_corrupt,
+                skipped,
+            )
             return
         header = unpack(data, pos)
         size = 12 + header[1]
         if header[1] < HEADER_SIZE - 12 or pos + size > n:
-            _corrupt(f"truncated batch: its length says {size} bytes, {n - pos} are left",
-                     file, pos, skip_corrupt, skipped)  # fmt: skip
+            _corrupt(
+                f"truncated batch: its length says {size} bytes, {n - pos} are left", file, pos, skip_corrupt, skipped
+            )
             return
         if header[3] != 2:
             _corrupt(f"batch magic {header[3]} (only v2 batches are KRaft's)", file, pos, skip_corrupt, skipped)
@@ -140,8 +172,9 @@ def iter_batches(
         if verify_crc:
             crc = google_crc32c.value(data[pos + CRC_START : pos + size])
             if crc != header[4]:
-                _corrupt(f"CRC-32C mismatch: stored {header[4]:08x}, computed {crc:08x}",
-                         file, pos, skip_corrupt, skipped)  # fmt: skip
+                _corrupt(
+                    f"CRC-32C mismatch: stored {header[4]:08x}, computed {crc:08x}", file, pos, skip_corrupt, skipped
+                )
                 pos += size
                 continue
         body = data[pos + HEADER_SIZE : pos + size]
@@ -150,7 +183,9 @@ def iter_batches(
             if codec == 1:
                 body = gzip.decompress(body)
             elif codec != 0:
-                raise ValueError(f"{CODECS.get(codec, codec)} compression is not supported (KRaft writes uncompressed batches)")
+                raise ValueError(
+                    f"{CODECS.get(codec, codec)} compression is not supported (KRaft writes uncompressed batches)"
+                )
             records = _records(body, header[12], header[0], header[7])
         except (ValueError, IndexError, OSError, EOFError) as exc:
             _corrupt(f"batch at offset {header[0]} does not parse: {exc}", file, pos, skip_corrupt, skipped)
@@ -207,8 +242,20 @@ def encode_batch(
     last_delta = records[-1][0] - base_offset
     max_ts = max(r[1] for r in records)
     attributes = CONTROL_FLAG if control else 0
-    after_crc = struct.pack(">hiqqqhii", attributes, last_delta, base_ts, max_ts, producer_id,
-                            producer_epoch, base_sequence, len(records)) + body  # fmt: skip
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            last_delta,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + body
+    )
     crc = google_crc32c.value(bytes(after_crc))
     length = 4 + 1 + 4 + len(after_crc)  # epoch, magic, crc, then the rest
     return struct.pack(">qiibI", base_offset, length, partition_leader_epoch, 2, crc) + after_crc
@@ -243,7 +290,7 @@ def read_checkpoint(
     epoch = 0
     for batch in iter_batches(data, file=file):
         epoch = batch.partition_leader_epoch
-        for rel, ts, key, value in batch.records:
+        for _rel, ts, key, value in batch.records:
             if footer:
                 raise KafkaFormatError("records after the snapshot footer", file=file, position=batch.position)
             if batch.is_control:

@@ -56,19 +56,42 @@ def dump_lines(path: str | Path, *, records: bool = True) -> Iterator[dict]:
         data = f.read_bytes()
         decoder = MetadataDecoder()
         snapshot = f.suffix == ".checkpoint"
-        yield {"kind": "file", "file": str(f), "bytes": len(data),
-               "snapshot": snapshot or None, "partition_dir": f.parent.name == PARTITION_DIR or None}  # fmt: skip
+        yield {
+            "kind": "file",
+            "file": str(f),
+            "bytes": len(data),
+            "snapshot": snapshot or None,
+            "partition_dir": f.parent.name == PARTITION_DIR or None,
+        }
         for b in iter_batches(data, file=str(f)):
-            yield {"kind": "batch", "base_offset": b.base_offset, "last_offset": b.last_offset,
-                   "count": len(b.records), "epoch": b.partition_leader_epoch, "position": b.position,
-                   "size": b.size, "create_time": b.base_timestamp, "crc": b.crc, "control": b.is_control,
-                   "transactional": b.is_transactional, "compression": b.compression}  # fmt: skip
+            yield {
+                "kind": "batch",
+                "base_offset": b.base_offset,
+                "last_offset": b.last_offset,
+                "count": len(b.records),
+                "epoch": b.partition_leader_epoch,
+                "position": b.position,
+                "size": b.size,
+                "create_time": b.base_timestamp,
+                "crc": b.crc,
+                "control": b.is_control,
+                "transactional": b.is_transactional,
+                "compression": b.compression,
+            }
             if not records:
                 continue
             for offset, ts, key, value in b.records:
                 if b.is_control:
-                    r: object = decode_control(key, value, epoch=b.partition_leader_epoch, offset=offset, ts_ms=ts, source=None)
+                    r: object = decode_control(
+                        key, value, epoch=b.partition_leader_epoch, offset=offset, ts_ms=ts, source=None
+                    )
                 else:
                     r = decoder.decode(value, offset=offset, ts_ms=ts, source=None)
-                yield {"kind": "record", "offset": offset, "create_time": ts, "type": _kafka_name(r),
-                       "version": getattr(r, "kafka_version", getattr(r, "version", 0)), "data": _fields(r)}  # fmt: skip
+                yield {
+                    "kind": "record",
+                    "offset": offset,
+                    "create_time": ts,
+                    "type": _kafka_name(r),
+                    "version": getattr(r, "kafka_version", getattr(r, "version", 0)),
+                    "data": _fields(r),
+                }

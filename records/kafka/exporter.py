@@ -42,8 +42,13 @@ class ExportStats:
     segment: str | None = None
 
     def to_dict(self) -> dict:
-        return {"batches": self.batches, "records": self.records, "bytes_written": self.bytes_written,
-                "left_out": dict(sorted(self.left_out.items())), "segment": self.segment}  # fmt: skip
+        return {
+            "batches": self.batches,
+            "records": self.records,
+            "bytes_written": self.bytes_written,
+            "left_out": dict(sorted(self.left_out.items())),
+            "segment": self.segment,
+        }
 
 
 def _is_control(r: Record) -> bool:
@@ -86,8 +91,12 @@ def plan_batches(records: Iterable[Record], stats: ExportStats) -> Iterable[tupl
             k: tuple = ("kafka", origin)
         else:
             k = ("native", r.source, r.ts_ms, control)
-        if current and (k != key or control != _is_control(current[0]) or (origin is None and len(current) >= MAX_BATCH)
-                        or (control and origin is None)):  # fmt: skip
+        if current and (
+            k != key
+            or control != _is_control(current[0])
+            or (origin is None and len(current) >= MAX_BATCH)
+            or (control and origin is None)
+        ):
             yield base, batch_epoch, _is_control(current[0]), current
             current = []
         if not current:

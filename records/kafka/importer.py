@@ -87,8 +87,7 @@ class ImportStats:
             "noops": self.noops,
             "by_type": dict(sorted(self.by_type.items())),
             "opaque": [
-                {"api_key": k, "version": v, "control": c, "count": n}
-                for (k, v, c), n in sorted(self.opaque.items())
+                {"api_key": k, "version": v, "control": c, "count": n} for (k, v, c), n in sorted(self.opaque.items())
             ],
             "skipped": list(self.skipped),
             "bytes_read": self.bytes_read,
@@ -100,8 +99,13 @@ class ImportStats:
 
 
 def _checkpoint_records(cp: Checkpoint, decoder: MetadataDecoder, stats: ImportStats) -> list[Record]:
-    snap = read_checkpoint(cp.path.read_bytes(), file=str(cp.path), decoder=decoder,
-                           source_offset=cp.end_offset - 1, source=f"kafka-snapshot@{cp.epoch}:{cp.end_offset}")  # fmt: skip
+    snap = read_checkpoint(
+        cp.path.read_bytes(),
+        file=str(cp.path),
+        decoder=decoder,
+        source_offset=cp.end_offset - 1,
+        source=f"kafka-snapshot@{cp.epoch}:{cp.end_offset}",
+    )
     stats.snapshot = cp.path.name
     return [r for r in snap.records if type(r) is not NoOp]
 
@@ -137,9 +141,7 @@ def read_kafka(
         else:
             cp = _checkpoint_at(md, Path(from_snapshot))
         if to_offset is not None and to_offset < cp.end_offset - 1:
-            raise KafkaFormatError(
-                f"--to-offset {to_offset} is before the snapshot's last offset {cp.end_offset - 1}"
-            )
+            raise KafkaFormatError(f"--to-offset {to_offset} is before the snapshot's last offset {cp.end_offset - 1}")
         records = _checkpoint_records(cp, decoder, st)
         st.records += len(records)
         st.by_type.update(type(r).__name__ for r in records)
@@ -164,7 +166,9 @@ def read_kafka(
                 if to_offset is not None and offset > to_offset:
                     break
                 if batch.is_control:
-                    r = decode_control(key, value, epoch=batch.partition_leader_epoch, offset=offset, ts_ms=ts, source=src)
+                    r = decode_control(
+                        key, value, epoch=batch.partition_leader_epoch, offset=offset, ts_ms=ts, source=src
+                    )
                     if r is None:  # snapshot header/footer: framing only
                         continue
                 else:
@@ -177,8 +181,14 @@ def read_kafka(
                 elif cls is KafkaOpaque:
                     k = (r.api_key, r.kafka_version, r.control)
                     if k not in st.opaque:
-                        log.warning("kafka.opaque_record", offset=offset, api_key=r.api_key,
-                                    version=r.kafka_version, control=r.control, file=str(seg.path))  # fmt: skip
+                        log.warning(
+                            "kafka.opaque_record",
+                            offset=offset,
+                            api_key=r.api_key,
+                            version=r.kafka_version,
+                            control=r.control,
+                            file=str(seg.path),
+                        )
                     st.opaque[k] += 1
                 st.by_type[cls.__name__] += 1
                 out.append(r)
@@ -204,7 +214,7 @@ def _checkpoint_at(md: MetadataDir, path: Path) -> Checkpoint:
 
 def import_kafka(
     path: str | Path,
-    log_: "Log",  # noqa: F821 - imported lazily (records.log imports Delta)
+    log_: Log,  # noqa: F821 - imported lazily (records.log imports Delta)
     *,
     include_noop: bool = False,
     to_offset: int | None = None,
@@ -229,9 +239,15 @@ def import_kafka(
     stats = ImportStats()
     pending: list[Record] = []
     seq = 0
-    for records in read_kafka(md, include_noop=include_noop, to_offset=to_offset,
-                              from_snapshot=from_snapshot, skip_corrupt=skip_corrupt, stats=stats,
-                              progress=progress):  # fmt: skip
+    for records in read_kafka(
+        md,
+        include_noop=include_noop,
+        to_offset=to_offset,
+        from_snapshot=from_snapshot,
+        skip_corrupt=skip_corrupt,
+        stats=stats,
+        progress=progress,
+    ):
         pending.extend(records)
         while len(pending) >= chunk:
             log_.append(pending[:chunk], producer=producer, seq=seq)
@@ -239,6 +255,10 @@ def import_kafka(
             seq += 1
     if pending:
         log_.append(pending, producer=producer, seq=seq)
-    log.info("kafka.imported", path=str(md.partition), log=str(log_.path), **{
-        k: v for k, v in stats.to_dict().items() if k in ("records", "noops", "batches", "snapshot")})  # fmt: skip
+    log.info(
+        "kafka.imported",
+        path=str(md.partition),
+        log=str(log_.path),
+        **{k: v for k, v in stats.to_dict().items() if k in ("records", "noops", "batches", "snapshot")},
+    )
     return stats

@@ -93,9 +93,7 @@ def open_metadata_dir(path: str | Path) -> MetadataDir:
             f"{p}: neither a metadata log dir (with {PARTITION_DIR}/) nor a partition dir with .log segments"
         )
     props_file = root / "meta.properties"
-    segments = sorted(
-        Segment(int(m.group(1)), f) for f in partition.iterdir() if (m := _SEGMENT.match(f.name))
-    )
+    segments = sorted(Segment(int(m.group(1)), f) for f in partition.iterdir() if (m := _SEGMENT.match(f.name)))
     checkpoints = sorted(cp for f in partition.iterdir() if (cp := parse_checkpoint(f)) is not None)
     bootstrap = root / "bootstrap.checkpoint"
     return MetadataDir(

@@ -23,6 +23,7 @@ import msgspec
 
 from kraftlake.records.base import _TRUSTED, Record
 from kraftlake.records.kraft import (
+    MIGRATING,
     AbortTransaction,
     AccessControlEntry,
     BeginTransaction,
@@ -39,7 +40,6 @@ from kraftlake.records.kraft import (
     FenceBroker,
     KafkaOpaque,
     KRaftVersion,
-    MIGRATING,
     LeaderChange,
     NoOp,
     Partition,
@@ -183,9 +183,15 @@ def _kinds(kind: Any) -> tuple[Callable, Callable]:
     return _KINDS[kind]
 
 
-ENDPOINT = StructOf(BrokerEndpoint, (F("name", "str"), F("host", "str"), F("port", "u16"), F("security_protocol", "i16")))
-FEATURE = StructOf(BrokerFeature, (F("name", "str"), F("min_supported_version", "i16"), F("max_supported_version", "i16")))
-CREDENTIAL = StructOf(CredentialInfo, (F("mechanism", "i8"), F("salt", "bytes"), F("salted_password", "bytes"), F("iterations", "i32")))
+ENDPOINT = StructOf(
+    BrokerEndpoint, (F("name", "str"), F("host", "str"), F("port", "u16"), F("security_protocol", "i16"))
+)
+FEATURE = StructOf(
+    BrokerFeature, (F("name", "str"), F("min_supported_version", "i16"), F("max_supported_version", "i16"))
+)
+CREDENTIAL = StructOf(
+    CredentialInfo, (F("mechanism", "i8"), F("salt", "bytes"), F("salted_password", "bytes"), F("iterations", "i32"))
+)
 ENTITY = StructOf(EntityData, (F("entity_type", "str"), F("entity_name", "str?")))
 
 
@@ -198,71 +204,114 @@ class Schema:
 
 
 SCHEMAS: tuple[Schema, ...] = (
-    Schema(RegisterBroker, 0, (0, 3), (
-        F("broker_id", "i32"),
-        F("is_migrating_zk_broker", "bool", since=2, default=False),
-        F("incarnation_id", "uuid"),
-        F("broker_epoch", "i64"),
-        F("end_points", ENDPOINT),
-        F("features", FEATURE),
-        F("rack", "str?"),
-        F("fenced", "bool"),
-        F("in_controlled_shutdown", "bool", since=1, default=False),
-        F("log_dirs", "[uuid]", since=3, tag=0, default=()),
-    )),
+    Schema(
+        RegisterBroker,
+        0,
+        (0, 3),
+        (
+            F("broker_id", "i32"),
+            F("is_migrating_zk_broker", "bool", since=2, default=False),
+            F("incarnation_id", "uuid"),
+            F("broker_epoch", "i64"),
+            F("end_points", ENDPOINT),
+            F("features", FEATURE),
+            F("rack", "str?"),
+            F("fenced", "bool"),
+            F("in_controlled_shutdown", "bool", since=1, default=False),
+            F("log_dirs", "[uuid]", since=3, tag=0, default=()),
+        ),
+    ),
     Schema(UnregisterBroker, 1, (0, 0), (F("broker_id", "i32"), F("broker_epoch", "i64"))),
     Schema(Topic, 2, (0, 0), (F("name", "str"), F("topic_id", "uuid"))),
-    Schema(Partition, 3, (0, 2), (
-        F("partition_id", "i32"),
-        F("topic_id", "uuid"),
-        F("replicas", "[i32]"),
-        F("isr", "[i32]"),
-        F("removing_replicas", "[i32]"),
-        F("adding_replicas", "[i32]"),
-        F("leader", "i32"),
-        F("leader_recovery_state", "i8", tag=0, default=0),
-        F("leader_epoch", "i32"),
-        F("partition_epoch", "i32"),
-        F("directories", "[uuid]", since=1),
-        F("eligible_leader_replicas", "[i32]?", since=2, tag=1, default=None),
-        F("last_known_elr", "[i32]?", since=2, tag=2, default=None),
-    )),
-    Schema(Config, 4, (0, 0), (F("resource_type", "i8"), F("resource_name", "str"), F("name", "str"), F("value", "str?"))),
-    Schema(PartitionChange, 5, (0, 2), (
-        F("partition_id", "i32"),
-        F("topic_id", "uuid"),
-        F("isr", "[i32]?", tag=0, default=None),
-        F("leader", "i32", tag=1, default=-2),
-        F("replicas", "[i32]?", tag=2, default=None),
-        F("removing_replicas", "[i32]?", tag=3, default=None),
-        F("adding_replicas", "[i32]?", tag=4, default=None),
-        F("leader_recovery_state", "i8", tag=5, default=-1),
-        F("eligible_leader_replicas", "[i32]?", since=2, tag=6, default=None),
-        F("last_known_elr", "[i32]?", since=2, tag=7, default=None),
-        F("directories", "[uuid]?", since=1, tag=8, default=None),
-    )),
+    Schema(
+        Partition,
+        3,
+        (0, 2),
+        (
+            F("partition_id", "i32"),
+            F("topic_id", "uuid"),
+            F("replicas", "[i32]"),
+            F("isr", "[i32]"),
+            F("removing_replicas", "[i32]"),
+            F("adding_replicas", "[i32]"),
+            F("leader", "i32"),
+            F("leader_recovery_state", "i8", tag=0, default=0),
+            F("leader_epoch", "i32"),
+            F("partition_epoch", "i32"),
+            F("directories", "[uuid]", since=1),
+            F("eligible_leader_replicas", "[i32]?", since=2, tag=1, default=None),
+            F("last_known_elr", "[i32]?", since=2, tag=2, default=None),
+        ),
+    ),
+    Schema(
+        Config, 4, (0, 0), (F("resource_type", "i8"), F("resource_name", "str"), F("name", "str"), F("value", "str?"))
+    ),
+    Schema(
+        PartitionChange,
+        5,
+        (0, 2),
+        (
+            F("partition_id", "i32"),
+            F("topic_id", "uuid"),
+            F("isr", "[i32]?", tag=0, default=None),
+            F("leader", "i32", tag=1, default=-2),
+            F("replicas", "[i32]?", tag=2, default=None),
+            F("removing_replicas", "[i32]?", tag=3, default=None),
+            F("adding_replicas", "[i32]?", tag=4, default=None),
+            F("leader_recovery_state", "i8", tag=5, default=-1),
+            F("eligible_leader_replicas", "[i32]?", since=2, tag=6, default=None),
+            F("last_known_elr", "[i32]?", since=2, tag=7, default=None),
+            F("directories", "[uuid]?", since=1, tag=8, default=None),
+        ),
+    ),
     Schema(FenceBroker, 7, (0, 0), (F("id", "i32"), F("epoch", "i64"))),
     Schema(UnfenceBroker, 8, (0, 0), (F("id", "i32"), F("epoch", "i64"))),
     Schema(RemoveTopic, 9, (0, 0), (F("topic_id", "uuid"),)),
-    Schema(DelegationToken, 10, (0, 0), (
-        F("owner", "str"), F("requester", "str"), F("renewers", "[str]"), F("issue_timestamp", "i64"),
-        F("max_timestamp", "i64"), F("expiration_timestamp", "i64"), F("token_id", "str"),
-    )),
+    Schema(
+        DelegationToken,
+        10,
+        (0, 0),
+        (
+            F("owner", "str"),
+            F("requester", "str"),
+            F("renewers", "[str]"),
+            F("issue_timestamp", "i64"),
+            F("max_timestamp", "i64"),
+            F("expiration_timestamp", "i64"),
+            F("token_id", "str"),
+        ),
+    ),
     Schema(UserScramCredential, 11, (0, 0), (F("name", "str"), F("credential_infos", CREDENTIAL))),
     Schema(FeatureLevel, 12, (0, 0), (F("name", "str"), F("feature_level", "i16"))),
     Schema(ClientQuota, 14, (0, 0), (F("entity", ENTITY), F("key", "str"), F("value", "f64"), F("remove", "bool"))),
     Schema(ProducerIds, 15, (0, 0), (F("broker_id", "i32"), F("broker_epoch", "i64"), F("next_producer_id", "i64"))),
-    Schema(BrokerRegistrationChange, 17, (0, 2), (
-        F("broker_id", "i32"),
-        F("broker_epoch", "i64"),
-        F("fenced", "i8", tag=0, default=0),
-        F("in_controlled_shutdown", "i8", since=1, tag=1, default=0),
-        F("log_dirs", "[uuid]", since=2, tag=2, default=()),
-    )),
-    Schema(AccessControlEntry, 18, (0, 0), (
-        F("id", "uuid"), F("resource_type", "i8"), F("resource_name", "str"), F("pattern_type", "i8"),
-        F("principal", "str"), F("host", "str"), F("operation", "i8"), F("permission_type", "i8"),
-    )),
+    Schema(
+        BrokerRegistrationChange,
+        17,
+        (0, 2),
+        (
+            F("broker_id", "i32"),
+            F("broker_epoch", "i64"),
+            F("fenced", "i8", tag=0, default=0),
+            F("in_controlled_shutdown", "i8", since=1, tag=1, default=0),
+            F("log_dirs", "[uuid]", since=2, tag=2, default=()),
+        ),
+    ),
+    Schema(
+        AccessControlEntry,
+        18,
+        (0, 0),
+        (
+            F("id", "uuid"),
+            F("resource_type", "i8"),
+            F("resource_name", "str"),
+            F("pattern_type", "i8"),
+            F("principal", "str"),
+            F("host", "str"),
+            F("operation", "i8"),
+            F("permission_type", "i8"),
+        ),
+    ),
     Schema(RemoveAccessControlEntry, 19, (0, 0), (F("id", "uuid"),)),
     Schema(NoOp, 20, (0, 0), ()),
     Schema(ZkMigrationState, 21, (0, 0), (F("zk_migration_state", "i8"),)),
@@ -271,10 +320,18 @@ SCHEMAS: tuple[Schema, ...] = (
     Schema(EndTransaction, 24, (0, 0), ()),
     Schema(AbortTransaction, 25, (0, 0), (F("reason", "str?", tag=0, default=None),)),
     Schema(RemoveDelegationToken, 26, (0, 0), (F("token_id", "str"),)),
-    Schema(RegisterController, 27, (0, 0), (
-        F("controller_id", "i32"), F("incarnation_id", "uuid"), F("zk_migration_ready", "bool"),
-        F("end_points", ENDPOINT), F("features", FEATURE),
-    )),
+    Schema(
+        RegisterController,
+        27,
+        (0, 0),
+        (
+            F("controller_id", "i32"),
+            F("incarnation_id", "uuid"),
+            F("zk_migration_ready", "bool"),
+            F("end_points", ENDPOINT),
+            F("features", FEATURE),
+        ),
+    ),
 )
 """Every Kafka metadata record type: 6, 13 and 16 are unused apiKeys (removed or never shipped)."""
 
@@ -359,9 +416,14 @@ class MetadataDecoder:
         self.replicas: dict[str, dict[int, tuple[int, ...]]] = {}
 
     def decode(
-        self, value: bytes, *, offset: int | None, ts_ms: int | None, source: str | None,
+        self,
+        value: bytes,
+        *,
+        offset: int | None,
+        ts_ms: int | None,
+        source: str | None,
         source_offset: int | None = _MISSING,
-    ) -> Record:  # fmt: skip
+    ) -> Record:
         """The record of one value. ``source_offset`` defaults to ``offset`` (Kafka's offset)."""
         src_off = offset if source_offset is _MISSING else source_offset
         if value == NOOP_VALUE:
@@ -372,12 +434,22 @@ class MetadataDecoder:
         except (ValueError, IndexError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
             name = BY_API_KEY[api_key].cls.__name__ if api_key in BY_API_KEY else f"apiKey {api_key}"
             raise KafkaFormatError(
-                f"{name} v{version}: does not decode: {exc}" if version is not None else f"record value does not decode: {exc}",
+                f"{name} v{version}: does not decode: {exc}"
+                if version is not None
+                else f"record value does not decode: {exc}",
                 offset=src_off,
             ) from None
         if kw is None:
-            return KafkaOpaque(api_key=api_key, kafka_version=version, control=False, value=bytes(value),
-                               offset=offset, ts_ms=ts_ms, source=source, source_offset=src_off)  # fmt: skip
+            return KafkaOpaque(
+                api_key=api_key,
+                kafka_version=version,
+                control=False,
+                value=bytes(value),
+                offset=offset,
+                ts_ms=ts_ms,
+                source=source,
+                source_offset=src_off,
+            )
         cls = _COMPILED[(api_key, version)].cls
         try:
             if cls is Partition or cls is PartitionChange:
@@ -418,13 +490,17 @@ class MetadataDecoder:
             raise KafkaFormatError(
                 f"sets Directories of partition {topic}/{pid}, whose replicas this import has not seen;"
                 " start from a snapshot that contains it (--from-snapshot)",
-                offset=offset, record_type=cls.__name__, field="directories",
-            )  # fmt: skip
+                offset=offset,
+                record_type=cls.__name__,
+                field="directories",
+            )
         if dirs and len(dirs) != len(replicas):
             raise KafkaFormatError(
                 f"has {len(dirs)} directories for replicas {list(replicas)} (InvalidReplicaDirectoriesException)",
-                offset=offset, record_type=cls.__name__, field="directories",
-            )  # fmt: skip
+                offset=offset,
+                record_type=cls.__name__,
+                field="directories",
+            )
         kw["assignment"] = tuple(ReplicaDirectory(broker=b, directory=d) for b, d in zip(replicas, dirs))
 
 
@@ -490,8 +566,15 @@ def _default_of(schema: Schema, name: str) -> Any:
 # -- control records (kafka-kraft.md 6.6) ----------------------------------------------------------
 
 LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, VOTERS = 2, 3, 4, 5, 6
-CONTROL_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-                 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}  # fmt: skip
+CONTROL_NAMES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
 
 
 @dataclass(frozen=True)
@@ -534,8 +617,9 @@ def _read_voter(buf: bytes, pos: int) -> tuple[Voter, int]:
     hi, pos = w.i16(buf, pos)
     pos = w.skip_tagged(buf, pos)  # KRaftVersionFeature's own
     pos = w.skip_tagged(buf, pos)  # the voter's
-    return Voter(voter_id=vid, voter_directory_id=did, endpoints=eps, min_supported_version=lo,
-                 max_supported_version=hi), pos  # fmt: skip
+    return Voter(
+        voter_id=vid, voter_directory_id=did, endpoints=eps, min_supported_version=lo, max_supported_version=hi
+    ), pos
 
 
 def _write_voter(out: bytearray, v: Voter) -> None:
@@ -553,26 +637,38 @@ class _UnknownControl(Exception):
 
 
 def decode_control(
-    key: bytes | None, value: bytes | None, *, epoch: int, offset: int | None, ts_ms: int | None,
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    epoch: int,
+    offset: int | None,
+    ts_ms: int | None,
     source: str | None,
-) -> Record | SnapshotHeader | SnapshotFooter:  # fmt: skip
+) -> Record | SnapshotHeader | SnapshotFooter:
     """A control record: LeaderChange, KRaftVersion and Voters as records, the snapshot header
     and footer as framing, anything else (transaction markers, unknown types) as KafkaOpaque."""
     if key is None or len(key) != 4:
-        raise KafkaFormatError(f"control record key of {0 if key is None else len(key)} bytes (4 expected)", offset=offset)
+        raise KafkaFormatError(
+            f"control record key of {0 if key is None else len(key)} bytes (4 expected)", offset=offset
+        )
     key_version, ctype = w.i16(key, 0)[0], w.i16(key, 2)[0]
     env = {"offset": offset, "ts_ms": ts_ms, "source": source, "source_offset": offset}
     buf = value or b""
     try:
         version, pos = w.i16(buf, 0)
-        if key_version != 0 or version != 0 or ctype not in (LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, VOTERS):
+        if (
+            key_version != 0
+            or version != 0
+            or ctype not in (LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, VOTERS)
+        ):
             raise _UnknownControl
         if ctype == LEADER_CHANGE:
             leader, pos = w.i32(buf, pos)
             voters, pos = _voter_ids(buf, pos)
             granting, pos = _voter_ids(buf, pos)
-            result: Any = LeaderChange(version=version, epoch=epoch, leader_id=leader, voters=voters,
-                                       granting_voters=granting, **env)  # fmt: skip
+            result: Any = LeaderChange(
+                version=version, epoch=epoch, leader_id=leader, voters=voters, granting_voters=granting, **env
+            )
         elif ctype == SNAPSHOT_HEADER:
             ts, pos = w.i64(buf, pos)
             result = SnapshotHeader(version, ts)
@@ -597,7 +693,9 @@ def decode_control(
     except KafkaFormatError:
         raise
     except (ValueError, IndexError, struct.error) as exc:
-        raise KafkaFormatError(f"{CONTROL_NAMES.get(ctype, ctype)} control record does not decode: {exc}", offset=offset) from None
+        raise KafkaFormatError(
+            f"{CONTROL_NAMES.get(ctype, ctype)} control record does not decode: {exc}", offset=offset
+        ) from None
 
 
 def encode_control(r: Record | SnapshotHeader | SnapshotFooter) -> tuple[bytes, bytes]:

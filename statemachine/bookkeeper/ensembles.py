@@ -20,7 +20,9 @@ from kraftlake.statemachine import placement
 from .view import BookiesView
 
 
-def allowed(view: BookiesView, candidates: list[str], exclude: Collection[str], neighbours: Collection[str]) -> list[str]:
+def allowed(
+    view: BookiesView, candidates: list[str], exclude: Collection[str], neighbours: Collection[str]
+) -> list[str]:
     """Candidates not excluded whose rack differs from every neighbour's, if there are any;
     otherwise the candidates not excluded (the rule is soft, as BookKeeper's MEETS_SOFT)."""
     free = [b for b in candidates if b not in exclude]
@@ -29,8 +31,15 @@ def allowed(view: BookiesView, candidates: list[str], exclude: Collection[str], 
     return apart or free
 
 
-def _pick(view: BookiesView, candidates: list[str], weights: dict[str, int], rng: random.Random, exclude: Collection[str],
-          neighbours: Collection[str], n: int) -> str:  # fmt: skip
+def _pick(
+    view: BookiesView,
+    candidates: list[str],
+    weights: dict[str, int],
+    rng: random.Random,
+    exclude: Collection[str],
+    neighbours: Collection[str],
+    n: int,
+) -> str:
     ok = allowed(view, candidates, exclude, neighbours)
     if not ok:
         raise placement.NotEnoughCandidates(
@@ -40,12 +49,15 @@ def _pick(view: BookiesView, candidates: list[str], weights: dict[str, int], rng
     return sel.pick(rng, 1, exclude=[b for b in candidates if b not in ok])[0]
 
 
-def new_ensemble(view: BookiesView, size: int, *, seed: int, exclude: Collection[str] = (), weighted: bool = True) -> tuple[str, ...]:
+def new_ensemble(
+    view: BookiesView, size: int, *, seed: int, exclude: Collection[str] = (), weighted: bool = True
+) -> tuple[str, ...]:
     """``size`` distinct writable bookies, position by position. Raises ``placement.NotEnoughCandidates``."""
     candidates = view.writable()
     if len([b for b in candidates if b not in exclude]) < size:
-        raise placement.NotEnoughCandidates(f"need {size} bookies, {len(candidates)} are writable", needed=size,
-                                            eligible=len(candidates))  # fmt: skip
+        raise placement.NotEnoughCandidates(
+            f"need {size} bookies, {len(candidates)} are writable", needed=size, eligible=len(candidates)
+        )
     weights = view.weights(candidates) if weighted else dict.fromkeys(candidates, 1)
     rng = random.Random(seed)
     chosen: list[str] = []
@@ -55,8 +67,16 @@ def new_ensemble(view: BookiesView, size: int, *, seed: int, exclude: Collection
     return tuple(chosen)
 
 
-def replace_bookie(view: BookiesView, ensemble: tuple[str, ...], position: int, *, seed: int, exclude: Collection[str] = (),
-                   weighted: bool = True, exclude_ensemble: bool = True) -> str:  # fmt: skip
+def replace_bookie(
+    view: BookiesView,
+    ensemble: tuple[str, ...],
+    position: int,
+    *,
+    seed: int,
+    exclude: Collection[str] = (),
+    weighted: bool = True,
+    exclude_ensemble: bool = True,
+) -> str:
     """One writable bookie for ``position``: outside ``ensemble`` (rule 8; the faulty worker of
     ``bugs`` only leaves out the bookie it replaces) and ``exclude``, apart from its neighbours' racks."""
     candidates = view.writable()

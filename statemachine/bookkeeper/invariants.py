@@ -102,8 +102,13 @@ class PlacementStats:
                 continue
             z = (obs - exp) / var**0.5
             if abs(z) > sigmas:
-                out.append((k, f"chosen {obs} times in {self.draws} draws; the capped weights expect {exp:.1f}"
-                               f" ({z:+.1f} sigma, tolerance {sigmas:g})"))  # fmt: skip
+                out.append(
+                    (
+                        k,
+                        f"chosen {obs} times in {self.draws} draws; the capped weights expect {exp:.1f}"
+                        f" ({z:+.1f} sigma, tolerance {sigmas:g})",
+                    )
+                )
         return out
 
 

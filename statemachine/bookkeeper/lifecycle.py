@@ -6,7 +6,13 @@ operator once the bad ledgers are fixed, or back to DRAINING to retry."""
 
 from __future__ import annotations
 
-from kraftlake.records.bookkeeper import Availability, BookieAvailability, BookieState, BookieStateChange, LedgerUnderReplicated
+from kraftlake.records.bookkeeper import (
+    Availability,
+    BookieAvailability,
+    BookieState,
+    BookieStateChange,
+    LedgerUnderReplicated,
+)
 
 from . import commands as c
 from .view import BookiesView
@@ -41,12 +47,19 @@ def change_state(view: BookiesView, cmd: c.ChangeBookieState) -> c.Decision:
     current = BookieState(b.state)
     allowed = TRANSITIONS[current]
     if cmd.state not in allowed:
-        return c.fail(c.ILLEGAL_TRANSITION, f"{current.value} -> {cmd.state.value} is not allowed",
-                      allowed=tuple(s.value for s in allowed))  # fmt: skip
+        return c.fail(
+            c.ILLEGAL_TRANSITION,
+            f"{current.value} -> {cmd.state.value} is not allowed",
+            allowed=tuple(s.value for s in allowed),
+        )
     if cmd.state is S.DRAINED:
         why = clean(view, cmd.bookie_id)
         if why is not None:
-            return c.fail(c.ILLEGAL_TRANSITION, f"not drained: {why}", allowed=tuple(s.value for s in allowed if s is not S.DRAINED))
+            return c.fail(
+                c.ILLEGAL_TRANSITION,
+                f"not drained: {why}",
+                allowed=tuple(s.value for s in allowed if s is not S.DRAINED),
+            )
     records: list = [BookieStateChange(bookie_id=cmd.bookie_id, state=cmd.state)]
     if cmd.state in (S.READ_ONLY, S.DRAINING) and b.availability == Availability.WRITABLE.value:
         records.append(BookieAvailability(bookie_id=cmd.bookie_id, availability=Availability.READ_ONLY))
@@ -66,8 +79,8 @@ def check_drains(view: BookiesView, cmd: c.CheckDrains, *, wait_for_repairs: boo
         if wait_for_repairs:
             why = clean(view, bookie)
         else:  # the faulty check: a ledger marked for repair counts as repaired
-            marked = lambda i: bookie in getattr(view.under_replicated.get(i), "missing", ())  # noqa: E731
-            why = None if all(marked(i) for i in view.refs.get(bookie, ())) else "unmarked ledgers"
+            marks = (getattr(view.under_replicated.get(i), "missing", ()) for i in view.refs.get(bookie, ()))
+            why = None if all(bookie in missing for missing in marks) else "unmarked ledgers"
         if why is None:
             records.append(BookieStateChange(bookie_id=bookie, state=S.DRAINED))
     return c.Decision(records=tuple(records))

@@ -43,9 +43,12 @@ def _ts(r: Record) -> int:
 def _registered(v: BookiesView, r: BookieRegistered) -> None:
     # A bookie id registered again is a new bookie (a drained address re-used, rule 17).
     old = v.bookies.get(r.bookie_id)
-    v.bookies[r.bookie_id] = Bookie(bookie_id=r.bookie_id, rack=r.rack,
-                                    free_bytes=0 if old is None else old.free_bytes,
-                                    total_bytes=0 if old is None else old.total_bytes)  # fmt: skip
+    v.bookies[r.bookie_id] = Bookie(
+        bookie_id=r.bookie_id,
+        rack=r.rack,
+        free_bytes=0 if old is None else old.free_bytes,
+        total_bytes=0 if old is None else old.total_bytes,
+    )
     _back(v, r.bookie_id)
 
 
@@ -105,10 +108,20 @@ def _index(v: BookiesView, ledger: Ledger, before: set[str]) -> None:
 
 def _created(v: BookiesView, r: LedgerCreated) -> None:
     if r.ledger_id in v.ledgers:
-        raise ReplayError(f"ledger {r.ledger_id} exists", rule="R-BK-LEDGER", offset=r.offset,
-                          record_type="LedgerCreated", entity=r.entity_key())  # fmt: skip
-    ledger = Ledger(ledger_id=r.ledger_id, ensemble_size=r.ensemble_size, write_quorum=r.write_quorum,
-                    ack_quorum=r.ack_quorum, ensembles={0: r.ensemble})  # fmt: skip
+        raise ReplayError(
+            f"ledger {r.ledger_id} exists",
+            rule="R-BK-LEDGER",
+            offset=r.offset,
+            record_type="LedgerCreated",
+            entity=r.entity_key(),
+        )
+    ledger = Ledger(
+        ledger_id=r.ledger_id,
+        ensemble_size=r.ensemble_size,
+        write_quorum=r.write_quorum,
+        ack_quorum=r.ack_quorum,
+        ensembles={0: r.ensemble},
+    )
     v.ledgers[r.ledger_id] = ledger
     _index(v, ledger, set())
 
@@ -136,7 +149,9 @@ def _copy(v: BookiesView, ledger: Ledger, key: int, old: tuple[str, ...], new: t
             continue
         missing = []
         for e in ledger.stored_on(first, last, pos):
-            sources = [b for b in ledger.write_set(e) if b != was and v.available(b) and e not in ledger.lost.get(b, ())]
+            sources = [
+                b for b in ledger.write_set(e) if b != was and v.available(b) and e not in ledger.lost.get(b, ())
+            ]
             if not sources and not (v.available(was) and e not in ledger.lost.get(was, ())):
                 missing.append(e)
         gone = ledger.lost.pop(was, ())
@@ -157,8 +172,11 @@ def _closed(v: BookiesView, r: LedgerClosed) -> None:
 def _deleted(v: BookiesView, r: LedgerDeleted) -> None:
     ledger = v.ledgers.pop(r.ledger_id, None)
     if ledger is not None:
-        _index(v, Ledger(ledger_id=r.ledger_id, ensemble_size=0, write_quorum=0, ack_quorum=0, ensembles={}),
-               ledger.bookies())  # fmt: skip
+        _index(
+            v,
+            Ledger(ledger_id=r.ledger_id, ensemble_size=0, write_quorum=0, ack_quorum=0, ensembles={}),
+            ledger.bookies(),
+        )
     v.under_replicated.pop(r.ledger_id, None)
     v.locks.pop(r.ledger_id, None)
     v.held_until.pop(r.ledger_id, None)
@@ -182,8 +200,9 @@ def _marked(v: BookiesView, r: LedgerUnderReplicated) -> None:
 
 def _audited(v: BookiesView) -> None:
     """A lost bookie is audited once every ledger naming it has a mark listing it."""
-    for b in [b for b in v.audit_due if all(b in getattr(v.under_replicated.get(i), "missing", ())
-                                              for i in v.refs.get(b, ()))]:  # fmt: skip
+    for b in [
+        b for b in v.audit_due if all(b in getattr(v.under_replicated.get(i), "missing", ()) for i in v.refs.get(b, ()))
+    ]:
         del v.audit_due[b]
 
 
@@ -253,8 +272,13 @@ def apply(view: BookiesView, record: Record) -> BookiesView:
     if offset is None:
         offset = view.offset + 1
     elif offset <= view.offset:
-        raise ReplayError(f"offset {offset} does not follow {view.offset}", rule="R-REPLAY-ORDER", offset=offset,
-                          record_type=type(record).__name__, entity=record.entity_key())  # fmt: skip
+        raise ReplayError(
+            f"offset {offset} does not follow {view.offset}",
+            rule="R-REPLAY-ORDER",
+            offset=offset,
+            record_type=type(record).__name__,
+            entity=record.entity_key(),
+        )
     fn = _APPLY.get(type(record))
     if fn is not None:
         fn(view, record)

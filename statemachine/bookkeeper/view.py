@@ -124,10 +124,18 @@ _ENCODER = msgspec.json.Encoder(order="deterministic")
 
 def ledger_image(x: Ledger) -> LedgerImage:
     return LedgerImage(
-        ledger_id=x.ledger_id, ensemble_size=x.ensemble_size, write_quorum=x.write_quorum, ack_quorum=x.ack_quorum,
-        ensembles=tuple(sorted(x.ensembles.items())), state=x.state, last_entry_id=x.last_entry_id, length=x.length,
-        last_add_confirmed=x.last_add_confirmed, fenced=x.fenced, lost=dict(sorted(x.lost.items())),
-    )  # fmt: skip
+        ledger_id=x.ledger_id,
+        ensemble_size=x.ensemble_size,
+        write_quorum=x.write_quorum,
+        ack_quorum=x.ack_quorum,
+        ensembles=tuple(sorted(x.ensembles.items())),
+        state=x.state,
+        last_entry_id=x.last_entry_id,
+        length=x.length,
+        last_add_confirmed=x.last_add_confirmed,
+        fenced=x.fenced,
+        lost=dict(sorted(x.lost.items())),
+    )
 
 
 def state_hash_of(value: Any) -> str:
@@ -137,8 +145,20 @@ def state_hash_of(value: Any) -> str:
 class BookiesView:
     """The BookKeeper cluster's metadata at ``offset``. Mutated only by ``reducer.apply``."""
 
-    __slots__ = ("offset", "auditor", "recovery_delay_ms", "bookies", "ledgers", "under_replicated", "locks",
-                 "audit_due", "lost_at", "refs", "held_until", "failures")  # fmt: skip
+    __slots__ = (
+        "offset",
+        "auditor",
+        "recovery_delay_ms",
+        "bookies",
+        "ledgers",
+        "under_replicated",
+        "locks",
+        "audit_due",
+        "lost_at",
+        "refs",
+        "held_until",
+        "failures",
+    )
 
     def __init__(self) -> None:
         self.offset = -1
@@ -167,8 +187,11 @@ class BookiesView:
 
     def writable(self) -> list[str]:
         """Writable bookies that take new data (not draining or drained), by id."""
-        return sorted(b.bookie_id for b in self.bookies.values()
-                      if b.availability == Availability.WRITABLE.value and b.state == BookieState.ACTIVE.value)  # fmt: skip
+        return sorted(
+            b.bookie_id
+            for b in self.bookies.values()
+            if b.availability == Availability.WRITABLE.value and b.state == BookieState.ACTIVE.value
+        )
 
     def weights(self, candidates: list[str]) -> dict[str, int]:
         return {b: self.bookies[b].free_bytes for b in candidates}
@@ -225,10 +248,18 @@ class BookiesView:
         v.bookies = {b.bookie_id: msgspec.structs.replace(b) for b in image.bookies}
         for x in image.ledgers:
             v.ledgers[x.ledger_id] = Ledger(
-                ledger_id=x.ledger_id, ensemble_size=x.ensemble_size, write_quorum=x.write_quorum,
-                ack_quorum=x.ack_quorum, ensembles=dict(x.ensembles), state=x.state, last_entry_id=x.last_entry_id,
-                length=x.length, last_add_confirmed=x.last_add_confirmed, fenced=x.fenced, lost=dict(x.lost),
-            )  # fmt: skip
+                ledger_id=x.ledger_id,
+                ensemble_size=x.ensemble_size,
+                write_quorum=x.write_quorum,
+                ack_quorum=x.ack_quorum,
+                ensembles=dict(x.ensembles),
+                state=x.state,
+                last_entry_id=x.last_entry_id,
+                length=x.length,
+                last_add_confirmed=x.last_add_confirmed,
+                fenced=x.fenced,
+                lost=dict(x.lost),
+            )
             for b in v.ledgers[x.ledger_id].bookies():
                 v.refs.setdefault(b, set()).add(x.ledger_id)
         v.under_replicated = {i: msgspec.structs.replace(m) for i, m in image.under_replicated}

@@ -48,14 +48,19 @@ def _can_seal(view: BookiesView, ledger: Ledger) -> bool:
     return all(sum(not view.available(ens[(i + j) % e]) for j in range(w)) < ledger.ack_quorum for i in range(e))
 
 
-def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = True, weighted: bool = True) -> c.Decision:
+def replicate(
+    view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = True, weighted: bool = True
+) -> c.Decision:
     records: list = []
     # Deferred releases that fell due first (rule 10): the ledger is free for any worker again.
-    for i in sorted(i for i, w in view.locks.items() if w == cmd.worker and view.held_until.get(i, cmd.now_ms + 1) <= cmd.now_ms):
+    for i in sorted(
+        i for i, w in view.locks.items() if w == cmd.worker and view.held_until.get(i, cmd.now_ms + 1) <= cmd.now_ms
+    ):
         records.append(LedgerReplicationUnlock(ledger_id=i, worker=cmd.worker))
     released = {r.ledger_id for r in records}
-    held = sorted(i for i, w in view.locks.items()
-                  if w == cmd.worker and i in view.under_replicated and i not in view.held_until)  # fmt: skip
+    held = sorted(
+        i for i, w in view.locks.items() if w == cmd.worker and i in view.under_replicated and i not in view.held_until
+    )
     free = sorted(i for i in view.under_replicated if i not in view.locks or i in released)
     if not held and not free:
         return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.NOTHING_TO_DO))
@@ -64,8 +69,12 @@ def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = T
     if not held:
         records.append(LedgerReplicationLock(ledger_id=ledger_id, worker=cmd.worker))
     failures = view.failures.get(f"{cmd.worker} {ledger_id}", 0) + 1
-    defer = LedgerReplicationLock(ledger_id=ledger_id, worker=cmd.worker, failures=failures,
-                                   held_until_ms=cmd.now_ms + c.lock_hold_ms(failures, cmd.lock_release_ms))  # fmt: skip
+    defer = LedgerReplicationLock(
+        ledger_id=ledger_id,
+        worker=cmd.worker,
+        failures=failures,
+        held_until_ms=cmd.now_ms + c.lock_hold_ms(failures, cmd.lock_release_ms),
+    )
     done = LedgerReplicationUnlock(ledger_id=ledger_id, worker=cmd.worker)
     last_key = ledger.keys()[-1]
     tail_bad = any(_bad(view, mark, b) for b in ledger.ensembles[last_key])
@@ -74,8 +83,13 @@ def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = T
             # Keep the lock: the writer may still replace the bookie itself (rule 9).
             return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.WAITING, ledger_id=ledger_id))
         if not _can_seal(view, ledger):
-            return _failed(view, mark, ledger_id, records + [defer], "the open ledger cannot be sealed: a write set"
-                           " of its last ensemble lost its ack quorum")  # fmt: skip
+            return _failed(
+                view,
+                mark,
+                ledger_id,
+                records + [defer],
+                "the open ledger cannot be sealed: a write set of its last ensemble lost its ack quorum",
+            )
         lac = ledger.last_add_confirmed
         records.append(LedgerClosed(ledger_id=ledger_id, last_entry_id=lac, length=(lac + 1) * 1024, fenced=True))
     unreadable: list[str] = []
@@ -91,8 +105,16 @@ def replicate(view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = T
         new = list(ens)
         for i in bad:
             try:
-                new[i] = _replacement(view, ens, new, i, cmd.worker, exclude_ensemble, weighted,
-                                      placement.seed_for(view.offset + 1, f"replace/{ledger_id}/{first}/{i}"))  # fmt: skip
+                new[i] = _replacement(
+                    view,
+                    ens,
+                    new,
+                    i,
+                    cmd.worker,
+                    exclude_ensemble,
+                    weighted,
+                    placement.seed_for(view.offset + 1, f"replace/{ledger_id}/{first}/{i}"),
+                )
             except placement.NotEnoughCandidates as exc:
                 unreadable.append(f"segment {first}: {exc}")
                 break
@@ -109,8 +131,15 @@ def _replacement(view, ens, new, i, worker, exclude_ensemble, weighted, seed) ->
     # Picks made for this segment so far are taken too (``new``); the faulty worker excludes only
     # the bookie it replaces.
     picked = {b for j, b in enumerate(new) if b != ens[j]}
-    return replace_bookie(view, tuple(new), i, exclude=picked | ({ens[i]} if not exclude_ensemble else set(ens)),
-                          seed=seed, weighted=weighted, exclude_ensemble=exclude_ensemble)
+    return replace_bookie(
+        view,
+        tuple(new),
+        i,
+        exclude=picked | ({ens[i]} if not exclude_ensemble else set(ens)),
+        seed=seed,
+        weighted=weighted,
+        exclude_ensemble=exclude_ensemble,
+    )
 
 
 def _failed(view: BookiesView, mark: Mark, ledger_id: int, records: list, why: str) -> c.Decision:
@@ -119,8 +148,9 @@ def _failed(view: BookiesView, mark: Mark, ledger_id: int, records: list, why: s
     for b in mark.missing:
         bookie = view.bookies.get(b)
         if bookie is not None and bookie.state == DRAINING:
-            records.append(BookieStateChange(bookie_id=b, state=BookieState.DRAINING_FAILED,
-                                             reason=f"ledger {ledger_id}: {why}"))  # fmt: skip
+            records.append(
+                BookieStateChange(bookie_id=b, state=BookieState.DRAINING_FAILED, reason=f"ledger {ledger_id}: {why}")
+            )
     return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.REPAIR_FAILED, ledger_id=ledger_id, message=why))
 
 

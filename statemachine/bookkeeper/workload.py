@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kraftlake.records.base import Record
-from kraftlake.statemachine.simulation import Simulation, drive
 from kraftlake.records.bookkeeper import (
     Availability,
     BookieAvailability,
@@ -23,6 +22,7 @@ from kraftlake.records.bookkeeper import (
     BookieState,
     LedgerDeleted,
 )
+from kraftlake.statemachine.simulation import Simulation, drive
 
 from . import commands as c
 from .bugs import BUGS
@@ -47,10 +47,19 @@ class WorkloadConfig:
     careful_faults: bool = True
     """Fail a bookie only when every entry keeps an available replica (False: correlated
     failures may make data unreachable, which the audit reports as B8)."""
-    weights: dict[str, float] = field(default_factory=lambda: {
-        "create": 10, "write": 40, "close": 8, "delete": 3, "fail": 2, "return": 3, "disk": 6, "drain": 1,
-        "delay": 0.5,
-    })  # fmt: skip
+    weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "create": 10,
+            "write": 40,
+            "close": 8,
+            "delete": 3,
+            "fail": 2,
+            "return": 3,
+            "disk": 6,
+            "drain": 1,
+            "delay": 0.5,
+        }
+    )
 
 
 class Cluster(Simulation):
@@ -69,8 +78,12 @@ class Cluster(Simulation):
         self.next_bookie += 1
         bookie = f"bookie-{i}:3181"
         total = self.rng.choice((2, 4, 8, 16)) * GB
-        self.emit([BookieRegistered(bookie_id=bookie, rack=f"rack-{i % self.config.racks}"),
-                   BookieInfo(bookie_id=bookie, free_bytes=self.rng.randint(total // 10, total), total_bytes=total)])  # fmt: skip
+        self.emit(
+            [
+                BookieRegistered(bookie_id=bookie, rack=f"rack-{i % self.config.racks}"),
+                BookieInfo(bookie_id=bookie, free_bytes=self.rng.randint(total // 10, total), total_bytes=total),
+            ]
+        )
 
     def bootstrap(self) -> None:
         self.run(c.ElectAuditor(auditor="auditor-0"))
@@ -82,8 +95,11 @@ class Cluster(Simulation):
         return sorted(i for i, x in self.view.ledgers.items() if state is None or x.state == state)
 
     def _bookies(self, *availability: str) -> list[str]:
-        return sorted(b.bookie_id for b in self.view.bookies.values()
-                      if b.availability in availability and b.state not in (BookieState.DRAINED.value,))  # fmt: skip
+        return sorted(
+            b.bookie_id
+            for b in self.view.bookies.values()
+            if b.availability in availability and b.state not in (BookieState.DRAINED.value,)
+        )
 
     def step(self) -> None:
         self.op += 1
@@ -139,7 +155,9 @@ class Cluster(Simulation):
             ledger = view.ledgers[lid]
             for e in range(ledger.last_entry() + 1):
                 ws = ledger.write_set(e)
-                if bookie in ws and not any(b != bookie and view.available(b) and e not in ledger.lost.get(b, ()) for b in ws):
+                if bookie in ws and not any(
+                    b != bookie and view.available(b) and e not in ledger.lost.get(b, ()) for b in ws
+                ):
                     return False
         return True
 
@@ -189,8 +207,11 @@ class Cluster(Simulation):
                     self.emit([LedgerDeleted(ledger_id=lid)])  # the operator gives the lost ledger up
             self.run(c.ChangeBookieState(bookie_id=b, state=BookieState.DRAINING))
             return
-        active = sorted(b.bookie_id for b in self.view.bookies.values()
-                        if b.state == BookieState.ACTIVE.value and b.availability != Availability.LOST.value)  # fmt: skip
+        active = sorted(
+            b.bookie_id
+            for b in self.view.bookies.values()
+            if b.state == BookieState.ACTIVE.value and b.availability != Availability.LOST.value
+        )
         if len(active) > 6:
             self.run(c.ChangeBookieState(bookie_id=self.rng.choice(active), state=BookieState.DRAINING))
             self.add_bookie()

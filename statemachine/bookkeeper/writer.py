@@ -3,7 +3,13 @@ of the last ensemble first, with a new ensemble keyed at LAC + 1), close, delete
 
 from __future__ import annotations
 
-from kraftlake.records.bookkeeper import LedgerClosed, LedgerCreated, LedgerDeleted, LedgerEnsembleChange, LedgerEntriesWritten
+from kraftlake.records.bookkeeper import (
+    LedgerClosed,
+    LedgerCreated,
+    LedgerDeleted,
+    LedgerEnsembleChange,
+    LedgerEntriesWritten,
+)
 from kraftlake.statemachine import placement
 
 from . import commands as c
@@ -13,14 +19,24 @@ from .view import CLOSED, BookiesView
 
 def create(view: BookiesView, cmd: c.CreateLedger, *, weighted: bool = True) -> c.Decision:
     if not cmd.ensemble_size >= cmd.write_quorum >= cmd.ack_quorum >= 1:
-        return c.fail(c.NOT_ENOUGH_BOOKIES, f"E >= W >= A >= 1 does not hold: {cmd.ensemble_size}/{cmd.write_quorum}/{cmd.ack_quorum}")
+        return c.fail(
+            c.NOT_ENOUGH_BOOKIES,
+            f"E >= W >= A >= 1 does not hold: {cmd.ensemble_size}/{cmd.write_quorum}/{cmd.ack_quorum}",
+        )
     ledger_id = max(view.ledgers, default=-1) + 1
     try:
-        ensemble = new_ensemble(view, cmd.ensemble_size, seed=placement.seed_for(view.offset + 1, "ensemble"), weighted=weighted)
+        ensemble = new_ensemble(
+            view, cmd.ensemble_size, seed=placement.seed_for(view.offset + 1, "ensemble"), weighted=weighted
+        )
     except placement.NotEnoughCandidates as exc:
         return c.fail(c.NOT_ENOUGH_BOOKIES, str(exc))
-    record = LedgerCreated(ledger_id=ledger_id, ensemble_size=cmd.ensemble_size, write_quorum=cmd.write_quorum,
-                           ack_quorum=cmd.ack_quorum, ensemble=ensemble)  # fmt: skip
+    record = LedgerCreated(
+        ledger_id=ledger_id,
+        ensemble_size=cmd.ensemble_size,
+        write_quorum=cmd.write_quorum,
+        ack_quorum=cmd.ack_quorum,
+        ensemble=ensemble,
+    )
     return c.Decision(records=(record,), reply=c.Reply(ledger_id=ledger_id))
 
 
@@ -42,14 +58,25 @@ def write(view: BookiesView, cmd: c.WriteEntries, *, weighted: bool = True) -> c
         picked: list[str] = []
         for n, i in enumerate(failed):
             try:
-                new[i] = replace_bookie(view, tuple(new), i, exclude=set(picked) | set(ensemble), weighted=weighted,
-                                        seed=placement.seed_for(view.offset + 1, f"ensemble-change/{n}"))  # fmt: skip
+                new[i] = replace_bookie(
+                    view,
+                    tuple(new),
+                    i,
+                    exclude=set(picked) | set(ensemble),
+                    weighted=weighted,
+                    seed=placement.seed_for(view.offset + 1, f"ensemble-change/{n}"),
+                )
             except placement.NotEnoughCandidates as exc:
                 return c.fail(c.NOT_ENOUGH_BOOKIES, str(exc))
             picked.append(new[i])
-        records.append(LedgerEnsembleChange(ledger_id=ledger.ledger_id, first_entry_id=ledger.last_add_confirmed + 1,
-                                            ensemble=tuple(new)))  # fmt: skip
-    records.append(LedgerEntriesWritten(ledger_id=ledger.ledger_id, last_add_confirmed=ledger.last_add_confirmed + cmd.count))
+        records.append(
+            LedgerEnsembleChange(
+                ledger_id=ledger.ledger_id, first_entry_id=ledger.last_add_confirmed + 1, ensemble=tuple(new)
+            )
+        )
+    records.append(
+        LedgerEntriesWritten(ledger_id=ledger.ledger_id, last_add_confirmed=ledger.last_add_confirmed + cmd.count)
+    )
     return c.Decision(records=tuple(records))
 
 

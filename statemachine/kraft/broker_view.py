@@ -75,7 +75,8 @@ def broker_view(view: ControllerView, broker: int) -> BrokerView:
     mismatched = tuple(
         r
         for r in replicas
-        if r.directory == LOST or (r.directory not in ONLINE_RESERVED and online_dirs and r.directory not in online_dirs)
+        if r.directory == LOST
+        or (r.directory not in ONLINE_RESERVED and online_dirs and r.directory not in online_dirs)
     )
     offline = set(reg.removed_dirs) if reg is not None else set()
     offline.update(r.directory for r in mismatched if r.directory != LOST)

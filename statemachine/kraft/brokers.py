@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from kraftlake.records.kraft import (
     FENCE,
-    UNFENCE,
     UNASSIGNED,
+    UNFENCE,
     BrokerRegistrationChange,
     FenceBroker,
     RegisterBroker,
@@ -18,8 +18,8 @@ from kraftlake.records.kraft import (
 from kraftlake.records.types import is_reserved
 
 from . import commands as c
-from .dirs import offline_dirs_records
 from .directories import sorted_dirs
+from .dirs import offline_dirs_records
 from .features import MV_3_3_IV2, MV_3_3_IV3, MV_3_4_IV0, directories_supported, register_broker_version
 from .replication import bulk_update
 from .view import BrokerRegistration, ControllerView
@@ -129,18 +129,16 @@ def has_unassigned_replicas(view: ControllerView, broker: int) -> bool:
 FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"
 
 
-def next_state(view: ControllerView, reg: BrokerRegistration, cmd: c.Heartbeat, config: c.ControllerConfig) -> tuple[str, str]:
+def next_state(
+    view: ControllerView, reg: BrokerRegistration, cmd: c.Heartbeat, config: c.ControllerConfig
+) -> tuple[str, str]:
     """R-HB-2 (BrokerHeartbeatManager.calculateNextBrokerState): (current, next)."""
     current = FENCED if reg.fenced else CONTROLLED_SHUTDOWN if reg.in_controlled_shutdown else UNFENCED
     if current == FENCED:
         if cmd.want_shut_down:
             return current, SHUTDOWN_NOW
         if not cmd.want_fence and cmd.current_metadata_offset >= reg.registered_at:
-            if (
-                config.stay_fenced_while_unassigned
-                and len(reg.log_dirs) >= 2
-                and has_unassigned_replicas(view, reg.id)
-            ):
+            if config.stay_fenced_while_unassigned and len(reg.log_dirs) >= 2 and has_unassigned_replicas(view, reg.id):
                 return current, FENCED
             return current, UNFENCED
         return current, FENCED
@@ -159,7 +157,9 @@ def heartbeat(view: ControllerView, cmd: c.Heartbeat, config: c.ControllerConfig
     reg = view.brokers.get(cmd.broker_id)
     if reg is None or reg.epoch != cmd.broker_epoch:
         why = "not registered" if reg is None else f"registered with epoch {reg.epoch}"
-        return c.Decision(reply=c.HeartbeatReply(error_code=c.STALE_BROKER_EPOCH, message=f"broker {cmd.broker_id} is {why}"))
+        return c.Decision(
+            reply=c.HeartbeatReply(error_code=c.STALE_BROKER_EPOCH, message=f"broker {cmd.broker_id} is {why}")
+        )
     current, nxt = next_state(view, reg, cmd, config)
     records: list = []
     if current != nxt:

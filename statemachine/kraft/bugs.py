@@ -82,11 +82,17 @@ def no_leader_epoch_bump(view, cmd, config):
             if old is not None and r.leader != old.leader:
                 p = merge(old, r)
                 r = Partition(
-                    version=r.version, topic_id=p.topic_id, partition_id=p.partition_id, replicas=p.replicas,
-                    isr=p.isr, leader=p.leader, leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=old.leader_epoch, partition_epoch=p.partition_epoch,
+                    version=r.version,
+                    topic_id=p.topic_id,
+                    partition_id=p.partition_id,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=old.leader_epoch,
+                    partition_epoch=p.partition_epoch,
                     assignment=p.assignment() if r.version >= 1 else (),
-                )  # fmt: skip
+                )
         out.append(r)
     return _with(d, out)
 

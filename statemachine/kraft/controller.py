@@ -20,7 +20,6 @@ from .decider import decide
 from .reducer import apply, replay
 from .view import ControllerView
 
-
 Decide = Callable[[ControllerView, Command, ControllerConfig], Decision]
 
 

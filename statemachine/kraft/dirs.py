@@ -15,9 +15,7 @@ from .replication import builder, bulk_update
 from .view import BrokerRegistration, ControllerView, PartitionKey
 
 
-def offline_dirs_records(
-    view: ControllerView, reg: BrokerRegistration, epoch: int, offline: tuple[str, ...]
-) -> list:
+def offline_dirs_records(view: ControllerView, reg: BrokerRegistration, epoch: int, offline: tuple[str, ...]) -> list:
     """R-DIR-1: for each newly offline directory of the broker (registration order), move every
     partition with a replica there off the broker; then one BrokerRegistrationChange v2 with the
     remaining directories. Ids the broker does not have are ignored; repeats give no records."""

@@ -89,7 +89,9 @@ def partition_is_sound(brokers: dict, p: PartitionRegistration) -> bool:
     return True
 
 
-def change_bumps_leader_epoch(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
+def change_bumps_leader_epoch(
+    view: ControllerView, old: PartitionRegistration, new: PartitionRegistration
+) -> str | None:
     """K3 (R-EPOCH-4): a change that removes a replica, or before 3.6-IV0 shrinks the ISR, sets
     the leader (a leader-epoch bump); replay itself makes partition epochs +1 per change."""
     if new.leader_epoch != old.leader_epoch:
@@ -104,7 +106,9 @@ def change_bumps_leader_epoch(view: ControllerView, old: PartitionRegistration, 
     return None
 
 
-def replacement_bumps_epochs(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
+def replacement_bumps_epochs(
+    view: ControllerView, old: PartitionRegistration, new: PartitionRegistration
+) -> str | None:
     """K3 for a Partition record that rewrites an existing partition: the partition epoch goes
     up, and so does the leader epoch when the leader moved (R-EPOCH-3 writes them verbatim)."""
     if new.partition_epoch <= old.partition_epoch:

@@ -64,14 +64,11 @@ from .view import (
     Transaction,
 )
 
-
 TOPIC_RESOURCE = 2
 
 
 def _fail(record: Record, offset: int, rule: str, message: str) -> ReplayError:
-    return ReplayError(
-        message, rule=rule, offset=offset, record_type=type(record).__name__, entity=record.entity_key()
-    )
+    return ReplayError(message, rule=rule, offset=offset, record_type=type(record).__name__, entity=record.entity_key())
 
 
 def _broker(view: ControllerView, r: Record, offset: int, broker_id: int, epoch: int) -> BrokerRegistration:
@@ -80,9 +77,11 @@ def _broker(view: ControllerView, r: Record, offset: int, broker_id: int, epoch:
         raise _fail(r, offset, "R-REPLAY-BROKER", f"broker {broker_id} is not registered")
     if reg.epoch != epoch:
         raise _fail(
-            r, offset, "R-REPLAY-BROKER-EPOCH",
+            r,
+            offset,
+            "R-REPLAY-BROKER-EPOCH",
             f"broker {broker_id} is registered with epoch {reg.epoch}, the record has epoch {epoch}",
-        )  # fmt: skip
+        )
     return reg
 
 
@@ -155,9 +154,7 @@ def _registration_change(view: ControllerView, r: BrokerRegistrationChange, offs
         owner = view.dir_owner.get(d)
         if owner is not None and owner != r.broker_id:
             raise _fail(r, offset, "R-REPLAY-DIR-OWNER", f"directory {d} is registered to broker {owner}")
-    _change_broker(
-        view, reg, fenced=r.fenced, in_controlled_shutdown=r.in_controlled_shutdown, log_dirs=r.log_dirs
-    )
+    _change_broker(view, reg, fenced=r.fenced, in_controlled_shutdown=r.in_controlled_shutdown, log_dirs=r.log_dirs)
 
 
 def _fence(view: ControllerView, r: FenceBroker, offset: int) -> None:
@@ -219,8 +216,9 @@ def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> 
         # on the anomaly only: the reducers load no I/O library.
         from kraftlake.logging import get_logger
 
-        get_logger(__name__).error("isr_and_elr_overlap", offset=offset, entity=r.entity_key(), isr=new.isr,
-                                   elr=new.eligible_leader_replicas)  # fmt: skip
+        get_logger(__name__).error(
+            "isr_and_elr_overlap", offset=offset, entity=r.entity_key(), isr=new.isr, elr=new.eligible_leader_replicas
+        )
 
 
 def _feature_level(view: ControllerView, r: FeatureLevel, offset: int) -> None:
@@ -256,9 +254,11 @@ def _producer_ids(view: ControllerView, r: ProducerIds, offset: int) -> None:
     last = view.producer_ids
     if last is not None and r.next_producer_id <= last.next_producer_id:
         raise _fail(
-            r, offset, "R-REPLAY-PRODUCER-IDS",
+            r,
+            offset,
+            "R-REPLAY-PRODUCER-IDS",
             f"next producer id {r.next_producer_id} is not above {last.next_producer_id}",
-        )  # fmt: skip
+        )
     view.producer_ids = ProducerIdsBlock(
         broker_id=r.broker_id, broker_epoch=r.broker_epoch, next_producer_id=r.next_producer_id
     )

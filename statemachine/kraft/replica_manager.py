@@ -113,20 +113,38 @@ def plan(view: ControllerView, broker: int, local: LocalStorage, *, seed: int, m
         if where is not None and where in offline:
             if supported and assigned != where:
                 mismatched += 1
-                first.append(_act("report-offline", key, where, "S-REPL-5", f"its log is on offline directory {where}; metadata says {assigned}"))
+                first.append(
+                    _act(
+                        "report-offline",
+                        key,
+                        where,
+                        "S-REPL-5",
+                        f"its log is on offline directory {where}; metadata says {assigned}",
+                    )
+                )
             else:
                 waiting.append(_act("wait", key, where, "S-REPL-6", f"its directory {where} is offline"))
             continue
         if where is not None:  # its log is on an online directory
             target = local.futures.get(key)
             if target is not None and assigned == target:
-                actions.append(_act("promote", key, target, "S-REPL-7", f"metadata names {target}: the future replica takes over from {where}"))
+                actions.append(
+                    _act(
+                        "promote",
+                        key,
+                        target,
+                        "S-REPL-7",
+                        f"metadata names {target}: the future replica takes over from {where}",
+                    )
+                )
             elif target is not None and key in local.caught_up:
                 mismatched += 1
                 actions.append(_act("report", key, target, "S-REPL-7", f"the future replica in {target} caught up"))
             elif supported and assigned != where:
                 mismatched += 1
-                actions.append(_act("report", key, where, "S-REPL-2", f"its log is in {where}; metadata says {assigned}"))
+                actions.append(
+                    _act("report", key, where, "S-REPL-2", f"its log is in {where}; metadata says {assigned}")
+                )
             elif target is None and key in local.moves and local.moves[key] != where and local.moves[key] in online:
                 actions.append(_act("start-move", key, local.moves[key], "S-REPL-7", f"asked to move from {where}"))
             continue
@@ -134,29 +152,48 @@ def plan(view: ControllerView, broker: int, local: LocalStorage, *, seed: int, m
         if assigned in online:
             actions.append(_act("create", key, assigned, "S-REPL-4", "assigned here; no log yet"))
         elif assigned in offline or assigned == LOST:
-            waiting.append(_act("wait", key, assigned, "S-REPL-6", f"assigned to {'LOST' if assigned == LOST else 'offline directory ' + assigned}"))
+            waiting.append(
+                _act(
+                    "wait",
+                    key,
+                    assigned,
+                    "S-REPL-6",
+                    f"assigned to {'LOST' if assigned == LOST else 'offline directory ' + assigned}",
+                )
+            )
         elif not supported:
             if assigned == MIGRATING and local.online:
-                actions.append(_act("create", key, MIGRATING, "S-REPL-4", "no directories in metadata yet: the log manager picks"))
+                actions.append(
+                    _act("create", key, MIGRATING, "S-REPL-4", "no directories in metadata yet: the log manager picks")
+                )
         elif assigned == UNASSIGNED or not offline:
             to_place.append(key)
         else:
-            waiting.append(_act("wait", key, assigned, "S-REPL-3", "not re-created while a directory is offline: it may live there"))
+            waiting.append(
+                _act(
+                    "wait", key, assigned, "S-REPL-3", "not re-created while a directory is offline: it may live there"
+                )
+            )
     if to_place:
         weights = {d: max(0, int(local.free_bytes.get(d, 0))) for d in sorted(online, key=uuid_sort_key)}
         if sum(weights.values()) == 0:
             weights = dict.fromkeys(weights, 1)
         if weights:
-            picks = placement.WeightedSelection(weights, max_multiple=max_multiple).draws(random.Random(seed), len(to_place))
+            picks = placement.WeightedSelection(weights, max_multiple=max_multiple).draws(
+                random.Random(seed), len(to_place)
+            )
             for key, d in zip(to_place, picks):
                 mismatched += 1
                 was = hosted[key].directory(broker)
                 why = {UNASSIGNED: "UNASSIGNED", MIGRATING: "MIGRATING and no local log"}.get(
-                    was, f"its directory {was} is not configured any more")
+                    was, f"its directory {was} is not configured any more"
+                )
                 actions.append(_act("create", key, d, "S-REPL-3", why))
                 actions.append(_act("report", key, d, "S-REPL-3", f"created in {d}"))
         else:
-            waiting += [_act("wait", k, hosted[k].directory(broker), "S-REPL-3", "no online directory") for k in to_place]
+            waiting += [
+                _act("wait", k, hosted[k].directory(broker), "S-REPL-3", "no online directory") for k in to_place
+            ]
     for key in sorted(local.logs):
         if key not in hosted and local.logs[key] in online:
             actions.append(_act("delete", key, local.logs[key], "S-REPL-8", "no longer a replica here"))
@@ -170,16 +207,27 @@ def plan(view: ControllerView, broker: int, local: LocalStorage, *, seed: int, m
         # Reports about offline directories go first (the KIP: they decide leadership).
         order = sorted(by_dir, key=lambda d: (d not in offline, uuid_sort_key(d)))
         request = AssignReplicasToDirsRequest(
-            broker_id=broker, broker_epoch=epoch,
+            broker_id=broker,
+            broker_epoch=epoch,
             directories=tuple(
-                DirectoryReplicas(id=d, topics=tuple(TopicPartitions(topic_id=t, partitions=tuple(sorted(ps)))
-                                                     for t, ps in sorted(by_dir[d].items())))
+                DirectoryReplicas(
+                    id=d,
+                    topics=tuple(
+                        TopicPartitions(topic_id=t, partitions=tuple(sorted(ps))) for t, ps in sorted(by_dir[d].items())
+                    ),
+                )
                 for d in order
             ),
-        )  # fmt: skip
+        )
     dirs = len(online) + len(offline)
-    return ReplicaPlan(broker_id=broker, actions=ordered, request=request, waiting=tuple(waiting),
-                       mismatched=mismatched, stay_fenced=dirs >= 2 and mismatched > 0)  # fmt: skip
+    return ReplicaPlan(
+        broker_id=broker,
+        actions=ordered,
+        request=request,
+        waiting=tuple(waiting),
+        mismatched=mismatched,
+        stay_fenced=dirs >= 2 and mismatched > 0,
+    )
 
 
 def disks_from_observations(view: ControllerView, broker: int, observations) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -198,7 +246,13 @@ def disks_from_observations(view: ControllerView, broker: int, observations) -> 
         if isinstance(r, LogDirsLoaded):
             online, offline = list(r.online_dirs), list(r.offline_dirs)
             continue
-        failed = (r.directory,) if isinstance(r, LogDirFailed) else r.offline_log_dirs if isinstance(r, HeartbeatOfflineDirs) else ()
+        failed = (
+            (r.directory,)
+            if isinstance(r, LogDirFailed)
+            else r.offline_log_dirs
+            if isinstance(r, HeartbeatOfflineDirs)
+            else ()
+        )
         for d in failed:
             if d in online:
                 online.remove(d)
@@ -207,8 +261,13 @@ def disks_from_observations(view: ControllerView, broker: int, observations) -> 
     return tuple(sorted(online, key=uuid_sort_key)), tuple(sorted(offline, key=uuid_sort_key))
 
 
-def storage_from_metadata(view: ControllerView, broker: int, online: tuple[str, ...], offline: tuple[str, ...] = (),
-                          free_bytes: Mapping[str, int] | None = None) -> LocalStorage:  # fmt: skip
+def storage_from_metadata(
+    view: ControllerView,
+    broker: int,
+    online: tuple[str, ...],
+    offline: tuple[str, ...] = (),
+    free_bytes: Mapping[str, int] | None = None,
+) -> LocalStorage:
     """A broker whose disks agree with the metadata: every replica assigned to one of its
     directories (online or offline) has its log there; UNASSIGNED ones have none yet. What the
     simulator's brokers have, and what ``kraftlake broker`` assumes when it knows no better."""

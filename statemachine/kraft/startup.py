@@ -57,8 +57,9 @@ class Started(msgspec.Struct, frozen=True, kw_only=True):
     never had an id, or no file lists ``directory.ids``): which one is which cannot be told."""
 
     def record(self, broker_id: int) -> LogDirsLoaded:
-        return LogDirsLoaded(broker_id=broker_id, online_dirs=self.online, offline_dirs=self.offline,
-                             metadata_dir=self.metadata_dir)  # fmt: skip
+        return LogDirsLoaded(
+            broker_id=broker_id, online_dirs=self.online, offline_dirs=self.offline, metadata_dir=self.metadata_dir
+        )
 
 
 class Refused(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,7 +67,9 @@ class Refused(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
-def _identity(found: Mapping[str, Found], cluster_id: str | None, node_id: int | None) -> Refused | tuple[str | None, int | None]:
+def _identity(
+    found: Mapping[str, Found], cluster_id: str | None, node_id: int | None
+) -> Refused | tuple[str | None, int | None]:
     """S-START-2: the one cluster id and node id every readable file (and the caller) agrees on."""
     for path in sorted(found):
         meta = found[path]
@@ -76,7 +79,9 @@ def _identity(found: Mapping[str, Found], cluster_id: str | None, node_id: int |
             if cluster_id is None:
                 cluster_id = meta.cluster_id
             elif meta.cluster_id != cluster_id:
-                return Refused(rule="S-START-2", reason=f"{path}: cluster.id {meta.cluster_id} where {cluster_id} was expected")
+                return Refused(
+                    rule="S-START-2", reason=f"{path}: cluster.id {meta.cluster_id} where {cluster_id} was expected"
+                )
         if meta.node_id is not None:
             if node_id is None:
                 node_id = meta.node_id
@@ -113,7 +118,10 @@ def load_dirs(
         if found[metadata_dir] == UNREADABLE:
             return Refused(rule="S-START-1", reason=f"I/O error in the metadata log directory {metadata_dir}")
         if found[metadata_dir] is None:
-            return Refused(rule="S-START-1", reason=f"the metadata log directory {metadata_dir} has no meta.properties (format it first)")
+            return Refused(
+                rule="S-START-1",
+                reason=f"the metadata log directory {metadata_dir} has no meta.properties (format it first)",
+            )
     identity = _identity({p: found[p] for p in paths}, cluster_id, node_id)
     if isinstance(identity, Refused):
         return identity
@@ -130,7 +138,9 @@ def load_dirs(
             if is_reserved(d):
                 return Refused(rule="S-START-3", reason=f"{path}: directory.id {d} is a reserved id")
             if d in owner:
-                return Refused(rule="S-START-4", reason=f"duplicate directory.id {d}: it is the id of {owner[d]} and of {path}")
+                return Refused(
+                    rule="S-START-4", reason=f"duplicate directory.id {d}: it is the id of {owner[d]} and of {path}"
+                )
             owner[d] = path
         if meta.directory_ids is not None:
             if listed is not None and set(meta.directory_ids) != set(listed):
@@ -149,7 +159,7 @@ def load_dirs(
                 reason=f"unresolvable mismatch: {len(absent)} recorded directory id(s) ({', '.join(absent)}) are missing but "
                 f"only {len(unreadable)} configured directory(ies) are unreadable ({', '.join(unreadable)}): a directory was "
                 "removed from the configuration while another is offline",
-            )  # fmt: skip
+            )
         removed = absent
     else:
         offline = absent
@@ -164,7 +174,9 @@ def load_dirs(
             continue
         if meta is None or meta.directory_id is None:  # type: ignore[union-attr]
             base = meta if isinstance(meta, MetaProperties) else MetaProperties(cluster_id=cluster_id, node_id=node_id)
-            writes[path] = msgspec.structs.replace(base, version=max(1, base.version), directory_id=_fresh_id(new_id, taken))
+            writes[path] = msgspec.structs.replace(
+                base, version=max(1, base.version), directory_id=_fresh_id(new_id, taken)
+            )
             ids[path] = writes[path].directory_id  # type: ignore[assignment]
         else:
             ids[path] = meta.directory_id  # type: ignore[union-attr]
@@ -179,8 +191,14 @@ def load_dirs(
     if not online:
         return Refused(rule="S-START-9", reason="no log directory is online")
     meta_id = ids.get(metadata_dir) if metadata_dir is not None and metadata_dir not in data else None
-    return Started(online=online, offline=offline, metadata_dir=meta_id, writes=tuple(sorted(writes.items())),
-                   removed=removed, unidentified=unidentified)  # fmt: skip
+    return Started(
+        online=online,
+        offline=offline,
+        metadata_dir=meta_id,
+        writes=tuple(sorted(writes.items())),
+        removed=removed,
+        unidentified=unidentified,
+    )
 
 
 def plan_format(
@@ -193,7 +211,9 @@ def plan_format(
     paths = sorted(set(dirs))
     bad = [p for p in paths if found.get(p) == UNREADABLE]
     if bad:
-        return Refused(rule="S-FORMAT", reason=f"unreadable: {', '.join(bad)} (every directory must be available to format)")
+        return Refused(
+            rule="S-FORMAT", reason=f"unreadable: {', '.join(bad)} (every directory must be available to format)"
+        )
     identity = _identity({p: found.get(p) for p in paths}, cluster_id, node_id)
     if isinstance(identity, Refused):
         return Refused(rule="S-FORMAT", reason=identity.reason)
@@ -204,7 +224,10 @@ def plan_format(
             if is_reserved(meta.directory_id):
                 return Refused(rule="S-FORMAT", reason=f"{p}: directory.id {meta.directory_id} is a reserved id")
             if meta.directory_id in owner:
-                return Refused(rule="S-FORMAT", reason=f"duplicate directory.id {meta.directory_id} in {owner[meta.directory_id]} and {p}")
+                return Refused(
+                    rule="S-FORMAT",
+                    reason=f"duplicate directory.id {meta.directory_id} in {owner[meta.directory_id]} and {p}",
+                )
             owner[meta.directory_id] = p
     taken = set(owner)
     out: dict[str, MetaProperties] = {}
@@ -212,6 +235,8 @@ def plan_format(
         meta = found.get(p)
         base = meta if isinstance(meta, MetaProperties) else MetaProperties(cluster_id=cluster_id, node_id=node_id)
         d = base.directory_id or _fresh_id(new_id, taken)
-        out[p] = msgspec.structs.replace(base, version=max(1, base.version), cluster_id=cluster_id, node_id=node_id, directory_id=d)
+        out[p] = msgspec.structs.replace(
+            base, version=max(1, base.version), cluster_id=cluster_id, node_id=node_id, directory_id=d
+        )
     every = sorted_dirs(m.directory_id for m in out.values())  # type: ignore[misc]
     return {p: msgspec.structs.replace(m, directory_ids=every) for p, m in out.items()}

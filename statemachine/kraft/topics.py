@@ -168,9 +168,12 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
     # writes that change and answers NEW_LEADER_ELECTED.
     code = c.NEW_LEADER_ELECTED if merged.leader != p.leader else c.NONE
     reply = c.AlterPartitionReply(
-        error_code=code, leader=merged.leader, leader_epoch=merged.leader_epoch,
-        partition_epoch=merged.partition_epoch, isr=merged.isr,
-    )  # fmt: skip
+        error_code=code,
+        leader=merged.leader,
+        leader_epoch=merged.leader_epoch,
+        partition_epoch=merged.partition_epoch,
+        isr=merged.isr,
+    )
     return c.Decision(records=() if change is None else (change,), reply=reply)
 
 

@@ -93,9 +93,7 @@ class PartitionRegistration(msgspec.Struct, frozen=True, gc=False, array_like=Tr
         return self.directories[self.replicas.index(broker)]
 
     def assignment(self) -> tuple[ReplicaDirectory, ...]:
-        return tuple(
-            ReplicaDirectory(broker=b, directory=d) for b, d in zip(self.replicas, self.directories)
-        )
+        return tuple(ReplicaDirectory(broker=b, directory=d) for b, d in zip(self.replicas, self.directories))
 
 
 class ProducerIdsBlock(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -187,11 +185,19 @@ _ENCODER = msgspec.json.Encoder(order="deterministic")
 def broker_image(b: BrokerRegistration) -> BrokerImage:
     """A broker's canonical form, as ``ControllerView.image()`` lists it."""
     return BrokerImage(
-        id=b.id, epoch=b.epoch, incarnation_id=b.incarnation_id, fenced=b.fenced,
-        in_controlled_shutdown=b.in_controlled_shutdown, log_dirs=b.log_dirs,
-        registered_at=b.registered_at, removed_dirs=b.removed_dirs, rack=b.rack,
-        is_migrating_zk_broker=b.is_migrating_zk_broker, end_points=b.end_points, features=b.features,
-    )  # fmt: skip
+        id=b.id,
+        epoch=b.epoch,
+        incarnation_id=b.incarnation_id,
+        fenced=b.fenced,
+        in_controlled_shutdown=b.in_controlled_shutdown,
+        log_dirs=b.log_dirs,
+        registered_at=b.registered_at,
+        removed_dirs=b.removed_dirs,
+        rack=b.rack,
+        is_migrating_zk_broker=b.is_migrating_zk_broker,
+        end_points=b.end_points,
+        features=b.features,
+    )
 
 
 def broker_hash(b: BrokerRegistration) -> str:
@@ -202,12 +208,20 @@ def broker_hash(b: BrokerRegistration) -> str:
 def partition_image(p: PartitionRegistration) -> PartitionImage:
     """A partition's canonical form, as ``ControllerView.image()`` lists it."""
     return PartitionImage(
-        topic_id=p.topic_id, partition=p.partition_id, replicas=p.replicas, isr=p.isr,
-        leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-        leader_recovery_state=p.leader_recovery_state, assignment=p.assignment(),
-        removing_replicas=p.removing_replicas, adding_replicas=p.adding_replicas,
-        eligible_leader_replicas=p.eligible_leader_replicas, last_known_elr=p.last_known_elr,
-    )  # fmt: skip
+        topic_id=p.topic_id,
+        partition=p.partition_id,
+        replicas=p.replicas,
+        isr=p.isr,
+        leader=p.leader,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        leader_recovery_state=p.leader_recovery_state,
+        assignment=p.assignment(),
+        removing_replicas=p.removing_replicas,
+        adding_replicas=p.adding_replicas,
+        eligible_leader_replicas=p.eligible_leader_replicas,
+        last_known_elr=p.last_known_elr,
+    )
 
 
 def partition_hash(p: PartitionRegistration) -> str:
@@ -228,10 +242,26 @@ class ControllerView:
     """Kafka's controller state at ``offset``. Mutated only by ``reducer.apply``."""
 
     __slots__ = (
-        "offset", "features", "brokers", "controllers", "topics", "topic_ids", "partitions",
-        "configs", "producer_ids", "zk_migration_state", "transaction", "_before_transaction",
-        "dir_owner", "dirty", "_indexed", "_isr_index", "_dir_index", "_replica_index", "_leaderless",
-    )  # fmt: skip
+        "offset",
+        "features",
+        "brokers",
+        "controllers",
+        "topics",
+        "topic_ids",
+        "partitions",
+        "configs",
+        "producer_ids",
+        "zk_migration_state",
+        "transaction",
+        "_before_transaction",
+        "dir_owner",
+        "dirty",
+        "_indexed",
+        "_isr_index",
+        "_dir_index",
+        "_replica_index",
+        "_leaderless",
+    )
 
     def __init__(self) -> None:
         self.offset: int = -1
@@ -425,7 +455,9 @@ class ControllerView:
             if not (both and old.isr is new.isr):
                 move_key(self._isr_index, key, () if old is None else old.isr, () if new is None else new.isr)
             if not (both and old.replicas is new.replicas):
-                move_key(self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas)
+                move_key(
+                    self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas
+                )
             if not (both and old.directories is new.directories):
                 move_key(
                     self._dir_index,

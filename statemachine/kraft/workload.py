@@ -173,8 +173,14 @@ class Cluster:
         self.ask_to_serve(b, mismatched)
 
     def ask_to_serve(self, b: int, mismatched: int) -> None:
-        self.observe(UnfenceRequested(broker_id=b, broker_epoch=self.epoch(b), current_metadata_offset=self.view.offset,
-                                      mismatched_replicas=mismatched))  # fmt: skip
+        self.observe(
+            UnfenceRequested(
+                broker_id=b,
+                broker_epoch=self.epoch(b),
+                current_metadata_offset=self.view.offset,
+                mismatched_replicas=mismatched,
+            )
+        )
         self.heartbeat(b)
 
     def mismatched(self, b: int) -> int:
@@ -221,11 +227,15 @@ class Cluster:
                 leader = self.view.brokers[p.leader]
                 self.run(
                     c.AlterPartition(
-                        broker_id=p.leader, broker_epoch=leader.epoch, topic_id=p.topic_id,
-                        partition_id=p.partition_id, leader_epoch=p.leader_epoch,
-                        partition_epoch=p.partition_epoch, new_isr=(*p.isr, b),
+                        broker_id=p.leader,
+                        broker_epoch=leader.epoch,
+                        topic_id=p.topic_id,
+                        partition_id=p.partition_id,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                        new_isr=(*p.isr, b),
                     )
-                )  # fmt: skip
+                )
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -245,7 +255,9 @@ class Cluster:
         self.observe(LogDirFailed(broker_id=b, directory=d))
         if self.broker_bug == "broker-silent-dir-failure":
             return
-        self.observe(HeartbeatOfflineDirs(broker_id=b, broker_epoch=self.epoch(b), offline_log_dirs=tuple(self.failed[b])))
+        self.observe(
+            HeartbeatOfflineDirs(broker_id=b, broker_epoch=self.epoch(b), offline_log_dirs=tuple(self.failed[b]))
+        )
         self.heartbeat(b)
 
     def restart(self, *, replace_disks: bool) -> None:
@@ -314,7 +326,12 @@ class Cluster:
         per_topic = max(1, cfg.partitions // cfg.topics)
         for t in range(cfg.topics):
             d = self.run(
-                c.CreateTopic(name=f"{cfg.topic_prefix}-{t}", partitions=per_topic, replication_factor=cfg.replication_factor, broker_weights=weights)
+                c.CreateTopic(
+                    name=f"{cfg.topic_prefix}-{t}",
+                    partitions=per_topic,
+                    replication_factor=cfg.replication_factor,
+                    broker_weights=weights,
+                )
             )
             assert d.reply.error_code == 0, d.reply
             # The brokers learn of the new replicas together and place them at once.
@@ -381,10 +398,14 @@ def shard_config(config: WorkloadConfig, shard: int, shards: int) -> WorkloadCon
     brokers = max(config.replication_factor, config.brokers // shards)
     seed = int.from_bytes(hashlib.sha256(f"shard:{config.seed}:{shard}:{shards}".encode()).digest()[:8], "big")
     return dataclasses.replace(
-        config, brokers=brokers, first_broker=config.first_broker + shard * brokers,
-        partitions=max(1, config.partitions // shards), topics=max(1, config.topics // shards),
-        topic_prefix=f"{config.topic_prefix}-s{shard}", seed=seed,
-    )  # fmt: skip
+        config,
+        brokers=brokers,
+        first_broker=config.first_broker + shard * brokers,
+        partitions=max(1, config.partitions // shards),
+        topics=max(1, config.topics // shards),
+        topic_prefix=f"{config.topic_prefix}-s{shard}",
+        seed=seed,
+    )
 
 
 def sharded(shards: Iterator[list[Record]], *, start_ms: int, step_ms: int) -> Iterator[list[Record]]:

@@ -38,13 +38,19 @@ def replace(view: StreamsView, object_id: int, attrs: int) -> c.Decision:
     if obj.state != ObjectState.COMMITTED:
         return c.fail(c.OBJECT_NOT_COMMITED)
     # AutoMQ writes Timestamp = objectSize here (automq-s3stream.md 8.6); kept, to write its records.
-    record = S3Object(object_id=object_id, object_size=obj.size, object_state=ObjectState.COMMITTED,
-                      timestamp=obj.size, attributes=attrs)  # fmt: skip
+    record = S3Object(
+        object_id=object_id,
+        object_size=obj.size,
+        object_state=ObjectState.COMMITTED,
+        timestamp=obj.size,
+        attributes=attrs,
+    )
     return c.Decision(records=(record,))
 
 
-def _continuity(view: StreamsView, node_id: int, items: list[tuple[int, int, int]], *, owners: bool = True,
-                offsets: bool = True) -> tuple[int, str | None]:  # fmt: skip
+def _continuity(
+    view: StreamsView, node_id: int, items: list[tuple[int, int, int]], *, owners: bool = True, offsets: bool = True
+) -> tuple[int, str | None]:
     """4.11 for (stream, start, end) items, by stream then start: each continues where the stream
     (or the node's historical duty) ends, or lies wholly below the stream's start. ``owners`` /
     ``offsets`` False skip the ownership / offset checks (faulty controllers, ``bugs``)."""
@@ -58,7 +64,9 @@ def _continuity(view: StreamsView, node_id: int, items: list[tuple[int, int, int
             expected = ends.get(sid, max(s.start_offset, duty.start_offset))
             if end > duty.end_offset:
                 return c.OFFSET_NOT_MATCHED, f"stream {sid}: [{start}, {end}) passes the sealed end {duty.end_offset}"
-            if start == expected or (sid not in ends and duty.start_offset <= s.start_offset and start < s.start_offset):
+            if start == expected or (
+                sid not in ends and duty.start_offset <= s.start_offset and start < s.start_offset
+            ):
                 ends[sid] = end
                 continue
             return c.OFFSET_NOT_MATCHED, f"stream {sid}: [{start}, {end}) does not continue the duty at {expected}"
@@ -115,8 +123,9 @@ def _duties(view: StreamsView, node_id: int, items: list[tuple[int, int, int]]) 
     return [NodeWALUncommittedOffsets(node_id=node_id, entries=tuple(entries))] if entries else []
 
 
-def commit_stream_set_object(view: StreamsView, cmd: c.CommitStreamSetObject, *, owners: bool = True,
-                             offsets: bool = True) -> c.Decision:  # fmt: skip
+def commit_stream_set_object(
+    view: StreamsView, cmd: c.CommitStreamSetObject, *, owners: bool = True, offsets: bool = True
+) -> c.Decision:
     """4.10. ``owners`` False skips the node epoch and stream ownership checks, ``offsets`` False
     the offset continuity check: faulty controllers (``bugs``), never AutoMQ's."""
     err = node_epoch_check(view, cmd.node_id, cmd.node_epoch, not cmd.failover_mode) if owners else c.NONE
@@ -143,14 +152,27 @@ def commit_stream_set_object(view: StreamsView, cmd: c.CommitStreamSetObject, *,
         if order_id == -1:
             order_id = min(o.order_id for o in compacted)  # type: ignore[union-attr]
     if cmd.object_id != -1:
-        inline = tuple(StreamRange(stream_id=r.stream_id, start_offset=r.start_offset, end_offset=r.end_offset)
-                       for r in sorted(cmd.ranges, key=lambda r: r.stream_id))  # fmt: skip
+        inline = tuple(
+            StreamRange(stream_id=r.stream_id, start_offset=r.start_offset, end_offset=r.end_offset)
+            for r in sorted(cmd.ranges, key=lambda r: r.stream_id)
+        )
         if view.version >= V2:
-            records.append(S3StreamSetObject(node_id=cmd.node_id, object_id=cmd.object_id, order_id=order_id,
-                                             data_time_in_ms=data_ts))  # fmt: skip
+            records.append(
+                S3StreamSetObject(
+                    node_id=cmd.node_id, object_id=cmd.object_id, order_id=order_id, data_time_in_ms=data_ts
+                )
+            )
         else:
-            records.append(S3StreamSetObject(version=0, node_id=cmd.node_id, object_id=cmd.object_id,
-                                             order_id=order_id, data_time_in_ms=data_ts, ranges=inline))  # fmt: skip
+            records.append(
+                S3StreamSetObject(
+                    version=0,
+                    node_id=cmd.node_id,
+                    object_id=cmd.object_id,
+                    order_id=order_id,
+                    data_time_in_ms=data_ts,
+                    ranges=inline,
+                )
+            )
     items = [(r.stream_id, r.start_offset, r.end_offset) for r in cmd.ranges]
     items += [(o.stream_id, o.start_offset, o.end_offset) for o in cmd.stream_objects]
     if not compaction and view.version >= V2:
@@ -159,8 +181,11 @@ def commit_stream_set_object(view: StreamsView, cmd: c.CommitStreamSetObject, *,
             if _current_owner(view, cmd.node_id, sid):
                 ends[sid] = max(ends.get(sid, end), end)
         if ends:
-            records.append(S3StreamEndOffsets(end_offsets=tuple(
-                StreamEndOffset(stream_id=sid, end_offset=e) for sid, e in ends.items())))  # fmt: skip
+            records.append(
+                S3StreamEndOffsets(
+                    end_offsets=tuple(StreamEndOffset(stream_id=sid, end_offset=e) for sid, e in ends.items())
+                )
+            )
     for so in cmd.stream_objects:
         if so.stream_id in view.streams:
             err, recs = commit(view, so.object_id, so.object_size, cmd.now_ms, so.attributes, pending)
@@ -190,8 +215,9 @@ def commit_stream_set_object(view: StreamsView, cmd: c.CommitStreamSetObject, *,
 def _stream_object(view: StreamsView, sid: int, start: int, end: int, object_id: int, now_ms: int) -> S3StreamObject:
     if view.version >= V2:
         return S3StreamObject(stream_id=sid, start_offset=start, end_offset=end, object_id=object_id)
-    return S3StreamObject(version=0, stream_id=sid, start_offset=start, end_offset=end, object_id=object_id,
-                          data_time_in_ms=now_ms)  # fmt: skip
+    return S3StreamObject(
+        version=0, stream_id=sid, start_offset=start, end_offset=end, object_id=object_id, data_time_in_ms=now_ms
+    )
 
 
 def commit_stream_object(view: StreamsView, cmd: c.CommitStreamObject) -> c.Decision:

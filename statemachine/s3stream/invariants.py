@@ -83,7 +83,12 @@ def _sum_edges(ids: np.ndarray, starts: np.ndarray, ends: np.ndarray, steps: np.
     sid = np.concatenate((ids, ids))
     at = np.concatenate((starts, ends))
     up = np.concatenate((steps > 0, steps < 0))  # +1 at a start counted in or an end counted out
-    if int(sid.min()) >= 0 and int(sid.max()) < 1 << (62 - _AT_BITS) and int(at.min()) >= 0 and int(at.max()) < 1 << _AT_BITS:
+    if (
+        int(sid.min()) >= 0
+        and int(sid.max()) < 1 << (62 - _AT_BITS)
+        and int(at.min()) >= 0
+        and int(at.max()) < 1 << _AT_BITS
+    ):
         keys = (((sid << _AT_BITS) | at) << 1) | up
         keys.sort()
         point = keys >> 1
@@ -134,8 +139,22 @@ class Coverage:
     not zero): per range, a few array operations instead of a dozen dict steps (which were ~90 %
     of the S3Stream audit's time: 7 000 records/s at 10^7, now ~51 000)."""
 
-    __slots__ = ("so", "net", "odd", "ssos", "unindexed", "changed", "streams", "removed",
-                 "small", "_alive", "_dropped", "_parts", "_seq", "_last_removal")  # fmt: skip
+    __slots__ = (
+        "so",
+        "net",
+        "odd",
+        "ssos",
+        "unindexed",
+        "changed",
+        "streams",
+        "removed",
+        "small",
+        "_alive",
+        "_dropped",
+        "_parts",
+        "_seq",
+        "_last_removal",
+    )
 
     def __init__(self, small: int = SMALL_SETTLE) -> None:
         self.small = small
@@ -215,8 +234,13 @@ class Coverage:
 
     # -- stream-set objects: many ranges each, counted a batch at a time --------------------------
 
-    def add_sso(self, view: StreamsView, node_id: int, object_id: int,
-                columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
+    def add_sso(
+        self,
+        view: StreamsView,
+        node_id: int,
+        object_id: int,
+        columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """Count in a stream-set object of the view (its ranges of streams that exist).
         ``columns``: its ranges as ``range_columns`` gives them, when the caller has them."""
         sso = view.nodes[node_id].stream_set_objects[object_id]
@@ -401,8 +425,10 @@ def ranges_ordered(s: Stream) -> str | None:
         if lo < b.start_offset:
             holes = _covered(lo, b.start_offset, sos)
             if holes:
-                return (f"offsets [{holes[0][0]}, {holes[0][1]}) between ranges {a.range_index} and {b.range_index}"
-                        " are in no stream object")  # fmt: skip
+                return (
+                    f"offsets [{holes[0][0]}, {holes[0][1]}) between ranges {a.range_index} and {b.range_index}"
+                    " are in no stream object"
+                )
     return None
 
 
@@ -444,8 +470,9 @@ def epoch_and_state_agree(s: Stream) -> str | None:
     return None
 
 
-def coverage(view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]],
-             duty_nodes: Iterable[int] | None = None) -> tuple[str | None, str | None]:  # fmt: skip
+def coverage(
+    view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]], duty_nodes: Iterable[int] | None = None
+) -> tuple[str | None, str | None]:
     """S5 (I5) and S6 (I6) for one stream: (overlap, gap) over [start, logical end). Offsets a
     node's active historical duty holds (V6: still in its WAL) need no object. ``duty_nodes``:
     the nodes that may hold a duty for the stream (default: all)."""
@@ -463,7 +490,7 @@ def coverage(view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]],
             reach, holder = b, k
     spans = [(a, b) for a, b, _ in objs]
     nodes = view.nodes
-    for node in (nodes.values() if duty_nodes is None else [nodes[n] for n in duty_nodes if n in nodes]):
+    for node in nodes.values() if duty_nodes is None else [nodes[n] for n in duty_nodes if n in nodes]:
         e = node.uncommitted.get(s.stream_id)
         if e is not None and max(lo, e.start_offset) < e.end_offset:
             spans.append((max(lo, e.start_offset), min(e.end_offset, hi)))
@@ -491,8 +518,11 @@ def duty_matches_range(view: StreamsView, node_id: int, e: UncommittedMeta) -> s
     at = max(s.start_offset, e.start_offset)
     if at >= e.end_offset:
         return None
-    n = sum(1 for r in s.ranges.values()
-            if r.node_id == node_id and r.start_offset <= at < r.end_offset and r.end_offset == e.end_offset)  # fmt: skip
+    n = sum(
+        1
+        for r in s.ranges.values()
+        if r.node_id == node_id and r.start_offset <= at < r.end_offset and r.end_offset == e.end_offset
+    )
     if n != 1:
         return f"duty [{at}, {e.end_offset}) matches {n} sealed range(s) of node {node_id}"
     return None
@@ -533,8 +563,12 @@ def check_view(view: StreamsView) -> list[tuple[str, str, str]]:
             cover.add_sso(view, node_id, object_id)
     for sid, s in sorted(view.streams.items()):
         entity = f"stream/{sid}"
-        for inv, check in (("S1", ranges_ordered), ("S2", current_range_is_last), ("S3", start_within_end),
-                           ("S10", epoch_and_state_agree)):  # fmt: skip
+        for inv, check in (
+            ("S1", ranges_ordered),
+            ("S2", current_range_is_last),
+            ("S3", start_within_end),
+            ("S10", epoch_and_state_agree),
+        ):
             msg = check(s)
             if msg:
                 out.append((inv, entity, msg))

@@ -38,8 +38,14 @@ def get_opening_streams(view: StreamsView, cmd: c.GetOpeningStreams) -> c.Decisi
         s = view.streams[sid]
         cur = s.current_range()
         assert cur is not None
-        streams.append(c.OpeningStream(stream_id=sid, epoch=cur.epoch, start_offset=s.start_offset,
-                                       end_offset=max(s.end_offset, s.start_offset)))  # fmt: skip
+        streams.append(
+            c.OpeningStream(
+                stream_id=sid,
+                epoch=cur.epoch,
+                start_offset=s.start_offset,
+                end_offset=max(s.end_offset, s.start_offset),
+            )
+        )
     if n is not None and view.version >= V6:
         listed = {o.stream_id for o in streams}
         for sid in sorted(n.uncommitted):
@@ -48,13 +54,19 @@ def get_opening_streams(view: StreamsView, cmd: c.GetOpeningStreams) -> c.Decisi
             e = n.uncommitted[sid]
             s = view.streams[sid]
             at = max(s.start_offset, e.start_offset)
-            sealed = [r for r in s.ranges.values()
-                      if r.node_id == cmd.node_id and r.start_offset <= at < r.end_offset and r.end_offset == e.end_offset]  # fmt: skip
+            sealed = [
+                r
+                for r in s.ranges.values()
+                if r.node_id == cmd.node_id and r.start_offset <= at < r.end_offset and r.end_offset == e.end_offset
+            ]
             if len(sealed) != 1 or sid in listed:
-                return c.fail(c.STREAM_INNER_ERROR, f"stream {sid}: duty [{e.start_offset}, {e.end_offset}) matches"
-                                                    f" {len(sealed)} sealed range(s)")  # fmt: skip
-            streams.append(c.OpeningStream(stream_id=sid, epoch=sealed[0].epoch, start_offset=s.start_offset,
-                                           end_offset=at))  # fmt: skip
+                return c.fail(
+                    c.STREAM_INNER_ERROR,
+                    f"stream {sid}: duty [{e.start_offset}, {e.end_offset}) matches {len(sealed)} sealed range(s)",
+                )
+            streams.append(
+                c.OpeningStream(stream_id=sid, epoch=sealed[0].epoch, start_offset=s.start_offset, end_offset=at)
+            )
     record = NodeWALMetadata(node_id=cmd.node_id, node_epoch=cmd.node_epoch, failover_mode=cmd.failover_mode)
     return c.Decision(records=(record,), reply=c.Reply(streams=tuple(streams)))
 
@@ -65,7 +77,9 @@ def put_kv(view: StreamsView, cmd: c.PutKV) -> c.Decision:
     old = view.kv.get(ns, {}).get(cmd.key)
     if old is not None and not cmd.overwrite:
         return c.fail(c.KEY_EXIST, value=old)
-    record = KV(version=1 if view.version >= V5 else 0, key_values=(KeyValue(key=cmd.key, value=cmd.value, namespace=ns),))
+    record = KV(
+        version=1 if view.version >= V5 else 0, key_values=(KeyValue(key=cmd.key, value=cmd.value, namespace=ns),)
+    )
     return c.Decision(records=(record,), reply=c.Reply(value=cmd.value))
 
 

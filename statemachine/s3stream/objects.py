@@ -21,15 +21,29 @@ from . import commands as c
 from .view import V2, ObjectMeta, StreamsView
 
 
-def object_record(view: StreamsView, obj: ObjectMeta, state: int, *, timestamp: int, size: int | None = None,
-                  attrs: int | None = None, legacy: dict[str, int] | None = None) -> S3Object:  # fmt: skip
+def object_record(
+    view: StreamsView,
+    obj: ObjectMeta,
+    state: int,
+    *,
+    timestamp: int,
+    size: int | None = None,
+    attrs: int | None = None,
+    legacy: dict[str, int] | None = None,
+) -> S3Object:
     """The S3Object record for ``obj`` in ``state``, at the version ``automq.version`` chooses."""
     size = obj.size if size is None else size
     if view.version >= V2:
-        return S3Object(object_id=obj.object_id, object_size=size, object_state=state, timestamp=timestamp,
-                        attributes=obj.attributes if attrs is None else attrs)  # fmt: skip
-    return S3Object(version=0, object_id=obj.object_id, object_size=size, object_state=state, timestamp=timestamp,
-                    **(legacy or {}))  # fmt: skip
+        return S3Object(
+            object_id=obj.object_id,
+            object_size=size,
+            object_state=state,
+            timestamp=timestamp,
+            attributes=obj.attributes if attrs is None else attrs,
+        )
+    return S3Object(
+        version=0, object_id=obj.object_id, object_size=size, object_state=state, timestamp=timestamp, **(legacy or {})
+    )
 
 
 def prepare(view: StreamsView, cmd: c.PrepareObjects) -> c.Decision:
@@ -41,12 +55,22 @@ def prepare(view: StreamsView, cmd: c.PrepareObjects) -> c.Decision:
     records: list = [AssignedS3ObjectId(assigned_s3_object_id=first + cmd.count - 1)]
     for i in range(cmd.count):
         fresh = ObjectMeta(first + i, 0, ObjectState.PREPARED, deadline, 0)
-        records.append(object_record(view, fresh, ObjectState.PREPARED, timestamp=deadline, size=0,
-                                     legacy={"prepared_time_in_ms": cmd.now_ms, "expired_time_in_ms": deadline}))  # fmt: skip
+        records.append(
+            object_record(
+                view,
+                fresh,
+                ObjectState.PREPARED,
+                timestamp=deadline,
+                size=0,
+                legacy={"prepared_time_in_ms": cmd.now_ms, "expired_time_in_ms": deadline},
+            )
+        )
     return c.Decision(records=tuple(records), reply=c.Reply(first_object_id=first))
 
 
-def commit(view: StreamsView, object_id: int, size: int, ts: int, attrs: int, pending: dict[int, ObjectMeta]) -> tuple[int, list]:
+def commit(
+    view: StreamsView, object_id: int, size: int, ts: int, attrs: int, pending: dict[int, ObjectMeta]
+) -> tuple[int, list]:
     """4.8: (error, records) of committing a PREPARED object. -1 commits nothing; an object
     already COMMITTED is REDUNDANT_OPERATION (the caller answers NONE with no records).
     ``pending`` holds objects this same decision changed already."""
@@ -63,13 +87,25 @@ def commit(view: StreamsView, object_id: int, size: int, ts: int, attrs: int, pe
     pending[object_id] = committed
     # Before V2 the commit time written is the object's stored timestamp: its prepare deadline.
     legacy_ts = obj.timestamp
-    rec = object_record(view, obj, ObjectState.COMMITTED, timestamp=ts if view.version >= V2 else legacy_ts, size=size,
-                        attrs=attrs, legacy={"committed_time_in_ms": legacy_ts})  # fmt: skip
+    rec = object_record(
+        view,
+        obj,
+        ObjectState.COMMITTED,
+        timestamp=ts if view.version >= V2 else legacy_ts,
+        size=size,
+        attrs=attrs,
+        legacy={"committed_time_in_ms": legacy_ts},
+    )
     return c.NONE, [rec]
 
 
-def mark_destroy(view: StreamsView, ids: list[int] | tuple[int, ...], ops: list[int] | tuple[int, ...], now_ms: int,
-                 pending: dict[int, ObjectMeta]) -> list | None:  # fmt: skip
+def mark_destroy(
+    view: StreamsView,
+    ids: list[int] | tuple[int, ...],
+    ops: list[int] | tuple[int, ...],
+    now_ms: int,
+    pending: dict[int, ObjectMeta],
+) -> list | None:
     """4.9: the records marking ``ids`` destroyed, or None when any is missing or already
     MARK_DESTROYED (all or nothing). KEEP_DATA drops the metadata at once."""
     objs = []
@@ -90,8 +126,16 @@ def mark_destroy(view: StreamsView, ids: list[int] | tuple[int, ...], ops: list[
         if op == CompactOperation.DEEP_DELETE:
             attrs |= 1 << 18
         pending[obj.object_id] = ObjectMeta(obj.object_id, obj.size, ObjectState.MARK_DESTROYED, now_ms, attrs)
-        out.append(object_record(view, obj, ObjectState.MARK_DESTROYED, timestamp=now_ms, attrs=attrs,
-                                 legacy={"mark_destroyed_time_in_ms": now_ms}))  # fmt: skip
+        out.append(
+            object_record(
+                view,
+                obj,
+                ObjectState.MARK_DESTROYED,
+                timestamp=now_ms,
+                attrs=attrs,
+                legacy={"mark_destroyed_time_in_ms": now_ms},
+            )
+        )
     return out
 
 
@@ -105,8 +149,16 @@ def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decisio
         if cmd.now_ms <= obj.timestamp:
             continue
         attrs = attributes(object_type=obj.attributes & 3, bucket=MATCH_ALL_BUCKET)
-        out.append(object_record(view, obj, ObjectState.MARK_DESTROYED, timestamp=0 if view.version >= V2 else obj.timestamp,
-                                 attrs=attrs, legacy={"mark_destroyed_time_in_ms": obj.timestamp}))  # fmt: skip
+        out.append(
+            object_record(
+                view,
+                obj,
+                ObjectState.MARK_DESTROYED,
+                timestamp=0 if view.version >= V2 else obj.timestamp,
+                attrs=attrs,
+                legacy={"mark_destroyed_time_in_ms": obj.timestamp},
+            )
+        )
     return c.Decision(records=tuple(out))
 
 

@@ -57,7 +57,9 @@ def range_position(ranges: list[RangeMeta], offset: int) -> int | None:
     return None
 
 
-def objects_for(view: StreamsView, stream_id: int, start: int, end: int = -1, limit: int = 2**31 - 1) -> InRangeObjects | None:
+def objects_for(
+    view: StreamsView, stream_id: int, start: int, end: int = -1, limit: int = 2**31 - 1
+) -> InRangeObjects | None:
     """The objects holding stream ``stream_id`` from ``start`` up to ``end`` (-1: no end), at most
     ``limit``, in read order; None where AutoMQ answers INVALID (unknown stream, start below the
     stream's start, end below start, negative limit)."""
@@ -85,8 +87,11 @@ def objects_for(view: StreamsView, stream_id: int, start: int, end: int = -1, li
             if o.end_offset <= nxt:
                 cursor += 1
             elif o.start_offset == nxt or (not out and o.start_offset <= nxt):
-                out.append(ObjectRef(object_id=o.object_id, object_type=STREAM, start_offset=o.start_offset,
-                                     end_offset=o.end_offset))  # fmt: skip
+                out.append(
+                    ObjectRef(
+                        object_id=o.object_id, object_type=STREAM, start_offset=o.start_offset, end_offset=o.end_offset
+                    )
+                )
                 nxt = o.end_offset
                 cursor += 1
                 if done():
@@ -102,7 +107,11 @@ def objects_for(view: StreamsView, stream_id: int, start: int, end: int = -1, li
             last_pos = pos
             sso_node = ranges[pos].node_id
             node = view.nodes.get(sso_node)
-            ssos = [] if node is None else sorted(node.stream_set_objects.values(), key=lambda o: (o.order_id, o.object_id))
+            ssos = (
+                []
+                if node is None
+                else sorted(node.stream_set_objects.values(), key=lambda o: (o.order_id, o.object_id))
+            )
             sso_at = 0
         taken = False
         while sso_at < len(ssos):
@@ -110,8 +119,15 @@ def objects_for(view: StreamsView, stream_id: int, start: int, end: int = -1, li
             if rng is None or rng.end_offset <= nxt:
                 sso_at += 1
             elif rng.start_offset == nxt or (not out and rng.start_offset < nxt):
-                out.append(ObjectRef(object_id=ssos[sso_at].object_id, object_type=STREAM_SET,
-                                     start_offset=rng.start_offset, end_offset=rng.end_offset, node_id=sso_node))  # fmt: skip
+                out.append(
+                    ObjectRef(
+                        object_id=ssos[sso_at].object_id,
+                        object_type=STREAM_SET,
+                        start_offset=rng.start_offset,
+                        end_offset=rng.end_offset,
+                        node_id=sso_node,
+                    )
+                )
                 nxt = rng.end_offset
                 sso_at += 1
                 taken = True
@@ -126,8 +142,9 @@ def objects_for(view: StreamsView, stream_id: int, start: int, end: int = -1, li
     _sanity_check(stream_id, start, limit, out)
     if not out:
         return InRangeObjects(stream_id=stream_id, start_offset=start, end_offset=start, objects=())
-    return InRangeObjects(stream_id=stream_id, start_offset=out[0].start_offset, end_offset=out[-1].end_offset,
-                          objects=tuple(out))  # fmt: skip
+    return InRangeObjects(
+        stream_id=stream_id, start_offset=out[0].start_offset, end_offset=out[-1].end_offset, objects=tuple(out)
+    )
 
 
 def _sanity_check(stream_id: int, start: int, limit: int, out: list[ObjectRef]) -> None:

@@ -56,9 +56,14 @@ def _stream(v: StreamsView, r: S3Stream, offset: int) -> None:
     s = v.streams.get(r.stream_id)
     if s is None:
         v.streams[r.stream_id] = Stream(
-            stream_id=r.stream_id, epoch=r.epoch, range_index=r.range_index, start_offset=r.start_offset,
-            end_offset=r.start_offset, state=r.stream_state, tags={t.key: t.value for t in r.tags},
-        )  # fmt: skip
+            stream_id=r.stream_id,
+            epoch=r.epoch,
+            range_index=r.range_index,
+            start_offset=r.start_offset,
+            end_offset=r.start_offset,
+            state=r.stream_state,
+            tags={t.key: t.value for t in r.tags},
+        )
         return
     s.start_offset = max(s.start_offset, r.start_offset)
     s.end_offset = max(s.end_offset, r.start_offset)
@@ -238,9 +243,12 @@ def apply(view: StreamsView, record: Record) -> StreamsView:
         offset = view.offset + 1
     elif offset <= view.offset:
         raise ReplayError(
-            f"offset {offset} does not follow {view.offset}", rule="R-REPLAY-ORDER", offset=offset,
-            record_type=type(record).__name__, entity=record.entity_key(),
-        )  # fmt: skip
+            f"offset {offset} does not follow {view.offset}",
+            rule="R-REPLAY-ORDER",
+            offset=offset,
+            record_type=type(record).__name__,
+            entity=record.entity_key(),
+        )
     fn = _APPLY.get(type(record))
     if fn is not None:
         fn(view, record, offset)

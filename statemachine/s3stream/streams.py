@@ -54,20 +54,37 @@ def ownership_check(view: StreamsView, stream_id: int, node_id: int, epoch: int)
     return c.NONE
 
 
-def stream_record(view: StreamsView, s: Stream, *, epoch: int | None = None, range_index: int | None = None,
-                  start: int | None = None, state: int | None = None, tags: tuple[StreamTag, ...] = ()) -> S3Stream:  # fmt: skip
+def stream_record(
+    view: StreamsView,
+    s: Stream,
+    *,
+    epoch: int | None = None,
+    range_index: int | None = None,
+    start: int | None = None,
+    state: int | None = None,
+    tags: tuple[StreamTag, ...] = (),
+) -> S3Stream:
     """An S3Stream record rewriting ``s`` (v1 with tags from V1, v0 before)."""
     return S3Stream(
-        version=1 if view.version >= V1 else 0, stream_id=s.stream_id,
-        epoch=s.epoch if epoch is None else epoch, range_index=s.range_index if range_index is None else range_index,
-        start_offset=s.start_offset if start is None else start, stream_state=s.state if state is None else state,
+        version=1 if view.version >= V1 else 0,
+        stream_id=s.stream_id,
+        epoch=s.epoch if epoch is None else epoch,
+        range_index=s.range_index if range_index is None else range_index,
+        start_offset=s.start_offset if start is None else start,
+        stream_state=s.state if state is None else state,
         tags=tags if view.version >= V1 else (),
-    )  # fmt: skip
+    )
 
 
 def range_record(r: RangeMeta, stream_id: int, **changes: int) -> Range:
-    fields = {"epoch": r.epoch, "range_index": r.range_index, "start_offset": r.start_offset,
-              "end_offset": r.end_offset, "node_id": r.node_id, **changes}  # fmt: skip
+    fields = {
+        "epoch": r.epoch,
+        "range_index": r.range_index,
+        "start_offset": r.start_offset,
+        "end_offset": r.end_offset,
+        "node_id": r.node_id,
+        **changes,
+    }
     return Range(stream_id=stream_id, **fields)
 
 
@@ -99,9 +116,10 @@ def removable_ranges(s: Stream) -> list[RangeMeta]:
         return []
     ranges = [r for _, r in sorted(s.ranges.items())]
     return [
-        r for r in ranges[:-1]
+        r
+        for r in ranges[:-1]
         if (run_start <= r.start_offset and r.end_offset <= run_end) or r.start_offset == r.end_offset
-    ]  # fmt: skip
+    ]
 
 
 def open_stream(view: StreamsView, cmd: c.OpenStream) -> c.Decision:
@@ -140,8 +158,16 @@ def open_stream(view: StreamsView, cmd: c.OpenStream) -> c.Decision:
     old = s.ranges.get(cur)
     if cur + 1 > 0 and old is not None:
         records.append(range_record(old, s.stream_id, end_offset=end))
-    records.append(Range(stream_id=s.stream_id, epoch=cmd.stream_epoch, range_index=cur + 1, start_offset=end,
-                         end_offset=end, node_id=cmd.node_id))  # fmt: skip
+    records.append(
+        Range(
+            stream_id=s.stream_id,
+            epoch=cmd.stream_epoch,
+            range_index=cur + 1,
+            start_offset=end,
+            end_offset=end,
+            node_id=cmd.node_id,
+        )
+    )
     records += [RemoveRange(stream_id=s.stream_id, range_index=r.range_index) for r in removable_ranges(s)]
     return c.Decision(records=tuple(records), reply=c.Reply(start_offset=s.start_offset, next_offset=end))
 
@@ -169,8 +195,14 @@ def close_stream(view: StreamsView, cmd: c.CloseStream) -> c.Decision:
     if cmd.end_offset >= 0 and cur.end_offset != cmd.end_offset:
         records.append(range_record(cur, s.stream_id, end_offset=cmd.end_offset))
     if cmd.end_offset > s.end_offset:
-        records.append(NodeWALUncommittedOffsets(node_id=cmd.node_id, entries=(
-            UncommittedOffset(stream_id=s.stream_id, start_offset=s.end_offset, end_offset=cmd.end_offset),)))  # fmt: skip
+        records.append(
+            NodeWALUncommittedOffsets(
+                node_id=cmd.node_id,
+                entries=(
+                    UncommittedOffset(stream_id=s.stream_id, start_offset=s.end_offset, end_offset=cmd.end_offset),
+                ),
+            )
+        )
     return c.Decision(records=tuple(records))
 
 

@@ -155,29 +155,45 @@ def state_hash_of(value: Any) -> str:
 
 def stream_image(s: Stream) -> StreamImage:
     return StreamImage(
-        stream_id=s.stream_id, epoch=s.epoch, range_index=s.range_index, start_offset=s.start_offset,
-        end_offset=s.end_offset, state=StreamState(s.state).name, tags=dict(sorted(s.tags.items())),
-        ranges=tuple(r for _, r in sorted(s.ranges.items())), objects=tuple(o for _, o in sorted(s.objects.items())),
-    )  # fmt: skip
+        stream_id=s.stream_id,
+        epoch=s.epoch,
+        range_index=s.range_index,
+        start_offset=s.start_offset,
+        end_offset=s.end_offset,
+        state=StreamState(s.state).name,
+        tags=dict(sorted(s.tags.items())),
+        ranges=tuple(r for _, r in sorted(s.ranges.items())),
+        objects=tuple(o for _, o in sorted(s.objects.items())),
+    )
 
 
 def node_image(n: Node) -> NodeImage:
     return NodeImage(
-        node_id=n.node_id, node_epoch=n.node_epoch, failover_mode=n.failover_mode,
+        node_id=n.node_id,
+        node_epoch=n.node_epoch,
+        failover_mode=n.failover_mode,
         stream_set_objects=tuple(o for _, o in sorted(n.stream_set_objects.items())),
         uncommitted=tuple(u for _, u in sorted(n.uncommitted.items())),
-    )  # fmt: skip
-
-
+    )
 
 
 class StreamsView:
     """AutoMQ's S3Stream controller state at ``offset``. Mutated only by ``reducer.apply``."""
 
     __slots__ = (
-        "offset", "automq_version", "next_stream_id", "next_object_id", "next_node_id", "streams", "nodes",
-        "objects", "kv", "object_index", "prepared_ids", "marked_ids",
-    )  # fmt: skip
+        "offset",
+        "automq_version",
+        "next_stream_id",
+        "next_object_id",
+        "next_node_id",
+        "streams",
+        "nodes",
+        "objects",
+        "kv",
+        "object_index",
+        "prepared_ids",
+        "marked_ids",
+    )
 
     def __init__(self) -> None:
         self.offset = -1
@@ -275,19 +291,31 @@ class StreamsView:
         v = cls()
         v.offset = image.offset
         v.automq_version = image.automq_version
-        v.next_stream_id, v.next_object_id, v.next_node_id = image.next_stream_id, image.next_object_id, image.next_node_id
+        v.next_stream_id, v.next_object_id, v.next_node_id = (
+            image.next_stream_id,
+            image.next_object_id,
+            image.next_node_id,
+        )
         for s in image.streams:
             v.streams[s.stream_id] = Stream(
-                stream_id=s.stream_id, epoch=s.epoch, range_index=s.range_index, start_offset=s.start_offset,
-                end_offset=s.end_offset, state=StreamState[s.state], tags=dict(s.tags),
-                ranges={r.range_index: r for r in s.ranges}, objects={o.object_id: o for o in s.objects},
-            )  # fmt: skip
+                stream_id=s.stream_id,
+                epoch=s.epoch,
+                range_index=s.range_index,
+                start_offset=s.start_offset,
+                end_offset=s.end_offset,
+                state=StreamState[s.state],
+                tags=dict(s.tags),
+                ranges={r.range_index: r for r in s.ranges},
+                objects={o.object_id: o for o in s.objects},
+            )
         for n in image.nodes:
             v.nodes[n.node_id] = Node(
-                node_id=n.node_id, node_epoch=n.node_epoch, failover_mode=n.failover_mode,
+                node_id=n.node_id,
+                node_epoch=n.node_epoch,
+                failover_mode=n.failover_mode,
                 stream_set_objects={o.object_id: o for o in n.stream_set_objects},
                 uncommitted={u.stream_id: u for u in n.uncommitted},
-            )  # fmt: skip
+            )
         v.objects = {o.object_id: o for o in image.objects}
         v.prepared_ids = {o.object_id for o in image.objects if o.state == ObjectState.PREPARED}
         v.marked_ids = {o.object_id for o in image.objects if o.state == ObjectState.MARK_DESTROYED}

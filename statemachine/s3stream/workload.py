@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kraftlake.records.base import Record
-from kraftlake.statemachine.simulation import Simulation, drive
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import StreamRanges, StreamState
+from kraftlake.statemachine.simulation import Simulation, drive
 
 from . import commands as c
 from .bugs import BUGS
@@ -31,8 +31,7 @@ from .decider import decide
 from .reducer import apply
 from .view import AUTOMQ_VERSION, LATEST, StreamsView
 
-OPERATIONS = ("append", "upload", "compact", "compact-stream-objects", "trim", "reassign", "failover", "delete",
-              "leak")  # fmt: skip
+OPERATIONS = ("append", "upload", "compact", "compact-stream-objects", "trim", "reassign", "failover", "delete", "leak")
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,19 @@ class WorkloadConfig:
     """How long MARK_DESTROYED objects wait for physical deletion (AutoMQ: 10-20 min)."""
     split_at: int = 400
     """A stream with this many offsets in a stream-set compaction goes into a stream object of its own."""
-    weights: dict[str, int] = field(default_factory=lambda: {
-        "append": 40, "upload": 25, "compact": 6, "compact-stream-objects": 4, "trim": 6, "reassign": 5,
-        "failover": 1, "delete": 2, "leak": 1,
-    })  # fmt: skip
+    weights: dict[str, int] = field(
+        default_factory=lambda: {
+            "append": 40,
+            "upload": 25,
+            "compact": 6,
+            "compact-stream-objects": 4,
+            "trim": 6,
+            "reassign": 5,
+            "failover": 1,
+            "delete": 2,
+            "leak": 1,
+        }
+    )
 
 
 class Cluster(Simulation):
@@ -122,7 +130,9 @@ class Cluster(Simulation):
 
     def open(self, sid: int, node: int) -> bool:
         s = self.view.streams[sid]
-        d = self.run(c.OpenStream(node_id=node, node_epoch=self.node_epoch(node), stream_id=sid, stream_epoch=s.epoch + 1))
+        d = self.run(
+            c.OpenStream(node_id=node, node_epoch=self.node_epoch(node), stream_id=sid, stream_epoch=s.epoch + 1)
+        )
         if d.error:
             return False
         self.wal[node][sid] = d.reply.next_offset
@@ -168,14 +178,31 @@ class Cluster(Simulation):
             return
         ranges.sort()
         (oid,) = self.prepare(node, 1)
-        self.emit([ObjectWritten(node_id=node, object_id=oid, object_size=64 * sum(b - a for _, a, b in ranges),
-                                 ranges=StreamRanges.of(ranges))])  # fmt: skip
-        d = self.run(c.CommitStreamSetObject(
-            node_id=node, node_epoch=self.node_epoch(node), object_id=oid, order_id=oid,
-            object_size=64 * sum(b - a for _, a, b in ranges), failover_mode=failover, now_ms=self.now,
-            ranges=tuple(c.CommitRange(stream_id=s, stream_epoch=view.streams[s].epoch, start_offset=a, end_offset=b)
-                         for s, a, b in ranges),
-        ))  # fmt: skip
+        self.emit(
+            [
+                ObjectWritten(
+                    node_id=node,
+                    object_id=oid,
+                    object_size=64 * sum(b - a for _, a, b in ranges),
+                    ranges=StreamRanges.of(ranges),
+                )
+            ]
+        )
+        d = self.run(
+            c.CommitStreamSetObject(
+                node_id=node,
+                node_epoch=self.node_epoch(node),
+                object_id=oid,
+                order_id=oid,
+                object_size=64 * sum(b - a for _, a, b in ranges),
+                failover_mode=failover,
+                now_ms=self.now,
+                ranges=tuple(
+                    c.CommitRange(stream_id=s, stream_epoch=view.streams[s].epoch, start_offset=a, end_offset=b)
+                    for s, a, b in ranges
+                ),
+            )
+        )
         if d.error:  # the data stays in the WAL, for the next upload
             self.written[node] |= {sid for sid, _, _ in ranges if sid in self.wal[node]}
 
@@ -213,15 +240,36 @@ class Cluster(Simulation):
         ids = self.prepare(node, len(split) + (1 if merged else 0))
         oid = ids.pop() if merged else -1
         if merged:
-            self.emit([ObjectWritten(node_id=node, object_id=oid, object_size=64 * sum(b - a for _, a, b in merged),
-                                     ranges=StreamRanges.of(merged))])  # fmt: skip
-        self.run(c.CommitStreamSetObject(
-            node_id=node, node_epoch=self.node_epoch(node), object_id=oid, order_id=-1, now_ms=self.now,
-            object_size=64 * sum(b - a for _, a, b in merged), compacted_object_ids=tuple(o.object_id for o in oldest),
-            ranges=tuple(c.CommitRange(stream_id=s, stream_epoch=-1, start_offset=a, end_offset=b) for s, a, b in merged),
-            stream_objects=tuple(c.CommitStreamObjectPart(object_id=i, object_size=64 * (b - a), stream_id=s, start_offset=a,
-                                                          end_offset=b) for i, (s, a, b) in zip(ids, split)),
-        ))  # fmt: skip
+            self.emit(
+                [
+                    ObjectWritten(
+                        node_id=node,
+                        object_id=oid,
+                        object_size=64 * sum(b - a for _, a, b in merged),
+                        ranges=StreamRanges.of(merged),
+                    )
+                ]
+            )
+        self.run(
+            c.CommitStreamSetObject(
+                node_id=node,
+                node_epoch=self.node_epoch(node),
+                object_id=oid,
+                order_id=-1,
+                now_ms=self.now,
+                object_size=64 * sum(b - a for _, a, b in merged),
+                compacted_object_ids=tuple(o.object_id for o in oldest),
+                ranges=tuple(
+                    c.CommitRange(stream_id=s, stream_epoch=-1, start_offset=a, end_offset=b) for s, a, b in merged
+                ),
+                stream_objects=tuple(
+                    c.CommitStreamObjectPart(
+                        object_id=i, object_size=64 * (b - a), stream_id=s, start_offset=a, end_offset=b
+                    )
+                    for i, (s, a, b) in zip(ids, split)
+                ),
+            )
+        )
 
     def compact_stream_objects(self) -> None:
         """A stream's first run of contiguous stream objects becomes one; expired ones (below the
@@ -234,9 +282,18 @@ class Cluster(Simulation):
         node = s.owner() if s.owner() is not None else self.rng.randrange(self.config.nodes)
         expired = sorted(o.object_id for o in s.objects.values() if o.end_offset <= s.start_offset)
         if expired:
-            self.run(c.CommitStreamObject(node_id=node, node_epoch=self.node_epoch(node), object_id=-1, stream_id=sid,
-                                          start_offset=-1, end_offset=-1, source_object_ids=tuple(expired[:1000]),
-                                          now_ms=self.now))  # fmt: skip
+            self.run(
+                c.CommitStreamObject(
+                    node_id=node,
+                    node_epoch=self.node_epoch(node),
+                    object_id=-1,
+                    stream_id=sid,
+                    start_offset=-1,
+                    end_offset=-1,
+                    source_object_ids=tuple(expired[:1000]),
+                    now_ms=self.now,
+                )
+            )
             return
         objs = sorted(s.objects.values(), key=lambda o: o.start_offset)
         run = [objs[0]]
@@ -247,10 +304,19 @@ class Cluster(Simulation):
         if len(run) < 2:
             return
         (oid,) = self.prepare(node, 1)
-        self.run(c.CommitStreamObject(node_id=node, node_epoch=self.node_epoch(node), object_id=oid, stream_id=sid,
-                                      object_size=64 * (run[-1].end_offset - run[0].start_offset),
-                                      start_offset=run[0].start_offset, end_offset=run[-1].end_offset,
-                                      source_object_ids=tuple(o.object_id for o in run), now_ms=self.now))  # fmt: skip
+        self.run(
+            c.CommitStreamObject(
+                node_id=node,
+                node_epoch=self.node_epoch(node),
+                object_id=oid,
+                stream_id=sid,
+                object_size=64 * (run[-1].end_offset - run[0].start_offset),
+                start_offset=run[0].start_offset,
+                end_offset=run[-1].end_offset,
+                source_object_ids=tuple(o.object_id for o in run),
+                now_ms=self.now,
+            )
+        )
 
     def trim(self) -> None:
         view = self.view
@@ -262,8 +328,15 @@ class Cluster(Simulation):
         if owner is None or s.end_offset <= s.start_offset:
             return
         new = self.rng.randint(s.start_offset + 1, s.end_offset + (5 if self.rng.random() < 0.1 else 0))
-        self.run(c.TrimStream(node_id=owner, node_epoch=self.node_epoch(owner), stream_id=sid, stream_epoch=s.epoch,
-                              new_start_offset=new))  # fmt: skip
+        self.run(
+            c.TrimStream(
+                node_id=owner,
+                node_epoch=self.node_epoch(owner),
+                stream_id=sid,
+                stream_epoch=s.epoch,
+                new_start_offset=new,
+            )
+        )
 
     def reassign(self, sid: int | None = None, target: int | None = None) -> None:
         """Move a stream: V6 fast close at the owner's WAL end, then another node opens it."""
@@ -277,8 +350,15 @@ class Cluster(Simulation):
         if owner is None:
             return
         end = max(self.wal[owner].pop(sid, s.end_offset), s.end_offset)
-        self.run(c.CloseStream(node_id=owner, node_epoch=self.node_epoch(owner), stream_id=sid, stream_epoch=s.epoch,
-                               end_offset=end if self.config.automq_version >= 7 else -1))  # fmt: skip
+        self.run(
+            c.CloseStream(
+                node_id=owner,
+                node_epoch=self.node_epoch(owner),
+                stream_id=sid,
+                stream_epoch=s.epoch,
+                end_offset=end if self.config.automq_version >= 7 else -1,
+            )
+        )
         others = [n for n in range(self.config.nodes) if n != owner]
         self.open(sid, self.rng.choice(others) if target is None else target)
 
@@ -312,10 +392,19 @@ class Cluster(Simulation):
         (oid,) = self.prepare(node, 1)
         rng = (sid, s.end_offset, s.end_offset + self.rng.randint(1, 50))
         self.emit([ObjectWritten(node_id=node, object_id=oid, ranges=StreamRanges.of([(sid, rng[1], rng[2])]))])
-        self.run(c.CommitStreamSetObject(node_id=node, node_epoch=self.node_epoch(node), object_id=oid, order_id=oid,
-                                         object_size=64, now_ms=self.now,
-                                         ranges=(c.CommitRange(stream_id=sid, stream_epoch=s.epoch - 1, start_offset=rng[1],
-                                                               end_offset=rng[2]),)))  # fmt: skip
+        self.run(
+            c.CommitStreamSetObject(
+                node_id=node,
+                node_epoch=self.node_epoch(node),
+                object_id=oid,
+                order_id=oid,
+                object_size=64,
+                now_ms=self.now,
+                ranges=(
+                    c.CommitRange(stream_id=sid, stream_epoch=s.epoch - 1, start_offset=rng[1], end_offset=rng[2]),
+                ),
+            )
+        )
 
     def delete(self) -> None:
         """A topic goes: its stream is closed, deleted, and another takes its place."""
@@ -331,7 +420,9 @@ class Cluster(Simulation):
             end = max(self.wal[owner].pop(sid, s.end_offset), s.end_offset)
             if end > s.end_offset:
                 return  # data still in the WAL: delete later
-            self.run(c.CloseStream(node_id=owner, node_epoch=self.node_epoch(owner), stream_id=sid, stream_epoch=s.epoch))
+            self.run(
+                c.CloseStream(node_id=owner, node_epoch=self.node_epoch(owner), stream_id=sid, stream_epoch=s.epoch)
+            )
         if view.streams[sid].state == StreamState.CLOSED and not any(
             view.active_duty(n, sid) for n in sorted(view.nodes)
         ):
