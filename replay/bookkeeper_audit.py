@@ -1,6 +1,6 @@
 """The BookKeeper family's part of the audit: replays BookKeeper records into a ``BookiesView`` and
 checks B1-B8 (bookkeeper.md section 7) where a record can have changed them, reporting through the
-audit engine it belongs to (``replay.audit.Audit``)."""
+audit's books (``replay.books``); the engine (``replay.audit``) routes records to it."""
 
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ from kraftlake.statemachine.bookkeeper.ensembles import allowed, neighbours_of
 from kraftlake.statemachine.bookkeeper.reducer import apply
 from kraftlake.statemachine.bookkeeper.view import CLOSED, BookiesView
 
+from .books import violation
+
 if TYPE_CHECKING:
-    from .audit import Audit
+    from .books import Books
 
 PLACEMENT_SIGMAS = 5.0
 """B7's tolerance: a bookie drawn more than this many standard deviations away from what the
@@ -35,20 +37,13 @@ PLACEMENT_MIN_DRAWS = 100
 
 
 class BookiesAudit:
-    def __init__(self, audit: Audit) -> None:
-        self.audit = audit
+    def __init__(self, books: Books) -> None:
+        self.books = books
+        self._state = books.state
+        self._instant = books.instant
         self.view = BookiesView()
         self.placement = binv.PlacementStats()
-
-    def _state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> None:
-        a = self.audit
-        if message is None and (inv, entity) not in a.wrong:
-            a.checked[inv] += 1
-            return
-        a._state(inv, entity, offset, ts, message)
-
-    def _instant(self, inv: str, entity: str, offset: int, message: str) -> None:
-        self.audit._instant(inv, entity, offset, message)
+        self._placement_judged = False
 
     def one(self, r: Record, offset: int) -> None:
         view, ts, cls = self.view, r.ts_ms, type(r)
@@ -57,7 +52,7 @@ class BookiesAudit:
         if cls is LedgerUnderReplicated:
             self._early_marks(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LedgerEnsembleChange:
-            self.audit.checked["B2"] += 1
+            self.books.checked["B2"] += 1
             bad = binv.repair_problem(view, r)  # type: ignore[arg-type]
             if bad:
                 self._instant("B2", f"ledger/{r.ledger_id}", offset, bad)  # type: ignore[attr-defined]
@@ -66,7 +61,7 @@ class BookiesAudit:
             self.placement.draw(view, r.ensemble[0], view.writable(), offset)  # type: ignore[attr-defined]
         elif cls is LedgerEntriesWritten:
             ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
-            self.audit.checked["B5"] += 1
+            self.books.checked["B5"] += 1
             if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:  # type: ignore[attr-defined]
                 self._instant(
                     "B5",
@@ -77,7 +72,7 @@ class BookiesAudit:
                 )
         elif cls is LedgerReplicationLock:
             holder = view.locks.get(r.ledger_id)  # type: ignore[attr-defined]
-            self.audit.checked["B6"] += 1
+            self.books.checked["B6"] += 1
             if holder is not None and holder != r.worker:  # type: ignore[attr-defined]
                 self._instant(
                     "B6",
@@ -86,7 +81,7 @@ class BookiesAudit:
                     f"worker {r.worker} takes the lock {holder} holds",
                 )  # type: ignore[attr-defined]
         elif cls is BookieStateChange and r.state is BookieState.DRAINED:  # type: ignore[attr-defined]
-            self.audit.checked["B4"] += 1
+            self.books.checked["B4"] += 1
             bad = binv.drained_problem(view, r.bookie_id)  # type: ignore[attr-defined]
             if bad:
                 self._instant("B4", f"bookie/{r.bookie_id}", offset, f"DRAINED while {bad}")  # type: ignore[attr-defined]
@@ -99,7 +94,7 @@ class BookiesAudit:
         if cls is LedgerReplicated:
             ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
             worst = None if ledger is None else binv.min_copies(view, ledger)
-            self.audit.checked["B3"] += 1
+            self.books.checked["B3"] += 1
             if ledger is not None and worst is not None and worst[1] < ledger.ack_quorum:
                 self._instant(
                     "B3",
@@ -126,7 +121,7 @@ class BookiesAudit:
     def _early_marks(self, r: LedgerUnderReplicated, offset: int, ts: int | None) -> None:
         """B1, one side: a lost bookie's ledgers are not marked before its audit falls due."""
         view = self.view
-        self.audit.checked["B1"] += 1
+        self.books.checked["B1"] += 1
         for b in r.missing:
             due = view.audit_due.get(b)
             bookie = view.bookies.get(b)
@@ -148,12 +143,12 @@ class BookiesAudit:
                 self._state("B1", f"bookie/{b}", offset, ts, None)
 
     def audit_open(self) -> list[str]:
-        return [e.split("/", 1)[1] for (inv, e) in self.audit.wrong if inv == "B1"]
+        return [e.split("/", 1)[1] for e in self.books.wrong_entities("B1")]
 
     def _overdue(self, offset: int, ts: int) -> None:
-        grace = self.audit.config.grace_ms
+        grace = self.books.config.grace_ms
         for b, due in sorted(self.view.audit_due.items()):
-            if ts > due + grace and ("B1", f"bookie/{b}") not in self.audit.wrong:
+            if ts > due + grace and not self.books.is_wrong("B1", f"bookie/{b}"):
                 refs = sorted(self.view.refs.get(b, ()))
                 self._state(
                     "B1",
@@ -181,26 +176,16 @@ class BookiesAudit:
                 taken.add(now)
 
     def finish(self) -> None:
-        """B7 over the whole history: called once, when the report is made."""
-        for bookie, message in self.placement.outliers(PLACEMENT_SIGMAS, PLACEMENT_MIN_DRAWS):
-            self.audit.closed.append(
-                self.audit_violation("B7", f"placement/{bookie}", self.placement.first, self.placement.last, message)
+        """B7 over the whole history, judged once: at the first report."""
+        if self._placement_judged:
+            return
+        self._placement_judged = True
+        p = self.placement
+        for bookie, message in p.outliers(PLACEMENT_SIGMAS, PLACEMENT_MIN_DRAWS):
+            self.books.closed.append(
+                violation("B7", f"placement/{bookie}", p.first, p.last, message, [p.first, p.last])
             )
-        self.audit.checked["B7"] += self.placement.draws
-
-    def audit_violation(self, inv, entity, first, last, message):
-        from .audit import Violation
-        from .invariants import BY_ID
-
-        return Violation(
-            invariant=inv,
-            severity=BY_ID[inv].severity,
-            entity=entity,
-            first_offset=first,
-            last_offset=last,
-            message=message,
-            evidence=[first, last],
-        )
+        self.books.checked["B7"] += p.draws
 
     def state_hash(self) -> str:
         return self.view.state_hash()

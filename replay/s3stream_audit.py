@@ -2,8 +2,8 @@
 checks S1-S12 (AutoMQ's I1-I10 of automq-s3stream.md 5.5, plus the bugs of section 7) on exactly
 the streams, nodes and objects a record touched.
 
-It reports through the audit engine it belongs to (``replay.audit.Audit``): states and graces,
-instants, intervals, evidence, all as for the KRaft invariants. Indexes of its own (which objects
+It reports through the audit's books (``replay.books``): states and graces, instants, intervals,
+evidence, all as for the KRaft invariants; the engine (``replay.audit``) routes records to it. Indexes of its own (which objects
 hold which stream's offsets, who references an object, PREPARED deadlines) keep every check
 proportional to what a record changed, not to the size of the state.
 """
@@ -41,7 +41,7 @@ from kraftlake.statemachine.s3stream.reducer import apply
 from kraftlake.statemachine.s3stream.view import StreamsView
 
 if TYPE_CHECKING:
-    from .audit import Audit
+    from .books import Books
 
 STREAM_STATE_INVARIANTS = ("S1", "S2", "S3", "S10")
 COVERAGE_INVARIANTS = ("S5", "S6")
@@ -52,8 +52,10 @@ NO_END = -(1 << 62)
 class StreamsAudit:
     """S1-S12 over the records of one log, fed in offset order by ``Audit``."""
 
-    def __init__(self, audit: Audit) -> None:
-        self.audit = audit
+    def __init__(self, books: Books) -> None:
+        self.books = books
+        self._state = books.state
+        self._instant = books.instant
         self.view = StreamsView()
         self.cover = sinv.Coverage()
         self.refs: dict[int, set[str]] = {}
@@ -76,10 +78,10 @@ class StreamsAudit:
         has nothing to check: a compaction's hundreds of ranges pass in one array comparison."""
 
     @classmethod
-    def from_view(cls, audit: Audit, view: StreamsView) -> StreamsAudit:
+    def from_view(cls, books: Books, view: StreamsView) -> StreamsAudit:
         """Audit on from ``view`` (the state before the first record fed: ``--from``). Ids used
         and removed before it are not known: S8's "used again" sees only what still exists."""
-        a = cls(audit)
+        a = cls(books)
         a.view = view
         for sid in view.streams:
             a.cover.add_stream(sid)
@@ -100,25 +102,13 @@ class StreamsAudit:
         a.seen_objects = set(view.objects)
         return a
 
-    # -- plumbing --------------------------------------------------------------------------------
-
-    def _state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> None:
-        audit = self.audit
-        if message is None and (inv, entity) not in audit.wrong:
-            audit.checked[inv] += 1  # right before, right after: only the count moves
-            return
-        audit._state(inv, entity, offset, ts, message)
-
-    def _instant(self, inv: str, entity: str, offset: int, message: str) -> None:
-        self.audit._instant(inv, entity, offset, message)
-
     def _stream_states(self, sid: int, offset: int, ts: int | None) -> None:
         s = self.view.streams.get(sid)
         entity = f"stream/{sid}"
         if s is None:
             self.pending.discard(sid)
             for inv in (*STREAM_STATE_INVARIANTS, *COVERAGE_INVARIANTS):
-                if (inv, entity) in self.audit.wrong:
+                if self.books.is_wrong(inv, entity):
                     self._state(inv, entity, offset, ts, None)
             return
         self._state("S1", entity, offset, ts, sinv.ranges_ordered(s))
@@ -130,6 +120,10 @@ class StreamsAudit:
         """Coverage is judged once per batch (research 9: AutoMQ applies a controller result
         atomically; a compaction overlaps its sources until their removal a few records on)."""
         self.pending.add(sid)
+
+    def finish(self) -> None:
+        """The end of the records fed so far (a report is made): judge the batch that ended."""
+        self.flush()
 
     def flush(self) -> None:
         """S5, S6 for the streams the batch that just ended touched, as of its last record: those
@@ -164,8 +158,8 @@ class StreamsAudit:
                 uncovered.discard(sid)
             else:
                 uncovered.add(sid)
-        self.audit.checked["S5"] += right
-        self.audit.checked["S6"] += right
+        self.books.checked["S5"] += right
+        self.books.checked["S6"] += right
         self.pending.clear()
 
     def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
@@ -192,10 +186,10 @@ class StreamsAudit:
             e = entries.get(sid)
             entity = f"duty/{node_id}/{sid}"
             msg = None if e is None else sinv.duty_matches_range(self.view, node_id, e)
-            if msg is not None or (("S9", entity) in self.audit.wrong):
+            if msg is not None or self.books.is_wrong("S9", entity):
                 self._state("S9", entity, offset, ts, msg)
             elif e is not None:
-                self.audit.checked["S9"] += 1
+                self.books.checked["S9"] += 1
 
     def _duties_of_stream(self, sid: int, offset: int, ts: int | None) -> None:
         for node_id in sorted(self.duty_nodes.get(sid, ())):
@@ -204,10 +198,10 @@ class StreamsAudit:
     def _index_duties(self, node_id: int, streams: list[int]) -> None:
         """Keep ``duty_nodes`` (stream -> nodes with a duty or an open S9 state for it)."""
         node = self.view.nodes.get(node_id)
-        wrong = self.audit.wrong
+        wrong = self.books.is_wrong
         for sid in streams:
             nodes = self.duty_nodes.setdefault(sid, set())
-            if (node is not None and sid in node.uncommitted) or ("S9", f"duty/{node_id}/{sid}") in wrong:
+            if (node is not None and sid in node.uncommitted) or wrong("S9", f"duty/{node_id}/{sid}"):
                 nodes.add(node_id)
             else:
                 nodes.discard(node_id)
@@ -299,7 +293,7 @@ class StreamsAudit:
                         offset,
                         f"end offset {e.end_offset} is below the logical end {s.end_offset}",
                     )
-                self.audit.checked["S4"] += 1
+                self.books.checked["S4"] += 1
             apply(view, r)
             for sid in sorted({e.stream_id for e in r.end_offsets}):
                 self._coverage(sid, offset, ts)
@@ -340,7 +334,7 @@ class StreamsAudit:
 
     def _ids(self, kind: str, ident: int, high: int, seen: set[int] | None, offset: int) -> None:
         """S8: an id is below its high-water mark and, for a new stream, never used before."""
-        self.audit.checked["S8"] += 1
+        self.books.checked["S8"] += 1
         if ident >= high:
             self._instant("S8", f"{kind}/{ident}", offset, f"{kind} id {ident} was never assigned (next is {high})")
         elif seen is not None:
@@ -411,18 +405,18 @@ class StreamsAudit:
     def _overdue(self, offset: int, ts: int) -> None:
         """S11: PREPARED objects whose deadline passed more than the check interval ago."""
         heap = self.deadlines
-        limit = ts - self.audit.config.prepared_check_ms
+        limit = ts - self.books.config.prepared_check_ms
         while heap and heap[0][0] < limit:
             deadline, object_id = heapq.heappop(heap)
             o = self.view.objects.get(object_id)
-            self.audit.checked["S11"] += 1
+            self.books.checked["S11"] += 1
             if o is not None and o.state == ObjectState.PREPARED and o.timestamp == deadline:
                 self._state(
                     "S11",
                     f"object/{object_id}",
                     offset,
                     ts,
-                    f"PREPARED past its deadline {deadline} by more than {self.audit.config.prepared_check_ms} ms",
+                    f"PREPARED past its deadline {deadline} by more than {self.books.config.prepared_check_ms} ms",
                 )
 
     def state_hash(self) -> str:

@@ -28,11 +28,13 @@ import time
 from collections.abc import Callable
 
 import msgspec
-import structlog
 
+from kraftlake.logging import get_logger
 from kraftlake.records.kraft import LOST, UNASSIGNED
-from kraftlake.replay.audit import AuditConfig, AuditReport, InvariantResult, Violation, k10_live, k11_message
-from kraftlake.replay.invariants import BY_ID, CATALOGUE, SEVERITIES
+from kraftlake.replay.books import AuditConfig, AuditReport, Violation, assemble_report, violation
+from kraftlake.replay.kraft_audit import k10_live, k11_message
+from kraftlake.statemachine.invariants import BY_ID
+from kraftlake.statemachine.invariants import say as say_text
 from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
@@ -44,7 +46,6 @@ from .timeline import (
     OTHER_FIELDS,
     PARTITION_TYPES,
     PK,
-    _list,
     final_fields,
     partition_entity,
     partition_key,
@@ -52,8 +53,9 @@ from .timeline import (
     partition_timeline,
     topic_lives,
 )
+from .words import say, severity
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CANDIDATE_SCHEMA = "invariant string, entity string, first_offset long, message string, fixed_by long"
 """A graced invariant's candidate interval, before the grace (fixed_by null = still open)."""
@@ -99,15 +101,9 @@ def _dir_of(b):
 
 
 def _violation(inv: str, entity: str, first: int, message: str, fixed_by: int | None) -> Violation:
-    return Violation(
-        invariant=inv,
-        severity=BY_ID[inv].severity,
-        entity=entity,
-        first_offset=first,
-        last_offset=None if fixed_by is None else fixed_by - 1,
-        message=message,
-        evidence=[first] if fixed_by is None else [first, fixed_by],
-    )
+    """An interval from ``first`` until the record ``fixed_by`` (None: still open)."""
+    last = None if fixed_by is None else fixed_by - 1
+    return violation(inv, entity, first, last, message, [first] if fixed_by is None else [first, fixed_by])
 
 
 def _instants(df) -> list[Violation]:
@@ -140,17 +136,12 @@ def k1_message(isr, replicas, leader):
     # ``filter`` keeps the order and repeats of the message only for the few wrong states.
     outside = F.filter(isr, lambda b: ~F.array_contains(replicas, b))
     return (
-        F.when(F.size(isr) == 0, F.lit("the ISR is empty"))
+        F.when(F.size(isr) == 0, say("K1", "empty_isr"))
         .when(
             F.size(F.array_except(isr, replicas)) > 0,
-            F.concat(
-                F.lit("ISR "), _list(isr), F.lit(" lists "), _list(outside), F.lit(", not replicas "), _list(replicas)
-            ),
+            say("K1", "isr_outside_replicas", isr=isr, outside=outside, replicas=replicas),
         )
-        .when(
-            (leader != -1) & ~F.array_contains(isr, leader),
-            F.concat(F.lit("leader "), leader.cast("string"), F.lit(" is not in the ISR "), _list(isr)),
-        )
+        .when((leader != -1) & ~F.array_contains(isr, leader), say("K1", "leader_outside_isr", leader=leader, isr=isr))
     )
 
 
@@ -196,36 +187,26 @@ def k3_message(levels: list[tuple[int, int]]):
         (
             F.when(
                 change & same_le & (F.size(F.array_except("old_replicas", "replicas")) > 0),
-                F.concat(F.lit("replicas "), _list(lost), F.lit(" left without a leader-epoch bump")),
+                say("K3", "replicas_left", lost=lost),
             )
             .when(
                 change & same_le & (mv < MV_3_6_IV0) & (F.size(F.array_except("old_isr", "isr")) > 0),
-                F.concat(
-                    F.lit("ISR lost "),
-                    _list(shrunk),
-                    F.lit(" without a leader-epoch bump (metadata.version < 3.6-IV0)"),
-                ),
+                say("K3", "isr_shrunk", shrunk=shrunk),
             )
             .when(
                 ~change & (F.col("partition_epoch") <= F.col("old_partition_epoch")),
-                F.concat(
-                    F.lit("partition epoch "),
-                    F.col("partition_epoch").cast("string"),
-                    F.lit(" does not move past "),
-                    F.col("old_partition_epoch").cast("string"),
-                ),
+                say("K3", "partition_epoch_stuck", new=F.col("partition_epoch"), old=F.col("old_partition_epoch")),
             )
             .when(
                 ~change
                 & (F.col("leader") != F.col("old_leader"))
                 & (F.col("leader_epoch") <= F.col("old_leader_epoch")),
-                F.concat(
-                    F.lit("leader "),
-                    F.col("old_leader").cast("string"),
-                    F.lit(" -> "),
-                    F.col("leader").cast("string"),
-                    F.lit(" keeps leader epoch "),
-                    F.col("leader_epoch").cast("string"),
+                say(
+                    "K3",
+                    "leader_epoch_stuck",
+                    old=F.col("old_leader"),
+                    new=F.col("leader"),
+                    epoch=F.col("leader_epoch"),
                 ),
             )
         ),
@@ -238,7 +219,7 @@ def k3_violations(timeline):
 
     return timeline.where(F.col("k3").isNotNull()).select(
         F.lit("K3").alias("invariant"),
-        F.lit("error").alias("severity"),
+        severity("K3").alias("severity"),
         PK,
         F.col("offset").alias("first_offset"),
         F.col("offset").alias("last_offset"),
@@ -476,24 +457,14 @@ def k4_k5_violations(
         F.min(F.when(F.col("role") == "L", F.struct(rank.alias("rank"), "broker", "dir"))).alias("k4"),
         F.array_sort(F.collect_list(F.when(F.col("role") == "I", F.struct("pos", "broker", "dir")))).alias("k5"),
     )
-    b4 = F.col("k4.broker").cast("string")
+    b4 = F.col("k4.broker")
     k4 = (
-        F.when(F.col("k4.rank") == 0, F.concat(F.lit("leader "), b4, F.lit(" is not registered")))
-        .when(F.col("k4.rank") == 1, F.concat(F.lit("leader "), b4, F.lit(" is fenced")))
-        .when(
-            F.col("k4.rank") == 2,
-            F.concat(F.lit("leader "), b4, F.lit(" is on directory "), F.col("k4.dir"), F.lit(", which is offline")),
-        )
+        F.when(F.col("k4.rank") == 0, say("K4", "unregistered", leader=b4))
+        .when(F.col("k4.rank") == 1, say("K4", "fenced", leader=b4))
+        .when(F.col("k4.rank") == 2, say("K4", "offline_dir", leader=b4, directory=F.col("k4.dir")))
     )
-    k5 = F.when(
-        F.size("k5") > 0,
-        F.concat(
-            F.lit("ISR members on offline directories: "),
-            F.array_join(
-                F.transform("k5", lambda m: F.concat(m["broker"].cast("string"), F.lit(" on "), m["dir"])), ", "
-            ),
-        ),
-    )
+    members = F.transform("k5", lambda m: say("K5", "member", broker=m["broker"], directory=m["dir"]))
+    k5 = F.when(F.size("k5") > 0, say("K5", "offline_members", members=F.array_join(members, ", ")))
     w = Window.partitionBy(PK).orderBy("t")
     states = agg.select(
         PK,
@@ -546,18 +517,8 @@ def k7_violations(spark, offline, removals: list[tuple[int, int, str]], lives) -
     hits = j.groupBy(PK, "at", "broker", "dir").agg(F.min("role").alias("role"))
     out = []
     for r in hits.collect():
-        what = "still leads it" if r["role"] == 0 else "is still in its ISR"
-        out.append(
-            Violation(
-                invariant="K7",
-                severity=BY_ID["K7"].severity,
-                entity=partition_entity(lives, r[PK]),
-                first_offset=r["at"],
-                last_offset=r["at"],
-                message=f"broker {r['broker']} {what} on removed directory {r['dir']}",
-                evidence=[r["at"]],
-            )
-        )
+        message = say_text("K7", "leads" if r["role"] == 0 else "in_isr", broker=r["broker"], directory=r["dir"])
+        out.append(violation("K7", partition_entity(lives, r[PK]), r["at"], r["at"], message, [r["at"]]))
     return out
 
 
@@ -613,10 +574,8 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
         r = s.registration if s is not None else None
         multi = r is not None and len(r.log_dirs) >= 2 and n > 0
         bad = {
-            "K8": f"unfenced with {n} UNASSIGNED replica(s) on {len(r.log_dirs)} directories"
-            if multi and not r.fenced
-            else None,
-            "K10": f"{n} replica(s) UNASSIGNED on a live broker with {len(r.log_dirs)} directories"
+            "K8": say_text("K8", "unfenced", unassigned=n, dirs=len(r.log_dirs)) if multi and not r.fenced else None,
+            "K10": say_text("K10", "unassigned", unassigned=n, dirs=len(r.log_dirs))
             if multi and k10_live(r, s.unfenced_since_registered)
             else None,
         }
@@ -660,17 +619,7 @@ def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> l
         dirs = len(reg.log_dirs) if reg is not None else 0
         message = k11_message(dirs, ns[i - 1] if i else 0, counted)
         if message is not None:
-            out.append(
-                Violation(
-                    invariant="K11",
-                    severity=BY_ID["K11"].severity,
-                    entity=f"broker/{b}",
-                    first_offset=offset,
-                    last_offset=offset,
-                    message=message,
-                    evidence=[offset],
-                )
-            )
+            out.append(violation("K11", f"broker/{b}", offset, offset, message, [offset]))
     return out
 
 
@@ -790,13 +739,8 @@ def k9_candidates(spark, df, timeline, plane: ControlPlane):
             "entity"
         ),
         F.col("first.at").alias("first_offset"),
-        F.concat(
-            F.lit("broker "),
-            broker,
-            F.lit(" reported it in "),
-            F.col("first.reported"),
-            F.lit("; recorded in "),
-            F.col("first.recorded"),
+        say(
+            "K9", "unrecorded", broker=broker, reported=F.col("first.reported"), recorded=F.col("first.recorded")
         ).alias("message"),
         F.col("last.fix").alias("fixed_by"),
     )
@@ -901,14 +845,13 @@ def l1_violations(df, first: int, last: int, count: int) -> list[Violation]:
     w = Window.orderBy("offset")
     gaps = df.select("offset", F.lag("offset").over(w).alias("prev")).where(F.col("offset") != F.col("prev") + 1)
     return [
-        Violation(
-            invariant="L1",
-            severity=BY_ID["L1"].severity,
-            entity="log",
-            first_offset=r["offset"],
-            last_offset=r["offset"],
-            message=f"offset {r['offset']} follows {r['prev']}",
-            evidence=[r["offset"]],
+        violation(
+            "L1",
+            "log",
+            r["offset"],
+            r["offset"],
+            say_text("L1", "gap", offset=r["offset"], last=r["prev"]),
+            [r["offset"]],
         )
         for r in gaps.collect()
     ]
@@ -1014,9 +957,6 @@ def _referenced_dirs(df) -> dict[int, set[str]]:
 
 
 def _report(config, found, plane, n, first, last, state_hash, counts) -> AuditReport:
-    by_inv = {i.id: 0 for i in CATALOGUE}
-    for v in found:
-        by_inv[v.invariant] += 1
     # What each engine counts as a check differs (the local audit counts re-checks per record);
     # here: partition states for the partition invariants, the driver's counts for the rest.
     checked = dict(plane.checked)
@@ -1024,28 +964,14 @@ def _report(config, found, plane, n, first, last, state_hash, counts) -> AuditRe
         checked[inv] = counts["rows"]
     checked["K3"] = counts["changes"]
     checked["L1"] = n
-    threshold = SEVERITIES.index(config.fail_on)
-    failed = any(SEVERITIES.index(v.severity) >= threshold for v in found)
-    return AuditReport(
-        verdict="fail" if failed else "pass",
+    return assemble_report(
+        config,
+        found,
+        checked,
         records=n,
         first_offset=first,
         last_offset=last,
         state_hash=state_hash,
-        fail_on=config.fail_on,
-        grace_records=config.grace_records,
-        grace_ms=config.grace_ms,
-        invariants=[
-            InvariantResult(
-                id=i.id,
-                severity=i.severity,
-                definition=i.definition,
-                checked=checked.get(i.id, 0),
-                violations=by_inv[i.id],
-            )
-            for i in CATALOGUE
-        ],
-        violations=found,
         streams_state_hash=plane.streams_state_hash,
         bookies_state_hash=plane.bookies_state_hash,
     )

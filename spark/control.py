@@ -1,5 +1,5 @@
 """The control plane of a log on the driver: every record except partitions', replayed in offset
-order by the local audit (``Audit(partial=True)``) and the local reducer.
+order by the local audit (``Audit.for_subset``) and the local reducer.
 
 What it owns is small next to the partition records (brokers, topics, features, transactions,
 observations: 1-10 % of a history) and is what the partition invariants on Spark are joined
@@ -34,7 +34,8 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.observations import AssignReplicasToDirsRequest, UnfenceRequested
-from kraftlake.replay.audit import Audit, AuditConfig, Violation
+from kraftlake.replay.audit import Audit
+from kraftlake.replay.books import AuditConfig, Violation
 from kraftlake.replay.transactions import Transactions, published
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1
 from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
@@ -92,8 +93,8 @@ class ControlPlane:
 
 def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
     """Replay ``records`` (the log's non-partition records, in offset order)."""
-    audit = Audit(config, partial=True)
-    audit.transactions = None  # held here, so that each record below is looked at as it is applied
+    # Transactions are held here, so that each record below is looked at as it is applied.
+    audit = Audit.for_subset(config)
     transactions = Transactions()
     view = audit.view
     plane = ControlPlane(view=view, violations=[], checked={})
@@ -114,7 +115,7 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
         topics_before = set(view.topics) if cls is Topic or cls is RemoveTopic else None
         before = view.brokers.get(broker) if broker is not None else None
         audit.feed((r,))
-        if audit.refused == r.offset:
+        if audit.kraft.refused == r.offset:
             continue
         mv = view.metadata_version
         if mv != (plane.mv_levels[-1][1] if plane.mv_levels else MV_3_0_IV1):
@@ -123,7 +124,7 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
             after = view.brokers.get(broker)
             plane.broker_events.append((r.offset, broker))
             if after is not before:
-                live = audit.unfenced_since_registered.get(broker, False)
+                live = audit.kraft.unfenced_since_registered.get(broker, False)
                 plane.segments.append(BrokerSegment(broker, r.offset, after, live))
             if cls is BrokerRegistrationChange and before is not None and after is not None:
                 plane.dir_removals += [(r.offset, broker, d) for d in before.log_dirs if d not in after.log_dirs]

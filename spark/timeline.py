@@ -18,6 +18,9 @@ import functools
 import operator
 
 from kraftlake.records.kraft import MIGRATING, UNASSIGNED
+from kraftlake.statemachine.invariants import REPLAY_RULE_TO_INVARIANT
+
+from .words import say, severity
 
 KEY = "key"
 PK = "pk"
@@ -46,11 +49,17 @@ def partition_key(life_index, partition_id):
     )
 
 
-def _list(col):
-    """Python's ``str(list)`` of an int array column: ``[1, 2]``."""
+def _refusal(rule: str, reason):
+    """A record the reducer refuses (``rule``, ``reason`` a string column): the invariant the
+    rule maps to, its severity and the catalogue's words, as one struct column."""
     from pyspark.sql import functions as F
 
-    return F.concat(F.lit("["), F.array_join(col, ", "), F.lit("]"))
+    inv = REPLAY_RULE_TO_INVARIANT[rule]
+    return F.struct(
+        F.lit(inv).alias("invariant"),
+        severity(inv).alias("severity"),
+        say(inv, "refused", rule=rule, message=reason).alias("message"),
+    )
 
 
 OTHER_FIELDS = (
@@ -130,14 +139,12 @@ def _refused_columns():
     from pyspark.sql import functions as F
 
     return (
-        F.when(F.col("refusal").startswith("R-REPLAY-DIRECTORIES"), F.lit("K2"))
-        .otherwise(F.lit("L3"))
-        .alias("invariant"),
-        F.lit("error").alias("severity"),
+        F.col("refusal.invariant").alias("invariant"),
+        F.col("refusal.severity").alias("severity"),
         F.col(KEY).alias("entity"),
         F.col("offset").alias("first_offset"),
         F.col("offset").alias("last_offset"),
-        F.concat("refusal", F.lit(" (record skipped)")).alias("message"),
+        F.col("refusal.message").alias("message"),
         F.array("offset").alias("evidence"),
     )
 
@@ -201,26 +208,10 @@ def _dirs_message(assign_brokers, replicas):
     first = at(mismatch, F.lit(1))
     return F.when(
         n_assign != n_replicas,
-        F.concat(
-            F.lit("`assignment` has "),
-            n_assign.cast("string"),
-            F.lit(" entries for "),
-            n_replicas.cast("string"),
-            F.lit(" replicas "),
-            _list(replicas),
-        ),
+        say("K2", "assignment_length", entries=n_assign, count=n_replicas, replicas=replicas),
     ).when(
         F.size(mismatch) > 0,
-        F.concat(
-            F.lit("`assignment` entry "),
-            (first - 1).cast("string"),
-            F.lit(" is broker "),
-            at(assign_brokers, first).cast("string"),
-            F.lit(", replica "),
-            (first - 1).cast("string"),
-            F.lit(" is "),
-            at(replicas, first).cast("string"),
-        ),
+        say("K2", "assignment_order", index=first - 1, broker=at(assign_brokers, first), replica=at(replicas, first)),
     )
 
 
@@ -262,7 +253,7 @@ def _one_pass(rows):
         *[c for c in rows.columns if c.startswith("set_")],
         (F.col("type") == "Partition").alias("is_record"),
         F.when(missing, F.col(KEY)).alias(KEY),
-        F.when(missing, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist"))).alias(
+        F.when(missing, _refusal("R-REPLAY-TOPIC", say("L3", "topic_missing", topic=F.col("topic_id")))).alias(
             "refusal"
         ),
     )
@@ -361,16 +352,14 @@ def _careful(rows):
         F.last("set_replicas", ignorenulls=True).over(upto).alias("replicas"),
     )
     why = (
-        F.when(F.col("life") == -1, F.concat(F.lit("R-REPLAY-TOPIC: topic "), "topic_id", F.lit(" does not exist")))
+        F.when(F.col("life") == -1, _refusal("R-REPLAY-TOPIC", say("L3", "topic_missing", topic=F.col("topic_id"))))
         .when(
             F.col("segment").isNull(),
-            F.concat(
-                F.lit("R-REPLAY-PARTITION: partition "), F.col("partition_id").cast("string"), F.lit(" does not exist")
-            ),
+            _refusal("R-REPLAY-PARTITION", say("L3", "partition_missing", partition=F.col("partition_id"))),
         )
         .when(
             F.col("set_replicas").isNull() & F.col("assign_brokers").isNotNull(),
-            F.concat(F.lit("R-REPLAY-DIRECTORIES: "), _dirs_message(F.col("assign_brokers"), F.col("replicas"))),
+            _refusal("R-REPLAY-DIRECTORIES", _dirs_message(F.col("assign_brokers"), F.col("replicas"))),
         )
     )
     rows = rows.withColumn("refusal", why)

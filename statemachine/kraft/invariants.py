@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kraftlake.records.kraft import NO_LEADER
 
+from ..invariants import say
 from .directories import is_online
 from .features import MV_3_6_IV0
 from .view import ControllerView, PartitionRegistration
@@ -19,12 +20,12 @@ from .view import ControllerView, PartitionRegistration
 def leader_in_isr_in_replicas(p: PartitionRegistration) -> str | None:
     """K1: leader = -1 or leader in ISR; ISR non-empty and within the replicas."""
     if not p.isr:
-        return "the ISR is empty"
+        return say("K1", "empty_isr")
     outside = [b for b in p.isr if b not in p.replicas]
     if outside:
-        return f"ISR {list(p.isr)} lists {outside}, not replicas {list(p.replicas)}"
+        return say("K1", "isr_outside_replicas", isr=p.isr, outside=outside, replicas=p.replicas)
     if p.leader != NO_LEADER and p.leader not in p.isr:
-        return f"leader {p.leader} is not in the ISR {list(p.isr)}"
+        return say("K1", "leader_outside_isr", leader=p.leader, isr=p.isr)
     return None
 
 
@@ -34,12 +35,12 @@ def leader_is_healthy(view: ControllerView, p: PartitionRegistration) -> str | N
         return None
     reg = view.brokers.get(p.leader)
     if reg is None:
-        return f"leader {p.leader} is not registered"
+        return say("K4", "unregistered", leader=p.leader)
     if reg.fenced:
-        return f"leader {p.leader} is fenced"
+        return say("K4", "fenced", leader=p.leader)
     d = p.directory(p.leader) if p.leader in p.replicas else None
     if d is not None and not is_online(d, reg.log_dirs):
-        return f"leader {p.leader} is on directory {d}, which is offline"
+        return say("K4", "offline_dir", leader=p.leader, directory=d)
     return None
 
 
@@ -54,8 +55,8 @@ def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
         reg = view.brokers.get(b)
         d = where.get(b)
         if reg is not None and d is not None and not is_online(d, reg.log_dirs):
-            bad.append(f"{b} on {d}")
-    return f"ISR members on offline directories: {', '.join(bad)}" if bad else None
+            bad.append(say("K5", "member", broker=b, directory=d))
+    return say("K5", "offline_members", members=", ".join(bad)) if bad else None
 
 
 def partition_is_sound(brokers: dict, p: PartitionRegistration) -> bool:
@@ -98,11 +99,11 @@ def change_bumps_leader_epoch(
         return None
     lost = [b for b in old.replicas if b not in new.replicas]
     if lost:
-        return f"replicas {lost} left without a leader-epoch bump"
+        return say("K3", "replicas_left", lost=lost)
     if view.metadata_version < MV_3_6_IV0:
         shrunk = [b for b in old.isr if b not in new.isr]
         if shrunk:
-            return f"ISR lost {shrunk} without a leader-epoch bump (metadata.version < 3.6-IV0)"
+            return say("K3", "isr_shrunk", shrunk=shrunk)
     return None
 
 
@@ -112,9 +113,9 @@ def replacement_bumps_epochs(
     """K3 for a Partition record that rewrites an existing partition: the partition epoch goes
     up, and so does the leader epoch when the leader moved (R-EPOCH-3 writes them verbatim)."""
     if new.partition_epoch <= old.partition_epoch:
-        return f"partition epoch {new.partition_epoch} does not move past {old.partition_epoch}"
+        return say("K3", "partition_epoch_stuck", new=new.partition_epoch, old=old.partition_epoch)
     if new.leader != old.leader and new.leader_epoch <= old.leader_epoch:
-        return f"leader {old.leader} -> {new.leader} keeps leader epoch {new.leader_epoch}"
+        return say("K3", "leader_epoch_stuck", old=old.leader, new=new.leader, epoch=new.leader_epoch)
     return None
 
 
@@ -132,7 +133,7 @@ def dir_removal_complete(
         if p is None or broker not in p.replicas or p.directory(broker) != directory:
             continue
         if p.leader == broker:
-            out.append((p, f"broker {broker} still leads it on removed directory {directory}"))
+            out.append((p, say("K7", "leads", broker=broker, directory=directory)))
         elif broker in p.isr and not (p.isr == (broker,) and p.leader == NO_LEADER):
-            out.append((p, f"broker {broker} is still in its ISR on removed directory {directory}"))
+            out.append((p, say("K7", "in_isr", broker=broker, directory=directory)))
     return out

@@ -24,6 +24,7 @@ from kraftlake.records.kraft import (
     ReplicaDirectory,
 )
 
+from ..invariants import say
 from .features import MV_3_2_IV0, MV_3_6_IV0, directories_supported, partition_record_version
 from .view import PartitionRegistration
 
@@ -93,12 +94,12 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
     if assignment:
         if len(assignment) != len(replicas):
             raise ValueError(
-                f"`assignment` has {len(assignment)} entries for {len(replicas)} replicas {list(replicas)}"
+                say("K2", "assignment_length", entries=len(assignment), count=len(replicas), replicas=replicas)
             )
         directories = tuple([pair.directory for pair in assignment])
         for i, pair in enumerate(assignment):
             if pair.broker != replicas[i]:
-                raise ValueError(f"`assignment` entry {i} is broker {pair.broker}, replica {i} is {replicas[i]}")
+                raise ValueError(say("K2", "assignment_order", index=i, broker=pair.broker, replica=replicas[i]))
     if not directories:
         # Kafka quirk kept: defaultToMigrating is given the *old* replica count.
         directories = (MIGRATING,) * len(p.replicas)

@@ -1,0 +1,224 @@
+"""The audit's books: what every engine and every family reports through.
+
+A violation is an interval: it begins at the offset where an entity went wrong and ends at the
+last offset where it still was (``last_offset`` None = still open at the end); ``evidence`` holds
+the records that caused and fixed it. ``Books`` keeps the open wrong states, holds graced ones
+(``statemachine.invariants``: ``graced``) to the grace — they only count once the wrong state has
+lasted longer than ``grace_records`` records or ``grace_ms`` ms of ``ts_ms``; a state fixed
+within the grace is not reported — and counts the checks. ``assemble_report`` turns violations
+and counts into the report, for the per-record engine and the Spark plan alike.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import msgspec
+
+from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, SEVERITIES
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    grace_records: int = 1000
+    """A graced wrong state counts once it has lasted more than this many records (a dir
+    failure's whole batch of partition changes fits)..."""
+    grace_ms: int = 5_000
+    """...or more than this many ms of ts_ms (a controller reacts within a heartbeat, 2 s)."""
+    fail_on: str = ERROR
+    prepared_check_ms: int = 10_000
+    """S11: how long after its deadline a PREPARED object may still be PREPARED (AutoMQ's
+    controller checks every second and its timers fire at the deadline: ten checks' slack)."""
+
+
+class Violation(msgspec.Struct, kw_only=True):
+    invariant: str
+    severity: str
+    entity: str
+    first_offset: int
+    last_offset: int | None
+    message: str
+    evidence: list[int]
+
+
+class InvariantResult(msgspec.Struct, kw_only=True):
+    id: str
+    severity: str
+    definition: str
+    checked: int
+    violations: int
+
+
+class AuditReport(msgspec.Struct, kw_only=True):
+    verdict: str
+    records: int
+    first_offset: int | None
+    last_offset: int | None
+    state_hash: str
+    fail_on: str
+    grace_records: int
+    grace_ms: int
+    invariants: list[InvariantResult]
+    violations: list[Violation]
+    streams_state_hash: str | None = None
+    """The S3Stream view's hash, when the log has S3Stream records."""
+    bookies_state_hash: str | None = None
+    """The BookKeeper view's hash, when the log has BookKeeper records."""
+
+
+def violation(inv: str, entity: str, first: int, last: int | None, message: str, evidence: list[int]) -> Violation:
+    """A violation of ``inv`` with the catalogue's severity."""
+    return Violation(
+        invariant=inv,
+        severity=BY_ID[inv].severity,
+        entity=entity,
+        first_offset=first,
+        last_offset=last,
+        message=message,
+        evidence=evidence,
+    )
+
+
+class _Wrong:
+    __slots__ = ("first_offset", "first_ts", "message", "evidence", "confirmed", "fixed")
+
+    def __init__(self, offset: int, ts: int | None, message: str) -> None:
+        self.first_offset, self.first_ts, self.message = offset, ts, message
+        self.evidence = [offset]
+        self.confirmed = False
+        self.fixed = False
+
+    def interval(self, inv: str, entity: str, last: int | None, fixed_by: int | None) -> Violation:
+        """The violation this state became: ``last`` None while still open, ``fixed_by`` the
+        record that fixed it."""
+        evidence = self.evidence + ([] if fixed_by is None else [fixed_by])
+        return violation(inv, entity, self.first_offset, last, self.message, evidence)
+
+
+class Books:
+    """Open wrong states, closed violations and check counts of one audit.
+
+    ``hold_graces`` False: graced states are reported whole, as instants and intervals with no
+    grace, for a caller that holds them to the grace itself with times it alone has (the Spark
+    plan, which feeds the per-record engine a subset of the records)."""
+
+    def __init__(self, config: AuditConfig, *, hold_graces: bool = True) -> None:
+        self.config = config
+        self.hold_graces = hold_graces
+        self.checked: dict[str, int] = dict.fromkeys(BY_ID, 0)
+        self.closed: list[Violation] = []
+        self._wrong: dict[tuple[str, str], _Wrong] = {}
+        self._in_grace: deque[_Wrong] = deque()
+        """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
+
+    def instant(self, inv: str, entity: str, offset: int, message: str) -> None:
+        """A violation that begins and ends at ``offset`` (no grace)."""
+        self.checked[inv] += 1
+        self.closed.append(violation(inv, entity, offset, offset, message, [offset]))
+
+    def state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> bool:
+        """The entity is wrong (``message``) or right (None) after the record at ``offset``.
+        True when this opened a wrong state."""
+        self.checked[inv] += 1
+        key = (inv, entity)
+        w = self._wrong.get(key)
+        graced = self.hold_graces and BY_ID[inv].graced
+        if message is None:
+            if w is not None:
+                w.fixed = True
+                del self._wrong[key]
+                if w.confirmed or not graced:
+                    self.closed.append(w.interval(inv, entity, offset - 1, offset))
+            return False
+        if w is not None:
+            return False
+        w = self._wrong[key] = _Wrong(offset, ts, message)
+        if graced:
+            self._in_grace.append(w)
+        else:
+            w.confirmed = True
+        return True
+
+    def is_wrong(self, inv: str, entity: str) -> bool:
+        return (inv, entity) in self._wrong
+
+    def wrong_entities(self, inv: str) -> Iterator[str]:
+        """Entities with an open wrong state of ``inv``."""
+        return (e for (i, e) in self._wrong if i == inv)
+
+    @property
+    def holding(self) -> bool:
+        """Whether some wrong state is still within its grace."""
+        return bool(self._in_grace)
+
+    def promote(self, offset: int, ts: int | None) -> None:
+        """Confirm the wrong states whose grace ran out by the record at ``offset`` (time
+        ``ts``). They entered the queue in offset (and so time) order: only the front can be due."""
+        g_rec, g_ms = self.config.grace_records, self.config.grace_ms
+        queue = self._in_grace
+        while queue:
+            w = queue[0]
+            if w.fixed or w.confirmed:
+                queue.popleft()
+                continue
+            # Records without a time (fresh from a decider) are held to the record grace alone.
+            if offset - w.first_offset > g_rec or (
+                ts is not None and w.first_ts is not None and ts - w.first_ts > g_ms
+            ):
+                w.confirmed = True
+                queue.popleft()
+            else:
+                break
+
+    def violations(self) -> list[Violation]:
+        """Every violation so far, the confirmed open ones included, in report order."""
+        found = list(self.closed)
+        found += [w.interval(inv, e, None, None) for (inv, e), w in self._wrong.items() if w.confirmed]
+        found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
+        return found
+
+
+def assemble_report(
+    config: AuditConfig,
+    violations: list[Violation],
+    checked: Mapping[str, int],
+    *,
+    records: int,
+    first_offset: int | None,
+    last_offset: int | None,
+    state_hash: str,
+    streams_state_hash: str | None = None,
+    bookies_state_hash: str | None = None,
+) -> AuditReport:
+    """The report of an audit: the verdict (fail when a violation is at least ``fail_on``
+    severe) and one row per catalogue invariant, whichever engine found the violations."""
+    counts = dict.fromkeys(BY_ID, 0)
+    for v in violations:
+        counts[v.invariant] += 1
+    threshold = SEVERITIES.index(config.fail_on)
+    failed = any(SEVERITIES.index(v.severity) >= threshold for v in violations)
+    return AuditReport(
+        verdict="fail" if failed else "pass",
+        records=records,
+        first_offset=first_offset,
+        last_offset=last_offset,
+        state_hash=state_hash,
+        fail_on=config.fail_on,
+        grace_records=config.grace_records,
+        grace_ms=config.grace_ms,
+        invariants=[
+            InvariantResult(
+                id=i.id,
+                severity=i.severity,
+                definition=i.definition,
+                checked=checked.get(i.id, 0),
+                violations=counts[i.id],
+            )
+            for i in CATALOGUE
+        ],
+        violations=violations,
+        streams_state_hash=streams_state_hash,
+        bookies_state_hash=bookies_state_hash,
+    )

@@ -1,0 +1,394 @@
+"""The KRaft family's part of the audit: the controller's view and KIP-858's invariants (K1-K12,
+the L invariants of KRaft records), checked on exactly the entities a record can have changed.
+
+It replays KRaft records into a ``ControllerView`` and reports through the audit's ``Books``; the
+engine (``replay.audit``) routes the records to it in offset order. The checks themselves are
+pure functions beside the family (``statemachine/kraft/invariants.py``); this module knows when
+to ask them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kraftlake.records.base import Record
+from kraftlake.records.errors import ReplayError
+from kraftlake.records.kraft import (
+    UNASSIGNED,
+    BrokerRegistrationChange,
+    FenceBroker,
+    Partition,
+    PartitionChange,
+    RegisterBroker,
+    RemoveTopic,
+    UnfenceBroker,
+    UnregisterBroker,
+)
+from kraftlake.records.observations import (
+    AssignReplicasToDirsRequest,
+    HeartbeatOfflineDirs,
+    LogDirFailed,
+    UnfenceRequested,
+)
+from kraftlake.statemachine.invariants import REPLAY_RULE_TO_INVARIANT, say
+from kraftlake.statemachine.kraft import invariants as kinv
+from kraftlake.statemachine.kraft.directories import RESERVED_IDS
+from kraftlake.statemachine.kraft.reducer import apply
+from kraftlake.statemachine.kraft.view import ControllerView, move_key
+
+from .books import Books
+
+
+def k10_live(reg, unfenced_since_registered: bool) -> bool:
+    """K10's "live": registered, not shutting down, and either serving or starting (fenced but
+    never unfenced since it registered); a broker fenced after serving is down."""
+    return reg is not None and not reg.in_controlled_shutdown and (not reg.fenced or not unfenced_since_registered)
+
+
+def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
+    if dirs < 2 or (unassigned == 0 and counted == 0):
+        return None
+    return say("K11", "asked", unassigned=unassigned, counted=counted, dirs=dirs)
+
+
+class KraftAudit:
+    """K1-K12 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
+    not feed the partition records (the Spark plan counts UNASSIGNED replicas itself and asks K11
+    with its counts)."""
+
+    def __init__(self, books: Books, view: ControllerView | None = None, *, counts_unassigned: bool = True) -> None:
+        self.books = books
+        self.view = view or ControllerView()
+        self.counts_unassigned = counts_unassigned
+        self.refused: int | None = None
+        """Offset of the last record the reducer refused."""
+        self.reported_offline: dict[tuple[int, str], int] = {}
+        self.reported_dirs: dict[tuple[str, int], dict[int, str]] = {}
+        """(topic, partition) -> broker -> the directory the broker reported (K9)."""
+        self.unassigned: dict[int, int] = {}
+        """Broker -> replicas it has in UNASSIGNED (K8), kept from the partitions' changes."""
+        self.unfenced_since_registered: dict[int, bool] = {}
+        """Broker -> whether it was unfenced since its RegisterBroker: a broker fenced after that
+        is down (crashed, shut down), one fenced before is starting (K10 holds it)."""
+        self.failed_unreported: set[tuple[int, str]] = set()
+        """(broker, directory) a LogDirFailed named and no heartbeat has reported yet (K12)."""
+        self.suspects: set[tuple[str, int]] = set()
+        """Partitions that may have an open K1/K4/K5 state: they skip the fast screen."""
+        # The audit's own indexes, moved only when a partition's replicas or directories do (rare):
+        # the view's ISR index would move on nearly every change and cost more than the checks.
+        self.by_replica: dict[int, set[tuple[str, int]]] = {}
+        self.by_dir: dict[str, set[tuple[str, int]]] = {}
+        for p in self.view.iter_partitions():
+            self._index(p.key, None, p)
+
+    def state_hash(self) -> str:
+        return self.view.state_hash()
+
+    def _state(
+        self, inv: str, entity: str, offset: int, ts: int | None, message: str | None, pkey: tuple | None = None
+    ) -> None:
+        """``Books.state``; ``pkey`` is the partition a K1/K4/K5 entity is, so that later records
+        re-check it in full while a state of it is open."""
+        if self.books.state(inv, entity, offset, ts, message) and pkey is not None:
+            self.suspects.add(pkey)
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _partition(self, p, old, offset: int, ts: int | None) -> None:
+        """K1, K4, K5 for a partition a record wrote; each only if a field it reads moved (the
+        brokers' side is re-checked by ``_broker``)."""
+        moved_dirs = old is None or p.directories is not old.directories
+        moved_isr = old is None or p.isr is not old.isr
+        moved_leader = old is None or p.leader != old.leader
+        k1 = moved_isr or moved_leader or old is None or p.replicas is not old.replicas
+        k4 = moved_leader or moved_dirs
+        k5 = moved_isr or moved_dirs or moved_leader
+        pkey = (p.topic_id, p.partition_id)
+        if pkey not in self.suspects and kinv.partition_is_sound(self.view.brokers, p):
+            # The common case: right before, right after; only the counts move.
+            checked = self.books.checked
+            checked["K1"] += k1
+            checked["K4"] += k4
+            checked["K5"] += k5
+            return
+        entity = f"partition/{p.topic_id}/{p.partition_id}"
+        if k1:
+            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p), pkey)
+        if k4:
+            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p), pkey)
+        if k5:
+            self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p), pkey)
+        self._settle(pkey, entity)
+
+    def _index(self, key: tuple[str, int], old, new) -> None:
+        """Keep ``by_replica`` and ``by_dir`` up to date for a partition that moved from ``old``
+        to ``new`` (either None: created, removed). Reserved directory ids are not indexed."""
+        if old is None or new is None or old.replicas is not new.replicas:
+            move_key(self.by_replica, key, () if old is None else old.replicas, () if new is None else new.replicas)
+        if old is None or new is None or old.directories is not new.directories:
+            move_key(
+                self.by_dir,
+                key,
+                () if old is None else [d for d in old.directories if d not in RESERVED_IDS],
+                () if new is None else [d for d in new.directories if d not in RESERVED_IDS],
+            )
+
+    def _settle(self, pkey: tuple[str, int], entity: str) -> None:
+        """Drop ``pkey`` from the suspects once none of its K1/K4/K5 states is open."""
+        wrong = self.books.is_wrong
+        if not wrong("K1", entity) and not wrong("K4", entity) and not wrong("K5", entity):
+            self.suspects.discard(pkey)
+
+    def _broker(self, broker: int, offset: int, ts: int | None, scope: str, dirs: Iterable[str] = ()) -> None:
+        """Re-check what a broker record can have changed: ``scope`` "all" (a registration comes
+        or goes), "fencing" (leaders only: K4), "dirs" (partitions on ``dirs``: K4, K5)."""
+        view = self.view
+        if scope == "all" or scope == "fencing":
+            # Fencing moves K4 of the partitions the broker leads: a subset of its replicas'.
+            keys = self.by_replica.get(broker, ())
+        else:
+            index = self.by_dir
+            keys = set().union(*(index.get(d, ()) for d in dirs)) if dirs else ()
+        checked, suspects, brokers = self.books.checked, self.suspects, view.brokers
+        for pkey in sorted(keys):
+            p = view.partition(*pkey)
+            if p is None:
+                continue
+            if pkey not in suspects and kinv.partition_is_sound(brokers, p):
+                checked["K4"] += 1
+                checked["K5"] += scope != "fencing"
+                continue
+            entity = f"partition/{pkey[0]}/{pkey[1]}"
+            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(view, p), pkey)
+            if scope != "fencing":
+                self._state("K5", entity, offset, ts, kinv.isr_is_online(view, p), pkey)
+            self._settle(pkey, entity)
+        self._k8(broker, offset, ts)
+        reg = view.brokers.get(broker)
+        # K6: reported-offline dirs are handled once they leave the registration (or it goes).
+        for b, d in [k for k in self.reported_offline if k[0] == broker]:
+            if reg is None or d not in reg.log_dirs:
+                self._state("K6", f"dir/{b}/{d}", offset, ts, None)
+                del self.reported_offline[(b, d)]
+
+    def _reported_assignments(self, r: AssignReplicasToDirsRequest, offset: int, ts: int | None) -> None:
+        """K9: a replica's directory that its broker reported is recorded within the grace."""
+        view = self.view
+        reg = view.brokers.get(r.broker_id)
+        if reg is None or reg.epoch != r.broker_epoch:
+            return  # the controller rightly refuses a stale request
+        for directory in r.directories:
+            for tp in directory.topics:
+                for pid in tp.partitions:
+                    p = view.partition(tp.topic_id, pid)
+                    if p is None or r.broker_id not in p.replicas or p.directory(r.broker_id) == directory.id:
+                        continue
+                    self.reported_dirs.setdefault((tp.topic_id, pid), {})[r.broker_id] = directory.id
+                    self._state(
+                        "K9",
+                        f"replica/{tp.topic_id}/{pid}/{r.broker_id}",
+                        offset,
+                        ts,
+                        say(
+                            "K9",
+                            "unrecorded",
+                            broker=r.broker_id,
+                            reported=directory.id,
+                            recorded=p.directory(r.broker_id),
+                        ),
+                    )
+
+    def _recorded_assignments(self, p, offset: int, ts: int | None) -> None:
+        pending = self.reported_dirs.get((p.topic_id, p.partition_id))
+        if not pending:
+            return
+        for b, d in list(pending.items()):
+            if b not in p.replicas or p.directory(b) == d:
+                del pending[b]
+                self._state("K9", f"replica/{p.topic_id}/{p.partition_id}/{b}", offset, ts, None)
+        if not pending:
+            del self.reported_dirs[(p.topic_id, p.partition_id)]
+
+    def _count_unassigned(self, old, new, offset: int, ts: int | None) -> None:
+        """Keep the per-broker UNASSIGNED counts; re-check K8 where one crosses zero."""
+        counts = self.unassigned
+        changed = []
+        for p, step in ((old, -1), (new, 1)):
+            if p is None:
+                continue
+            for b, d in zip(p.replicas, p.directories):
+                if d == UNASSIGNED:
+                    before = counts.get(b, 0)
+                    counts[b] = before + step
+                    if (before == 0) != (counts[b] == 0):
+                        changed.append(b)
+        for b in changed:
+            self._k8(b, offset, ts)
+
+    def _k8(self, broker: int, offset: int, ts: int | None) -> None:
+        """K8 (a warning; KIP-858's proposal, not Kafka's behaviour): a multi-directory broker
+        is not unfenced while any of its replicas is UNASSIGNED. K10 (the broker's duty): a
+        live multi-directory broker has no replica UNASSIGNED for longer than the grace."""
+        reg = self.view.brokers.get(broker)
+        n = self.unassigned.get(broker, 0)
+        multi = reg is not None and len(reg.log_dirs) >= 2 and n > 0
+        bad = None
+        if multi and not reg.fenced:  # type: ignore[union-attr]
+            bad = say("K8", "unfenced", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]
+        self._state("K8", f"broker/{broker}", offset, ts, bad)
+        late = None
+        if multi and k10_live(reg, self.unfenced_since_registered.get(broker, False)):
+            late = say("K10", "unassigned", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]
+        self._state("K10", f"broker/{broker}", offset, ts, late)
+
+    def _unfence_requested(self, r: UnfenceRequested, offset: int) -> None:
+        """K11 (a warning, KIP-858's policy): a fenced multi-directory broker asks to serve while
+        replicas are UNASSIGNED, or while it counts mismatching ones itself."""
+        reg = self.view.brokers.get(r.broker_id)
+        self.books.checked["K11"] += 1
+        if not self.counts_unassigned:
+            return  # the partition records' UNASSIGNED counts are not here: the Spark plan asks
+        if reg is None or not reg.fenced or reg.epoch != r.broker_epoch:
+            return
+        message = k11_message(len(reg.log_dirs), self.unassigned.get(r.broker_id, 0), r.mismatched_replicas)
+        if message is not None:
+            self.books.instant("K11", f"broker/{r.broker_id}", offset, message)
+
+    def _dir_failed(self, r: LogDirFailed, offset: int, ts: int | None) -> None:
+        key = (r.broker_id, r.directory)
+        if key not in self.failed_unreported:
+            self.failed_unreported.add(key)
+            self._state(
+                "K12",
+                f"dir/{r.broker_id}/{r.directory}",
+                offset,
+                ts,
+                say("K12", "unreported", broker=r.broker_id, directory=r.directory),
+            )
+
+    def _dir_reported(self, broker: int, dirs: Iterable[str], offset: int, ts: int | None) -> None:
+        for d in dirs:
+            if (broker, d) in self.failed_unreported:
+                self.failed_unreported.discard((broker, d))
+                self._state("K12", f"dir/{broker}/{d}", offset, ts, None)
+
+    def _observed_offline(self, broker: int, dirs: Iterable[str], offset: int, ts: int) -> None:
+        reg = self.view.brokers.get(broker)
+        for d in dirs:
+            if reg is not None and d in reg.log_dirs and (broker, d) not in self.reported_offline:
+                self.reported_offline[(broker, d)] = offset
+                self._state(
+                    "K6",
+                    f"dir/{broker}/{d}",
+                    offset,
+                    ts,
+                    say("K6", "unhandled", broker=broker, directory=d),
+                )
+
+    def partition_record(self, r: Partition | PartitionChange, cls: type, offset: int) -> None:
+        """The hot path (nine records in ten): apply, then re-check only what moved."""
+        view = self.view
+        parts = view.partitions.get(r.topic_id)
+        old = None if parts is None else parts.get(r.partition_id)
+        if not self._apply(r, offset):
+            return
+        p = parts[r.partition_id]  # type: ignore[index]
+        ts = r.ts_ms
+        if old is None or old.replicas is not p.replicas or old.directories is not p.directories:
+            self._index((p.topic_id, p.partition_id), old, p)
+        self._partition(p, old, offset, ts)
+        if (old is None or old.directories is not p.directories) and (
+            UNASSIGNED in p.directories or (old is not None and UNASSIGNED in old.directories)
+        ):
+            self._count_unassigned(old, p, offset, ts)
+        if old is not None:
+            self.books.checked["K3"] += 1
+            if cls is PartitionChange:
+                # Only a change that keeps the leader epoch can break R-EPOCH-4.
+                if p.leader_epoch == old.leader_epoch and (p.replicas is not old.replicas or p.isr is not old.isr):
+                    bad = kinv.change_bumps_leader_epoch(view, old, p)
+                else:
+                    bad = None
+            else:
+                bad = kinv.replacement_bumps_epochs(view, old, p)
+            if bad:
+                self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+        if self.reported_dirs:
+            self._recorded_assignments(p, offset, ts)
+
+    def _apply(self, r: Record, offset: int) -> bool:
+        """Fold ``r`` in; a record the reducer refuses is an instant violation, skipped."""
+        view = self.view
+        try:
+            apply(view, r)
+        except ReplayError as exc:
+            inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
+            self.books.instant(
+                inv, exc.entity or "log", offset, say(inv, "refused", rule=exc.rule, message=exc.message)
+            )
+            view.offset = offset
+            self.refused = offset
+            return False
+        return True
+
+    def other_record(self, r: Record, cls: type, offset: int) -> None:
+        """Every KRaft record but a partition's: brokers, topics, features, observations."""
+        view = self.view
+        ts = r.ts_ms
+        removed = None
+        if cls is RemoveTopic:
+            gone = list(view.partitions.get(r.topic_id, {}).values())  # type: ignore[attr-defined]
+            removed = [f"partition/{p.topic_id}/{p.partition_id}" for p in gone]
+            for p in gone:
+                self.suspects.discard((p.topic_id, p.partition_id))
+                self._index((p.topic_id, p.partition_id), p, None)
+                self._count_unassigned(p, None, offset, ts)
+        dirs_before = None
+        if cls is BrokerRegistrationChange and r.log_dirs:  # type: ignore[attr-defined]
+            reg = view.brokers.get(r.broker_id)  # type: ignore[attr-defined]
+            dirs_before = reg.log_dirs if reg is not None else ()
+        if not self._apply(r, offset):
+            return
+        if cls in (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker):
+            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
+            reg = view.brokers.get(broker)
+            if cls is RegisterBroker or reg is None:
+                self.unfenced_since_registered[broker] = reg is not None and not reg.fenced
+                # A new process (or none): a failure the old one did not report is moot (K12).
+                self._dir_reported(broker, sorted(d for b, d in self.failed_unreported if b == broker), offset, ts)
+            elif not reg.fenced:
+                self.unfenced_since_registered[broker] = True
+            changed_dirs: list[str] = []
+            if dirs_before is not None:
+                now = view.brokers[broker].log_dirs
+                changed_dirs = [d for d in dirs_before if d not in now] + [d for d in now if d not in dirs_before]
+                for d in dirs_before:
+                    if d not in now:
+                        self.books.checked["K7"] += 1
+                        for p, why in kinv.dir_removal_complete(view, broker, d, self.by_dir):
+                            self.books.instant("K7", f"partition/{p.topic_id}/{p.partition_id}", offset, why)
+            if cls is RegisterBroker or cls is UnregisterBroker:
+                self._broker(broker, offset, ts, "all")
+            else:
+                fencing = cls is not BrokerRegistrationChange or r.fenced != 0  # type: ignore[attr-defined]
+                if fencing:
+                    self._broker(broker, offset, ts, "fencing")
+                if changed_dirs:
+                    self._broker(broker, offset, ts, "dirs", changed_dirs)
+                if not fencing and not changed_dirs:
+                    self._broker(broker, offset, ts, "dirs", ())
+        elif cls is RemoveTopic and removed:
+            for entity in removed:
+                for inv in ("K1", "K4", "K5"):
+                    if self.books.is_wrong(inv, entity):
+                        self._state(inv, entity, offset, ts, None)
+        elif cls is AssignReplicasToDirsRequest:
+            self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
+        elif cls is LogDirFailed:
+            self._observed_offline(r.broker_id, (r.directory,), offset, ts)  # type: ignore[attr-defined]
+            self._dir_failed(r, offset, ts)  # type: ignore[arg-type]
+        elif cls is HeartbeatOfflineDirs:
+            self._observed_offline(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
+            self._dir_reported(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
+        elif cls is UnfenceRequested:
+            self._unfence_requested(r, offset)  # type: ignore[arg-type]

@@ -1,0 +1,332 @@
+"""The invariant catalogue: every invariant the audits check, defined once.
+
+Each invariant has its id, family, severity, one-line definition, whether a grace applies (states
+the cluster passes through legitimately may be wrong for up to the grace, in records or in
+milliseconds of ``ts_ms``, before they count) and the templates of its messages. Every engine
+takes them from here: the checks beside each family (``statemachine/<family>/invariants.py``) and
+the per-record audit (``replay``) word a violation with ``say``; the Spark plan builds the same
+words as column expressions from the same templates (``spark.words``). A rule's words change here
+and nowhere else.
+
+A template's fields are filled by ``words``: a sequence as ``[a, b]``, anything else as ``str``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from string import Formatter
+
+ERROR, WARNING = "error", "warning"
+SEVERITIES = (WARNING, ERROR)
+LOG, KRAFT, S3STREAM, BOOKKEEPER = "log", "kraft", "s3stream", "bookkeeper"
+
+REFUSED = "{rule}: {message} (record skipped)"
+"""A record the reducer refuses (Kafka's replay would have): its rule and reason."""
+
+
+def words(value: object) -> str:
+    """How a template shows a value: a sequence as ``[a, b]`` (Python's list of ints), else str."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(x) for x in value) + "]"
+    return str(value)
+
+
+def pieces(template: str) -> list[tuple[str, str | None]]:
+    """A template as (literal text, field name or None) pairs, for engines that build the words
+    themselves (the Spark plan concatenates columns)."""
+    return [(text, name) for text, name, _spec, _conv in Formatter().parse(template)]
+
+
+@dataclass(frozen=True)
+class Invariant:
+    id: str
+    family: str
+    severity: str
+    definition: str
+    graced: bool = False
+    """True: the state may be wrong for up to the grace (records and ms) before it counts."""
+    messages: Mapping[str, str] = field(default_factory=dict)
+    """Message templates by kind (``say``)."""
+
+    def say(self, kind: str, **fields: object) -> str:
+        """The message of kind ``kind`` with ``fields`` filled in (``words``)."""
+        return self.messages[kind].format_map({k: words(v) for k, v in fields.items()})
+
+
+def say(invariant: str, kind: str, **fields: object) -> str:
+    """``BY_ID[invariant].say(kind, **fields)``."""
+    return BY_ID[invariant].say(kind, **fields)
+
+
+CATALOGUE: tuple[Invariant, ...] = (
+    Invariant(
+        "L1", LOG, ERROR, "offsets are gapless and increasing", messages={"gap": "offset {offset} follows {last}"}
+    ),
+    Invariant(
+        "L3",
+        LOG,
+        ERROR,
+        "records refer to existing entities (broker, topic, partition)",
+        messages={
+            "refused": REFUSED,
+            "topic_missing": "topic {topic} does not exist",
+            "partition_missing": "partition {partition} does not exist",
+        },
+    ),
+    Invariant(
+        "L4",
+        LOG,
+        ERROR,
+        "broker epochs of registration changes, fences and unfences match the registration",
+        messages={"refused": REFUSED},
+    ),
+    Invariant(
+        "L5",
+        LOG,
+        ERROR,
+        "Kafka's other replay checks hold (transactions, directory ownership, producer ids)",
+        messages={"refused": REFUSED},
+    ),
+    Invariant(
+        "K1",
+        KRAFT,
+        ERROR,
+        "leader = -1 or leader in ISR; ISR non-empty and within the replicas",
+        messages={
+            "empty_isr": "the ISR is empty",
+            "isr_outside_replicas": "ISR {isr} lists {outside}, not replicas {replicas}",
+            "leader_outside_isr": "leader {leader} is not in the ISR {isr}",
+        },
+    ),
+    Invariant(
+        "K2",
+        KRAFT,
+        ERROR,
+        "one directory per replica (assignment length = replicas)",
+        messages={
+            "refused": REFUSED,
+            "assignment_length": "`assignment` has {entries} entries for {count} replicas {replicas}",
+            "assignment_order": "`assignment` entry {index} is broker {broker}, replica {index} is {replica}",
+        },
+    ),
+    Invariant(
+        "K3",
+        KRAFT,
+        ERROR,
+        "epochs move as Kafka's: a change that removes a replica (or, before 3.6-IV0, shrinks the ISR) bumps the leader epoch; a partition rewritten whole has higher epochs, the leader's if it moved",
+        messages={
+            "replicas_left": "replicas {lost} left without a leader-epoch bump",
+            "isr_shrunk": "ISR lost {shrunk} without a leader-epoch bump (metadata.version < 3.6-IV0)",
+            "partition_epoch_stuck": "partition epoch {new} does not move past {old}",
+            "leader_epoch_stuck": "leader {old} -> {new} keeps leader epoch {epoch}",
+        },
+    ),
+    Invariant(
+        "K4",
+        KRAFT,
+        ERROR,
+        "a leader is registered, unfenced and on an online directory",
+        graced=True,
+        messages={
+            "unregistered": "leader {leader} is not registered",
+            "fenced": "leader {leader} is fenced",
+            "offline_dir": "leader {leader} is on directory {directory}, which is offline",
+        },
+    ),
+    Invariant(
+        "K5",
+        KRAFT,
+        ERROR,
+        "no ISR member on an offline directory (except the last replica standing)",
+        graced=True,
+        messages={
+            "offline_members": "ISR members on offline directories: {members}",
+            "member": "{broker} on {directory}",
+        },
+    ),
+    Invariant(
+        "K6",
+        KRAFT,
+        ERROR,
+        "a directory a broker reports offline leaves its registration within the grace",
+        graced=True,
+        messages={
+            "unhandled": "broker {broker} reported directory {directory} offline; the controller has not removed it"
+        },
+    ),
+    Invariant(
+        "K7",
+        KRAFT,
+        ERROR,
+        "when a directory leaves a broker's LogDirs, no partition is led from it or keeps it in the ISR",
+        messages={
+            "leads": "broker {broker} still leads it on removed directory {directory}",
+            "in_isr": "broker {broker} is still in its ISR on removed directory {directory}",
+        },
+    ),
+    Invariant(
+        "K9",
+        KRAFT,
+        ERROR,
+        "a replica directory its broker reports (AssignReplicasToDirs) is recorded within the grace",
+        graced=True,
+        messages={"unrecorded": "broker {broker} reported it in {reported}; recorded in {recorded}"},
+    ),
+    Invariant(
+        "K8",
+        KRAFT,
+        WARNING,
+        "a multi-directory broker is not unfenced while replicas are UNASSIGNED (KIP-858 policy)",
+        graced=True,
+        messages={"unfenced": "unfenced with {unassigned} UNASSIGNED replica(s) on {dirs} directories"},
+    ),
+    Invariant(
+        "K10",
+        KRAFT,
+        ERROR,
+        "a live multi-directory broker (registered; unfenced, or not yet since it registered) leaves no replica UNASSIGNED beyond the grace: it reports where new replicas live",
+        graced=True,
+        messages={"unassigned": "{unassigned} replica(s) UNASSIGNED on a live broker with {dirs} directories"},
+    ),
+    Invariant(
+        "K11",
+        KRAFT,
+        WARNING,
+        "a multi-directory broker does not ask to be unfenced while its replicas' directories mismatch (UNASSIGNED in metadata, or by its own count; KIP-858 policy, the broker's side)",
+        messages={
+            "asked": "asked to be unfenced with {unassigned} UNASSIGNED replica(s) and {counted} mismatching by its own count, on {dirs} directories"
+        },
+    ),
+    Invariant(
+        "K12",
+        KRAFT,
+        ERROR,
+        "a broker reports a directory that failed (LogDirFailed) in a heartbeat within the grace, unless it restarts",
+        graced=True,
+        messages={
+            "unreported": "broker {broker} saw directory {directory} fail and has not reported it in a heartbeat"
+        },
+    ),
+    Invariant(
+        "S1",
+        S3STREAM,
+        ERROR,
+        "a stream's range starts do not decrease with the range index; a gap between remaining ranges is held by stream objects (AutoMQ I1)",
+        graced=True,
+    ),
+    Invariant(
+        "S2",
+        S3STREAM,
+        ERROR,
+        "a stream's current range is its last, and range epochs increase with the index (I2)",
+        graced=True,
+    ),
+    Invariant(
+        "S3",
+        S3STREAM,
+        ERROR,
+        "a stream's start is not above its logical end, and no range but the current one lies below the start (I3)",
+        graced=True,
+    ),
+    Invariant(
+        "S4",
+        S3STREAM,
+        ERROR,
+        "a committed end offset above the stream's start is never below its logical end: the end never moves back (I4)",
+    ),
+    Invariant(
+        "S5",
+        S3STREAM,
+        ERROR,
+        "no two objects (stream objects, stream-set objects' ranges) hold the same offset of a stream (I5)",
+        graced=True,
+    ),
+    Invariant(
+        "S6",
+        S3STREAM,
+        ERROR,
+        "every offset of a stream in [start, logical end) is held by an object, or by a node's active historical WAL duty (I6)",
+        graced=True,
+    ),
+    Invariant("S7", S3STREAM, ERROR, "every object a stream or node references is COMMITTED (I7)", graced=True),
+    Invariant(
+        "S8",
+        S3STREAM,
+        ERROR,
+        "stream and object ids are below their assigned high-water marks and never used again (I8)",
+    ),
+    Invariant(
+        "S9",
+        S3STREAM,
+        ERROR,
+        "an active historical WAL duty matches exactly one sealed range of its node (I9)",
+        graced=True,
+    ),
+    Invariant(
+        "S10",
+        S3STREAM,
+        ERROR,
+        "a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream has its current range (I10)",
+        graced=True,
+    ),
+    Invariant("S11", S3STREAM, ERROR, "no PREPARED object outlives its deadline by more than the check interval"),
+    Invariant(
+        "B1",
+        BOOKKEEPER,
+        ERROR,
+        "a lost bookie's ledgers are marked under-replicated once its recovery delay ends: not before (unless a second bookie is lost or the delay is rewritten), and within the grace after (rules 1-3, 5)",
+    ),
+    Invariant(
+        "B2",
+        BOOKKEEPER,
+        ERROR,
+        "an ensemble keeps E distinct bookies; a repair changes only bad positions, each to a bookie outside the ensemble, under the same key (rules 7, 8)",
+    ),
+    Invariant(
+        "B3",
+        BOOKKEEPER,
+        ERROR,
+        "a ledger marked replicated has every entry on at least A available bookies of its write set (rule 13)",
+    ),
+    Invariant(
+        "B4",
+        BOOKKEEPER,
+        ERROR,
+        "a bookie becomes DRAINED only when no ensemble names it and no under-replication mark lists it (rule 17)",
+    ),
+    Invariant("B5", BOOKKEEPER, ERROR, "no entry is written to a ledger after it was closed or fenced"),
+    Invariant("B6", BOOKKEEPER, ERROR, "a ledger's replication lock is held by at most one worker (rule 4)"),
+    Invariant(
+        "B7",
+        BOOKKEEPER,
+        ERROR,
+        "placement follows the capped free-disk weights: over the history, no bookie is drawn more than 5 standard deviations away from its expected count (rule 15; checked from 100 draws)",
+    ),
+    Invariant(
+        "B8",
+        BOOKKEEPER,
+        ERROR,
+        "no entry loses every replica of its write set (data loss: the ledger and entry range are named; rule 13)",
+    ),
+    Invariant(
+        "S12",
+        S3STREAM,
+        ERROR,
+        "data that moves a stream's logical end comes from the current owner of an OPENED stream and continues the end exactly",
+    ),
+)
+BY_ID = {i.id: i for i in CATALOGUE}
+
+REPLAY_RULE_TO_INVARIANT = {
+    "R-REPLAY-ORDER": "L1",
+    "R-REPLAY-BROKER": "L3",
+    "R-REPLAY-TOPIC": "L3",
+    "R-REPLAY-PARTITION": "L3",
+    "R-REPLAY-BROKER-EPOCH": "L4",
+    "R-REPLAY-DIRECTORIES": "K2",
+    "R-REPLAY-DIR-OWNER": "L5",
+    "R-REPLAY-TXN": "L5",
+    "R-REPLAY-PRODUCER-IDS": "L5",
+}
+"""A record the reducer refuses is a violation of this invariant (and is skipped)."""
