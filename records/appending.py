@@ -29,6 +29,7 @@ from .codec import normalize_batch
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
 from .delta_commit import checkpoint, commit_json, put_if_absent
 from .errors import AppendConflictError, RecordError
+from .producer import ProducerSeq
 from .snapshot import OFFSET_TXN, arrow_schema
 
 log = get_logger("kraftlake.log")
@@ -113,18 +114,15 @@ class AppendingMixin:
 
         Args:
             records: the batch, validated first (``RecordError`` names index, type and field).
-            producer, seq: give both for exactly-once: a batch whose ``seq`` is not above the
-                producer's stored sequence is acknowledged with its original offsets.
+            producer, seq: give both for exactly-once (``ProducerSeq``): a batch whose ``seq`` is
+                not above the producer's stored sequence is acknowledged with its original offsets.
             validated: the records come straight from kraftlake's decoders (``iter_lines``,
                 ``decode_line``, ``from_builtins``), which already checked and upcast them; skips
                 the second check. Structs built by calling their class are never validated:
                 leave it False for those.
             max_attempts: fenced commits to try before ``AppendConflictError``.
         """
-        if (producer is None) != (seq is None):
-            raise ValueError("give both producer and seq, or neither")
-        if seq is not None and seq < 0:
-            raise ValueError("seq must be >= 0")
+        ProducerSeq.of(producer, seq)
         if not records:
             raise RecordError("a batch holds at least one record")
         batch = list(records) if validated else normalize_batch(records)
@@ -225,8 +223,7 @@ class AppendingMixin:
         kraftlake's decoders (``from_builtins``, ``decode_line``): they are not checked again.
         """
         for b in batches:
-            if (b.producer is None) != (b.seq is None):
-                raise ValueError("give both producer and seq, or neither")
+            ProducerSeq.of(b.producer, b.seq)
             if not b.records:
                 raise RecordError("a batch holds at least one record")
         if not self._schema_checked:
