@@ -77,6 +77,7 @@ from rich.console import Console
 from rich.table import Table
 
 import kraftlake.logging
+import kraftlake.records.appending as append_module
 import kraftlake.records.log as log_module
 from kraftlake import Appender
 from kraftlake.records import (
@@ -403,15 +404,15 @@ class StageTimer:
         self._patches.append((owner, attr, orig))
 
     def __enter__(self) -> StageTimer:
-        self._wrap(log_module, "to_table", "to_table")
-        self._wrap(getattr(log_module, "pq", pq), "write_table", "parquet")
+        self._wrap(append_module, "to_table", "to_table")
+        self._wrap(pq, "write_table", "parquet")
         self._wrap(DeltaTable, "create_write_transaction", "commit")
         self._wrap(DeltaTable, "update_incremental", "update")
         self._wrap(DeltaTable, "transaction_version", "txn")
-        self._wrap(log_module, "_open_table", "reopen")
-        clock = getattr(log_module, "_now_ms", None)
+        self._wrap(log_module, "open_table", "reopen")
+        clock = getattr(append_module, "now_ms", None)
         if clock is None:
-            self.missing.append("records.log._now_ms (validation not separated)")
+            self.missing.append("records.appending.now_ms (validation not separated)")
         else:
 
             def now_ms() -> int:
@@ -419,8 +420,8 @@ class StageTimer:
                     self._validated_at = time.perf_counter()
                 return clock()
 
-            log_module._now_ms = now_ms  # type: ignore[attr-defined]
-            self._patches.append((log_module, "_now_ms", clock))
+            append_module.now_ms = now_ms  # type: ignore[attr-defined]
+            self._patches.append((append_module, "now_ms", clock))
         return self
 
     def __exit__(self, *exc: Any) -> None:

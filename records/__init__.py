@@ -39,6 +39,7 @@ from .observations import (
     TopicPartitions,
     UnfenceRequested,
 )
+from .producer import ProducerSeq
 from .s3stream import S3STREAM_RECORDS
 
 if TYPE_CHECKING:

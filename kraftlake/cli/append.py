@@ -29,9 +29,11 @@ def register(app: typer.Typer) -> None:
 
         Prints {"first_offset", "last_offset", "version", "duplicate"} as JSON.
         """
-        from kraftlake.records import Log, iter_lines
+        from kraftlake.records import Log, ProducerSeq, RecordError, iter_lines
 
-        if (producer is None) != (seq is None):
+        try:
+            ProducerSeq.of(producer, seq)
+        except RecordError:
             abort("--producer and --seq go together", EXIT_INPUT)
         if file == "-":
             lines = sys.stdin.buffer.read().splitlines()

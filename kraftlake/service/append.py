@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from kraftlake.logging import get_logger
-from kraftlake.records import LogError, RecordError
+from kraftlake.records import LogError, ProducerSeq, RecordError
 from kraftlake.records.codec import from_builtins
 
 from .committer import Closed, GroupCommitter, Overloaded
@@ -100,10 +100,10 @@ class Appending:
                 )
         except msgspec.DecodeError as exc:
             return _problem(400, f"the body is not an append request: {exc}")
-        if (req.producer is None) != (req.seq is None):
-            return _problem(400, "give both producer and seq, or neither", field="seq")
-        if req.seq is not None and req.seq < 0:
-            return _problem(400, "seq must be >= 0", field="seq")
+        try:
+            ProducerSeq.of(req.producer, req.seq)
+        except RecordError as exc:
+            return _problem(400, exc.message, field=exc.field)
         if not req.records:
             return _problem(400, "a batch holds at least one record", field="records")
         if identity is not None and req.producer != identity.producer:

@@ -1,0 +1,313 @@
+"""The fenced, exactly-once append: ``Log.append`` and ``Log.append_group``.
+
+An append commits only on top of the version it read, and carries the new last offset as the app
+transaction ``kraftlake.offset``: a commit that loses the race deletes the file it wrote, follows
+the commits it lost to and tries again. A batch with a producer and a sequence also sets the
+producer's app transactions (its sequence, where the batch landed), from which a batch sent
+again is answered with its original offsets instead of being written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from deltalake.schema import Schema as DeltaSchema
+
+from kraftlake.logging import get_logger
+
+from .arrow import LOG_SCHEMA, RECORD_COLUMN, record_column, to_table
+from .base import Record
+from .codec import normalize_batch
+from .data_files import ENGINE_VERSION, now_ms, write_data_file
+from .delta_commit import checkpoint, commit_json, put_if_absent
+from .errors import AppendConflictError, RecordError
+from .producer import ProducerSeq
+from .snapshot import OFFSET_TXN, arrow_schema
+
+log = get_logger("kraftlake.log")
+
+PRODUCER_TXN = "kraftlake.producer/"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed. ``duplicate``: it had landed before and was not written again."""
+
+    first_offset: int
+    last_offset: int
+    version: int
+    duplicate: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        # Spelled out: the service answers every append with it, and asdict's deep copy costs
+        # more than the rest of the answer.
+        return {
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "version": self.version,
+            "duplicate": self.duplicate,
+        }
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of a group commit (``Log.append_group``): its records and, for exactly-once,
+    its producer and sequence."""
+
+    records: Sequence[Record]
+    producer: str | None = None
+    seq: int | None = None
+
+
+def _producer_txns(producer: str, seq: int, first: int, last: int, version: int) -> list[tuple[str, int]]:
+    """A producer's app transactions (app id, version) in a commit: its sequence, where that
+    batch landed, and the version (fenced: the commit becomes exactly that version, or nothing)."""
+    return [
+        (PRODUCER_TXN + producer, seq),
+        (PRODUCER_TXN + producer + "/first", first),
+        (PRODUCER_TXN + producer + "/last", last),
+        (PRODUCER_TXN + producer + "/version", version),
+    ]
+
+
+class AppendingMixin:
+    """``Log``'s appends, over the ``Log``'s state (log.py): the version it stands on and the app
+    transactions there (``_head``, ``_txn``), the commit lock, ``_catch_up`` after a lost race;
+    and its ``history``, which says where a retry older than the stored sequence landed."""
+
+    def _evolve_schema(self) -> pa.Schema:
+        """Add the columns and struct fields this code knows and the table lacks (newer record
+        types or fields); tables written by an older kraftlake stay readable and appendable."""
+        current = arrow_schema(self._dt)
+        missing = []
+        for f in LOG_SCHEMA:
+            if f.name not in current.names:
+                missing.append(f)
+            elif pa.types.is_struct(f.type) and not _struct_covers(current.field(f.name).type, f.type):
+                missing.append(f)
+        if missing:
+            fields = DeltaSchema.from_arrow(pa.schema(missing)).fields
+            self._dt.alter.add_columns(fields)
+            self.refresh()  # the schema change is a commit: appends go on after it
+            log.info("log.schema_evolved", path=self.path, columns=[f.name for f in missing])
+        self._schema_checked = True
+        return LOG_SCHEMA
+
+    def append(
+        self,
+        records: Sequence[Record],
+        *,
+        producer: str | None = None,
+        seq: int | None = None,
+        validated: bool = False,
+        max_attempts: int = 1000,
+    ) -> AppendResult:
+        """Append one batch atomically, with offsets ``last + 1 .. last + len(records)``.
+
+        Args:
+            records: the batch, validated first (``RecordError`` names index, type and field).
+            producer, seq: give both for exactly-once (``ProducerSeq``): a batch whose ``seq`` is
+                not above the producer's stored sequence is acknowledged with its original offsets.
+            validated: the records come straight from kraftlake's decoders (``iter_lines``,
+                ``decode_line``, ``from_builtins``), which already checked and upcast them; skips
+                the second check. Structs built by calling their class are never validated:
+                leave it False for those.
+            max_attempts: fenced commits to try before ``AppendConflictError``.
+        """
+        ProducerSeq.of(producer, seq)
+        if not records:
+            raise RecordError("a batch holds at least one record")
+        batch = list(records) if validated else normalize_batch(records)
+        if not self._schema_checked:
+            self._evolve_schema()
+        ts_ms = now_ms()
+        encoded_at = self.last_offset + 1
+        data = to_table(batch, first_offset=encoded_at, ts_ms=ts_ms, producer=producer, producer_seq=seq)
+        batch_id = str(uuid.uuid4())
+        rng = random.Random(batch_id)  # jitter only: no effect on what is written
+        for attempt in range(1, max_attempts + 1):
+            if producer is not None:
+                done = self._duplicate(producer, seq)  # type: ignore[arg-type]
+                if done is not None:
+                    return done
+            first = self.last_offset + 1
+            version = self._head
+            if first != encoded_at:  # another writer took our offsets: re-encode the records
+                blobs = record_column(batch, first_offset=first, ts_ms=ts_ms)
+                data = data.set_column(data.schema.get_field_index(RECORD_COLUMN), RECORD_COLUMN, blobs)
+                encoded_at = first
+            result = self._try_commit(data, first, version, producer, seq, batch_id)
+            if result is not None:
+                if attempt > 1:
+                    log.debug("append.committed_after_retries", attempts=attempt, version=result.version)
+                return result
+            self._catch_up()
+            # Lost the race to another writer: back off a little, with jitter, so that writers
+            # contending for the same version don't keep colliding in lockstep.
+            time.sleep(rng.uniform(0, min(0.05, 0.002 * attempt)))
+        raise AppendConflictError(f"gave up after {max_attempts} attempts: other writers kept committing first")
+
+    def _try_commit(
+        self,
+        data: pa.Table,
+        first: int,
+        version: int,
+        producer: str | None,
+        seq: int | None,
+        batch_id: str,
+        group: list[tuple[str | None, int | None, int, int]] | None = None,
+    ) -> AppendResult | None:
+        n = data.num_rows
+        last = first + n - 1
+        data = data.set_column(0, "offset", pa.array(range(first, first + n), pa.int64()))
+        file = write_data_file(self.path, data, f"part-{first:020d}-{batch_id}.zstd.parquet")
+        full = os.path.join(self.path, file.path)
+        txns = [(OFFSET_TXN, last)]
+        meta = {
+            "kraftlake.operation": "append",
+            "kraftlake.batch": batch_id,
+            "kraftlake.first_offset": str(first),
+            "kraftlake.last_offset": str(last),
+            "kraftlake.records": str(n),
+        }
+        if producer is not None:
+            txns += _producer_txns(producer, seq, first, last, version + 1)  # type: ignore[arg-type]
+            meta |= {"kraftlake.producer": producer, "kraftlake.seq": str(seq)}
+        if group is not None:
+            # Each producer's newest batch in the group is its stored sequence; every batch's
+            # range is in the commit's metadata, where a late retry finds it.
+            newest: dict[str, tuple[int, int, int]] = {}
+            for p, q, lo, hi in group:
+                if p is not None:
+                    newest[p] = (q, lo, hi)  # type: ignore[assignment]
+            for p, (q, lo, hi) in sorted(newest.items()):
+                txns += _producer_txns(p, q, lo, hi, version + 1)
+            meta["kraftlake.batches"] = json.dumps(group)
+        body = commit_json(
+            [file],
+            txns,
+            meta,
+            now_ms(),
+            ENGINE_VERSION,
+        )
+        with self._commit_lock:
+            landed = version == self._head and put_if_absent(self.path, version + 1, body)
+            if landed:
+                self._head = version + 1
+                self._commits_since_open += 1
+                self._txn_cache.update(txns)
+        if not landed:
+            os.remove(full)  # nothing refers to it: the refused commit never happened
+            return None
+        if (version + 1) % self._checkpoint_interval == 0:
+            if self._upkeep is not None:
+                self._upkeep.request(version + 1)
+            else:
+                checkpoint(self.path, version + 1)
+        log.debug("append.committed", first_offset=first, last_offset=last, version=version + 1)
+        return AppendResult(first, last, version + 1)
+
+    def append_group(self, batches: Sequence[Batch], *, max_attempts: int = 1000) -> list[AppendResult]:
+        """Append several batches in one commit (group commit: what the HTTP service does with
+        the requests waiting for the same commit). Each batch lands whole and contiguous, in the
+        order given; a batch a producer already sent is answered with its original offsets and
+        not written; all the others land together, or none does. Records must come from
+        kraftlake's decoders (``from_builtins``, ``decode_line``): they are not checked again.
+        """
+        for b in batches:
+            ProducerSeq.of(b.producer, b.seq)
+            if not b.records:
+                raise RecordError("a batch holds at least one record")
+        if not self._schema_checked:
+            self._evolve_schema()
+        ts_ms = now_ms()
+        batch_id = str(uuid.uuid4())
+        rng = random.Random(batch_id)
+        for attempt in range(1, max_attempts + 1):
+            results: list[AppendResult | None] = [None] * len(batches)
+            pending: list[int] = []
+            claimed: dict[str, int] = {}
+            for i, b in enumerate(batches):
+                if b.producer is not None:
+                    done = self._duplicate(b.producer, b.seq)  # type: ignore[arg-type]
+                    if done is not None:
+                        results[i] = done
+                        continue
+                    if claimed.get(b.producer, -1) >= b.seq:  # type: ignore[operator]
+                        raise RecordError(
+                            f"producer {b.producer!r}: seq {b.seq} follows seq {claimed[b.producer]} in one group"
+                        )
+                    claimed[b.producer] = b.seq  # type: ignore[assignment]
+                pending.append(i)
+            if not pending:
+                return results  # type: ignore[return-value]
+            first = self.last_offset + 1
+            version = self._head
+            # One table for the whole group (a table per batch costs a conversion per column
+            # per batch, and a chunk per batch in the file): producers set per row after.
+            rows: list[Record] = []
+            group, producers, seqs, at = [], [], [], first
+            for i in pending:
+                b = batches[i]
+                n = len(b.records)
+                rows.extend(b.records)
+                group.append((b.producer, b.seq, at, at + n - 1))
+                producers += [b.producer] * n
+                seqs += [b.seq] * n
+                at += n
+            data = to_table(rows, first_offset=first, ts_ms=ts_ms)
+            data = data.set_column(
+                data.schema.get_field_index("producer"), "producer", pa.array(producers, pa.string())
+            )
+            data = data.set_column(
+                data.schema.get_field_index("producer_seq"), "producer_seq", pa.array(seqs, pa.int64())
+            )
+            landed = self._try_commit(data, first, version, None, None, batch_id, group)
+            if landed is not None:
+                for i, (_, _, lo, hi) in zip(pending, group):
+                    results[i] = AppendResult(lo, hi, landed.version)
+                return results  # type: ignore[return-value]
+            self._catch_up()
+            time.sleep(rng.uniform(0, min(0.05, 0.002 * attempt)))
+        raise AppendConflictError(f"gave up after {max_attempts} attempts: other writers kept committing first")
+
+    def _duplicate(self, producer: str, seq: int) -> AppendResult | None:
+        """The original landing of a batch this producer already sent, or None for a new one."""
+        stored = self.producer_seq(producer)
+        if stored is None or seq > stored:
+            return None
+        txn = self._txn
+        if seq == stored:
+            first, last = txn(PRODUCER_TXN + producer + "/first"), txn(PRODUCER_TXN + producer + "/last")
+            version = txn(PRODUCER_TXN + producer + "/version")
+            assert first is not None and last is not None and version is not None
+            return AppendResult(first, last, version, duplicate=True)
+        # An older batch (a retry whose acknowledgement was lost long ago): its commit says where.
+        for c in self.history():
+            if c.producer == producer and c.seq == seq and c.first_offset is not None:
+                return AppendResult(c.first_offset, c.last_offset, c.version, duplicate=True)  # type: ignore[arg-type]
+            for p, q, lo, hi in c.batches:
+                if p == producer and q == seq:
+                    return AppendResult(lo, hi, c.version, duplicate=True)
+        raise RecordError(
+            f"producer {producer!r} sent seq {seq} after seq {stored}, and no commit in the"
+            " table's history holds it: sequences must increase"
+        )
+
+
+def _struct_covers(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether struct type ``have`` already holds every (nested) field of ``want``."""
+    if not pa.types.is_struct(want):
+        return True
+    if not pa.types.is_struct(have):
+        return False
+    names = {f.name: f for f in have}
+    return all(f.name in names and _struct_covers(names[f.name].type, f.type) for f in want)

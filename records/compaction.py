@@ -1,0 +1,169 @@
+"""The two compactions: ``Log.compact``, by the writer itself between its appends (each run of
+small files that are neighbours by offset merged into one), and ``Log.maintain``, delta-rs's
+compaction with a checkpoint and a vacuum of unreferenced files.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable
+
+from kraftlake.logging import get_logger
+
+from .data_files import ENGINE_VERSION, now_ms, write_data_file
+from .delta_commit import appends_after, commit_json, listed, put_if_absent
+from .snapshot import arrow_schema, open_table
+
+log = get_logger("kraftlake.log")
+
+COMPACT_RECORDS = 250_000
+"""A file this big is left alone by ``Log.compact``, and a merge stops growing there."""
+
+
+@dataclass
+class MaintenanceReport:
+    version_before: int
+    version_after: int
+    files_before: int
+    files_after: int
+    compacted: dict[str, Any] = field(default_factory=dict)
+    vacuumed: list[str] = field(default_factory=list)
+    checkpoint_version: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version_before": self.version_before,
+            "version_after": self.version_after,
+            "files_before": self.files_before,
+            "files_after": self.files_after,
+            "files_added_by_compaction": self.compacted.get("numFilesAdded", 0),
+            "files_removed_by_compaction": self.compacted.get("numFilesRemoved", 0),
+            "files_vacuumed": len(self.vacuumed),
+            "checkpoint_version": self.checkpoint_version,
+        }
+
+
+class CompactionMixin:
+    """``Log``'s compactions, over the ``Log``'s state (log.py): ``compact`` commits beside its
+    appends, under its commit lock, moving its ``_head``; ``maintain`` re-opens its table."""
+
+    def compact(self, more_than: int) -> int | None:
+        """When the table holds more than ``more_than`` files (every append adds one; readers pay
+        for each), merge each run of small files that are neighbours by offset into one file,
+        committed beside this object's appends: the version of the compaction, or None (few
+        enough files, or another process changed the table's layout meanwhile: next time). Big
+        files (a compaction's output past ``COMPACT_RECORDS``) are not rewritten again; rows keep
+        their offsets; versions before it keep their files until ``maintain`` vacuums them."""
+        dt = listed(lambda: DeltaTable(self.path))
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        if actions.num_rows <= more_than or "min.offset" not in actions.column_names:
+            return None
+        files = sorted(
+            zip(
+                *[
+                    actions.column(c).to_pylist()
+                    for c in ("min.offset", "max.offset", "num_records", "path", "size_bytes")
+                ]
+            )
+        )
+        runs: list[list[tuple]] = [[]]
+        for f in files:
+            lo, hi, rows = f[0], f[1], f[2]
+            if lo is None or hi is None or rows >= COMPACT_RECORDS:
+                runs.append([])  # a big file (or one without statistics) ends a run
+                continue
+            if runs[-1] and (runs[-1][-1][1] + 1 != lo or sum(x[2] for x in runs[-1]) + rows > COMPACT_RECORDS):
+                runs.append([])
+            runs[-1].append(f)
+        runs = [r for r in runs if len(r) > 1]
+        if not runs:
+            return None
+        root = dt.table_uri.removeprefix("file://")
+        schema = arrow_schema(dt)
+        added, removed, written = [], [], []
+        for run in runs:
+            paths = [os.path.join(root, f[3]) for f in run]
+            # The columns these files hold (a few of the table's 250), in the table's types.
+            present = set(pa.unify_schemas([pq.read_schema(p) for p in paths]).names)
+            table = ds.dataset(
+                paths, schema=pa.schema([f for f in schema if f.name in present]), format="parquet"
+            ).to_table()
+            file = write_data_file(
+                self.path, table.sort_by("offset"), f"part-{run[0][0]:020d}-compacted-{uuid.uuid4()}.zstd.parquet"
+            )
+            written.append(os.path.join(self.path, file.path))
+            added.append(file)
+            removed += [(f[3], f[4]) for f in run]
+        body = commit_json(
+            added,
+            [],
+            {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))},
+            now_ms(),
+            ENGINE_VERSION,
+            removed=removed,
+        )
+        with self._commit_lock:
+            while True:
+                # After the snapshot compacted, appends only (another compaction would have
+                # removed files this one removes again); this object follows whatever came.
+                followed = appends_after(self.path, dt.version(), compactions=False)
+                mine = appends_after(self.path, self._head)
+                if followed is None or mine is None:
+                    for full in written:
+                        os.remove(full)
+                    return None
+                self._head, txns = mine
+                self._txn_cache.update(txns)
+                if put_if_absent(self.path, self._head + 1, body):
+                    break
+            self._head += 1
+            version = self._head
+        log.info("log.compacted", files=len(removed), into=len(added), version=version)
+        return version
+
+    def maintain(self, *, retention_hours: int | None = None, target_size: int | None = None) -> MaintenanceReport:
+        """Compact small files, write a checkpoint, vacuum unreferenced files.
+
+        Vacuum runs in full mode (it also reaps files of commits that never landed) and honours
+        the retention window (the table's ``delta.deletedFileRetentionDuration``, 7 days by
+        default, unless ``retention_hours`` says otherwise): no version inside the window loses a
+        file. Older versions stay reachable by offset (``at(offset=...)``).
+        """
+        dt = open_table(self.path)
+        before_version, before_files = dt.version(), len(dt.file_uris())
+        compacted = dt.optimize.compact(
+            target_size=target_size,
+            commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "compact"}),
+        )
+        dt.update_incremental()
+        dt.create_checkpoint()
+        checkpoint_version = dt.version()
+        vacuumed = dt.vacuum(
+            retention_hours=retention_hours,
+            dry_run=False,
+            enforce_retention_duration=retention_hours is None,
+            full=True,
+            commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "vacuum"}),
+        )
+        dt.cleanup_metadata()
+        dt = open_table(self.path)
+        self._dt = dt
+        self._commits_since_open = 0
+        report = MaintenanceReport(
+            version_before=before_version,
+            version_after=dt.version(),
+            files_before=before_files,
+            files_after=len(dt.file_uris()),
+            compacted=compacted.get("metrics", compacted) if isinstance(compacted, dict) else {},
+            vacuumed=list(vacuumed),
+            checkpoint_version=checkpoint_version,
+        )
+        log.info("log.maintained", path=self.path, **report.to_dict())
+        return report

@@ -1,0 +1,54 @@
+"""What the log's own commits (appends and ``Log.compact``) are made of, beside the commit file
+that ``delta_commit`` writes: the Parquet data file, durable and with the statistics its ``add``
+action carries, and the commit's stamp (its time, and the engine version in ``engineInfo``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _package_version
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .delta_commit import DataFile, fsync_file
+
+try:
+    ENGINE_VERSION = _package_version("kraftlake")
+except PackageNotFoundError:  # running from a checkout that was never installed
+    ENGINE_VERSION = "0+unknown"
+"""Written into every commit's ``engineInfo``."""
+ROW_GROUP_ROWS = 32_768
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
+    """``rows`` (in offset order) as the durable data file ``name`` of the table at path ``table``,
+    with the statistics its ``add`` action carries."""
+    n = rows.num_rows
+    # A column null in every row (the struct of each record type the rows do not hold) is
+    # left out of the file: readers take the table's schema and read it as null, as they do
+    # for files written before a column existed. A batch of a few types then writes a few
+    # column chunks instead of 250 (0.5 ms instead of 10, a sixteenth of the bytes).
+    rows = rows.select([c for c in rows.column_names if rows.column(c).null_count < n])
+    full = os.path.join(table, name)
+    # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
+    # skips the groups outside it instead of decompressing the whole file.
+    pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+    fsync_file(full)
+    st = os.stat(full)
+    offsets, ts = rows.column("offset"), rows.column("ts_ms")
+    stats = {
+        "numRecords": n,
+        "minValues": {"offset": offsets[0].as_py(), "ts_ms": pc.min(ts).as_py()},
+        "maxValues": {"offset": offsets[-1].as_py(), "ts_ms": pc.max(ts).as_py()},
+        "nullCount": {"offset": 0, "ts_ms": 0},
+    }
+    return DataFile(name, st.st_size, int(st.st_mtime * 1000), json.dumps(stats))
