@@ -11,9 +11,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from helpers.kraft import bootstrap, registration, uid
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kraft_helpers import bootstrap, registration, uid
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app

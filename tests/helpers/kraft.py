@@ -1,17 +1,17 @@
-"""Shared builders for the KRaft state-machine tests: real-looking ids, brokers and topics."""
+"""Builders for the KRaft state-machine tests: real-looking ids, brokers, topics and controllers."""
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+
+import msgspec
 
 from kraftlake.records import FeatureLevel, RegisterBroker
 from kraftlake.records.types import uuid_from_bytes
+from kraftlake.statemachine.kraft import commands as c
+from kraftlake.statemachine.kraft.controller import Controller
 
 MV = 21  # 3.9-IV0: the semantics kraftlake targets
-
-# Real metadata logs written by Kafka, kept byte for byte (fixtures/kafka/PROVENANCE.md).
-KAFKA_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
 
 
 def uid(name: str) -> str:
@@ -32,3 +32,17 @@ def registration(broker: int, dirs: list[str], *, epoch: int | None = None, fenc
         log_dirs=tuple(dirs),
         fenced=fenced,
     )
+
+
+def strip(records):
+    """Records without envelope (offset, time, source): what the controller decides."""
+    return [msgspec.structs.replace(r, offset=None, ts_ms=None, source=None, source_offset=None) for r in records]
+
+
+def controller_with_brokers(dirs: dict[int, list[str]], mv: int = MV) -> Controller:
+    """Brokers registered (epoch id + 100) and unfenced by a heartbeat, as Kafka's tests do."""
+    ctl = Controller(bootstrap(mv) + [registration(b, d) for b, d in dirs.items()])
+    for b in dirs:
+        d = ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=b + 100, current_metadata_offset=ctl.view.offset))
+        assert not d.reply.is_fenced
+    return ctl
