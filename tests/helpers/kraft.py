@@ -7,7 +7,7 @@ import hashlib
 import msgspec
 
 from kraftlake.records import FeatureLevel, RegisterBroker
-from kraftlake.records.types import uuid_from_bytes
+from kraftlake.records.types import is_reserved, uuid_from_bytes
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
 
@@ -16,11 +16,25 @@ MV = 21  # 3.9-IV0: the semantics kraftlake targets
 
 def uid(name: str) -> str:
     """A real (non-reserved) Kafka uuid named after ``name``."""
-    return uuid_from_bytes(hashlib.sha256(name.encode()).digest()[:16])
+    u = uuid_from_bytes(hashlib.sha256(name.encode()).digest()[:16])
+    assert not is_reserved(u)
+    return u
+
+
+def dir_id(broker: int, slot: int, incarnation: int) -> str:
+    return uid(f"dir-{broker}-{slot}-{incarnation}")
+
+
+def incarnation_id(broker: int, incarnation: int) -> str:
+    return uid(f"incarnation-{broker}-{incarnation}")
 
 
 def bootstrap(mv: int = MV) -> list:
     return [FeatureLevel(name="metadata.version", feature_level=mv)]
+
+
+def new_controller() -> Controller:
+    return Controller(records=bootstrap())
 
 
 def registration(broker: int, dirs: list[str], *, epoch: int | None = None, fenced: bool = True) -> RegisterBroker:
