@@ -18,6 +18,36 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directories import is_online
 
+
+def _unfenced_brokers(n: int, dirs: int) -> tuple[Controller, dict[int, int]]:
+    """A controller with brokers 1..n registered (first incarnation, ``dirs`` directories each)
+    and unfenced by a heartbeat, one after the other; and their broker epochs."""
+    ctl = new_controller()
+    epochs = {}
+    for b in range(1, n + 1):
+        log_dirs = tuple(dir_id(b, slot, 1) for slot in range(dirs))
+        epochs[b] = ctl.handle(
+            c.RegisterBroker(broker_id=b, incarnation_id=incarnation_id(b, 1), log_dirs=log_dirs)
+        ).reply.broker_epoch
+        ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=ctl.view.offset))
+    return ctl, epochs
+
+
+def _isr_of_broker_1(ctl: Controller, epoch: int, tid: str, leader_epoch: int, partition_epoch: int) -> c.Decision:
+    """Broker 1's AlterPartition of partition 0 of ``tid`` to ISR [1], at the given epochs."""
+    return ctl.handle(
+        c.AlterPartition(
+            broker_id=1,
+            broker_epoch=epoch,
+            topic_id=tid,
+            partition_id=0,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            new_isr=(1,),
+        )
+    )
+
+
 # -- the documented Kafka-faithful exceptions, pinned -------------------------------------------
 
 
@@ -47,12 +77,9 @@ def test_assign_to_offline_dir_elects_on_old_dir():
     Getting there needs a leaderless partition whose ISR member is acceptable, which Kafka leaves
     behind when a replica comes back from LOST to an online directory (no election is run then).
     """
-    ctl = new_controller()
-    d1, d2 = dir_id(1, 0, 1), dir_id(1, 1, 1)
-    e1 = ctl.handle(
-        c.RegisterBroker(broker_id=1, incarnation_id=incarnation_id(1, 1), log_dirs=(d1, d2))
-    ).reply.broker_epoch
-    ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=e1, current_metadata_offset=ctl.view.offset))
+    ctl, epochs = _unfenced_brokers(1, dirs=2)
+    d1 = dir_id(1, 0, 1)
+    e1 = epochs[1]
     tid = ctl.handle(c.CreateTopic(name="t", assignments=((1,),))).reply.topic_id
     _assign(ctl, 1, e1, LOST, tid)  # leaves leadership: leader -1, ISR [1]
     _assign(ctl, 1, e1, d1, tid)  # back on an online dir: no election is run
@@ -80,22 +107,11 @@ def test_unfence_and_offline_dir_in_one_heartbeat():
     The controller reproduces this; the state machine (test_kraft_controller_invariants.py) allows
     exactly this case.
     """
-    ctl = new_controller()
+    ctl, epochs = _unfenced_brokers(1, dirs=2)
     d1, d2 = dir_id(1, 0, 1), dir_id(1, 1, 1)
-    e1 = ctl.handle(
-        c.RegisterBroker(broker_id=1, incarnation_id=incarnation_id(1, 1), log_dirs=(d1, d2))
-    ).reply.broker_epoch
-    ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=e1, current_metadata_offset=ctl.view.offset))
+    e1 = epochs[1]
     tid = ctl.handle(c.CreateTopic(name="t", assignments=((1,),))).reply.topic_id
-    ctl.handle(
-        c.AssignReplicasToDirs(
-            request=AssignReplicasToDirsRequest(
-                broker_id=1,
-                broker_epoch=e1,
-                directories=(DirectoryReplicas(id=d1, topics=(TopicPartitions(topic_id=tid, partitions=(0,)),)),),
-            )
-        )
-    )
+    _assign(ctl, 1, e1, d1, tid)
     ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=e1, current_metadata_offset=ctl.view.offset, want_fence=True))
     p = ctl.view.partition(tid, 0)
     assert (p.leader, p.isr, p.directory(1)) == (-1, (1,), d1)
@@ -112,13 +128,7 @@ def test_unfence_and_offline_dir_in_one_heartbeat():
 
 @pytest.mark.parametrize("ahead", ["leader_epoch", "partition_epoch"])
 def test_alter_partition_from_the_future_is_not_controller(ahead):
-    ctl = new_controller()
-    epochs = {}
-    for b in (1, 2):
-        epochs[b] = ctl.handle(
-            c.RegisterBroker(broker_id=b, incarnation_id=incarnation_id(b, 1), log_dirs=(dir_id(b, 0, 1),))
-        ).reply.broker_epoch
-        ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=ctl.view.offset))
+    ctl, epochs = _unfenced_brokers(2, dirs=1)
     tid = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),))).reply.topic_id
     p = ctl.view.partition(tid, 0)
     le, pe = p.leader_epoch, p.partition_epoch
@@ -126,17 +136,7 @@ def test_alter_partition_from_the_future_is_not_controller(ahead):
         le += 1
     else:
         pe += 1
-    d = ctl.handle(
-        c.AlterPartition(
-            broker_id=1,
-            broker_epoch=epochs[1],
-            topic_id=tid,
-            partition_id=0,
-            leader_epoch=le,
-            partition_epoch=pe,
-            new_isr=(1,),
-        )
-    )
+    d = _isr_of_broker_1(ctl, epochs[1], tid, le, pe)
     assert d.records == ()
     assert d.reply.error_code == 41  # NOT_CONTROLLER (ReplicationControlManager.validateAlterPartitionData)
 
@@ -144,15 +144,7 @@ def test_alter_partition_from_the_future_is_not_controller(ahead):
 def test_partition_listed_twice_under_offline_dirs_gets_one_isr_update():
     """Kafka's handleAssignReplicasToDirs gathers the partitions to move off the broker in a
     ``Set<TopicIdPartition>`` and runs generateLeaderAndIsrUpdates once over it."""
-    ctl = new_controller()
-    ep = {}
-    for b in (1, 2):
-        ep[b] = ctl.handle(
-            c.RegisterBroker(
-                broker_id=b, incarnation_id=incarnation_id(b, 1), log_dirs=(dir_id(b, 0, 1), dir_id(b, 1, 1))
-            )
-        ).reply.broker_epoch
-        ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=ep[b], current_metadata_offset=ctl.view.offset))
+    ctl, ep = _unfenced_brokers(2, dirs=2)
     tid = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),))).reply.topic_id
     tp = (TopicPartitions(topic_id=tid, partitions=(0,)),)
     request = AssignReplicasToDirsRequest(
@@ -173,13 +165,7 @@ def test_alter_partition_rejects_an_ineligible_member_already_in_the_isr():
     while in controlled shutdown. Its AlterPartition lists itself, in controlled shutdown: Kafka
     answers INELIGIBLE_REPLICA and writes nothing; the decider accepts it and its builder, whose
     acceptor rejects the leader, writes a PartitionChange to leader -1 with error code NONE."""
-    ctl = new_controller()
-    ep = {}
-    for b in (1, 2):
-        ep[b] = ctl.handle(
-            c.RegisterBroker(broker_id=b, incarnation_id=incarnation_id(b, 1), log_dirs=(dir_id(b, 0, 1),))
-        ).reply.broker_epoch
-        ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=ep[b], current_metadata_offset=ctl.view.offset))
+    ctl, ep = _unfenced_brokers(2, dirs=1)
     tid = ctl.handle(c.CreateTopic(name="t", assignments=((1,),))).reply.topic_id
     ctl.handle(
         c.Heartbeat(broker_id=1, broker_epoch=ep[1], current_metadata_offset=ctl.view.offset, want_shut_down=True)
@@ -188,16 +174,6 @@ def test_alter_partition_rejects_an_ineligible_member_already_in_the_isr():
     ctl.handle(c.Heartbeat(broker_id=1, broker_epoch=ep[1], current_metadata_offset=ctl.view.offset))
     p, reg = ctl.view.partition(tid, 0), ctl.view.brokers[1]
     assert p.leader == 1 and not reg.fenced and reg.in_controlled_shutdown  # Kafka-faithful so far
-    d = ctl.handle(
-        c.AlterPartition(
-            broker_id=1,
-            broker_epoch=ep[1],
-            topic_id=tid,
-            partition_id=0,
-            leader_epoch=p.leader_epoch,
-            partition_epoch=p.partition_epoch,
-            new_isr=(1,),
-        )
-    )
+    d = _isr_of_broker_1(ctl, ep[1], tid, p.leader_epoch, p.partition_epoch)
     assert d.reply.error_code == c.INELIGIBLE_REPLICA
     assert d.records == ()
