@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import msgspec
-from helpers.kraft import dir_id, incarnation_id, new_controller, uid
+from helpers.kraft import dir_id, incarnation_id, new_controller, uid, without_offsets
 from hypothesis import event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -54,10 +53,6 @@ from kraftlake.statemachine.kraft.directories import is_online, sorted_dirs, uui
 
 BROKER_IDS = range(1, 7)
 UNCLEAN = "unclean.leader.election.enable"
-
-
-def _strip(records) -> list:
-    return [msgspec.structs.replace(r, offset=None) for r in records]
 
 
 def _indexes(view) -> tuple:
@@ -104,7 +99,7 @@ class StepChecker:
 
         decision = ctl.handle(cmd)
         # Deterministic: the controller decided the same thing.
-        assert _strip(decision.records) == _strip(pure.records)
+        assert without_offsets(decision.records) == without_offsets(pure.records)
         assert decision.reply == pure.reply
         # Offsets follow the view.
         assert [r.offset for r in decision.records] == list(range(offset0 + 1, offset0 + 1 + len(decision.records)))

@@ -1,4 +1,5 @@
-"""Builders for the KRaft state-machine tests: real-looking ids, brokers, topics and controllers."""
+"""Builders for the KRaft state-machine tests: real-looking ids, brokers, topics and controllers;
+and records without their envelope or offsets, as the tests compare them."""
 
 from __future__ import annotations
 
@@ -51,6 +52,11 @@ def registration(broker: int, dirs: list[str], *, epoch: int | None = None, fenc
 def strip(records):
     """Records without envelope (offset, time, source): what the controller decides."""
     return [msgspec.structs.replace(r, offset=None, ts_ms=None, source=None, source_offset=None) for r in records]
+
+
+def without_offsets(records) -> list:
+    """Records without the offsets a log gave them: to append again, replay or compare."""
+    return [msgspec.structs.replace(r, offset=None) for r in records]
 
 
 def controller_with_brokers(dirs: dict[int, list[str]], mv: int = MV) -> Controller:
