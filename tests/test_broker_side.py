@@ -10,11 +10,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from helpers.kafka_logs import KAFKA_LOGS
+from helpers.kraft import controller_with_brokers, uid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kraft_helpers import KAFKA_LOGS as VECTORS
-from kraft_helpers import uid
-from test_kraft_scenarios import controller_with_brokers
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -42,7 +41,7 @@ KNOWN = {
 
 @pytest.mark.parametrize("name", sorted(KNOWN))
 def test_real_meta_properties_parse_and_round_trip(name, tmp_path):
-    meta = mp.read(VECTORS / name)
+    meta = mp.read(KAFKA_LOGS / name)
     assert (meta.version, meta.node_id, meta.cluster_id, meta.directory_id, meta.directory_ids) == (
         1,
         1,
@@ -107,7 +106,7 @@ def test_bad_meta_properties_name_the_file_and_key(text, needle):
 def test_format_dirs_assigns_missing_ids_keeps_existing_and_lists_all(tmp_path):
     a, b, c_ = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     a.mkdir()
-    (a / "meta.properties").write_bytes((VECTORS / "codecrafters-single" / "meta.properties").read_bytes())
+    (a / "meta.properties").write_bytes((KAFKA_LOGS / "codecrafters-single" / "meta.properties").read_bytes())
     args = ["format-dirs", "--cluster-id", "rwd2jqiwRaCycLq7mKVHXA", "--node-id", "1", str(a), str(b), str(c_)]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output

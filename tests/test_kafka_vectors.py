@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from kraft_helpers import KAFKA_LOGS
+from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -40,9 +40,7 @@ from kraftlake.replay.audit import audit_log
 from kraftlake.replay.kafka_snapshots import checkpoint_view, differences
 from kraftlake.replay.state import state_at
 
-VECTORS = KAFKA_LOGS
-NAMES = ["codecrafters-single", "kafka37-jbod-dirs", "single-snapshot", "three-snapshots"]
-FILES = sorted(p for p in VECTORS.rglob("*") if p.suffix in (".log", ".checkpoint"))
+FILES = sorted(p for p in KAFKA_LOGS.rglob("*") if p.suffix in (".log", ".checkpoint"))
 runner = CliRunner()
 
 
@@ -67,11 +65,11 @@ SHA256 = {
 
 def test_the_vectors_are_there_byte_for_byte():
     # A missing folder or file must fail, never silently test nothing; an edited one fails too.
-    assert sorted(p.name for p in VECTORS.iterdir() if p.is_dir()) == NAMES
+    assert sorted(p.name for p in KAFKA_LOGS.iterdir() if p.is_dir()) == KAFKA_LOG_NAMES
     assert len(FILES) == 10
     found = {
-        p.relative_to(VECTORS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in VECTORS.rglob("*")
+        p.relative_to(KAFKA_LOGS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in KAFKA_LOGS.rglob("*")
         if p.is_file() and p.suffix != ".md"
     }
     assert found == SHA256
@@ -82,13 +80,13 @@ def imported(tmp_path_factory) -> dict[str, Log]:
     """Each vector imported into its own log (NoOps skipped)."""
     root = tmp_path_factory.mktemp("imported")
     logs = {}
-    for name in NAMES:
+    for name in KAFKA_LOG_NAMES:
         logs[name] = Log.create(root / name)
-        import_kafka(VECTORS / name, logs[name])
+        import_kafka(KAFKA_LOGS / name, logs[name])
     return logs
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(VECTORS)))
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(KAFKA_LOGS)))
 def test_every_byte_decodes_and_reencodes_identically(path):
     data = path.read_bytes()
     decoder = MetadataDecoder()
@@ -113,7 +111,7 @@ def test_every_byte_decodes_and_reencodes_identically(path):
     assert bytes(rebuilt) == data
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(VECTORS)))
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(KAFKA_LOGS)))
 def test_batches_agree_with_kafka_python(path):
     from kafka.record.memory_records import MemoryRecords
 
@@ -144,7 +142,7 @@ def test_batches_agree_with_kafka_python(path):
 
 def test_what_the_research_notes_say_the_jbod_log_holds():
     """kafka-kraft.md 6.9 and S9: Kafka 3.7, one combined node, a controlled shutdown."""
-    records = [r for batch in read_kafka(VECTORS / "kafka37-jbod-dirs") for r in batch]
+    records = [r for batch in read_kafka(KAFKA_LOGS / "kafka37-jbod-dirs") for r in batch]
     by_offset = {r.source_offset: r for r in records}
     regs = [r for r in records if type(r) is RegisterBroker]
     assert [r.version for r in regs] == [3, 3] and all(len(r.log_dirs) == 1 for r in regs)
@@ -161,10 +159,10 @@ def test_what_the_research_notes_say_the_jbod_log_holds():
 
 def test_noops_are_counted_and_kept_only_when_asked():
     stats = ImportStats()
-    kept = [r for b in read_kafka(VECTORS / "three-snapshots", include_noop=True, stats=stats) for r in b]
+    kept = [r for b in read_kafka(KAFKA_LOGS / "three-snapshots", include_noop=True, stats=stats) for r in b]
     assert stats.noops == 28173 == sum(type(r) is NoOp for r in kept)
     skipped = ImportStats()
-    rest = [r for b in read_kafka(VECTORS / "three-snapshots", stats=skipped) for r in b]
+    rest = [r for b in read_kafka(KAFKA_LOGS / "three-snapshots", stats=skipped) for r in b]
     assert skipped.noops == 28173 and not any(type(r) is NoOp for r in rest)
     assert len(kept) - len(rest) == 28173
     assert [r.source_offset for r in rest] == sorted(r.source_offset for r in rest)
@@ -173,7 +171,7 @@ def test_noops_are_counted_and_kept_only_when_asked():
 @pytest.mark.parametrize(
     "checkpoint",
     [c for c in FILES if c.suffix == ".checkpoint" and c.parent.name == "__cluster_metadata-0"],
-    ids=lambda p: str(p.relative_to(VECTORS)),
+    ids=lambda p: str(p.relative_to(KAFKA_LOGS)),
 )
 def test_replay_to_a_snapshot_gives_kafkas_own_image(imported, checkpoint):
     """The test that matters: the log replayed up to a snapshot's last offset is, field by field,
@@ -192,7 +190,7 @@ def test_replay_to_a_snapshot_gives_kafkas_own_image(imported, checkpoint):
 
 def test_an_import_from_a_snapshot_ends_where_a_full_import_does(imported, tmp_path):
     log = Log.create(tmp_path / "from-snapshot")
-    stats = import_kafka(VECTORS / "three-snapshots", log, from_snapshot="latest")
+    stats = import_kafka(KAFKA_LOGS / "three-snapshots", log, from_snapshot="latest")
     assert stats.snapshot == "00000000000000021513-0000000001.checkpoint"
     full = state_at(imported["three-snapshots"]).published()
     assert differences(full, state_at(log).published()) == []
@@ -201,8 +199,8 @@ def test_an_import_from_a_snapshot_ends_where_a_full_import_does(imported, tmp_p
     assert image and all(r.source_offset == 21512 for r in image)
     assert all(r.source_offset >= 21513 for r in records[len(image) :])  # then the log's tail only
     older = Log.create(tmp_path / "from-older-snapshot")
-    cp = VECTORS / "three-snapshots" / "__cluster_metadata-0" / "00000000000000007192-0000000001.checkpoint"
-    assert import_kafka(VECTORS / "three-snapshots", older, from_snapshot=cp).snapshot == cp.name
+    cp = KAFKA_LOGS / "three-snapshots" / "__cluster_metadata-0" / "00000000000000007192-0000000001.checkpoint"
+    assert import_kafka(KAFKA_LOGS / "three-snapshots", older, from_snapshot=cp).snapshot == cp.name
     assert differences(full, state_at(older).published()) == []
 
 
@@ -217,19 +215,19 @@ def test_an_open_metadata_transaction_is_never_published(imported):
     assert state_at(log, source_offset=4).published().features == {"metadata.version": 20}
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", KAFKA_LOG_NAMES)
 def test_kafkas_own_controller_passes_the_audit(imported, name):
     report = audit_log(imported[name].at())
     assert report.verdict == "pass", [msgspec.to_builtins(v) for v in report.violations]
     assert report.records == imported[name].last_offset + 1
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", KAFKA_LOG_NAMES)
 def test_import_then_export_gives_the_same_bytes(tmp_path, name):
     log = Log.create(tmp_path / "log")
-    import_kafka(VECTORS / name, log, include_noop=True)
+    import_kafka(KAFKA_LOGS / name, log, include_noop=True)
     stats = export_kafka((r for b in log.at().iter_records() for r in b), tmp_path / "out")
-    original = (VECTORS / name / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()
+    original = (KAFKA_LOGS / name / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()
     assert Path(stats.segment).read_bytes() == original
 
 
@@ -271,7 +269,7 @@ def test_a_simulated_kip858_history_becomes_a_kafka_segment_and_comes_back(tmp_p
 
 def test_cli_import_view_audit_and_dump(tmp_path):
     log = tmp_path / "jbod"
-    result = runner.invoke(app, ["import-kafka", str(VECTORS / "kafka37-jbod-dirs"), str(log)])
+    result = runner.invoke(app, ["import-kafka", str(KAFKA_LOGS / "kafka37-jbod-dirs"), str(log)])
     assert result.exit_code == 0, result.output
     assert "4,801" in result.stderr and "Kafka offsets 0..4926" in result.stderr
     assert "bootstrap.checkpoint: metadata.version=19" in result.stderr
@@ -281,7 +279,7 @@ def test_cli_import_view_audit_and_dump(tmp_path):
     result = runner.invoke(app, ["audit", str(log), "--to-source-offset", "4900", "--format", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["verdict"] == "pass"
-    result = runner.invoke(app, ["dump", str(VECTORS / "codecrafters-single"), "--format", "jsonl"])
+    result = runner.invoke(app, ["dump", str(KAFKA_LOGS / "codecrafters-single"), "--format", "jsonl"])
     lines = [json.loads(x) for x in result.stdout.splitlines()]
     assert [x["type"] for x in lines if x["kind"] == "record"] == [
         "BEGIN_TRANSACTION_RECORD",
@@ -291,7 +289,7 @@ def test_cli_import_view_audit_and_dump(tmp_path):
         "TOPIC_RECORD",
         "PARTITION_RECORD",
     ]
-    checkpoint = VECTORS / "three-snapshots" / "__cluster_metadata-0" / "00000000000000007192-0000000001.checkpoint"
+    checkpoint = KAFKA_LOGS / "three-snapshots" / "__cluster_metadata-0" / "00000000000000007192-0000000001.checkpoint"
     result = runner.invoke(app, ["view", "--kafka-checkpoint", str(checkpoint)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["features"] == {"metadata.version": 20}
@@ -301,7 +299,7 @@ def test_cli_import_of_a_corrupt_segment_names_file_and_byte_then_skips(tmp_path
     src = tmp_path / "meta" / "__cluster_metadata-0"
     src.mkdir(parents=True)
     data = bytearray(
-        (VECTORS / "codecrafters-single" / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()
+        (KAFKA_LOGS / "codecrafters-single" / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()
     )
     data[200] ^= 0x55  # inside the second batch (bytes 145..310)
     (src / "00000000000000000000.log").write_bytes(bytes(data))
@@ -315,15 +313,15 @@ def test_cli_import_of_a_corrupt_segment_names_file_and_byte_then_skips(tmp_path
 
 def test_an_import_run_again_resumes_and_writes_nothing_twice(tmp_path):
     log = Log.create(tmp_path / "log")
-    first = import_kafka(VECTORS / "kafka37-jbod-dirs", log, chunk=40)
+    first = import_kafka(KAFKA_LOGS / "kafka37-jbod-dirs", log, chunk=40)
     version, last = log.version, log.last_offset
     assert last + 1 == first.records == 128 and version == 4  # four chunks, four commits
-    again = import_kafka(VECTORS / "kafka37-jbod-dirs", Log.open(log.path), chunk=40)
+    again = import_kafka(KAFKA_LOGS / "kafka37-jbod-dirs", Log.open(log.path), chunk=40)
     reopened = Log.open(log.path)
     assert again.records == first.records and (reopened.version, reopened.last_offset) == (version, last)
     other = Log.create(tmp_path / "other")
-    other.append(list(read_kafka(VECTORS / "codecrafters-single"))[0])
+    other.append(list(read_kafka(KAFKA_LOGS / "codecrafters-single"))[0])
     from kraftlake.records.errors import LogError
 
     with pytest.raises(LogError, match="not written by this import"):
-        import_kafka(VECTORS / "kafka37-jbod-dirs", other)
+        import_kafka(KAFKA_LOGS / "kafka37-jbod-dirs", other)

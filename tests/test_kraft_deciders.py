@@ -8,8 +8,7 @@ from collections import Counter
 
 import msgspec
 import pytest
-from kraft_helpers import bootstrap, registration, uid
-from test_kraft_scenarios import controller_with_brokers, strip
+from helpers.kraft import bootstrap, controller_with_brokers, registration, strip, uid
 
 from kraftlake.records import UNASSIGNED, BrokerRegistrationChange, PartitionChange, UnregisterBroker
 from kraftlake.statemachine import placement

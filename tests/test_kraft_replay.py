@@ -11,9 +11,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from helpers.kraft import bootstrap, registration, uid, without_offsets
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kraft_helpers import bootstrap, registration, uid
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -58,10 +58,6 @@ def long_log(tmp_path_factory):
 # -- replay validation ----------------------------------------------------------------------------
 
 
-def _strip(records):
-    return [msgspec.structs.replace(r, offset=None) for r in records]
-
-
 @pytest.mark.parametrize(
     "bad, rule",
     [
@@ -83,7 +79,7 @@ def _strip(records):
     ],
 )
 def test_a_record_kafka_would_reject_names_offset_and_rule(bad, rule):
-    records = _strip(RECORDS) + [bad]
+    records = without_offsets(RECORDS) + [bad]
     with pytest.raises(ReplayError) as info:
         replay(records)
     err = info.value
@@ -99,13 +95,13 @@ def test_offsets_must_increase():
 
 
 def test_an_aborted_transaction_leaves_no_trace_and_a_committed_one_does():
-    base = replay(_strip(RECORDS))
+    base = replay(without_offsets(RECORDS))
     txn = [BeginTransaction(name="t"), registration(7, [uid("seven")]), Topic(name="z", topic_id=uid("z"))]
-    aborted = replay(_strip(RECORDS) + txn + [AbortTransaction(reason="no")])
+    aborted = replay(without_offsets(RECORDS) + txn + [AbortTransaction(reason="no")])
     assert aborted.state_hash() == base.state_hash() and 7 not in aborted.brokers
-    committed = replay(_strip(RECORDS) + txn + [EndTransaction()])
+    committed = replay(without_offsets(RECORDS) + txn + [EndTransaction()])
     assert 7 in committed.brokers and "z" in committed.topic_ids
-    inside = replay(_strip(RECORDS) + txn)
+    inside = replay(without_offsets(RECORDS) + txn)
     assert inside.transaction is not None and inside.image().transaction.begin_offset == len(RECORDS)
 
 
@@ -116,8 +112,8 @@ def test_an_open_transaction_is_not_published(tmp_path):
 
     txn = [BeginTransaction(name="t"), registration(7, [uid("seven")]), Topic(name="z", topic_id=uid("z"))]
     log = Log.create(tmp_path / "log")
-    log.append(_strip(RECORDS) + txn + [EndTransaction()])
-    before = replay(_strip(RECORDS))
+    log.append(without_offsets(RECORDS) + txn + [EndTransaction()])
+    before = replay(without_offsets(RECORDS))
     inside = kraftlake.state_at(log, offset=len(RECORDS) + 2)
     assert inside.transaction is None and inside.offset == len(RECORDS) - 1
     assert inside.state_hash() == before.state_hash() and 7 not in inside.brokers
@@ -134,7 +130,7 @@ def test_an_open_transaction_is_not_published(tmp_path):
 def test_epoch_rules_on_replay():
     """R-EPOCH-1/2: +1 partition epoch per change; +1 leader epoch iff leader is set (even to
     the current leader or to -1)."""
-    v = replay(_strip(RECORDS[:13]))
+    v = replay(without_offsets(RECORDS[:13]))
     t = RECORDS[7].topic_id
     before = v.partition(t, 0)
     for change, le in (
@@ -346,7 +342,7 @@ def test_the_workload_is_deterministic_and_its_records_pass_full_validation(tmp_
     first, again = history(800, seed=11), history(800, seed=11)
     assert first == again and history(800, seed=12) != first
     log = Log.create(tmp_path / "log")
-    log.append([msgspec.structs.replace(r, offset=None) for r in first])  # validated=False
+    log.append(without_offsets(first))  # validated=False
     assert state_at(log).state_hash() == replay(first).state_hash()
 
 

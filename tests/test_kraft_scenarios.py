@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kraft_helpers import MV, bootstrap, registration, uid
+from helpers.kraft import MV, bootstrap, controller_with_brokers, strip, uid
 
 from kraftlake.records import (
     LOST,
@@ -30,22 +30,6 @@ from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directories import default_dir
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
-
-
-def strip(records):
-    """Records without envelope (offset, time, source): what the controller decides."""
-    import msgspec
-
-    return [msgspec.structs.replace(r, offset=None, ts_ms=None, source=None, source_offset=None) for r in records]
-
-
-def controller_with_brokers(dirs: dict[int, list[str]], mv: int = MV) -> Controller:
-    """Brokers registered (epoch id + 100) and unfenced by a heartbeat, as Kafka's tests do."""
-    ctl = Controller(bootstrap(mv) + [registration(b, d) for b, d in dirs.items()])
-    for b in dirs:
-        d = ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=b + 100, current_metadata_offset=ctl.view.offset))
-        assert not d.reply.is_fenced
-    return ctl
 
 
 # -- S1 testHandleDirectoriesOffline ----------------------------------------------------------------

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
+from helpers.kraft import bootstrap, registration, uid, without_offsets
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_kafka_vectors import NAMES, VECTORS
 
 from kraftlake.records import Log, iter_lines
 from kraftlake.replay.audit import Audit, AuditConfig
@@ -92,7 +93,6 @@ def test_broker_records_against_the_registration_in_force(spark, tmp_path):
     """L3/L4 as the local reducer rules them: a change of a broker never registered, a stale
     epoch, a valid unregistration, then changes of the broker it removed; a re-registration
     starts over."""
-    from kraft_helpers import bootstrap, registration, uid
 
     from kraftlake.records import BrokerRegistrationChange, FenceBroker, UnregisterBroker
 
@@ -127,7 +127,6 @@ def test_metadata_transactions_aborted_committed_and_unfinished(spark, tmp_path)
     """Both engines audit the published history (``replay.transactions``): a partition made wrong
     inside an aborted transaction never was, the same change committed is wrong, and the
     records of the transaction still open at the end are no state (nor in the state hash)."""
-    from kraft_helpers import bootstrap, registration, uid
 
     from kraftlake.records import NoOp, Partition, PartitionChange, ReplicaDirectory, Topic
     from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction
@@ -179,7 +178,6 @@ def test_refused_partition_records_and_directories_that_follow_replicas(spark, t
     partition, an assignment that does not fit the replicas) are left out of the state on Spark
     too; a change that sets replicas without directories keeps the staying replicas' ones and
     puts the new replica in UNASSIGNED, so a leader moved there is on an online directory."""
-    from kraft_helpers import bootstrap, registration, uid
 
     from kraftlake.records import Partition, PartitionChange, ReplicaDirectory, Topic
 
@@ -265,7 +263,6 @@ def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_pa
     topic removed and created again under the same id starts its partitions afresh (a change
     between the lives is refused, the new life's first change does not continue the old
     epochs or ISR), and records of two missing topics, which share one window, are each refused."""
-    from kraft_helpers import bootstrap, registration, uid
 
     from kraftlake.records import Partition, PartitionChange, RemoveTopic, Topic
 
@@ -301,12 +298,12 @@ def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_pa
     )  # the second life's epochs
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", KAFKA_LOG_NAMES)
 def test_spark_gives_the_local_report_on_kafkas_own_logs(spark, tmp_path, name):
     from kraftlake.records.kafka.importer import import_kafka
 
     log = Log.create(tmp_path / "log")
-    import_kafka(VECTORS / name, log)
+    import_kafka(KAFKA_LOGS / name, log)
     _same(*_both(spark, log))
 
 
@@ -422,7 +419,7 @@ def test_the_brokers_side_on_spark(spark, tmp_path):
             topic_prefix=f"t{i}",
         )
         records += [r for batch in generate(cfg, records=900) for r in batch]
-    records = [msgspec.structs.replace(r, offset=None) for r in records]
+    records = without_offsets(records)
     log = Log.create(tmp_path / "log")
     log.append(records)
     local, remote = _both(spark, log, AuditConfig(grace_records=20, grace_ms=10**9))
@@ -515,7 +512,6 @@ def test_the_registrations_other_fields_are_the_last_each_record_set(spark, tmp_
     still make the final state's hash: each is the value of the last record that set it (a
     change that leaves it null keeps it; a PartitionRecord sets all of them), on the one-pass
     path and on the careful one (a change of replicas without directories)."""
-    from kraft_helpers import bootstrap, registration, uid
 
     from kraftlake.records import Partition, PartitionChange, ReplicaDirectory, Topic
 

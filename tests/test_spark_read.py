@@ -107,7 +107,7 @@ def test_per_entity_replay_on_spark_hashes_like_the_local_reducers(spark, log, o
 
 def test_per_entity_replay_of_real_kafka_logs_with_transactions(spark, tmp_path):
     """The imported jbod log: a bootstrap transaction, a re-registration, a controlled shutdown."""
-    from kraft_helpers import KAFKA_LOGS
+    from helpers.kafka_logs import KAFKA_LOGS
 
     from kraftlake.records.kafka.importer import import_kafka
 

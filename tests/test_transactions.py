@@ -5,9 +5,9 @@ and ``unpublished_ranges`` (what the Spark audit leaves out) names exactly the N
 from __future__ import annotations
 
 import msgspec
+from helpers.kraft import bootstrap, registration, uid
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kraft_helpers import bootstrap, registration, uid
 
 from kraftlake.records import NoOp, Partition, PartitionChange, ReplicaDirectory, Topic
 from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction
