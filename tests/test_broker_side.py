@@ -10,8 +10,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from helpers.kafka_logs import KAFKA_LOGS
-from helpers.kraft import controller_with_brokers, uid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -25,6 +23,9 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.replica_manager import LocalStorage, disks_from_observations, plan
 from kraftlake.statemachine.kraft.startup import UNREADABLE, Refused, Started, load_dirs, plan_format
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
+
+from helpers.kafka_logs import KAFKA_LOGS
+from helpers.kraft import controller_with_brokers, uid
 
 runner = CliRunner()
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -39,6 +38,8 @@ from kraftlake.records.kraft import (
 from kraftlake.replay.audit import audit_log
 from kraftlake.replay.kafka_snapshots import checkpoint_view, differences
 from kraftlake.replay.state import state_at
+
+from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
 
 FILES = sorted(p for p in KAFKA_LOGS.rglob("*") if p.suffix in (".log", ".checkpoint"))
 runner = CliRunner()

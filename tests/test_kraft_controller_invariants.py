@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from helpers.kraft import dir_id, incarnation_id, new_controller, uid, without_offsets
 from hypothesis import event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -50,6 +49,8 @@ from kraftlake.statemachine.kraft import replay
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.decider import decide
 from kraftlake.statemachine.kraft.directories import is_online, sorted_dirs, uuid_sort_key
+
+from helpers.kraft import dir_id, incarnation_id, new_controller, uid, without_offsets
 
 BROKER_IDS = range(1, 7)
 UNCLEAN = "unclean.leader.election.enable"

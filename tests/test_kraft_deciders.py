@@ -8,7 +8,6 @@ from collections import Counter
 
 import msgspec
 import pytest
-from helpers.kraft import bootstrap, controller_with_brokers, registration, strip, uid
 
 from kraftlake.records import UNASSIGNED, BrokerRegistrationChange, PartitionChange, UnregisterBroker
 from kraftlake.statemachine import placement
@@ -16,6 +15,8 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.broker_view import broker_view
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.replica_manager import LocalStorage, plan
+
+from helpers.kraft import bootstrap, controller_with_brokers, registration, strip, uid
 
 
 def choose_dirs(view, broker, free_bytes, *, seed):

@@ -10,13 +10,14 @@ allows exactly these and nothing else. Then divergences from Kafka that state ma
 from __future__ import annotations
 
 import pytest
-from helpers.kraft import dir_id, incarnation_id, new_controller, uid
 
 from kraftlake.records.kraft import LEADER_UNCHANGED, LOST, PartitionChange
 from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directories import is_online
+
+from helpers.kraft import dir_id, incarnation_id, new_controller, uid
 
 
 def _unfenced_brokers(n: int, dirs: int) -> tuple[Controller, dict[int, int]]:

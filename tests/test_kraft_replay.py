@@ -11,7 +11,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from helpers.kraft import bootstrap, registration, uid, without_offsets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -33,6 +32,8 @@ from kraftlake.replay.snapshots import SNAPSHOTS_DIR, SnapshotStore
 from kraftlake.replay.state import state_at, take_snapshots
 from kraftlake.statemachine.kraft import replay
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
+
+from helpers.kraft import bootstrap, registration, uid, without_offsets
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 RECORDS = list(iter_lines(FIXTURE.open("rb")))

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.kraft import MV, bootstrap, controller_with_brokers, strip, uid
 
 from kraftlake.records import (
     LOST,
@@ -28,6 +27,8 @@ from kraftlake.statemachine.kraft import Election, PartitionChangeBuilder, Parti
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directories import default_dir
+
+from helpers.kraft import MV, bootstrap, controller_with_brokers, strip, uid
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
-from helpers.kraft import bootstrap, registration, uid, without_offsets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +20,9 @@ from kraftlake.spark.audit import audit
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 from kraftlake.statemachine.s3stream.bugs import BUGS as S3_BUGS
+
+from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
+from helpers.kraft import bootstrap, registration, uid, without_offsets
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft" / "audit").glob("*.jsonl"))
 

@@ -107,9 +107,9 @@ def test_per_entity_replay_on_spark_hashes_like_the_local_reducers(spark, log, o
 
 def test_per_entity_replay_of_real_kafka_logs_with_transactions(spark, tmp_path):
     """The imported jbod log: a bootstrap transaction, a re-registration, a controlled shutdown."""
-    from helpers.kafka_logs import KAFKA_LOGS
-
     from kraftlake.records.kafka.importer import import_kafka
+
+    from helpers.kafka_logs import KAFKA_LOGS
 
     log_ = Log.create(tmp_path / "jbod")
     import_kafka(KAFKA_LOGS / "kafka37-jbod-dirs", log_)

@@ -5,7 +5,6 @@ and ``unpublished_ranges`` (what the Spark audit leaves out) names exactly the N
 from __future__ import annotations
 
 import msgspec
-from helpers.kraft import bootstrap, registration, uid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +12,8 @@ from kraftlake.records import NoOp, Partition, PartitionChange, ReplicaDirectory
 from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.transactions import Transactions, published, unpublished_ranges
+
+from helpers.kraft import bootstrap, registration, uid
 
 _KINDS = {
     "B": BeginTransaction,
