@@ -3,12 +3,13 @@
 A Delta commit is one JSON file, ``_delta_log/<version, 20 digits>.json``, that must be created
 only if absent (PROTOCOL.md, "Delta Log Entries" and "Commit Provenance Information"). For an
 append that file holds a ``commitInfo``, one ``add`` per data file and the ``txn`` actions (app
-transaction ids); for a compaction, ``remove`` and ``add`` actions that change no data. delta-rs's ``create_write_transaction`` spends 15-25 ms of CPU on it, lists the
-log directory several times (slower as the log grows, delta-spark-probe.md section 2), and the
+transaction ids); for a compaction, ``remove`` and ``add`` actions that change no data. delta-rs's
+``create_write_transaction`` spends many milliseconds of CPU on it, lists the log directory
+several times (slower as the log grows, delta-spark-probe.md section 2), and the
 ``update_incremental`` the writer needs afterwards as much again: a single writer's commits cost
-40 ms of a core whatever their size, which caps the HTTP service's group commits. Writing the file
-here costs well under a millisecond and makes it durable (fsync of the data file, the commit and
-the log directory), which delta-rs on a local file system does not.
+tens of milliseconds of a core whatever their size, which caps the HTTP service's group commits
+(bench/RESULTS.md). Writing the file here is cheap and makes it durable (fsync of the data file, the
+commit and the log directory), which delta-rs on a local file system does not.
 
 Put-if-absent is ``link(2)`` of a fully written temporary file: atomic on a POSIX file system, and
 it fails when another writer (delta-rs or this code) already took the version. So the fencing of

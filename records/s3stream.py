@@ -166,7 +166,7 @@ class StreamRanges(Part, frozen=True, kw_only=True):
     triplets end to end, in the order given, zstd-compressed above ``COMPRESS_ABOVE`` ranges (as
     AutoMQ compresses its inline ranges, ``pack_ranges``). An object's index block
     (``ObjectWritten``) lists a range per stream it holds, hundreds once compactions merged a
-    node's small streams: a 10^7-record history carries ~3x10^8 of them. Packed, a log decodes
+    node's small streams: a long history carries hundreds of millions of them. Packed, a log decodes
     one ``bytes`` value per object instead of a Struct per range (replay never opens it), and
     readers take the numbers from the buffer (``columns``); iterating gives ``StreamRange``s as a
     tuple of them would. The log's Arrow column keeps them unpacked
@@ -243,7 +243,8 @@ class StreamRanges(Part, frozen=True, kw_only=True):
 
 
 COMPRESS_ABOVE = 50
-"""``StreamRanges`` of more ranges are zstd-compressed (~4x smaller for a compacted object's)."""
+"""``StreamRanges`` of more ranges are zstd-compressed: a compacted object's many ranges shrink well
+(bench/RESULTS.md)."""
 
 
 @lru_cache(maxsize=1)

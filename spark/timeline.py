@@ -25,7 +25,8 @@ PK = "pk"
 topic's lifetime (an index into ``topic_lives``) in the high 32 bits, the partition id in the
 low ones; -1 for records of a topic that does not exist (refused whatever their window says).
 Spark sorts by a prefix of the first sort column: keys (``partition/<topic id>/...``) share
-their first 40 bytes, and a sort by key compared whole strings (14 % of the timeline's CPU)."""
+their first 40 bytes, and a sort by key compared whole strings (a measurable share of the
+timeline's CPU, bench/RESULTS.md)."""
 PARTITION_TYPES = ("Partition", "PartitionChange")
 
 
@@ -68,8 +69,8 @@ states need the fields themselves (the final state's hash), folded once by ``fin
 def final_fields(timeline):
     """(``PK``, the registration's other fields): each partition's other fields after its last
     record, from the values its records set (``OTHER_FIELDS``). One aggregate over the few rows
-    that set any, not five window functions copying arrays into every state (at 10^7 records:
-    ~3 % less CPU for the fill, near the machine's noise, and a simpler window)."""
+    that set any, not five window functions copying arrays into every state: a simpler window,
+    and a little less CPU for the fill, near the machine's noise (bench/RESULTS.md)."""
     from pyspark.sql import functions as F
 
     sets = [F.col(s).isNotNull() for s, _ in OTHER_FIELDS]
@@ -171,7 +172,7 @@ def _rows(df, lives):
         F.when(is_record, F.coalesce(p["last_known_elr"], F.array().cast("array<int>")))
         .otherwise(c["last_known_elr"])
         .alias("set_lkelr"),
-        # A field of an array of structs (generated code), not ``transform`` (interpreted: 4x slower).
+        # A field of an array of structs (generated code), not ``transform`` (interpreted, slower).
         F.when(F.size(assign) > 0, assign["broker"]).alias("assign_brokers"),
         F.when(F.size(assign) > 0, assign["directory"]).alias("assign_dirs"),
         (~is_record & (c["leader"] != -2)).cast("int").alias("sets_leader"),
