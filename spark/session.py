@@ -1,10 +1,10 @@
 """The Spark session kraftlake runs on: local and sized for the machine, or the caller's own.
 
-Local sessions start in 10-15 s on these machines (delta-spark-probe.md 4), so a program builds one
-and passes it around (tests share one per run). Settings that matter for the log's workloads:
-Arrow for the transfer to Python, enough shuffle partitions that a big history's sorts fit in
-memory (adaptive execution merges them back for small data), UTC, no UI, and a high file-listing
-threshold (listing 10 000 small files as a job takes a minute).
+A local session takes seconds to start, so a program builds one and passes it around (tests share
+one per run). Settings that matter for the log's workloads: Arrow for the transfer to Python,
+enough shuffle partitions that a big history's sorts fit in memory (adaptive execution merges them
+back for small data), UTC, no UI, and a high file-listing threshold (below it Spark lists a log's
+many small files as a job, slowly). Both measured in docs/delta-on-this-machine.md.
 """
 
 from __future__ import annotations
