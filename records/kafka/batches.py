@@ -1,4 +1,5 @@
-"""Kafka RecordBatch v2, read and write (kafka-kraft.md 6.2, 6.3, 6.7).
+"""Kafka RecordBatch v2, read and write: Kafka's ``DefaultRecordBatch`` and ``DefaultRecord``, and
+snapshots as ``RecordsSnapshotWriter`` writes them.
 
 Our own framing with ``struct`` rather than kafka-python's record reader: the importer's goal
 (``bench/import.py``) leaves a few microseconds per record, and kafka-python spends more than that
@@ -279,7 +280,7 @@ def read_checkpoint(
     source_offset: int | None = None,
     source: str | None = None,
 ) -> CheckpointContent:
-    """Decode a snapshot: header batch, metadata batches, footer batch (kafka-kraft.md 6.7).
+    """Decode a snapshot: header batch, metadata batches, footer batch (``RecordsSnapshotWriter``).
 
     Records get no offset (a snapshot's offsets are relative to it) and ``source_offset``,
     normally the snapshot's last contained offset. A missing header or footer is an error."""

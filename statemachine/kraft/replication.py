@@ -3,7 +3,9 @@ and the bulk leader/ISR update (``generateLeaderAndIsrUpdates``, R-GEN-1).
 
 Records of one controller operation are computed from the state *before* the operation, as in
 Kafka (they are replayed only once the whole batch commits); callers never fold their own output
-back in mid-operation, so one partition can get two changes in one batch (kafka-kraft.md 8).
+back in mid-operation, so one partition can get two changes in one batch, as Kafka's
+``ReplicationControlManager.handleAssignReplicasToDirs`` writes a directory change and then a
+leader/ISR change for a replica assigned to an offline directory.
 """
 
 from __future__ import annotations
