@@ -85,7 +85,8 @@ class BookieRegistered(BookKeeperRecord, frozen=True, kw_only=True):
 
 class BookieInfo(BookKeeperRecord, frozen=True, kw_only=True):
     """GET_BOOKIE_INFO: free and total bytes over the bookie's distinct ledger filesystems. The
-    weight of weighted placement is ``free_bytes`` (BookKeeper's ``BookieInfoReader.BookieInfo.getWeight``)."""
+    weight of weighted placement is ``free_bytes`` (BookKeeper's
+    ``BookieInfoReader.BookieInfo.getWeight``)."""
 
     version: int = 0
     KEY = "bookie/{r.bookie_id}"

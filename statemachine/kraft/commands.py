@@ -2,7 +2,8 @@
 
 A command carries everything a decision needs that is not in the log (a heartbeat's metadata
 offset, a new broker's directories, free-disk weights for placement); time and randomness never
-come from anywhere else. Replies carry Kafka's error codes (``org.apache.kafka.common.protocol.Errors``).
+come from anywhere else. Replies carry Kafka's error codes
+(``org.apache.kafka.common.protocol.Errors``).
 """
 
 from __future__ import annotations

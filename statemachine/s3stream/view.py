@@ -23,7 +23,8 @@ INIT_EPOCH = -1
 INIT_RANGE_INDEX = -1
 
 AUTOMQ_VERSION = "automq.version"
-"""The feature gate (a KRaft FeatureLevel record); level 0 (unset) is V0 (AutoMQ's ``AutoMQVersion.from``)."""
+"""The feature gate (a KRaft FeatureLevel record); level 0 (unset) is V0, as AutoMQ's
+``AutoMQVersion.from`` reads it."""
 V0, V1, V2, V3, V4, V5, V6 = range(1, 8)
 LATEST = V6
 
