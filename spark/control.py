@@ -11,7 +11,7 @@ the grace with the times of every record.
 
 S3Stream and BookKeeper records are control plane too: their audits (S1-S12, B1-B8) run here,
 fed a window of offsets at a time (``spark.audit._control_records``), not per entity on
-executors as DESIGN.md section 2 sketches. Their invariants cross entities at every record (a
+executors as the partition records are. Their invariants cross entities at every record (a
 stream-set object names many streams, an object's lifecycle is checked from every stream that
 holds it, an ensemble names several bookies), so sharding by entity would copy each shared
 record to every shard that needs it; on the driver they cost one pass, in bounded memory, at the
