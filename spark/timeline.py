@@ -3,7 +3,8 @@ PartitionRecord and PartitionChangeRecord (``statemachine.kraft.partitions.merge
 forward fills over a window per partition, ordered by offset.
 
 A PartitionRecord sets every field; a PartitionChange's null (or leader -2, LRS -1) leaves one
-unchanged. Epochs are running counts since the last PartitionRecord (R-EPOCH-1/2). Directories
+unchanged. Epochs are running counts since the last PartitionRecord (the rules of
+``PartitionRegistration.merge``). Directories
 follow the explicit ``assignment`` of the last record that had one; a change that sets replicas
 without one keeps each staying replica's directory and gives new replicas UNASSIGNED
 (``directories_from``): that case is a fold per replica, run only for the partitions that need
@@ -294,7 +295,8 @@ def _one_pass(rows):
         F.lead("offset").over(w).alias("next_offset"),
     )
     # Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
-    # leader (leader epoch), R-EPOCH-1/2: the running count, corrected at each PartitionRecord.
+    # leader (leader epoch), as ``PartitionRegistration.merge`` counts: the running count, corrected
+    # at each PartitionRecord.
     le_fix = F.when(is_record, F.col("base_leader_epoch") - F.col("n_leader"))
     pe_fix = F.when(is_record, F.col("base_partition_epoch") - F.col("n_change"))
     t = t.select(

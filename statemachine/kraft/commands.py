@@ -163,8 +163,9 @@ class ControllerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Controller policies that are not in the log."""
 
     stay_fenced_while_unassigned: bool = False
-    """KIP-858's proposal (not in Kafka, R-DIR-9): a broker with two or more directories stays
-    fenced while any of its replicas is UNASSIGNED. Off by default, like Kafka."""
+    """KIP-858's proposal (not in Kafka, whose ``BrokerHeartbeatManager.calculateNextBrokerState``
+    unfences without looking at directories): a broker with two or more directories stays fenced
+    while any of its replicas is UNASSIGNED. Off by default, like Kafka."""
     max_multiple: int = 3
     """Placement cap: no broker is chosen with more than this multiple of the median probability
     (BookKeeper's bookieMaxMultipleForWeightBasedPlacement); <= 0 disables it."""
