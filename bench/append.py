@@ -31,10 +31,9 @@ reader's own peak memory: ``Log.open(path)``, ``Log.open(path).read()`` (records
 ``log.maintain(retention_hours=0)``, then the same again.
 
 The 10 000-commit log is built by writing what kraftlake's appender writes without going through
-delta-rs's commit path, whose cost grows with the number of files in the table (measured on the
-2-core machine this was written on: 16 minutes for 10 000 appends of 10 records, 42 ms per commit
-at the start and 174 ms at the end). Commit 1 is a real ``log.append``; its JSON commit serves as
-the template for commits 2..N (same actions and metadata, new file, offsets, stats and
+delta-rs's commit path, whose cost grows with the number of files in the table (a build through
+it took many minutes, each commit slower than the last: bench/RESULTS.md). Commit 1 is a real
+``log.append``; its JSON commit serves as the template for commits 2..N (same actions and metadata, new file, offsets, stats and
 timestamps), each data file is written with kraftlake's ``to_table`` and the codec of the real
 file, and delta-rs writes the checkpoints at the versions its post-commit hook does. The result is
 checked through ``Log.open`` (version, last offset) and by the readers (every offset 0..n-1 once),

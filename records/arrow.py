@@ -98,8 +98,9 @@ def payload_type(cls: type[Record]) -> pa.StructType | None:
 
 RECORD_COLUMN = "record"
 """The whole record (envelope included) as msgpack: what local replay decodes, in one msgspec
-call per file, instead of converting the struct columns cell by cell (10x faster). The struct
-columns stay the queryable truth for Spark SQL; both are written from the same Struct."""
+call per file, instead of converting the struct columns cell by cell, which is far slower
+(bench/RESULTS.md). The struct columns stay the queryable truth for Spark SQL; both are written
+from the same Struct."""
 
 
 def log_schema(record_types: Sequence[type[Record]] = RECORD_TYPES) -> pa.Schema:

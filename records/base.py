@@ -46,7 +46,8 @@ def trusted() -> Iterator[None]:
 def gc_paused() -> Iterator[None]:
     """Pause CPython's cyclic GC around bulk decoding and replay. Records, views and their
     tuples form no reference cycles, yet allocating millions of them triggers collections that
-    re-scan everything alive: 20-30 % of a replay's time. Reference counting still frees all."""
+    re-scan everything alive, a large share of a replay's time (bench/RESULTS.md). Reference
+    counting still frees all."""
     was = gc.isenabled()
     gc.disable()
     try:

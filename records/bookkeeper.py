@@ -1,12 +1,14 @@
 """BookKeeper records: bookies, ledgers and auto-recovery (auditor, under-replication marks,
-replication locks) as immutable records, where BookKeeper keeps them as ZooKeeper znodes
-(``shared/research/bookkeeper.md`` sections 1, 2 and 4).
+replication locks) as immutable records, where BookKeeper keeps them as ZooKeeper znodes (ledger
+metadata as ``LedgerMetadataImpl`` holds it, marks and locks as ``ZkLedgerUnderreplicationManager``
+writes them, bookie registration and state as ``BookieStateManager`` keeps it).
 
 Bookie ids are BookKeeper's (``host:port`` strings). A ledger's metadata is E (ensemble size), W
 (write quorum) and A (ack quorum), and its ensembles keyed by the first entry id they serve; an
 ensemble change under an existing key is a re-replication (positions keep their order), under a
 new key a writer's change after a write failure. The lifecycle states ACTIVE, READ_ONLY,
-DRAINING, DRAINING_FAILED, DRAINED are BP-4's proposal, as kraftlake defines it (section 4.2).
+DRAINING, DRAINING_FAILED, DRAINED are BP-4's proposal ("BookKeeper Lifecycle Management", never
+implemented upstream), as kraftlake defines it.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ class BookieRegistered(BookKeeperRecord, frozen=True, kw_only=True):
 
 class BookieInfo(BookKeeperRecord, frozen=True, kw_only=True):
     """GET_BOOKIE_INFO: free and total bytes over the bookie's distinct ledger filesystems. The
-    weight of weighted placement is ``free_bytes`` (section 3.2)."""
+    weight of weighted placement is ``free_bytes`` (BookKeeper's
+    ``BookieInfoReader.BookieInfo.getWeight``)."""
 
     version: int = 0
     KEY = "bookie/{r.bookie_id}"
@@ -192,7 +195,7 @@ class LedgerReplicated(BookKeeperRecord, frozen=True, kw_only=True):
 class LedgerReplicationLock(BookKeeperRecord, frozen=True, kw_only=True):
     """A replication worker took the ledger's lock (``locks/urL<id>``), or, after a failed repair,
     keeps holding it until ``held_until_ms`` (the deferred release: the ledger's ``failures``-th
-    failure on this worker, rule 10)."""
+    failure on this worker, ``ReplicationWorker.deferLedgerLockReleaseOfFailedLedger``)."""
 
     version: int = 0
     KEY = "ledger/{r.ledger_id}"

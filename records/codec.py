@@ -148,7 +148,7 @@ _BATCH_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])  # type: ignore[valid-
 
 def normalize_batch(records: Sequence[Record]) -> list[Record]:
     """``normalize`` for a whole batch: one typed msgpack round trip when the batch is valid and
-    current (measured twice as fast as builtins + convert).
+    current (faster than builtins + convert; bench/RESULTS.md).
 
     Only records produced at an older version (upcast) or a batch with an error (to name its
     index, type and field) take the per-record path.

@@ -1,14 +1,16 @@
 """Appending to a local Delta table by writing its commit file directly.
 
 A Delta commit is one JSON file, ``_delta_log/<version, 20 digits>.json``, that must be created
-only if absent (PROTOCOL.md, "Delta Log Entries" and "Commit Provenance Information"). For an
-append that file holds a ``commitInfo``, one ``add`` per data file and the ``txn`` actions (app
-transaction ids); for a compaction, ``remove`` and ``add`` actions that change no data. delta-rs's ``create_write_transaction`` spends 15-25 ms of CPU on it, lists the
-log directory several times (slower as the log grows, delta-spark-probe.md section 2), and the
-``update_incremental`` the writer needs afterwards as much again: a single writer's commits cost
-40 ms of a core whatever their size, which caps the HTTP service's group commits. Writing the file
-here costs well under a millisecond and makes it durable (fsync of the data file, the commit and
-the log directory), which delta-rs on a local file system does not.
+only if absent (the Delta protocol, delta-io/delta's ``PROTOCOL.md``: "Delta Log Entries" and
+"Commit Provenance Information"). For an append that file holds a ``commitInfo``, one ``add`` per
+data file and the ``txn`` actions (app transaction ids); for a compaction, ``remove`` and ``add``
+actions that change no data. delta-rs's ``create_write_transaction`` spends many milliseconds of
+CPU on it, lists the log directory several times (slower as the log grows,
+docs/delta-on-this-machine.md), and the ``update_incremental`` the writer needs afterwards as much
+again: a single writer's commits cost tens of milliseconds of a core whatever their size, which
+caps the HTTP service's group commits (bench/RESULTS.md). Writing the file here is cheap and makes
+it durable (fsync of the data file, the commit and the log directory), which delta-rs on a local
+file system does not.
 
 Put-if-absent is ``link(2)`` of a fully written temporary file: atomic on a POSIX file system, and
 it fails when another writer (delta-rs or this code) already took the version. So the fencing of
@@ -170,7 +172,8 @@ class Upkeep:
       milliseconds to seconds as the table grows. When several are asked for while one is being
       written, only the newest follows.
     - Compaction (``compact``, the writer's ``Log.compact``): every commit adds a small file, and
-      readers pay for each (delta-spark-probe.md: Spark needs a minute to plan 10 000 files).
+      readers pay for each (docs/delta-on-this-machine.md: Spark plans thousands of small files
+      slowly).
       It commits beside the writer's appends, through the writer: delta-rs's own compaction,
       retrying its commit after a full re-read, never got in between appends a few milliseconds
       apart. Vacuuming the files it replaced stays ``kraftlake maintain``'s.

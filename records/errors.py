@@ -57,8 +57,9 @@ class RecordError(KraftlakeError, ValueError):
 class ReplayError(KraftlakeError, ValueError):
     """A record a reducer cannot apply, because the real system would have rejected it.
 
-    ``rule`` names the replay-validation rule broken (``R-REPLAY-*``, kafka-kraft.md 3.7), ``entity``
-    the entity key (``broker/101``, ``partition/<topic>/<p>``).
+    ``rule`` names the replay-validation rule broken (``R-REPLAY-*``: the checks Kafka makes when it
+    replays a record, e.g. ``ClusterControlManager.replay`` and ``ReplicationControlManager.replay``),
+    ``entity`` the entity key (``broker/101``, ``partition/<topic>/<p>``).
     """
 
     def __init__(

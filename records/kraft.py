@@ -1,9 +1,8 @@
 """KRaft metadata records (Kafka >= 3.7 semantics), one Struct per Kafka record type.
 
 Field names are Kafka's in snake_case; every Kafka version of a record maps onto one Struct whose
-``version`` says which Kafka version it was (``SINCE`` says which version added a field). Sources:
-``metadata/src/main/resources/common/metadata/*.json`` in apache/kafka, summarised in
-``shared/research/kafka-kraft.md`` section 1.
+``version`` says which Kafka version it was (``SINCE`` says which version added a field). Source:
+the record schemas, ``metadata/src/main/resources/common/metadata/*.json`` in apache/kafka.
 
 The KIP-858 shape: ``Partition`` and ``PartitionChange`` carry ``assignment``, a list of
 (broker, directory) pairs in replica order, in place of Kafka's ``Directories`` array that runs
@@ -75,7 +74,9 @@ __all__ = [
     "CONTROL_TYPES",
 ]
 
-# Reserved directory ids (DirectoryId.java, as shipped in 3.7.0; see kafka-kraft.md 2.3).
+# Reserved directory ids: Kafka's ``DirectoryId.MIGRATING``, ``UNASSIGNED`` and ``LOST`` as shipped in
+# 3.7.0 (before Kafka's bd18551, "DirectoryId.MIGRATING should be all zeros", they were in another
+# order), online or not as ``DirectoryId.isOnline`` says.
 MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
 """(0, 0): the replica is in *some* directory nobody recorded (pre-3.7 data). Counts as online."""
 UNASSIGNED = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -512,7 +513,7 @@ class RemoveAccessControlEntry(KraftRecord, frozen=True, kw_only=True):
     id: Uuid
 
 
-# -- Raft control records (kafka-kraft.md 6.6) ---------------------------------------------------
+# -- Raft control records (Kafka's ControlRecordType; clients/src/main/resources/common/message/) ---
 
 
 class LeaderChange(KraftRecord, frozen=True, kw_only=True):
@@ -611,7 +612,9 @@ KRAFT_RECORDS: tuple[type[Record], ...] = (
     Voters,
     KafkaOpaque,
 )
-"""Every KRaft record type, in Kafka apiKey order of first appearance in DESIGN.md."""
+"""Every KRaft record type: first the ones kraftlake's design names, in its order
+(tests/test_records.py holds it), then the other metadata records real Kafka logs carry, the Raft
+control records and ``KafkaOpaque``."""
 
 API_KEYS: dict[type[Record], int] = {
     RegisterBroker: 0,
@@ -640,7 +643,8 @@ API_KEYS: dict[type[Record], int] = {
     RemoveUserScramCredential: 22,
     RemoveDelegationToken: 26,
 }
-"""Kafka's apiKey of each metadata record type (kafka-kraft.md 1.1)."""
+"""Kafka's apiKey of each metadata record type (each schema's ``apiKey``, Kafka's generated
+``MetadataRecordType``)."""
 
 CONTROL_TYPES: dict[type[Record], int] = {LeaderChange: 2, KRaftVersion: 5, Voters: 6}
-"""Raft control record types kraftlake keeps, by their control type (kafka-kraft.md 6.6)."""
+"""Raft control record types kraftlake keeps, by their control type (Kafka's ``ControlRecordType``)."""

@@ -110,7 +110,7 @@ class ObjectWritten(ObservationRecord, frozen=True, kw_only=True):
     """Node ``node_id`` uploaded object ``object_id`` to object storage; its index block lists these
     stream ranges. AutoMQ keeps a stream-set object's ranges in metadata only before V2 (inline
     ``Ranges``); from V2 readers fetch them from the object itself. This record is that index block
-    as a fact in the log, so that reads and audits (I5, I6) can see what a V2+ object holds.
+    as a fact in the log, so that reads and audits (S5, S6) can see what a V2+ object holds.
 
     v1 packs the ranges (``StreamRanges``: a compacted object lists hundreds); v0 listed them as
     ``StreamRange`` objects, which is what a v0 JSON record still gives (upcast on read)."""

@@ -1,7 +1,7 @@
 """AutoMQ S3Stream metadata records (automq.version V6 semantics), one Struct per AutoMQ record.
 
-Field names are AutoMQ's in snake_case (``metadata/src/main/resources/common/metadata/*.json`` in
-AutoMQ/automq, summarised in ``shared/research/automq-s3stream.md`` section 1). Every version of a
+Field names are AutoMQ's in snake_case (the record schemas,
+``metadata/src/main/resources/common/metadata/*.json`` in AutoMQ/automq). Every version of a
 record maps onto one Struct: ``SINCE`` names fields a later version added, ``UNTIL`` fields a later
 version removed (the four ``*TimeInMs`` of ``S3ObjectRecord`` v0, the inline ``Ranges`` of
 ``S3StreamSetObjectRecord`` v0, ...). Older versions are upcast on read (``records.upcast``), and
@@ -10,8 +10,9 @@ decode into today's types (``RENAMED``).
 
 AutoMQ's packed byte payloads are kept decoded, so that Spark SQL reads
 ``s3_stream_end_offsets.end_offsets`` directly: ``pack_*``/``unpack_*`` convert to and from AutoMQ's
-wire bytes (section 1.4). The one payload kraftlake packs itself is an object's index block
-(``StreamRanges``, in ``ObjectWritten``): packed in the record, unpacked in the log's Arrow column.
+wire bytes (as its ``S3StreamSetObject.encode``/``decode`` and ``S3StreamEndOffsetsCodec`` do). The
+one payload kraftlake packs itself is an object's index block (``StreamRanges``, in
+``ObjectWritten``): packed in the record, unpacked in the log's Arrow column.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ class StreamRanges(Part, frozen=True, kw_only=True):
     triplets end to end, in the order given, zstd-compressed above ``COMPRESS_ABOVE`` ranges (as
     AutoMQ compresses its inline ranges, ``pack_ranges``). An object's index block
     (``ObjectWritten``) lists a range per stream it holds, hundreds once compactions merged a
-    node's small streams: a 10^7-record history carries ~3x10^8 of them. Packed, a log decodes
+    node's small streams: a long history carries hundreds of millions of them. Packed, a log decodes
     one ``bytes`` value per object instead of a Struct per range (replay never opens it), and
     readers take the numbers from the buffer (``columns``); iterating gives ``StreamRange``s as a
     tuple of them would. The log's Arrow column keeps them unpacked
@@ -243,7 +244,8 @@ class StreamRanges(Part, frozen=True, kw_only=True):
 
 
 COMPRESS_ABOVE = 50
-"""``StreamRanges`` of more ranges are zstd-compressed (~4x smaller for a compacted object's)."""
+"""``StreamRanges`` of more ranges are zstd-compressed: a compacted object's many ranges shrink well
+(bench/RESULTS.md)."""
 
 
 @lru_cache(maxsize=1)
@@ -592,10 +594,10 @@ S3STREAM_RECORDS: tuple[type[Record], ...] = (
 """Every S3Stream record type, in AutoMQ apiKey order."""
 
 API_KEYS: dict[type[Record], int] = {cls: key for cls, key in zip(S3STREAM_RECORDS, (*range(501, 519), 600))}
-"""AutoMQ's apiKey of each record type (automq-s3stream.md 1.1)."""
+"""AutoMQ's apiKey of each record type (each schema's ``apiKey``)."""
 
 
-# -- renamed records (automq-s3stream.md 1.2) ------------------------------------------------------
+# -- records AutoMQ renamed, or whose apiKey it reused (the history of its record schemas) ---------
 
 
 def _broker_wal_metadata(raw: dict[str, Any]) -> dict[str, Any]:
@@ -636,7 +638,7 @@ RENAMED: dict[str, Any] = {
 """Record names AutoMQ used before a rename -> a function giving today's payload."""
 
 
-# -- packed payloads (automq-s3stream.md 1.4) ------------------------------------------------------
+# -- packed payloads (AutoMQ's S3StreamSetObject.encode/decode, S3StreamEndOffsetsCodec) ----------
 
 _MAGIC = 0x01
 _ZSTD = 2

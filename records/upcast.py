@@ -32,8 +32,8 @@ def _partition_v0_to_v1(raw: Payload) -> Payload:
 
 def _s3_object_v0_to_v1(raw: Payload) -> Payload:
     # S3ObjectRecord v1 keeps one Timestamp; replay of a v0 record takes the time field of its
-    # state (automq-s3stream.md 3: PREPARED -> ExpiredTimeInMs, COMMITTED -> CommittedTimeInMs,
-    # MARK_DESTROYED -> MarkDestroyedTimeInMs).
+    # state, as AutoMQ's ``S3Object.of`` does (PREPARED -> ExpiredTimeInMs, COMMITTED ->
+    # CommittedTimeInMs, MARK_DESTROYED -> MarkDestroyedTimeInMs).
     if not raw.get("timestamp"):
         legacy = _S3_OBJECT_TIME.get(raw.get("object_state"))
         raw["timestamp"] = (raw.get(legacy) or 0) if legacy else 0

@@ -174,7 +174,7 @@ class SnapshotStore:
         if dt is None:
             return []
         files = [f for f, _, _ in self._files(dt)]
-        # Without the images: listing a hundred 12 MB snapshots must not read 1.2 GB.
+        # Without the images: listing snapshots must not read every image (megabytes each).
         cols = ["offset", "kind", "format", "state_hash", "brokers", "partitions", "created_ms", "bytes"]
         table = ds.dataset(files, schema=SCHEMA, format="parquet").to_table(columns=cols)
         out: dict[int, SnapshotInfo] = {}

@@ -2,10 +2,10 @@
 
 Every K invariant reads the timeline (one row per partition record), so it is computed once and
 kept. Spark's cache builds compressed column batches in the JVM's memory and spills them past
-it: on the 10^7-record history building it cost ~28 s of a 90 s forward fill (one core), and at
-10^8 records it did not fit. Parquet files in a scratch directory cost less to write (~13 s
-there), take no memory, and each reader scans only its columns and skips row groups by their
-statistics (K1 reads the few rows with a message).
+it: building it was a large part of the forward fill, and on a long history it did not fit.
+Parquet files in a scratch directory cost less to write, take no memory, and each reader scans
+only its columns and skips row groups by their statistics (K1 reads the few rows with a message).
+The measures are in bench/RESULTS.md (bench/spark_audit.py).
 
 The directory must be one every executor sees: a local temporary directory for a local session;
 on a cluster, under the SparkContext's checkpoint directory (``sc.setCheckpointDir``) or one the

@@ -1,10 +1,10 @@
 """The Spark session kraftlake runs on: local and sized for the machine, or the caller's own.
 
-Local sessions start in 10-15 s on these machines (delta-spark-probe.md 4), so a program builds one
-and passes it around (tests share one per run). Settings that matter for the log's workloads:
-Arrow for the transfer to Python, enough shuffle partitions that a big history's sorts fit in
-memory (adaptive execution merges them back for small data), UTC, no UI, and a high file-listing
-threshold (listing 10 000 small files as a job takes a minute).
+A local session takes seconds to start, so a program builds one and passes it around (tests share
+one per run). Settings that matter for the log's workloads: Arrow for the transfer to Python,
+enough shuffle partitions that a big history's sorts fit in memory (adaptive execution merges them
+back for small data), UTC, no UI, and a high file-listing threshold (below it Spark lists a log's
+many small files as a job, slowly). Both measured in docs/delta-on-this-machine.md.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ def session(
         SparkSession.builder.master(url)
         .appName(app_name)
         .config("spark.driver.memory", mem)
-        # 16 per core, not 2: at 10^8 records, 4 shuffle partitions on local[2] made the forward
-        # fill's sort and the grace's joins spill 6.8 GiB to disk (832 s, 1 476 CPU-s); 32 spill
-        # nothing (750 s, 1 325 CPU-s). Adaptive execution coalesces the small shuffles of small
-        # logs back to a few partitions: Spark's default, set anyway since this count relies on it.
+        # 16 per core, not 2: with 2, the forward fill's sort and the grace's joins of a long
+        # history spilled to disk and took longer; with 16 nothing spilled (bench/RESULTS.md,
+        # bench/spark_audit.py). Adaptive execution coalesces the small shuffles of small logs
+        # back to a few partitions: Spark's default, set anyway since this count relies on it.
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS_PER_CORE * n))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.default.parallelism", str(max(2, 2 * n)))

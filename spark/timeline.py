@@ -3,7 +3,8 @@ PartitionRecord and PartitionChangeRecord (``statemachine.kraft.partitions.merge
 forward fills over a window per partition, ordered by offset.
 
 A PartitionRecord sets every field; a PartitionChange's null (or leader -2, LRS -1) leaves one
-unchanged. Epochs are running counts since the last PartitionRecord (R-EPOCH-1/2). Directories
+unchanged. Epochs are running counts since the last PartitionRecord (the rules of
+``PartitionRegistration.merge``). Directories
 follow the explicit ``assignment`` of the last record that had one; a change that sets replicas
 without one keeps each staying replica's directory and gives new replicas UNASSIGNED
 (``directories_from``): that case is a fold per replica, run only for the partitions that need
@@ -28,7 +29,8 @@ PK = "pk"
 topic's lifetime (an index into ``topic_lives``) in the high 32 bits, the partition id in the
 low ones; -1 for records of a topic that does not exist (refused whatever their window says).
 Spark sorts by a prefix of the first sort column: keys (``partition/<topic id>/...``) share
-their first 40 bytes, and a sort by key compared whole strings (14 % of the timeline's CPU)."""
+their first 40 bytes, and a sort by key compared whole strings (a measurable share of the
+timeline's CPU, bench/RESULTS.md)."""
 PARTITION_TYPES = ("Partition", "PartitionChange")
 
 
@@ -77,8 +79,8 @@ states need the fields themselves (the final state's hash), folded once by ``fin
 def final_fields(timeline):
     """(``PK``, the registration's other fields): each partition's other fields after its last
     record, from the values its records set (``OTHER_FIELDS``). One aggregate over the few rows
-    that set any, not five window functions copying arrays into every state (at 10^7 records:
-    ~3 % less CPU for the fill, near the machine's noise, and a simpler window)."""
+    that set any, not five window functions copying arrays into every state: a simpler window,
+    and a little less CPU for the fill, near the machine's noise (bench/RESULTS.md)."""
     from pyspark.sql import functions as F
 
     sets = [F.col(s).isNotNull() for s, _ in OTHER_FIELDS]
@@ -178,7 +180,7 @@ def _rows(df, lives):
         F.when(is_record, F.coalesce(p["last_known_elr"], F.array().cast("array<int>")))
         .otherwise(c["last_known_elr"])
         .alias("set_lkelr"),
-        # A field of an array of structs (generated code), not ``transform`` (interpreted: 4x slower).
+        # A field of an array of structs (generated code), not ``transform`` (interpreted, slower).
         F.when(F.size(assign) > 0, assign["broker"]).alias("assign_brokers"),
         F.when(F.size(assign) > 0, assign["directory"]).alias("assign_dirs"),
         (~is_record & (c["leader"] != -2)).cast("int").alias("sets_leader"),
@@ -284,7 +286,8 @@ def _one_pass(rows):
         F.lead("offset").over(w).alias("next_offset"),
     )
     # Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
-    # leader (leader epoch), R-EPOCH-1/2: the running count, corrected at each PartitionRecord.
+    # leader (leader epoch), as ``PartitionRegistration.merge`` counts: the running count, corrected
+    # at each PartitionRecord.
     le_fix = F.when(is_record, F.col("base_leader_epoch") - F.col("n_leader"))
     pe_fix = F.when(is_record, F.col("base_partition_epoch") - F.col("n_change"))
     t = t.select(

@@ -1,4 +1,6 @@
-"""BookKeeper's admin endpoints on the service (bookkeeper.md 4.4, as the issue names them):
+"""BookKeeper's admin endpoints on the service, as the issue names them (BookKeeper's own HTTP API,
+``HttpRouter``, has ``list_bookies``, ``list_under_replicated_ledger`` and ``who_is_auditor``, and
+no drain):
 ``GET /v1/bookies``, ``GET /v1/bookies/{id}``, ``PUT /v1/bookies/{id}/state`` (``{"state":
 "DRAINING"}``; an illegal transition is 409 with the allowed ones; the change is appended as the
 records the lifecycle decider writes), ``GET /v1/ledgers/under-replicated``, ``GET /v1/auditor``.

@@ -3,9 +3,9 @@
 A commit is mostly Python work (records to Arrow, the Parquet file, the commit file) between
 system calls that release the GIL. In the service's process it competes for the GIL with the
 event loop, which holds it most of the time under load: each time the committer gives it up (an
-fsync) it waits for it back, and a 1 ms commit stretched to 5-20 ms, varying with the load. Here
-the committer thread only hands the group over, already checked, as one msgpack message, and
-waits (GIL released) for the offsets.
+fsync) it waits for it back, and a commit took several times as long, varying with the load
+(bench/RESULTS.md, bench/service.py). Here the committer thread only hands the group over,
+already checked, as one msgpack message, and waits (GIL released) for the offsets.
 
 ``CommitProcess`` has the two methods ``GroupCommitter`` uses of a ``Log``: ``append_group`` and
 ``upkeep_in_background``. The child holds the only writing ``Log`` of the service; it

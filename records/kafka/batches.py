@@ -1,8 +1,9 @@
-"""Kafka RecordBatch v2, read and write (kafka-kraft.md 6.2, 6.3, 6.7).
+"""Kafka RecordBatch v2, read and write: Kafka's ``DefaultRecordBatch`` and ``DefaultRecord``, and
+snapshots as ``RecordsSnapshotWriter`` writes them.
 
 Our own framing with ``struct`` rather than kafka-python's record reader: the importer's goal
-(>= 300 000 records/s) leaves about 3 us per record, and kafka-python spends more than that in
-its per-record objects. kafka-python stays a test oracle (tests/test_kafka_vectors.py).
+(``bench/import.py``) leaves a few microseconds per record, and kafka-python spends more than that
+in its per-record objects. kafka-python stays a test oracle (tests/test_kafka_vectors.py).
 CRC-32C comes from ``google-crc32c`` (C, Apache-2.0): a pure-Python CRC would cost more than all
 the decoding.
 """
@@ -279,7 +280,7 @@ def read_checkpoint(
     source_offset: int | None = None,
     source: str | None = None,
 ) -> CheckpointContent:
-    """Decode a snapshot: header batch, metadata batches, footer batch (kafka-kraft.md 6.7).
+    """Decode a snapshot: header batch, metadata batches, footer batch (``RecordsSnapshotWriter``).
 
     Records get no offset (a snapshot's offsets are relative to it) and ``source_offset``,
     normally the snapshot's last contained offset. A missing header or footer is an error."""

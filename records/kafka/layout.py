@@ -1,4 +1,6 @@
-"""Where things are in a Kafka metadata log directory (kafka-kraft.md 6.1).
+"""Where things are in a Kafka metadata log directory: ``meta.properties`` (Kafka's
+``MetaProperties``), the partition ``__cluster_metadata-0`` (``Topic.CLUSTER_METADATA_TOPIC_NAME``),
+segments named by ``LogFileUtils`` and snapshots by ``Snapshots.filenameFromSnapshotId``.
 
 A metadata log dir (``metadata.log.dir``, else the first of ``log.dirs``) holds
 ``meta.properties``, on controllers ``bootstrap.checkpoint``, and the partition directory

@@ -1,4 +1,5 @@
-"""Kafka metadata record values <-> kraftlake records (kafka-kraft.md 1, 6.4-6.6).
+"""Kafka metadata record values <-> kraftlake records, as Kafka's ``MetadataRecordSerde`` reads and
+writes them, and the Raft control records (``ControlRecordUtils``).
 
 One table, ``SCHEMAS``, lists every metadata record type Kafka has (apiKey 0-27), its versions
 and its fields in wire order, from ``metadata/src/main/resources/common/metadata/*.json`` in
@@ -6,10 +7,10 @@ apache/kafka. Field names are the kraftlake Struct's (Kafka's in snake_case), so
 "read the fields, call the class" and encoding is the reverse; nothing else is hand-written per
 type except Kafka's ``Directories`` array, which kraftlake keeps as ``assignment`` pairs.
 
-A value is a frame (uvarint 1, uvarint apiKey, uvarint version) then the body in flexible
-encoding; an apiKey or version kraftlake does not know becomes ``KafkaOpaque`` (raw bytes, for a
-byte-identical export). Writers omit tagged fields equal to their default, as Kafka does, so that
-re-encoding what Kafka wrote gives the same bytes.
+A value is a frame (uvarint 1, uvarint apiKey, uvarint version: ``AbstractApiMessageSerde``) then
+the body in flexible encoding; an apiKey or version kraftlake does not know becomes
+``KafkaOpaque`` (raw bytes, for a byte-identical export). Writers omit tagged fields equal to
+their default, as Kafka does, so that re-encoding what Kafka wrote gives the same bytes.
 """
 
 from __future__ import annotations
@@ -563,7 +564,7 @@ def _default_of(schema: Schema, name: str) -> Any:
     return field_defaults(schema.cls).get(name)
 
 
-# -- control records (kafka-kraft.md 6.6) ----------------------------------------------------------
+# -- control records (ControlRecordType; schemas in clients/src/main/resources/common/message/) -----
 
 LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, VOTERS = 2, 3, 4, 5, 6
 CONTROL_NAMES = {

@@ -1,4 +1,6 @@
-"""Kafka's flexible ("compact") encoding, read and write (kafka-kraft.md 6.3, 6.5).
+"""Kafka's flexible ("compact") encoding, read and write: the varints of ``ByteUtils`` and the
+compact strings, arrays and tagged fields of KIP-482, as Kafka's generated messages read them
+through ``Readable``.
 
 Readers take ``(buf, pos)`` and return ``(value, new_pos)``; writers append to a ``bytearray``.
 Plain functions on a bytes object and a position, with a fast path for one-byte varints: the

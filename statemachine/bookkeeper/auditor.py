@@ -1,6 +1,7 @@
 """The auditor: lost bookies are audited once their audit falls due (``lostBookieRecoveryDelay``,
-rules 1-3 and 5 of bookkeeper.md section 7: the view keeps when each falls due), and every ledger
-whose ensembles name a lost bookie gets an under-replication mark listing it (1.4)."""
+as BookKeeper's ``Auditor.submitAuditTask`` and ``submitLostBookieRecoveryDelayChangedEvent``
+schedule it: the view keeps when each falls due), and every ledger whose ensembles name a lost
+bookie gets an under-replication mark listing it (``AuditorBookieCheckTask.auditBookies``)."""
 
 from __future__ import annotations
 

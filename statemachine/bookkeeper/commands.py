@@ -22,16 +22,18 @@ REPAIR_FAILED = "REPAIR_FAILED"
 REPLICATION_DISABLED = "REPLICATION_DISABLED"
 
 OPEN_LEDGER_GRACE_MS = 30_000
-"""``openLedgerRereplicationGracePeriod`` (bookkeeper.md 1.9)."""
+"""``openLedgerRereplicationGracePeriod`` (BookKeeper's default, ``ServerConfiguration``)."""
 LOCK_RELEASE_OF_FAILED_LEDGER_MS = 300_000
 """``lockReleaseOfFailedLedgerGracePeriod``: after the n-th failure the lock is held
-base / 32 x 2^n for n < 5, then base (9.375 s, 18.75 s, ... 300 s)."""
+base / 32 x 2^n for n < 5, then base (9.375 s, 18.75 s, ... 300 s), as
+``ReplicationWorker.deferLedgerLockReleaseOfFailedLedger`` holds it."""
 PERIODIC_BOOKIE_CHECK_MS = 86_400_000
 """``auditorPeriodicBookieCheckInterval``."""
 
 
 def lock_hold_ms(failures: int, base: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS) -> int:
-    """How long a worker keeps a ledger locked after its ``failures``-th failed repair (rule 10)."""
+    """How long a worker keeps a ledger locked after its ``failures``-th failed repair
+    (``ReplicationWorker.deferLedgerLockReleaseOfFailedLedger``)."""
     n = failures - 1
     return base // 32 * 2**n if n < 5 else base
 
@@ -78,7 +80,8 @@ class Replicate(Command, frozen=True, kw_only=True):
 
 class PeriodicCheck(Command, frozen=True, kw_only=True):
     """The auditor's periodic bookie check (``auditorPeriodicBookieCheckInterval``): every ledger
-    naming a lost bookie is marked; skipped while a delayed audit is pending (rule 6)."""
+    naming a lost bookie is marked; skipped while a delayed audit is pending, as
+    ``AuditorBookieCheckTask`` skips it while ``hasBookieCheckTask()``."""
 
     now_ms: int
 

@@ -1,14 +1,16 @@
 """Where ledger data goes: new ensembles and replacement bookies, chosen among the writable
 bookies by free-disk weighted random selection (the shared ``statemachine.placement``, BookKeeper's
-``WeightedRandomSelectionImpl`` with ``bookieMaxMultipleForWeightBasedPlacement`` = 3, rule 15),
-seeded from the log offset the decision is written at, under the rack rule (16).
+``WeightedRandomSelectionImpl`` with ``bookieMaxMultipleForWeightBasedPlacement`` = 3),
+seeded from the log offset the decision is written at, under the rack rule (after
+``RackawareEnsemblePlacementPolicyImpl.isEnsembleAdheringToPlacementPolicy``).
 
 The rack rule, as kraftlake applies it: neighbours in an ensemble's ring sit in different racks
 whenever a bookie in another rack is available, so that every write set (W >= 2 consecutive
 positions) spans at least two racks. Position 0 of a new ensemble is drawn from the weights alone;
 each later position, and each replacement, is drawn from the weights over the bookies allowed
 (``allowed``), which the audit (B7) recomputes to hold every draw to its distribution. A
-replacement never comes from the ensemble it joins (rule 8)."""
+replacement never comes from the ensemble it joins (the placement policies' ``replaceBookie``
+excludes the current ensemble)."""
 
 from __future__ import annotations
 
@@ -77,8 +79,9 @@ def replace_bookie(
     weighted: bool = True,
     exclude_ensemble: bool = True,
 ) -> str:
-    """One writable bookie for ``position``: outside ``ensemble`` (rule 8; the faulty worker of
-    ``bugs`` only leaves out the bookie it replaces) and ``exclude``, apart from its neighbours' racks."""
+    """One writable bookie for ``position``: outside ``ensemble`` (as ``replaceBookie``; the faulty
+    worker of ``bugs`` only leaves out the bookie it replaces) and ``exclude``, apart from its
+    neighbours' racks."""
     candidates = view.writable()
     weights = view.weights(candidates) if weighted else dict.fromkeys(candidates, 1)
     if not candidates:

@@ -1,8 +1,10 @@
-"""The bookie lifecycle (BP-4 as kraftlake defines it, rule 17): ACTIVE <-> READ_ONLY, either ->
-DRAINING (the bookie turns read-only and every ledger naming it is marked with it as missing),
-DRAINING -> DRAINED once no ensemble names it and no mark lists it, DRAINING -> DRAINING_FAILED
-when a ledger cannot be repaired (the worker says so); DRAINING_FAILED -> DRAINED only by an
-operator once the bad ledgers are fixed, or back to DRAINING to retry."""
+"""The bookie lifecycle (BP-4's proposal as kraftlake defines it; upstream has only
+``BookKeeperAdmin.decommissionBookie``, whose completion test DRAINED follows): ACTIVE <->
+READ_ONLY, either -> DRAINING (the bookie turns read-only and every ledger naming it is marked
+with it as missing), DRAINING -> DRAINED once no ensemble names it and no mark lists it,
+DRAINING -> DRAINING_FAILED when a ledger cannot be repaired (the worker says so);
+DRAINING_FAILED -> DRAINED only by an operator once the bad ledgers are fixed, or back to
+DRAINING to retry."""
 
 from __future__ import annotations
 

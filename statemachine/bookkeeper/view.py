@@ -1,10 +1,12 @@
-"""``BookiesView``: the BookKeeper cluster as its metadata store holds it (bookkeeper.md 1.8, 2.1,
-4.1), mutated only by ``reducer.apply``, with a canonical image and a state hash.
+"""``BookiesView``: the BookKeeper cluster as its metadata store holds it (ledger metadata as
+``LedgerMetadataImpl``, marks and locks as ``LedgerUnderreplicationManager``, bookie states as
+``BookieStateManager``), mutated only by ``reducer.apply``, with a canonical image and a state hash.
 
 Bookies (lifecycle state, availability, rack, disk weights), ledgers (E/W/A, ensembles by first
 entry id, state, last entry, the writer's last add confirmed, entries a repair could not copy),
 under-replication marks (missing bookies, since when), replication locks, the auditor, its
-recovery delay and the audits it owes: lost bookies and when their audit falls due (rules 1-3, 5).
+recovery delay and the audits it owes: lost bookies and when their audit falls due
+(``Auditor.submitAuditTask``).
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ class Ledger(msgspec.Struct, kw_only=True, gc=False):
         return {b for e in self.ensembles.values() for b in e}
 
     def write_set(self, entry: int) -> tuple[str, ...]:
-        """Round-robin striping: positions (e + j) mod E, j < W, of the entry's ensemble (rule 11)."""
+        """Round-robin striping: positions (e + j) mod E, j < W, of the entry's ensemble
+        (``RoundRobinDistributionSchedule``)."""
         ens = self.ensemble_of(entry)
         e = len(ens)
         return tuple(ens[(entry + j) % e] for j in range(self.write_quorum))

@@ -1,9 +1,10 @@
-"""A replication worker (``ReplicationWorker.rereplicate``, bookkeeper.md 1.9): take the lock of an
+"""A replication worker (BookKeeper's ``ReplicationWorker.rereplicate``): take the lock of an
 under-replicated ledger, replace its bad bookies fragment by fragment at the same positions with
-bookies outside the ensemble (rules 7, 8), copying each entry from a surviving replica; wait out
-the open-ledger grace, then fence and seal an open ledger whose tail is bad (rule 9); mark the
-ledger replicated when nothing is bad any more, else release it (a drain that cannot finish
-becomes DRAINING_FAILED).
+bookies outside the ensemble (``BookKeeperAdmin.replicateLedgerFragment`` with the placement
+policy's ``replaceBookie``), copying each entry from a surviving replica; wait out the open-ledger
+grace (``openLedgerRereplicationGracePeriod``), then fence and seal an open ledger whose tail is
+bad; mark the ledger replicated when nothing is bad any more, else release it (a drain that cannot
+finish becomes DRAINING_FAILED).
 
 A bookie is bad in a fragment when it is unavailable, or when the mark lists it and it is
 draining (its data moves off while it still serves reads)."""
@@ -41,8 +42,8 @@ def _source(view: BookiesView, ledger: Ledger, entry: int, target: str) -> bool:
 
 
 def _can_seal(view: BookiesView, ledger: Ledger) -> bool:
-    """Recovery coverage (2.3, rule 14): every write set of the last ensemble has fewer than A
-    bookies that cannot answer."""
+    """Recovery coverage, as ``RoundRobinDistributionSchedule``'s ``RRQuorumCoverageSet.checkCovered``
+    decides it: every write set of the last ensemble has fewer than A bookies that cannot answer."""
     ens = ledger.ensembles[ledger.keys()[-1]]
     e, w = len(ens), ledger.write_quorum
     return all(sum(not view.available(ens[(i + j) % e]) for j in range(w)) < ledger.ack_quorum for i in range(e))
@@ -52,7 +53,8 @@ def replicate(
     view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = True, weighted: bool = True
 ) -> c.Decision:
     records: list = []
-    # Deferred releases that fell due first (rule 10): the ledger is free for any worker again.
+    # Deferred releases that fell due first (``deferLedgerLockReleaseOfFailedLedger``): the ledger is
+    # free for any worker again.
     for i in sorted(
         i for i, w in view.locks.items() if w == cmd.worker and view.held_until.get(i, cmd.now_ms + 1) <= cmd.now_ms
     ):
@@ -80,7 +82,7 @@ def replicate(
     tail_bad = any(_bad(view, mark, b) for b in ledger.ensembles[last_key])
     if ledger.state != CLOSED and tail_bad:
         if cmd.now_ms - mark.since_ms < cmd.grace_ms:
-            # Keep the lock: the writer may still replace the bookie itself (rule 9).
+            # Keep the lock: the writer may still replace the bookie itself within the grace.
             return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.WAITING, ledger_id=ledger_id))
         if not _can_seal(view, ledger):
             return _failed(

@@ -1,5 +1,6 @@
 """A ledger writer: create a ledger on a weighted ensemble, add entries (replacing a failed bookie
-of the last ensemble first, with a new ensemble keyed at LAC + 1), close, delete (bookkeeper.md 2.2)."""
+of the last ensemble first, with a new ensemble keyed at LAC + 1, as BookKeeper's
+``LedgerHandle.ensembleChangeLoop`` does), close, delete."""
 
 from __future__ import annotations
 

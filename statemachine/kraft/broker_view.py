@@ -2,7 +2,8 @@
 ``TopicsDelta.localChanges`` target state plus the metadata cache's notion of offline replicas).
 
 For each replica b hosts: the directory, whether b leads or follows, whether the replica is online
-(R-DIR-7: b registered, not fenced, and its directory online on b), and whether it is in the ISR.
+(b registered, not fenced, and its directory online on b, as Kafka's
+``KRaftMetadataCache.getOfflineReplicas`` decides), and whether it is in the ISR.
 Plus b's offline directories, its replicas still UNASSIGNED or assigned to a directory b does not
 have (Kafka's NumMismatchingReplicaToLogDirAssignments, as far as metadata can tell), and whether
 KIP-858's policy would keep b fenced (two or more directories and an UNASSIGNED replica).

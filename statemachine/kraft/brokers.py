@@ -1,6 +1,7 @@
-"""Broker lifecycle deciders: registration (R-REG-*), heartbeats (R-HB-*), session expiry,
-controlled shutdown and unregistration (R-UNREG-1), after Kafka's ClusterControlManager,
-BrokerHeartbeatManager and ReplicationControlManager.
+"""Broker lifecycle deciders: registration (``ClusterControlManager.registerBroker``), heartbeats
+(``ReplicationControlManager.processBrokerHeartbeat``), session expiry, controlled shutdown and
+unregistration, after Kafka's ClusterControlManager, BrokerHeartbeatManager and
+ReplicationControlManager.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from .view import BrokerRegistration, ControllerView
 
 
 def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
-    """R-REG-1..4. The new epoch is the offset the registration's records start at (R-REG-3)."""
+    """``ClusterControlManager.registerBroker``. The new epoch is the offset the registration's
+    records start at (Kafka's ``QuorumController.registerBroker`` passes the next write offset)."""
     mv = view.metadata_version
     dirs: tuple[str, ...] = ()
     if directories_supported(mv):
@@ -51,7 +53,7 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     fenced, in_controlled_shutdown = True, False
     if existing is not None:
         if existing.incarnation_id == cmd.incarnation_id:
-            # KAFKA-16952 (3.8+): the same incarnation keeps its epoch and state (R-REG-4).
+            # KAFKA-16952 (3.8+): the same incarnation keeps its epoch and state.
             epoch = existing.epoch
             fenced, in_controlled_shutdown = existing.fenced, existing.in_controlled_shutdown
         elif not existing.fenced:
@@ -92,19 +94,22 @@ def _unfence_record(view: ControllerView, reg: BrokerRegistration):
 
 
 def fence_records(view: ControllerView, reg: BrokerRegistration) -> list:
-    """-> FENCED / SHUTDOWN_NOW (R-HB-3): leave every ISR, then the fence record."""
+    """-> FENCED / SHUTDOWN_NOW (``ReplicationControlManager.handleBrokerFenced``): leave every ISR,
+    then the fence record."""
     records: list = bulk_update(view, view.isr_index.get(reg.id, ()), broker_to_remove=reg.id)
     records.append(_fence_record(view, reg))
     return records
 
 
 def unfence_records(view: ControllerView, reg: BrokerRegistration) -> list:
-    """-> UNFENCED (R-HB-3): the unfence record, then elect it where nobody leads."""
+    """-> UNFENCED (``handleBrokerUnfenced``): the unfence record, then elect it where nobody
+    leads."""
     return [_unfence_record(view, reg), *bulk_update(view, view.leaderless, broker_to_add=reg.id)]
 
 
 def controlled_shutdown_records(view: ControllerView, reg: BrokerRegistration) -> list:
-    """-> CONTROLLED_SHUTDOWN (R-HB-3): mark it once (MV >= 3.3-IV3), then leave every ISR."""
+    """-> CONTROLLED_SHUTDOWN (``handleBrokerInControlledShutdown``): mark it once (MV >= 3.3-IV3),
+    then leave every ISR."""
     records: list = []
     if view.metadata_version >= MV_3_3_IV3 and not reg.in_controlled_shutdown:
         records.append(
@@ -132,7 +137,7 @@ FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CON
 def next_state(
     view: ControllerView, reg: BrokerRegistration, cmd: c.Heartbeat, config: c.ControllerConfig
 ) -> tuple[str, str]:
-    """R-HB-2 (BrokerHeartbeatManager.calculateNextBrokerState): (current, next)."""
+    """``BrokerHeartbeatManager.calculateNextBrokerState``: (current, next)."""
     current = FENCED if reg.fenced else CONTROLLED_SHUTDOWN if reg.in_controlled_shutdown else UNFENCED
     if current == FENCED:
         if cmd.want_shut_down:
@@ -170,7 +175,8 @@ def heartbeat(view: ControllerView, cmd: c.Heartbeat, config: c.ControllerConfig
         elif nxt == CONTROLLED_SHUTDOWN:
             records = controlled_shutdown_records(view, reg)
     if directories_supported(view.metadata_version):
-        # Independent of the transition, and from the same pre-heartbeat state (R-HB-3, R-DIR-1).
+        # Independent of the transition, and from the same pre-heartbeat state, as
+        # ``processBrokerHeartbeat`` calls ``handleDirectoriesOffline``.
         records.extend(offline_dirs_records(view, reg, cmd.broker_epoch, cmd.offline_log_dirs))
     reply = c.HeartbeatReply(
         is_caught_up=cmd.current_metadata_offset >= reg.registered_at,
@@ -181,7 +187,8 @@ def heartbeat(view: ControllerView, cmd: c.Heartbeat, config: c.ControllerConfig
 
 
 def expire_session(view: ControllerView, cmd: c.ExpireSession) -> c.Decision:
-    """R-HB-4: the controller fences a broker whose session expired (one per event)."""
+    """The controller fences a broker whose session expired, one per event
+    (``ReplicationControlManager.maybeFenceOneStaleBroker``)."""
     reg = view.brokers.get(cmd.broker_id)
     if reg is None:
         return c.Decision(reply=c.Reply(error_code=c.BROKER_ID_NOT_REGISTERED))
@@ -191,7 +198,8 @@ def expire_session(view: ControllerView, cmd: c.ExpireSession) -> c.Decision:
 
 
 def unregister(view: ControllerView, cmd: c.UnregisterBroker) -> c.Decision:
-    """R-UNREG-1: leave every ISR (ELR is off), then the UnregisterBroker record."""
+    """``ReplicationControlManager.handleBrokerUnregistered``: leave every ISR (ELR is off), then
+    the UnregisterBroker record."""
     reg = view.brokers.get(cmd.broker_id)
     if reg is None:
         return c.Decision(

@@ -2,7 +2,8 @@
 
 A command carries everything a decision needs that is not in the log (a heartbeat's metadata
 offset, a new broker's directories, free-disk weights for placement); time and randomness never
-come from anywhere else. Replies carry Kafka's error codes (kafka-kraft.md 2.2).
+come from anywhere else. Replies carry Kafka's error codes
+(``org.apache.kafka.common.protocol.Errors``).
 """
 
 from __future__ import annotations
@@ -162,8 +163,9 @@ class ControllerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Controller policies that are not in the log."""
 
     stay_fenced_while_unassigned: bool = False
-    """KIP-858's proposal (not in Kafka, R-DIR-9): a broker with two or more directories stays
-    fenced while any of its replicas is UNASSIGNED. Off by default, like Kafka."""
+    """KIP-858's proposal (not in Kafka, whose ``BrokerHeartbeatManager.calculateNextBrokerState``
+    unfences without looking at directories): a broker with two or more directories stays fenced
+    while any of its replicas is UNASSIGNED. Off by default, like Kafka."""
     max_multiple: int = 3
     """Placement cap: no broker is chosen with more than this multiple of the median probability
     (BookKeeper's bookieMaxMultipleForWeightBasedPlacement); <= 0 disables it."""

@@ -1,6 +1,6 @@
 """metadata.version levels that change what the KRaft controller writes (MetadataVersion.java).
 
-Only the levels this package branches on are named; kafka-kraft.md section 0 has the full table.
+Only the levels this package branches on are named; Kafka's ``MetadataVersion`` lists them all.
 A log with no ``metadata.version`` FeatureLevel record is at level 1 (3.0-IV1), as in Kafka.
 """
 

@@ -44,8 +44,8 @@ class Election(enum.Enum):
 
 
 def from_record(record: Partition) -> PartitionRegistration:
-    """A PartitionRecord's registration (R-EPOCH-3: epochs verbatim). A record without
-    directories (v0, or empty) puts every replica in MIGRATING, as Kafka reads it."""
+    """A PartitionRecord's registration (epochs verbatim, as Kafka's ``PartitionRegistration``). A
+    record without directories (v0, or empty) puts every replica in MIGRATING, as Kafka reads it."""
     replicas = record.replicas
     if record.assignment:
         directories = tuple(a.directory for a in record.assignment)
@@ -78,7 +78,8 @@ def directories_from(
 
 
 def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration:
-    """Apply a PartitionChange (``PartitionRegistration.merge``), R-EPOCH-1, -2 and -5 exactly.
+    """Apply a PartitionChange exactly as ``PartitionRegistration.merge`` does: partition epoch +1,
+    leader epoch +1 iff the change sets a leader, recovery state -1 kept.
 
     Raises ``ValueError`` when the change's directories do not fit the replicas.
     """
@@ -139,7 +140,7 @@ class PartitionChangeBuilder:
 
     ``acceptor(r)`` says whether replica ``r`` may lead (Kafka's ``LeaderAcceptor``: the broker is
     acceptable *and* its replica's directory is online). ``default_dir(r)`` gives the directory of
-    a replica that the partition does not have yet (R-DIR-5).
+    a replica that the partition does not have yet (Kafka's ``ClusterControlManager.defaultDir``).
 
     Example::
 

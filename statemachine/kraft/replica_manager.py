@@ -20,7 +20,8 @@ AssignReplicasToDirsRequest that tells the controller where replicas really are.
   single-directory broker, a reassignment): create it there.
 - S-REPL-5 its log lives on an offline directory while the metadata says otherwise (UNASSIGNED,
   MIGRATING, another directory): report it in the offline directory, first, so that the
-  controller moves leadership away (the KIP's fallback; R-DIR-2 leaves such replicas alone).
+  controller moves leadership away (the KIP's fallback: Kafka's ``handleDirectoriesOffline`` leaves
+  such replicas alone, since ``directoriesToPartitions`` never indexes reserved ids).
 - S-REPL-6 assigned to a directory that is offline here (or LOST): nothing, the replica is
   offline until the disk comes back or the operator acts.
 - S-REPL-7 an operator's move (AlterReplicaLogDirs) to another online directory: start a future

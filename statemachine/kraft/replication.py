@@ -1,9 +1,11 @@
 """What Kafka's ReplicationControlManager does to many partitions at once: the leader acceptor
-and the bulk leader/ISR update (``generateLeaderAndIsrUpdates``, R-GEN-1).
+and the bulk leader/ISR update (``generateLeaderAndIsrUpdates``).
 
 Records of one controller operation are computed from the state *before* the operation, as in
 Kafka (they are replayed only once the whole batch commits); callers never fold their own output
-back in mid-operation, so one partition can get two changes in one batch (kafka-kraft.md 8).
+back in mid-operation, so one partition can get two changes in one batch, as Kafka's
+``ReplicationControlManager.handleAssignReplicasToDirs`` writes a directory change and then a
+leader/ISR change for a replica assigned to an offline directory.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def leader_acceptor(
     view: ControllerView, partition: PartitionRegistration, acceptable: Callable[[int], bool] | None = None
 ) -> Callable[[int], bool]:
     """Kafka's ``LeaderAcceptor``: ``acceptable(r)`` (default: the broker is active) and the
-    directory of r's replica is online on r (R-DIR-6)."""
+    directory of r's replica is online on r (``ClusterControlManager.hasOnlineDir``)."""
     brokers = view.brokers
     where = dict(zip(partition.replicas, partition.directories))
     ok = acceptable or view.is_active
@@ -79,9 +81,9 @@ def bulk_update(
     broker_to_remove: int = NO_BROKER,
     broker_to_add: int = NO_BROKER,
 ) -> list[PartitionChange]:
-    """R-GEN-1 over ``keys`` (in sorted order): target ISR = ISR without ``broker_to_remove``,
-    acceptable leaders = not the removed broker, and either the added broker or active ones.
-    Only non-empty changes are returned."""
+    """``generateLeaderAndIsrUpdates`` over ``keys`` (in sorted order): target ISR = ISR without
+    ``broker_to_remove``, acceptable leaders = not the removed broker, and either the added broker
+    or active ones. Only non-empty changes are returned."""
 
     def acceptable(r: int) -> bool:
         return r != broker_to_remove and (r == broker_to_add or view.is_active(r))

@@ -1,4 +1,5 @@
-"""Topic creation (R-TOP-1, R-TOP-2, R-DIR-5) and AlterPartition, the leader's ISR change.
+"""Topic creation (``ReplicationControlManager.createTopics``, new replicas in
+``ClusterControlManager.defaultDir``) and AlterPartition, the leader's ISR change.
 
 New partitions are placed on active brokers by free-disk weighted random choice with the median
 cap (``statemachine.placement``), seeded from the offset the topic's records will start at, so a
@@ -180,7 +181,7 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
 def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Decision:
     """Start moving a partition to ``target_replicas`` (ReplicationControlManager
     .changePartitionReassignment): replicas become target + the ones leaving, ``adding`` and
-    ``removing`` say which; new replicas start in their default dir (R-DIR-5). The builder
+    ``removing`` say which; new replicas start in their default dir (``defaultDir``). The builder
     completes the move once every adding replica is in the ISR (an AlterPartition from the
     leader), dropping the leaving ones with a leader-epoch bump."""
 

@@ -38,7 +38,7 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     incarnation_id: str
     registered_at: int
     """Offset of the RegisterBroker record: the broker is caught up once its metadata offset
-    reaches it (R-HB-2)."""
+    reaches it (``BrokerHeartbeatManager.calculateNextBrokerState``)."""
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: tuple[str, ...] = ()
@@ -464,7 +464,7 @@ class ControllerView:
                     key,
                     () if old is None else [d for d in old.directories if d not in RESERVED_IDS],
                     () if new is None else [d for d in new.directories if d not in RESERVED_IDS],
-                )  # R-DIR-2: reserved ids are never indexed.
+                )  # Reserved ids are never indexed, as in Kafka's ``directoriesToPartitions``.
             if new is not None and new.leader == -1:
                 self._leaderless.add(key)
             else:

@@ -1,8 +1,9 @@
 """Faulty variants of the S3Stream controller's decider, for proving the audits catch them.
 
-Each bug is ``decide`` with one small, named mistake of the kind AutoMQ's controller made or could
-make (automq-s3stream.md 7); the simulator runs one in place of the correct decider (and, where a
-mistake needs a misbehaving node to show, has its nodes misbehave too). They are test equipment.
+Each bug is ``decide`` with one small, named mistake of the kind AutoMQ's controller made (its
+issue tracker has them, e.g. #2040 below) or could make; the simulator runs one in place of the
+correct decider (and, where a mistake needs a misbehaving node to show, has its nodes misbehave
+too). They are test equipment.
 """
 
 from __future__ import annotations

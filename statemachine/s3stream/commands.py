@@ -1,8 +1,9 @@
 """Commands to AutoMQ's S3Stream controller and its replies: the request side of AutoMQ's RPCs
-(automq-s3stream.md 1.6) plus the controller's own periodic work (object lifecycle).
+(``clients/src/main/resources/common/message/*Request.json`` in AutoMQ/automq) plus the
+controller's own periodic work (object lifecycle).
 
 A command carries everything a decision needs that is not in the log: the time (``now_ms``) and
-the node's requests. Errors are AutoMQ's codes (1.7); an error decides no records.
+the node's requests. Errors are AutoMQ's codes (its ``Errors``); an error decides no records.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import msgspec
 
 from kraftlake.records.s3stream import StreamTag
 
-# AutoMQ error codes (Errors.java; automq-s3stream.md 1.7).
+# AutoMQ error codes (AutoMQ's org.apache.kafka.common.protocol.Errors).
 NONE = 0
 UNSUPPORTED_VERSION = 35
 STREAM_EXIST = 501

@@ -1,6 +1,6 @@
 """Commits of uploaded objects: stream-set objects (WAL upload, compaction, replace) and stream
 objects (compaction, expired-object cleanup), with the continuity check and V6's historical WAL
-duties (automq-s3stream.md 4.10-4.13; AutoMQ's ``StreamControlManager``).
+duties (AutoMQ's ``StreamControlManager.commitStreamSetObject`` and ``commitStreamObject``).
 
 Order matters and is AutoMQ's: the idempotency check (an object already COMMITTED answers NONE with
 no records) runs before continuity (AutoMQ #1055), and a compaction never moves logical state.
@@ -37,7 +37,8 @@ def replace(view: StreamsView, object_id: int, attrs: int) -> c.Decision:
         return c.fail(c.OBJECT_NOT_EXIST)
     if obj.state != ObjectState.COMMITTED:
         return c.fail(c.OBJECT_NOT_COMMITED)
-    # AutoMQ writes Timestamp = objectSize here (automq-s3stream.md 8.6); kept, to write its records.
+    # AutoMQ's ``S3ObjectControlManager.replaceCommittedObject`` writes Timestamp = objectSize; kept, to
+    # write its records.
     record = S3Object(
         object_id=object_id,
         object_size=obj.size,

@@ -1,5 +1,7 @@
 """Nodes and KV: WAL (re)registration with the opening streams and V6 historical duties, the
-failover barrier, the circuit-breaker lock, and the KV store (automq-s3stream.md 4.14, 4.17)."""
+failover barrier (AutoMQ's ``StreamControlManager.getOpeningStreams``), the circuit-breaker lock
+(the ``CIRCUIT_BREAKER`` tag ``NodeControlManager`` reads from a node's registration), and the KV
+store (``KVControlManager.putKV``, ``deleteKV``)."""
 
 from __future__ import annotations
 

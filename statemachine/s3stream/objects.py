@@ -1,5 +1,6 @@
-"""S3 objects' lifecycle: prepare, commit, mark destroyed, expire, delete (automq-s3stream.md 4.7-4.9,
-4.15; AutoMQ's ``S3ObjectControlManager``). Record versions follow ``automq.version``: from V2 an
+"""S3 objects' lifecycle: prepare, commit, mark destroyed, expire, delete, as AutoMQ's
+``S3ObjectControlManager`` does (``prepareObject``, ``commitObject``, ``markDestroyObjects``,
+``checkS3ObjectsLifecycle``). Record versions follow ``automq.version``: from V2 an
 object carries one ``timestamp`` and its ``attributes``; before, the four legacy time fields.
 """
 

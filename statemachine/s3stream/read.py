@@ -1,5 +1,5 @@
 """The read path: which objects hold a stream's offsets, in read order, as AutoMQ's
-``S3StreamsMetadataImage.getObjects`` answers (automq-s3stream.md 5.4).
+``S3StreamsMetadataImage.getObjects`` answers.
 
 Stream objects are scanned by start offset; between them, the range containing the next offset
 names the node whose stream-set objects (by order id) hold the data. The last range is open-ended

@@ -1,5 +1,6 @@
-"""Stream commands: create, open, close (incl. V6 fast close), trim, delete (automq-s3stream.md
-4.0-4.6; AutoMQ's ``StreamControlManager``). Each answers an AutoMQ error code; an error decides no
+"""Stream commands: create, open, close (incl. V6 fast close), trim, delete, as AutoMQ's
+``StreamControlManager`` decides them (``createStream``, ``openStream``, ``closeStream``,
+``trimStream``, ``deleteStream``). Each answers an AutoMQ error code; an error decides no
 records. Checks run in AutoMQ's order, because the order decides which error a client sees.
 """
 

@@ -1,4 +1,5 @@
-"""``StreamsView``: AutoMQ's S3Stream controller state (automq-s3stream.md section 2), mutated only by
+"""``StreamsView``: AutoMQ's S3Stream controller state (what its ``StreamControlManager``,
+``S3ObjectControlManager``, ``NodeControlManager`` and ``KVControlManager`` hold), mutated only by
 ``reducer.apply``, with a canonical image and a state hash.
 
 Streams (epoch, current range index, start, logical end, state, tags, ranges, stream objects),
@@ -22,7 +23,8 @@ INIT_EPOCH = -1
 INIT_RANGE_INDEX = -1
 
 AUTOMQ_VERSION = "automq.version"
-"""The feature gate (a KRaft FeatureLevel record); level 0 (unset) is V0 (automq-s3stream.md 1.5)."""
+"""The feature gate (a KRaft FeatureLevel record); level 0 (unset) is V0, as AutoMQ's
+``AutoMQVersion.from`` reads it."""
 V0, V1, V2, V3, V4, V5, V6 = range(1, 8)
 LATEST = V6
 
