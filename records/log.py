@@ -1,13 +1,13 @@
 """The log: records in a Delta Lake table with gapless offsets, via delta-rs.
 
-What it guarantees (measured in ``shared/research/delta-spark-probe.md`` sections 1-3):
+What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-this-machine.md``):
 
 - **Gapless, strictly increasing offsets from 0.** Every append is *fenced*: it commits only on top
   of the version it read, and carries the new last offset as the app transaction
   ``kraftlake.offset``. A plain delta-rs append would silently rebase onto a newer version and
   repeat offsets; a fenced one fails, follows the commits it lost to, and retries. The log
-  writes the commit file itself, put-if-absent (``delta_commit``: a millisecond and durable,
-  where delta-rs's commit costs 20-40 ms of CPU that grow with the log); delta-rs does everything
+  writes the commit file itself, put-if-absent (``delta_commit``: durable and far cheaper than
+  delta-rs's commit, whose cost grows with the log; bench/RESULTS.md); delta-rs does everything
   else (creation, schema changes, checkpoints, compaction, snapshots and time travel).
 - **A batch lands whole or not at all**, as one Parquet file in one Delta commit. A commit that
   loses the race deletes the file it wrote; a process killed before its commit leaves an
@@ -66,7 +66,8 @@ TABLE_PROPERTIES = {
     "delta.checkpointInterval": "100",
 }
 REOPEN_EVERY = 100
-"""Commits between re-opening the DeltaTable: a long-lived object slows with history (probe 2)."""
+"""Commits between re-opening the DeltaTable: a long-lived object slows with every commit it
+makes (``docs/delta-on-this-machine.md``, What a commit costs)."""
 
 
 class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
@@ -168,8 +169,7 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
 
     def _txn(self, app_id: str) -> int | None:
         """An app transaction's version at ``_head``, cached: delta-rs scans every app id per
-        lookup (0.7 ms with a few hundred producers), and a group commit asks for four per
-        producer. ``_dt`` may stand on an older version: what changed since is in the cache."""
+        lookup (bench/RESULTS.md), and a group commit asks for four per producer. ``_dt`` may stand on an older version: what changed since is in the cache."""
         cache = self._txn_cache
         if app_id not in cache:
             cache[app_id] = self._dt.transaction_version(app_id)

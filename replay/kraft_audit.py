@@ -304,7 +304,7 @@ class KraftAudit:
         if old is not None:
             self.books.checked["K3"] += 1
             if cls is PartitionChange:
-                # Only a change that keeps the leader epoch can break R-EPOCH-4.
+                # Only a change that keeps the leader epoch can miss a leader-epoch bump.
                 if p.leader_epoch == old.leader_epoch and (p.replicas is not old.replicas or p.isr is not old.isr):
                     bad = kinv.change_bumps_leader_epoch(view, old, p)
                 else:

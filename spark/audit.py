@@ -375,7 +375,7 @@ def _bad_overlaps(members, bad, known: list[int], width: int, last: int):
     One scan of the members and one join on (broker, directory, offset bucket): both sides are
     cut into offset buckets ``width`` records wide, so that a row is checked against the bad
     intervals near it only (a broker's or directory's bad intervals grow with the history: a join
-    on the keys alone checked every row against all of them, 237 s of 932 at 10^8 records). A
+    on the keys alone checked every row against all of them: quadratic in a key's history). A
     pair is kept in the one bucket where its overlap begins. A left join, so that the leaders of
     unknown brokers (no bad interval: never registered) come from the same pass."""
     from pyspark.sql import functions as F
@@ -598,7 +598,7 @@ def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> l
     """K11 at each request to be unfenced the driver kept: the broker's UNASSIGNED count there
     (``counts`` has a value at each of those offsets) or its own count of mismatches."""
     # Per broker, in offset order: each request finds the count and registration in force by
-    # bisection (scanning them per request was quadratic: 25 s at 10^7 records).
+    # bisection (scanning them per request was quadratic in the history).
     latest: dict[int, tuple[list[int], list[int]]] = {}
     for offset, b, n in counts:
         at, ns = latest.setdefault(b, ([], []))
@@ -766,9 +766,9 @@ def held_to_grace(
     c = c.withColumn("hi", F.coalesce(F.col("fixed_by") - 1, F.lit(last_offset))).where(
         F.col("hi") > F.col("first_offset")
     )
-    # Two sort-merge joins with every record's time. Measured against one join of both ends
-    # followed by an aggregate per interval (10^7 records: 4.2-4.6 s vs 5.2-9.3 s; 10^8: the
-    # grace stage 137 s vs 213 s): the aggregate's shuffle costs more than the second join.
+    # Two sort-merge joins with every record's time: one join of both ends followed by an
+    # aggregate per interval measured slower, its shuffle costing more than the second join
+    # (bench/RESULTS.md).
     times = df.select("offset", "ts_ms")
     c = c.join(times.select(F.col("offset").alias("first_offset"), F.col("ts_ms").alias("t0")), "first_offset", "left")
     c = c.join(times.select(F.col("offset").alias("hi"), F.col("ts_ms").alias("t1")), "hi", "left")

@@ -1,5 +1,6 @@
-"""KRaft/JBOD invariants (kafka-kraft.md 3.8, DESIGN.md 6): what must hold in the controller's
-view, checked on exactly the entities a record can have changed.
+"""KRaft/JBOD invariants: what Kafka's controller (``ReplicationControlManager``,
+``PartitionChangeBuilder``) keeps true of its view, checked on exactly the entities a record can
+have changed. Their ids, definitions and words are the catalogue's (``statemachine.invariants``).
 
 Each check is a pure function of the view (after the record) and returns a message when the
 entity is wrong, None when it is right. The audit engine (``replay.audit``) turns the answers
@@ -45,8 +46,9 @@ def leader_is_healthy(view: ControllerView, p: PartitionRegistration) -> str | N
 
 
 def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
-    """K5: no ISR member on an offline directory, except the last replica standing (R-GEN-1:
-    ISR = [b] and no leader)."""
+    """K5: no ISR member on an offline directory, except the last replica standing: removing a
+    partition's sole ISR member, Kafka's ``ReplicationControlManager.generateLeaderAndIsrUpdates``
+    sets the leader to -1 and leaves the ISR as it was."""
     if len(p.isr) == 1 and p.leader == NO_LEADER:
         return None
     where = dict(zip(p.replicas, p.directories))
@@ -93,8 +95,11 @@ def partition_is_sound(brokers: dict, p: PartitionRegistration) -> bool:
 def change_bumps_leader_epoch(
     view: ControllerView, old: PartitionRegistration, new: PartitionRegistration
 ) -> str | None:
-    """K3 (R-EPOCH-4): a change that removes a replica, or before 3.6-IV0 shrinks the ISR, sets
-    the leader (a leader-epoch bump); replay itself makes partition epochs +1 per change."""
+    """K3: a change that removes a replica, or before 3.6-IV0 shrinks the ISR, sets the leader (a
+    leader-epoch bump), as Kafka's ``PartitionChangeBuilder`` does
+    (``triggerLeaderEpochBumpForReplicaReassignmentIfNeeded``,
+    ``triggerLeaderEpochBumpForIsrShrinkIfNeeded``); replay itself makes partition epochs +1 per
+    change."""
     if new.leader_epoch != old.leader_epoch:
         return None
     lost = [b for b in old.replicas if b not in new.replicas]
@@ -111,7 +116,8 @@ def replacement_bumps_epochs(
     view: ControllerView, old: PartitionRegistration, new: PartitionRegistration
 ) -> str | None:
     """K3 for a Partition record that rewrites an existing partition: the partition epoch goes
-    up, and so does the leader epoch when the leader moved (R-EPOCH-3 writes them verbatim)."""
+    up, and so does the leader epoch when the leader moved (replaying a PartitionRecord takes
+    both epochs as they are written)."""
     if new.partition_epoch <= old.partition_epoch:
         return say("K3", "partition_epoch_stuck", new=new.partition_epoch, old=old.partition_epoch)
     if new.leader != old.leader and new.leader_epoch <= old.leader_epoch:
@@ -122,9 +128,10 @@ def replacement_bumps_epochs(
 def dir_removal_complete(
     view: ControllerView, broker: int, directory: str, dir_index: dict | None = None
 ) -> list[tuple[PartitionRegistration, str]]:
-    """K7 (kafka-kraft.md 3.8 item 5): when ``directory`` leaves ``broker``'s LogDirs, every
-    partition with the broker's replica there no longer has it as leader, nor in the ISR unless
-    it is the last replica standing. UNASSIGNED and MIGRATING replicas are exempt. ``dir_index``
+    """K7: when ``directory`` leaves ``broker``'s LogDirs, every partition with the broker's replica
+    there no longer has it as leader, nor in the ISR unless it is the last replica standing: Kafka's
+    ``ReplicationControlManager.handleDirectoriesOffline`` writes those partition changes before
+    the BrokerRegistrationChangeRecord that removes the directory. UNASSIGNED and MIGRATING replicas are exempt. ``dir_index``
     (directory -> partitions) replaces the view's own index where the caller keeps one."""
     out = []
     index = view.dir_index if dir_index is None else dir_index
