@@ -40,7 +40,7 @@ from kraftlake.records.observations import (
     UnfenceRequested,
 )
 from kraftlake.statemachine.kraft import invariants as kinv
-from kraftlake.statemachine.kraft.directories import RESERVED_IDS
+from kraftlake.statemachine.kraft.directory_ids import RESERVED_IDS
 from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
 from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView

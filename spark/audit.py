@@ -33,7 +33,7 @@ import structlog
 from kraftlake.records.kraft import LOST, UNASSIGNED
 from kraftlake.replay.audit import AuditConfig, AuditReport, InvariantResult, Violation, k10_live, k11_message
 from kraftlake.replay.invariants import BY_ID, CATALOGUE, SEVERITIES
-from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
+from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from .control import BrokerSegment, ControlPlane, replay_control_plane

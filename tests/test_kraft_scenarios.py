@@ -27,7 +27,7 @@ from kraftlake.records import (
 from kraftlake.statemachine.kraft import Election, PartitionChangeBuilder, PartitionRegistration, merge, replay
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
-from kraftlake.statemachine.kraft.directories import default_dir
+from kraftlake.statemachine.kraft.directory_ids import default_dir
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 

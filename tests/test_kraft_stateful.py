@@ -52,7 +52,7 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft import replay
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.decider import decide
-from kraftlake.statemachine.kraft.directories import is_online, sorted_dirs, uuid_sort_key
+from kraftlake.statemachine.kraft.directory_ids import is_online, sorted_dirs, uuid_sort_key
 
 MV = 21  # 3.9-IV0
 BROKER_IDS = range(1, 7)

@@ -53,7 +53,7 @@ from kraftlake.records.kraft import (
 )
 from kraftlake.records.observations import OBSERVATION_RECORDS
 
-from .directories import sorted_dirs
+from .directory_ids import sorted_dirs
 from .partitions import from_record, merge
 from .view import (
     BrokerRegistration,
