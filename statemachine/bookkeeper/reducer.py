@@ -1,5 +1,6 @@
 """The BookKeeper reducer: ``apply(view, record)`` folds one record into a ``BookiesView``, as the
-metadata store (ZooKeeper) would hold it after the write, plus what the auditor derives from it.
+metadata store (ZooKeeper) would hold it after the write, plus what the auditor derives from it, in
+the shape every family's reducer has (``statemachine.reducer``).
 
 Lenient like the metadata store: a record about an unknown ledger or bookie changes nothing (the
 audits say whether it should have existed). Two derived facts are computed here, deterministically
@@ -9,8 +10,6 @@ them (rule 13: those entries are lost on the new bookie too).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Iterable
 
 from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
@@ -31,7 +30,7 @@ from kraftlake.records.bookkeeper import (
     LedgerUnderReplicated,
     RecoveryDelayChanged,
 )
-from kraftlake.records.errors import ReplayError
+from kraftlake.statemachine.reducer import Handler, Reducer, refusal
 
 from .view import CLOSED, Bookie, BookiesView, Ledger, Mark
 
@@ -40,7 +39,7 @@ def _ts(r: Record) -> int:
     return r.ts_ms or 0
 
 
-def _registered(v: BookiesView, r: BookieRegistered) -> None:
+def _registered(v: BookiesView, r: BookieRegistered, offset: int) -> None:
     # A bookie id registered again is a new bookie (a drained address re-used, rule 17).
     old = v.bookies.get(r.bookie_id)
     v.bookies[r.bookie_id] = Bookie(
@@ -52,13 +51,13 @@ def _registered(v: BookiesView, r: BookieRegistered) -> None:
     _back(v, r.bookie_id)
 
 
-def _info(v: BookiesView, r: BookieInfo) -> None:
+def _info(v: BookiesView, r: BookieInfo, offset: int) -> None:
     b = v.bookies.get(r.bookie_id)
     if b is not None:
         b.free_bytes, b.total_bytes = r.free_bytes, r.total_bytes
 
 
-def _state(v: BookiesView, r: BookieStateChange) -> None:
+def _state(v: BookiesView, r: BookieStateChange, offset: int) -> None:
     b = v.bookies.get(r.bookie_id)
     if b is not None:
         b.state, b.state_reason = r.state.value, r.reason
@@ -69,7 +68,7 @@ def _back(v: BookiesView, bookie: str) -> None:
     v.audit_due.pop(bookie, None)
 
 
-def _availability(v: BookiesView, r: BookieAvailability) -> None:
+def _availability(v: BookiesView, r: BookieAvailability, offset: int) -> None:
     b = v.bookies.get(r.bookie_id)
     if b is None:
         return
@@ -106,15 +105,9 @@ def _index(v: BookiesView, ledger: Ledger, before: set[str]) -> None:
         v.refs.setdefault(b, set()).add(ledger.ledger_id)
 
 
-def _created(v: BookiesView, r: LedgerCreated) -> None:
+def _created(v: BookiesView, r: LedgerCreated, offset: int) -> None:
     if r.ledger_id in v.ledgers:
-        raise ReplayError(
-            f"ledger {r.ledger_id} exists",
-            rule="R-BK-LEDGER",
-            offset=r.offset,
-            record_type="LedgerCreated",
-            entity=r.entity_key(),
-        )
+        raise refusal(r, offset, "R-BK-LEDGER", f"ledger {r.ledger_id} exists")
     ledger = Ledger(
         ledger_id=r.ledger_id,
         ensemble_size=r.ensemble_size,
@@ -126,7 +119,7 @@ def _created(v: BookiesView, r: LedgerCreated) -> None:
     _index(v, ledger, set())
 
 
-def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange) -> None:
+def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange, offset: int) -> None:
     ledger = v.ledgers.get(r.ledger_id)
     if ledger is None:
         return
@@ -162,14 +155,14 @@ def _copy(v: BookiesView, ledger: Ledger, key: int, old: tuple[str, ...], new: t
             ledger.lost[now] = tuple(sorted(set(ledger.lost.get(now, ())) | set(missing)))
 
 
-def _closed(v: BookiesView, r: LedgerClosed) -> None:
+def _closed(v: BookiesView, r: LedgerClosed, offset: int) -> None:
     ledger = v.ledgers.get(r.ledger_id)
     if ledger is not None:
         ledger.state, ledger.last_entry_id, ledger.length = CLOSED, r.last_entry_id, r.length
         ledger.fenced = ledger.fenced or r.fenced
 
 
-def _deleted(v: BookiesView, r: LedgerDeleted) -> None:
+def _deleted(v: BookiesView, r: LedgerDeleted, offset: int) -> None:
     ledger = v.ledgers.pop(r.ledger_id, None)
     if ledger is not None:
         _index(
@@ -185,7 +178,7 @@ def _deleted(v: BookiesView, r: LedgerDeleted) -> None:
     _audited(v)
 
 
-def _marked(v: BookiesView, r: LedgerUnderReplicated) -> None:
+def _marked(v: BookiesView, r: LedgerUnderReplicated, offset: int) -> None:
     if r.ledger_id not in v.ledgers:
         return
     mark = v.under_replicated.get(r.ledger_id)
@@ -206,13 +199,13 @@ def _audited(v: BookiesView) -> None:
         del v.audit_due[b]
 
 
-def _replicated(v: BookiesView, r: LedgerReplicated) -> None:
+def _replicated(v: BookiesView, r: LedgerReplicated, offset: int) -> None:
     v.under_replicated.pop(r.ledger_id, None)
     for k in [k for k in v.failures if k.endswith(f" {r.ledger_id}")]:
         del v.failures[k]
 
 
-def _lock(v: BookiesView, r: LedgerReplicationLock) -> None:
+def _lock(v: BookiesView, r: LedgerReplicationLock, offset: int) -> None:
     if r.ledger_id not in v.ledgers:
         return
     holder = v.locks.setdefault(r.ledger_id, r.worker)  # the znode exists: a second worker cannot take it
@@ -221,17 +214,17 @@ def _lock(v: BookiesView, r: LedgerReplicationLock) -> None:
         v.failures[f"{r.worker} {r.ledger_id}"] = r.failures
 
 
-def _unlock(v: BookiesView, r: LedgerReplicationUnlock) -> None:
+def _unlock(v: BookiesView, r: LedgerReplicationUnlock, offset: int) -> None:
     if v.locks.get(r.ledger_id) == r.worker:
         del v.locks[r.ledger_id]
         v.held_until.pop(r.ledger_id, None)
 
 
-def _auditor(v: BookiesView, r: AuditorElected) -> None:
+def _auditor(v: BookiesView, r: AuditorElected, offset: int) -> None:
     v.auditor = r.auditor
 
 
-def _delay(v: BookiesView, r: RecoveryDelayChanged) -> None:
+def _delay(v: BookiesView, r: RecoveryDelayChanged, offset: int) -> None:
     # Rule 5: a rewrite to 0 or to the same value audits now; another value restarts the wait.
     now = _ts(r)
     for b in v.audit_due:
@@ -239,13 +232,13 @@ def _delay(v: BookiesView, r: RecoveryDelayChanged) -> None:
     v.recovery_delay_ms = r.delay_ms
 
 
-def _written(v: BookiesView, r: LedgerEntriesWritten) -> None:
+def _written(v: BookiesView, r: LedgerEntriesWritten, offset: int) -> None:
     ledger = v.ledgers.get(r.ledger_id)
     if ledger is not None:
         ledger.last_add_confirmed = max(ledger.last_add_confirmed, r.last_add_confirmed)
 
 
-_APPLY: dict[type, Callable[[BookiesView, object], None]] = {
+_APPLY: dict[type, Handler] = {
     BookieRegistered: _registered,
     BookieInfo: _info,
     BookieStateChange: _state,
@@ -261,33 +254,11 @@ _APPLY: dict[type, Callable[[BookiesView, object], None]] = {
     AuditorElected: _auditor,
     RecoveryDelayChanged: _delay,
     LedgerEntriesWritten: _written,
-}  # type: ignore[dict-item]
+}
+"""Record class -> its handler; every other record leaves the bookies view alone."""
+
+_REDUCER = Reducer(_APPLY, BookiesView)
+apply = _REDUCER.apply
+replay = _REDUCER.replay
 
 __all__ = ["apply", "replay"]
-
-
-def apply(view: BookiesView, record: Record) -> BookiesView:
-    """Fold one record into ``view`` (in place) and return it."""
-    offset = record.offset
-    if offset is None:
-        offset = view.offset + 1
-    elif offset <= view.offset:
-        raise ReplayError(
-            f"offset {offset} does not follow {view.offset}",
-            rule="R-REPLAY-ORDER",
-            offset=offset,
-            record_type=type(record).__name__,
-            entity=record.entity_key(),
-        )
-    fn = _APPLY.get(type(record))
-    if fn is not None:
-        fn(view, record)
-    view.offset = offset
-    return view
-
-
-def replay(records: Iterable[Record], view: BookiesView | None = None) -> BookiesView:
-    v = BookiesView() if view is None else view
-    for r in records:
-        apply(v, r)
-    return v
