@@ -43,6 +43,7 @@ from kraftlake.statemachine.kraft import invariants as kinv
 from kraftlake.statemachine.kraft.directory_ids import RESERVED_IDS
 from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
+from kraftlake.statemachine.reducer import View
 from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
 
 from .bookkeeper_audit import BookiesAudit
@@ -516,12 +517,17 @@ class Audit:
         try:
             apply(view, r)
         except ReplayError as exc:
-            inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
-            self._instant(inv, exc.entity or "log", offset, f"{exc.rule}: {exc.message} (record skipped)")
-            view.offset = offset
+            self._skip_refused(view, exc, offset)
             self.refused = offset
             return False
         return True
+
+    def _skip_refused(self, view: View, exc: ReplayError, offset: int) -> None:
+        """A record any family's reducer refuses is an instant violation of the invariant its rule
+        maps to; the view moves past it unchanged."""
+        inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
+        self._instant(inv, exc.entity or "log", offset, f"{exc.rule}: {exc.message} (record skipped)")
+        view.offset = offset
 
     def _other(self, view: ControllerView, r: Record, cls: type, offset: int) -> None:
         if r.FAMILY == "bookkeeper":

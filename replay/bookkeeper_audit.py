@@ -93,8 +93,7 @@ class BookiesAudit:
         try:
             apply(view, r)
         except ReplayError as exc:
-            self._instant("L3", exc.entity or "log", offset, f"{exc.rule}: {exc.message} (record skipped)")
-            view.offset = offset
+            self.audit._skip_refused(view, exc, offset)
             return
         if cls is LedgerReplicated:
             ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]

@@ -2,11 +2,18 @@
 metadata store (ZooKeeper) would hold it after the write, plus what the auditor derives from it, in
 the shape every family's reducer has (``statemachine.reducer``).
 
-Lenient like the metadata store: a record about an unknown ledger or bookie changes nothing (the
-audits say whether it should have existed). Two derived facts are computed here, deterministically
-from the log: when a lost bookie's audit falls due (rules 1-3, 5 of bookkeeper.md section 7), and
-which entries a re-replication could not copy because no available bookie of their write set held
-them (rule 13: those entries are lost on the new bookie too).
+By the strictness rule every family shares, it refuses what BookKeeper's metadata store refuses:
+a ledger created twice and a change of a ledger it does not have (every change of ledger
+metadata is a versioned update of that ledger's node, bookkeeper.md 2.2), R-REPLAY-LEDGER; a
+record of a bookie that never registered, R-REPLAY-BOOKIE. Under-replication marks and locks
+live in nodes of their own, which outlive their ledger (a worker that finds its ledger deleted
+marks it replicated, 1.9), and entries are written to bookies, not to the metadata store: a
+record of those for a ledger that is gone changes nothing.
+
+Two derived facts are computed here, deterministically from the log: when a lost bookie's audit
+falls due (rules 1-3, 5 of bookkeeper.md section 7), and which entries a re-replication could not
+copy because no available bookie of their write set held them (rule 13: those entries are lost
+on the new bookie too).
 """
 
 from __future__ import annotations
@@ -39,6 +46,20 @@ def _ts(r: Record) -> int:
     return r.ts_ms or 0
 
 
+def _bookie(v: BookiesView, r: BookieInfo | BookieStateChange | BookieAvailability, offset: int) -> Bookie:
+    b = v.bookies.get(r.bookie_id)
+    if b is None:
+        raise refusal(r, offset, "R-REPLAY-BOOKIE", f"bookie {r.bookie_id} is not registered")
+    return b
+
+
+def _ledger(v: BookiesView, r: LedgerEnsembleChange | LedgerClosed | LedgerDeleted, offset: int) -> Ledger:
+    ledger = v.ledgers.get(r.ledger_id)
+    if ledger is None:
+        raise refusal(r, offset, "R-REPLAY-LEDGER", f"ledger {r.ledger_id} does not exist")
+    return ledger
+
+
 def _registered(v: BookiesView, r: BookieRegistered, offset: int) -> None:
     # A bookie id registered again is a new bookie (a drained address re-used, rule 17).
     old = v.bookies.get(r.bookie_id)
@@ -52,15 +73,13 @@ def _registered(v: BookiesView, r: BookieRegistered, offset: int) -> None:
 
 
 def _info(v: BookiesView, r: BookieInfo, offset: int) -> None:
-    b = v.bookies.get(r.bookie_id)
-    if b is not None:
-        b.free_bytes, b.total_bytes = r.free_bytes, r.total_bytes
+    b = _bookie(v, r, offset)
+    b.free_bytes, b.total_bytes = r.free_bytes, r.total_bytes
 
 
 def _state(v: BookiesView, r: BookieStateChange, offset: int) -> None:
-    b = v.bookies.get(r.bookie_id)
-    if b is not None:
-        b.state, b.state_reason = r.state.value, r.reason
+    b = _bookie(v, r, offset)
+    b.state, b.state_reason = r.state.value, r.reason
 
 
 def _back(v: BookiesView, bookie: str) -> None:
@@ -69,9 +88,7 @@ def _back(v: BookiesView, bookie: str) -> None:
 
 
 def _availability(v: BookiesView, r: BookieAvailability, offset: int) -> None:
-    b = v.bookies.get(r.bookie_id)
-    if b is None:
-        return
+    b = _bookie(v, r, offset)
     was = b.availability
     b.availability = r.availability.value
     if r.availability is not Availability.LOST:
@@ -107,7 +124,7 @@ def _index(v: BookiesView, ledger: Ledger, before: set[str]) -> None:
 
 def _created(v: BookiesView, r: LedgerCreated, offset: int) -> None:
     if r.ledger_id in v.ledgers:
-        raise refusal(r, offset, "R-BK-LEDGER", f"ledger {r.ledger_id} exists")
+        raise refusal(r, offset, "R-REPLAY-LEDGER", f"ledger {r.ledger_id} already exists")
     ledger = Ledger(
         ledger_id=r.ledger_id,
         ensemble_size=r.ensemble_size,
@@ -120,9 +137,7 @@ def _created(v: BookiesView, r: LedgerCreated, offset: int) -> None:
 
 
 def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange, offset: int) -> None:
-    ledger = v.ledgers.get(r.ledger_id)
-    if ledger is None:
-        return
+    ledger = _ledger(v, r, offset)
     before = ledger.bookies()
     old = ledger.ensembles.get(r.first_entry_id)
     if old is not None and len(old) == len(r.ensemble):
@@ -156,20 +171,19 @@ def _copy(v: BookiesView, ledger: Ledger, key: int, old: tuple[str, ...], new: t
 
 
 def _closed(v: BookiesView, r: LedgerClosed, offset: int) -> None:
-    ledger = v.ledgers.get(r.ledger_id)
-    if ledger is not None:
-        ledger.state, ledger.last_entry_id, ledger.length = CLOSED, r.last_entry_id, r.length
-        ledger.fenced = ledger.fenced or r.fenced
+    ledger = _ledger(v, r, offset)
+    ledger.state, ledger.last_entry_id, ledger.length = CLOSED, r.last_entry_id, r.length
+    ledger.fenced = ledger.fenced or r.fenced
 
 
 def _deleted(v: BookiesView, r: LedgerDeleted, offset: int) -> None:
-    ledger = v.ledgers.pop(r.ledger_id, None)
-    if ledger is not None:
-        _index(
-            v,
-            Ledger(ledger_id=r.ledger_id, ensemble_size=0, write_quorum=0, ack_quorum=0, ensembles={}),
-            ledger.bookies(),
-        )
+    ledger = _ledger(v, r, offset)
+    del v.ledgers[r.ledger_id]
+    _index(
+        v,
+        Ledger(ledger_id=r.ledger_id, ensemble_size=0, write_quorum=0, ack_quorum=0, ensembles={}),
+        ledger.bookies(),
+    )
     v.under_replicated.pop(r.ledger_id, None)
     v.locks.pop(r.ledger_id, None)
     v.held_until.pop(r.ledger_id, None)
