@@ -191,7 +191,7 @@ class PointInTime:
     def partitions(self) -> pd.DataFrame:
         import pandas as pd
 
-        from kraftlake.statemachine.kraft.directories import is_online
+        from kraftlake.statemachine.kraft.directory_ids import is_online
 
         view = self.view
         rows = []
@@ -518,7 +518,7 @@ class Lake:
         after every record that changed it."""
         import pandas as pd
 
-        from kraftlake.statemachine.kraft.directories import is_online
+        from kraftlake.statemachine.kraft.directory_ids import is_online
 
         def offline(view, p) -> int:
             n = 0

@@ -88,7 +88,7 @@ class BookiesAudit:
         try:
             apply(view, r)
         except ReplayError as exc:
-            self._instant("L3", exc.entity or "log", offset, f"{exc.rule}: {exc.message} (record skipped)")
+            self.books.refused(exc, offset)
             view.offset = offset
             return
         if cls is LedgerReplicated:

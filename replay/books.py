@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, SEVERITIES
+from kraftlake.records.errors import ReplayError
+from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES, say
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,12 @@ class Books:
         else:
             w.confirmed = True
         return True
+
+    def refused(self, exc: ReplayError, offset: int) -> None:
+        """A record a family's reducer refused: an instant violation of the invariant its rule
+        maps to. The caller moves its view past the record, unchanged."""
+        inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
+        self.instant(inv, exc.entity or "log", offset, say(inv, "refused", rule=exc.rule, message=exc.message))
 
     def is_wrong(self, inv: str, entity: str) -> bool:
         return (inv, entity) in self._wrong

@@ -30,9 +30,9 @@ from kraftlake.records.observations import (
     LogDirFailed,
     UnfenceRequested,
 )
-from kraftlake.statemachine.invariants import REPLAY_RULE_TO_INVARIANT, say
+from kraftlake.statemachine.invariants import say
 from kraftlake.statemachine.kraft import invariants as kinv
-from kraftlake.statemachine.kraft.directories import RESERVED_IDS
+from kraftlake.statemachine.kraft.directory_ids import RESERVED_IDS
 from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
 
@@ -322,10 +322,7 @@ class KraftAudit:
         try:
             apply(view, r)
         except ReplayError as exc:
-            inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
-            self.books.instant(
-                inv, exc.entity or "log", offset, say(inv, "refused", rule=exc.rule, message=exc.message)
-            )
+            self.books.refused(exc, offset)
             view.offset = offset
             self.refused = offset
             return False

@@ -35,7 +35,7 @@ from kraftlake.replay.books import AuditConfig, AuditReport, Violation, assemble
 from kraftlake.replay.kraft_audit import k10_live, k11_message
 from kraftlake.statemachine.invariants import BY_ID
 from kraftlake.statemachine.invariants import say as say_text
-from kraftlake.statemachine.kraft.directories import ONLINE_RESERVED
+from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from .control import BrokerSegment, ControlPlane, replay_control_plane

@@ -328,5 +328,7 @@ REPLAY_RULE_TO_INVARIANT = {
     "R-REPLAY-DIR-OWNER": "L5",
     "R-REPLAY-TXN": "L5",
     "R-REPLAY-PRODUCER-IDS": "L5",
+    "R-REPLAY-LEDGER": "L3",
+    "R-REPLAY-BOOKIE": "L3",
 }
 """A record the reducer refuses is a violation of this invariant (and is skipped)."""

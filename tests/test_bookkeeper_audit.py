@@ -20,6 +20,7 @@ from kraftlake.records import iter_lines
 from kraftlake.records.bookkeeper import Availability, BookieAvailability, BookieState, BookieStateChange
 from kraftlake.replay.audit import Audit
 from kraftlake.statemachine.bookkeeper import commands as c
+from kraftlake.statemachine.bookkeeper import replay
 from kraftlake.statemachine.bookkeeper.bugs import BUGS, CAUGHT_BY
 from kraftlake.statemachine.bookkeeper.decider import decide
 from kraftlake.statemachine.bookkeeper.invariants import check_view
@@ -69,6 +70,27 @@ def test_fixture_verdicts(fixture):
     assert set(expected["caught_by"]) <= {v.invariant for v in report.violations}
     if not expected["caught_by"]:
         assert report.violations == []
+
+
+def test_a_refused_record_is_an_l3_violation_and_the_audit_goes_on():
+    records = list(
+        iter_lines(
+            [
+                '{"type": "BookieRegistered", "offset": 0, "bookie_id": "b0", "rack": "r0"}',
+                '{"type": "LedgerClosed", "offset": 1, "ledger_id": 3, "last_entry_id": -1}',
+                '{"type": "BookieInfo", "offset": 2, "bookie_id": "b9", "free_bytes": 1, "total_bytes": 2}',
+                '{"type": "BookieInfo", "offset": 3, "bookie_id": "b0", "free_bytes": 1, "total_bytes": 2}',
+            ]
+        )
+    )
+    report = _report(records)
+    assert [(v.invariant, v.entity, v.first_offset, v.message.split(":")[0]) for v in report.violations] == [
+        ("L3", "ledger/3", 1, "R-REPLAY-LEDGER"),
+        ("L3", "bookie/b9", 2, "R-REPLAY-BOOKIE"),
+    ]
+    assert (
+        report.bookies_state_hash == replay([records[0], records[3]]).state_hash() != replay(records[:1]).state_hash()
+    )
 
 
 def test_drain_stories():
@@ -200,7 +222,6 @@ TestDeciders.settings = settings(max_examples=40, stateful_step_count=40, deadli
 
 def test_notebook_facade_shows_bookies_and_under_replicated_ledgers(tmp_path):
     import kraftlake
-    from kraftlake.statemachine.bookkeeper import replay
 
     records = list(iter_lines((FIXTURES / "data-loss.jsonl").open("rb")))
     lake = kraftlake.init(tmp_path / "log")

@@ -12,11 +12,18 @@ from kraftlake.records.bookkeeper import (
     BookieInfo,
     BookieRegistered,
     BookieState,
+    BookieStateChange,
+    LedgerClosed,
+    LedgerCreated,
+    LedgerDeleted,
     LedgerEnsembleChange,
+    LedgerEntriesWritten,
     LedgerReplicated,
     LedgerReplicationLock,
+    LedgerReplicationUnlock,
     LedgerUnderReplicated,
 )
+from kraftlake.records.errors import ReplayError
 from kraftlake.statemachine.bookkeeper import commands as c
 from kraftlake.statemachine.bookkeeper.decider import decide
 from kraftlake.statemachine.bookkeeper.reducer import apply
@@ -334,3 +341,46 @@ def test_rack_rule_neighbours_in_the_ring_sit_in_different_racks():
         k.kill(b)
     lid = k.ledger(e=2, w=2, a=1, entries=0, close=False)
     assert set(k.view.ledgers[lid].ensembles[0]) == {"b0", "b3"}
+
+
+@pytest.mark.parametrize(
+    "bad, rule",
+    [
+        (
+            LedgerCreated(ledger_id=0, ensemble_size=1, write_quorum=1, ack_quorum=1, ensemble=("b1",)),
+            "R-REPLAY-LEDGER",
+        ),
+        (LedgerEnsembleChange(ledger_id=7, first_entry_id=0, ensemble=("b0", "b1", "b2")), "R-REPLAY-LEDGER"),
+        (LedgerClosed(ledger_id=7, last_entry_id=-1), "R-REPLAY-LEDGER"),
+        (LedgerDeleted(ledger_id=7), "R-REPLAY-LEDGER"),
+        (BookieInfo(bookie_id="b9", free_bytes=1, total_bytes=2), "R-REPLAY-BOOKIE"),
+        (BookieStateChange(bookie_id="b9", state=BookieState.DRAINING), "R-REPLAY-BOOKIE"),
+        (BookieAvailability(bookie_id="b9", availability=Availability.LOST), "R-REPLAY-BOOKIE"),
+    ],
+)
+def test_a_record_the_metadata_store_would_refuse_names_offset_and_rule(bad, rule):
+    k = Cluster(3)
+    k.ledger()
+    before = k.view.state_hash()
+    with pytest.raises(ReplayError) as info:
+        k.emit([bad])
+    err = info.value
+    assert (err.rule, err.offset, err.record_type) == (rule, k.view.offset + 1, type(bad).__name__)
+    assert k.view.state_hash() == before
+
+
+def test_marks_locks_and_entries_of_a_deleted_ledger_change_nothing():
+    # They are not ledger metadata: a worker that finds its ledger deleted marks it replicated.
+    k = Cluster(3)
+    lid = k.ledger()
+    k.ok(c.DeleteLedger(ledger_id=lid))
+    k.emit(
+        [
+            LedgerUnderReplicated(ledger_id=lid, missing=("b0",)),
+            LedgerReplicationLock(ledger_id=lid, worker="w1"),
+            LedgerEntriesWritten(ledger_id=lid, last_add_confirmed=200),
+            LedgerReplicated(ledger_id=lid, worker="w1"),
+            LedgerReplicationUnlock(ledger_id=lid, worker="w1"),
+        ]
+    )
+    assert (k.view.ledgers, k.view.under_replicated, k.view.locks, k.view.refs) == ({}, {}, {}, {})

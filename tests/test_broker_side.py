@@ -239,7 +239,7 @@ def test_format_plan_matches_start_up():
 
 
 def sorted_(*ids):
-    from kraftlake.statemachine.kraft.directories import sorted_dirs
+    from kraftlake.statemachine.kraft.directory_ids import sorted_dirs
 
     return sorted_dirs(ids)
 

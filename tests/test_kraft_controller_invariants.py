@@ -48,7 +48,7 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft import replay
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.decider import decide
-from kraftlake.statemachine.kraft.directories import is_online, sorted_dirs, uuid_sort_key
+from kraftlake.statemachine.kraft.directory_ids import is_online, sorted_dirs, uuid_sort_key
 
 from helpers.kraft import dir_id, incarnation_id, new_controller, uid, without_offsets
 

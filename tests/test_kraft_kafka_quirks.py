@@ -15,7 +15,7 @@ from kraftlake.records.kraft import LEADER_UNCHANGED, LOST, PartitionChange
 from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
-from kraftlake.statemachine.kraft.directories import is_online
+from kraftlake.statemachine.kraft.directory_ids import is_online
 
 from helpers.kraft import dir_id, incarnation_id, new_controller, uid
 

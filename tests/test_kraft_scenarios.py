@@ -26,7 +26,7 @@ from kraftlake.records import (
 from kraftlake.statemachine.kraft import Election, PartitionChangeBuilder, PartitionRegistration, merge, replay
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.controller import Controller
-from kraftlake.statemachine.kraft.directories import default_dir
+from kraftlake.statemachine.kraft.directory_ids import default_dir
 
 from helpers.kraft import MV, bootstrap, controller_with_brokers, strip, uid
 

@@ -307,7 +307,7 @@ def _wide() -> None:
 def _controller_tables(image) -> None:
     from rich.table import Table
 
-    from kraftlake.statemachine.kraft.directories import is_online
+    from kraftlake.statemachine.kraft.directory_ids import is_online
 
     _wide()
     out.print(f"[bold]offset[/] {image.offset}   [bold]state_hash[/] {image.state_hash}")

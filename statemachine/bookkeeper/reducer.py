@@ -1,16 +1,22 @@
 """The BookKeeper reducer: ``apply(view, record)`` folds one record into a ``BookiesView``, as the
-metadata store (ZooKeeper) would hold it after the write, plus what the auditor derives from it.
+metadata store (ZooKeeper) would hold it after the write, plus what the auditor derives from it, in
+the shape every family's reducer has (``statemachine.reducer``).
 
-Lenient like the metadata store: a record about an unknown ledger or bookie changes nothing (the
-audits say whether it should have existed). Two derived facts are computed here, deterministically
-from the log: when a lost bookie's audit falls due (rules 1-3, 5 of bookkeeper.md section 7), and
-which entries a re-replication could not copy because no available bookie of their write set held
-them (rule 13: those entries are lost on the new bookie too).
+By the strictness rule every family shares, it refuses what BookKeeper's metadata store refuses:
+a ledger created twice and a change of a ledger it does not have (every change of ledger
+metadata is a versioned update of that ledger's node, bookkeeper.md 2.2), R-REPLAY-LEDGER; a
+record of a bookie that never registered, R-REPLAY-BOOKIE. Under-replication marks and locks
+live in nodes of their own, which outlive their ledger (a worker that finds its ledger deleted
+marks it replicated, 1.9), and entries are written to bookies, not to the metadata store: a
+record of those for a ledger that is gone changes nothing.
+
+Two derived facts are computed here, deterministically from the log: when a lost bookie's audit
+falls due (rules 1-3, 5 of bookkeeper.md section 7), and which entries a re-replication could not
+copy because no available bookie of their write set held them (rule 13: those entries are lost
+on the new bookie too).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Iterable
 
 from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
@@ -31,7 +37,7 @@ from kraftlake.records.bookkeeper import (
     LedgerUnderReplicated,
     RecoveryDelayChanged,
 )
-from kraftlake.records.errors import ReplayError
+from kraftlake.statemachine.reducer import Handler, Reducer, refusal
 
 from .view import CLOSED, Bookie, BookiesView, Ledger, Mark
 
@@ -40,7 +46,21 @@ def _ts(r: Record) -> int:
     return r.ts_ms or 0
 
 
-def _registered(v: BookiesView, r: BookieRegistered) -> None:
+def _bookie(v: BookiesView, r: BookieInfo | BookieStateChange | BookieAvailability, offset: int) -> Bookie:
+    b = v.bookies.get(r.bookie_id)
+    if b is None:
+        raise refusal(r, offset, "R-REPLAY-BOOKIE", f"bookie {r.bookie_id} is not registered")
+    return b
+
+
+def _ledger(v: BookiesView, r: LedgerEnsembleChange | LedgerClosed | LedgerDeleted, offset: int) -> Ledger:
+    ledger = v.ledgers.get(r.ledger_id)
+    if ledger is None:
+        raise refusal(r, offset, "R-REPLAY-LEDGER", f"ledger {r.ledger_id} does not exist")
+    return ledger
+
+
+def _registered(v: BookiesView, r: BookieRegistered, offset: int) -> None:
     # A bookie id registered again is a new bookie (a drained address re-used, rule 17).
     old = v.bookies.get(r.bookie_id)
     v.bookies[r.bookie_id] = Bookie(
@@ -52,16 +72,14 @@ def _registered(v: BookiesView, r: BookieRegistered) -> None:
     _back(v, r.bookie_id)
 
 
-def _info(v: BookiesView, r: BookieInfo) -> None:
-    b = v.bookies.get(r.bookie_id)
-    if b is not None:
-        b.free_bytes, b.total_bytes = r.free_bytes, r.total_bytes
+def _info(v: BookiesView, r: BookieInfo, offset: int) -> None:
+    b = _bookie(v, r, offset)
+    b.free_bytes, b.total_bytes = r.free_bytes, r.total_bytes
 
 
-def _state(v: BookiesView, r: BookieStateChange) -> None:
-    b = v.bookies.get(r.bookie_id)
-    if b is not None:
-        b.state, b.state_reason = r.state.value, r.reason
+def _state(v: BookiesView, r: BookieStateChange, offset: int) -> None:
+    b = _bookie(v, r, offset)
+    b.state, b.state_reason = r.state.value, r.reason
 
 
 def _back(v: BookiesView, bookie: str) -> None:
@@ -69,10 +87,8 @@ def _back(v: BookiesView, bookie: str) -> None:
     v.audit_due.pop(bookie, None)
 
 
-def _availability(v: BookiesView, r: BookieAvailability) -> None:
-    b = v.bookies.get(r.bookie_id)
-    if b is None:
-        return
+def _availability(v: BookiesView, r: BookieAvailability, offset: int) -> None:
+    b = _bookie(v, r, offset)
     was = b.availability
     b.availability = r.availability.value
     if r.availability is not Availability.LOST:
@@ -106,15 +122,9 @@ def _index(v: BookiesView, ledger: Ledger, before: set[str]) -> None:
         v.refs.setdefault(b, set()).add(ledger.ledger_id)
 
 
-def _created(v: BookiesView, r: LedgerCreated) -> None:
+def _created(v: BookiesView, r: LedgerCreated, offset: int) -> None:
     if r.ledger_id in v.ledgers:
-        raise ReplayError(
-            f"ledger {r.ledger_id} exists",
-            rule="R-BK-LEDGER",
-            offset=r.offset,
-            record_type="LedgerCreated",
-            entity=r.entity_key(),
-        )
+        raise refusal(r, offset, "R-REPLAY-LEDGER", f"ledger {r.ledger_id} already exists")
     ledger = Ledger(
         ledger_id=r.ledger_id,
         ensemble_size=r.ensemble_size,
@@ -126,10 +136,8 @@ def _created(v: BookiesView, r: LedgerCreated) -> None:
     _index(v, ledger, set())
 
 
-def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange) -> None:
-    ledger = v.ledgers.get(r.ledger_id)
-    if ledger is None:
-        return
+def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange, offset: int) -> None:
+    ledger = _ledger(v, r, offset)
     before = ledger.bookies()
     old = ledger.ensembles.get(r.first_entry_id)
     if old is not None and len(old) == len(r.ensemble):
@@ -162,21 +170,20 @@ def _copy(v: BookiesView, ledger: Ledger, key: int, old: tuple[str, ...], new: t
             ledger.lost[now] = tuple(sorted(set(ledger.lost.get(now, ())) | set(missing)))
 
 
-def _closed(v: BookiesView, r: LedgerClosed) -> None:
-    ledger = v.ledgers.get(r.ledger_id)
-    if ledger is not None:
-        ledger.state, ledger.last_entry_id, ledger.length = CLOSED, r.last_entry_id, r.length
-        ledger.fenced = ledger.fenced or r.fenced
+def _closed(v: BookiesView, r: LedgerClosed, offset: int) -> None:
+    ledger = _ledger(v, r, offset)
+    ledger.state, ledger.last_entry_id, ledger.length = CLOSED, r.last_entry_id, r.length
+    ledger.fenced = ledger.fenced or r.fenced
 
 
-def _deleted(v: BookiesView, r: LedgerDeleted) -> None:
-    ledger = v.ledgers.pop(r.ledger_id, None)
-    if ledger is not None:
-        _index(
-            v,
-            Ledger(ledger_id=r.ledger_id, ensemble_size=0, write_quorum=0, ack_quorum=0, ensembles={}),
-            ledger.bookies(),
-        )
+def _deleted(v: BookiesView, r: LedgerDeleted, offset: int) -> None:
+    ledger = _ledger(v, r, offset)
+    del v.ledgers[r.ledger_id]
+    _index(
+        v,
+        Ledger(ledger_id=r.ledger_id, ensemble_size=0, write_quorum=0, ack_quorum=0, ensembles={}),
+        ledger.bookies(),
+    )
     v.under_replicated.pop(r.ledger_id, None)
     v.locks.pop(r.ledger_id, None)
     v.held_until.pop(r.ledger_id, None)
@@ -185,7 +192,7 @@ def _deleted(v: BookiesView, r: LedgerDeleted) -> None:
     _audited(v)
 
 
-def _marked(v: BookiesView, r: LedgerUnderReplicated) -> None:
+def _marked(v: BookiesView, r: LedgerUnderReplicated, offset: int) -> None:
     if r.ledger_id not in v.ledgers:
         return
     mark = v.under_replicated.get(r.ledger_id)
@@ -206,13 +213,13 @@ def _audited(v: BookiesView) -> None:
         del v.audit_due[b]
 
 
-def _replicated(v: BookiesView, r: LedgerReplicated) -> None:
+def _replicated(v: BookiesView, r: LedgerReplicated, offset: int) -> None:
     v.under_replicated.pop(r.ledger_id, None)
     for k in [k for k in v.failures if k.endswith(f" {r.ledger_id}")]:
         del v.failures[k]
 
 
-def _lock(v: BookiesView, r: LedgerReplicationLock) -> None:
+def _lock(v: BookiesView, r: LedgerReplicationLock, offset: int) -> None:
     if r.ledger_id not in v.ledgers:
         return
     holder = v.locks.setdefault(r.ledger_id, r.worker)  # the znode exists: a second worker cannot take it
@@ -221,17 +228,17 @@ def _lock(v: BookiesView, r: LedgerReplicationLock) -> None:
         v.failures[f"{r.worker} {r.ledger_id}"] = r.failures
 
 
-def _unlock(v: BookiesView, r: LedgerReplicationUnlock) -> None:
+def _unlock(v: BookiesView, r: LedgerReplicationUnlock, offset: int) -> None:
     if v.locks.get(r.ledger_id) == r.worker:
         del v.locks[r.ledger_id]
         v.held_until.pop(r.ledger_id, None)
 
 
-def _auditor(v: BookiesView, r: AuditorElected) -> None:
+def _auditor(v: BookiesView, r: AuditorElected, offset: int) -> None:
     v.auditor = r.auditor
 
 
-def _delay(v: BookiesView, r: RecoveryDelayChanged) -> None:
+def _delay(v: BookiesView, r: RecoveryDelayChanged, offset: int) -> None:
     # Rule 5: a rewrite to 0 or to the same value audits now; another value restarts the wait.
     now = _ts(r)
     for b in v.audit_due:
@@ -239,13 +246,13 @@ def _delay(v: BookiesView, r: RecoveryDelayChanged) -> None:
     v.recovery_delay_ms = r.delay_ms
 
 
-def _written(v: BookiesView, r: LedgerEntriesWritten) -> None:
+def _written(v: BookiesView, r: LedgerEntriesWritten, offset: int) -> None:
     ledger = v.ledgers.get(r.ledger_id)
     if ledger is not None:
         ledger.last_add_confirmed = max(ledger.last_add_confirmed, r.last_add_confirmed)
 
 
-_APPLY: dict[type, Callable[[BookiesView, object], None]] = {
+_APPLY: dict[type, Handler] = {
     BookieRegistered: _registered,
     BookieInfo: _info,
     BookieStateChange: _state,
@@ -261,33 +268,11 @@ _APPLY: dict[type, Callable[[BookiesView, object], None]] = {
     AuditorElected: _auditor,
     RecoveryDelayChanged: _delay,
     LedgerEntriesWritten: _written,
-}  # type: ignore[dict-item]
+}
+"""Record class -> its handler; every other record leaves the bookies view alone."""
+
+_REDUCER = Reducer(_APPLY, BookiesView)
+apply = _REDUCER.apply
+replay = _REDUCER.replay
 
 __all__ = ["apply", "replay"]
-
-
-def apply(view: BookiesView, record: Record) -> BookiesView:
-    """Fold one record into ``view`` (in place) and return it."""
-    offset = record.offset
-    if offset is None:
-        offset = view.offset + 1
-    elif offset <= view.offset:
-        raise ReplayError(
-            f"offset {offset} does not follow {view.offset}",
-            rule="R-REPLAY-ORDER",
-            offset=offset,
-            record_type=type(record).__name__,
-            entity=record.entity_key(),
-        )
-    fn = _APPLY.get(type(record))
-    if fn is not None:
-        fn(view, record)
-    view.offset = offset
-    return view
-
-
-def replay(records: Iterable[Record], view: BookiesView | None = None) -> BookiesView:
-    v = BookiesView() if view is None else view
-    for r in records:
-        apply(v, r)
-    return v

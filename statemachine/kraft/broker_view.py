@@ -15,7 +15,7 @@ import msgspec
 
 from kraftlake.records.kraft import LOST, UNASSIGNED
 
-from .directories import ONLINE_RESERVED, is_online, sorted_dirs
+from .directory_ids import ONLINE_RESERVED, is_online, sorted_dirs
 from .view import ControllerView, state_hash_of
 
 

@@ -19,8 +19,8 @@ from kraftlake.records.kraft import (
 from kraftlake.records.types import is_reserved
 
 from . import commands as c
-from .directories import sorted_dirs
-from .dirs import offline_dirs_records
+from .directory_deciders import offline_dirs_records
+from .directory_ids import sorted_dirs
 from .features import MV_3_3_IV2, MV_3_3_IV3, MV_3_4_IV0, directories_supported, register_broker_version
 from .replication import bulk_update
 from .view import BrokerRegistration, ControllerView

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import brokers, dirs, topics
+from . import brokers, directory_deciders, topics
 from . import commands as c
 from .view import ControllerView
 
@@ -21,7 +21,7 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.ExpireSession: lambda v, cmd, cfg: brokers.expire_session(v, cmd),
     c.UnregisterBroker: lambda v, cmd, cfg: brokers.unregister(v, cmd),
     c.CreateTopic: topics.create_topic,
-    c.AssignReplicasToDirs: lambda v, cmd, cfg: dirs.assign_replicas_to_dirs(v, cmd),
+    c.AssignReplicasToDirs: lambda v, cmd, cfg: directory_deciders.assign_replicas_to_dirs(v, cmd),
     c.AlterPartition: lambda v, cmd, cfg: topics.alter_partition(v, cmd),
     c.ReassignPartition: lambda v, cmd, cfg: topics.reassign_partition(v, cmd),
 }  # type: ignore[dict-item]

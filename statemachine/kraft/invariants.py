@@ -13,7 +13,7 @@ from __future__ import annotations
 from kraftlake.records.kraft import NO_LEADER
 
 from ..invariants import say
-from .directories import is_online
+from .directory_ids import is_online
 from .features import MV_3_6_IV0
 from .view import ControllerView, PartitionRegistration
 

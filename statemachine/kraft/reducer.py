@@ -1,15 +1,17 @@
 """The KRaft reducer: ``apply(view, record)`` folds one record into a ``ControllerView``.
 
-One dispatch table keyed by record class, one small function per record type, as Kafka's
-``MetadataDelta.replay`` switches once on the apiKey. Preconditions Kafka enforces on replay
-(kafka-kraft.md 3.7) raise ``ReplayError`` naming the offset, the record type, the entity and the
-rule; no record is ever skipped silently. Observation records are facts for the audits and leave
-the controller view unchanged.
+The shape and strictness rule of every family's reducer (``statemachine.reducer``): one dispatch
+table keyed by record class, one small function per record type, as Kafka's
+``MetadataDelta.replay`` switches once on the apiKey. Kafka refuses a record about a broker,
+topic or partition it does not have, and its other preconditions on replay (kafka-kraft.md 3.7):
+each is a ``ReplayError`` naming the offset, the record type, the entity and the rule. NoOps,
+observation records (facts for the audits) and other families' records leave the controller
+view unchanged.
 
 Replay rules (``ReplayError.rule``):
 
 ========================  ===================================================================
-R-REPLAY-ORDER            offsets must increase
+R-REPLAY-ORDER            offsets must increase (every family's: ``statemachine.reducer``)
 R-REPLAY-BROKER           broker record for an unregistered broker
 R-REPLAY-BROKER-EPOCH     broker record whose epoch is not the registration's
 R-REPLAY-DIR-OWNER        a registration lists a directory another broker has (Kafka: "BUG")
@@ -23,12 +25,9 @@ R-REPLAY-PRODUCER-IDS     producer id blocks that do not increase
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
 import msgspec
 
 from kraftlake.records.base import Record
-from kraftlake.records.errors import ReplayError
 from kraftlake.records.kraft import (
     FENCE,
     UNFENCE,
@@ -39,7 +38,6 @@ from kraftlake.records.kraft import (
     EndTransaction,
     FeatureLevel,
     FenceBroker,
-    NoOp,
     Partition,
     PartitionChange,
     ProducerIds,
@@ -51,9 +49,9 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
     ZkMigrationState,
 )
-from kraftlake.records.observations import OBSERVATION_RECORDS
+from kraftlake.statemachine.reducer import Handler, Reducer, refusal
 
-from .directories import sorted_dirs
+from .directory_ids import sorted_dirs
 from .partitions import from_record, merge
 from .view import (
     BrokerRegistration,
@@ -67,16 +65,12 @@ from .view import (
 TOPIC_RESOURCE = 2
 
 
-def _fail(record: Record, offset: int, rule: str, message: str) -> ReplayError:
-    return ReplayError(message, rule=rule, offset=offset, record_type=type(record).__name__, entity=record.entity_key())
-
-
 def _broker(view: ControllerView, r: Record, offset: int, broker_id: int, epoch: int) -> BrokerRegistration:
     reg = view.brokers.get(broker_id)
     if reg is None:
-        raise _fail(r, offset, "R-REPLAY-BROKER", f"broker {broker_id} is not registered")
+        raise refusal(r, offset, "R-REPLAY-BROKER", f"broker {broker_id} is not registered")
     if reg.epoch != epoch:
-        raise _fail(
+        raise refusal(
             r,
             offset,
             "R-REPLAY-BROKER-EPOCH",
@@ -90,7 +84,7 @@ def _register_broker(view: ControllerView, r: RegisterBroker, offset: int) -> No
     for d in dirs:
         owner = view.dir_owner.get(d)
         if owner is not None and owner != r.broker_id:
-            raise _fail(r, offset, "R-REPLAY-DIR-OWNER", f"directory {d} is registered to broker {owner}")
+            raise refusal(r, offset, "R-REPLAY-DIR-OWNER", f"directory {d} is registered to broker {owner}")
     old = view.brokers.get(r.broker_id)
     if old is not None:
         for d in old.log_dirs:
@@ -153,7 +147,7 @@ def _registration_change(view: ControllerView, r: BrokerRegistrationChange, offs
     for d in r.log_dirs:
         owner = view.dir_owner.get(d)
         if owner is not None and owner != r.broker_id:
-            raise _fail(r, offset, "R-REPLAY-DIR-OWNER", f"directory {d} is registered to broker {owner}")
+            raise refusal(r, offset, "R-REPLAY-DIR-OWNER", f"directory {d} is registered to broker {owner}")
     _change_broker(view, reg, fenced=r.fenced, in_controlled_shutdown=r.in_controlled_shutdown, log_dirs=r.log_dirs)
 
 
@@ -167,9 +161,9 @@ def _unfence(view: ControllerView, r: UnfenceBroker, offset: int) -> None:
 
 def _topic(view: ControllerView, r: Topic, offset: int) -> None:
     if r.topic_id in view.topics:
-        raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic id {r.topic_id} already exists")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic id {r.topic_id} already exists")
     if r.name in view.topic_ids:
-        raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic name {r.name!r} already exists")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic name {r.name!r} already exists")
     view.topics[r.topic_id] = TopicInfo(id=r.topic_id, name=r.name)
     view.topic_ids[r.name] = r.topic_id
     view.partitions[r.topic_id] = {}
@@ -178,7 +172,7 @@ def _topic(view: ControllerView, r: Topic, offset: int) -> None:
 def _remove_topic(view: ControllerView, r: RemoveTopic, offset: int) -> None:
     topic = view.topics.pop(r.topic_id, None)
     if topic is None:
-        raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
     del view.topic_ids[topic.name]
     removed = view.partitions.pop(r.topic_id)
     if view.dirty is not None:
@@ -189,7 +183,7 @@ def _remove_topic(view: ControllerView, r: RemoveTopic, offset: int) -> None:
 def _partition(view: ControllerView, r: Partition, offset: int) -> None:
     parts = view.partitions.get(r.topic_id)
     if parts is None:
-        raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
     parts[r.partition_id] = from_record(r)
     if view.dirty is not None:
         view.dirty.add((r.topic_id, r.partition_id))
@@ -198,15 +192,15 @@ def _partition(view: ControllerView, r: Partition, offset: int) -> None:
 def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> None:
     parts = view.partitions.get(r.topic_id)
     if parts is None:
-        raise _fail(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
     pid = r.partition_id
     old = parts.get(pid)
     if old is None:
-        raise _fail(r, offset, "R-REPLAY-PARTITION", f"partition {pid} does not exist")
+        raise refusal(r, offset, "R-REPLAY-PARTITION", f"partition {pid} does not exist")
     try:
         new = merge(old, r)
     except ValueError as exc:
-        raise _fail(r, offset, "R-REPLAY-DIRECTORIES", str(exc)) from None
+        raise refusal(r, offset, "R-REPLAY-DIRECTORIES", str(exc)) from None
     parts[pid] = new
     dirty = view.dirty
     if dirty is not None:
@@ -253,7 +247,7 @@ def _register_controller(view: ControllerView, r: RegisterController, offset: in
 def _producer_ids(view: ControllerView, r: ProducerIds, offset: int) -> None:
     last = view.producer_ids
     if last is not None and r.next_producer_id <= last.next_producer_id:
-        raise _fail(
+        raise refusal(
             r,
             offset,
             "R-REPLAY-PRODUCER-IDS",
@@ -266,14 +260,14 @@ def _producer_ids(view: ControllerView, r: ProducerIds, offset: int) -> None:
 
 def _begin(view: ControllerView, r: BeginTransaction, offset: int) -> None:
     if view.transaction is not None:
-        raise _fail(r, offset, "R-REPLAY-TXN", f"a transaction is open since offset {view.transaction.begin_offset}")
+        raise refusal(r, offset, "R-REPLAY-TXN", f"a transaction is open since offset {view.transaction.begin_offset}")
     view._before_transaction = view.copy()
     view.transaction = Transaction(begin_offset=offset, name=r.name)
 
 
 def _end(view: ControllerView, r: EndTransaction, offset: int) -> None:
     if view.transaction is None:
-        raise _fail(r, offset, "R-REPLAY-TXN", "no transaction is open")
+        raise refusal(r, offset, "R-REPLAY-TXN", "no transaction is open")
     view.transaction = None
     view._before_transaction = None
 
@@ -281,7 +275,7 @@ def _end(view: ControllerView, r: EndTransaction, offset: int) -> None:
 def _abort(view: ControllerView, r: AbortTransaction, offset: int) -> None:
     """Kafka reverts the controller to the state before Begin (and brokers never see it)."""
     if view.transaction is None:
-        raise _fail(r, offset, "R-REPLAY-TXN", "no transaction is open")
+        raise refusal(r, offset, "R-REPLAY-TXN", "no transaction is open")
     before = view._before_transaction
     assert before is not None
     for slot in ControllerView.__slots__:
@@ -294,11 +288,7 @@ def _zk_migration_state(view: ControllerView, r: ZkMigrationState, offset: int) 
     view.zk_migration_state = r.zk_migration_state
 
 
-def _ignore(view: ControllerView, r: Record, offset: int) -> None:
-    pass
-
-
-_APPLY: dict[type, Callable[[ControllerView, object, int], None]] = {
+_APPLY: dict[type, Handler] = {
     RegisterBroker: _register_broker,
     UnregisterBroker: _unregister_broker,
     BrokerRegistrationChange: _registration_change,
@@ -315,43 +305,10 @@ _APPLY: dict[type, Callable[[ControllerView, object, int], None]] = {
     BeginTransaction: _begin,
     EndTransaction: _end,
     AbortTransaction: _abort,
-    NoOp: _ignore,
     ZkMigrationState: _zk_migration_state,
-    **{t: _ignore for t in OBSERVATION_RECORDS},
-}  # type: ignore[dict-item]
-"""Record class -> its apply function. Other families' records are not the controller's."""
+}
+"""Record class -> its handler; every other record leaves the controller view alone."""
 
-
-def apply(view: ControllerView, record: Record) -> ControllerView:
-    """Fold one record into ``view`` (in place) and return it.
-
-    A record without an offset (fresh from a decider) takes the next one.
-    """
-    offset = record.offset
-    if offset is None:
-        offset = view.offset + 1
-    elif offset <= view.offset:
-        raise _fail(record, offset, "R-REPLAY-ORDER", f"offset {offset} does not follow {view.offset}")
-    fn = _APPLY.get(type(record))
-    if fn is not None:
-        fn(view, record, offset)
-    view.offset = offset
-    return view
-
-
-def replay(records: Iterable[Record], view: ControllerView | None = None) -> ControllerView:
-    """Fold ``records`` into ``view`` (a new empty view by default) and return it."""
-    v = ControllerView() if view is None else view
-    table = _APPLY
-    last = v.offset
-    for record in records:
-        offset = record.offset
-        if offset is None:
-            offset = last + 1
-        elif offset <= last:
-            raise _fail(record, offset, "R-REPLAY-ORDER", f"offset {offset} does not follow {last}")
-        fn = table.get(type(record))
-        if fn is not None:
-            fn(v, record, offset)
-        last = v.offset = offset
-    return v
+_REDUCER = Reducer(_APPLY, ControllerView)
+apply = _REDUCER.apply
+replay = _REDUCER.replay

@@ -46,7 +46,7 @@ from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
 from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
 
 from .. import placement
-from .directories import uuid_sort_key
+from .directory_ids import uuid_sort_key
 from .features import directories_supported
 from .view import ControllerView, PartitionKey
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from kraftlake.records.kraft import PartitionChange
 
-from .directories import default_dir, is_online
+from .directory_ids import default_dir, is_online
 from .features import directories_supported
 from .partitions import Election, PartitionChangeBuilder
 from .view import ControllerView, PartitionKey, PartitionRegistration

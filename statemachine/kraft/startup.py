@@ -33,7 +33,7 @@ from kraftlake.records.meta_properties import MetaProperties
 from kraftlake.records.observations import LogDirsLoaded
 from kraftlake.records.types import is_reserved
 
-from .directories import sorted_dirs
+from .directory_ids import sorted_dirs
 
 UNREADABLE = "unreadable"
 """What a directory holds when its disk failed (reading it raised an I/O error)."""

@@ -19,7 +19,7 @@ import msgspec
 
 from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, ReplicaDirectory
 
-from .directories import RESERVED_IDS, is_online
+from .directory_ids import RESERVED_IDS, is_online
 from .features import METADATA_VERSION, MV_3_0_IV1
 
 IMAGE_FORMAT = 2

@@ -28,7 +28,7 @@ from . import commands as c
 from . import replica_manager, startup
 from .controller import Controller
 from .decider import decide
-from .directories import is_online
+from .directory_ids import is_online
 from .features import MV_3_9_IV0
 
 

@@ -1,19 +1,17 @@
 """The S3Stream reducer: ``apply(view, record)`` folds one record into a ``StreamsView`` exactly as
-AutoMQ's controller replays it (automq-s3stream.md section 3).
+AutoMQ's controller replays it (automq-s3stream.md section 3), in the shape every family's reducer
+has (``statemachine.reducer``).
 
-AutoMQ's replay is lenient where Kafka's is strict: a record whose parent is missing (a range of a
-removed stream, a stream-set object of an unknown node) is ignored, start and logical end offsets
-only ever move up (``max``), a node's epoch is overwritten blindly. The reducer does the same, so
-that a replayed log has the state AutoMQ had; the audits (S1-S12) say what was wrong with it.
-Records of other families leave the view unchanged, except ``FeatureLevel automq.version``.
+By the strictness rule every family shares, it refuses what AutoMQ refuses, which is nothing but
+out-of-order offsets: AutoMQ ignores a record whose parent is missing (a range of a removed stream,
+a stream-set object of an unknown node), moves start and logical end offsets only up (``max``)
+and overwrites a node's epoch blindly. The reducer does the same, so that a replayed log has the
+state AutoMQ had; the audits (S1-S12) say what was wrong with it. Records of other families leave
+the view unchanged, except ``FeatureLevel automq.version``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
-from kraftlake.records.base import Record
-from kraftlake.records.errors import ReplayError
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import (
@@ -38,6 +36,7 @@ from kraftlake.records.s3stream import (
     S3StreamSetObject,
     UpdateNextNodeId,
 )
+from kraftlake.statemachine.reducer import Handler, Reducer
 
 from .view import (
     AUTOMQ_VERSION,
@@ -209,7 +208,7 @@ def _object_written(v: StreamsView, r: ObjectWritten, offset: int) -> None:
     v.object_index[r.object_id] = r.ranges
 
 
-_APPLY: dict[type, Callable[[StreamsView, object, int], None]] = {
+_APPLY: dict[type, Handler] = {
     S3Stream: _stream,
     RemoveS3Stream: _remove_stream,
     Range: _range,
@@ -231,34 +230,9 @@ _APPLY: dict[type, Callable[[StreamsView, object, int], None]] = {
     UpdateNextNodeId: _next_node_id,
     FeatureLevel: _feature,
     ObjectWritten: _object_written,
-}  # type: ignore[dict-item]
-"""Record class -> its apply function; every other record leaves the streams view alone."""
+}
+"""Record class -> its handler; every other record leaves the streams view alone."""
 
-
-def apply(view: StreamsView, record: Record) -> StreamsView:
-    """Fold one record into ``view`` (in place) and return it; a record without an offset (fresh
-    from a decider) takes the next one."""
-    offset = record.offset
-    if offset is None:
-        offset = view.offset + 1
-    elif offset <= view.offset:
-        raise ReplayError(
-            f"offset {offset} does not follow {view.offset}",
-            rule="R-REPLAY-ORDER",
-            offset=offset,
-            record_type=type(record).__name__,
-            entity=record.entity_key(),
-        )
-    fn = _APPLY.get(type(record))
-    if fn is not None:
-        fn(view, record, offset)
-    view.offset = offset
-    return view
-
-
-def replay(records: Iterable[Record], view: StreamsView | None = None) -> StreamsView:
-    """Fold ``records`` into ``view`` (a new empty view by default) and return it."""
-    v = StreamsView() if view is None else view
-    for r in records:
-        apply(v, r)
-    return v
+_REDUCER = Reducer(_APPLY, StreamsView)
+apply = _REDUCER.apply
+replay = _REDUCER.replay

@@ -9,7 +9,7 @@ from __future__ import annotations
 from kraftlake.records.kraft import BrokerRegistrationChange
 
 from . import commands as c
-from .directories import is_online
+from .directory_ids import is_online
 from .features import directories_supported
 from .replication import builder, bulk_update
 from .view import BrokerRegistration, ControllerView, PartitionKey
