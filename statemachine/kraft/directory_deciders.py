@@ -1,5 +1,6 @@
 """KIP-858 directory deciders, the controller's side: a heartbeat's offline directories
-(R-DIR-1..3) and AssignReplicasToDirs (R-DIR-4). The broker's side (which directory a replica
+(Kafka's ``ReplicationControlManager.handleDirectoriesOffline``) and AssignReplicasToDirs
+(``ReplicationControlManager.handleAssignReplicasToDirs``). The broker's side (which directory a replica
 the controller left UNASSIGNED goes to, and the rest of its replica management) is
 ``replica_manager``.
 """
@@ -16,7 +17,7 @@ from .view import BrokerRegistration, ControllerView, PartitionKey
 
 
 def offline_dirs_records(view: ControllerView, reg: BrokerRegistration, epoch: int, offline: tuple[str, ...]) -> list:
-    """R-DIR-1: for each newly offline directory of the broker (registration order), move every
+    """``handleDirectoriesOffline``: for each newly offline directory of the broker (registration order), move every
     partition with a replica there off the broker; then one BrokerRegistrationChange v2 with the
     remaining directories. Ids the broker does not have are ignored; repeats give no records."""
     reported = set(offline)
@@ -26,7 +27,7 @@ def offline_dirs_records(view: ControllerView, reg: BrokerRegistration, epoch: i
     records: list = []
     for d in newly_offline:
         records.extend(bulk_update(view, view.dir_index.get(d, ()), broker_to_remove=reg.id))
-    # R-DIR-3 kept: when every directory is offline this list is empty, which replay reads as
+    # As Kafka: when every directory is offline this list is empty, which replay reads as
     # "no change"; the registration keeps its directories.
     remaining = tuple(d for d in reg.log_dirs if d not in reported)
     records.append(BrokerRegistrationChange(version=2, broker_id=reg.id, broker_epoch=epoch, log_dirs=remaining))
@@ -34,7 +35,7 @@ def offline_dirs_records(view: ControllerView, reg: BrokerRegistration, epoch: i
 
 
 def assign_replicas_to_dirs(view: ControllerView, cmd: c.AssignReplicasToDirs) -> c.Decision:
-    """R-DIR-4. Every entry gets an error code; valid ones a directory change if the directory
+    """``handleAssignReplicasToDirs``. Every entry gets an error code; valid ones a directory change if the directory
     differs, and replicas moved to a directory that is not online leave their ISR afterwards
     (computed from the pre-request state, so those changes carry no directories)."""
     req = cmd.request

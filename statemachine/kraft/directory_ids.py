@@ -40,7 +40,8 @@ def is_online(directory: str, broker_dirs: tuple[str, ...]) -> bool:
 
 
 def default_dir(broker_dirs: tuple[str, ...] | None, *, directories_supported: bool) -> str:
-    """R-DIR-5: the directory a replica newly placed on a broker starts in.
+    """The directory a replica newly placed on a broker starts in (Kafka's
+    ``ClusterControlManager.defaultDir``).
 
     ``broker_dirs`` is None when the broker is not registered.
     """
@@ -57,4 +58,5 @@ def default_dir(broker_dirs: tuple[str, ...] | None, *, directories_supported: b
 
 RESERVED_IDS = frozenset(uuid_from_ints(0, lsb) for lsb in range(100))
 """Kafka's whole reserved range (``DirectoryId.reserved``): MIGRATING, UNASSIGNED, LOST and the
-97 ids after them. Never indexed by directory (R-DIR-2)."""
+97 ids after them. Never indexed by directory, as Kafka's
+``ReplicationControlManager.directoriesToPartitions`` is not."""

@@ -3,7 +3,8 @@
 The shape and strictness rule of every family's reducer (``statemachine.reducer``): one dispatch
 table keyed by record class, one small function per record type, as Kafka's
 ``MetadataDelta.replay`` switches once on the apiKey. Kafka refuses a record about a broker,
-topic or partition it does not have, and its other preconditions on replay (kafka-kraft.md 3.7):
+topic or partition it does not have, and its other preconditions on replay (its
+``ClusterControlManager.replay`` and ``ReplicationControlManager.replay`` methods):
 each is a ``ReplayError`` naming the offset, the record type, the entity and the rule. NoOps,
 observation records (facts for the audits) and other families' records leave the controller
 view unchanged.
@@ -49,6 +50,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
     ZkMigrationState,
 )
+from kraftlake.statemachine.invariants import say
 from kraftlake.statemachine.reducer import Handler, Reducer, refusal
 
 from .directory_ids import sorted_dirs
@@ -128,7 +130,7 @@ def _change_broker(
         changes["fenced"] = False
     if in_controlled_shutdown:
         changes["in_controlled_shutdown"] = True
-    # An empty list means "no change" (R-DIR-3: also when every directory went offline).
+    # An empty list means "no change", as Kafka replays it: also when every directory went offline.
     if log_dirs:
         dirs = sorted_dirs(log_dirs)
         gone = [d for d in reg.log_dirs if d not in dirs]
@@ -172,7 +174,7 @@ def _topic(view: ControllerView, r: Topic, offset: int) -> None:
 def _remove_topic(view: ControllerView, r: RemoveTopic, offset: int) -> None:
     topic = view.topics.pop(r.topic_id, None)
     if topic is None:
-        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", say("L3", "topic_missing", topic=r.topic_id))
     del view.topic_ids[topic.name]
     removed = view.partitions.pop(r.topic_id)
     if view.dirty is not None:
@@ -183,7 +185,7 @@ def _remove_topic(view: ControllerView, r: RemoveTopic, offset: int) -> None:
 def _partition(view: ControllerView, r: Partition, offset: int) -> None:
     parts = view.partitions.get(r.topic_id)
     if parts is None:
-        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", say("L3", "topic_missing", topic=r.topic_id))
     parts[r.partition_id] = from_record(r)
     if view.dirty is not None:
         view.dirty.add((r.topic_id, r.partition_id))
@@ -192,11 +194,11 @@ def _partition(view: ControllerView, r: Partition, offset: int) -> None:
 def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> None:
     parts = view.partitions.get(r.topic_id)
     if parts is None:
-        raise refusal(r, offset, "R-REPLAY-TOPIC", f"topic {r.topic_id} does not exist")
+        raise refusal(r, offset, "R-REPLAY-TOPIC", say("L3", "topic_missing", topic=r.topic_id))
     pid = r.partition_id
     old = parts.get(pid)
     if old is None:
-        raise refusal(r, offset, "R-REPLAY-PARTITION", f"partition {pid} does not exist")
+        raise refusal(r, offset, "R-REPLAY-PARTITION", say("L3", "partition_missing", partition=pid))
     try:
         new = merge(old, r)
     except ValueError as exc:
@@ -206,7 +208,7 @@ def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> 
     if dirty is not None:
         dirty.add((r.topic_id, pid))
     if new.eligible_leader_replicas and set(new.isr) & set(new.eligible_leader_replicas):
-        # Kafka logs this as an error and goes on (kafka-kraft.md 3.7). Logging is imported here,
+        # Kafka's replay logs this as an error and goes on. Logging is imported here,
         # on the anomaly only: the reducers load no I/O library.
         from kraftlake.logging import get_logger
 
