@@ -214,6 +214,10 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a stream's range starts do not decrease with the range index; a gap between remaining ranges is held by stream objects (AutoMQ I1)",
         graced=True,
+        messages={
+            "out_of_order": "range {range} starts at {start}, before range {previous} ({previous_start})",
+            "gap": "offsets [{start}, {end}) between ranges {previous} and {range} are in no stream object",
+        },
     ),
     Invariant(
         "S2",
@@ -221,6 +225,10 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a stream's current range is its last, and range epochs increase with the index (I2)",
         graced=True,
+        messages={
+            "not_last": "current range index {index} is not the last range {last}",
+            "epoch_not_above": "range {range} has epoch {epoch}, not above range {previous}'s {previous_epoch}",
+        },
     ),
     Invariant(
         "S3",
@@ -228,12 +236,17 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a stream's start is not above its logical end, and no range but the current one lies below the start (I3)",
         graced=True,
+        messages={
+            "start_above_end": "start offset {start} is above the logical end {end}",
+            "range_below_start": "range {range} ends at {end}, below the start offset {start}",
+        },
     ),
     Invariant(
         "S4",
         S3STREAM,
         ERROR,
         "a committed end offset above the stream's start is never below its logical end: the end never moves back (I4)",
+        messages={"end_moves_back": "end offset {end} is below the logical end {logical_end}"},
     ),
     Invariant(
         "S5",
@@ -241,6 +254,11 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "no two objects (stream objects, stream-set objects' ranges) hold the same offset of a stream (I5)",
         graced=True,
+        messages={
+            "overlap": "offsets [{start}, {end}) are held by {first} and {second}",
+            "stream_object": "stream object {object}",
+            "stream_set_object": "stream-set object {object} of node {node}",
+        },
     ),
     Invariant(
         "S6",
@@ -248,13 +266,28 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "every offset of a stream in [start, logical end) is held by an object, or by a node's active historical WAL duty (I6)",
         graced=True,
+        messages={"gap": "offsets [{start}, {end}) are in no object"},
     ),
-    Invariant("S7", S3STREAM, ERROR, "every object a stream or node references is COMMITTED (I7)", graced=True),
+    Invariant(
+        "S7",
+        S3STREAM,
+        ERROR,
+        "every object a stream or node references is COMMITTED (I7)",
+        graced=True,
+        messages={"gone": "object {object} is gone", "not_committed": "object {object} is {state}"},
+    ),
     Invariant(
         "S8",
         S3STREAM,
         ERROR,
         "stream and object ids are below their assigned high-water marks and never used again (I8)",
+        messages={
+            "unassigned": "{id_kind} id {id} was never assigned (next is {next})",
+            "reused": "{id_kind} id {id} is used again",
+            "prepared_again": "object id {object} is prepared again",
+            "back_to_prepared": "object {object} goes back to PREPARED from {state}",
+            "mark_moves_back": "the {id_kind} id high-water mark moves back from {old} to {new}",
+        },
     ),
     Invariant(
         "S9",
@@ -262,6 +295,10 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "an active historical WAL duty matches exactly one sealed range of its node (I9)",
         graced=True,
+        messages={
+            "unmatched": "duty [{start}, {end}) matches {count} sealed range(s) of node {node}",
+            "reversed": "entry [{start}, {end}) has its start above its end (ignored)",
+        },
     ),
     Invariant(
         "S10",
@@ -269,51 +306,108 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream has its current range (I10)",
         graced=True,
+        messages={
+            "ranges_unopened": "epoch -1 but {count} range(s)",
+            "opened_unopened": "OPENED at epoch -1",
+            "no_current_range": "OPENED without its current range {index}",
+        },
     ),
-    Invariant("S11", S3STREAM, ERROR, "no PREPARED object outlives its deadline by more than the check interval"),
+    Invariant(
+        "S11",
+        S3STREAM,
+        ERROR,
+        "no PREPARED object outlives its deadline by more than the check interval",
+        messages={"overdue": "PREPARED past its deadline {deadline} by more than {interval} ms"},
+    ),
     Invariant(
         "B1",
         BOOKKEEPER,
         ERROR,
         "a lost bookie's ledgers are marked under-replicated once its recovery delay ends: not before (unless a second bookie is lost or the delay is rewritten), and within the grace after (rules 1-3, 5)",
+        messages={
+            "early": "ledger {ledger} marked {early} ms before the recovery delay ends",
+            "late": "lost, its audit fell due at {due}; {ledgers} ledger(s) naming it are not all marked",
+        },
     ),
     Invariant(
         "B2",
         BOOKKEEPER,
         ERROR,
         "an ensemble keeps E distinct bookies; a repair changes only bad positions, each to a bookie outside the ensemble, under the same key (rules 7, 8)",
+        messages={
+            "size": "ensemble at {key} has {count} bookies, E is {ensemble_size}",
+            "repeated": "ensemble at {key} lists {bookies} twice",
+            "key_below_last": "new ensemble key {key} is below the last key {last}",
+            "replacement_in_ensemble": "position {position}: {was} replaced by {now}, already in the ensemble {ensemble}",
+            "malformed": "ensemble at {key} is {ensemble}, E is {ensemble_size}",
+        },
     ),
     Invariant(
         "B3",
         BOOKKEEPER,
         ERROR,
         "a ledger marked replicated has every entry on at least A available bookies of its write set (rule 13)",
+        messages={"below_ack": "marked replicated with entry {entry} on {copies} bookie(s), below A = {ack_quorum}"},
     ),
     Invariant(
         "B4",
         BOOKKEEPER,
         ERROR,
         "a bookie becomes DRAINED only when no ensemble names it and no under-replication mark lists it (rule 17)",
+        messages={"drained": "DRAINED while {reason}"},
     ),
-    Invariant("B5", BOOKKEEPER, ERROR, "no entry is written to a ledger after it was closed or fenced"),
-    Invariant("B6", BOOKKEEPER, ERROR, "a ledger's replication lock is held by at most one worker (rule 4)"),
+    Invariant(
+        "B5",
+        BOOKKEEPER,
+        ERROR,
+        "no entry is written to a ledger after it was closed or fenced",
+        messages={
+            "after_close": "entries up to {entry} written after the ledger was closed at {last}",
+            "after_fence": "entries up to {entry} written after the ledger was fenced at {last}",
+        },
+    ),
+    Invariant(
+        "B6",
+        BOOKKEEPER,
+        ERROR,
+        "a ledger's replication lock is held by at most one worker (rule 4)",
+        messages={
+            "taken": "worker {worker} takes the lock {holder} holds",
+            "unmarked": "locked by {holder} without a mark",
+        },
+    ),
     Invariant(
         "B7",
         BOOKKEEPER,
         ERROR,
         "placement follows the capped free-disk weights: over the history, no bookie is drawn more than 5 standard deviations away from its expected count (rule 15; checked from 100 draws)",
+        messages={
+            "skewed": "chosen {observed} times in {draws} draws; the capped weights expect {expected} ({z} sigma, tolerance {sigmas})"
+        },
     ),
     Invariant(
         "B8",
         BOOKKEEPER,
         ERROR,
         "no entry loses every replica of its write set (data loss: the ledger and entry range are named; rule 13)",
+        messages={
+            "lost": "entries {entries} have no available replica (E/W/A {ensemble_size}/{write_quorum}/{ack_quorum})"
+        },
     ),
     Invariant(
         "S12",
         S3STREAM,
         ERROR,
         "data that moves a stream's logical end comes from the current owner of an OPENED stream and continues the end exactly",
+        messages={
+            "not_owner": "node {node} moves the logical end {logical_end} -> {end} but node {owner} owns the stream",
+            "closed": "moves the logical end {logical_end} -> {end} of a CLOSED stream",
+            "gap": "[{start}, {end}) leaves a gap at the logical end {logical_end}",
+            "overlap": "[{start}, {end}) leaves an overlap at the logical end {logical_end}",
+            "gap_at_start": "[{start}, {end}) leaves a gap at the start {stream_start} (the stream is trimmed to its end)",
+            "stream_object": "stream object {object}: {problem}",
+            "stream_set_object": "stream-set object {object} of node {node}: {problem}",
+        },
     ),
 )
 BY_ID = {i.id: i for i in CATALOGUE}

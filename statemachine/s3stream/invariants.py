@@ -17,6 +17,7 @@ import numpy as np
 
 from kraftlake.records.s3stream import ObjectState, StreamRange, StreamRanges, StreamState
 
+from ..invariants import say
 from .view import Stream, StreamsView, UncommittedMeta
 
 Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
@@ -410,7 +411,9 @@ def _covered(lo: int, hi: int, intervals: list[tuple[int, int]]) -> list[tuple[i
 
 
 def _name(key: Key) -> str:
-    return f"stream object {key[1]}" if key[0] == "SO" else f"stream-set object {key[1]} of node {key[2]}"
+    if key[0] == "SO":
+        return say("S5", "stream_object", object=key[1])
+    return say("S5", "stream_set_object", object=key[1], node=key[2])
 
 
 def ranges_ordered(s: Stream) -> str | None:
@@ -420,15 +423,19 @@ def ranges_ordered(s: Stream) -> str | None:
     sos = [(o.start_offset, o.end_offset) for o in s.objects.values()]
     for a, b in zip(ranges, ranges[1:]):
         if b.start_offset < a.start_offset:
-            return f"range {b.range_index} starts at {b.start_offset}, before range {a.range_index} ({a.start_offset})"
+            return say(
+                "S1",
+                "out_of_order",
+                range=b.range_index,
+                start=b.start_offset,
+                previous=a.range_index,
+                previous_start=a.start_offset,
+            )
         lo = max(a.end_offset, s.start_offset)
         if lo < b.start_offset:
             holes = _covered(lo, b.start_offset, sos)
             if holes:
-                return (
-                    f"offsets [{holes[0][0]}, {holes[0][1]}) between ranges {a.range_index} and {b.range_index}"
-                    " are in no stream object"
-                )
+                return say("S1", "gap", start=holes[0][0], end=holes[0][1], previous=a.range_index, range=b.range_index)
     return None
 
 
@@ -438,11 +445,18 @@ def current_range_is_last(s: Stream) -> str | None:
         return None
     last = max(s.ranges)
     if s.range_index != last:
-        return f"current range index {s.range_index} is not the last range {last}"
+        return say("S2", "not_last", index=s.range_index, last=last)
     ranges = [r for _, r in sorted(s.ranges.items())]
     for a, b in zip(ranges, ranges[1:]):
         if b.epoch <= a.epoch:
-            return f"range {b.range_index} has epoch {b.epoch}, not above range {a.range_index}'s {a.epoch}"
+            return say(
+                "S2",
+                "epoch_not_above",
+                range=b.range_index,
+                epoch=b.epoch,
+                previous=a.range_index,
+                previous_epoch=a.epoch,
+            )
     return None
 
 
@@ -450,10 +464,10 @@ def start_within_end(s: Stream) -> str | None:
     """S3 (I3): start <= logical end, and no range but the current one lies wholly below the start
     (an empty sealed range at the start is AutoMQ's own doing and allowed)."""
     if s.start_offset > s.end_offset:
-        return f"start offset {s.start_offset} is above the logical end {s.end_offset}"
+        return say("S3", "start_above_end", start=s.start_offset, end=s.end_offset)
     for i, r in sorted(s.ranges.items()):
         if i != s.range_index and r.end_offset < s.start_offset:
-            return f"range {i} ends at {r.end_offset}, below the start offset {s.start_offset}"
+            return say("S3", "range_below_start", range=i, end=r.end_offset, start=s.start_offset)
     return None
 
 
@@ -462,11 +476,11 @@ def epoch_and_state_agree(s: Stream) -> str | None:
     has its current range."""
     if s.epoch == -1:
         if s.ranges:
-            return f"epoch -1 but {len(s.ranges)} range(s)"
+            return say("S10", "ranges_unopened", count=len(s.ranges))
         if s.state == StreamState.OPENED:
-            return "OPENED at epoch -1"
+            return say("S10", "opened_unopened")
     elif s.state == StreamState.OPENED and s.range_index not in s.ranges:
-        return f"OPENED without its current range {s.range_index}"
+        return say("S10", "no_current_range", index=s.range_index)
     return None
 
 
@@ -484,7 +498,7 @@ def coverage(
     reach, holder = lo, None
     for a, b, k in objs:
         if a < reach and holder is not None:
-            overlap = f"offsets [{a}, {min(b, reach)}) are held by {_name(holder)} and {_name(k)}"
+            overlap = say("S5", "overlap", start=a, end=min(b, reach), first=_name(holder), second=_name(k))
             break
         if b > reach:
             reach, holder = b, k
@@ -495,7 +509,7 @@ def coverage(
         if e is not None and max(lo, e.start_offset) < e.end_offset:
             spans.append((max(lo, e.start_offset), min(e.end_offset, hi)))
     holes = _covered(lo, hi, spans)
-    gap = f"offsets [{holes[0][0]}, {holes[0][1]}) are in no object" if holes else None
+    gap = say("S6", "gap", start=holes[0][0], end=holes[0][1]) if holes else None
     return overlap, gap
 
 
@@ -503,9 +517,9 @@ def object_committed(view: StreamsView, object_id: int) -> str | None:
     """S7 (I7): an object a stream or node references is COMMITTED."""
     o = view.objects.get(object_id)
     if o is None:
-        return f"object {object_id} is gone"
+        return say("S7", "gone", object=object_id)
     if o.state != ObjectState.COMMITTED:
-        return f"object {object_id} is {ObjectState(o.state).name}"
+        return say("S7", "not_committed", object=object_id, state=ObjectState(o.state).name)
     return None
 
 
@@ -524,7 +538,7 @@ def duty_matches_range(view: StreamsView, node_id: int, e: UncommittedMeta) -> s
         if r.node_id == node_id and r.start_offset <= at < r.end_offset and r.end_offset == e.end_offset
     )
     if n != 1:
-        return f"duty [{at}, {e.end_offset}) matches {n} sealed range(s) of node {node_id}"
+        return say("S9", "unmatched", start=at, end=e.end_offset, count=n, node=node_id)
     return None
 
 
@@ -539,15 +553,14 @@ def advances_end(s: Stream, by: tuple[StreamsView, int] | None, start: int, end:
         view, node = by
         owner = s.owner()
         if owner != node:
-            return f"node {node} moves the logical end {e} -> {end} but node {owner} owns the stream"
+            return say("S12", "not_owner", node=node, logical_end=e, end=end, owner=owner)
         if s.state != StreamState.OPENED:
-            return f"moves the logical end {e} -> {end} of a CLOSED stream"
+            return say("S12", "closed", logical_end=e, end=end)
     if e > st:
         if start != e:
-            kind = "a gap" if start > e else "an overlap"
-            return f"[{start}, {end}) leaves {kind} at the logical end {e}"
+            return say("S12", "gap" if start > e else "overlap", start=start, end=end, logical_end=e)
     elif start > st:
-        return f"[{start}, {end}) leaves a gap at the start {st} (the stream is trimmed to its end)"
+        return say("S12", "gap_at_start", start=start, end=end, stream_start=st)
     return None
 
 
