@@ -1,6 +1,7 @@
 """The BookKeeper family's part of the audit: replays BookKeeper records into a ``BookiesView`` and
-checks B1-B8 (bookkeeper.md section 7) where a record can have changed them, reporting through the
-audit's books (``replay.books``); the engine (``replay.audit``) routes records to it."""
+checks B1-B8 (the catalogue's, ``statemachine.invariants``) where a record can have changed them,
+reporting through the audit's books (``replay.books``); the engine (``replay.audit``) routes records
+to it."""
 
 from __future__ import annotations
 
@@ -119,7 +120,9 @@ class BookiesAudit:
             due = view.audit_due.get(b)
             bookie = view.bookies.get(b)
             if bookie is not None and bookie.state == BookieState.DRAINING.value:
-                continue  # a drain marks its bookie's ledgers itself (rule 17), delay or not
+                # A drain marks its bookie's ledgers itself (``statemachine.bookkeeper.lifecycle``),
+                # delay or not.
+                continue
             if due is not None and ts is not None and ts < due:
                 self._instant(
                     "B1",

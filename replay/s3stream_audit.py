@@ -1,6 +1,6 @@
 """The S3Stream family's part of the audit: replays S3Stream records into a ``StreamsView`` and
-checks S1-S12 (AutoMQ's I1-I10 of automq-s3stream.md 5.5, plus the bugs of section 7) on exactly
-the streams, nodes and objects a record touched.
+checks S1-S12 (the catalogue's, ``statemachine.invariants``) on exactly the streams, nodes and
+objects a record touched.
 
 It reports through the audit's books (``replay.books``): states and graces, instants, intervals,
 evidence, all as for the KRaft invariants; the engine (``replay.audit``) routes records to it. Indexes of its own (which objects
@@ -118,8 +118,9 @@ class StreamsAudit:
         self._state("S10", entity, offset, ts, sinv.epoch_and_state_agree(s))
 
     def _coverage(self, sid: int, offset: int, ts: int | None) -> None:
-        """Coverage is judged once per batch (research 9: AutoMQ applies a controller result
-        atomically; a compaction overlaps its sources until their removal a few records on)."""
+        """Coverage is judged once per batch: AutoMQ's controller applies a result's records
+        together (``ControllerResult.atomicOf``), and a compaction overlaps its sources until their
+        removal a few records on, in the same result."""
         self.pending.add(sid)
 
     def finish(self) -> None:

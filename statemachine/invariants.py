@@ -212,7 +212,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S1",
         S3STREAM,
         ERROR,
-        "a stream's range starts do not decrease with the range index; a gap between remaining ranges is held by stream objects (AutoMQ I1)",
+        "a stream's range starts do not decrease with the range index; a gap between remaining ranges is held by stream objects (AutoMQ's openStream removes only ranges stream objects hold: StreamRuntimeMetadata.checkRemovableRanges)",
         graced=True,
         messages={
             "out_of_order": "range {range} starts at {start}, before range {previous} ({previous_start})",
@@ -223,7 +223,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S2",
         S3STREAM,
         ERROR,
-        "a stream's current range is its last, and range epochs increase with the index (I2)",
+        "a stream's current range is its last, and range epochs increase with the index (AutoMQ's StreamControlManager.openStream adds a range only for a higher epoch)",
         graced=True,
         messages={
             "not_last": "current range index {index} is not the last range {last}",
@@ -234,7 +234,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S3",
         S3STREAM,
         ERROR,
-        "a stream's start is not above its logical end, and no range but the current one lies below the start (I3)",
+        "a stream's start is not above its logical end, and no range but the current one lies below the start (as AutoMQ's StreamControlManager.trimStream keeps them)",
         graced=True,
         messages={
             "start_above_end": "start offset {start} is above the logical end {end}",
@@ -245,14 +245,14 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S4",
         S3STREAM,
         ERROR,
-        "a committed end offset above the stream's start is never below its logical end: the end never moves back (I4)",
+        "a committed end offset above the stream's start is never below its logical end: the end never moves back (AutoMQ's StreamRuntimeMetadata.endOffset only moves it forward)",
         messages={"end_moves_back": "end offset {end} is below the logical end {logical_end}"},
     ),
     Invariant(
         "S5",
         S3STREAM,
         ERROR,
-        "no two objects (stream objects, stream-set objects' ranges) hold the same offset of a stream (I5)",
+        "no two objects (stream objects, stream-set objects' ranges) hold the same offset of a stream (AutoMQ's read path, S3StreamsMetadataImage.getObjects, assumes it)",
         graced=True,
         messages={
             "overlap": "offsets [{start}, {end}) are held by {first} and {second}",
@@ -264,7 +264,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S6",
         S3STREAM,
         ERROR,
-        "every offset of a stream in [start, logical end) is held by an object, or by a node's active historical WAL duty (I6)",
+        "every offset of a stream in [start, logical end) is held by an object, or by a node's active historical WAL duty (AutoMQ's read path, S3StreamsMetadataImage.getObjects, assumes it)",
         graced=True,
         messages={"gap": "offsets [{start}, {end}) are in no object"},
     ),
@@ -272,7 +272,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S7",
         S3STREAM,
         ERROR,
-        "every object a stream or node references is COMMITTED (I7)",
+        "every object a stream or node references is COMMITTED (AutoMQ commits it, S3ObjectControlManager.commitObject, in the result that references it)",
         graced=True,
         messages={"gone": "object {object} is gone", "not_committed": "object {object} is {state}"},
     ),
@@ -280,7 +280,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S8",
         S3STREAM,
         ERROR,
-        "stream and object ids are below their assigned high-water marks and never used again (I8)",
+        "stream and object ids are below their assigned high-water marks and never used again (AutoMQ's nextAssignedStreamId, nextAssignedObjectId)",
         messages={
             "unassigned": "{id_kind} id {id} was never assigned (next is {next})",
             "reused": "{id_kind} id {id} is used again",
@@ -293,7 +293,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S9",
         S3STREAM,
         ERROR,
-        "an active historical WAL duty matches exactly one sealed range of its node (I9)",
+        "an active historical WAL duty matches exactly one sealed range of its node (else AutoMQ's StreamControlManager.getOpeningStreams fails)",
         graced=True,
         messages={
             "unmatched": "duty [{start}, {end}) matches {count} sealed range(s) of node {node}",
@@ -304,7 +304,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "S10",
         S3STREAM,
         ERROR,
-        "a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream has its current range (I10)",
+        "a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream has its current range (as AutoMQ's StreamControlManager.createStream and openStream make them)",
         graced=True,
         messages={
             "ranges_unopened": "epoch -1 but {count} range(s)",
@@ -323,7 +323,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B1",
         BOOKKEEPER,
         ERROR,
-        "a lost bookie's ledgers are marked under-replicated once its recovery delay ends: not before (unless a second bookie is lost or the delay is rewritten), and within the grace after (rules 1-3, 5)",
+        "a lost bookie's ledgers are marked under-replicated once its recovery delay ends: not before (unless a second bookie is lost or the delay is rewritten), and within the grace after (as BookKeeper's Auditor.submitAuditTask schedules the audit)",
         messages={
             "early": "ledger {ledger} marked {early} ms before the recovery delay ends",
             "late": "lost, its audit fell due at {due}; {ledgers} ledger(s) naming it are not all marked",
@@ -333,7 +333,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B2",
         BOOKKEEPER,
         ERROR,
-        "an ensemble keeps E distinct bookies; a repair changes only bad positions, each to a bookie outside the ensemble, under the same key (rules 7, 8)",
+        "an ensemble keeps E distinct bookies; a repair changes only bad positions, each to a bookie outside the ensemble, under the same key (BookKeeper's LedgerMetadataBuilder; BookKeeperAdmin.replicateLedgerFragment with replaceBookie)",
         messages={
             "size": "ensemble at {key} has {count} bookies, E is {ensemble_size}",
             "repeated": "ensemble at {key} lists {bookies} twice",
@@ -346,14 +346,14 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B3",
         BOOKKEEPER,
         ERROR,
-        "a ledger marked replicated has every entry on at least A available bookies of its write set (rule 13)",
+        "a ledger marked replicated has every entry on at least A available bookies of its write set (fewer is what BookKeeper's AuditorReplicasCheckTask counts as less than AQ replicas of an entry)",
         messages={"below_ack": "marked replicated with entry {entry} on {copies} bookie(s), below A = {ack_quorum}"},
     ),
     Invariant(
         "B4",
         BOOKKEEPER,
         ERROR,
-        "a bookie becomes DRAINED only when no ensemble names it and no under-replication mark lists it (rule 17)",
+        "a bookie becomes DRAINED only when no ensemble names it and no under-replication mark lists it (the completion test of BookKeeper's BookKeeperAdmin.decommissionBookie)",
         messages={"drained": "DRAINED while {reason}"},
     ),
     Invariant(
@@ -370,7 +370,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B6",
         BOOKKEEPER,
         ERROR,
-        "a ledger's replication lock is held by at most one worker (rule 4)",
+        "a ledger's replication lock is held by at most one worker (the lock BookKeeper's LedgerUnderreplicationManager.getLedgerToRereplicate takes)",
         messages={
             "taken": "worker {worker} takes the lock {holder} holds",
             "unmarked": "locked by {holder} without a mark",
@@ -380,7 +380,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B7",
         BOOKKEEPER,
         ERROR,
-        "placement follows the capped free-disk weights: over the history, no bookie is drawn more than 5 standard deviations away from its expected count (rule 15; checked from 100 draws)",
+        "placement follows the capped free-disk weights: over the history, no bookie is drawn more than 5 standard deviations away from its expected count (BookKeeper's WeightedRandomSelectionImpl; checked from 100 draws)",
         messages={
             "skewed": "chosen {observed} times in {draws} draws; the capped weights expect {expected} ({z} sigma, tolerance {sigmas})"
         },
@@ -389,7 +389,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B8",
         BOOKKEEPER,
         ERROR,
-        "no entry loses every replica of its write set (data loss: the ledger and entry range are named; rule 13)",
+        "no entry loses every replica of its write set (data loss: the ledger and entry range are named; what BookKeeper's AuditorReplicasCheckTask counts as no replica of an entry)",
         messages={
             "lost": "entries {entries} have no available replica (E/W/A {ensemble_size}/{write_quorum}/{ack_quorum})"
         },

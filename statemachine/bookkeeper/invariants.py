@@ -1,6 +1,6 @@
-"""BookKeeper invariants (bookkeeper.md section 7): pure functions of a ``BookiesView`` (and the
-record about to change it) that return a message when something is wrong, None when right. The
-audit (``replay.bookkeeper_audit``) decides when to ask them."""
+"""BookKeeper invariants (B1-B8 of the catalogue, ``statemachine.invariants``): pure functions of a
+``BookiesView`` (and the record about to change it) that return a message when something is wrong,
+None when right. The audit (``replay.bookkeeper_audit``) decides when to ask them."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from .view import BookiesView, Ledger
 
 
 def repair_problem(view: BookiesView, r: LedgerEnsembleChange) -> str | None:
-    """B2 (rules 7, 8): an ensemble keeps E bookies, all distinct; a re-replication (an existing
-    key) changes only the positions of bookies that were bad, each to a bookie that was not in
-    the ensemble."""
+    """B2: an ensemble keeps E bookies (BookKeeper's ``LedgerMetadataBuilder`` checks the size), all
+    distinct; a re-replication (an existing key) changes only the positions of bookies that were bad,
+    each to a bookie that was not in the ensemble (``BookKeeperAdmin.replicateLedgerFragment``, with
+    a replacement the placement policy's ``replaceBookie`` picks outside the ensemble)."""
     ledger = view.ledgers.get(r.ledger_id)
     if ledger is None:
         return None
@@ -37,7 +38,8 @@ def repair_problem(view: BookiesView, r: LedgerEnsembleChange) -> str | None:
 
 
 def min_copies(view: BookiesView, ledger: Ledger) -> tuple[int, int] | None:
-    """B3 (rule 13): (entry, copies) of the least-replicated entry, or None for an empty ledger."""
+    """B3: (entry, copies) of the least-replicated entry, or None for an empty ledger. Fewer than
+    A copies is what BookKeeper's ``AuditorReplicasCheckTask`` counts as less than AQ replicas."""
     worst = None
     for e in range(ledger.last_entry() + 1):
         n = view.copies(ledger, e)
@@ -47,12 +49,15 @@ def min_copies(view: BookiesView, ledger: Ledger) -> tuple[int, int] | None:
 
 
 def drained_problem(view: BookiesView, bookie: str) -> str | None:
-    """B4 (rule 17): a bookie reaches DRAINED only when no ensemble names it and no mark lists it."""
+    """B4: a bookie reaches DRAINED only when no ensemble names it and no mark lists it (the
+    completion test of BookKeeper's ``BookKeeperAdmin.decommissionBookie``, as ``lifecycle`` has
+    it)."""
     return clean(view, bookie)
 
 
 def data_loss(view: BookiesView, ledger: Ledger) -> str | None:
-    """B8 (rule 13): entries whose whole write set is gone (unavailable, or never copied)."""
+    """B8: entries whose whole write set is gone (unavailable, or never copied): what BookKeeper's
+    ``AuditorReplicasCheckTask`` counts as no replica of an entry."""
     lost = view.lost_entries(ledger)
     if not lost:
         return None

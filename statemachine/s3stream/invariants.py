@@ -1,8 +1,13 @@
-"""S3Stream invariants (automq-s3stream.md 5.5 I1-I10 and section 7): what must hold in a
-``StreamsView``, as pure functions of the view that return a message when an entity is wrong and
-None when it is right. ``replay.s3stream_audit`` decides when to ask them and for how long a wrong
-state may last (the grace: AutoMQ's batches pass through wrong states, a compaction's new object
-overlaps the old ones until they are removed a few records later).
+"""S3Stream invariants: what must hold in a ``StreamsView``. AutoMQ's controller keeps most of it
+without checking it when it replays records (``StreamControlManager``, ``S3ObjectControlManager``)
+and its read path assumes it (``S3StreamsMetadataImage.getObjects``); S11 and S12 are what its
+object lifecycle (``S3ObjectControlManager.checkS3ObjectsLifecycle``) and its commits
+(``StreamControlManager.commitStreamSetObject``) enforce.
+
+The checks are pure functions of the view that return a message when an entity is wrong and None
+when it is right. ``replay.s3stream_audit`` decides when to ask them and for how long a wrong state
+may last (the grace: AutoMQ's batches pass through wrong states, a compaction's new object overlaps
+the old ones until they are removed a few records later).
 
 ``Coverage`` is the index the checks need and the view does not keep: which objects hold which
 stream's offsets (stream objects, and stream-set objects' ranges, inline or from their index block).
@@ -417,8 +422,9 @@ def _name(key: Key) -> str:
 
 
 def ranges_ordered(s: Stream) -> str | None:
-    """S1 (I1): range starts do not decrease with the range index; a gap between two remaining
-    ranges (left by ranges removed on open) is held by stream objects."""
+    """S1: range starts do not decrease with the range index; a gap between two remaining ranges
+    (left by the ranges AutoMQ's ``openStream`` removes:
+    ``StreamRuntimeMetadata.checkRemovableRanges``) is held by stream objects."""
     ranges = [r for _, r in sorted(s.ranges.items())]
     sos = [(o.start_offset, o.end_offset) for o in s.objects.values()]
     for a, b in zip(ranges, ranges[1:]):
@@ -440,7 +446,7 @@ def ranges_ordered(s: Stream) -> str | None:
 
 
 def current_range_is_last(s: Stream) -> str | None:
-    """S2 (I2): the current range is the last one, and range epochs increase with the index."""
+    """S2: the current range is the last one, and range epochs increase with the index."""
     if not s.ranges:
         return None
     last = max(s.ranges)
@@ -461,7 +467,7 @@ def current_range_is_last(s: Stream) -> str | None:
 
 
 def start_within_end(s: Stream) -> str | None:
-    """S3 (I3): start <= logical end, and no range but the current one lies wholly below the start
+    """S3: start <= logical end, and no range but the current one lies wholly below the start
     (an empty sealed range at the start is AutoMQ's own doing and allowed)."""
     if s.start_offset > s.end_offset:
         return say("S3", "start_above_end", start=s.start_offset, end=s.end_offset)
@@ -472,7 +478,7 @@ def start_within_end(s: Stream) -> str | None:
 
 
 def epoch_and_state_agree(s: Stream) -> str | None:
-    """S10 (I10): a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream
+    """S10: a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream
     has its current range."""
     if s.epoch == -1:
         if s.ranges:
@@ -487,7 +493,7 @@ def epoch_and_state_agree(s: Stream) -> str | None:
 def coverage(
     view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]], duty_nodes: Iterable[int] | None = None
 ) -> tuple[str | None, str | None]:
-    """S5 (I5) and S6 (I6) for one stream: (overlap, gap) over [start, logical end). Offsets a
+    """S5 and S6 for one stream: (overlap, gap) over [start, logical end). Offsets a
     node's active historical duty holds (V6: still in its WAL) need no object. ``duty_nodes``:
     the nodes that may hold a duty for the stream (default: all)."""
     lo, hi = s.start_offset, s.end_offset
@@ -514,7 +520,7 @@ def coverage(
 
 
 def object_committed(view: StreamsView, object_id: int) -> str | None:
-    """S7 (I7): an object a stream or node references is COMMITTED."""
+    """S7: an object a stream or node references is COMMITTED."""
     o = view.objects.get(object_id)
     if o is None:
         return say("S7", "gone", object=object_id)
@@ -524,8 +530,9 @@ def object_committed(view: StreamsView, object_id: int) -> str | None:
 
 
 def duty_matches_range(view: StreamsView, node_id: int, e: UncommittedMeta) -> str | None:
-    """S9 (I9): an active historical duty matches exactly one range of its node that ends where
-    the duty ends (else the node cannot recover it: getOpeningStreams fails)."""
+    """S9: an active historical duty matches exactly one range of its node that ends where the
+    duty ends (else the node cannot recover it: AutoMQ's ``StreamControlManager.getOpeningStreams``
+    fails)."""
     s = view.streams.get(e.stream_id)
     if s is None:
         return None
