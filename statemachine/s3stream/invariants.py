@@ -73,9 +73,9 @@ class IdArray:
 
 
 SMALL_SETTLE = 48
-"""Up to this many ranges, ``Coverage.settle`` sums in a dict rather than with arrays. Measured
-(a batch's ranges summed both ways): the two cost the same at ~40 ranges that cancel (a
-compaction's, ~19 us) and ~110 that do not (an upload's, ~70 us)."""
+"""Up to this many ranges, ``Coverage.settle`` sums in a dict rather than with arrays: for a few
+ranges the arrays' fixed cost outweighs what they save. It lies between the sizes at which the two
+were measured to cost the same, for a compaction's batch and for an upload's (bench/RESULTS.md)."""
 
 
 _AT_BITS = 41
@@ -142,8 +142,8 @@ class Coverage:
     objects by one holding the same offsets: hundreds of ranges in, the same hundreds out, and for
     most streams no change at all. Stream-set objects' ranges are therefore counted in and out as
     arrays (``settle`` sums a batch's in one sort, and touches the dicts only where the sum is
-    not zero): per range, a few array operations instead of a dozen dict steps (which were ~90 %
-    of the S3Stream audit's time: 7 000 records/s at 10^7, now ~51 000)."""
+    not zero): per range, a few array operations instead of a dozen dict steps, which were most of
+    the S3Stream audit's time (bench/RESULTS.md has the runs before and after)."""
 
     __slots__ = (
         "so",
