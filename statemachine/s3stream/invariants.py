@@ -23,7 +23,7 @@ import numpy as np
 from kraftlake.records.s3stream import ObjectState, StreamRange, StreamRanges, StreamState
 
 from ..invariants import say
-from .view import Stream, StreamsView, UncommittedMeta
+from .view import RangeMeta, Stream, StreamsView, UncommittedMeta
 
 Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
 
@@ -421,6 +421,11 @@ def _name(key: Key) -> str:
     return say("S5", "stream_set_object", object=key[1], node=key[2])
 
 
+def _pair(a: RangeMeta, b: RangeMeta) -> dict[str, int]:
+    """The fields of S1's and S2's messages that name range ``b`` and the range ``a`` before it."""
+    return {"range": b.range_index, "previous": a.range_index}
+
+
 def ranges_ordered(s: Stream) -> str | None:
     """S1: range starts do not decrease with the range index; a gap between two remaining ranges
     (left by the ranges AutoMQ's ``openStream`` removes:
@@ -429,19 +434,12 @@ def ranges_ordered(s: Stream) -> str | None:
     sos = [(o.start_offset, o.end_offset) for o in s.objects.values()]
     for a, b in zip(ranges, ranges[1:]):
         if b.start_offset < a.start_offset:
-            return say(
-                "S1",
-                "out_of_order",
-                range=b.range_index,
-                start=b.start_offset,
-                previous=a.range_index,
-                previous_start=a.start_offset,
-            )
+            return say("S1", "out_of_order", start=b.start_offset, previous_start=a.start_offset, **_pair(a, b))
         lo = max(a.end_offset, s.start_offset)
         if lo < b.start_offset:
             holes = _covered(lo, b.start_offset, sos)
             if holes:
-                return say("S1", "gap", start=holes[0][0], end=holes[0][1], previous=a.range_index, range=b.range_index)
+                return say("S1", "gap", start=holes[0][0], end=holes[0][1], **_pair(a, b))
     return None
 
 
@@ -455,14 +453,7 @@ def current_range_is_last(s: Stream) -> str | None:
     ranges = [r for _, r in sorted(s.ranges.items())]
     for a, b in zip(ranges, ranges[1:]):
         if b.epoch <= a.epoch:
-            return say(
-                "S2",
-                "epoch_not_above",
-                range=b.range_index,
-                epoch=b.epoch,
-                previous=a.range_index,
-                previous_epoch=a.epoch,
-            )
+            return say("S2", "epoch_not_above", epoch=b.epoch, previous_epoch=a.epoch, **_pair(a, b))
     return None
 
 
