@@ -1,6 +1,7 @@
 """The BookKeeper family's part of the audit: replays BookKeeper records into a ``BookiesView`` and
-checks B1-B8 (bookkeeper.md section 7) where a record can have changed them, reporting through the
-audit's books (``replay.books``); the engine (``replay.audit``) routes records to it."""
+checks B1-B8 (the catalogue's, ``statemachine.invariants``) where a record can have changed them,
+reporting through the audit's books (``replay.books``); the engine (``replay.audit``) routes records
+to it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from kraftlake.statemachine.bookkeeper import invariants as binv
 from kraftlake.statemachine.bookkeeper.ensembles import allowed, neighbours_of
 from kraftlake.statemachine.bookkeeper.reducer import apply
 from kraftlake.statemachine.bookkeeper.view import CLOSED, BookiesView
+from kraftlake.statemachine.invariants import say
 
 from .books import violation
 
@@ -63,28 +65,20 @@ class BookiesAudit:
             ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
             self.books.checked["B5"] += 1
             if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:  # type: ignore[attr-defined]
-                self._instant(
-                    "B5",
-                    f"ledger/{ledger.ledger_id}",
-                    offset,
-                    f"entries up to {r.last_add_confirmed} written after the ledger was"  # type: ignore[attr-defined]
-                    f" {'fenced' if ledger.fenced else 'closed'} at {ledger.last_entry_id}",
-                )
+                kind = "after_fence" if ledger.fenced else "after_close"
+                bad = say("B5", kind, entry=r.last_add_confirmed, last=ledger.last_entry_id)  # type: ignore[attr-defined]
+                self._instant("B5", f"ledger/{ledger.ledger_id}", offset, bad)
         elif cls is LedgerReplicationLock:
             holder = view.locks.get(r.ledger_id)  # type: ignore[attr-defined]
             self.books.checked["B6"] += 1
             if holder is not None and holder != r.worker:  # type: ignore[attr-defined]
-                self._instant(
-                    "B6",
-                    f"ledger/{r.ledger_id}",
-                    offset,  # type: ignore[attr-defined]
-                    f"worker {r.worker} takes the lock {holder} holds",
-                )  # type: ignore[attr-defined]
+                bad = say("B6", "taken", worker=r.worker, holder=holder)  # type: ignore[attr-defined]
+                self._instant("B6", f"ledger/{r.ledger_id}", offset, bad)  # type: ignore[attr-defined]
         elif cls is BookieStateChange and r.state is BookieState.DRAINED:  # type: ignore[attr-defined]
             self.books.checked["B4"] += 1
             bad = binv.drained_problem(view, r.bookie_id)  # type: ignore[attr-defined]
             if bad:
-                self._instant("B4", f"bookie/{r.bookie_id}", offset, f"DRAINED while {bad}")  # type: ignore[attr-defined]
+                self._instant("B4", f"bookie/{r.bookie_id}", offset, say("B4", "drained", reason=bad))  # type: ignore[attr-defined]
         try:
             apply(view, r)
         except ReplayError as exc:
@@ -100,7 +94,7 @@ class BookiesAudit:
                     "B3",
                     f"ledger/{ledger.ledger_id}",
                     offset,
-                    f"marked replicated with entry {worst[0]} on {worst[1]} bookie(s), below A = {ledger.ack_quorum}",
+                    say("B3", "below_ack", entry=worst[0], copies=worst[1], ack_quorum=ledger.ack_quorum),
                 )
         if cls is BookieAvailability:
             for ledger_id in sorted(view.refs.get(r.bookie_id, ())):  # type: ignore[attr-defined]
@@ -126,13 +120,15 @@ class BookiesAudit:
             due = view.audit_due.get(b)
             bookie = view.bookies.get(b)
             if bookie is not None and bookie.state == BookieState.DRAINING.value:
-                continue  # a drain marks its bookie's ledgers itself (rule 17), delay or not
+                # A drain marks its bookie's ledgers itself (``statemachine.bookkeeper.lifecycle``),
+                # delay or not.
+                continue
             if due is not None and ts is not None and ts < due:
                 self._instant(
                     "B1",
                     f"bookie/{b}",
                     offset,
-                    f"ledger {r.ledger_id} marked {due - ts} ms before the recovery delay ends",
+                    say("B1", "early", ledger=r.ledger_id, early=due - ts),
                 )
 
     def _late(self, offset: int, ts: int | None) -> None:
@@ -155,7 +151,7 @@ class BookiesAudit:
                     f"bookie/{b}",
                     offset,
                     ts,
-                    f"lost, its audit fell due at {due}; {len(refs)} ledger(s) naming it are not all marked",
+                    say("B1", "late", due=due, ledgers=len(refs)),
                 )
 
     def _placement_of_change(self, r: LedgerEnsembleChange, offset: int) -> None:

@@ -1,6 +1,6 @@
 """The S3Stream family's part of the audit: replays S3Stream records into a ``StreamsView`` and
-checks S1-S12 (AutoMQ's I1-I10 of automq-s3stream.md 5.5, plus the bugs of section 7) on exactly
-the streams, nodes and objects a record touched.
+checks S1-S12 (the catalogue's, ``statemachine.invariants``) on exactly the streams, nodes and
+objects a record touched.
 
 It reports through the audit's books (``replay.books``): states and graces, instants, intervals,
 evidence, all as for the KRaft invariants; the engine (``replay.audit``) routes records to it. Indexes of its own (which objects
@@ -36,6 +36,7 @@ from kraftlake.records.s3stream import (
     S3StreamObject,
     S3StreamSetObject,
 )
+from kraftlake.statemachine.invariants import say
 from kraftlake.statemachine.s3stream import invariants as sinv
 from kraftlake.statemachine.s3stream.reducer import apply
 from kraftlake.statemachine.s3stream.view import StreamsView
@@ -117,8 +118,9 @@ class StreamsAudit:
         self._state("S10", entity, offset, ts, sinv.epoch_and_state_agree(s))
 
     def _coverage(self, sid: int, offset: int, ts: int | None) -> None:
-        """Coverage is judged once per batch (research 9: AutoMQ applies a controller result
-        atomically; a compaction overlaps its sources until their removal a few records on)."""
+        """Coverage is judged once per batch: AutoMQ's controller applies a result's records
+        together (``ControllerResult.atomicOf``), and a compaction overlaps its sources until their
+        removal a few records on, in the same result."""
         self.pending.add(sid)
 
     def finish(self) -> None:
@@ -247,7 +249,12 @@ class StreamsAudit:
             if s is not None:
                 bad = sinv.advances_end(s, None, r.start_offset, r.end_offset)
                 if bad:
-                    self._instant("S12", f"stream/{r.stream_id}", offset, f"stream object {r.object_id}: {bad}")
+                    self._instant(
+                        "S12",
+                        f"stream/{r.stream_id}",
+                        offset,
+                        say("S12", "stream_object", object=r.object_id, problem=bad),
+                    )
             apply(view, r)
             if s is not None:
                 self.cover.add(r.stream_id, r.object_id, r.start_offset, r.end_offset)
@@ -280,7 +287,7 @@ class StreamsAudit:
                 else ("object", r.assigned_s3_object_id + 1, view.next_object_id)
             )
             if new < old:
-                self._instant("S8", "ids", offset, f"the {kind} id high-water mark moves back from {old} to {new}")
+                self._instant("S8", "ids", offset, say("S8", "mark_moves_back", id_kind=kind, old=old, new=new))
             apply(view, r)
         elif cls is S3StreamEndOffsets:
             for e in r.end_offsets:
@@ -291,7 +298,7 @@ class StreamsAudit:
                         "S4",
                         f"stream/{e.stream_id}",
                         offset,
-                        f"end offset {e.end_offset} is below the logical end {s.end_offset}",
+                        say("S4", "end_moves_back", end=e.end_offset, logical_end=s.end_offset),
                     )
                 self.books.checked["S4"] += 1
             apply(view, r)
@@ -307,7 +314,7 @@ class StreamsAudit:
                         "S9",
                         f"duty/{r.node_id}/{e.stream_id}",
                         offset,
-                        f"entry [{e.start_offset}, {e.end_offset}) has its start above its end (ignored)",
+                        say("S9", "reversed", start=e.start_offset, end=e.end_offset),
                     )
             apply(view, r)
             streams = sorted({e.stream_id for e in r.entries})
@@ -336,10 +343,10 @@ class StreamsAudit:
         """S8: an id is below its high-water mark and, for a new stream, never used before."""
         self.books.checked["S8"] += 1
         if ident >= high:
-            self._instant("S8", f"{kind}/{ident}", offset, f"{kind} id {ident} was never assigned (next is {high})")
+            self._instant("S8", f"{kind}/{ident}", offset, say("S8", "unassigned", id_kind=kind, id=ident, next=high))
         elif seen is not None:
             if ident in seen:
-                self._instant("S8", f"{kind}/{ident}", offset, f"{kind} id {ident} is used again")
+                self._instant("S8", f"{kind}/{ident}", offset, say("S8", "reused", id_kind=kind, id=ident))
             seen.add(ident)
 
     def _stream_set_object(self, r: S3StreamSetObject, offset: int, ts: int | None) -> None:
@@ -364,7 +371,10 @@ class StreamsAudit:
                 bad = sinv.advances_end(s, (view, r.node_id), start, end)
                 if bad:
                     self._instant(
-                        "S12", f"stream/{sid}", offset, f"stream-set object {r.object_id} of node {r.node_id}: {bad}"
+                        "S12",
+                        f"stream/{sid}",
+                        offset,
+                        say("S12", "stream_set_object", object=r.object_id, node=r.node_id, problem=bad),
                     )
         replaced = node is not None and r.object_id in node.stream_set_objects
         apply(view, r)
@@ -386,13 +396,13 @@ class StreamsAudit:
         if r.object_state == ObjectState.PREPARED:
             self._ids("object", r.object_id, view.next_object_id, None, offset)
             if before is None and r.object_id in self.seen_objects:
-                self._instant("S8", f"object/{r.object_id}", offset, f"object id {r.object_id} is prepared again")
+                self._instant("S8", f"object/{r.object_id}", offset, say("S8", "prepared_again", object=r.object_id))
             elif before is not None and before.state != ObjectState.PREPARED:
                 self._instant(
                     "S8",
                     f"object/{r.object_id}",
                     offset,
-                    f"object {r.object_id} goes back to PREPARED from {ObjectState(before.state).name}",
+                    say("S8", "back_to_prepared", object=r.object_id, state=ObjectState(before.state).name),
                 )
             heapq.heappush(self.deadlines, (r.timestamp, r.object_id))
         self.seen_objects.add(r.object_id)
@@ -416,7 +426,7 @@ class StreamsAudit:
                     f"object/{object_id}",
                     offset,
                     ts,
-                    f"PREPARED past its deadline {deadline} by more than {self.books.config.prepared_check_ms} ms",
+                    say("S11", "overdue", deadline=deadline, interval=self.books.config.prepared_check_ms),
                 )
 
     def state_hash(self) -> str:

@@ -1,41 +1,45 @@
-"""BookKeeper invariants (bookkeeper.md section 7): pure functions of a ``BookiesView`` (and the
-record about to change it) that return a message when something is wrong, None when right. The
-audit (``replay.bookkeeper_audit``) decides when to ask them."""
+"""BookKeeper invariants (B1-B8 of the catalogue, ``statemachine.invariants``): pure functions of a
+``BookiesView`` (and the record about to change it) that return a message when something is wrong,
+None when right. The audit (``replay.bookkeeper_audit``) decides when to ask them."""
 
 from __future__ import annotations
 
 from kraftlake.records.bookkeeper import BookieState, LedgerEnsembleChange
 from kraftlake.statemachine import placement
 
+from ..invariants import say
 from .lifecycle import clean
 from .view import BookiesView, Ledger
 
 
 def repair_problem(view: BookiesView, r: LedgerEnsembleChange) -> str | None:
-    """B2 (rules 7, 8): an ensemble keeps E bookies, all distinct; a re-replication (an existing
-    key) changes only the positions of bookies that were bad, each to a bookie that was not in
-    the ensemble."""
+    """B2: an ensemble keeps E bookies (BookKeeper's ``LedgerMetadataBuilder`` checks the size), all
+    distinct; a re-replication (an existing key) changes only the positions of bookies that were bad,
+    each to a bookie that was not in the ensemble (``BookKeeperAdmin.replicateLedgerFragment``, with
+    a replacement the placement policy's ``replaceBookie`` picks outside the ensemble)."""
     ledger = view.ledgers.get(r.ledger_id)
     if ledger is None:
         return None
     if len(r.ensemble) != ledger.ensemble_size:
-        return f"ensemble at {r.first_entry_id} has {len(r.ensemble)} bookies, E is {ledger.ensemble_size}"
+        return say("B2", "size", key=r.first_entry_id, count=len(r.ensemble), ensemble_size=ledger.ensemble_size)
     if len(set(r.ensemble)) != len(r.ensemble):
         twice = sorted({b for b in r.ensemble if r.ensemble.count(b) > 1})
-        return f"ensemble at {r.first_entry_id} lists {twice} twice"
+        # Bookie ids as Python lists them, quotes and all (``words`` would leave the quotes out).
+        return say("B2", "repeated", key=r.first_entry_id, bookies=str(twice))
     old = ledger.ensembles.get(r.first_entry_id)
     if old is None:
         if r.first_entry_id < ledger.keys()[-1]:
-            return f"new ensemble key {r.first_entry_id} is below the last key {ledger.keys()[-1]}"
+            return say("B2", "key_below_last", key=r.first_entry_id, last=ledger.keys()[-1])
         return None
     for i, (was, now) in enumerate(zip(old, r.ensemble)):
         if was != now and now in old:
-            return f"position {i}: {was} replaced by {now}, already in the ensemble {list(old)}"
+            return say("B2", "replacement_in_ensemble", position=i, was=was, now=now, ensemble=str(list(old)))
     return None
 
 
 def min_copies(view: BookiesView, ledger: Ledger) -> tuple[int, int] | None:
-    """B3 (rule 13): (entry, copies) of the least-replicated entry, or None for an empty ledger."""
+    """B3: (entry, copies) of the least-replicated entry, or None for an empty ledger. Fewer than
+    A copies is what BookKeeper's ``AuditorReplicasCheckTask`` counts as less than AQ replicas."""
     worst = None
     for e in range(ledger.last_entry() + 1):
         n = view.copies(ledger, e)
@@ -45,17 +49,27 @@ def min_copies(view: BookiesView, ledger: Ledger) -> tuple[int, int] | None:
 
 
 def drained_problem(view: BookiesView, bookie: str) -> str | None:
-    """B4 (rule 17): a bookie reaches DRAINED only when no ensemble names it and no mark lists it."""
+    """B4: a bookie reaches DRAINED only when no ensemble names it and no mark lists it (the
+    completion test of BookKeeper's ``BookKeeperAdmin.decommissionBookie``, as ``lifecycle`` has
+    it)."""
     return clean(view, bookie)
 
 
 def data_loss(view: BookiesView, ledger: Ledger) -> str | None:
-    """B8 (rule 13): entries whose whole write set is gone (unavailable, or never copied)."""
+    """B8: entries whose whole write set is gone (unavailable, or never copied): what BookKeeper's
+    ``AuditorReplicasCheckTask`` counts as no replica of an entry."""
     lost = view.lost_entries(ledger)
     if not lost:
         return None
     spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lost[:8])
-    return f"entries {spans}{' ...' if len(lost) > 8 else ''} have no available replica (E/W/A {ledger.ensemble_size}/{ledger.write_quorum}/{ledger.ack_quorum})"
+    return say(
+        "B8",
+        "lost",
+        entries=spans + (" ..." if len(lost) > 8 else ""),
+        ensemble_size=ledger.ensemble_size,
+        write_quorum=ledger.write_quorum,
+        ack_quorum=ledger.ack_quorum,
+    )
 
 
 class PlacementStats:
@@ -102,13 +116,9 @@ class PlacementStats:
                 continue
             z = (obs - exp) / var**0.5
             if abs(z) > sigmas:
-                out.append(
-                    (
-                        k,
-                        f"chosen {obs} times in {self.draws} draws; the capped weights expect {exp:.1f}"
-                        f" ({z:+.1f} sigma, tolerance {sigmas:g})",
-                    )
-                )
+                # A template has no format specs: the numbers come formatted.
+                numbers = {"expected": f"{exp:.1f}", "z": f"{z:+.1f}", "sigmas": f"{sigmas:g}"}
+                out.append((k, say("B7", "skewed", observed=obs, draws=self.draws, **numbers)))
         return out
 
 
@@ -123,13 +133,14 @@ def check_view(view: BookiesView) -> list[tuple[str, str, str]]:
     for lid, ledger in sorted(view.ledgers.items()):
         for key, ens in sorted(ledger.ensembles.items()):
             if len(ens) != ledger.ensemble_size or len(set(ens)) != len(ens):
-                out.append(("B2", f"ledger/{lid}", f"ensemble at {key} is {list(ens)}, E is {ledger.ensemble_size}"))
+                bad = say("B2", "malformed", key=key, ensemble=str(list(ens)), ensemble_size=ledger.ensemble_size)
+                out.append(("B2", f"ledger/{lid}", bad))
     for b in sorted(view.bookies):
         if view.bookies[b].state == BookieState.DRAINED.value:
             bad = drained_problem(view, b)
             if bad:
-                out.append(("B4", f"bookie/{b}", f"DRAINED while {bad}"))
+                out.append(("B4", f"bookie/{b}", say("B4", "drained", reason=bad)))
     for lid in sorted(view.locks):
         if lid not in view.under_replicated:
-            out.append(("B6", f"ledger/{lid}", f"locked by {view.locks[lid]} without a mark"))
+            out.append(("B6", f"ledger/{lid}", say("B6", "unmarked", holder=view.locks[lid])))
     return out

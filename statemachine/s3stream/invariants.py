@@ -1,8 +1,13 @@
-"""S3Stream invariants (automq-s3stream.md 5.5 I1-I10 and section 7): what must hold in a
-``StreamsView``, as pure functions of the view that return a message when an entity is wrong and
-None when it is right. ``replay.s3stream_audit`` decides when to ask them and for how long a wrong
-state may last (the grace: AutoMQ's batches pass through wrong states, a compaction's new object
-overlaps the old ones until they are removed a few records later).
+"""S3Stream invariants: what must hold in a ``StreamsView``. AutoMQ's controller keeps most of it
+without checking it when it replays records (``StreamControlManager``, ``S3ObjectControlManager``)
+and its read path assumes it (``S3StreamsMetadataImage.getObjects``); S11 and S12 are what its
+object lifecycle (``S3ObjectControlManager.checkS3ObjectsLifecycle``) and its commits
+(``StreamControlManager.commitStreamSetObject``) enforce.
+
+The checks are pure functions of the view that return a message when an entity is wrong and None
+when it is right. ``replay.s3stream_audit`` decides when to ask them and for how long a wrong state
+may last (the grace: AutoMQ's batches pass through wrong states, a compaction's new object overlaps
+the old ones until they are removed a few records later).
 
 ``Coverage`` is the index the checks need and the view does not keep: which objects hold which
 stream's offsets (stream objects, and stream-set objects' ranges, inline or from their index block).
@@ -17,7 +22,8 @@ import numpy as np
 
 from kraftlake.records.s3stream import ObjectState, StreamRange, StreamRanges, StreamState
 
-from .view import Stream, StreamsView, UncommittedMeta
+from ..invariants import say
+from .view import RangeMeta, Stream, StreamsView, UncommittedMeta
 
 Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
 
@@ -67,9 +73,9 @@ class IdArray:
 
 
 SMALL_SETTLE = 48
-"""Up to this many ranges, ``Coverage.settle`` sums in a dict rather than with arrays. Measured
-(a batch's ranges summed both ways): the two cost the same at ~40 ranges that cancel (a
-compaction's, ~19 us) and ~110 that do not (an upload's, ~70 us)."""
+"""Up to this many ranges, ``Coverage.settle`` sums in a dict rather than with arrays: for a few
+ranges the arrays' fixed cost outweighs what they save. It lies between the sizes at which the two
+were measured to cost the same, for a compaction's batch and for an upload's (bench/RESULTS.md)."""
 
 
 _AT_BITS = 41
@@ -136,8 +142,8 @@ class Coverage:
     objects by one holding the same offsets: hundreds of ranges in, the same hundreds out, and for
     most streams no change at all. Stream-set objects' ranges are therefore counted in and out as
     arrays (``settle`` sums a batch's in one sort, and touches the dicts only where the sum is
-    not zero): per range, a few array operations instead of a dozen dict steps (which were ~90 %
-    of the S3Stream audit's time: 7 000 records/s at 10^7, now ~51 000)."""
+    not zero): per range, a few array operations instead of a dozen dict steps, which were most of
+    the S3Stream audit's time (bench/RESULTS.md has the runs before and after)."""
 
     __slots__ = (
         "so",
@@ -410,70 +416,75 @@ def _covered(lo: int, hi: int, intervals: list[tuple[int, int]]) -> list[tuple[i
 
 
 def _name(key: Key) -> str:
-    return f"stream object {key[1]}" if key[0] == "SO" else f"stream-set object {key[1]} of node {key[2]}"
+    if key[0] == "SO":
+        return say("S5", "stream_object", object=key[1])
+    return say("S5", "stream_set_object", object=key[1], node=key[2])
+
+
+def _pair(a: RangeMeta, b: RangeMeta) -> dict[str, int]:
+    """The fields of S1's and S2's messages that name range ``b`` and the range ``a`` before it."""
+    return {"range": b.range_index, "previous": a.range_index}
 
 
 def ranges_ordered(s: Stream) -> str | None:
-    """S1 (I1): range starts do not decrease with the range index; a gap between two remaining
-    ranges (left by ranges removed on open) is held by stream objects."""
+    """S1: range starts do not decrease with the range index; a gap between two remaining ranges
+    (left by the ranges AutoMQ's ``openStream`` removes:
+    ``StreamRuntimeMetadata.checkRemovableRanges``) is held by stream objects."""
     ranges = [r for _, r in sorted(s.ranges.items())]
     sos = [(o.start_offset, o.end_offset) for o in s.objects.values()]
     for a, b in zip(ranges, ranges[1:]):
         if b.start_offset < a.start_offset:
-            return f"range {b.range_index} starts at {b.start_offset}, before range {a.range_index} ({a.start_offset})"
+            return say("S1", "out_of_order", start=b.start_offset, previous_start=a.start_offset, **_pair(a, b))
         lo = max(a.end_offset, s.start_offset)
         if lo < b.start_offset:
             holes = _covered(lo, b.start_offset, sos)
             if holes:
-                return (
-                    f"offsets [{holes[0][0]}, {holes[0][1]}) between ranges {a.range_index} and {b.range_index}"
-                    " are in no stream object"
-                )
+                return say("S1", "gap", start=holes[0][0], end=holes[0][1], **_pair(a, b))
     return None
 
 
 def current_range_is_last(s: Stream) -> str | None:
-    """S2 (I2): the current range is the last one, and range epochs increase with the index."""
+    """S2: the current range is the last one, and range epochs increase with the index."""
     if not s.ranges:
         return None
     last = max(s.ranges)
     if s.range_index != last:
-        return f"current range index {s.range_index} is not the last range {last}"
+        return say("S2", "not_last", index=s.range_index, last=last)
     ranges = [r for _, r in sorted(s.ranges.items())]
     for a, b in zip(ranges, ranges[1:]):
         if b.epoch <= a.epoch:
-            return f"range {b.range_index} has epoch {b.epoch}, not above range {a.range_index}'s {a.epoch}"
+            return say("S2", "epoch_not_above", epoch=b.epoch, previous_epoch=a.epoch, **_pair(a, b))
     return None
 
 
 def start_within_end(s: Stream) -> str | None:
-    """S3 (I3): start <= logical end, and no range but the current one lies wholly below the start
+    """S3: start <= logical end, and no range but the current one lies wholly below the start
     (an empty sealed range at the start is AutoMQ's own doing and allowed)."""
     if s.start_offset > s.end_offset:
-        return f"start offset {s.start_offset} is above the logical end {s.end_offset}"
+        return say("S3", "start_above_end", start=s.start_offset, end=s.end_offset)
     for i, r in sorted(s.ranges.items()):
         if i != s.range_index and r.end_offset < s.start_offset:
-            return f"range {i} ends at {r.end_offset}, below the start offset {s.start_offset}"
+            return say("S3", "range_below_start", range=i, end=r.end_offset, start=s.start_offset)
     return None
 
 
 def epoch_and_state_agree(s: Stream) -> str | None:
-    """S10 (I10): a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream
+    """S10: a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream
     has its current range."""
     if s.epoch == -1:
         if s.ranges:
-            return f"epoch -1 but {len(s.ranges)} range(s)"
+            return say("S10", "ranges_unopened", count=len(s.ranges))
         if s.state == StreamState.OPENED:
-            return "OPENED at epoch -1"
+            return say("S10", "opened_unopened")
     elif s.state == StreamState.OPENED and s.range_index not in s.ranges:
-        return f"OPENED without its current range {s.range_index}"
+        return say("S10", "no_current_range", index=s.range_index)
     return None
 
 
 def coverage(
     view: StreamsView, s: Stream, entries: list[tuple[int, int, Key]], duty_nodes: Iterable[int] | None = None
 ) -> tuple[str | None, str | None]:
-    """S5 (I5) and S6 (I6) for one stream: (overlap, gap) over [start, logical end). Offsets a
+    """S5 and S6 for one stream: (overlap, gap) over [start, logical end). Offsets a
     node's active historical duty holds (V6: still in its WAL) need no object. ``duty_nodes``:
     the nodes that may hold a duty for the stream (default: all)."""
     lo, hi = s.start_offset, s.end_offset
@@ -484,7 +495,7 @@ def coverage(
     reach, holder = lo, None
     for a, b, k in objs:
         if a < reach and holder is not None:
-            overlap = f"offsets [{a}, {min(b, reach)}) are held by {_name(holder)} and {_name(k)}"
+            overlap = say("S5", "overlap", start=a, end=min(b, reach), first=_name(holder), second=_name(k))
             break
         if b > reach:
             reach, holder = b, k
@@ -495,23 +506,24 @@ def coverage(
         if e is not None and max(lo, e.start_offset) < e.end_offset:
             spans.append((max(lo, e.start_offset), min(e.end_offset, hi)))
     holes = _covered(lo, hi, spans)
-    gap = f"offsets [{holes[0][0]}, {holes[0][1]}) are in no object" if holes else None
+    gap = say("S6", "gap", start=holes[0][0], end=holes[0][1]) if holes else None
     return overlap, gap
 
 
 def object_committed(view: StreamsView, object_id: int) -> str | None:
-    """S7 (I7): an object a stream or node references is COMMITTED."""
+    """S7: an object a stream or node references is COMMITTED."""
     o = view.objects.get(object_id)
     if o is None:
-        return f"object {object_id} is gone"
+        return say("S7", "gone", object=object_id)
     if o.state != ObjectState.COMMITTED:
-        return f"object {object_id} is {ObjectState(o.state).name}"
+        return say("S7", "not_committed", object=object_id, state=ObjectState(o.state).name)
     return None
 
 
 def duty_matches_range(view: StreamsView, node_id: int, e: UncommittedMeta) -> str | None:
-    """S9 (I9): an active historical duty matches exactly one range of its node that ends where
-    the duty ends (else the node cannot recover it: getOpeningStreams fails)."""
+    """S9: an active historical duty matches exactly one range of its node that ends where the
+    duty ends (else the node cannot recover it: AutoMQ's ``StreamControlManager.getOpeningStreams``
+    fails)."""
     s = view.streams.get(e.stream_id)
     if s is None:
         return None
@@ -524,7 +536,7 @@ def duty_matches_range(view: StreamsView, node_id: int, e: UncommittedMeta) -> s
         if r.node_id == node_id and r.start_offset <= at < r.end_offset and r.end_offset == e.end_offset
     )
     if n != 1:
-        return f"duty [{at}, {e.end_offset}) matches {n} sealed range(s) of node {node_id}"
+        return say("S9", "unmatched", start=at, end=e.end_offset, count=n, node=node_id)
     return None
 
 
@@ -539,15 +551,14 @@ def advances_end(s: Stream, by: tuple[StreamsView, int] | None, start: int, end:
         view, node = by
         owner = s.owner()
         if owner != node:
-            return f"node {node} moves the logical end {e} -> {end} but node {owner} owns the stream"
+            return say("S12", "not_owner", node=node, logical_end=e, end=end, owner=owner)
         if s.state != StreamState.OPENED:
-            return f"moves the logical end {e} -> {end} of a CLOSED stream"
+            return say("S12", "closed", logical_end=e, end=end)
     if e > st:
         if start != e:
-            kind = "a gap" if start > e else "an overlap"
-            return f"[{start}, {end}) leaves {kind} at the logical end {e}"
+            return say("S12", "gap" if start > e else "overlap", start=start, end=end, logical_end=e)
     elif start > st:
-        return f"[{start}, {end}) leaves a gap at the start {st} (the stream is trimmed to its end)"
+        return say("S12", "gap_at_start", start=start, end=end, stream_start=st)
     return None
 
 
