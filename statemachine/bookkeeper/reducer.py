@@ -4,16 +4,17 @@ the shape every family's reducer has (``statemachine.reducer``).
 
 By the strictness rule every family shares, it refuses what BookKeeper's metadata store refuses:
 a ledger created twice and a change of a ledger it does not have (every change of ledger
-metadata is a versioned update of that ledger's node, bookkeeper.md 2.2), R-REPLAY-LEDGER; a
+metadata is a versioned update of that ledger's node: ``LedgerManager.writeLedgerMetadata``),
+R-REPLAY-LEDGER; a
 record of a bookie that never registered, R-REPLAY-BOOKIE. Under-replication marks and locks
 live in nodes of their own, which outlive their ledger (a worker that finds its ledger deleted
-marks it replicated, 1.9), and entries are written to bookies, not to the metadata store: a
+marks it replicated: ``ReplicationWorker``), and entries are written to bookies, not to the metadata store: a
 record of those for a ledger that is gone changes nothing.
 
 Two derived facts are computed here, deterministically from the log: when a lost bookie's audit
-falls due (rules 1-3, 5 of bookkeeper.md section 7), and which entries a re-replication could not
-copy because no available bookie of their write set held them (rule 13: those entries are lost
-on the new bookie too).
+falls due (``Auditor``: after ``lostBookieRecoveryDelay``, at once when a second bookie is lost),
+and which entries a re-replication could not copy because no available bookie of their write set
+held them (those entries are lost on the new bookie too).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _ledger(v: BookiesView, r: LedgerEnsembleChange | LedgerClosed | LedgerDelet
 
 
 def _registered(v: BookiesView, r: BookieRegistered, offset: int) -> None:
-    # A bookie id registered again is a new bookie (a drained address re-used, rule 17).
+    # A bookie id registered again is a new bookie (a decommissioned address re-used).
     old = v.bookies.get(r.bookie_id)
     v.bookies[r.bookie_id] = Bookie(
         bookie_id=r.bookie_id,
@@ -150,7 +151,7 @@ def _ensemble_change(v: BookiesView, r: LedgerEnsembleChange, offset: int) -> No
 
 def _copy(v: BookiesView, ledger: Ledger, key: int, old: tuple[str, ...], new: tuple[str, ...]) -> None:
     """A re-replication under ``key``: each new bookie gets the entries of its position that some
-    other available bookie of their write set held; the others are lost on it (rule 13)."""
+    other available bookie of their write set held; the others are lost on it."""
     first, last = next((a, b) for a, b, _ in ledger.segments() if a == key)
     for pos, (was, now) in enumerate(zip(old, new)):
         if was == now:

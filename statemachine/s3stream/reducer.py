@@ -1,5 +1,6 @@
 """The S3Stream reducer: ``apply(view, record)`` folds one record into a ``StreamsView`` exactly as
-AutoMQ's controller replays it (automq-s3stream.md section 3), in the shape every family's reducer
+AutoMQ's controller replays it (``StreamControlManager.replay``, ``S3ObjectControlManager.replay``),
+in the shape every family's reducer
 has (``statemachine.reducer``).
 
 By the strictness rule every family shares, it refuses what AutoMQ refuses, which is nothing but
