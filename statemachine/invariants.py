@@ -67,7 +67,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "L3",
         LOG,
         ERROR,
-        "records refer to existing entities (broker, topic, partition)",
+        "records refer to existing entities (broker, topic, partition; bookie, ledger)",
         messages={
             "refused": REFUSED,
             "topic_missing": "topic {topic} does not exist",
