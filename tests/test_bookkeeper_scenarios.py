@@ -1,5 +1,25 @@
-"""BookKeeper scenarios (bookkeeper.md section 5, rules of section 7) through kraftlake's deciders
-and reducer: auditor delays, marks, locks, repairs, open-ledger fencing, loss, drains."""
+"""BookKeeper's own tests as scenarios through kraftlake's deciders and reducer: auditor delays,
+marks, locks, repairs, open-ledger fencing, loss, drains. The test names number them:
+
+- s1: AuditorLedgerCheckerTest.testSimpleLedger and testMultipleBookieFailures;
+- s2: AuditorLedgerCheckerTest.testReadOnlyBookieExclusionFromURLedgersCheck and
+  testReadOnlyBookieShutdown;
+- s3: AuditorLedgerCheckerTest's lostBookieRecoveryDelay tests (testDelayedAuditOfLostBookies,
+  testRescheduleOfDelayedAuditOfLostBookiesToStartImmediately and ...ToStartLater,
+  testTriggerAuditorWithPendingAuditTask, testDelayedAuditWithMultipleBookieFailures,
+  testDelayedAuditWithRollingUpgrade);
+- s4: TestLedgerUnderreplicationManager.test2reportSame and testLocking;
+- s5: TestReplicationWorker.testRWShouldReplicateFragmentsToTargetBookie,
+  testRWShouldRetryUntilThereAreEnoughBksAvailableForReplication and
+  testRWShouldReplicateTheLedgersAfterTimeoutIfLastFragmentIsUR;
+- s6: TestLedgerChecker.testShouldNotGetTheFragmentIfThereIsNoMissedEntry;
+- s7: the write sets of RoundRobinDistributionSchedule, on a ledger shaped as the first of
+  AuditorReplicasCheckTest.testReplicasCheckForLedgersFoundHavingLessThanAQReplicasOfAnEntry
+  (E=4, W=3, A=2, entries 0-3);
+- s8, s9: kraftlake's own bookie lifecycle (BookKeeper has no Draining, Drained or DrainingFailed
+  state): a drain ends where BookieDecommissionTest's decommission does, with no ensemble naming
+  the bookie and no under-replication mark listing it.
+"""
 
 from __future__ import annotations
 
@@ -209,7 +229,8 @@ def test_s5_no_copy_to_read_stays_under_replicated_until_the_bookie_returns():
     d = k.do(c.Replicate(worker="w1", now_ms=k.now))
     assert d.outcome == c.REPAIR_FAILED and "no replica" in d.reply.message and k.marked(lid) == (only,)
     assert k.view.lost_entries(k.view.ledgers[lid]) == [(0, 4)]
-    # The worker keeps the ledger for the backoff (rule 10: 300 s / 32 after a first failure).
+    # The worker keeps the ledger for the backoff (ReplicationWorker.deferLedgerLockReleaseOfFailedLedger:
+    # lockReleaseOfFailedLedgerGracePeriod, 300 s, / 2^5 after a first failure).
     assert k.view.locks[lid] == "w1" and k.view.held_until[lid] == k.now + 9375
     k.revive(only)
     assert k.do(c.Replicate(worker="w2", now_ms=k.now)).outcome == c.NOTHING_TO_DO

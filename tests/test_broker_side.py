@@ -252,7 +252,7 @@ X1, X2, Y = uid("x1"), uid("x2"), uid("y")
 @pytest.fixture
 def cluster():
     """Broker 1 with two dirs, broker 2 with one; topic t (4 partitions, RF 2): broker 1's replicas
-    UNASSIGNED, broker 2's in Y (R-DIR-5)."""
+    UNASSIGNED, broker 2's in Y (Kafka's ClusterControlManager.defaultDir)."""
     ctl = controller_with_brokers({1: [X1, X2], 2: [Y]})
     t = ctl.handle(
         c.CreateTopic(name="t", partitions=4, replication_factor=2, assignments=((1, 2),) * 4)

@@ -121,7 +121,8 @@ def test_versions_a_field_does_not_exist_in_refuse_it():
 
 
 def test_the_annotated_example_of_the_research_notes():
-    """kafka-kraft.md 6.8: values from codecrafters' 311-byte log, decoded by hand there."""
+    """Values from the 311-byte log of codecrafters-io/kafka-tester (fixtures/kafka/codecrafters-single,
+    see its PROVENANCE.md), decoded by hand: the bootstrap transaction's records; then a NoOpRecord."""
     dec = MetadataDecoder()
     begin = bytes.fromhex("01170001001212") + b"Bootstrap records"
     assert dec.decode(begin, offset=1, ts_ms=0, source=None) == BeginTransaction(

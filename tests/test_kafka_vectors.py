@@ -142,7 +142,10 @@ def test_batches_agree_with_kafka_python(path):
 
 
 def test_what_the_research_notes_say_the_jbod_log_holds():
-    """kafka-kraft.md 6.9 and S9: Kafka 3.7, one combined node, a controlled shutdown."""
+    """fixtures/kafka/PROVENANCE.md: Kafka 3.7.0, one combined node; a re-registration of the same
+    incarnation that still got a new epoch (6 -> 8: before KAFKA-16952), and a controlled shutdown as
+    Kafka's ReplicationControlManager writes it (handleBrokerInControlledShutdown, then
+    handleBrokerFenced)."""
     records = [r for batch in read_kafka(KAFKA_LOGS / "kafka37-jbod-dirs") for r in batch]
     by_offset = {r.source_offset: r for r in records}
     regs = [r for r in records if type(r) is RegisterBroker]

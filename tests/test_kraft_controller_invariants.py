@@ -7,15 +7,19 @@ assignment and by weighted placement; brokers report where their replicas live
 (AlterPartition, with correct and with stale epochs).
 
 After every step the controller view (built by the reducer from the emitted records only) must
-satisfy kafka-kraft.md 3.8: leader in ISR, ISR a non-empty subset of the replicas, one directory per
-replica, a leader is registered, unfenced and on an online directory, and the epochs move exactly
-as R-EPOCH-1/-2/-4 say for the PartitionChange records of the step. Deciding is pure (the view's
-hash and indexes are unchanged by ``decide``), replaying the whole log from scratch gives the same
-state hash, and a rejected command (non-zero error code) writes nothing.
+satisfy what Kafka's controller keeps true: leader in ISR, ISR a non-empty subset of the replicas,
+one directory per replica, a leader is registered, unfenced and on an online directory; and the
+epochs move exactly as Kafka's ``PartitionRegistration.merge`` moves them for the PartitionChange
+records of the step (partition epoch +1 per record, leader epoch +1 iff it sets Leader), Leader
+being set only when ``PartitionChangeBuilder`` elects another leader (no reassignment here, and no
+forced bump on ISR shrink from 3.6-IV0 on). Deciding is pure (the view's hash and indexes are
+unchanged by ``decide``), replaying the whole log from scratch gives the same state hash, and a
+rejected command (non-zero error code) writes nothing.
 
 Two Kafka-faithful exceptions to "a leader's directory is online" exist, both because the records
-of one controller operation are computed from the state before it (kafka-kraft.md 3, R-HB-3,
-R-DIR-4): they are pinned by ``test_unfence_and_offline_dir_in_one_heartbeat`` and
+of one controller operation are computed from the state before it (Kafka's
+``ReplicationControlManager.processBrokerHeartbeat`` and ``handleAssignReplicasToDirs``): they
+are pinned by ``test_unfence_and_offline_dir_in_one_heartbeat`` and
 ``test_assign_to_offline_dir_elects_on_old_dir`` in test_kraft_kafka_quirks.py, and the state
 machine allows exactly those (the partition, leader and leader epoch they produced, until
 leadership moves or the directory is online again) and nothing else.
@@ -82,7 +86,7 @@ def _is_noop(r: PartitionChange) -> bool:
 
 class StepChecker:
     """Runs one command through ``decide`` and ``Controller.handle`` and checks what a single step
-    must satisfy (purity, determinism, no records on error, R-EPOCH-1..4, replay equality)."""
+    must satisfy (purity, determinism, no records on error, the epoch rules, replay equality)."""
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
@@ -112,13 +116,15 @@ class StepChecker:
         return decision
 
     def _check_epochs(self, before: dict, records) -> None:
-        """R-EPOCH-1..4 over the step's records, against a shadow of the pre-step partitions."""
+        """The epochs over the step's records, against a shadow of the pre-step partitions: a new
+        partition starts at 0/0 (Kafka's ``ReplicationControlManager.buildPartitionRegistration``),
+        a change moves them as ``PartitionRegistration.merge`` does."""
         shadow = {k: (p.leader_epoch, p.partition_epoch) for k, p in before.items()}
         for r in records:
             if isinstance(r, Partition):
                 key = (r.topic_id, r.partition_id)
                 assert key not in before, f"PartitionRecord for existing partition {key}"
-                assert (r.leader_epoch, r.partition_epoch) == (0, 0), "R-EPOCH-3: new partitions start at 0/0"
+                assert (r.leader_epoch, r.partition_epoch) == (0, 0), "new partitions start at epochs 0/0"
                 shadow[key] = (0, 0)
             elif isinstance(r, PartitionChange):
                 key = (r.topic_id, r.partition_id)
@@ -132,15 +138,15 @@ class StepChecker:
                 if r.leader != LEADER_UNCHANGED:
                     le += 1
                     if key in before:
-                        # R-EPOCH-4 (no reassignment, MV >= 3.6-IV0): Leader is only set when the
-                        # elected leader differs from the one the decider saw.
+                        # No reassignment and MV >= 3.6-IV0, so no forced bump of PartitionChangeBuilder:
+                        # Leader is only set when the elected leader differs from the one the decider saw.
                         assert r.leader != before[key].leader, f"forced leader-epoch bump: {r!r}"
                 shadow[key] = (le, pe + 1)
         after = {p.key: p for p in self.controller.view.iter_partitions()}
         assert set(after) == set(shadow)
         for key, p in after.items():
             assert (p.leader_epoch, p.partition_epoch) == shadow[key], (
-                f"R-EPOCH-1/2: {key} epochs {(p.leader_epoch, p.partition_epoch)}, expected {shadow[key]}"
+                f"{key} epochs {(p.leader_epoch, p.partition_epoch)}, expected {shadow[key]}"
             )
 
 
@@ -208,7 +214,7 @@ class KraftCluster(RuleBasedStateMachine):
             assert code == c.INVALID_REGISTRATION
             return d
         if existing is not None and existing.incarnation_id != proc.incarnation_id and not existing.fenced:
-            assert code == c.DUPLICATE_BROKER_REGISTRATION  # R-REG-2: the old session is alive
+            assert code == c.DUPLICATE_BROKER_REGISTRATION  # registerBroker: the old session is alive
             return d
         assert code == c.NONE, d.reply
         (record,) = d.records
@@ -217,18 +223,21 @@ class KraftCluster(RuleBasedStateMachine):
         assert reg.log_dirs == sorted_dirs(dirs)
         assert reg.incarnation_id == proc.incarnation_id
         if existing is not None and existing.incarnation_id == proc.incarnation_id:
-            # R-REG-4 (KAFKA-16952): same incarnation keeps its epoch and state.
+            # Kafka's ClusterControlManager.registerBroker (KAFKA-16952): same incarnation keeps its
+            # epoch and state.
             assert reg.epoch == existing.epoch == d.reply.broker_epoch
             assert (reg.fenced, reg.in_controlled_shutdown) == (existing.fenced, existing.in_controlled_shutdown)
         else:
-            # R-REG-2/-3: a new incarnation is fenced, epoch = offset of its first record.
+            # registerBroker: a new incarnation is fenced, its epoch the offset of its first record
+            # (the next write offset, which Kafka's QuorumController passes in).
             assert reg.epoch == d.reply.broker_epoch == offset0 + 1 == record.offset
             assert reg.fenced and not reg.in_controlled_shutdown
         return d
 
     def _removed_everywhere(self, b: int) -> None:
-        """R-GEN-1 consequences for a broker just fenced / shut down / unregistered: it leads
-        nothing and is in no ISR, except as the last replica standing of a leaderless partition."""
+        """What Kafka's ``ReplicationControlManager.generateLeaderAndIsrUpdates`` leaves of a broker
+        just fenced / shut down / unregistered: it leads nothing and is in no ISR, except as the last
+        replica standing of a leaderless partition (without ELR the ISR is never emptied)."""
         for p in self.view.iter_partitions():
             assert p.leader != b, f"{p.key}: broker {b} still leads"
             if b in p.isr:
@@ -297,7 +306,8 @@ class KraftCluster(RuleBasedStateMachine):
     def crash_and_restart(self, b: int, data) -> None:
         """The broker process dies and starts again as a new incarnation, keeping some of its
         disks (possibly fewer) and maybe getting a new one. Registering before the controller has
-        fenced the old incarnation is refused while that one is unfenced (R-REG-2)."""
+        fenced the old incarnation is refused while that one is unfenced (Kafka's
+        ``ClusterControlManager.registerBroker`` throws DuplicateBrokerRegistrationException)."""
         old = self.procs.get(b)
         if old is None or b not in self.view.brokers:
             return
@@ -387,7 +397,7 @@ class KraftCluster(RuleBasedStateMachine):
         )
         event(f"heartbeat {current} -> {nxt}")
         assert d.reply.error_code == c.NONE
-        # R-HB-2 as seen in the reply and the registration.
+        # BrokerHeartbeatManager.calculateNextBrokerState as seen in the reply and the registration.
         assert d.reply.is_fenced == (nxt in ("FENCED", "SHUTDOWN"))
         assert d.reply.should_shut_down == (nxt == "SHUTDOWN")
         assert d.reply.is_caught_up == caught_up
@@ -397,14 +407,15 @@ class KraftCluster(RuleBasedStateMachine):
             assert after.in_controlled_shutdown
         if nxt in ("FENCED", "SHUTDOWN", "CS") and current != nxt:
             self._removed_everywhere(b)
-        # R-DIR-1: one BRCR v2 after the PCRs when (and only when) a registered dir went offline.
+        # handleDirectoriesOffline: one BRCR v2 after the PCRs when (and only when) a registered dir
+        # went offline.
         brcr = [r for r in d.records if isinstance(r, BrokerRegistrationChange) and r.version == 2]
         if newly_offline:
             assert len(brcr) == 1 and d.records[-1] is brcr[0]
             remaining = tuple(x for x in reg.log_dirs if x not in offline)
             assert brcr[0].log_dirs == remaining
-            assert after.log_dirs == (remaining or reg.log_dirs)  # R-DIR-3: empty = no change
-            # 3.8 #5 (JBOD completeness): no replica on a newly offline dir leads or stays in ISR,
+            assert after.log_dirs == (remaining or reg.log_dirs)  # replay: empty LogDirs = no change
+            # K7 (JBOD completeness): no replica on a newly offline dir leads or stays in ISR,
             # except the last replica standing of a leaderless partition.
             for p in self.view.iter_partitions():
                 if b not in p.replicas or p.directory(b) not in newly_offline or p.key not in before:
@@ -471,10 +482,11 @@ class KraftCluster(RuleBasedStateMachine):
         for pid, replicas in enumerate(d.reply.assignments):
             p = parts[pid]
             assert p.replicas == tuple(replicas)
-            # R-TOP-2: ISR = active replicas in replica order, leader = ISR[0].
+            # Kafka's ReplicationControlManager.createTopic: ISR = active replicas in replica order,
+            # leader = ISR[0].
             assert p.isr == tuple(r for r in replicas if self.view.is_active(r))
             assert p.leader == p.isr[0]
-            # R-DIR-5: the default directory per replica.
+            # The default directory per replica (Kafka's ClusterControlManager.defaultDir).
             for r in replicas:
                 dirs = self.view.brokers[r].log_dirs
                 expected = dirs[0] if len(dirs) == 1 else UNASSIGNED
@@ -599,7 +611,8 @@ class KraftCluster(RuleBasedStateMachine):
             p = self.view.partition(tid, pid)
             assert p.directory(b) == directory
             if not is_online(directory, reg.log_dirs):
-                # R-DIR-4: a replica reported in a dir that is not online leaves leadership and ISR.
+                # handleAssignReplicasToDirs: a replica reported in a dir that is not online leaves
+                # leadership and ISR.
                 event("assigned to an offline directory")
                 if p.leader == b and before[key].leader == -1:
                     # The Kafka-faithful quirk pinned by test_assign_to_offline_dir_elects_on_old_dir:
@@ -756,7 +769,8 @@ class KraftCluster(RuleBasedStateMachine):
                 reg = view.brokers.get(p.leader)
                 assert reg is not None, f"{p.key}: leader {p.leader} is not registered"
                 assert not reg.fenced, f"{p.key}: leader {p.leader} is fenced"
-                # In controlled shutdown is allowed (3.8 #4); is_active is not required.
+                # In controlled shutdown is allowed (K4: registered and unfenced); is_active is not
+                # required.
                 if reg.in_controlled_shutdown:
                     event("leader in controlled shutdown")
                 if not is_online(p.directory(p.leader), reg.log_dirs):

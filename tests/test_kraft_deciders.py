@@ -1,6 +1,7 @@
-"""Deciders beyond Kafka's S1-S8: controlled shutdown as in a real 3.7 log (S9), the KIP-858
-stay-fenced policy, unregistration, AlterPartition, the broker's directory choice, and the
-placement of new partitions. Given records, when a command, then these records."""
+"""Deciders beyond Kafka's own controller tests (test_kraft_scenarios.py): controlled shutdown as
+Kafka 3.7 wrote it in fixtures/kafka/kafka37-jbod-dirs (test_s9), the KIP-858 stay-fenced policy,
+unregistration, AlterPartition, the broker's directory choice, and the placement of new
+partitions. Given records, when a command, then these records."""
 
 from __future__ import annotations
 
@@ -166,7 +167,8 @@ def test_topic_creation_errors():
 
 def test_placement_of_new_partitions_follows_free_disk_with_the_median_cap():
     """Brokers with 10/20/30/1000 units of free disk: first replicas land 7.41/14.81/22.22/55.56 %
-    of the time (bookkeeper.md 3.4), and the decision replays exactly (seeded from the offset)."""
+    of the time (BookKeeper's ``WeightedRandomSelectionImpl.updateMap`` with its default multiple 3:
+    1000 is capped at 3 x the median 25), and the decision replays exactly (seeded from the offset)."""
     ctl = controller_with_brokers({b: [uid(f"w{b}")] for b in range(4)})
     weights = {0: 10, 1: 20, 2: 30, 3: 1000}
     d = ctl.handle(c.CreateTopic(name="w", partitions=20000, replication_factor=1, broker_weights=weights))

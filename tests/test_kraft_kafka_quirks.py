@@ -1,10 +1,10 @@
 """Kafka behaviours the KRaft controller reproduces on purpose, pinned one example each.
 
-The two Kafka-faithful exceptions to "a leader's directory is online" (kafka-kraft.md 3.8 #4), both
-because the records of one controller operation are computed from the state before it
-(kafka-kraft.md 3, R-HB-3, R-DIR-4); the state machine of test_kraft_controller_invariants.py
-allows exactly these and nothing else. Then divergences from Kafka that state machine once found
-(now fixed), kept as regression tests.
+The two Kafka-faithful exceptions to "a leader's directory is online" (K4), both because the
+records of one controller operation are computed from the state before it (Kafka's
+``ReplicationControlManager.processBrokerHeartbeat`` and ``handleAssignReplicasToDirs``); the
+state machine of test_kraft_controller_invariants.py allows exactly these and nothing else. Then
+divergences from Kafka that state machine once found (now fixed), kept as regression tests.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_assign_to_offline_dir_elects_on_old_dir():
     a LeaderAcceptor over the *pre-request* partition, so its election sees the replica's old,
     online directory and elects it; the follow-up generateLeaderAndIsrUpdates for offline
     directories is also computed from the pre-request partition (leader -1, ISR [b]) and has
-    nothing to change. Result: b leads on a directory it does not have (3.8 #4 does not hold).
+    nothing to change. Result: b leads on a directory it does not have (K4 does not hold).
     Getting there needs a leaderless partition whose ISR member is acceptable, which Kafka leaves
     behind when a replica comes back from LOST to an online directory (no election is run then).
     """
@@ -104,7 +104,7 @@ def test_unfence_and_offline_dir_in_one_heartbeat():
     still online. The broker is elected leader of its leaderless partition on that directory; the
     offline-dir update, also computed from the pre-heartbeat state, sees a leaderless partition
     with ISR [b] and has nothing to change. The BRCR then drops the directory: the partition is
-    led by b on a directory that is offline (3.8 #4 does not hold) until something else moves it.
+    led by b on a directory that is offline (K4 does not hold) until something else moves it.
     The controller reproduces this; the state machine (test_kraft_controller_invariants.py) allows
     exactly this case.
     """

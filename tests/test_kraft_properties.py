@@ -1,13 +1,14 @@
-"""Properties of the KRaft partition change builder and of ``merge`` (kafka-kraft.md 3.1, 3.2), and
-determinism of the state hash across processes.
+"""Properties of the KRaft partition change builder and of ``merge`` (Kafka's
+``PartitionChangeBuilder.build`` and ``PartitionRegistration.merge``), and determinism of the state
+hash across processes.
 
-The builder is checked against a reference written from the numbered steps of 3.1 (no
-reassignment, ELR off): for random consistent partitions and random targets (ISR, election type,
-per-replica directory overrides, recovery state, acceptor, metadata.version) the change it builds
-must be exactly the reference's, ``merge`` of it must give the reference's partition, and the
-derived rules must hold: the ISR becomes the target ISR (when non-empty and the election was
-clean), the leader is valid or -1, ``build()`` returns None iff nothing but the epochs would
-change, PartitionEpoch +1 and LeaderEpoch +1 iff Leader != -2.
+The builder is checked against a reference written from the steps of
+``PartitionChangeBuilder.build`` (no reassignment, ELR off): for random consistent partitions and
+random targets (ISR, election type, per-replica directory overrides, recovery state, acceptor,
+metadata.version) the change it builds must be exactly the reference's, ``merge`` of it must give
+the reference's partition, and the derived rules must hold: the ISR becomes the target ISR (when
+non-empty and the election was clean), the leader is valid or -1, ``build()`` returns None iff
+nothing but the epochs would change, PartitionEpoch +1 and LeaderEpoch +1 iff Leader != -2.
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ def _build(p: PartitionRegistration, t: dict) -> PartitionChange | None:
     return b.build()
 
 
-# -- the reference (kafka-kraft.md 3.1, steps 3, 4/7, 6, 9, 10, 11; no reassignment, ELR off) ----
+# -- the reference: PartitionChangeBuilder.build, no reassignment, ELR off ---------------------------
+# (tryElection, triggerLeaderEpochBumpForIsrShrinkIfNeeded, the target ISR, setAssignmentChanges,
+# the target recovery state; no record when no field is set, as changeRecordIsNoOp says)
 
 
 def reference(p: PartitionRegistration, t: dict) -> tuple[dict, bool]:
@@ -134,7 +137,8 @@ def reference(p: PartitionRegistration, t: dict) -> tuple[dict, bool]:
     else:
         unclean = False  # an "unclean" pick of the current leader changes nothing (Kafka too)
     if "leader" not in fields and mv < MV_3_6_IV0 and not set(p.isr) <= set(target):
-        fields["leader"] = p.leader  # R-EPOCH-4, KAFKA-15021: ISR shrink bumps before 3.6-IV0
+        # triggerLeaderEpochBumpForIsrShrinkIfNeeded (KAFKA-15021): an ISR shrink bumps before 3.6-IV0.
+        fields["leader"] = p.leader
     if "isr" not in fields and target and target != p.isr:
         fields["isr"] = target
     if mv >= MV_3_7_IV2:
@@ -197,11 +201,12 @@ def test_merge_of_the_built_change(data, p):
         return
     q = merge(p, change)
 
-    # R-EPOCH-1 / -2.
+    # PartitionRegistration.merge: partition epoch +1, leader epoch +1 iff Leader is set.
     assert q.partition_epoch == p.partition_epoch + 1
     assert q.leader_epoch == p.leader_epoch + (1 if change.leader != LEADER_UNCHANGED else 0)
     if t["mv"] >= MV_3_6_IV0:
-        # R-EPOCH-4: the leader epoch moves only with the leader.
+        # No forced bump from 3.6-IV0 on (and no reassignment): the leader epoch moves only with
+        # the leader.
         assert (q.leader_epoch != p.leader_epoch) == (q.leader != p.leader)
         # build() returns None iff nothing but the epochs would change: here something did.
         assert _without_epochs(q) != _without_epochs(p)
@@ -299,7 +304,8 @@ def changes(draw, p: PartitionRegistration) -> PartitionChange:
 
 @given(data=st.data(), p=partitions())
 def test_merge_epochs_and_fields(data, p):
-    """R-EPOCH-1/-2/-5 and the directory rules of PartitionRegistration.merge."""
+    """Kafka's ``PartitionRegistration.merge``: the epochs, the leader recovery state
+    (``LeaderRecoveryState.changeTo``) and the directory rules."""
     c = data.draw(changes(p))
     q = merge(p, c)
     assert q.partition_epoch == p.partition_epoch + 1

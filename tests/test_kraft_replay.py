@@ -129,8 +129,8 @@ def test_an_open_transaction_is_not_published(tmp_path):
 
 
 def test_epoch_rules_on_replay():
-    """R-EPOCH-1/2: +1 partition epoch per change; +1 leader epoch iff leader is set (even to
-    the current leader or to -1)."""
+    """As Kafka's ``PartitionRegistration.merge``: +1 partition epoch per change; +1 leader epoch
+    iff leader is set (even to the current leader or to -1)."""
     v = replay(without_offsets(RECORDS[:13]))
     t = RECORDS[7].topic_id
     before = v.partition(t, 0)

@@ -1,5 +1,23 @@
-"""Kafka's own controller tests (kafka-kraft.md section 4, S1-S8) as given / when / then:
-given records, when a command, then exactly these records and this state."""
+"""Kafka's own controller tests as given / when / then: given records, when a command, then exactly
+these records and this state. The test names number them:
+
+- s1: ReplicationControlManagerTest.testHandleDirectoriesOffline;
+- s2: ReplicationControlManagerTest.testHandleAssignReplicasToDirs and
+  testHandleAssignReplicasToDirsFailsOnOlderMv;
+- s3: ReplicationControlManagerTest.testFenceMultipleBrokers and testRemoveLeaderships;
+- s4: PartitionChangeBuilderTest's elections and leader-epoch bumps (testNoChange,
+  testIsrChangeDoesntBumpLeaderEpoch, testIsrChangeAndLeaderChange, testElectLeader,
+  testUncleanLeaderElection, testReassignmentRearrangesReplicas,
+  testLeaderEpochBumpOnNewReplicaSetDisjoint, testLeaderEpochBumpOnIsrShrink,
+  testNoLeaderEpochBumpOnIsrShrink, testNoLeaderEpochBumpOnIsrExpansion);
+- s5: PartitionChangeBuilderTest.testUpdateDirectories and testKeepsDirectoriesAfterReassignment;
+- s6: ClusterControlManagerTest.testHasOnlineDir, testDefaultDir,
+  testRegisterWithDuplicateDirectoryId and testReRegistrationAndBrokerEpoch;
+- s7: PartitionChangeBuilderTest.testChangeInLeadershipDoesNotChangeRecoveryState and
+  testUncleanSetsLeaderRecoveringState;
+- s8: ReplicationControlManagerTest.testEligibleLeaderReplicas_BrokerFence, which needs ELR (off
+  in kraftlake).
+"""
 
 from __future__ import annotations
 
@@ -33,13 +51,14 @@ from helpers.kraft import MV, bootstrap, controller_with_brokers, strip, uid
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
 
-# -- S1 testHandleDirectoriesOffline ----------------------------------------------------------------
+# -- s1: ReplicationControlManagerTest.testHandleDirectoriesOffline ------------------------------
 
 A1, A2, B1, B2 = (uid(f"dir-{n}") for n in ("A1", "A2", "B1", "B2"))
 
 
 def test_s1_directories_offline_fixture_matches_the_decider():
-    """The committed fixture is S1; the decider reproduces each of its controller batches."""
+    """The committed fixture (fixtures/kraft/jbod-dir-failure.jsonl) is testHandleDirectoriesOffline;
+    the decider reproduces each of its controller batches."""
     records = list(iter_lines(FIXTURE.open("rb")))
     failed = next(i for i, r in enumerate(records) if isinstance(r, LogDirFailed))
     ctl = Controller(records[:failed])
@@ -107,14 +126,14 @@ def test_s1_heartbeat_with_a_foreign_dir_gives_exactly_three_records():
         p0, p1 = ctl.view.partition(t, 0), ctl.view.partition(t, 1)
         assert (p0.leader, p0.isr, p0.leader_epoch, p0.partition_epoch) == (102, (102,), 1, 3)
         assert (p1.leader, p1.isr, p1.partition_epoch) == (101, (101, 102), 2)
-    # Repeating the report is idempotent (R-DIR-1).
+    # Repeating the report is idempotent: handleDirectoriesOffline acts on registered dirs only.
     again = ctl.handle(
         c.Heartbeat(broker_id=101, broker_epoch=201, current_metadata_offset=ctl.view.offset, offline_log_dirs=(A1, B1))
     )
     assert again.records == ()
 
 
-# -- S2 testHandleAssignReplicasToDirs -------------------------------------------------------------
+# -- s2: ReplicationControlManagerTest.testHandleAssignReplicasToDirs -----------------------------
 
 D1, D2, E1, X = (uid(f"dir-{n}") for n in ("D1", "D2", "E1", "X"))
 
@@ -198,7 +217,7 @@ def test_s2_assign_replicas_to_dirs():
     assert r.reply.error_code == c.UNSUPPORTED_VERSION and r.records == ()
 
 
-# -- S3 testFenceMultipleBrokers -------------------------------------------------------------------
+# -- s3: ReplicationControlManagerTest.testFenceMultipleBrokers -----------------------------------
 
 
 def test_s3_fence_multiple_brokers():
@@ -214,7 +233,7 @@ def test_s3_fence_multiple_brokers():
     assert all(0 not in p.isr for p in ctl.view.iter_partitions())
 
 
-# -- S4 PartitionChangeBuilder elections ----------------------------------------------------------
+# -- s4: PartitionChangeBuilderTest, elections and leader-epoch bumps ------------------------------
 
 DA, DB = uid("d_a"), uid("d_b")
 FOO = PartitionRegistration(
@@ -278,7 +297,7 @@ def test_s4_builder_elections():
         assert got == pcr(offline, isr=(1,), leader=1, leader_recovery_state=1)
 
 
-# -- S5 directory updates ---------------------------------------------------------------------------
+# -- s5: PartitionChangeBuilderTest, directory updates ----------------------------------------------
 
 
 def test_s5_directory_updates():
@@ -304,7 +323,7 @@ def test_s5_directory_updates():
     assert merge(p, got).directories == (f, i, R, UNASSIGNED)
 
 
-# -- S6 registration and directory predicates --------------------------------------------------------
+# -- s6: ClusterControlManagerTest, registration and directory predicates ---------------------------
 
 
 def test_s6_registration_and_directory_predicates():
@@ -347,7 +366,7 @@ def test_s6_registration_and_directory_predicates():
     assert ctl.view.brokers[7].incarnation_id == uid("new-7")
 
 
-# -- S7 leader recovery state -----------------------------------------------------------------------
+# -- s7: PartitionChangeBuilderTest, leader recovery state -------------------------------------------
 
 
 def test_s7_leader_recovery_state():
@@ -381,13 +400,14 @@ def test_s7_leader_recovery_state():
     assert (old.version, old.leader, old.isr, old.leader_recovery_state) == (0, 1, (1,), -1)
 
 
-# -- S8 ELR fencing: eligible leader replicas are off in kraftlake ------------------------------------
+# -- s8: testEligibleLeaderReplicas_BrokerFence: eligible leader replicas are off in kraftlake -------
 
 
 def test_s8_elr_is_off_fields_pass_through_and_the_isr_is_never_emptied():
-    """Kafka's S8 needs ELR on (MV >= 4.0-IV1 plus the ELR feature). kraftlake models 3.8/3.9 with
-    ELR off: ELR fields in records are carried through unchanged and the controller never empties
-    an ISR (last replica standing) nor writes ELR fields."""
+    """Kafka's testEligibleLeaderReplicas_BrokerFence needs ELR on (MV >= 4.0-IV1 plus the ELR
+    feature). kraftlake models 3.8/3.9 with ELR off: ELR fields in records are carried through
+    unchanged and the controller never empties an ISR (last replica standing) nor writes ELR
+    fields."""
     ctl = controller_with_brokers({b: [uid(f"s8-{b}")] for b in range(4)}, mv=25)
     foo = ctl.handle(
         c.CreateTopic(name="foo", assignments=((0, 1, 2, 3),), configs={"min.insync.replicas": "3"})

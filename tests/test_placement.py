@@ -1,5 +1,6 @@
-"""Placement: BookKeeper's weighted random selection (bookkeeper.md §3.3-§3.6), exact numbers,
-sampling, distinct choice with exclusions, and determinism across processes."""
+"""Placement: BookKeeper's weighted random selection (``WeightedRandomSelectionImpl.updateMap`` and
+the cases of its TestWeightedRandomSelection), exact numbers, sampling, distinct choice with
+exclusions, and determinism across processes."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from kraftlake.statemachine.placement import (
 )
 
 # --------------------------------------------------------------------------------------------
-# Reference: §3.3 written out literally, in exact fractions.
+# Reference: WeightedRandomSelectionImpl.updateMap written out literally, in exact fractions.
 
 
 def _median(ordered: list[int]) -> Fraction:
@@ -39,7 +40,7 @@ def _median(ordered: list[int]) -> Fraction:
 
 
 def reference(weights: dict, max_multiple: int) -> tuple[dict, Fraction | None]:
-    """Effective probabilities per §3.3 and the cap as a fraction of sum p (None = no cap)."""
+    """Effective probabilities per updateMap and the cap as a fraction of sum p (None = no cap)."""
     ordered = sorted(weights.values())
     total = sum(ordered)
     if total == 0:
@@ -69,7 +70,9 @@ def _hot() -> dict[int, int]:
     return {k: 49000 if k == 49 else 100 for k in range(50)}
 
 
-# (id, weights, M, {key: exact probability}, {key: (printed %, decimals)})
+# (id, weights, M, {key: exact probability}, {key: (printed %, decimals)}). The equal, hot node,
+# all zero, some zero and unequal rows are TestWeightedRandomSelection's testSelectionWith* cases;
+# the others are worked out from updateMap.
 TABLE = [
     (
         "3.4 capped",

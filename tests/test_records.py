@@ -44,8 +44,9 @@ DESIGN_KRAFT = (
 def test_catalogue_has_every_type_of_the_design():
     names = [c.__name__ for c in KRAFT_RECORDS]
     assert names[: len(DESIGN_KRAFT)] == DESIGN_KRAFT
-    # Beyond the design's list, what importing real Kafka logs needs: every other apiKey of
-    # kafka-kraft.md 1.1 (6, 13 and 16 are unused), the Raft control records, the opaque record.
+    # Beyond the design's list, what importing real Kafka logs needs: every other apiKey of Kafka's
+    # metadata record schemas (metadata/src/main/resources/common/metadata/*.json: 6, 13 and 16 have
+    # none), the Raft control records, the opaque record.
     from kraftlake.records.kraft import API_KEYS, CONTROL_TYPES
 
     assert sorted(API_KEYS.values()) == sorted(set(range(28)) - {6, 13, 16})

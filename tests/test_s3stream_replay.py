@@ -1,4 +1,6 @@
-"""The S3Stream reducer (automq-s3stream.md 3) and the read path (5.4, scenarios of 6.11)."""
+"""The S3Stream reducer (as the replay methods of AutoMQ's ``StreamControlManager``,
+``S3ObjectControlManager`` and ``KVControlManager`` apply records) and the read path
+(``S3StreamsMetadataImage.getObjects``, with the cases of ``S3StreamsMetadataImageTest.testGetObjects``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""AutoMQ's controller unit tests as scenarios (automq-s3stream.md 6): exact errors, records and
-states from the S3Stream deciders and reducer."""
+"""AutoMQ's controller unit tests as scenarios (StreamControlManagerTest, S3ObjectControlManagerTest,
+StreamRuntimeMetadataTest, KVControlManagerTest): exact errors, records and states from the S3Stream
+deciders and reducer. A comment names the AutoMQ test a scenario follows."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ class Ctl:
         )
 
 
-def test_basic_create_open_close():  # 6.1
+def test_basic_create_open_close():  # testBasicCreateStream, testBasicOpenCloseStream
     k = Ctl()
     d = k.ok(c.CreateStream(node_id=0, node_epoch=0))
     assert d.reply.stream_id == 0
@@ -134,7 +135,7 @@ def test_basic_create_open_close():  # 6.1
     assert s.epoch == 1 and s.owner() == 1 and s.current_range().epoch == 1
 
 
-def test_commit_stream_set_object_basic():  # 6.2
+def test_commit_stream_set_object_basic():  # testCommitStreamSetObjectBasic
     k = Ctl(objects=1)
     k.create()
     k.open(0, 0, 0)
@@ -158,7 +159,7 @@ def test_commit_stream_set_object_basic():  # 6.2
     assert k.ok(c.GetOpeningStreams(node_id=0, node_epoch=0)).reply.streams == ()
 
 
-def test_commit_wal_compacted():  # 6.3
+def test_commit_wal_compacted():  # testCommitWalCompacted
     k = Ctl(objects=3)
     k.create(), k.create()
     k.open(0, 0, 0), k.open(1, 0, 0)
@@ -211,7 +212,8 @@ def test_compaction_with_deleted_stream_record_order():
     assert attribute_deep_delete(d.records[4].attributes)
 
 
-def test_commit_with_stream_objects_and_stream_object_compaction():  # 6.4
+# testCommitWalWithStreamObject and testCommitStreamObject
+def test_commit_with_stream_objects_and_stream_object_compaction():
     k = Ctl(objects=6)
     k.create(), k.create()
     k.open(0, 0, 0), k.open(1, 0, 0)
@@ -263,7 +265,7 @@ def test_commit_with_stream_objects_and_stream_object_compaction():  # 6.4
     )
 
 
-def test_commit_stream_object_for_fenced_stream():
+def test_commit_stream_object_for_fenced_stream():  # testCommitStreamObjectForFencedStream
     k = Ctl(objects=2)
     k.create()
     k.open(0, 0, 1)
@@ -297,7 +299,7 @@ def _mock_data0() -> Ctl:
     return k
 
 
-def test_trim():  # 6.5
+def test_trim():  # testTrim
     k = _mock_data0()
     s = k.stream(0)
     assert [(r.range_index, r.start_offset, r.end_offset) for r in s.ranges.values()] == [(0, 0, 40), (1, 40, 40)]
@@ -312,7 +314,7 @@ def test_trim():  # 6.5
     assert (s.start_offset, s.end_offset) == (100, 100)
 
 
-def test_delete():
+def test_delete():  # testDelete
     k = _mock_data0()
     assert k.do(c.DeleteStream(stream_id=0)).error == c.STREAM_NOT_CLOSED
     k.close(0, 1, 1)
@@ -324,7 +326,8 @@ def test_delete():
     assert d.records == ()
 
 
-def test_current_owner_commit_classification_after_trim():  # 6.6, one commit after another
+# testCurrentOwnerCommitClassificationAfterTrim, one commit after another
+def test_current_owner_commit_classification_after_trim():
     k = Ctl(objects=6)
     k.create()
     k.open(0, 0, 0)
@@ -342,7 +345,7 @@ def test_current_owner_commit_classification_after_trim():  # 6.6, one commit af
         assert k.stream(0).end_offset == want_end, rng
 
 
-def test_trim_beyond_commit():
+def test_trim_beyond_commit():  # testTrimBeyondCommit
     k = Ctl(objects=1)
     k.create()
     k.open(0, 0, 0)
@@ -356,7 +359,7 @@ def _fast_close(k: Ctl, end: int) -> c.Decision:
     return k.close(0, 0, 0, end)
 
 
-def test_v6_fast_close_records_node_wal_responsibility():  # 6.7 steps 1-4
+def test_v6_fast_close_records_node_wal_responsibility():  # testV6FastCloseRecordsNodeWALResponsibility
     k = Ctl()
     k.create()
     k.open(0, 0, 0)
@@ -378,12 +381,15 @@ def dict_end(sid, end):
     return StreamEndOffset(stream_id=sid, end_offset=end)
 
 
-def test_historical_and_current_owner_commits_are_routed_independently():  # 6.7 steps 5-9, R1, R2
+# testHistoricalAndCurrentOwnerCommitsAreRoutedIndependently, with the close retries of
+# testV6FastCloseRetryIsIdempotentAndFencedAfterReopen and the open refused by
+# testOpenRejectsActiveHistoricalEntryForTargetNode
+def test_historical_and_current_owner_commits_are_routed_independently():
     k = Ctl(objects=6)
     assert _fast_close(k, 100).error == c.NONE
-    assert k.close(0, 0, 0, 100).records == ()  # R1: same retry
+    assert k.close(0, 0, 0, 100).records == ()  # the same retry
     assert k.close(0, 0, 0, 101).error == c.OFFSET_NOT_MATCHED
-    assert k.open(0, 0, 0).error == c.STREAM_NOT_CLOSED  # R2: duty active
+    assert k.open(0, 0, 0).error == c.STREAM_NOT_CLOSED  # its historical duty is active
     assert k.open(0, 1, 1).error == c.NONE
     s = k.stream(0)
     assert (s.ranges[1].start_offset, s.ranges[1].end_offset) == (100, 100)
@@ -406,7 +412,7 @@ def test_fast_close_needs_v6():
     assert k.close(0, 0, 0, 10).error == c.UNSUPPORTED_VERSION
 
 
-def test_get_opening_streams_registration():  # 6.8
+def test_get_opening_streams_registration():  # testGetOpeningStreams
     k = Ctl(nodes=())
     assert k.err(c.CreateStream(node_id=0, node_epoch=0)) == c.NODE_EPOCH_NOT_EXIST
     d = k.ok(c.GetOpeningStreams(node_id=0, node_epoch=1))
@@ -433,7 +439,7 @@ def test_get_opening_streams_registration():  # 6.8
     assert opening(0, 2) == [0, 1] and opening(1, 0) == []
 
 
-def test_failover_barrier_fences_normal_commit():  # 6.9
+def test_failover_barrier_fences_normal_commit():  # testGetOpeningStreamsFailoverBarrierFencesNormalCommit
     k = Ctl(objects=4)
     _fast_close(k, 100)
     k.open(0, 1, 1)
@@ -449,7 +455,8 @@ def test_failover_barrier_fences_normal_commit():  # 6.9
     assert k.view.active_duty(0, 0) is None
 
 
-def test_prepare_commit_and_expire_objects():  # 6.10
+# S3ObjectControlManagerTest.testPrepareObject, testCommitObject and testExpiredCheck
+def test_prepare_commit_and_expire_objects():
     k = Ctl()
     d = k.ok(c.PrepareObjects(node_id=0, count=3, ttl_ms=60_000, now_ms=NOW))
     assert d.reply.first_object_id == 0
@@ -497,7 +504,7 @@ def test_pre_v2_records_use_legacy_fields_and_inline_ranges():
     assert k.view.streams[0].end_offset == 5
 
 
-def test_check_removable_ranges():  # 6.12
+def test_check_removable_ranges():  # StreamRuntimeMetadataTest.testCheckRemovableRanges
     s = Stream(stream_id=0, ranges={i: RangeMeta(i, i, i * 100, i * 100 + 100, 0) for i in range(4)})
     s.objects = {1: StreamObjectMeta(1, 0, 120), 2: StreamObjectMeta(2, 120, 220)}
     assert [r.range_index for r in removable_ranges(s)] == [0, 1]
