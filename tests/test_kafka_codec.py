@@ -120,7 +120,7 @@ def test_versions_a_field_does_not_exist_in_refuse_it():
         encode_value(r)
 
 
-def test_the_annotated_example_of_the_research_notes():
+def test_the_annotated_example_of_the_codecrafters_log():
     """Values from the 311-byte log of codecrafters-io/kafka-tester (fixtures/kafka/codecrafters-single,
     see its PROVENANCE.md), decoded by hand: the bootstrap transaction's records; then a NoOpRecord."""
     dec = MetadataDecoder()

@@ -141,7 +141,7 @@ def test_batches_agree_with_kafka_python(path):
     assert ours == theirs
 
 
-def test_what_the_research_notes_say_the_jbod_log_holds():
+def test_what_provenance_says_the_jbod_log_holds():
     """fixtures/kafka/PROVENANCE.md: Kafka 3.7.0, one combined node; a re-registration of the same
     incarnation that still got a new epoch (6 -> 8: before KAFKA-16952), and a controlled shutdown as
     Kafka's ReplicationControlManager writes it (handleBrokerInControlledShutdown, then
