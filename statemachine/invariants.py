@@ -49,14 +49,15 @@ class Invariant:
     messages: Mapping[str, str] = field(default_factory=dict)
     """Message templates by kind (``say``)."""
 
-    def say(self, kind: str, **fields: object) -> str:
-        """The message of kind ``kind`` with ``fields`` filled in (``words``)."""
-        return self.messages[kind].format_map({k: words(v) for k, v in fields.items()})
-
 
 def say(invariant: str, kind: str, **fields: object) -> str:
-    """``BY_ID[invariant].say(kind, **fields)``."""
-    return BY_ID[invariant].say(kind, **fields)
+    """The message of kind ``kind`` of ``invariant``, its fields filled in (``words``). Kept to
+    about a microsecond: an audit words every wrong state it re-checks, hundreds of thousands in
+    a history with many violations."""
+    for name, value in fields.items():
+        if isinstance(value, (list, tuple)):
+            fields[name] = words(value)
+    return _TEMPLATES[invariant, kind].format_map(fields)
 
 
 CATALOGUE: tuple[Invariant, ...] = (
@@ -411,6 +412,7 @@ CATALOGUE: tuple[Invariant, ...] = (
     ),
 )
 BY_ID = {i.id: i for i in CATALOGUE}
+_TEMPLATES = {(i.id, kind): template for i in CATALOGUE for kind, template in i.messages.items()}
 
 REPLAY_RULE_TO_INVARIANT = {
     "R-REPLAY-ORDER": "L1",
