@@ -127,23 +127,4 @@ def state_at(
     ).published()
 
 
-__all__ = [
-    "Appender",
-    "AppendConflictError",
-    "AuditResult",
-    "Lake",
-    "PointInTime",
-    "AppendResult",
-    "KraftlakeError",
-    "Log",
-    "LogError",
-    "LogExistsError",
-    "LogNotFoundError",
-    "LogSnapshot",
-    "Record",
-    "RecordError",
-    "TimeTravelError",
-    "init",
-    "open",
-    "state_at",
-]
+__all__ = [*_LAZY, "init", "open", "state_at"]
