@@ -36,7 +36,15 @@ from deltalake.exceptions import TableNotFoundError
 
 from kraftlake.logging import get_logger
 
-from .appending import KEY_FORMAT, KEY_FORMAT_TXN, AppendingMixin, AppendResult, Batch, legacy_keys_ambiguous, producer_key
+from .appending import (
+    KEY_FORMAT,
+    KEY_FORMAT_TXN,
+    AppendingMixin,
+    AppendResult,
+    Batch,
+    legacy_keys_ambiguous,
+    producer_key,
+)
 from .arrow import LOG_SCHEMA
 from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
