@@ -29,6 +29,16 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
+def measure(lines: list[bytes], repeat: int) -> tuple[float, float]:
+    """Best seconds to decode ``lines``, and to decode and append them to a new log."""
+
+    def append() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            Log.create(Path(tmp) / "log").append(list(iter_lines(lines)), validated=True)
+
+    return best(lambda: list(iter_lines(lines)), repeat), best(append, max(1, repeat // 2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=50_000)
@@ -49,17 +59,9 @@ def main() -> None:
             for x in lines
         )
         n = len(lines)
-        with_check = best(lambda: list(iter_lines(lines)), args.repeat)
+        with_check, append_with = measure(lines, args.repeat)
         with mock.patch.object(codec, "duplicate_key", lambda line: None):
-            without = best(lambda: list(iter_lines(lines)), args.repeat)
-
-        def append() -> None:
-            with tempfile.TemporaryDirectory() as tmp:
-                Log.create(Path(tmp) / "log").append(list(iter_lines(lines)), validated=True)
-
-        append_with = best(append, max(1, args.repeat // 2))
-        with mock.patch.object(codec, "duplicate_key", lambda line: None):
-            append_without = best(append, max(1, args.repeat // 2))
+            without, append_without = measure(lines, args.repeat)
         print(
             f"| {family} | {n:,} | {walked / n:.0%} | {n / with_check:,.0f}/s | {n / without:,.0f}/s"
             f" | {(with_check - without) / n * 1e6:.2f} us | {append_with:.2f} s | {append_without:.2f} s |"

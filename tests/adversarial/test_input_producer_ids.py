@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kraftlake.records import Log, RecordError
-from kraftlake.records import appending
+from kraftlake.records import Log, RecordError, appending
 from kraftlake.records.kraft import NoOp
 
 
