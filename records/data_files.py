@@ -8,14 +8,17 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .delta_commit import DataFile, fsync_file
+from .errors import CorruptStoreError
 
 try:
     ENGINE_VERSION = _package_version("kraftlake")
@@ -23,6 +26,11 @@ except PackageNotFoundError:  # running from a checkout that was never installed
     ENGINE_VERSION = "0+unknown"
 """Written into every commit's ``engineInfo``."""
 ROW_GROUP_ROWS = 32_768
+PARQUET = ds.ParquetFileFormat(
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+)
+"""How the log's data files are read: the CRC-32 of every page that has one is checked (the
+files written here carry them; a flipped bit once changed a ``partition_id`` silently)."""
 
 
 def now_ms() -> int:
@@ -41,7 +49,7 @@ def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
     full = os.path.join(table, name)
     # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
     # skips the groups outside it instead of decompressing the whole file.
-    pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+    pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS, write_page_checksum=True)
     fsync_file(full)
     st = os.stat(full)
     offsets, ts = rows.column("offset"), rows.column("ts_ms")
@@ -52,3 +60,16 @@ def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
         "nullCount": {"offset": 0, "ts_ms": 0},
     }
     return DataFile(name, st.st_size, int(st.st_mtime * 1000), json.dumps(stats))
+
+
+def read_parquet(files: Sequence[str], schema: pa.Schema, **to_table: object) -> pa.Table:
+    """``files`` (the log's data files, or a snapshot table's) read as one dataset with page
+    checksums verified; a file that is missing, truncated or damaged raises ``CorruptStoreError``
+    naming it."""
+    try:
+        return ds.dataset(list(files), schema=schema, format=PARQUET).to_table(**to_table)
+    except (OSError, pa.ArrowException) as exc:
+        text = str(exc)
+        named = next((f for f in files if os.path.basename(f) in text), files[0] if len(files) == 1 else None)
+        where = os.path.basename(named) if named else ", ".join(os.path.basename(f) for f in files)
+        raise CorruptStoreError(f"{where} cannot be read: {text.splitlines()[0]}", file=named) from None
