@@ -71,5 +71,6 @@ def read_parquet(files: Sequence[str], schema: pa.Schema, **to_table: object) ->
     except (OSError, pa.ArrowException) as exc:
         text = str(exc)
         named = next((f for f in files if os.path.basename(f) in text), files[0] if len(files) == 1 else None)
-        where = os.path.basename(named) if named else ", ".join(os.path.basename(f) for f in files)
+        names = [os.path.basename(f) for f in files]
+        where = os.path.basename(named) if named else ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
         raise CorruptStoreError(f"{where} cannot be read: {text.splitlines()[0]}", file=named) from None

@@ -142,7 +142,8 @@ class LogSnapshot:
             where &= ds.field("type").isin(wanted)
         result = read_parquet(files, schema, filter=where).sort_by("offset")
         if wanted is None and hi >= lo and result.num_rows != hi - lo + 1:
-            raise self._gap(result.column("offset").to_pylist(), lo, hi)
+            have = set(result.column("offset").to_pylist())
+            raise self._gap(next((o for o in range(lo, hi + 1) if o not in have), None))
         return result
 
     def _missing(self, path: str) -> LogError:
@@ -159,12 +160,12 @@ class LogSnapshot:
             f"{name} is missing: version {self.version}, the newest, refers to it (the store lost it)", file=path
         )
 
-    def _gap(self, offsets: list[int], lo: int, hi: int) -> CorruptStoreError:
-        have = set(offsets)
-        hole = next(o for o in range(lo, hi + 1) if o not in have)
+    def _gap(self, hole: int | None) -> CorruptStoreError:
+        """The version's files do not hold each offset once (from ``hole`` on, or some twice)."""
+        what = f"offsets from {hole} are missing" if hole is not None else "some offsets are held twice"
         return CorruptStoreError(
-            f"offsets from {hole} are missing from version {self.version} (last offset {self.last_offset}): a"
-            f" commit file in {self._dt.table_uri.removeprefix('file://')}/_delta_log is damaged or emptied"
+            f"{what} in version {self.version} (last offset {self.last_offset}): a commit file in"
+            f" {self._dt.table_uri.removeprefix('file://')}/_delta_log is damaged or emptied"
         )
 
     def records(
@@ -222,8 +223,8 @@ class LogSnapshot:
         ends = [lo - 1] + [b for _, b, _ in ranges]
         starts = [a for a, _, _ in ranges] + [hi + 1]
         for end, start in zip(ends, starts):
-            if start > end + 1 and not (end >= hi or start <= lo and end < lo):
-                raise self._gap(list(range(lo, end + 1)), lo, hi)
+            if start > end + 1:
+                raise self._gap(end + 1)
         schema = arrow_schema(self._dt)
         if columns is not None and all(c in schema.names for c in columns):
             schema = pa.schema([schema.field(c) for c in columns])
