@@ -69,8 +69,25 @@ def read_parquet(files: Sequence[str], schema: pa.Schema, **to_table: object) ->
     try:
         return ds.dataset(list(files), schema=schema, format=PARQUET).to_table(**to_table)
     except (OSError, pa.ArrowException) as exc:
-        text = str(exc)
-        named = next((f for f in files if os.path.basename(f) in text), files[0] if len(files) == 1 else None)
-        names = [os.path.basename(f) for f in files]
-        where = os.path.basename(named) if named else ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-        raise CorruptStoreError(f"{where} cannot be read: {text.splitlines()[0]}", file=named) from None
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        named = next((f for f in files if os.path.basename(f) in str(exc)), None)
+        if named is None:  # pyarrow's words do not always name it: read them one by one
+            named = files[0] if len(files) == 1 else next((f for f in files if _unreadable(f, schema)), None)
+        where = os.path.basename(named) if named else f"one of {len(files)} data files"
+        raise CorruptStoreError(f"{where} cannot be read: {text}", file=named) from None
+
+
+def _unreadable(file: str, schema: pa.Schema) -> bool:
+    try:
+        ds.dataset([file], schema=schema, format=PARQUET).to_table()
+    except (OSError, pa.ArrowException):
+        return True
+    return False
+
+
+def parquet_schema(file: str) -> pa.Schema:
+    """A data file's own schema (from its footer); ``CorruptStoreError`` naming a damaged file."""
+    try:
+        return pq.read_schema(file)
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptStoreError(f"{os.path.basename(file)} cannot be read: {exc}", file=file) from None

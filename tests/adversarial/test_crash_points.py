@@ -73,3 +73,33 @@ def test_import_interrupted_then_run_again(tmp_path, monkeypatch):
         return [(r.source_offset, r.source, type(r).__name__) for r in Log.open(path).read()]
 
     assert rows(log.path) == rows(clean.path)
+
+
+def test_compaction_does_not_rewrite_a_damaged_file(new_log):
+    """A page that fails its checksum stops ``compact`` (naming the file): rewritten, it would get
+    checksums of its own and read back as good."""
+    import random
+
+    from kraftlake.records import CorruptStoreError
+
+    for _ in range(4):
+        new_log.append([NoOp()] * 50)
+    files = sorted(p for p in __import__("pathlib").Path(new_log.path).glob("part-*.parquet"))
+    data = bytearray(files[1].read_bytes())
+    rng = random.Random(3)
+    caught = 0
+    for _ in range(20):
+        pos = rng.randrange(4, len(data) - 8)
+        damaged = bytearray(data)
+        damaged[pos] ^= 0x10
+        files[1].write_bytes(bytes(damaged))
+        try:
+            Log.open(new_log.path).at().table()
+        except CorruptStoreError:
+            with pytest.raises(CorruptStoreError, match=files[1].name):
+                Log.open(new_log.path).compact(2)
+            caught += 1
+    files[1].write_bytes(bytes(data))
+    assert caught > 0
+    assert Log.open(new_log.path).compact(2) is not None
+    assert [r.offset for r in Log.open(new_log.path).read()] == list(range(200))
