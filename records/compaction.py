@@ -136,6 +136,11 @@ class CompactionMixin:
         """
         dt = open_table(self.path)
         before_version, before_files = dt.version(), len(dt.file_uris())
+        # delta-rs's compaction neither checks page checksums nor writes them: check every file
+        # first, so that a damaged page stops it instead of being rewritten as good data.
+        schema = arrow_schema(dt)
+        for uri in dt.file_uris():
+            read_parquet([uri.removeprefix("file://")], schema)
         compacted = dt.optimize.compact(
             target_size=target_size,
             commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "compact"}),
