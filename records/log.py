@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable
 
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from kraftlake.logging import get_logger
 
@@ -52,7 +52,7 @@ from .delta_commit import Upkeep, appends_after, listed
 from .errors import LogExistsError
 from .history import Commit, HistoryMixin
 from .location import local_path
-from .snapshot import OFFSET_TXN, LogSnapshot, open_table
+from .snapshot import OFFSET_TXN, LogSnapshot, damaged_log, open_table
 from .time_travel import TimeTravelMixin
 
 __all__ = [
@@ -152,7 +152,10 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
                 self._dt = open_table(self.path)
                 self._commits_since_open = 0
             else:
-                listed(self._dt.update_incremental)
+                try:
+                    listed(self._dt.update_incremental)
+                except DeltaError as exc:
+                    raise damaged_log(self.path, exc) from None
             self._head = self._dt.version()
             self._txn_cache = {}
 

@@ -154,3 +154,17 @@ def test_envelope_disagreeing_with_the_record_blob(store, tmp_path, column):
         assert view.exit_code == 0 and view.stdout == store[1]
     else:
         _refused(view, "column says")
+
+
+def test_commit_damaged_under_an_open_log(tmp_path):
+    """A writer that has the log open meets a damaged commit another process wrote: its next
+    append is refused naming the file, not a traceback of msgspec or delta-rs."""
+    from kraftlake.records import CorruptStoreError, NoOp
+
+    log = Log.create(tmp_path / "log")
+    log.append([NoOp()])
+    other = Log.open(log.path)
+    other.append([NoOp()])
+    (tmp_path / "log" / "_delta_log" / f"{2:020d}.json").write_bytes(b"garbage{\n")
+    with pytest.raises(CorruptStoreError, match=f"{2:020d}.json"):
+        log.append([NoOp()])
