@@ -214,6 +214,9 @@ class SnapshotStore:
                 _log.warning("snapshot.corrupt", offset=best["offset"], path=path, kind=kind)
                 continue
             log = self._log(log)
+            if best["table_id"] is None:
+                _log.warning("snapshot.without_identity", offset=best["offset"], path=path, fix="kraftlake snapshot")
+                continue
             if best["table_id"] != log.table_id or best["offset"] > log.last_offset:
                 _log.warning(
                     "snapshot.other_log", offset=best["offset"], path=path, table_id=best["table_id"], log=log.table_id

@@ -73,3 +73,32 @@ def test_snapshot_of_other_records_at_the_same_table(two_logs, monkeypatch):
     monkeypatch.setattr(snapshots, "tail_digest", lambda log, offset: "0" * 64 if offset == 10 else real(log, offset))
     nearest = SnapshotStore(a).nearest(12)
     assert nearest is not None and nearest.offset == 5
+
+
+def test_snapshots_written_before_the_identity_columns(tmp_path):
+    """A snapshot table as the code before wrote it (no table id, version nor digest): its
+    snapshots are skipped (nothing ties them to the log), and new ones are added beside them."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from kraftlake.replay.snapshots import SCHEMA
+
+    path = tmp_path / "log"
+    Log.create(path).append(_records("jbod-dir-failure.jsonl"), validated=True)
+    take_snapshots(Log.open(path), every=5)
+    store = SnapshotStore(path)
+    old = SCHEMA.remove(SCHEMA.get_field_index("tail_digest"))
+    old = old.remove(old.get_field_index("log_version")).remove(old.get_field_index("table_id"))
+    rows = pa.Table.from_pylist([{k: v for k, v in r.items() if k in old.names} for r in _rows(store)], schema=old)
+    shutil.rmtree(store.path)
+    write_deltalake(store.path, rows)
+    assert store.nearest(12) is None
+    assert _view(path, "--offset", 12) == _view(path, "--offset", 12, "--no-snapshots")
+    store.write(state_at(Log.open(path), offset=12, use_snapshots=False))
+    assert store.nearest(20).offset == 12
+
+
+def _rows(store):
+    import pyarrow.dataset as ds
+
+    return ds.dataset(str(store.path), format="parquet").to_table().to_pylist()
