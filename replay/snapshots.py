@@ -39,7 +39,7 @@ from kraftlake.records.snapshot import LogSnapshot, open_table
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
 
-_log = get_logger(__name__)
+log = get_logger(__name__)
 
 SNAPSHOTS_DIR = "_kraftlake_snapshots"
 KIND = "kraft.controller"
@@ -70,11 +70,11 @@ TAIL = 64
 """Records at the end of what a snapshot covers whose digest it keeps (``tail_digest``)."""
 
 
-def tail_digest(log: LogSnapshot, offset: int) -> str:
+def tail_digest(source: LogSnapshot, offset: int) -> str:
     """sha256 of the records at offsets ``offset - TAIL + 1 .. offset`` as stored (offset, type,
     key and the record itself): cheap to check when a snapshot is read, and different for a
     log that holds other records there."""
-    table = log.table(max(0, offset - TAIL + 1), offset)
+    table = source.table(max(0, offset - TAIL + 1), offset)
     cols = [c for c in ("offset", "type", "key", "record") if c in table.column_names]
     h = hashlib.sha256()
     h.update(msgspec.msgpack.encode(table.select(cols).to_pydict()))
@@ -116,22 +116,22 @@ class SnapshotStore:
         except TableNotFoundError:
             return None
         except Exception as exc:  # derived data: a damaged snapshot table means a longer replay
-            _log.warning("snapshot.unreadable", path=self.path, error=str(exc).splitlines()[0] if str(exc) else "")
+            log.warning("snapshot.unreadable", path=self.path, error=str(exc).splitlines()[0] if str(exc) else "")
             return None
 
-    def _log(self, log: LogSnapshot | None) -> LogSnapshot:
-        return log if log is not None else LogSnapshot(open_table(self.log_path))
+    def _source(self, source: LogSnapshot | None) -> LogSnapshot:
+        return source if source is not None else LogSnapshot(open_table(self.log_path))
 
-    def _identity(self, log: LogSnapshot | None, offset: int) -> dict[str, object]:
-        log = self._log(log)
-        return {"table_id": log.table_id, "log_version": log.version, "tail_digest": tail_digest(log, offset)}
+    def _identity(self, source: LogSnapshot | None, offset: int) -> dict[str, object]:
+        src = self._source(source)
+        return {"table_id": src.table_id, "log_version": src.version, "tail_digest": tail_digest(src, offset)}
 
     def _append(self, row: dict[str, object]) -> None:
         # schema_mode "merge": a snapshot table written before the identity columns gains them.
         write_deltalake(self.path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append", schema_mode="merge")
 
-    def write(self, view: ControllerView, log: LogSnapshot | None = None) -> SnapshotInfo:
-        """Store ``view`` (at ``view.offset``) of ``log`` (default: the log's newest version).
+    def write(self, view: ControllerView, source: LogSnapshot | None = None) -> SnapshotInfo:
+        """Store ``view`` (at ``view.offset``) of ``source`` (default: the log's newest version).
         Refuses a view inside a metadata transaction."""
         if view.transaction is not None:
             raise LogError(
@@ -152,14 +152,14 @@ class SnapshotStore:
             "bytes": len(blob),
             "created_ms": time.time_ns() // 1_000_000,
             "image": blob,
-            **self._identity(log, view.offset),
+            **self._identity(source, view.offset),
         }
         self._append(row)
-        _log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=state_hash)
+        log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=state_hash)
         return SnapshotInfo(**{k: v for k, v in row.items() if k in _INFO})
 
-    def write_streams(self, view: StreamsView, log: LogSnapshot | None = None) -> SnapshotInfo:
-        """Store the S3Stream view ``view`` (at ``view.offset``) of ``log``."""
+    def write_streams(self, view: StreamsView, source: LogSnapshot | None = None) -> SnapshotInfo:
+        """Store the S3Stream view ``view`` (at ``view.offset``) of ``source``."""
         image = view.image()
         blob = msgspec.msgpack.encode(image)
         row = {
@@ -173,27 +173,27 @@ class SnapshotStore:
             "bytes": len(blob),
             "created_ms": time.time_ns() // 1_000_000,
             "image": blob,
-            **self._identity(log, view.offset),
+            **self._identity(source, view.offset),
         }
         self._append(row)
-        _log.info("snapshot.streams_written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
+        log.info("snapshot.streams_written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
         return SnapshotInfo(**{k: v for k, v in row.items() if k in _INFO})
 
-    def nearest_streams(self, offset: int, log: LogSnapshot | None = None) -> StreamsView | None:
-        """The S3Stream view of the newest streams snapshot of ``log`` at or before ``offset``, or None."""
-        blob = self._nearest_blob(offset, STREAMS_KIND, STREAMS_FORMAT, log)
+    def nearest_streams(self, offset: int, source: LogSnapshot | None = None) -> StreamsView | None:
+        """The S3Stream view of the newest streams snapshot of ``source`` at or before ``offset``, or None."""
+        blob = self._nearest_blob(offset, STREAMS_KIND, STREAMS_FORMAT, source)
         if blob is None:
             return None
         return StreamsView.from_image(_STREAMS_DECODER.decode(blob))
 
-    def _nearest_blob(self, offset: int, kind: str, fmt: int, log: LogSnapshot | None) -> bytes | None:
+    def _nearest_blob(self, offset: int, kind: str, fmt: int, source: LogSnapshot | None) -> bytes | None:
         dt = self._table()
         if dt is None:
             return None
         try:
             files = self._files(dt)
         except Exception as exc:
-            _log.warning("snapshot.unreadable", path=self.path, error=str(exc))
+            log.warning("snapshot.unreadable", path=self.path, error=str(exc))
             return None
         candidates = [(b, f) for f, a, b in files if a is not None and a <= offset]
         for _, path in sorted(candidates, reverse=True):
@@ -204,26 +204,26 @@ class SnapshotStore:
                     filter=(ds.field("offset") <= offset) & (ds.field("kind") == kind) & (ds.field("format") == fmt),
                 )
             except CorruptStoreError as exc:
-                _log.warning("snapshot.unreadable", path=path, error=str(exc))
+                log.warning("snapshot.unreadable", path=path, error=str(exc))
                 continue
             if table.num_rows == 0:
                 continue
             best = table.sort_by([("offset", "descending")]).slice(0, 1).to_pylist()[0]
             blob = best["image"]
             if hashlib.sha256(blob).hexdigest() != best["blob_sha256"]:
-                _log.warning("snapshot.corrupt", offset=best["offset"], path=path, kind=kind)
+                log.warning("snapshot.corrupt", offset=best["offset"], path=path, kind=kind)
                 continue
-            log = self._log(log)
+            src = self._source(source)
             if best["table_id"] is None:
-                _log.warning("snapshot.without_identity", offset=best["offset"], path=path, fix="kraftlake snapshot")
+                log.warning("snapshot.without_identity", offset=best["offset"], path=path, fix="kraftlake snapshot")
                 continue
-            if best["table_id"] != log.table_id or best["offset"] > log.last_offset:
-                _log.warning(
-                    "snapshot.other_log", offset=best["offset"], path=path, table_id=best["table_id"], log=log.table_id
+            if best["table_id"] != src.table_id or best["offset"] > src.last_offset:
+                log.warning(
+                    "snapshot.other_log", offset=best["offset"], path=path, table_id=best["table_id"], log=src.table_id
                 )
                 continue
-            if best["tail_digest"] != tail_digest(log, best["offset"]):
-                _log.warning("snapshot.other_records", offset=best["offset"], path=path)
+            if best["tail_digest"] != tail_digest(src, best["offset"]):
+                log.warning("snapshot.other_records", offset=best["offset"], path=path)
                 continue
             return blob
         return None
@@ -251,11 +251,11 @@ class SnapshotStore:
                 out[row["offset"]] = SnapshotInfo(**row)
         return [out[o] for o in sorted(out)]
 
-    def nearest(self, offset: int, log: LogSnapshot | None = None) -> ControllerView | None:
-        """The view of the newest usable snapshot of ``log`` (default: the log's newest version)
+    def nearest(self, offset: int, source: LogSnapshot | None = None) -> ControllerView | None:
+        """The view of the newest usable snapshot of ``source`` (default: the log's newest version)
         at or before ``offset``, or None."""
         # Newest first; each file is one snapshot, so its max offset is the snapshot's offset.
-        blob = self._nearest_blob(offset, KIND, IMAGE_FORMAT, log)
+        blob = self._nearest_blob(offset, KIND, IMAGE_FORMAT, source)
         if blob is None:
             return None
         with trusted():

@@ -70,7 +70,9 @@ def test_snapshot_of_other_records_at_the_same_table(two_logs, monkeypatch):
     import kraftlake.replay.snapshots as snapshots
 
     real = snapshots.tail_digest
-    monkeypatch.setattr(snapshots, "tail_digest", lambda log, offset: "0" * 64 if offset == 10 else real(log, offset))
+    monkeypatch.setattr(
+        snapshots, "tail_digest", lambda source, offset: "0" * 64 if offset == 10 else real(source, offset)
+    )
     nearest = SnapshotStore(a).nearest(12)
     assert nearest is not None and nearest.offset == 5
 
