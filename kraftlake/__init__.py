@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kraftlake.records import (
         AppendConflictError,
         AppendResult,
+        CorruptStoreError,
         KraftlakeError,
         Log,
         LogError,
@@ -50,6 +51,7 @@ _LAZY = {
         [
             "AppendConflictError",
             "AppendResult",
+            "CorruptStoreError",
             "KraftlakeError",
             "Log",
             "LogError",

@@ -17,6 +17,7 @@ from .catalog import BY_NAME, RECORD_TYPES, AnyRecord, record_type
 from .codec import decode_line, encode_line, encode_lines, from_builtins, iter_lines, normalize
 from .errors import (
     AppendConflictError,
+    CorruptStoreError,
     KraftlakeError,
     LogError,
     LogExistsError,

@@ -35,6 +35,12 @@ from .snapshot import OFFSET_TXN, arrow_schema
 log = get_logger("kraftlake.log")
 
 PRODUCER_TXN = "kraftlake.producer/"
+KEY_FORMAT_TXN = "kraftlake.producer-keys"
+"""App transaction set when a log is created (version ``KEY_FORMAT``): its producer keys are
+escaped (``producer_key``). Logs created before have raw ids in their keys, read through
+``Log``'s legacy path. (Delta refuses table properties it does not know.)"""
+KEY_FORMAT = 1
+MAX_PRODUCER_LENGTH = ProducerSeq.MAX_PRODUCER_LENGTH
 
 
 @dataclass(frozen=True)
@@ -67,14 +73,30 @@ class Batch:
     seq: int | None = None
 
 
+def producer_key(producer: str, part: str = "") -> str:
+    """The app transaction id of a producer's sequence (``part`` ""), or of where its last batch
+    landed (``first``, ``last``, ``version``). ``%`` and ``/`` in the id are escaped, so no id
+    holds a ``/`` and no two producers share a key (raw ids let a producer ``w/first`` overwrite
+    producer ``w``'s first offset). Ids without either character keep the keys they always had."""
+    escaped = producer.replace("%", "%25").replace("/", "%2F")
+    return PRODUCER_TXN + escaped + ("/" + part if part else "")
+
+
+def legacy_keys_ambiguous(producer: str) -> bool:
+    """Whether the keys the old code wrote for ``producer`` differ from ``producer_key``'s (its
+    id holds ``/`` or ``%``): those are read from the commits' metadata instead."""
+    return "/" in producer or "%" in producer
+
+
 def _producer_txns(producer: str, seq: int, first: int, last: int, version: int) -> list[tuple[str, int]]:
     """A producer's app transactions (app id, version) in a commit: its sequence, where that
-    batch landed, and the version (fenced: the commit becomes exactly that version, or nothing)."""
+    batch landed, and the version (fenced: the commit becomes exactly that version, or nothing).
+    The one place their ids are made (``producer_key``)."""
     return [
-        (PRODUCER_TXN + producer, seq),
-        (PRODUCER_TXN + producer + "/first", first),
-        (PRODUCER_TXN + producer + "/last", last),
-        (PRODUCER_TXN + producer + "/version", version),
+        (producer_key(producer), seq),
+        (producer_key(producer, "first"), first),
+        (producer_key(producer, "last"), last),
+        (producer_key(producer, "version"), version),
     ]
 
 
@@ -279,6 +301,24 @@ class AppendingMixin:
             time.sleep(rng.uniform(0, min(0.05, 0.002 * attempt)))
         raise AppendConflictError(f"gave up after {max_attempts} attempts: other writers kept committing first")
 
+    def _legacy_landing(self, producer: str) -> tuple[int, int, int, int] | None:
+        """(seq, first, last, version) of ``producer``'s newest batch in a log written with the old
+        keys, from the commits' metadata (unambiguous where the old keys were not); None when it
+        has none. Cached: the old code's commits are all in the past."""
+        cache = self._legacy_cache
+        if producer not in cache:
+            cache[producer] = None
+            for c in self.history():
+                if c.producer == producer and c.seq is not None and c.first_offset is not None:
+                    cache[producer] = (c.seq, c.first_offset, c.last_offset, c.version)  # type: ignore[assignment]
+                    break
+                mine = [(q, lo, hi) for p, q, lo, hi in c.batches if p == producer]
+                if mine:
+                    q, lo, hi = max(mine)  # type: ignore[type-var]
+                    cache[producer] = (q, lo, hi, c.version)  # type: ignore[assignment]
+                    break
+        return cache[producer]
+
     def _duplicate(self, producer: str, seq: int) -> AppendResult | None:
         """The original landing of a batch this producer already sent, or None for a new one."""
         stored = self.producer_seq(producer)
@@ -286,9 +326,12 @@ class AppendingMixin:
             return None
         txn = self._txn
         if seq == stored:
-            first, last = txn(PRODUCER_TXN + producer + "/first"), txn(PRODUCER_TXN + producer + "/last")
-            version = txn(PRODUCER_TXN + producer + "/version")
-            assert first is not None and last is not None and version is not None
+            first, last = txn(producer_key(producer, "first")), txn(producer_key(producer, "last"))
+            version = txn(producer_key(producer, "version"))
+            if first is None or last is None or version is None:  # a log with the old keys
+                landing = self._legacy_landing(producer)
+                assert landing is not None
+                first, last, version = landing[1:]
             return AppendResult(first, last, version, duplicate=True)
         # An older batch (a retry whose acknowledgement was lost long ago): its commit says where.
         for c in self.history():

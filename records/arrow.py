@@ -23,6 +23,7 @@ from msgspec.structs import astuple
 from .base import ENVELOPE_FIELDS, Record, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord
 from .codec import from_builtins, record_error
+from .errors import CorruptStoreError
 from .s3stream import StreamRange, StreamRanges, packed_fields
 from .upcast import SHAPES
 
@@ -289,9 +290,28 @@ def from_table(table: pa.Table) -> list[Record]:
     if RECORD_COLUMN in table.column_names:
         records = _decode_blobs(table.column(RECORD_COLUMN))
         if records is not None:
+            _check_envelope(table, records)
             return records
     with trusted():
         return _from_struct_columns(table)
+
+
+def _check_envelope(table: pa.Table, records: list[Record]) -> None:
+    """Each row's ``offset`` and ``type`` columns, where read, agree with its ``record`` blob:
+    a file whose columns were damaged or mixed up separately is refused, not half believed."""
+    for name, got in (
+        ("offset", lambda: [r.offset for r in records]),
+        ("type", lambda: [type_name(type(r)) for r in records]),
+    ):
+        if name in table.column_names:
+            want = table.column(name).to_pylist()
+            have = got()
+            if want != have:
+                i = next(i for i, (a, b) in enumerate(zip(want, have)) if a != b)
+                raise CorruptStoreError(
+                    f"row {i} of a data file: its {name} column says {want[i]!r}, its record {have[i]!r}"
+                    f" (offset {want[i] if name == 'offset' else table.column('offset')[i].as_py()})"
+                )
 
 
 def _from_struct_columns(table: pa.Table) -> list[Record]:

@@ -92,8 +92,110 @@ def from_builtins(raw: Any, *, line: int | None = None) -> Record:
         raise record_error(exc, line=line, record_type=name) from None
 
 
+# JSON tokens the checks below need: a whole string (so that braces and colons inside strings
+# are skipped), followed by ``:`` when it is a key; a brace or bracket.
+_TOKEN = re.compile(rb'("[^"\\]*+(?:\\.[^"\\]*+)*+")(\s*+:)?|[{}\[\]]')
+_SPACED_COLON = re.compile(rb'"\s+:')
+_PLAIN_DECODER = msgspec.json.Decoder()
+_PLAIN_ENCODER = msgspec.json.Encoder()
+MAX_DEPTH = 1000
+"""Nesting reported when a line is too deep to decode (Python's recursion limit)."""
+
+
+def duplicate_key(line: bytes) -> str | None:
+    """The first key that appears twice in one object of the JSON text ``line``, or None.
+
+    msgspec, like most JSON parsers, keeps the last of duplicate keys: ``{"type":"Bogus",
+    "type":"NoOp"}`` would decode as a NoOp. Decoded and encoded again, a line loses its
+    duplicates, and each takes a ``":`` with it: when the counts agree there is none (the
+    common case, in C). A line with escapes (which encoding may change) or space before a colon
+    (which it removes) is walked object by object."""
+    if b"\\" not in line and not _SPACED_COLON.search(line):
+        try:
+            again = _PLAIN_ENCODER.encode(_PLAIN_DECODER.decode(line))
+        except msgspec.DecodeError:
+            return None  # not JSON: the decoder says so
+        if again.count(b'":') == line.count(b'":'):
+            return None
+    stack: list[set[str]] = []
+    seen: set[str] = set()
+    for m in _TOKEN.finditer(line):
+        tok = m.group(0)
+        if tok == b"{":
+            stack.append(seen)
+            seen = set()
+        elif tok == b"}":
+            seen = stack.pop() if stack else set()
+        elif m.group(2) is not None:
+            raw = m.group(1)
+            key = msgspec.json.decode(raw) if b"\\" in raw else raw[1:-1].decode("utf-8", "replace")
+            if key in seen:
+                return key
+            seen.add(key)
+    return None
+
+
+def _key_before(line: bytes, pos: int) -> str | None:
+    """The key of the value at byte ``pos`` (the last key that starts before it)."""
+    key = None
+    for m in _TOKEN.finditer(line):
+        if m.start() > pos:
+            break
+        if m.group(2) is not None:
+            key = m.group(1)[1:-1].decode("utf-8", "replace")
+    return key
+
+
+def _too_deep(line: bytes, line_no: int | None) -> RecordError:
+    depth, pos = 0, 0
+    for m in _TOKEN.finditer(line):
+        tok = m.group(0)
+        if tok in (b"{", b"["):
+            depth += 1
+            if depth > MAX_DEPTH:
+                pos = m.start()
+                break
+        elif tok in (b"}", b"]"):
+            depth -= 1
+    return RecordError(
+        f"nested deeper than {MAX_DEPTH} levels (at byte {pos})", line=line_no, field=_key_before(line, pos)
+    )
+
+
+def _not_utf8(line: bytes, exc: UnicodeDecodeError, line_no: int | None) -> RecordError:
+    try:
+        line.decode("utf-8")
+        pos = exc.start
+    except UnicodeDecodeError as whole:
+        pos = whole.start
+    return RecordError(f"invalid UTF-8 at byte {pos}", line=line_no, field=_key_before(line, pos))
+
+
 def decode_line(line: bytes | str, *, line_no: int | None = None) -> Record:
-    """Decode one JSON Lines line into its record."""
+    """Decode one JSON Lines line into its record. Refused (``RecordError`` naming the line and,
+    where there is one, the field): a duplicate key, invalid UTF-8, nesting too deep to decode."""
+    data = line.encode() if isinstance(line, str) else line
+    try:
+        return _decode_line(data, line_no)
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(data, exc, line_no) from None
+    except RecursionError:
+        raise _too_deep(data, line_no) from None
+
+
+def _decode_line(line: bytes, line_no: int | None) -> Record:
+    dup = duplicate_key(line)
+    if dup is not None:
+        try:
+            name = msgspec.json.decode(line).get("type") if dup != "type" else None
+        except (msgspec.DecodeError, AttributeError):
+            name = None
+        raise RecordError(
+            f"duplicate key {dup!r} (JSON keeps only the last)",
+            line=line_no,
+            record_type=name if isinstance(name, str) else None,
+            field=dup,
+        )
     try:
         record = JSON_DECODER.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError):

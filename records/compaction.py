@@ -11,13 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
 
 from kraftlake.logging import get_logger
 
-from .data_files import ENGINE_VERSION, now_ms, write_data_file
+from .data_files import ENGINE_VERSION, now_ms, parquet_schema, read_parquet, write_data_file
 from .delta_commit import appends_after, commit_json, listed, put_if_absent
 from .snapshot import arrow_schema, open_table
 
@@ -91,10 +89,10 @@ class CompactionMixin:
         for run in runs:
             paths = [os.path.join(root, f[3]) for f in run]
             # The columns these files hold (a few of the table's 250), in the table's types.
-            present = set(pa.unify_schemas([pq.read_schema(p) for p in paths]).names)
-            table = ds.dataset(
-                paths, schema=pa.schema([f for f in schema if f.name in present]), format="parquet"
-            ).to_table()
+            present = set(pa.unify_schemas([parquet_schema(p) for p in paths]).names)
+            # Checksums verified: a damaged page must stop the compaction, not be rewritten into
+            # a new file with checksums of its own.
+            table = read_parquet(paths, pa.schema([f for f in schema if f.name in present]))
             file = write_data_file(
                 self.path, table.sort_by("offset"), f"part-{run[0][0]:020d}-compacted-{uuid.uuid4()}.zstd.parquet"
             )
@@ -138,6 +136,11 @@ class CompactionMixin:
         """
         dt = open_table(self.path)
         before_version, before_files = dt.version(), len(dt.file_uris())
+        # delta-rs's compaction neither checks page checksums nor writes them: check every file
+        # first, so that a damaged page stops it instead of being rewritten as good data.
+        schema = arrow_schema(dt)
+        for uri in dt.file_uris():
+            read_parquet([uri.removeprefix("file://")], schema)
         compacted = dt.optimize.compact(
             target_size=target_size,
             commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "compact"}),

@@ -8,14 +8,17 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _package_version
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .delta_commit import DataFile, fsync_file
+from .errors import CorruptStoreError
 
 try:
     ENGINE_VERSION = _package_version("kraftlake")
@@ -23,6 +26,11 @@ except PackageNotFoundError:  # running from a checkout that was never installed
     ENGINE_VERSION = "0+unknown"
 """Written into every commit's ``engineInfo``."""
 ROW_GROUP_ROWS = 32_768
+PARQUET = ds.ParquetFileFormat(
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+)
+"""How the log's data files are read: the CRC-32 of every page that has one is checked (the
+files written here carry them; a flipped bit once changed a ``partition_id`` silently)."""
 
 
 def now_ms() -> int:
@@ -41,7 +49,7 @@ def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
     full = os.path.join(table, name)
     # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
     # skips the groups outside it instead of decompressing the whole file.
-    pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+    pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS, write_page_checksum=True)
     fsync_file(full)
     st = os.stat(full)
     offsets, ts = rows.column("offset"), rows.column("ts_ms")
@@ -52,3 +60,34 @@ def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
         "nullCount": {"offset": 0, "ts_ms": 0},
     }
     return DataFile(name, st.st_size, int(st.st_mtime * 1000), json.dumps(stats))
+
+
+def read_parquet(files: Sequence[str], schema: pa.Schema, **to_table: object) -> pa.Table:
+    """``files`` (the log's data files, or a snapshot table's) read as one dataset with page
+    checksums verified; a file that is missing, truncated or damaged raises ``CorruptStoreError``
+    naming it."""
+    try:
+        return ds.dataset(list(files), schema=schema, format=PARQUET).to_table(**to_table)
+    except (OSError, pa.ArrowException) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        named = next((f for f in files if os.path.basename(f) in str(exc)), None)
+        if named is None:  # pyarrow's words do not always name it: read them one by one
+            named = files[0] if len(files) == 1 else next((f for f in files if _unreadable(f, schema)), None)
+        where = os.path.basename(named) if named else f"one of {len(files)} data files"
+        raise CorruptStoreError(f"{where} cannot be read: {text}", file=named) from None
+
+
+def _unreadable(file: str, schema: pa.Schema) -> bool:
+    try:
+        ds.dataset([file], schema=schema, format=PARQUET).to_table()
+    except (OSError, pa.ArrowException):
+        return True
+    return False
+
+
+def parquet_schema(file: str) -> pa.Schema:
+    """A data file's own schema (from its footer); ``CorruptStoreError`` naming a damaged file."""
+    try:
+        return pq.read_schema(file)
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptStoreError(f"{os.path.basename(file)} cannot be read: {exc}", file=file) from None

@@ -258,7 +258,12 @@ def appends_after(table: str, version: int, *, compactions: bool = True) -> tupl
         for line in body.splitlines():
             if not line.strip():
                 continue
-            action = msgspec.json.decode(line)
+            try:
+                action = msgspec.json.decode(line)
+            except msgspec.DecodeError:
+                return None  # a damaged commit: delta-rs's full read says what is wrong with it
+            if not isinstance(action, dict):
+                return None
             if "txn" in action:
                 txns[action["txn"]["appId"]] = action["txn"]["version"]
             elif "remove" in action:

@@ -8,7 +8,8 @@
       ├── ``LogNotFoundError``   no log at that path
       ├── ``LogExistsError``     ``init`` on a path that already holds a table
       ├── ``AppendConflictError`` gave up after too many concurrent commits won the race
-      └── ``TimeTravelError``    a version, timestamp or offset the log cannot resolve
+      ├── ``TimeTravelError``    a version, timestamp or offset the log cannot resolve
+      └── ``CorruptStoreError``  a file of the table is missing or damaged: names it and what is wrong
 """
 
 from __future__ import annotations
@@ -116,3 +117,12 @@ class TimeTravelError(LogError):
 
 class UnsupportedLocationError(LogError):
     """A log location that is neither a local path nor a URI kraftlake can use."""
+
+
+class CorruptStoreError(LogError):
+    """A file the table needs is missing or damaged (a data file that is truncated, fails its
+    checksums or disagrees with itself; a commit file missing or not JSON): ``file`` names it."""
+
+    def __init__(self, message: str, *, file: str | None = None) -> None:
+        self.file = file
+        super().__init__(message)

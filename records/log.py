@@ -14,7 +14,7 @@ What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-t
   unreferenced file that ``maintain`` vacuums, never a partial batch.
 - **Exactly-once batches.** With a producer id and a sequence number, the commit also carries the
   app transactions ``kraftlake.producer/<id>`` (= sequence) and ``.../first``/``.../last`` (the
-  batch's offsets). A batch whose sequence is not above the stored one is acknowledged with its
+  batch's offsets), the id with ``%`` and ``/`` escaped (``appending.producer_key``). A batch whose sequence is not above the stored one is acknowledged with its
   original offsets and not written again.
 - **Time travel** by Delta version, timestamp or record offset. delta-rs resolves the snapshot;
   the rows are read from exactly its Parquet files with pyarrow (the same file list Spark reads).
@@ -31,12 +31,20 @@ import os
 import threading
 from collections.abc import Iterable
 
-from deltalake import CommitProperties, DeltaTable
-from deltalake.exceptions import TableNotFoundError
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from kraftlake.logging import get_logger
 
-from .appending import PRODUCER_TXN, AppendingMixin, AppendResult, Batch
+from .appending import (
+    KEY_FORMAT,
+    KEY_FORMAT_TXN,
+    AppendingMixin,
+    AppendResult,
+    Batch,
+    legacy_keys_ambiguous,
+    producer_key,
+)
 from .arrow import LOG_SCHEMA
 from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
@@ -44,7 +52,7 @@ from .delta_commit import Upkeep, appends_after, listed
 from .errors import LogExistsError
 from .history import Commit, HistoryMixin
 from .location import local_path
-from .snapshot import OFFSET_TXN, LogSnapshot, open_table
+from .snapshot import OFFSET_TXN, LogSnapshot, damaged_log, open_table
 from .time_travel import TimeTravelMixin
 
 __all__ = [
@@ -81,7 +89,11 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
         (commits are written directly, ``delta_commit``; ``_dt`` catches up when read)."""
         self._commits_since_open = 0
         self._schema_checked = False
-        self._checkpoint_interval = int(dt.metadata().configuration.get("delta.checkpointInterval", "100"))
+        configuration = dt.metadata().configuration
+        self._checkpoint_interval = int(configuration.get("delta.checkpointInterval", "100"))
+        self._legacy_keys = dt.transaction_version(KEY_FORMAT_TXN) != KEY_FORMAT
+        """Created before producer ids were escaped in their keys (``appending.producer_key``)."""
+        self._legacy_cache: dict[str, tuple[int, int, int, int] | None] = {}
         self._upkeep: Upkeep | None = None
         self._commit_lock = threading.Lock()
         """Held while a commit file is put and ``_head`` moves: appends and the compaction of
@@ -108,7 +120,10 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
             name="kraftlake",
             description="kraftlake event-sourced metadata log",
             configuration=TABLE_PROPERTIES,
-            commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "init"}),
+            commit_properties=CommitProperties(
+                custom_metadata={"kraftlake.operation": "init"},
+                app_transactions=[Transaction(KEY_FORMAT_TXN, KEY_FORMAT)],
+            ),
         )
         log.info("log.created", path=path, version=dt.version())
         return cls(path, dt)
@@ -137,7 +152,10 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
                 self._dt = open_table(self.path)
                 self._commits_since_open = 0
             else:
-                listed(self._dt.update_incremental)
+                try:
+                    listed(self._dt.update_incremental)
+                except DeltaError as exc:
+                    raise damaged_log(self.path, exc) from None
             self._head = self._dt.version()
             self._txn_cache = {}
 
@@ -165,7 +183,11 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
 
     def producer_seq(self, producer: str) -> int | None:
         """The last sequence number that landed for ``producer``, or None."""
-        return self._txn(PRODUCER_TXN + producer)
+        stored = self._txn(producer_key(producer))
+        if stored is None and self._legacy_keys and legacy_keys_ambiguous(producer):
+            landing = self._legacy_landing(producer)
+            return None if landing is None else landing[0]
+        return stored
 
     def _txn(self, app_id: str) -> int | None:
         """An app transaction's version at ``_head``, cached: delta-rs scans every app id per

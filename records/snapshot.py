@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -19,8 +20,9 @@ from deltalake.exceptions import TableNotFoundError
 from .arrow import RECORD_COLUMN, column_name, from_table
 from .base import Record
 from .catalog import BY_NAME
+from .data_files import read_parquet
 from .delta_commit import listed
-from .errors import LogError, LogNotFoundError, RecordError, TimeTravelError
+from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
 
 OFFSET_TXN = "kraftlake.offset"
 
@@ -38,6 +40,34 @@ def open_table(path: str, version: int | None = None) -> DeltaTable:
         if version is None:
             raise LogNotFoundError(f"no kraftlake log at {path} (create one with `kraftlake init`)") from None
         raise TimeTravelError(f"{path} has no version {version}") from None
+    except BaseException as exc:  # delta-rs's errors, and its panics (not Exceptions)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError)):
+            raise
+        raise damaged_log(path, exc) from None
+
+
+def damaged_log(path: str, exc: BaseException) -> CorruptStoreError:
+    """What is wrong with a ``_delta_log`` that delta-rs cannot read: the first commit file that
+    is missing (a gap in the versions), empty or not JSON; else delta-rs's own words."""
+    log_dir = os.path.join(path, "_delta_log")
+    versions = sorted(int(f[:20]) for f in os.listdir(log_dir) if f.endswith(".json") and f[:20].isdigit())
+    for a, b in zip(versions, versions[1:]):
+        if b != a + 1:
+            missing = os.path.join(log_dir, f"{a + 1:020d}.json")
+            return CorruptStoreError(f"{missing} is missing: the commits go from version {a} to {b}", file=missing)
+    for v in versions:
+        file = os.path.join(log_dir, f"{v:020d}.json")
+        with open(file, "rb") as f:
+            body = f.read()
+        lines = [line for line in body.splitlines() if line.strip()]
+        try:
+            actions = [msgspec.json.decode(line) for line in lines]
+        except msgspec.DecodeError as bad:
+            return CorruptStoreError(f"{file} is not a Delta commit: {bad}", file=file)
+        if not actions or not all(isinstance(a, dict) for a in actions):
+            return CorruptStoreError(f"{file} is not a Delta commit: it holds no actions", file=file)
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return CorruptStoreError(f"{log_dir} cannot be read: {first}", file=log_dir)
 
 
 class LogSnapshot:
@@ -55,6 +85,11 @@ class LogSnapshot:
                 "this table uses Delta reader features or partition columns that kraftlake's"
                 f" file-list reader does not support: {protocol.reader_features}"
             )
+
+    @property
+    def table_id(self) -> str:
+        """The Delta table's id (its ``metaData`` id, a uuid made when the log was created)."""
+        return self._dt.metadata().id
 
     def schema(self) -> pa.Schema:
         """The table's Arrow schema at this version (every column, struct fields included)."""
@@ -99,18 +134,39 @@ class LogSnapshot:
         ]
         missing = [f for f in files if not os.path.exists(f)]
         if missing:
-            raise TimeTravelError(
-                f"version {self.version} refers to {os.path.basename(missing[0])}, which was"
-                " vacuumed; read the latest version cut at an offset instead"
-            )
+            raise self._missing(missing[0])
         # One multi-threaded scan of exactly the snapshot's files; files written before a column
         # or struct field existed read it as null (conformed to defaults in from_table).
-        dataset = ds.dataset(files, schema=schema, format="parquet")
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         if wanted is not None:
             where &= ds.field("type").isin(wanted)
-        result = dataset.to_table(filter=where)
-        return result.sort_by("offset")
+        result = read_parquet(files, schema, filter=where).sort_by("offset")
+        if wanted is None and hi >= lo and result.num_rows != hi - lo + 1:
+            have = set(result.column("offset").to_pylist())
+            raise self._gap(next((o for o in range(lo, hi + 1) if o not in have), None))
+        return result
+
+    def _missing(self, path: str) -> LogError:
+        """A data file the version refers to is not there: vacuumed, when the version is an old
+        one; lost, when it is the table's newest."""
+        name = os.path.basename(path)
+        newest = listed(lambda: DeltaTable(self._dt.table_uri)).version()
+        if self.version < newest:
+            return TimeTravelError(
+                f"version {self.version} refers to {name}, which was vacuumed; read the latest version cut"
+                " at an offset instead"
+            )
+        return CorruptStoreError(
+            f"{name} is missing: version {self.version}, the newest, refers to it (the store lost it)", file=path
+        )
+
+    def _gap(self, hole: int | None) -> CorruptStoreError:
+        """The version's files do not hold each offset once (from ``hole`` on, or some twice)."""
+        what = f"offsets from {hole} are missing" if hole is not None else "some offsets are held twice"
+        return CorruptStoreError(
+            f"{what} in version {self.version} (last offset {self.last_offset}): a commit file in"
+            f" {self._dt.table_uri.removeprefix('file://')}/_delta_log is damaged or emptied"
+        )
 
     def records(
         self,
@@ -163,15 +219,21 @@ class LogSnapshot:
         if any(ranges[i][1] >= ranges[i + 1][0] for i in range(len(ranges) - 1)):
             yield self.table(lo, hi)
             return
+        # The files cover [lo, hi] with no hole: a commit that lost its ``add`` loses offsets.
+        ends = [lo - 1] + [b for _, b, _ in ranges]
+        starts = [a for a, _, _ in ranges] + [hi + 1]
+        for end, start in zip(ends, starts):
+            if start > end + 1:
+                raise self._gap(end + 1)
         schema = arrow_schema(self._dt)
         if columns is not None and all(c in schema.names for c in columns):
             schema = pa.schema([schema.field(c) for c in columns])
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         for a, b, path in ranges:
             if not os.path.exists(path):
-                raise TimeTravelError(f"version {self.version} refers to {os.path.basename(path)}, which was vacuumed")
+                raise self._missing(path)
             whole = lo <= a and b <= hi
-            table = ds.dataset([path], schema=schema, format="parquet").to_table(filter=None if whole else where)
+            table = read_parquet([path], schema, filter=None if whole else where)
             if table.num_rows == 0:
                 continue
             offsets = table.column("offset")

@@ -8,6 +8,12 @@ it, and moving the log's directory moves its snapshots along.
 Offsets are immutable, so a snapshot at offset o serves every later version of the log. Snapshots
 are only taken outside metadata transactions (an abort would need the state before Begin), and a
 snapshot of another image format is ignored (``IMAGE_FORMAT``).
+
+A snapshot carries the identity of the log it was taken from: the Delta table's id, the version
+it was taken at, and a digest of the last records it covers (``tail_digest``). One that does
+not match the log it is read for (a log deleted and created again beside its old snapshots, a
+snapshot table copied from another log, snapshots older than these columns), or that cannot be
+read, is skipped with a warning: the view is replayed from further back instead.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from deltalake.exceptions import TableNotFoundError
 
 from kraftlake.logging import get_logger
 from kraftlake.records.base import trusted
-from kraftlake.records.errors import LogError
+from kraftlake.records.data_files import read_parquet
+from kraftlake.records.errors import CorruptStoreError, LogError
+from kraftlake.records.snapshot import LogSnapshot, open_table
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
 
@@ -53,8 +61,25 @@ SCHEMA = pa.schema(
         pa.field("bytes", pa.int64()),
         pa.field("created_ms", pa.int64(), nullable=False),
         pa.field("image", pa.large_binary(), nullable=False),
+        pa.field("table_id", pa.string()),
+        pa.field("log_version", pa.int64()),
+        pa.field("tail_digest", pa.string()),
     ]
 )
+TAIL = 64
+"""Records at the end of what a snapshot covers whose digest it keeps (``tail_digest``)."""
+
+
+def tail_digest(source: LogSnapshot, offset: int) -> str:
+    """sha256 of the records at offsets ``offset - TAIL + 1 .. offset`` as stored (offset, type,
+    key and the record itself): cheap to check when a snapshot is read, and different for a
+    log that holds other records there."""
+    table = source.table(max(0, offset - TAIL + 1), offset)
+    cols = [c for c in ("offset", "type", "key", "record") if c in table.column_names]
+    h = hashlib.sha256()
+    h.update(msgspec.msgpack.encode(table.select(cols).to_pydict()))
+    return h.hexdigest()
+
 
 _STATE_DECODER = msgspec.msgpack.Decoder(ControllerState)
 _STREAMS_DECODER = msgspec.msgpack.Decoder(StreamsImage)
@@ -75,10 +100,14 @@ class SnapshotInfo:
         return asdict(self)
 
 
+_INFO = ("offset", "kind", "format", "state_hash", "brokers", "partitions", "created_ms", "bytes")
+
+
 class SnapshotStore:
     """The snapshots of one log. ``SnapshotStore(log_path)``; the table is created on first write."""
 
     def __init__(self, log_path: str | os.PathLike[str]) -> None:
+        self.log_path = str(log_path)
         self.path = str(Path(log_path) / SNAPSHOTS_DIR)
 
     def _table(self) -> DeltaTable | None:
@@ -86,9 +115,24 @@ class SnapshotStore:
             return DeltaTable(self.path)
         except TableNotFoundError:
             return None
+        except Exception as exc:  # derived data: a damaged snapshot table means a longer replay
+            log.warning("snapshot.unreadable", path=self.path, error=str(exc).splitlines()[0] if str(exc) else "")
+            return None
 
-    def write(self, view: ControllerView) -> SnapshotInfo:
-        """Store ``view`` (at ``view.offset``). Refuses a view inside a metadata transaction."""
+    def _source(self, source: LogSnapshot | None) -> LogSnapshot:
+        return source if source is not None else LogSnapshot(open_table(self.log_path))
+
+    def _identity(self, source: LogSnapshot | None, offset: int) -> dict[str, object]:
+        src = self._source(source)
+        return {"table_id": src.table_id, "log_version": src.version, "tail_digest": tail_digest(src, offset)}
+
+    def _append(self, row: dict[str, object]) -> None:
+        # schema_mode "merge": a snapshot table written before the identity columns gains them.
+        write_deltalake(self.path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append", schema_mode="merge")
+
+    def write(self, view: ControllerView, source: LogSnapshot | None = None) -> SnapshotInfo:
+        """Store ``view`` (at ``view.offset``) of ``source`` (default: the log's newest version).
+        Refuses a view inside a metadata transaction."""
         if view.transaction is not None:
             raise LogError(
                 f"offset {view.offset} is inside the metadata transaction that began at"
@@ -108,14 +152,14 @@ class SnapshotStore:
             "bytes": len(blob),
             "created_ms": time.time_ns() // 1_000_000,
             "image": blob,
+            **self._identity(source, view.offset),
         }
-        table = pa.Table.from_pylist([row], schema=SCHEMA)
-        write_deltalake(self.path, table, mode="append", schema_mode=None)
+        self._append(row)
         log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=state_hash)
-        return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")})
+        return SnapshotInfo(**{k: v for k, v in row.items() if k in _INFO})
 
-    def write_streams(self, view: StreamsView) -> SnapshotInfo:
-        """Store the S3Stream view ``view`` (at ``view.offset``)."""
+    def write_streams(self, view: StreamsView, source: LogSnapshot | None = None) -> SnapshotInfo:
+        """Store the S3Stream view ``view`` (at ``view.offset``) of ``source``."""
         image = view.image()
         blob = msgspec.msgpack.encode(image)
         row = {
@@ -129,33 +173,57 @@ class SnapshotStore:
             "bytes": len(blob),
             "created_ms": time.time_ns() // 1_000_000,
             "image": blob,
+            **self._identity(source, view.offset),
         }
-        write_deltalake(self.path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append", schema_mode=None)
+        self._append(row)
         log.info("snapshot.streams_written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
-        return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")})
+        return SnapshotInfo(**{k: v for k, v in row.items() if k in _INFO})
 
-    def nearest_streams(self, offset: int) -> StreamsView | None:
-        """The S3Stream view of the newest streams snapshot at or before ``offset``, or None."""
-        blob = self._nearest_blob(offset, STREAMS_KIND, STREAMS_FORMAT)
+    def nearest_streams(self, offset: int, source: LogSnapshot | None = None) -> StreamsView | None:
+        """The S3Stream view of the newest streams snapshot of ``source`` at or before ``offset``, or None."""
+        blob = self._nearest_blob(offset, STREAMS_KIND, STREAMS_FORMAT, source)
         if blob is None:
             return None
         return StreamsView.from_image(_STREAMS_DECODER.decode(blob))
 
-    def _nearest_blob(self, offset: int, kind: str, fmt: int) -> bytes | None:
+    def _nearest_blob(self, offset: int, kind: str, fmt: int, source: LogSnapshot | None) -> bytes | None:
         dt = self._table()
         if dt is None:
             return None
-        candidates = [(b, f) for f, a, b in self._files(dt) if a is not None and a <= offset]
+        try:
+            files = self._files(dt)
+        except Exception as exc:
+            log.warning("snapshot.unreadable", path=self.path, error=str(exc))
+            return None
+        candidates = [(b, f) for f, a, b in files if a is not None and a <= offset]
         for _, path in sorted(candidates, reverse=True):
-            table = ds.dataset([path], schema=SCHEMA, format="parquet").to_table(
-                filter=(ds.field("offset") <= offset) & (ds.field("kind") == kind) & (ds.field("format") == fmt)
-            )
+            try:
+                table = read_parquet(
+                    [path],
+                    SCHEMA,
+                    filter=(ds.field("offset") <= offset) & (ds.field("kind") == kind) & (ds.field("format") == fmt),
+                )
+            except CorruptStoreError as exc:
+                log.warning("snapshot.unreadable", path=path, error=str(exc))
+                continue
             if table.num_rows == 0:
                 continue
             best = table.sort_by([("offset", "descending")]).slice(0, 1).to_pylist()[0]
             blob = best["image"]
             if hashlib.sha256(blob).hexdigest() != best["blob_sha256"]:
                 log.warning("snapshot.corrupt", offset=best["offset"], path=path, kind=kind)
+                continue
+            src = self._source(source)
+            if best["table_id"] is None:
+                log.warning("snapshot.without_identity", offset=best["offset"], path=path, fix="kraftlake snapshot")
+                continue
+            if best["table_id"] != src.table_id or best["offset"] > src.last_offset:
+                log.warning(
+                    "snapshot.other_log", offset=best["offset"], path=path, table_id=best["table_id"], log=src.table_id
+                )
+                continue
+            if best["tail_digest"] != tail_digest(src, best["offset"]):
+                log.warning("snapshot.other_records", offset=best["offset"], path=path)
                 continue
             return blob
         return None
@@ -176,17 +244,18 @@ class SnapshotStore:
         files = [f for f, _, _ in self._files(dt)]
         # Without the images: listing snapshots must not read every image (megabytes each).
         cols = ["offset", "kind", "format", "state_hash", "brokers", "partitions", "created_ms", "bytes"]
-        table = ds.dataset(files, schema=SCHEMA, format="parquet").to_table(columns=cols)
+        table = read_parquet(files, SCHEMA, columns=cols)
         out: dict[int, SnapshotInfo] = {}
         for row in table.to_pylist():
             if row["kind"] == KIND and row["format"] == IMAGE_FORMAT:
                 out[row["offset"]] = SnapshotInfo(**row)
         return [out[o] for o in sorted(out)]
 
-    def nearest(self, offset: int) -> ControllerView | None:
-        """The view of the newest usable snapshot at or before ``offset``, or None."""
+    def nearest(self, offset: int, source: LogSnapshot | None = None) -> ControllerView | None:
+        """The view of the newest usable snapshot of ``source`` (default: the log's newest version)
+        at or before ``offset``, or None."""
         # Newest first; each file is one snapshot, so its max offset is the snapshot's offset.
-        blob = self._nearest_blob(offset, KIND, IMAGE_FORMAT)
+        blob = self._nearest_blob(offset, KIND, IMAGE_FORMAT, source)
         if blob is None:
             return None
         with trusted():

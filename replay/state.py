@@ -80,7 +80,7 @@ def state_at(
     of the newest version committed at or before ``timestamp``, or after every record imported
     from ``source_offset`` or before (a Kafka offset; at most one; default: now)."""
     snap, target = _point(log_, offset, version, timestamp, source_offset)
-    start = SnapshotStore(log_.path).nearest(target) if use_snapshots else None
+    start = SnapshotStore(log_.path).nearest(target, snap) if use_snapshots else None
     if start is not None:
         log.debug("state_at.snapshot", snapshot=start.offset, target=target)
     return replay_log(snap, start, to_offset=target, progress=progress)
@@ -99,7 +99,7 @@ def streams_at(
     """The S3Stream view (AutoMQ's streams, objects, nodes, KV) at the same points as
     ``state_at``: the nearest streams snapshot at or before it, plus the tail."""
     snap, target = _point(log_, offset, version, timestamp, source_offset)
-    view = (SnapshotStore(log_.path).nearest_streams(target) if use_snapshots else None) or StreamsView()
+    view = (SnapshotStore(log_.path).nearest_streams(target, snap) if use_snapshots else None) or StreamsView()
     return _fold(snap, view, streams_replay, target, progress)
 
 
@@ -139,9 +139,9 @@ def take_snapshots(log_: Log, *, every: int, progress: Progress | None = None) -
         raise ValueError("every must be at least 1")
     store = SnapshotStore(log_.path)
     snap = log_.at()
-    view = store.nearest(snap.last_offset) or ControllerView()
+    view = store.nearest(snap.last_offset, snap) or ControllerView()
     # The S3Stream view is snapshotted at the same offsets, once the log has S3Stream records.
-    streams = store.nearest_streams(view.offset) if view.offset >= 0 else None
+    streams = store.nearest_streams(view.offset, snap) if view.offset >= 0 else None
     if streams is None or streams.offset != view.offset:
         streams = (
             streams_at(log_, offset=view.offset)
@@ -161,9 +161,9 @@ def take_snapshots(log_: Log, *, every: int, progress: Progress | None = None) -
             streams_replay(records[i:j], streams)
             i = j
             if view.offset >= next_cut and view.transaction is None:
-                written.append(store.write(view))
+                written.append(store.write(view, snap))
                 if streams.automq_version or streams.streams or streams.nodes or streams.objects:
-                    store.write_streams(streams)
+                    store.write_streams(streams, snap)
                 next_cut = (view.offset // every + 1) * every
         if progress is not None:
             progress(len(records))

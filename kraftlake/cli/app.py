@@ -33,6 +33,7 @@ class _Group(TyperGroup):
 
     def invoke(self, ctx: typer.Context) -> Any:
         from kraftlake.records.errors import (
+            CorruptStoreError,
             KraftlakeError,
             LogNotFoundError,
             RecordError,
@@ -45,7 +46,15 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except KraftlakeError as exc:
             unusable_input = isinstance(
-                exc, (RecordError, ReplayError, LogNotFoundError, TimeTravelError, UnsupportedLocationError)
+                exc,
+                (
+                    RecordError,
+                    ReplayError,
+                    LogNotFoundError,
+                    TimeTravelError,
+                    UnsupportedLocationError,
+                    CorruptStoreError,
+                ),
             )
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             ctx.exit(EXIT_INPUT if unusable_input else EXIT_FAILED)

@@ -33,8 +33,9 @@ def register(app: typer.Typer) -> None:
 
         try:
             ProducerSeq.of(producer, seq)
-        except RecordError:
-            abort("--producer and --seq go together", EXIT_INPUT)
+        except RecordError as exc:
+            both = producer is None or seq is None
+            abort("--producer and --seq go together" if both else f"--{exc.field}: {exc.message}", EXIT_INPUT)
         if file == "-":
             lines = sys.stdin.buffer.read().splitlines()
         else:

@@ -40,12 +40,12 @@ def register(app: typer.Typer) -> None:
         skip_corrupt: bool = typer.Option(
             False,
             "--skip-corrupt",
-            help="Skip batches whose CRC fails or that do not parse, and report them, instead of stopping.",
+            help="Skip batches whose CRC fails or that do not parse, and report them, instead of stopping; after a damaged length field, resume at the next valid batch header. Out-of-order offsets and epochs still stop the import.",
         ),
     ) -> None:
         """Import a Kafka KRaft __cluster_metadata log into a kraftlake log.
 
-        Reads every .log segment in offset order (RecordBatch v2, CRC-32C checked), decodes every metadata record type and version and the Raft control records, and appends them in atomic chunks. Kafka's offset is kept as source_offset (view --source-offset, audit --to-source-offset). Unknown record types or versions are kept as KafkaOpaque records with a warning. A CRC failure or a truncated batch stops with the file and byte position; run again to resume (chunks that landed are not written twice).
+        Reads every .log segment in offset order (RecordBatch v2, CRC-32C checked), decodes every metadata record type and version and the Raft control records, and appends them in atomic chunks. Kafka's offset is kept as source_offset (view --source-offset, audit --to-source-offset). Unknown record types or versions are kept as KafkaOpaque records with a warning. A CRC failure, a truncated batch, or batch offsets and leader epochs out of order (checked as Kafka's log validation does) stop with the file and byte position; run again to resume (chunks that landed are not written twice).
         """
         from kraftlake.cli.progress import byte_progress
         from kraftlake.records import Log

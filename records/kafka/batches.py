@@ -150,22 +150,29 @@ def iter_batches(
     pos = 0
     unpack = HEADER.unpack_from
     while pos < n:
-        if n - pos < HEADER_SIZE:
-            _corrupt(
-                f"truncated batch: {n - pos} bytes left, a batch header is {HEADER_SIZE}",
-                file,
-                pos,
-                skip_corrupt,
-                skipped,
+        header = unpack(data, pos) if n - pos >= HEADER_SIZE else None
+        size = 12 + header[1] if header is not None else 0
+        if header is None or header[1] < HEADER_SIZE - 12 or pos + size > n:
+            message = (
+                f"truncated batch: {n - pos} bytes left, a batch header is {HEADER_SIZE}"
+                if header is None
+                else f"truncated batch: its length says {size} bytes, {n - pos} are left"
             )
-            return
-        header = unpack(data, pos)
-        size = 12 + header[1]
-        if header[1] < HEADER_SIZE - 12 or pos + size > n:
-            _corrupt(
-                f"truncated batch: its length says {size} bytes, {n - pos} are left", file, pos, skip_corrupt, skipped
-            )
-            return
+            # The length cannot be trusted: without skip_corrupt, stop here; with it, go on at
+            # the next valid batch, as Kafka's recovery scans, and say what was skipped.
+            nxt = _next_batch(data, pos + 1, verify_crc) if skip_corrupt else None
+            if nxt is None:
+                _corrupt(
+                    message + (f"; no valid batch follows ({n - pos} bytes skipped)" if skip_corrupt else ""),
+                    file,
+                    pos,
+                    skip_corrupt,
+                    skipped,
+                )
+                return
+            _corrupt(f"{message}; resumed at the next valid batch, byte {nxt}", file, pos, skip_corrupt, skipped)
+            pos = nxt
+            continue
         if header[3] != 2:
             _corrupt(f"batch magic {header[3]} (only v2 batches are KRaft's)", file, pos, skip_corrupt, skipped)
             pos += size
@@ -194,6 +201,24 @@ def iter_batches(
             continue
         yield Batch(header, pos, size, records)
         pos += size
+
+
+def _next_batch(data: bytes, start: int, verify_crc: bool) -> int | None:
+    """The position of the next batch at or after ``start`` whose header is whole, v2, of a
+    length that fits the file and (``verify_crc``) whose CRC-32C matches; None when none does."""
+    n = len(data)
+    at = data.find(b"\x02", start + 16)
+    while at != -1:
+        p = at - 16  # the magic byte is the 17th of a header
+        if n - p >= HEADER_SIZE:
+            length = int.from_bytes(data[p + 8 : p + 12], "big", signed=True)
+            end = p + 12 + length
+            if HEADER_SIZE - 12 <= length and end <= n:
+                stored = int.from_bytes(data[p + 17 : p + 21], "big")
+                if not verify_crc or google_crc32c.value(data[p + CRC_START : end]) == stored:
+                    return p
+        at = data.find(b"\x02", at + 1)
+    return None
 
 
 def _corrupt(message: str, file: str, pos: int, skip: bool, skipped: list[str] | None) -> None:

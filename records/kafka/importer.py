@@ -33,6 +33,7 @@ from .batches import iter_batches, read_checkpoint
 from .errors import KafkaFormatError
 from .layout import Checkpoint, MetadataDir, open_metadata_dir, parse_checkpoint
 from .metadata import MetadataDecoder, decode_control
+from .validation import BatchOrder
 
 log = get_logger(__name__)
 
@@ -106,6 +107,13 @@ def _checkpoint_records(cp: Checkpoint, decoder: MetadataDecoder, stats: ImportS
         source_offset=cp.end_offset - 1,
         source=f"kafka-snapshot@{cp.epoch}:{cp.end_offset}",
     )
+    if snap.epoch != cp.epoch:
+        raise KafkaFormatError(
+            f"the snapshot's batches are of epoch {snap.epoch}, its name says {cp.epoch}",
+            file=str(cp.path),
+            position=0,
+            field="partitionLeaderEpoch",
+        )
     stats.snapshot = cp.path.name
     return [r for r in snap.records if type(r) is not NoOp]
 
@@ -149,9 +157,12 @@ def read_kafka(
         start = cp.end_offset
     if not md.segments:
         raise KafkaFormatError(f"{md.partition}: no .log segment")
+    order = BatchOrder({cp.end_offset: cp.epoch for cp in md.checkpoints})
     for seg in md.segments:
         data = seg.path.read_bytes()
+        order.segment(seg.base_offset, str(seg.path))
         for batch in iter_batches(data, file=str(seg.path), skip_corrupt=skip_corrupt, skipped=st.skipped):
+            order.check(batch)  # refused even with skip_corrupt: a wrong offset misplaces the batches after it
             st.batches += 1
             st.bytes_read += batch.size
             if progress is not None:
