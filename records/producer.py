@@ -1,5 +1,6 @@
 """``ProducerSeq``: what makes a batch exactly-once, its producer id and sequence number, and the
-one check that they are given together and that the sequence is not negative. The log, the HTTP
+one check that they are given together and that the sequence fits the log's int64 ``producer_seq``
+column (0 .. 2^63 - 1). The log, the HTTP
 service and the CLI all ask it, so each refuses the same requests for the same reason.
 """
 
@@ -9,10 +10,12 @@ import msgspec
 
 from .errors import RecordError
 
+MAX_SEQ = 2**63 - 1
+
 
 class ProducerSeq(msgspec.Struct, frozen=True):
     """A producer id and the sequence number of one of its batches (``RecordError`` naming the
-    field ``seq`` when the sequence is negative)."""
+    field ``seq`` when the sequence is negative or does not fit in 64 bits)."""
 
     producer: str
     seq: int
@@ -20,6 +23,8 @@ class ProducerSeq(msgspec.Struct, frozen=True):
     def __post_init__(self) -> None:
         if self.seq < 0:
             raise RecordError("seq must be >= 0", field="seq")
+        if self.seq > MAX_SEQ:
+            raise RecordError(f"seq must be <= {MAX_SEQ} (2^63 - 1)", field="seq")
 
     @classmethod
     def of(cls, producer: str | None, seq: int | None) -> ProducerSeq | None:
