@@ -158,7 +158,7 @@ def main() -> None:
         idle, grew, outcome = case(path, args.serve_args, run)
         rows.append((name, idle, grew, outcome))
     p50, p99, audits = health_under_audits(full, args.serve_args, args.seconds)
-    print(f"| case | idle RSS MB | peak growth MB | answer |\n|---|---:|---:|---|")
+    print("| case | idle RSS MB | peak growth MB | answer |\n|---|---:|---:|---|")
     for name, idle, grew, outcome in rows:
         print(f"| {name} | {idle:.0f} | {grew:.0f} | {outcome} |")
     print(f"\n/healthz while 2 clients loop audits over {args.records} records: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
