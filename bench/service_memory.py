@@ -12,6 +12,7 @@ log filled in-process beforehand.
 from __future__ import annotations
 
 import argparse
+import http.client
 import statistics
 import subprocess
 import sys
@@ -19,11 +20,12 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service import _free_port, _p99  # noqa: E402
+from service import _children, _free_port, _p99  # noqa: E402
 
 
 def _kb(pid: int, field: str) -> int:
@@ -43,17 +45,21 @@ class Served:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # /readyz: the commit process is up (404: a service without it)
             try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2):
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2):
                     break
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    time.sleep(3.0)  # no /readyz: give the commit process time to start
+                    break
+                time.sleep(0.2)
             except OSError:
                 time.sleep(0.2)
-        time.sleep(1.0)  # the commit process finishes importing
 
     def pids(self) -> list[int]:
         pid = self.proc.pid
-        return [pid] + [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [pid] + _children(pid)
 
     def rss_mb(self, field: str) -> float:
         return sum(_kb(p, field) for p in self.pids()) / 1024
@@ -61,6 +67,26 @@ class Served:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
+
+
+def _post_big(url: str, data: bytes) -> int:
+    """POST ``data`` in 1 MiB pieces; the status, also when the service answered (413) and closed
+    the connection before the body was all sent."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+    conn.putrequest("POST", parts.path)
+    conn.putheader("content-type", "application/json")
+    conn.putheader("content-length", str(len(data)))
+    conn.endheaders()
+    try:
+        for i in range(0, len(data), 1 << 20):
+            conn.send(data[i : i + (1 << 20)])
+    except OSError:
+        pass  # the answer came early: read it
+    try:
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def _request(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, int]:
@@ -136,8 +162,7 @@ def main() -> None:
     rows = []
 
     def post_big(url: str) -> str:
-        status, _ = _request(url + "/v1/records", big, {"content-type": "application/json"})
-        return str(status)
+        return str(_post_big(url + "/v1/records", big))
 
     def get_array(url: str) -> str:
         status, n = _request(url + "/v1/records?from=0")
