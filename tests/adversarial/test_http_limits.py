@@ -50,16 +50,12 @@ async def _call(app, method: str, path: str, receive) -> tuple[int, bytes, int]:
         if message["type"] == "http.response.body" and not message.get("more_body", False):
             answered.set()
 
-    if receive is None:
-        asked = False
+    async def once_answered() -> dict:
+        await answered.wait()
+        return {"type": "http.disconnect"}
 
-        async def receive():
-            nonlocal asked
-            if not asked:
-                asked = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await answered.wait()
-            return {"type": "http.disconnect"}
+    if receive is None:
+        receive = _empty_body(once_answered)
 
     scope = {
         "type": "http",
@@ -80,6 +76,20 @@ async def _call(app, method: str, path: str, receive) -> tuple[int, bytes, int]:
     status = next(m["status"] for m in sent if m["type"] == "http.response.start")
     bodies = [m.get("body", b"") for m in sent if m["type"] == "http.response.body"]
     return status, b"".join(bodies), len(bodies)
+
+
+def _empty_body(then):
+    """A client's ``receive``: an empty body, then what ``await then()`` gives (its disconnect)."""
+    asked = False
+
+    async def receive():
+        nonlocal asked
+        if not asked:
+            asked = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        return await then()
+
+    return receive
 
 
 def _slow_client():
@@ -117,18 +127,12 @@ def test_large_reads_are_streamed_in_chunks_as_json_lines_or_an_array(tmp_path):
     assert status == 200 and [r["offset"] for r in rows] == list(range(7_000))  # capped at 7 000 offsets
     assert messages >= 4  # one chunk per 2 000 records at most, and the end
 
+    async def at_once() -> dict:
+        return {"type": "http.disconnect"}
+
     async def gone_at_once():  # the client asks, then leaves before the answer is sent
-        asked = False
-
-        async def receive():
-            nonlocal asked
-            if not asked:
-                asked = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            return {"type": "http.disconnect"}
-
         for _ in range(5):  # more than one client's share: a leak would refuse the later ones
-            status, _, _ = await _call(app, "GET", "/v1/records", receive)
+            status, _, _ = await _call(app, "GET", "/v1/records", _empty_body(at_once))
             assert status == 200
         await asyncio.sleep(0.1)  # the event loop closes what the cancelled answers left
         _, health, _ = await _call(app, "GET", "/healthz", None)
