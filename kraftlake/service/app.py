@@ -21,6 +21,7 @@ records, views and audits.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -358,7 +359,7 @@ def create_app(
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     async def shutdown() -> None:
-        await pool.call(committer.close)
+        await asyncio.to_thread(committer.close)  # not on the read pool: reads may hold it
         pool.close()
 
     middleware = [access_log(metrics)] + ([auth_middleware(tokens)] if tokens is not None else [])
