@@ -32,7 +32,7 @@ import msgspec
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
-from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody, Parameter, QueryParameter
 from litestar.response import Stream
 
 from kraftlake.logging import get_logger
@@ -62,6 +62,7 @@ ViewOffset = Annotated[int | None, QueryParameter(ge=-1, le=MAX_OFFSET, descript
 ViewVersion = Annotated[int | None, QueryParameter(ge=0, le=MAX_OFFSET, description="at this Delta version")]
 ViewTime = Annotated[str | None, QueryParameter(description="at this ISO 8601 time")]
 
+BrokerIdPath = Annotated[int, Parameter(ge=0, le=2**31 - 1, description="a broker id (Kafka's int32)")]
 FromOffset = Annotated[
     int | None, QueryParameter(name="from", ge=0, le=MAX_OFFSET, description="first offset (default 0)")
 ]
@@ -146,6 +147,13 @@ def _http_error(_request: Request, exc: HTTPException) -> Response:
 
 def _bad_parameter(_request: Request, exc: BadParameter) -> Response:
     return Response({"error": str(exc), "parameter": exc.parameter}, status_code=400, media_type="application/json")
+
+
+def _undecodable(_request: Request, exc: Exception) -> Response:
+    """A JSON body Litestar could not decode for a route (an audit, a bookie's state): a string
+    that is not UTF-8, or nesting deeper than the decoder goes."""
+    why = "a string is not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else "nested too deeply to decode"
+    return Response({"error": f"body: {why}", "parameter": "body"}, status_code=400, media_type="application/json")
 
 
 def _busy(_request: Request, exc: Busy) -> Response:
@@ -287,7 +295,7 @@ def create_app(
     @get("/v1/views/brokers/{broker_id:int}", summary="One broker's view at a point in time")
     async def broker_view_(
         request: Request,
-        broker_id: FromPath[int],
+        broker_id: BrokerIdPath,
         offset: ViewOffset = None,
         version: ViewVersion = None,
         timestamp: ViewTime = None,
@@ -384,6 +392,8 @@ def create_app(
             BadParameter: _bad_parameter,
             Busy: _busy,
             BodyTimeout: _timed_out,
+            UnicodeDecodeError: _undecodable,
+            RecursionError: _undecodable,
             Exception: _unexpected,
         },
         openapi_config=OpenAPIConfig(title="kraftlake", version="1"),

@@ -138,6 +138,10 @@ BAD_READS = {
     "audit-grace-negative": ("POST", "/v1/audits", {"grace_ms": -1}, "grace_ms"),
     "audit-to-below-from": ("POST", "/v1/audits", {"from_offset": 1, "to_offset": 0}, "to_offset"),
     "audit-to-past-int64": ("POST", "/v1/audits", {"to_offset": BIG}, "to_offset"),
+    "audit-body-utf8": ("POST", "/v1/audits", b'{"fail_on": "\xff"}', "body"),
+    "audit-body-deep": ("POST", "/v1/audits", b'{"fail_on": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "body"),
+    "bookie-state-utf8": ("PUT", "/v1/bookies/b1/state", b'{"state": "\xc3\x28"}', "body"),
+    "broker-id-past-int32": ("GET", f"/v1/views/brokers/{2**31}", None, "broker_id"),
 }
 
 
@@ -158,7 +162,10 @@ def test_bad_requests_get_400_naming_the_parameter_and_append_nothing(tmp_path, 
                 assert r.status_code == 400, (name, content_type, r.text)
                 assert r.json()["error"] and {k: r.json().get(k) for k in where} == where, (name, r.json())
         for name, (method, url, body, parameter) in BAD_READS.items():
-            r = client.request(method, url, json=body)
+            if isinstance(body, bytes):
+                r = client.request(method, url, content=body, headers={"content-type": "application/json"})
+            else:
+                r = client.request(method, url, json=body)
             assert r.status_code == 400, (name, r.text)
             assert r.json()["parameter"] == parameter and parameter in r.json()["error"], (name, r.json())
     assert Log.open(path).last_offset == 1
