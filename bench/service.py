@@ -52,6 +52,12 @@ def _peak_kb(pid: int) -> int:
     return 0
 
 
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started, from any of its threads (the commit process is started by
+    the service's supervising thread, not its main one)."""
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+
 def _p99(values: list[float]) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(0.99 * len(s)))] if s else float("nan")
@@ -127,8 +133,7 @@ class Server:
     def stop(self) -> float:
         """Stop it; its peak RSS in MB, with its commit process's."""
         pid = self.proc.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        peak = (_peak_kb(pid) + sum(_peak_kb(int(c)) for c in children)) / 1024
+        peak = (_peak_kb(pid) + sum(_peak_kb(c) for c in _children(pid))) / 1024
         self.proc.terminate()
         self.proc.wait(30)
         return peak

@@ -19,7 +19,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from .base import Record
-from .types import Int64
+from .types import Int64, UInt63
 
 __all__ = [
     "BookieState",
@@ -201,7 +201,7 @@ class LedgerReplicationLock(BookKeeperRecord, frozen=True, kw_only=True):
     KEY = "ledger/{r.ledger_id}"
     ledger_id: LedgerId
     worker: str
-    failures: Annotated[int, Meta(ge=0)] = 0
+    failures: UInt63 = 0
     held_until_ms: Int64 | None = None
 
 
@@ -225,7 +225,7 @@ class RecoveryDelayChanged(BookKeeperRecord, frozen=True, kw_only=True):
 
     version: int = 0
     KEY = "auditor"
-    delay_ms: Annotated[int, Meta(ge=0)]
+    delay_ms: UInt63
 
 
 class LedgerEntriesWritten(BookKeeperRecord, frozen=True, kw_only=True):

@@ -1,6 +1,6 @@
 """``ProducerSeq``: what makes a batch exactly-once, its producer id and sequence number, and the
-one check that they are given together and that the sequence is not negative. The log, the HTTP
-service and the CLI all ask it, so each refuses the same requests for the same reason.
+one check that they are given together and that the sequence fits the log's int64 ``producer_seq``
+column (0 .. 2^63 - 1). The log, the HTTP service and the CLI all ask it, so each refuses the same requests for the same reason.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import msgspec.inspect as mi
 from msgspec import Meta
 
 from .base import Part, Record
-from .types import BrokerId, Int8, Int32, Int64
+from .types import BrokerId, Int8, Int32, Int64, UInt63
 
 __all__ = [
     "StreamState",
@@ -177,7 +177,7 @@ class StreamRanges(Part, frozen=True, kw_only=True):
     (``check_stream_ranges``): the Struct does no work of its own when decoded."""
 
     packed: bytes = b""
-    raw_size: Annotated[int, Meta(ge=0)] = 0
+    raw_size: UInt63 = 0
     """0: ``packed`` is the triplets themselves; else it is their zstd frame, and this their size."""
 
     @classmethod

@@ -23,6 +23,8 @@ Int16 = Annotated[int, Meta(ge=-(2**15), le=2**15 - 1)]
 Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 UInt16 = Annotated[int, Meta(ge=0, le=2**16 - 1)]
+UInt63 = Annotated[int, Meta(ge=0, le=2**63 - 1)]
+"""A count or a duration that is never negative, stored as Arrow int64 (so at most 2^63 - 1)."""
 
 BrokerId = Annotated[int, Meta(ge=0, le=2**31 - 1, description="a broker (node) id, never negative")]
 PartitionIndex = Annotated[int, Meta(ge=0, le=2**31 - 1)]

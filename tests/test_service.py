@@ -133,7 +133,15 @@ def test_reads_views_audits_health_metrics_and_openapi(log_path):
         report = c.post("/v1/audits", json={"to_offset": 24, "grace_records": 0, "grace_ms": 0}).json()
         assert report["verdict"] == "fail" and report["last_offset"] == 24
         assert c.post("/v1/audits", json={}).json()["verdict"] == "pass"
-        assert c.get("/healthz").json() == {"status": "ok", "last_offset": len(lines) - 1, "queued_records": 0}
+        health = c.get("/healthz").json()
+        assert {k: health[k] for k in ("status", "last_offset", "queued_records", "reads")} == {
+            "status": "ok",
+            "last_offset": len(lines) - 1,
+            "queued_records": 0,
+            "reads": 0,
+        }
+        assert health["writer"]["state"] == "ready" and health["writer"]["restarts"] == 0
+        assert c.get("/readyz").status_code == 200
         metrics = c.get("/metrics").text
         assert (
             f"kraftlake_appended_records_total {len(lines)}.0" in metrics and "kraftlake_commits_total 1.0" in metrics
@@ -280,6 +288,7 @@ def test_the_commit_process_commits_answers_errors_and_ends_with_its_parent(log_
     proc._conn.close()  # what the child sees when the service is killed: its parent's end closes
     proc._proc.join(30)
     assert proc._proc.exitcode == 0
+    proc.close()
 
 
 @pytest.mark.slow

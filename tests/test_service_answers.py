@@ -15,8 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from kraftlake.records import AppendConflictError, Config, Log
 from kraftlake.records.log import AppendResult
 from kraftlake.service.app import create_app
-from kraftlake.service.append import MAX_BODY
 from kraftlake.service.committer import CommitConfig, GroupCommitter, Overloaded
+from kraftlake.service.limits import Limits
+
+MAX_BODY = Limits().max_body_bytes
 
 
 def config(i: int) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from kraftlake.cli.console import EXIT_INPUT, abort, err
+from kraftlake.service.limits import Limits
 
 
 def register(app: typer.Typer) -> None:
@@ -35,13 +36,51 @@ def register(app: typer.Typer) -> None:
             min=0,
             help="Compact the table in the background once it holds more than this many files (every commit adds one; readers and Spark pay for each). 0: never (kraftlake maintain compacts too, and vacuums).",
         ),
+        max_body_bytes: int = typer.Option(
+            Limits.max_body_bytes, "--max-body-bytes", min=1, help="An append's body at most (413 past it)."
+        ),
+        max_record_bytes: int = typer.Option(
+            Limits.max_record_bytes,
+            "--max-record-bytes",
+            min=1,
+            help="One record in an append, as sent, at most (413 naming its index).",
+        ),
+        body_timeout: float = typer.Option(
+            Limits.body_timeout_s,
+            "--body-timeout",
+            min=0.001,
+            help="Seconds a request body has to arrive, from the request's start (408 past it).",
+        ),
+        max_read_records: int = typer.Option(
+            Limits.max_read_records,
+            "--max-read-records",
+            min=1,
+            help="Offsets one GET /v1/records covers at most (page with from/to); sent as they are read.",
+        ),
+        read_workers: int = typer.Option(
+            Limits.read_workers, "--read-workers", min=1, help="Threads for reads, views and audits."
+        ),
+        reads_per_client: int = typer.Option(
+            Limits.reads_per_client,
+            "--reads-per-client",
+            min=1,
+            help="Reads, views and audits one client (token, else address) may have running or waiting (429 past it).",
+        ),
+        max_reads: int = typer.Option(
+            Limits.max_reads,
+            "--max-reads",
+            min=1,
+            help="Reads, views and audits running or waiting in all (429 past it).",
+        ),
         tokens: Path | None = typer.Option(
             None,
             "--tokens",
             help='JSON file {"tokens": [{"token" (or "sha256"), "producer", "roles": ["append", "read", "admin"]}]}: every request then needs "Authorization: Bearer TOKEN" with the right role, and a token appends only as its own producer.',
         ),
     ) -> None:
-        """Serve the log over HTTP: POST /v1/records (JSON or msgpack; exactly once per producer and seq; acknowledged once committed, requests waiting together share one Delta commit), GET /v1/records, GET /v1/views/controller, GET /v1/views/brokers/{id}, POST /v1/audits, GET /healthz, GET /metrics, and the OpenAPI schema at /schema (docs at /schema/swagger).
+        """Serve the log over HTTP: POST /v1/records (JSON or msgpack; exactly once per producer and seq; acknowledged once committed, requests waiting together share one Delta commit), GET /v1/records, GET /v1/views/controller, GET /v1/views/brokers/{id}, POST /v1/audits, GET /healthz, GET /readyz, GET /metrics, and the OpenAPI schema at /schema (docs at /schema/swagger).
+
+        Memory per request is bounded by --max-body-bytes, --max-record-bytes and --max-read-records (large reads are streamed); /healthz and /readyz never wait on reads or commits, and the commit process is restarted if it dies.
 
         Without --tokens anyone who reaches the port may append: keep the default loopback --host, or give --tokens. Access logs (method, path, status, ms; never tokens) go to stderr through structlog (--log-json for JSON lines).
         """
@@ -66,7 +105,16 @@ def register(app: typer.Typer) -> None:
             max_queued_records=max_queued_records,
             compact_after_files=compact_after or None,
         )
-        service = create_app(log, config, known)
+        limits = Limits(
+            max_body_bytes=max_body_bytes,
+            max_record_bytes=max_record_bytes,
+            body_timeout_s=body_timeout,
+            max_read_records=max_read_records,
+            read_workers=read_workers,
+            reads_per_client=reads_per_client,
+            max_reads=max_reads,
+        )
+        service = create_app(log, config, known, limits=limits)
         # What start-up made (Litestar's routes and schemas, pyarrow, the record catalogue) lives
         # as long as the process: kept out of the collector's sight, a full collection takes a
         # few milliseconds instead of 20-50, during which every request on the loop waits.

@@ -6,10 +6,15 @@ records, views and audits.
   the answer is 400 naming its index, type and field, and nothing is appended. Good batches go to
   the group committer and are acknowledged with their offsets once committed; a retry of an
   acknowledged (producer, seq) gets the original offsets. Queue full: 429 with ``Retry-After``.
-- ``GET /v1/records?from=&to=&type=``, ``GET /v1/views/controller?offset=|version=|timestamp=``,
+- ``GET /v1/records?from=&to=&type=`` (a JSON array, or JSON Lines with ``Accept:
+  application/x-ndjson``; sent as it is read), ``GET /v1/views/controller?offset=|version=|timestamp=``,
   ``GET /v1/views/brokers/{id}?...``, ``POST /v1/audits``, ``GET /v1/producers/{producer}`` (its
-  last committed seq, where a restarted client resumes), ``GET /healthz``, ``GET /metrics``
-  (Prometheus text), and the OpenAPI schema at ``/schema/openapi.json``.
+  last committed seq, where a restarted client resumes): on the read pool (``service.reads``),
+  429 past a client's share of it. A parameter out of range or of the wrong form is 400 naming it.
+- ``GET /healthz`` (alive, and the writer's state: never waits on reads or commits),
+  ``GET /readyz`` (503 while the writer is not ready to commit), ``GET /metrics`` (Prometheus
+  text), and the OpenAPI schema at ``/schema/openapi.json``.
+- Every 500 is logged with its cause (``service.internal_error``, with the traceback).
 - BookKeeper's admin API (``service.bookkeeper``): ``/v1/bookies``, ``/v1/bookies/{id}``,
   ``PUT /v1/bookies/{id}/state``, ``/v1/ledgers/under-replicated``, ``/v1/auditor``.
 """
@@ -17,9 +22,9 @@ records, views and audits.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,39 +32,63 @@ import msgspec
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
-from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody, Parameter, QueryParameter
+from litestar.response import Stream
 
 from kraftlake.logging import get_logger
-from kraftlake.records import Log, TimeTravelError
-from kraftlake.records.codec import encode_json_array
+from kraftlake.records import Log, Record, TimeTravelError
+from kraftlake.records.catalog import BY_NAME
+from kraftlake.records.codec import encode_line, encode_lines
+from kraftlake.statemachine.invariants import SEVERITIES
 
-from .append import MAX_BODY, TOO_LARGE, Answer, Appending, fast_path, internal_error
+from .append import Answer, Appending, body_timeout, fast_path, internal_error, too_large
 from .auth import auth_middleware
 from .bookkeeper import routes as bookkeeper_routes
-from .commit_process import CommitProcess
+from .commit_process import READY, CommitProcess
 from .committer import CommitConfig, GroupCommitter
+from .limits import READ_CHUNK, BodyTimeout, Limits, body_deadline
 from .metrics import CONTENT_TYPE, Metrics
+from .reads import Busy, ReadPool, client_of
 
 log = get_logger(__name__)
 
-MAX_READ = 100_000
-"""Records one GET returns at most (page with from/to)."""
+MAX_OFFSET = 2**63 - 1
+Offset = Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)]
+LINES_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
+"""``Accept`` values answered with JSON Lines (one record a line) instead of one JSON array."""
+
+
+ViewOffset = Annotated[int | None, QueryParameter(ge=-1, le=MAX_OFFSET, description="after this record")]
+ViewVersion = Annotated[int | None, QueryParameter(ge=0, le=MAX_OFFSET, description="at this Delta version")]
+ViewTime = Annotated[str | None, QueryParameter(description="at this ISO 8601 time")]
+
+BrokerIdPath = Annotated[int, Parameter(ge=0, le=2**31 - 1, description="a broker id (Kafka's int32)")]
+FromOffset = Annotated[
+    int | None, QueryParameter(name="from", ge=0, le=MAX_OFFSET, description="first offset (default 0)")
+]
+ToOffset = Annotated[
+    int | None,
+    QueryParameter(
+        ge=0, le=MAX_OFFSET, description="last offset (default: the end; at most --max-read-records records)"
+    ),
+]
+Types = Annotated[str | None, QueryParameter(name="type", description="comma-separated record types")]
 
 
 class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
-    from_offset: int | None = None
-    to_offset: int | None = None
-    grace_records: int = 1000
-    grace_ms: int = 5000
+    from_offset: Offset | None = None
+    to_offset: Offset | None = None
+    grace_records: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = 1000
+    grace_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = 5000
     fail_on: str = "error"
 
 
-@dataclass
-class ServiceState:
-    path: Path
-    committer: GroupCommitter
-    reader_lock: threading.Lock
-    reader: Log
+class BadParameter(Exception):
+    """A request parameter (query or body) the service refuses: 400 naming it."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}")
+        self.parameter = parameter
 
 
 def access_log(metrics: Metrics) -> Any:
@@ -98,17 +127,91 @@ def _respond(answer: Answer) -> Response:
     return Response(answer.payload, status_code=answer.status, headers=answer.headers, media_type="application/json")
 
 
+_PARAMETER_NAMES = {"from_": "from", "type_": "type"}
+"""Query parameters whose Python names differ (Litestar's details give the Python name)."""
+
+
 def _http_error(_request: Request, exc: HTTPException) -> Response:
     """Litestar's own refusals (404, 405, a query parameter of the wrong type…) in the service's
-    one error shape: ``{"error": message}``, with Litestar's details when it has some."""
+    one error shape: ``{"error": message}``, naming the parameter when Litestar's details do."""
     payload: dict[str, Any] = {"error": exc.detail}
-    if getattr(exc, "extra", None):
-        payload["details"] = exc.extra
+    extra = getattr(exc, "extra", None)
+    if extra:
+        first = extra[0] if isinstance(extra, list) and extra and isinstance(extra[0], dict) else None
+        if first is not None and first.get("key"):
+            name = _PARAMETER_NAMES.get(first["key"], first["key"])
+            payload = {"error": f"{name}: {first.get('message', exc.detail)}", "parameter": name}
+        payload["details"] = extra
     return Response(payload, status_code=exc.status_code, headers=exc.headers, media_type="application/json")
+
+
+def _bad_parameter(_request: Request, exc: BadParameter) -> Response:
+    return Response({"error": str(exc), "parameter": exc.parameter}, status_code=400, media_type="application/json")
+
+
+def _undecodable(_request: Request, exc: Exception) -> Response:
+    """A JSON body Litestar could not decode for a route (an audit, a bookie's state): a string
+    that is not UTF-8, or nesting deeper than the decoder goes."""
+    why = "a string is not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else "nested too deeply to decode"
+    return Response({"error": f"body: {why}", "parameter": "body"}, status_code=400, media_type="application/json")
+
+
+def _busy(_request: Request, exc: Busy) -> Response:
+    return Response(
+        {"error": str(exc)},
+        status_code=429,
+        headers={"retry-after": str(exc.retry_after_s)},
+        media_type="application/json",
+    )
+
+
+def _timed_out(_request: Request, exc: BodyTimeout) -> Response:
+    return _respond(body_timeout(exc))
 
 
 def _unexpected(_request: Request, exc: Exception) -> Response:
     return _respond(internal_error(exc))
+
+
+def _timestamp(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise BadParameter("timestamp", f"{value!r} is not an ISO 8601 date and time") from None
+    return value
+
+
+def _types(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    types = [t for t in value.split(",") if t]
+    unknown = [t for t in types if t not in BY_NAME]
+    if unknown:
+        raise BadParameter("type", f"unknown record type {unknown[0]!r}")
+    return types
+
+
+def _chunks(parts: Iterator[list[Record]], lines: bool) -> Iterator[bytes]:
+    """Records as JSON Lines or one JSON array, a chunk per part: the first chunk is made with the
+    first part (so that reading errors come before the answer starts), the last closes it."""
+    prefix, sep = (b"", b"") if lines else (b"[", b"")
+    for part in parts:
+        if not part:
+            continue
+        if lines:
+            yield prefix + encode_lines(part)
+        else:
+            yield prefix + sep + b",".join(encode_line(r) for r in part)
+            sep = b","
+        prefix = b""
+    yield prefix + (b"" if lines else b"]")
+
+
+def _parts(records: list[Record]) -> Iterator[list[Record]]:
+    for i in range(0, len(records), READ_CHUNK):
+        yield records[i : i + READ_CHUNK]
 
 
 def create_app(
@@ -118,18 +221,21 @@ def create_app(
     *,
     fast: bool = True,
     commit_process: bool = True,
+    limits: Limits | None = None,
 ) -> Litestar:
     """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
     every request needs a bearer token with the right role; None: no authentication (bind the
     service to loopback). ``fast=False``: appends through Litestar's route too (the same
     answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
     commits in this process instead of a child (``service.commit_process``), where they compete
-    with the event loop for the GIL."""
+    with the event loop for the GIL. ``limits``: what one request may cost (``service.limits``)."""
     config = config or CommitConfig()
+    limits = limits or Limits()
     target = CommitProcess(str(path), config.compact_after_files) if commit_process else Log.open(path)
     metrics = Metrics()
-    state = ServiceState(Path(path), GroupCommitter(target, config, metrics), threading.Lock(), Log.open(path))
-    appending = Appending(state.committer)
+    committer = GroupCommitter(target, config, metrics)
+    pool = ReadPool(path, limits)
+    appending = Appending(committer, limits)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
     async def append(request: Request) -> Response:
@@ -138,115 +244,134 @@ def create_app(
         except HTTPException as exc:
             if exc.status_code != 413:
                 raise
-            return _respond(TOO_LARGE)  # the fast path's words, not Litestar's
+            return _respond(too_large(limits))  # the fast path's words, not Litestar's
         answer = await appending.answer(
             body, request.headers.get("content-type", ""), request.scope.get("state", {}).get("identity")
         )
         return _respond(answer)
 
-    def _reader() -> Log:
-        state.reader.refresh()
-        return state.reader
-
-    @get("/v1/records", summary="Records in [from, to], optionally of some types")
+    @get("/v1/records", summary="Records in [from, to], optionally of some types (JSON, or JSON Lines)")
     async def read(
-        from_: Annotated[int | None, QueryParameter(name="from", description="first offset (default 0)")] = None,
-        to: Annotated[
-            int | None, QueryParameter(description="last offset (default: the end; at most 100 000 records)")
-        ] = None,
-        type_: Annotated[str | None, QueryParameter(name="type", description="comma-separated record types")] = None,
-    ) -> Response:
-        def work() -> bytes:
-            with state.reader_lock:
-                snap = _reader().at()
-                hi = snap.last_offset if to is None else min(to, snap.last_offset)
-                lo = 0 if from_ is None else from_
-                if hi - lo + 1 > MAX_READ:
-                    hi = lo + MAX_READ - 1
-                types = [t for t in type_.split(",") if t] if type_ else None
-                return encode_json_array(snap.records(lo, hi, types))
+        request: Request,
+        from_: FromOffset = None,
+        to: ToOffset = None,
+        type_: Types = None,
+    ) -> Stream:
+        types = _types(type_)
+        lines = any(t in request.headers.get("accept", "") for t in LINES_TYPES)
 
-        return Response(await asyncio.to_thread(work), media_type="application/json")
+        def start() -> Iterator[bytes]:
+            snap = pool.reader().at()
+            lo = 0 if from_ is None else from_
+            hi = snap.last_offset if to is None else min(to, snap.last_offset)
+            hi = min(hi, lo + limits.max_read_records - 1)
+            if types is not None:  # the type filter is applied as the files are read
+                parts = _parts(snap.records(lo, hi, types)) if hi >= lo else iter(())
+            else:
+                parts = (p for records in snap.iter_records(lo, hi) for p in _parts(records))
+            return _chunks(parts, lines)
+
+        chunks = await pool.stream(client_of(request.scope), start)
+        return Stream(chunks, media_type="application/x-ndjson" if lines else "application/json")
 
     def _state_at(offset, version, timestamp):
         from kraftlake.replay.state import state_at
 
         if sum(x is not None for x in (offset, version, timestamp)) > 1:
             raise HTTPException(status_code=400, detail="give at most one of offset, version, timestamp")
-        with state.reader_lock:
-            try:
-                return state_at(_reader(), offset=offset, version=version, timestamp=timestamp).published()
-            except TimeTravelError as exc:
-                raise HTTPException(status_code=404, detail=str(exc)) from None
+        try:
+            return state_at(pool.reader(), offset=offset, version=version, timestamp=timestamp).published()
+        except TimeTravelError as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from None
 
     @get("/v1/views/controller", summary="The controller's view (canonical image) at a point in time")
     async def controller_view(
-        offset: FromQuery[int | None] = None,
-        version: FromQuery[int | None] = None,
-        timestamp: FromQuery[str | None] = None,
+        request: Request, offset: ViewOffset = None, version: ViewVersion = None, timestamp: ViewTime = None
     ) -> Response:
-        view = await asyncio.to_thread(_state_at, offset, version, timestamp)
+        when = _timestamp(timestamp)
+        view = await pool.run(client_of(request.scope), _state_at, offset, version, when)
         return Response(msgspec.json.encode(view.image()), media_type="application/json")
 
     @get("/v1/views/brokers/{broker_id:int}", summary="One broker's view at a point in time")
     async def broker_view_(
-        broker_id: FromPath[int],
-        offset: FromQuery[int | None] = None,
-        version: FromQuery[int | None] = None,
-        timestamp: FromQuery[str | None] = None,
+        request: Request,
+        broker_id: BrokerIdPath,
+        offset: ViewOffset = None,
+        version: ViewVersion = None,
+        timestamp: ViewTime = None,
     ) -> Response:
         from kraftlake.statemachine.kraft.broker_view import broker_view
 
-        view = await asyncio.to_thread(_state_at, offset, version, timestamp)
+        when = _timestamp(timestamp)
+        view = await pool.run(client_of(request.scope), _state_at, offset, version, when)
         return Response(msgspec.json.encode(broker_view(view, broker_id)), media_type="application/json")
 
     @post("/v1/audits", status_code=200, summary="Run the local audit over a range; the report as JSON")
-    async def audits(data: JSONBody[AuditRequest]) -> Response:
+    async def audits(request: Request, data: JSONBody[AuditRequest]) -> Response:
         from kraftlake.replay.audit import AuditConfig, audit_log
         from kraftlake.replay.state import state_at
 
-        def work() -> bytes:
-            with state.reader_lock:
-                snap = _reader().at()
-                start = None
-                if data.from_offset:
-                    start = state_at(_reader(), offset=data.from_offset - 1)
-                cfg = AuditConfig(grace_records=data.grace_records, grace_ms=data.grace_ms, fail_on=data.fail_on)
-                report = audit_log(
-                    snap, config=cfg, from_offset=data.from_offset, to_offset=data.to_offset, start=start
-                )
-                return msgspec.json.encode(report)
+        if data.fail_on not in SEVERITIES:
+            raise BadParameter("fail_on", f"{data.fail_on!r} is not one of {', '.join(SEVERITIES)}")
+        if data.from_offset is not None and data.to_offset is not None and data.to_offset < data.from_offset:
+            raise BadParameter("to_offset", f"{data.to_offset} is below from_offset {data.from_offset}")
 
-        return Response(await asyncio.to_thread(work), media_type="application/json")
+        def work() -> bytes:
+            reader = pool.reader()
+            snap = reader.at()
+            if data.from_offset and data.from_offset > snap.last_offset:
+                raise BadParameter(
+                    "from_offset", f"{data.from_offset} is beyond the log (last offset {snap.last_offset})"
+                )
+            start = None
+            if data.from_offset:
+                start = state_at(reader, offset=data.from_offset - 1)
+            cfg = AuditConfig(grace_records=data.grace_records, grace_ms=data.grace_ms, fail_on=data.fail_on)
+            report = audit_log(snap, config=cfg, from_offset=data.from_offset, to_offset=data.to_offset, start=start)
+            return msgspec.json.encode(report)
+
+        return Response(await pool.run(client_of(request.scope), work), media_type="application/json")
 
     @get("/v1/producers/{producer:str}", summary="A producer's last committed seq (null: none yet)")
-    async def producer_seq(producer: FromPath[str]) -> dict:
+    async def producer_seq(request: Request, producer: FromPath[str]) -> dict:
         def work() -> int | None:
-            with state.reader_lock:
-                return _reader().producer_seq(producer)
+            return pool.reader().producer_seq(producer)
 
-        return {"producer": producer, "seq": await asyncio.to_thread(work)}
+        return {"producer": producer, "seq": await pool.run(client_of(request.scope), work)}
 
-    @get("/healthz", summary="Alive, the log's last offset, and the records waiting for a commit")
+    @get("/healthz", summary="Alive; the writer's state, the last offset it knows, the work waiting")
     async def healthz() -> dict:
-        def last() -> int:
-            with state.reader_lock:
-                return _reader().last_offset
-
+        writer = committer.health()
         return {
-            "status": "ok",
-            "last_offset": await asyncio.to_thread(last),
-            "queued_records": state.committer.queued_records,
+            "status": "ok" if writer["state"] == READY else "degraded",
+            "writer": writer,
+            "last_offset": committer.last_offset,
+            "queued_records": committer.queued_records,
+            "reads": pool.active,
         }
+
+    @get("/readyz", summary="Ready to commit appends (503 while the writer starts or restarts)")
+    async def readyz() -> Response:
+        writer = committer.health()
+        if writer["state"] != READY:
+            return Response(
+                {"error": f"the writer is {writer['state']}", "writer": writer},
+                status_code=503,
+                headers={"retry-after": "1"},
+                media_type="application/json",
+            )
+        return Response({"status": "ready", "writer": writer}, media_type="application/json")
 
     @get("/metrics", summary="Prometheus metrics", media_type=CONTENT_TYPE)
     async def metrics_() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     async def shutdown() -> None:
-        await asyncio.to_thread(state.committer.close)
+        await asyncio.to_thread(committer.close)  # not on the read pool: reads may hold it
+        pool.close()
 
     middleware = [access_log(metrics)] + ([auth_middleware(tokens)] if tokens is not None else [])
+    middleware.append(body_deadline(limits.body_timeout_s))
     app = Litestar(
         route_handlers=[
             append,
@@ -256,14 +381,23 @@ def create_app(
             audits,
             producer_seq,
             healthz,
+            readyz,
             metrics_,
-            *bookkeeper_routes(state.path, state.committer),
+            *bookkeeper_routes(path, committer),
         ],
         on_shutdown=[shutdown],
         middleware=middleware,
-        exception_handlers={HTTPException: _http_error, Exception: _unexpected},
+        exception_handlers={
+            HTTPException: _http_error,
+            BadParameter: _bad_parameter,
+            Busy: _busy,
+            BodyTimeout: _timed_out,
+            UnicodeDecodeError: _undecodable,
+            RecursionError: _undecodable,
+            Exception: _unexpected,
+        },
         openapi_config=OpenAPIConfig(title="kraftlake", version="1"),
-        request_max_body_size=MAX_BODY,
+        request_max_body_size=limits.max_body_bytes,
         debug=False,
     )
     if fast:

@@ -3,7 +3,8 @@
 ``Appending.answer`` is the whole endpoint (body in; status, JSON payload and headers out): the
 request decoded (JSON, or msgpack with ``Content-Type: application/msgpack``; any other media
 type 415), every record checked (400 naming index, type and field; nothing appended), the
-token's producer enforced (403), the batch queued for the group committer (429 with
+token's producer enforced (403), the body and each record held to their size limits
+(``service.limits``: 413), the batch queued for the group committer (429 with
 ``Retry-After`` when the queue is full), and the answer given once the commit landed (503 with
 ``Retry-After`` when the commit failed and a retry may land, 500 naming the failure otherwise).
 Every refusal is ``{"error": message, ...}`` with the same message for the same cause, whichever
@@ -30,10 +31,10 @@ from kraftlake.records import LogError, ProducerSeq, RecordError
 from kraftlake.records.codec import from_builtins
 
 from .committer import Closed, GroupCommitter, Overloaded
+from .limits import BodyTimeout, Limits
 
 log = get_logger(__name__)
 
-MAX_BODY = 64 * 1024 * 1024
 PATH = "/v1/records"
 JSON_TYPES = ("", "application/json")
 """Media types read as JSON (a request with no Content-Type too), beside any ``+json`` type."""
@@ -41,6 +42,16 @@ MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vn
 
 
 class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
+    records: list[msgspec.Raw]
+    """Each record as sent, measured against ``Limits.max_record_bytes`` before it is decoded."""
+    producer: str | None = None
+    seq: int | None = None
+
+
+class _SmallAppendRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """An ``AppendRequest`` whose body is within ``max_record_bytes``, so none of its records can
+    be over it: decoded in one pass (a third faster for 100-record batches than record by record)."""
+
     records: list[Any]
     producer: str | None = None
     seq: int | None = None
@@ -57,7 +68,29 @@ def _problem(status: int, message: str, **extra: Any) -> Answer:
     return Answer(status, {"error": message, **extra})
 
 
-TOO_LARGE = _problem(413, f"the body is larger than {MAX_BODY} bytes: send smaller batches")
+def too_large(limits: Limits) -> Answer:
+    return _problem(
+        413, f"the body is larger than {limits.max_body_bytes} bytes (--max-body-bytes): send smaller batches"
+    )
+
+
+def body_timeout(exc: BodyTimeout) -> Answer:
+    return _problem(408, str(exc))
+
+
+def undecodable(exc: Exception, body: bytes, **where: Any) -> Answer:
+    """400 for a body (or one record in it, ``where``) that does not decode: not JSON or msgpack,
+    a string that is not UTF-8 (naming the byte), nesting too deep for the decoder."""
+    if isinstance(exc, UnicodeDecodeError):
+        try:
+            body.decode("utf-8")
+            at = ""
+        except UnicodeDecodeError as bad:
+            at = f" at byte {bad.start}"
+        return _problem(400, f"a string is not valid UTF-8{at}", field=where.pop("field", "body"), **where)
+    if isinstance(exc, RecursionError):
+        return _problem(400, "nested too deeply to decode", field=where.pop("field", "body"), **where)
+    return _problem(400, f"the body is not an append request: {exc}", **where)
 
 
 def media_type(content_type: str) -> str:
@@ -75,31 +108,38 @@ def commit_failed(exc: BaseException) -> Answer:
 
 
 def internal_error(exc: BaseException) -> Answer:
-    log.error("service.internal_error", error=f"{type(exc).__name__}: {exc}")
+    log.error("service.internal_error", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
     return _problem(500, f"internal error: {type(exc).__name__}: {exc}")
 
 
 class Appending:
     """The append endpoint over one group committer."""
 
-    def __init__(self, committer: GroupCommitter) -> None:
+    def __init__(self, committer: GroupCommitter, limits: Limits | None = None) -> None:
         self.committer = committer
+        self.limits = limits or Limits()
 
     async def answer(self, body: bytes, content_type: str, identity: Any = None) -> Answer:
-        if len(body) > MAX_BODY:
-            return TOO_LARGE
+        limits = self.limits
+        if len(body) > limits.max_body_bytes:
+            return too_large(limits)
         kind = media_type(content_type)
+        if kind in MSGPACK_TYPES:
+            decode = msgspec.msgpack.decode
+        elif kind in JSON_TYPES or kind.endswith("+json"):
+            decode = msgspec.json.decode
+        else:
+            return _problem(415, f"Content-Type {kind} is not accepted: send application/json or application/msgpack")
+        measured = len(body) > limits.max_record_bytes
         try:
-            if kind in MSGPACK_TYPES:
-                req = msgspec.msgpack.decode(body, type=AppendRequest)
-            elif kind in JSON_TYPES or kind.endswith("+json"):
-                req = msgspec.json.decode(body, type=AppendRequest)
-            else:
-                return _problem(
-                    415, f"Content-Type {kind} is not accepted: send application/json or application/msgpack"
-                )
-        except msgspec.DecodeError as exc:
-            return _problem(400, f"the body is not an append request: {exc}")
+            req = decode(body, type=AppendRequest if measured else _SmallAppendRequest)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+            if measured:
+                return undecodable(exc, body)
+            try:  # record by record, to name the one that does not decode
+                req, measured = decode(body, type=AppendRequest), True
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+                return undecodable(exc, body)
         try:
             ProducerSeq.of(req.producer, req.seq)
         except RecordError as exc:
@@ -110,10 +150,18 @@ class Appending:
             return _problem(403, f"this token appends as producer {identity.producer!r} only", field="producer")
         records = []
         for i, raw in enumerate(req.records):
+            if measured and len(raw) > limits.max_record_bytes:
+                return _problem(
+                    413,
+                    f"record {i} is {len(raw)} bytes, more than {limits.max_record_bytes} (--max-record-bytes)",
+                    index=i,
+                )
             try:
-                records.append(from_builtins(raw, line=i + 1))
+                records.append(from_builtins(decode(raw) if measured else raw, line=i + 1))
             except RecordError as exc:
                 return _problem(400, str(exc), index=i, type=exc.record_type, field=exc.field)
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+                return undecodable(exc, bytes(raw), index=i, field="records")
         try:
             result = await self.committer.append(records, req.producer, req.seq)
         except Overloaded as exc:
@@ -129,8 +177,8 @@ ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 _JSON = msgspec.json.Encoder()
 
 
-async def _read_body(receive: Any) -> bytes | None:
-    """The request body, or None once it passes ``MAX_BODY`` (the rest is not read)."""
+async def _read_body(receive: Any, max_bytes: int) -> bytes | None:
+    """The request body, or None once it passes ``max_bytes`` (the rest is not read)."""
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -138,7 +186,7 @@ async def _read_body(receive: Any) -> bytes | None:
             return b""
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY:
+        if size > max_bytes:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):
@@ -151,9 +199,9 @@ def fast_path(app: ASGIApp, appending: Appending, middleware: list[Callable[[ASG
 
     async def endpoint(scope: Any, receive: Any, send: Any) -> None:
         try:
-            body = await _read_body(receive)
+            body = await _read_body(receive, appending.limits.max_body_bytes)
             if body is None:
-                answer = TOO_LARGE
+                answer = too_large(appending.limits)
             else:
                 content_type = ""
                 for name, value in scope["headers"]:
@@ -161,6 +209,8 @@ def fast_path(app: ASGIApp, appending: Appending, middleware: list[Callable[[ASG
                         content_type = value.decode("latin-1")
                 identity = scope.get("state", {}).get("identity")
                 answer = await appending.answer(body, content_type, identity)
+        except BodyTimeout as exc:
+            answer = body_timeout(exc)
         except Exception as exc:  # as Litestar's door answers it (app.py): JSON, never a bare 500
             answer = internal_error(exc)
         payload = _JSON.encode(answer.payload)

@@ -1,6 +1,6 @@
 """Who may do what (``kraftlake serve --tokens FILE``): bearer tokens, each naming a producer and its
 roles: ``append`` (POST /v1/records, only under its own producer name), ``read`` (records, views,
-producers, the OpenAPI schema), ``admin`` (audits, metrics, a bookie's lifecycle state). ``/healthz`` takes any valid token.
+producers, the OpenAPI schema), ``admin`` (audits, metrics, a bookie's lifecycle state). ``/healthz`` and ``/readyz`` take any valid token.
 
 The file is JSON: ``{"tokens": [{"token": "...", "producer": "controller-1", "roles": ["append"]}]}``
 (``"sha256": "<hex>"`` in place of ``"token"`` keeps the secret out of the file). Tokens are
@@ -75,7 +75,7 @@ def identify(tokens: list[tuple[bytes, Identity]], header: str | None) -> Identi
 
 def required_role(method: str, path: str) -> str | None:
     """The role a request needs; None: any valid token."""
-    if path == "/healthz":
+    if path in ("/healthz", "/readyz"):
         return None
     if method == "POST" and path == "/v1/records":
         return "append"

@@ -12,6 +12,12 @@ Backpressure: the queue holds at most ``max_queued_records``; beyond that ``subm
 A request whose (producer, seq) is already waiting or being committed shares that request's
 answer instead of being queued twice (a client retrying after a timeout).
 
+One request must not fail the others: the service checks each request fully before it is
+queued, and should a commit still fail because of what one request holds (anything but the
+store's own failures, ``STORE_ERRORS``: nothing landed), the group is split in halves and each
+committed again, down to the request at fault, which alone gets the error (logged with its
+cause). A store failure is every request's (503: its retry lands exactly once).
+
 Answers reach threads through ``concurrent.futures.Future`` (``submit``) and the event loop
 through asyncio futures (``append``), settled together: one wake-up of the loop per commit, not
 one per request (a thread-safe future costs a lock, a condition and a wake-up of its own, as much
@@ -28,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from kraftlake.logging import get_logger
-from kraftlake.records import Log, Record
+from kraftlake.records import Log, LogError, Record, RecordError
 from kraftlake.records.log import AppendResult, Batch
 
 from .metrics import Metrics
@@ -38,6 +44,10 @@ log = get_logger(__name__)
 
 class Closed(RuntimeError):
     """The committer is closed (the service is shutting down): the batch was not queued."""
+
+
+STORE_ERRORS = (LogError, OSError)
+"""Failures of the store or of the writer, not of a request's content: the whole group's."""
 
 
 class Overloaded(Exception):
@@ -133,6 +143,20 @@ class GroupCommitter:
     def queued_records(self) -> int:
         return self._queued_records
 
+    @property
+    def last_offset(self) -> int | None:
+        """The log's last offset as the writer knows it (no I/O, no lock: for ``/healthz``)."""
+        return self.log.last_offset
+
+    def health(self) -> dict:
+        """The writer's state: its process's (``CommitProcess.health``), or ``ready`` when it
+        commits in this process; ``stopped`` once the committing thread is gone."""
+        health = getattr(self.log, "health", None)
+        out = health() if health is not None else {"state": "ready", "pid": None, "restarts": 0}
+        if not self._thread.is_alive():
+            out["state"] = "stopped"
+        return out
+
     def _take(self) -> list[_Request]:
         cfg = self.config
         with self._cv:
@@ -161,23 +185,45 @@ class GroupCommitter:
                 return
             # A producer's batches in sequence order (clients pipelining may race each other).
             group.sort(key=lambda r: (r.batch.producer is None, r.batch.producer or "", r.batch.seq or 0))
-            started = time.perf_counter()
-            try:
-                results = self.log.append_group([r.batch for r in group])
-            except Exception as exc:  # every waiting request learns why; the service stays up
-                log.warning("service.commit_failed", error=str(exc), requests=len(group))
-                self._settle(group, [exc] * len(group))
-                continue
+            outcomes = self._commit(group)
             done = time.perf_counter()
-            took = (done - started) * 1000
-            self._commit_ms = 0.8 * self._commit_ms + 0.2 * took
-            written = sum(len(r.batch.records) for r, res in zip(group, results) if not res.duplicate)
-            if written:
-                self.metrics.commit(written, took / 1000)
-            for r, res in zip(group, results):
-                self.metrics.answered(done - r.enqueued, res.duplicate)
-            self._settle(group, results)
-            log.debug("service.group_committed", requests=len(group), records=written, ms=round(took, 1))
+            for r, res in zip(group, outcomes):
+                if not isinstance(res, BaseException):
+                    self.metrics.answered(done - r.enqueued, res.duplicate)
+            self._settle(group, outcomes)
+
+    def _commit(self, group: list[_Request]) -> list:
+        """Each request's outcome: its ``AppendResult``, or the exception that failed it. A
+        failure of the store fails the whole group; any other is narrowed down by halves to the
+        requests that cause it (nothing of a failed ``append_group`` landed, so the rest may go)."""
+        started = time.perf_counter()
+        try:
+            results = self.log.append_group([r.batch for r in group])
+        except STORE_ERRORS as exc:  # every waiting request learns why; the service stays up
+            log.warning("service.commit_failed", error=f"{type(exc).__name__}: {exc}", requests=len(group))
+            return [exc] * len(group)
+        except Exception as exc:
+            if len(group) == 1:
+                b = group[0].batch
+                if not isinstance(exc, RecordError):  # a RecordError is the client's (409), not a fault
+                    log.error(
+                        "service.batch_failed",
+                        error=f"{type(exc).__name__}: {exc}",
+                        producer=b.producer,
+                        seq=b.seq,
+                        records=len(b.records),
+                        exc_info=exc,
+                    )
+                return [exc]
+            half = len(group) // 2
+            return self._commit(group[:half]) + self._commit(group[half:])
+        took = (time.perf_counter() - started) * 1000
+        self._commit_ms = 0.8 * self._commit_ms + 0.2 * took
+        written = sum(len(r.batch.records) for r, res in zip(group, results) if not res.duplicate)
+        if written:
+            self.metrics.commit(written, took / 1000)
+        log.debug("service.group_committed", requests=len(group), records=written, ms=round(took, 1))
+        return results
 
     def _settle(self, group: list[_Request], outcomes: list) -> None:
         """Give every request its outcome (an ``AppendResult`` or an exception). The requests

@@ -23,6 +23,7 @@ REASONS = {
     400: "bad_request",
     401: "unauthorized",
     403: "forbidden",
+    408: "body_timeout",
     409: "conflict",
     413: "too_large",
     415: "unsupported_media_type",
@@ -48,6 +49,7 @@ _ROUTES = frozenset(
         "/v1/ledgers/under-replicated",
         "/v1/auditor",
         "/healthz",
+        "/readyz",
         "/metrics",
     }
 )
