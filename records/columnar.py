@@ -156,7 +156,7 @@ class Columns:
             "producer_seq": pa.nulls(n, pa.int64())
             if producer_seq is None
             else pa.array([producer_seq] * n, pa.int64()),
-            RECORD_COLUMN: _record_column(self.records, first_offset=first_offset, ts_ms=ts_ms),
+            RECORD_COLUMN: record_column(self.records, first_offset=first_offset, ts_ms=ts_ms),
         }
         for g in self.groups:
             col = column_name(g.cls)
@@ -198,51 +198,12 @@ def _payload_array(
     return pa.StructArray.from_arrays(arrays, fields=list(ftype))
 
 
-_ENCODER = msgspec.msgpack.Encoder()
-_RAW_ITEMS = msgspec.msgpack.Decoder(list[msgspec.Raw])
-
-
-def _record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -> pa.Array:
-    """``arrow.record_column`` (the same bytes), from one msgpack encoding of the whole batch:
-    a msgpack array's items lie end to end behind its header, so the column's data buffer is
-    that encoding and its offsets are the items' lengths summed (no bytes object per record)."""
-    replace = msgspec.structs.replace
-    with trusted():  # checked already: replace() must not run the records' checks again
-        stamped = [
-            replace(
-                r,
-                offset=first_offset + i,
-                ts_ms=ts_ms if r.ts_ms is None else r.ts_ms,
-                source_offset=r.offset if r.source_offset is None else r.source_offset,
-            )
-            for i, r in enumerate(records)
-        ]
-    message = _ENCODER.encode(stamped)
-    lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, len(stamped))
-    header = len(message) - int(lengths.sum())
-    if header + int(lengths.sum()) > 2**31 - 1:  # beyond 32-bit offsets: the per-record way
-        return record_column(records, first_offset=first_offset, ts_ms=ts_ms)
-    offsets = np.zeros(len(stamped) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    data = pa.py_buffer(message).slice(header)
-    return pa.Array.from_buffers(pa.binary(), len(stamped), [None, pa.py_buffer(offsets), data])
-
-
-def to_table(
-    records: Sequence[Record],
-    *,
-    first_offset: int,
-    ts_ms: int,
-    producer: str | None = None,
-    producer_seq: int | None = None,
-    schema: pa.Schema = LOG_SCHEMA,
-) -> pa.Table:
-    """``arrow.to_table``, columnar (equal tables); reuses a ``Validated`` batch's columns."""
+def to_table(records: Sequence[Record], **keywords: Any) -> pa.Table:
+    """``arrow.to_table`` (the same keywords, an equal table), column by column; a
+    ``Validated`` batch brings its columns along."""
     with gc_paused():  # no cycles among the values and blobs made here: nothing to collect
         columns = getattr(records, "columns", None) or Columns(records)
-        return columns.table(
-            first_offset=first_offset, ts_ms=ts_ms, producer=producer, producer_seq=producer_seq, schema=schema
-        )
+        return columns.table(**keywords)
 
 
 # -- entity keys -------------------------------------------------------------------------------

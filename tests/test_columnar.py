@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -315,3 +316,20 @@ def test_the_checked_batch_carries_its_columns_into_the_table():
     assert table.column("key").to_pylist() == [f"partition/{TOPIC}/0", "cluster", f"partition/{TOPIC}/0"]
     assert table.column("partition_change").to_pylist()[1] is None
     assert table.equals(arrow.to_table(list(batch), first_offset=10, ts_ms=1))
+
+
+@settings(max_examples=50)
+@given(batch=batches(max_size=20), first=st.integers(0, 2**40))
+def test_the_record_column_is_each_record_encoded_as_stored(batch, first):
+    column = arrow.record_column(batch, first_offset=first, ts_ms=5)
+    stored = [
+        msgspec.structs.replace(
+            r,
+            offset=first + i,
+            ts_ms=5 if r.ts_ms is None else r.ts_ms,
+            source_offset=r.offset if r.source_offset is None else r.source_offset,
+        )
+        for i, r in enumerate(batch)
+    ]
+    assert column.type == pa.binary()
+    assert column.to_pylist() == [msgspec.msgpack.encode(r) for r in stored]
