@@ -98,6 +98,7 @@ class Columns:
         types = list(map(type, records))
         kinds = list(dict.fromkeys(types))  # in order of first appearance: deterministic
         self.order: np.ndarray | None = None
+        self._inverse: pa.Array | None = None
         if len(kinds) == 1:
             self.groups = [_Group(kinds[0], None, records)]
             return
@@ -117,9 +118,11 @@ class Columns:
         """Per-group arrays (in group order) as one column in the batch's row order."""
         if self.order is None:
             return arrays[0]
-        inverse = np.empty(len(self.order), np.intp)
-        inverse[self.order] = np.arange(len(self.order))
-        return pa.concat_arrays(arrays).take(pa.array(inverse))
+        if self._inverse is None:
+            inverse = np.empty(len(self.order), np.intp)
+            inverse[self.order] = np.arange(len(self.order))
+            self._inverse = pa.array(inverse)
+        return pa.concat_arrays(arrays).take(self._inverse)
 
     def table(
         self,
@@ -165,7 +168,7 @@ class Columns:
             compact = g.payload()
             if compact is None:
                 continue
-            if schema.field(col).type != compact.type:  # a narrower schema (tests): the old way
+            if schema.field(col).type != compact.type:  # another table's schema: its own field types
                 compact = _payload_array(g.cls, g.fields, len(g.records), schema.field(col).type)
             if g.index is None:
                 columns[col] = compact
