@@ -135,6 +135,8 @@ class Columns:
     ) -> pa.Table:
         """The rows ``arrow.to_table`` makes of these records, built column by column."""
         n = len(self.records)
+        if n == 0:
+            return schema.empty_table()
         env: dict[str, list[pa.Array]] = {k: [] for k in ("ts_ms", "type", "version", "key", "source", "so")}
         for g in self.groups:
             version, offset, ts, source, source_offset = g.fields[:5]

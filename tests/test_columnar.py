@@ -333,3 +333,8 @@ def test_the_record_column_is_each_record_encoded_as_stored(batch, first):
     ]
     assert column.type == pa.binary()
     assert column.to_pylist() == [msgspec.msgpack.encode(r) for r in stored]
+
+
+def test_an_empty_batch_is_an_empty_table():
+    assert columnar.from_lines([b"", b"  "]) == []
+    assert columnar.to_table([], first_offset=0, ts_ms=1).equals(arrow.to_table([], first_offset=0, ts_ms=1))
