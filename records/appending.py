@@ -23,9 +23,9 @@ from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
-from .arrow import LOG_SCHEMA, RECORD_COLUMN, record_column, to_table
+from .arrow import LOG_SCHEMA, RECORD_COLUMN, record_column
 from .base import Record
-from .codec import normalize_batch
+from .columnar import Validated, from_python, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
 from .delta_commit import checkpoint, commit_json, put_if_absent
 from .errors import AppendConflictError, RecordError
@@ -147,7 +147,9 @@ class AppendingMixin:
         ProducerSeq.of(producer, seq)
         if not records:
             raise RecordError("a batch holds at least one record")
-        batch = list(records) if validated else normalize_batch(records)
+        # Checked and converted column by column (records.columnar); a ``Validated`` batch
+        # brings its columns along.
+        batch = (records if isinstance(records, Validated) else list(records)) if validated else from_python(records)
         if not self._schema_checked:
             self._evolve_schema()
         ts_ms = now_ms()

@@ -262,26 +262,39 @@ def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
             return [from_builtins(raw) for raw in msgspec.msgpack.decode(message)]
 
 
+_RAW_ITEMS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+
+
 def record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -> pa.Array:
     """The ``record`` column of rows ``first_offset ..``: each record as stored (its offset, its
     time or ``ts_ms``, the old offset as ``source_offset``), msgpack-encoded. An append that
-    loses a commit race to another writer rebuilds it for its new offsets."""
-    encode = _ENCODER.encode
+    loses a commit race to another writer rebuilds it for its new offsets.
+
+    One encoding of the whole batch: a msgpack array's items lie end to end behind its header,
+    so that encoding is the column's data and the items' lengths give its offsets (no bytes
+    object per record, no conversion of them)."""
+    import numpy as np
+
     replace = msgspec.structs.replace
     # The records were validated on their way in: replace() must not run those checks again.
     with trusted():
-        blobs = [
-            encode(
-                replace(
-                    r,
-                    offset=first_offset + i,
-                    ts_ms=ts_ms if r.ts_ms is None else r.ts_ms,
-                    source_offset=r.offset if r.source_offset is None else r.source_offset,
-                )
+        stamped = [
+            replace(
+                r,
+                offset=first_offset + i,
+                ts_ms=ts_ms if r.ts_ms is None else r.ts_ms,
+                source_offset=r.offset if r.source_offset is None else r.source_offset,
             )
             for i, r in enumerate(records)
         ]
-    return pa.array(blobs, pa.binary())
+    message = _ENCODER.encode(stamped)
+    lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, len(stamped))
+    offsets = np.zeros(len(stamped) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    header = len(message) - int(offsets[-1])
+    data = pa.py_buffer(message).slice(header)
+    column = pa.Array.from_buffers(pa.large_binary(), len(stamped), [None, pa.py_buffer(offsets), data])
+    return column.cast(pa.binary())  # 32-bit offsets, as the schema says (a batch under 2 GiB)
 
 
 def from_table(table: pa.Table) -> list[Record]:

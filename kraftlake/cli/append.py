@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
 
         Prints {"first_offset", "last_offset", "version", "duplicate"} as JSON.
         """
-        from kraftlake.records import Log, ProducerSeq, RecordError, iter_lines
+        from kraftlake.records import Log, ProducerSeq, RecordError
+        from kraftlake.records.columnar import from_lines
 
         try:
             ProducerSeq.of(producer, seq)
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
                 lines = Path(file).read_bytes().splitlines()
             except OSError as exc:
                 abort(f"cannot read {file}: {exc.strerror}", EXIT_INPUT)
-        records = list(iter_lines(lines))
+        records = from_lines(lines)
         if not records:
             abort(f"{file}: no records to append", EXIT_INPUT)
         result = Log.open(log).append(records, producer=producer, seq=seq, validated=True)

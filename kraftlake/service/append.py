@@ -28,7 +28,7 @@ import msgspec
 
 from kraftlake.logging import get_logger
 from kraftlake.records import LogError, ProducerSeq, RecordError
-from kraftlake.records.codec import from_builtins
+from kraftlake.records.columnar import from_builtins_batch
 
 from .committer import Closed, GroupCommitter, Overloaded
 from .limits import BodyTimeout, Limits
@@ -148,20 +148,24 @@ class Appending:
             return _problem(400, "a batch holds at least one record", field="records")
         if identity is not None and req.producer != identity.producer:
             return _problem(403, f"this token appends as producer {identity.producer!r} only", field="producer")
-        records = []
-        for i, raw in enumerate(req.records):
-            if measured and len(raw) > limits.max_record_bytes:
-                return _problem(
-                    413,
-                    f"record {i} is {len(raw)} bytes, more than {limits.max_record_bytes} (--max-record-bytes)",
-                    index=i,
-                )
-            try:
-                records.append(from_builtins(decode(raw) if measured else raw, line=i + 1))
-            except RecordError as exc:
-                return _problem(400, str(exc), index=i, type=exc.record_type, field=exc.field)
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-                return undecodable(exc, bytes(raw), index=i, field="records")
+        raws = req.records
+        if measured:  # records arrived as raw bytes: measure each, then decode it
+            raws = []
+            for i, raw in enumerate(req.records):
+                if len(raw) > limits.max_record_bytes:
+                    return _problem(
+                        413,
+                        f"record {i} is {len(raw)} bytes, more than {limits.max_record_bytes} (--max-record-bytes)",
+                        index=i,
+                    )
+                try:
+                    raws.append(decode(raw))
+                except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+                    return undecodable(exc, bytes(raw), index=i, field="records")
+        try:
+            records = from_builtins_batch(raws)  # checked column by column (records.columnar)
+        except RecordError as exc:  # the first bad record; its line is its index + 1
+            return _problem(400, str(exc), index=exc.line - 1, type=exc.record_type, field=exc.field)  # type: ignore[operator]
         try:
             result = await self.committer.append(records, req.producer, req.seq)
         except Overloaded as exc:

@@ -1,0 +1,462 @@
+"""The append's hot path, columnar: a batch to checked records and Arrow columns.
+
+The reference path (``codec.normalize_batch`` / ``codec.iter_lines`` / ``codec.from_builtins``
+record by record, then ``arrow.to_table``) runs every record's Python checks
+(``Record.__post_init__``) and builds each column from per-record Python lists. Here:
+
+- records are decoded by msgspec alone (``trusted()``: msgspec checks types, bounds, required
+  and unknown fields in C; no Python code runs per record);
+- the batch is grouped by record type once, each group transposed to columns once
+  (``Columns``), and those columns serve both the checks and the table;
+- the records' Python checks run as Arrow compute over those columns (``_check_group``: version
+  range, Kafka uuids, and the ported ``_validate`` rules in ``_CHECKS``). A type whose rules are
+  not ported (or that has removed fields, packed fields or a ``__post_init__`` of its own) is
+  checked record by record with its own ``__post_init__``, as the reference does.
+
+A batch this path cannot vouch for (a decode error, a failed check) goes to the reference path,
+which raises the exact error naming line, type and field, or returns its own result where the
+columnar checks were merely cautious. The outputs equal the reference's
+(tests/test_columnar.py checks tables and errors on generated batches); the speed is in
+bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from msgspec.structs import astuple
+
+from .arrow import (
+    LOG_SCHEMA,
+    RECORD_COLUMN,
+    _field_array,
+    _stream_ranges_array,
+    column_name,
+    record_column,
+)
+from .base import PART, PARTS, UUID, UUIDS, Record, current_version, gc_paused, trusted, type_name, uuid_fields
+from .catalog import AnyRecord
+from .codec import decode_line, from_builtins, iter_lines, normalize, normalize_batch
+from .kraft import BrokerRegistrationChange, Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
+from .s3stream import packed_fields
+from .types import is_reserved
+
+__all__ = ["Columns", "Validated", "from_builtins_batch", "from_lines", "from_python", "to_table"]
+
+_UUID_RE = r"^[A-Za-z0-9_-]{21}[AQgw]$"
+"""``types._UUID_RE`` as an anchored RE2 pattern (what ``check_uuid`` matches in full)."""
+_RESERVED_PREFIX = "A" * 20
+"""Every reserved id (``is_reserved``: 15 zero bytes, then a byte below 100) starts so."""
+
+
+class Validated(list):
+    """A checked batch (a list of records) that keeps its ``Columns`` for ``to_table``."""
+
+    columns: Columns | None = None
+
+
+# -- the batch as columns ----------------------------------------------------------------------
+
+
+class _Group:
+    """The records of one type in a batch: where they are (``index``; None when the batch holds
+    only this type) and their fields as columns (a tuple of values per struct field)."""
+
+    __slots__ = ("cls", "index", "records", "fields", "_payload")
+
+    def __init__(self, cls: type[Record], index: np.ndarray | None, records: Sequence[Record]) -> None:
+        self.cls = cls
+        self.index = index
+        self.records = records
+        # One C call per record to get its values, one transposition for the whole group.
+        self.fields: list[tuple[Any, ...]] = list(zip(*map(astuple, records)))
+        self._payload: pa.StructArray | None | bool = False
+
+    def payload(self) -> pa.StructArray | None:
+        """The group's struct column (compact: one row per record of the group), or None when
+        the type has no payload column."""
+        if self._payload is False:
+            self._payload = _payload_array(self.cls, self.fields, len(self.records))
+        return self._payload  # type: ignore[return-value]
+
+
+class Columns:
+    """A batch grouped by record type, each group transposed once; the checks and the table
+    both read these columns."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.records = records
+        n = len(records)
+        types = list(map(type, records))
+        kinds = list(dict.fromkeys(types))  # in order of first appearance: deterministic
+        self.order: np.ndarray | None = None
+        self._inverse: pa.Array | None = None
+        if len(kinds) == 1:
+            self.groups = [_Group(kinds[0], None, records)]
+            return
+        code = {t: i for i, t in enumerate(kinds)}
+        codes = np.fromiter(map(code.__getitem__, types), np.intp, n)
+        order = np.argsort(codes, kind="stable")
+        ends = np.cumsum(np.bincount(codes, minlength=len(kinds)))
+        self.order = order
+        self.groups = []
+        start = 0
+        for cls, end in zip(kinds, ends.tolist()):
+            index = order[start:end]
+            self.groups.append(_Group(cls, index, [records[i] for i in index.tolist()]))
+            start = end
+
+    def _in_row_order(self, arrays: list[pa.Array]) -> pa.Array:
+        """Per-group arrays (in group order) as one column in the batch's row order."""
+        if self.order is None:
+            return arrays[0]
+        if self._inverse is None:
+            inverse = np.empty(len(self.order), np.intp)
+            inverse[self.order] = np.arange(len(self.order))
+            self._inverse = pa.array(inverse)
+        return pa.concat_arrays(arrays).take(self._inverse)
+
+    def table(
+        self,
+        *,
+        first_offset: int,
+        ts_ms: int,
+        producer: str | None = None,
+        producer_seq: int | None = None,
+        schema: pa.Schema = LOG_SCHEMA,
+    ) -> pa.Table:
+        """The rows ``arrow.to_table`` makes of these records, built column by column."""
+        n = len(self.records)
+        if n == 0:
+            return schema.empty_table()
+        env: dict[str, list[pa.Array]] = {k: [] for k in ("ts_ms", "type", "version", "key", "source", "so")}
+        for g in self.groups:
+            version, offset, ts, source, source_offset = g.fields[:5]
+            count = len(g.records)
+            env["ts_ms"].append(pc.fill_null(pa.array(ts, pa.int64()), ts_ms))
+            env["type"].append(pa.array([type_name(g.cls)] * count, pa.string()))
+            env["version"].append(pa.array(version, pa.int32()))
+            env["key"].append(_entity_keys(g))
+            env["source"].append(pa.array(source, pa.string()))
+            # A record copied from another log keeps its old offset as source_offset, unless it
+            # already carries one from further upstream.
+            env["so"].append(pc.coalesce(pa.array(source_offset, pa.int64()), pa.array(offset, pa.int64())))
+        columns: dict[str, Any] = {
+            "offset": pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)),
+            "ts_ms": self._in_row_order(env["ts_ms"]),
+            "type": self._in_row_order(env["type"]),
+            "version": self._in_row_order(env["version"]),
+            "key": self._in_row_order(env["key"]),
+            "source": self._in_row_order(env["source"]),
+            "source_offset": self._in_row_order(env["so"]),
+            "producer": pa.nulls(n, pa.string()) if producer is None else pa.array([producer] * n, pa.string()),
+            "producer_seq": pa.nulls(n, pa.int64())
+            if producer_seq is None
+            else pa.array([producer_seq] * n, pa.int64()),
+            RECORD_COLUMN: record_column(self.records, first_offset=first_offset, ts_ms=ts_ms),
+        }
+        for g in self.groups:
+            col = column_name(g.cls)
+            if col not in schema.names:
+                continue
+            compact = g.payload()
+            if compact is None:
+                continue
+            if schema.field(col).type != compact.type:  # another table's schema: its own field types
+                compact = _payload_array(g.cls, g.fields, len(g.records), schema.field(col).type)
+            if g.index is None:
+                columns[col] = compact
+            else:
+                where = np.full(n, -1, np.int64)
+                where[g.index] = np.arange(len(g.index))
+                columns[col] = compact.take(pa.array(where, mask=where < 0))
+        return pa.table(
+            [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema],
+            schema=schema,
+        )
+
+
+def _payload_array(
+    cls: type[Record], fields: list[tuple[Any, ...]], count: int, ftype: pa.StructType | None = None
+) -> pa.StructArray | None:
+    if ftype is None:
+        col = column_name(cls)
+        if col not in LOG_SCHEMA.names:
+            return None
+        ftype = LOG_SCHEMA.field(col).type
+    position = {name: i for i, name in enumerate(cls.__struct_fields__)}
+    packed = packed_fields(cls)
+    arrays = [
+        (_stream_ranges_array if f.name in packed else _field_array)(list(fields[position[f.name]]), f.type)
+        if f.name in position
+        else pa.nulls(count, f.type)
+        for f in ftype
+    ]
+    return pa.StructArray.from_arrays(arrays, fields=list(ftype))
+
+
+def to_table(records: Sequence[Record], **keywords: Any) -> pa.Table:
+    """``arrow.to_table`` (the same keywords, an equal table), column by column; a
+    ``Validated`` batch brings its columns along."""
+    with gc_paused():  # no cycles among the values and blobs made here: nothing to collect
+        columns = getattr(records, "columns", None) or Columns(records)
+        return columns.table(**keywords)
+
+
+# -- entity keys -------------------------------------------------------------------------------
+
+_FIELD_REF = re.compile(r"\{r\.(\w+)\}")
+
+
+@cache
+def _key_parts(cls: type[Record]) -> tuple[tuple[bool, str], ...] | None:
+    """``KEY`` as (is_field, text) parts when Arrow can fill it in (plain int or str fields, the
+    base ``entity_key``); None when the type computes its key in Python."""
+    if cls.entity_key is not Record.entity_key:
+        return None
+    pieces = _FIELD_REF.split(cls.KEY)
+    literals, names = pieces[0::2], pieces[1::2]
+    if any("{" in s or "}" in s for s in literals):
+        return None
+    types = {f.name: f.type for f in mi.type_info(cls).fields}
+    for name in names:
+        t = types.get(name)
+        if isinstance(t, mi.Metadata):
+            t = t.type
+        if not isinstance(t, (mi.IntType, mi.StrType)):  # enums, bools, optionals: Python's str()
+            return None
+    return tuple((i % 2 == 1, s) for i, s in enumerate(pieces) if s)
+
+
+def _entity_keys(g: _Group) -> pa.Array:
+    parts = _key_parts(g.cls)
+    count = len(g.records)
+    if parts is None:
+        return pa.array([r.entity_key() for r in g.records], pa.string())
+    if not any(is_field for is_field, _ in parts):
+        return pa.array([g.cls.KEY] * count, pa.string())
+    position = {name: i for i, name in enumerate(g.cls.__struct_fields__)}
+    pieces = [
+        pc.cast(pa.array(g.fields[position[text]]), pa.string()) if is_field else pa.scalar(text)
+        for is_field, text in parts
+    ]
+    return pc.binary_join_element_wise(*pieces, "")
+
+
+# -- the checks ------------------------------------------------------------------------------------
+
+
+def _any(mask: pa.Array) -> bool:
+    return bool(pc.any(mask).as_py())
+
+
+def _bad_uuids(strings: pa.Array) -> bool:
+    """Whether some non-null string is not a Kafka uuid's text form (``check_uuid``)."""
+    if len(strings) == 0 or strings.null_count == len(strings):
+        return False
+    return _any(pc.invert(pc.match_substring_regex(strings, _UUID_RE)))
+
+
+def _bad_real_uuids(strings: pa.Array) -> bool:
+    """``check_real_uuid`` over a column: a uuid, and not a reserved id."""
+    if _bad_uuids(strings):
+        return True
+    candidates = strings.filter(pc.fill_null(pc.starts_with(strings, _RESERVED_PREFIX), False))
+    return any(is_reserved(u) for u in candidates.to_pylist())
+
+
+def _bad_nested_uuids(cls: type[msgspec.Struct], values: pa.StructArray) -> bool:
+    """``check_uuids`` over a struct column of ``cls`` values."""
+    for name, kind in uuid_fields(cls):
+        child = pc.struct_field(values, name)
+        if kind == UUID and _bad_uuids(child):
+            return True
+        if kind == UUIDS and _bad_uuids(pc.list_flatten(child)):
+            return True
+        if kind in (PART, PARTS):
+            nested = _nested_class(cls, name)
+            inner = child if kind == PART else pc.list_flatten(child)
+            if _bad_nested_uuids(nested, inner):
+                return True
+    return False
+
+
+@cache
+def _nested_class(cls: type[msgspec.Struct], name: str) -> type[msgspec.Struct]:
+    t = next(f.type for f in mi.type_info(cls).fields if f.name == name)
+    if isinstance(t, mi.UnionType):
+        t = next(u for u in t.types if not isinstance(u, mi.NoneType))
+    if isinstance(t, (mi.VarTupleType, mi.ListType)):
+        t = t.item_type
+    return t.cls  # type: ignore[union-attr]
+
+
+def _has_duplicates(lists: pa.Array) -> bool:
+    """Whether some list in the column holds a value twice."""
+    values = pc.list_flatten(lists)
+    if len(values) < 2:
+        return False
+    parents = pc.list_parent_indices(lists)
+    if pa.types.is_int32(values.type) and not values.null_count:  # brokers: one sort of (list, broker)
+        keys = np.sort((parents.to_numpy().astype(np.int64) << 32) | values.to_numpy().astype(np.int64) & 0xFFFFFFFF)
+        return bool((keys[1:] == keys[:-1]).any())
+    distinct = pa.table({"p": parents, "v": values}).group_by(["p", "v"]).aggregate([])
+    return distinct.num_rows != len(values)
+
+
+def _bad_partition(p: pa.StructArray) -> bool:
+    """``kraft._check_partition``: a real topic id, no broker twice in replicas or isr, and an
+    assignment (when given with replicas) naming the replicas' brokers in order."""
+    if _bad_real_uuids(pc.struct_field(p, "topic_id")):
+        return True
+    replicas = pc.struct_field(p, "replicas")
+    if _has_duplicates(replicas) or _has_duplicates(pc.struct_field(p, "isr")):
+        return True
+    assignment = pc.struct_field(p, "assignment")
+    given = pc.fill_null(pc.and_(pc.greater(pc.list_value_length(assignment), 0), pc.is_valid(replicas)), False)
+    if not _any(given):
+        return False
+    assignment, replicas = assignment.filter(given), replicas.filter(given)
+    if not pc.all(pc.equal(pc.list_value_length(assignment), pc.list_value_length(replicas))).as_py():
+        return True
+    brokers = pc.struct_field(pc.list_flatten(assignment), "broker")
+    return not pc.all(pc.equal(brokers, pc.list_flatten(replicas))).as_py()
+
+
+def _bad_register_broker(p: pa.StructArray) -> bool:
+    log_dirs = pc.struct_field(p, "log_dirs")
+    return (
+        _bad_real_uuids(pc.struct_field(p, "incarnation_id"))
+        or _bad_real_uuids(pc.list_flatten(log_dirs))
+        or _has_duplicates(log_dirs)
+    )
+
+
+_CHECKS: dict[type[Record], Callable[[pa.StructArray], bool]] = {
+    Partition: _bad_partition,
+    PartitionChange: _bad_partition,
+    RegisterBroker: _bad_register_broker,
+    BrokerRegistrationChange: lambda p: _bad_real_uuids(pc.list_flatten(pc.struct_field(p, "log_dirs"))),
+    Topic: lambda p: _bad_real_uuids(pc.struct_field(p, "topic_id")),
+    RemoveTopic: lambda p: _bad_real_uuids(pc.struct_field(p, "topic_id")),
+}
+"""Each type's ``_validate`` as Arrow compute over its struct column: True when a row breaks it."""
+
+
+@cache
+def _columnar_checks(cls: type[Record]) -> bool:
+    """Whether ``cls``'s ``__post_init__`` is wholly the generic checks plus ``_CHECKS``."""
+    if cls.__post_init__ is not Record.__post_init__:
+        return False
+    if cls.UNTIL or packed_fields(cls):
+        return False
+    return cls._validate is Record._validate or cls in _CHECKS
+
+
+def _vouch(columns: Columns) -> bool:
+    """Whether every record passes the checks ``Record.__post_init__`` makes (decoding under
+    ``trusted()`` skipped them): False sends the batch to the reference path."""
+    for g in columns.groups:
+        versions = g.fields[0]
+        if not g.cls.MIN_VERSION <= min(versions) <= max(versions) <= current_version(g.cls):
+            return False
+        if not _columnar_checks(g.cls):
+            try:
+                for r in g.records:
+                    r.__post_init__()
+            except (ValueError, TypeError):
+                return False
+            continue
+        payload = g.payload()
+        if payload is None:
+            continue
+        if _bad_nested_uuids(g.cls, payload):
+            return False
+        check = _CHECKS.get(g.cls)
+        if check is not None and check(payload):
+            return False
+    return True
+
+
+def _checked(records: list[Record], upcast: Callable[[int, Record], Record] | None = None) -> Validated | None:
+    """The records as a ``Validated`` batch, or None when the checks cannot vouch for them.
+    ``upcast(index, record)`` replaces records produced at an older version first."""
+    out = Validated(records)
+    columns = Columns(out)
+    if upcast is not None and any(min(g.fields[0]) < current_version(g.cls) for g in columns.groups):
+        for i, r in enumerate(out):
+            if r.version < current_version(type(r)):
+                out[i] = upcast(i, r)
+        columns = Columns(out)
+    if not _vouch(columns):
+        return None
+    out.columns = columns
+    return out
+
+
+# -- the ways a batch arrives --------------------------------------------------------------------
+
+_MSGPACK = msgspec.msgpack.Encoder()
+_BATCH_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])  # type: ignore[valid-type]
+
+
+def _upcast(i: int, record: Record) -> Record:
+    with trusted():
+        return normalize(record, index=i + 1)
+
+
+def from_python(records: Sequence[Record]) -> Validated:
+    """``codec.normalize_batch``, columnar: Structs built in Python, checked and upcast.
+
+    One msgpack round trip checks types and bounds in C; the Python checks run per column.
+    """
+    try:
+        # The collector would scan the batch's tuples again and again as they are made
+        # (``gc_paused``: no reference cycles here).
+        with gc_paused():
+            with trusted():
+                out = _BATCH_DECODER.decode(_MSGPACK.encode(records))
+            checked = _checked(out, _upcast)
+    except (TypeError, ValueError, msgspec.MsgspecError):
+        checked = None
+    if checked is None:
+        return Validated(normalize_batch(records))  # raises the error naming index, type, field
+    return checked
+
+
+def from_lines(lines: Iterable[bytes | str]) -> Validated:
+    """``list(codec.iter_lines(lines))``, columnar: JSON Lines to checked records."""
+    lines = lines if isinstance(lines, list) else list(lines)
+    try:
+        with gc_paused():
+            with trusted():
+                out = [decode_line(line, line_no=no) for no, line in enumerate(lines, 1) if line.strip()]
+            checked = _checked(out)
+    except (TypeError, ValueError, msgspec.MsgspecError):
+        checked = None
+    if checked is None:
+        return Validated(iter_lines(lines))  # raises the error naming line, type and field
+    return checked
+
+
+def from_builtins_batch(raws: Sequence[Any]) -> Validated:
+    """``[codec.from_builtins(raw, line=i + 1) for i, raw in enumerate(raws)]``, columnar: decoded
+    JSON or msgpack objects (an HTTP request's records) to checked records."""
+    try:
+        with gc_paused():
+            with trusted():
+                out = [from_builtins(raw, line=i) for i, raw in enumerate(raws, 1)]
+            checked = _checked(out)
+    except (TypeError, ValueError, msgspec.MsgspecError):
+        checked = None
+    if checked is None:
+        return Validated(from_builtins(raw, line=i) for i, raw in enumerate(raws, 1))
+    return checked

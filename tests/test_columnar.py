@@ -1,0 +1,340 @@
+"""The columnar append path (records.columnar) against the per-record reference path it replaces:
+for generated batches, valid and broken, both give the same records, the same Arrow table, and
+the same error naming line, type and field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from msgspec.structs import force_setattr
+
+from kraftlake.records import (
+    MIGRATING,
+    RECORD_TYPES,
+    Partition,
+    PartitionChange,
+    RecordError,
+    ReplicaDirectory,
+    arrow,
+    columnar,
+    current_version,
+    from_builtins,
+    iter_lines,
+    type_name,
+)
+from kraftlake.records.catalog import BY_NAME
+from kraftlake.records.codec import json_form, normalize_batch
+from kraftlake.testing import batches, records_of
+
+TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
+DIR_A = "yHzNFVl5RoS2TvJfCqg0lw"
+
+BAD_VALUES = (
+    None,
+    "x",
+    -1,
+    -3,
+    2**31,
+    2**63,
+    1.5,
+    True,
+    [],
+    [1, 1],
+    {},
+    "A" * 22,
+)
+"""Values a broken record may hold where a valid one held something else."""
+BAD_UUIDS = (
+    "A" * 22,  # the zero uuid (MIGRATING): reserved
+    "AAAAAAAAAAAAAAAAAAAABg",  # reserved too (a low byte below 100)
+    "AAAAAAAAAAAAAAAAAAAAZA",  # starts like a reserved id, but is not one
+    "AAAAAAAAAAAAAAAAAAAABj",  # 22 characters, but no uuid ends in j
+    "!!!!!!!!!!!!!!!!!!!!!A",
+)
+
+
+def _outcome(fn: Any) -> tuple[Any, ...]:
+    try:
+        return ("ok", list(fn()))
+    except RecordError as exc:
+        return ("error", str(exc), exc.to_dict())
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths to every value inside a record's builtins (type tag excepted)."""
+    out = [path] if path and path != ("type",) else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _leaves(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _leaves(v, (*path, i))
+    return out
+
+
+def _set(value: Any, path: tuple[Any, ...], new: Any) -> None:
+    for k in path[:-1]:
+        value = value[k]
+    value[path[-1]] = new
+
+
+def _get(value: Any, path: tuple[Any, ...]) -> Any:
+    for k in path:
+        value = value[k]
+    return value
+
+
+def _builtins(record: Any) -> dict[str, Any]:
+    """A record as a JSON client sends it (lists, not tuples)."""
+    return msgspec.json.decode(msgspec.json.encode(json_form(record)))
+
+
+@st.composite
+def broken(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A valid batch as JSON builtins with one record broken (or, by chance, still valid: a
+    changed optional field, an older version): wrong types, out-of-range integers, bad and
+    reserved uuids, brokers listed twice, misaligned assignments, unknown and missing fields,
+    unknown types and versions."""
+    # The record to break is more often of a type whose rules the columnar checks port.
+    ported = st.sampled_from(sorted(columnar._CHECKS, key=type_name))
+    cls = draw(st.one_of(ported, ported, st.sampled_from(RECORD_TYPES)))
+    raws = [_builtins(r) for r in draw(batches(max_size=5))]
+    d = _builtins(draw(records_of(cls)))
+    raws.insert(draw(st.integers(0, len(raws))), d)
+    how = draw(st.sampled_from(("value", "value", "uuid", "repeat", "repeat", "drop", "extra", "version", "type")))
+    paths = _leaves(d)
+    uuids = [p for p in paths if isinstance(_get(d, p), str) and len(_get(d, p)) == 22]
+    if how == "value" and paths:
+        _set(d, draw(st.sampled_from(paths)), draw(st.sampled_from(BAD_VALUES)))
+    elif how == "uuid" and uuids:
+        _set(d, draw(st.sampled_from(uuids)), draw(st.sampled_from(BAD_UUIDS)))
+    elif how == "repeat":
+        lists = [p for p in paths if isinstance(_get(d, p), list) and _get(d, p)]
+        if lists:
+            items = _get(d, draw(st.sampled_from(lists)))
+            items.append(items[draw(st.integers(0, len(items) - 1))])
+    elif how == "drop":
+        keys = [k for k in d if k != "type"]
+        if keys:
+            del d[draw(st.sampled_from(keys))]
+    elif how == "extra":
+        d["no_such_field"] = 1
+    elif how == "version":
+        d["version"] = draw(st.sampled_from((cls.MIN_VERSION, current_version(cls) + 1, -1)))
+    else:
+        d["type"] = draw(st.sampled_from(("NoSuchRecord", "Partition", "PartitionChange")))
+    return raws
+
+
+uuids = st.one_of(
+    st.sampled_from((TOPIC, DIR_A)), st.sampled_from((TOPIC, DIR_A, MIGRATING)), st.sampled_from(BAD_UUIDS)
+)
+small_lists = st.lists(st.integers(0, 4), max_size=4)
+
+
+@st.composite
+def partition_like(draw: st.DrawFn) -> dict[str, Any]:
+    """A Partition, PartitionChange, RegisterBroker or BrokerRegistrationChange whose lists may
+    repeat a broker or directory, whose assignment may disagree with its replicas and whose
+    uuids may be reserved or malformed: the rules ``columnar._CHECKS`` ports, hit often."""
+    kind = draw(st.sampled_from(("Partition", "PartitionChange", "RegisterBroker", "BrokerRegistrationChange")))
+    if kind in ("RegisterBroker", "BrokerRegistrationChange"):
+        d = {"type": kind, "broker_id": 1, "broker_epoch": 0, "log_dirs": draw(st.lists(uuids, max_size=3))}
+        if kind == "RegisterBroker":
+            d["incarnation_id"] = draw(uuids)
+        return d
+    d = {"type": kind, "partition_id": 0, "topic_id": draw(uuids), "leader": -1}
+    for name in ("replicas", "isr"):
+        if kind == "Partition" or draw(st.booleans()):
+            d[name] = draw(small_lists)
+    if draw(st.booleans()):
+        brokers = d.get("replicas", []) if draw(st.booleans()) else draw(small_lists)
+        d["assignment"] = [{"broker": b, "directory": draw(uuids)} for b in brokers]
+    return d
+
+
+@settings(max_examples=300)
+@given(raws=st.lists(partition_like(), min_size=1, max_size=6))
+def test_the_ported_rules_agree_with_the_records_own_checks(raws):
+    lines = [msgspec.json.encode(raw) for raw in raws]
+    want = _outcome(lambda: iter_lines(lines))
+    assert _outcome(lambda: columnar.from_lines(lines)) == want
+    if want[0] == "ok":
+        assert columnar.from_lines(lines).columns is not None
+        _same_tables(columnar.from_lines(lines), want[1])
+
+
+def _same_tables(got: list, want: list) -> None:
+    for kw in ({"first_offset": 0, "ts_ms": 1_700_000_000_000}, {"first_offset": 2**40, "ts_ms": 5}):
+        a = arrow.to_table(want, **kw, producer="p", producer_seq=3)
+        b = columnar.to_table(got, **kw, producer="p", producer_seq=3)
+        assert b.schema == a.schema
+        assert b.equals(a)
+        assert columnar.to_table(list(got), **kw).equals(arrow.to_table(want, **kw))  # no cached columns
+
+
+@settings(max_examples=150)
+@given(batch=batches(max_size=30))
+def test_valid_batches_give_the_reference_records_and_table(batch):
+    want = normalize_batch(batch)
+    got = columnar.from_python(batch)
+    assert got == want
+    assert got.columns is not None  # vouched for by the columnar checks, not handed back
+    _same_tables(got, want)
+    lines = [msgspec.json.encode(json_form(r)) for r in batch]
+    assert columnar.from_lines(lines) == list(iter_lines(lines)) == want
+    assert columnar.from_lines(lines).columns is not None
+    raws = [msgspec.json.decode(line) for line in lines]
+    assert columnar.from_builtins_batch(raws) == [from_builtins(raw, line=i + 1) for i, raw in enumerate(raws)]
+    assert columnar.from_builtins_batch(raws).columns is not None
+
+
+@settings(max_examples=400)
+@given(raws=broken())
+def test_broken_batches_give_the_reference_error(raws):
+    lines = [msgspec.json.encode(raw) for raw in raws]
+    lines.insert(1, b"   ")  # a blank line: skipped, but counted in line numbers
+    want = _outcome(lambda: iter_lines(lines))
+    got = _outcome(lambda: columnar.from_lines(lines))
+    assert got == want
+    want = _outcome(lambda: [from_builtins(raw, line=i + 1) for i, raw in enumerate(raws)])
+    assert _outcome(lambda: columnar.from_builtins_batch(raws)) == want
+    if want[0] == "ok":
+        _same_tables(columnar.from_builtins_batch(raws), want[1])
+
+
+def _python_batch(raws: list[dict[str, Any]]) -> list:
+    """Records as a Python caller holds them: built from valid values, then given the broken
+    ones the way a constructor would (constructors do not check types)."""
+    out = []
+    for raw in raws:
+        cls = BY_NAME.get(raw.get("type"))
+        try:
+            out.append(from_builtins(raw))
+            continue
+        except RecordError:
+            pass
+        if cls is None:
+            continue
+        template = next((from_builtins(r) for r in raws if r.get("type") == raw["type"] and _valid(r)), None)
+        if template is None:
+            continue
+        for k, v in raw.items():
+            if k in cls.__struct_fields__:
+                force_setattr(template, k, v)
+        out.append(template)
+    return out
+
+
+def _valid(raw: dict[str, Any]) -> bool:
+    try:
+        from_builtins(raw)
+    except RecordError:
+        return False
+    return True
+
+
+@settings(max_examples=300)
+@given(raws=broken())
+def test_broken_python_records_give_the_reference_error(raws):
+    batch = _python_batch(raws)
+    if not batch:
+        return
+    want = _outcome(lambda: normalize_batch(batch))
+    assert _outcome(lambda: columnar.from_python(batch)) == want
+    if want[0] == "ok":
+        _same_tables(columnar.from_python(batch), want[1])
+
+
+# -- the rules the columnar checks port, one by one ------------------------------------------------
+
+
+def _line(**fields: Any) -> bytes:
+    return msgspec.json.encode({"type": "PartitionChange", "partition_id": 0, "topic_id": TOPIC, **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"topic_id": "A" * 22}, "topic_id", "reserved id"),
+        ({"topic_id": "AAAAAAAAAAAAAAAAAAAAAB"}, "topic_id", "is not a Kafka uuid"),
+        ({"isr": [1, 2, 1]}, "isr", "lists a broker twice"),
+        ({"replicas": [3, 3]}, "replicas", "lists a broker twice"),
+        (
+            {"replicas": [1, 2], "assignment": [{"broker": 1, "directory": DIR_A}]},
+            "assignment",
+            "has 1 entries but `replicas` has 2",
+        ),
+        (
+            {"replicas": [1, 2], "assignment": [{"broker": 2, "directory": DIR_A}, {"broker": 1, "directory": DIR_A}]},
+            "assignment",
+            "entry 0 is broker 2 but replicas[0] is 1",
+        ),
+        ({"assignment": [{"broker": 1, "directory": "B" * 22}]}, "assignment[0].directory", "is not a Kafka uuid"),
+        ({"version": 3}, "version", "versions 0..2, got 3"),
+    ],
+)
+def test_each_ported_rule_rejects_with_the_reference_words(fields, field, words):
+    lines = [_line(leader=1), _line(**fields)]
+    with pytest.raises(RecordError) as exc:
+        columnar.from_lines(lines)
+    assert (exc.value.line, exc.value.record_type, exc.value.field) == (2, "PartitionChange", field)
+    assert words in exc.value.message
+
+
+def test_reserved_directories_are_fine_in_an_assignment():
+    lines = [_line(replicas=[1], assignment=[{"broker": 1, "directory": MIGRATING}])]
+    (record,) = columnar.from_lines(lines)
+    assert record.assignment == (ReplicaDirectory(broker=1, directory=MIGRATING),)
+
+
+def test_an_old_version_is_upcast_as_the_reference_does():
+    old = Partition(version=0, partition_id=0, topic_id=TOPIC, replicas=(3, 1), isr=(3,), leader=3)
+    (record,) = columnar.from_python([old])
+    assert record.version == 0 and [a.directory for a in record.assignment] == [MIGRATING, MIGRATING]
+    assert columnar.from_python([old]) == normalize_batch([old])
+
+
+def test_python_record_with_a_bad_type_names_index_and_field():
+    good = PartitionChange(partition_id=0, topic_id=TOPIC, leader=1)
+    bad = PartitionChange(partition_id=0, topic_id=TOPIC, isr=(1, -3))  # constructors skip ranges
+    with pytest.raises(RecordError) as exc:
+        columnar.from_python([good, bad])
+    assert (exc.value.line, exc.value.record_type, exc.value.field) == (2, "PartitionChange", "isr[1]")
+
+
+def test_the_checked_batch_carries_its_columns_into_the_table():
+    batch = columnar.from_lines([_line(leader=1), b'{"type":"NoOp"}', _line(isr=[1, 2])])
+    assert batch.columns is not None
+    table = columnar.to_table(batch, first_offset=10, ts_ms=1)
+    assert table.column("type").to_pylist() == ["PartitionChange", "NoOp", "PartitionChange"]
+    assert table.column("key").to_pylist() == [f"partition/{TOPIC}/0", "cluster", f"partition/{TOPIC}/0"]
+    assert table.column("partition_change").to_pylist()[1] is None
+    assert table.equals(arrow.to_table(list(batch), first_offset=10, ts_ms=1))
+
+
+@settings(max_examples=50)
+@given(batch=batches(max_size=20), first=st.integers(0, 2**40))
+def test_the_record_column_is_each_record_encoded_as_stored(batch, first):
+    column = arrow.record_column(batch, first_offset=first, ts_ms=5)
+    stored = [
+        msgspec.structs.replace(
+            r,
+            offset=first + i,
+            ts_ms=5 if r.ts_ms is None else r.ts_ms,
+            source_offset=r.offset if r.source_offset is None else r.source_offset,
+        )
+        for i, r in enumerate(batch)
+    ]
+    assert column.type == pa.binary()
+    assert column.to_pylist() == [msgspec.msgpack.encode(r) for r in stored]
+
+
+def test_an_empty_batch_is_an_empty_table():
+    assert columnar.from_lines([b"", b"  "]) == []
+    assert columnar.to_table([], first_offset=0, ts_ms=1).equals(arrow.to_table([], first_offset=0, ts_ms=1))
