@@ -42,6 +42,9 @@ __all__ = [
     "AuditorElected",
     "RecoveryDelayChanged",
     "LedgerEntriesWritten",
+    "BookieDecommissionStarted",
+    "BookieDecommissioned",
+    "LedgerReplicationToggled",
     "BOOKKEEPER_RECORDS",
 ]
 
@@ -239,6 +242,39 @@ class LedgerEntriesWritten(BookKeeperRecord, frozen=True, kw_only=True):
     last_add_confirmed: EntryId
 
 
+class BookieDecommissionStarted(BookKeeperRecord, frozen=True, kw_only=True):
+    """The classic decommission (``BookKeeperAdmin.decommissionBookie``) of a bookie that is stopped
+    (neither writable nor read-only) began: it triggered an audit and waits for the bookie's
+    ledgers to be re-replicated. Distinct from BP-4's drain of a live bookie (``BookieStateChange``
+    to DRAINING)."""
+
+    version: int = 0
+    KEY = "bookie/{r.bookie_id}"
+    bookie_id: BookieId
+    delete_cookie: bool = True
+
+
+class BookieDecommissioned(BookKeeperRecord, frozen=True, kw_only=True):
+    """The decommission finished: no ensemble names the bookie and no mark lists it. With
+    ``delete_cookie`` its cookie is deleted and the cluster forgets it (the CLI always deletes it,
+    the HTTP call when asked, BP-68); an id registered again is a new bookie."""
+
+    version: int = 0
+    KEY = "bookie/{r.bookie_id}"
+    bookie_id: BookieId
+    delete_cookie: bool = True
+
+
+class LedgerReplicationToggled(BookKeeperRecord, frozen=True, kw_only=True):
+    """Ledger replication was disabled or enabled (``LedgerUnderreplicationManager``'s ``disable``
+    znode): while disabled the auditor's audits and the replication workers wait
+    (``waitIfLedgerReplicationDisabled``)."""
+
+    version: int = 0
+    KEY = "auditor"
+    enabled: bool
+
+
 def _ensemble(ensemble: tuple[str, ...], size: int) -> None:
     if len(ensemble) != size:
         raise ValueError(f"`ensemble`: has {len(ensemble)} bookies, the ensemble size is {size}")
@@ -264,5 +300,9 @@ BOOKKEEPER_RECORDS: tuple[type[Record], ...] = (
     AuditorElected,
     RecoveryDelayChanged,
     LedgerEntriesWritten,
+    BookieDecommissionStarted,
+    BookieDecommissioned,
+    LedgerReplicationToggled,
 )
-"""Every BookKeeper record type: the issue's list, then the writer's observation."""
+"""Every BookKeeper record type: the issue's list, then the writer's observation, then the classic
+decommission and the replication switch."""

@@ -20,6 +20,10 @@ NOTHING_TO_DO = "NOTHING_TO_DO"
 WAITING = "WAITING"
 REPAIR_FAILED = "REPAIR_FAILED"
 REPLICATION_DISABLED = "REPLICATION_DISABLED"
+ILLEGAL_OP = "ILLEGAL_OP"
+"""``BKException.Code.IllegalOpException``: a decommission of a bookie still writable or read-only."""
+NO_AUDITOR = "NO_AUDITOR"
+"""``triggerAudit`` finds no auditor elected (an ``UnavailableException``)."""
 
 OPEN_LEDGER_GRACE_MS = 30_000
 """``openLedgerRereplicationGracePeriod`` (BookKeeper's default, ``ServerConfiguration``)."""
@@ -74,6 +78,8 @@ class Replicate(Command, frozen=True, kw_only=True):
 
     worker: str
     now_ms: int
+    read_fails: bool = False
+    """The copy's reads fail (a transient ``BKException`` from a bookie): the repair fails."""
     grace_ms: int = OPEN_LEDGER_GRACE_MS
     lock_release_ms: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS
 
@@ -95,6 +101,24 @@ class ChangeBookieState(Command, frozen=True, kw_only=True):
 
 class CheckDrains(Command, frozen=True, kw_only=True):
     """Draining bookies that nothing references any more become DRAINED."""
+
+
+class DecommissionBookie(Command, frozen=True, kw_only=True):
+    """The classic decommission (``BookKeeperAdmin.decommissionBookie``): refused while the bookie
+    is writable or read-only; else an audit is triggered and the bookie's ledgers are waited for."""
+
+    bookie_id: str
+    delete_cookie: bool = True
+
+
+class CheckDecommissions(Command, frozen=True, kw_only=True):
+    """Decommissions whose bookie nothing names or lists any more finish (the cookie goes)."""
+
+
+class SetReplicationEnabled(Command, frozen=True, kw_only=True):
+    """``BookKeeperAdmin``'s enable/disable of auto-recovery (``bookkeeper shell autorecovery``)."""
+
+    enabled: bool
 
 
 class SetRecoveryDelay(Command, frozen=True, kw_only=True):

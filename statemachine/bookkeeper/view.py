@@ -120,6 +120,8 @@ class BookiesImage(msgspec.Struct, frozen=True, kw_only=True):
     failures: dict[str, int]
     audit_due: tuple[tuple[str, int], ...]
     lost_at: tuple[tuple[str, int], ...]
+    decommissioning: tuple[tuple[str, bool], ...] = ()
+    replication_enabled: bool = True
 
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
@@ -161,6 +163,8 @@ class BookiesView:
         "refs",
         "held_until",
         "failures",
+        "decommissioning",
+        "replication_enabled",
     )
 
     def __init__(self) -> None:
@@ -181,6 +185,10 @@ class BookiesView:
         """Locked ledger -> when its worker releases it after a failed repair."""
         self.failures: dict[str, int] = {}
         """"<worker> <ledger>" -> failed repairs of that ledger on that worker (the backoff's n)."""
+        self.decommissioning: dict[str, bool] = {}
+        """Bookie -> whether its classic decommission deletes the cookie (``BookieDecommissionStarted``)."""
+        self.replication_enabled = True
+        """Ledger replication on (``LedgerReplicationToggled``): off, the auditor and workers wait."""
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -201,6 +209,18 @@ class BookiesView:
 
     def lost(self) -> list[str]:
         return sorted(b.bookie_id for b in self.bookies.values() if b.availability == Availability.LOST.value)
+
+    def unavailable_named(self) -> list[str]:
+        """Bookies some ensemble names that are neither writable nor read-only, registered or never
+        seen: what ``AuditorBookieCheckTask.auditBookies`` counts as lost (the bookie-to-ledgers
+        index's keys minus the available bookies)."""
+        return sorted(b for b in self.refs if not self.available(b))
+
+    def unmarked(self, bookie: str) -> list[int]:
+        """Ledgers naming ``bookie`` whose mark does not list it (all of them, when unmarked)."""
+        return sorted(
+            i for i in self.refs.get(bookie, ()) if bookie not in getattr(self.under_replicated.get(i), "missing", ())
+        )
 
     def copies(self, ledger: Ledger, entry: int) -> int:
         """Bookies of the entry's write set that are available and hold it."""
@@ -235,6 +255,8 @@ class BookiesView:
             "failures": dict(sorted(self.failures.items())),
             "audit_due": tuple(sorted(self.audit_due.items())),
             "lost_at": tuple(sorted(self.lost_at.items())),
+            "decommissioning": tuple(sorted(self.decommissioning.items())),
+            "replication_enabled": self.replication_enabled,
         }
 
     def image(self) -> BookiesImage:
@@ -271,4 +293,6 @@ class BookiesView:
         v.failures = dict(image.failures)
         v.audit_due = dict(image.audit_due)
         v.lost_at = dict(image.lost_at)
+        v.decommissioning = dict(image.decommissioning)
+        v.replication_enabled = image.replication_enabled
         return v
