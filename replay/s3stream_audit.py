@@ -164,6 +164,17 @@ class StreamsAudit:
         self.books.checked["S6"] += right
         self.pending.clear()
 
+    def _early_delete(self, r: RemoveS3Object, offset: int, ts: int | None) -> None:
+        """S13: a MARK_DESTROYED object is deleted no sooner than the retention after its marking."""
+        marked = self.view.marked_at.get(r.object_id)
+        if marked is None or ts is None:
+            return  # not marked (KEEP_DATA drops the metadata at once), or no time to judge by
+        self.books.checked["S13"] += 1
+        retention = self.books.config.object_retention_ms
+        if ts - marked < retention:
+            bad = say("S13", "early", age=ts - marked, retention=retention)
+            self._instant("S13", f"object/{r.object_id}", offset, bad)
+
     def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
         """S7 for every entity referencing ``object_id``."""
         for entity in sorted(self.refs.get(object_id, ())):
@@ -277,6 +288,7 @@ class StreamsAudit:
         elif cls is S3Object:
             self._object(r, offset, ts)
         elif cls is RemoveS3Object:
+            self._early_delete(r, offset, ts)  # type: ignore[arg-type]
             apply(view, r)
             self._object_refs(r.object_id, offset, ts)
             self._state("S11", f"object/{r.object_id}", offset, ts, None)

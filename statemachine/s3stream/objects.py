@@ -163,8 +163,15 @@ def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decisio
     return c.Decision(records=tuple(out))
 
 
-def delete_marked(view: StreamsView, cmd: c.DeleteMarkedObjects) -> c.Decision:
-    """4.15: the objects marked destroyed at least ``retention_ms`` ago are deleted from storage."""
+def delete_marked(view: StreamsView, cmd: c.DeleteMarkedObjects, *, by_timestamp: bool = False) -> c.Decision:
+    """4.15: the objects marked destroyed at least ``retention_ms`` ago (``view.marked_at``: AutoMQ
+    deletes them after one to two retention periods from when they were marked) are deleted from
+    storage. ``by_timestamp``: the faulty check of ``bugs`` ages them by the record's timestamp,
+    0 for an expired PREPARED object from V2, so those go at the next check."""
     objects = view.objects
-    due = sorted(i for i in view.marked_ids if cmd.now_ms - objects[i].timestamp >= cmd.retention_ms)
+
+    def marked(i: int) -> int:
+        return objects[i].timestamp if by_timestamp else view.marked_at.get(i, objects[i].timestamp)
+
+    due = sorted(i for i in view.marked_ids if cmd.now_ms - marked(i) >= cmd.retention_ms)
     return c.Decision(records=tuple(RemoveS3Object(object_id=i) for i in due[: cmd.limit]))
