@@ -395,7 +395,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "lost": "entries {entries} have no available replica (E/W/A {ensemble_size}/{write_quorum}/{ack_quorum})"
         },
     ),
-    # -- issue 35 (AutoMQ's and BookKeeper's own behaviours): B9, B10, S13 ------------------------
+    # -- issue 35 (AutoMQ's and BookKeeper's own behaviours): B9, B10, S13, S14 ---------------------
     Invariant(
         "B9",
         BOOKKEEPER,
@@ -421,6 +421,13 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a MARK_DESTROYED object is deleted no sooner than the object retention after it was marked (AutoMQ's S3ObjectControlManager deletes after one to two retention periods, s3.object.delete.retention.minutes)",
         messages={"early": "deleted {age} ms after it was marked destroyed, before the retention of {retention} ms"},
+    ),
+    Invariant(
+        "S14",
+        S3STREAM,
+        ERROR,
+        "a node's registration never goes back to a lower node epoch (AutoMQ's NodeControlManager.register answers NODE_EPOCH_EXPIRED)",
+        messages={"epoch_back": "registered at epoch {new}, below its epoch {old}"},
     ),
     Invariant(
         "S12",

@@ -142,7 +142,11 @@ def mark_destroy(
 
 def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decision:
     """4.15: PREPARED objects whose deadline passed are marked destroyed (V2+: timestamp 0, bucket
-    MATCH_ALL; before: the deadline as mark-destroy time), oldest ids first, ``limit`` per round."""
+    MATCH_ALL; before: the deadline as mark-destroy time), oldest ids first, ``limit`` per round;
+    nothing while the last storage deletion is in flight (``checkS3ObjectsLifecycle`` returns at
+    once while ``lastCleanCf`` is not done: one deletion in flight at a time)."""
+    if cmd.deletion_in_flight:
+        return c.Decision()
     out: list = []
     for obj in view.prepared():
         if len(out) >= cmd.limit:
@@ -168,6 +172,8 @@ def delete_marked(view: StreamsView, cmd: c.DeleteMarkedObjects, *, by_timestamp
     deletes them after one to two retention periods from when they were marked) are deleted from
     storage. ``by_timestamp``: the faulty check of ``bugs`` ages them by the record's timestamp,
     0 for an expired PREPARED object from V2, so those go at the next check."""
+    if cmd.deletion_in_flight:
+        return c.Decision()
     objects = view.objects
 
     def marked(i: int) -> int:

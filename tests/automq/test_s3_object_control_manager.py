@@ -80,8 +80,24 @@ def test_testExpiredCheck(version):
 
 
 def test_testCheckS3ObjectsLifecycle_inflightLimit():
-    """Cannot apply: the limit on in-flight deletions (the next check waits for the last one) is
-    issue 35's finding 6, not modelled yet."""
+    """While the last storage deletion is in flight (AutoMQ's ``lastCleanCf``; the test's delayed
+    storage mock), a check neither marks nor deletes; once it finished, the next object goes."""
+    k = _controller()
+    k.run(c.PrepareObjects(node_id=1, count=1, ttl_ms=1000, now_ms=k.now))
+    k.now += 1001
+    k.run(c.CheckObjectLifecycle(now_ms=k.now))
+    k.now += RETENTION + 1
+    first = k.run(c.DeleteMarkedObjects(now_ms=k.now, retention_ms=RETENTION)).records
+    assert [r.object_id for r in first] == [0]
+    k.run(c.PrepareObjects(node_id=1, count=1, ttl_ms=1000, now_ms=k.now))
+    k.now += 1001
+    assert k.run(c.CheckObjectLifecycle(now_ms=k.now, deletion_in_flight=True)).records == ()
+    assert k.view.prepared_ids == {1}
+    k.run(c.CheckObjectLifecycle(now_ms=k.now))
+    k.now += RETENTION + 1
+    assert k.run(c.DeleteMarkedObjects(now_ms=k.now, retention_ms=RETENTION, deletion_in_flight=True)).records == ()
+    second = k.run(c.DeleteMarkedObjects(now_ms=k.now, retention_ms=RETENTION)).records
+    assert [r.object_id for r in second] == [1] and k.view.objects == {}
 
 
 def test_testDeleteTooManyOneRequest():
