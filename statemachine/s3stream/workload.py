@@ -29,6 +29,7 @@ from . import commands as c
 from .bugs import BUGS
 from .decider import decide
 from .reducer import apply
+from .snapshot import image_records, load
 from .view import AUTOMQ_VERSION, LATEST, StreamsView
 
 OPERATIONS = ("append", "upload", "compact", "compact-stream-objects", "trim", "reassign", "failover", "delete", "leak")
@@ -449,6 +450,11 @@ class Cluster(Simulation):
             self.run(c.DeleteMarkedObjects(now_ms=self.now, retention_ms=self.config.retention_ms))
             # Every node of the workload stays active: the clean-up finds no node scaled in.
             self.run(c.CleanupScaleInNodes(active_nodes=tuple(range(self.config.nodes)), now_ms=self.now))
+        if self.op % 200 == 0:
+            # The active controller changes: the new one loads the image from its snapshot records.
+            offset = self.view.offset
+            self.view = load(image_records(self.view))
+            self.view.offset = offset
 
     def step(self) -> None:
         self.op += 1
