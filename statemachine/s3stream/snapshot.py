@@ -7,6 +7,8 @@ and nothing else (entries the snapshot lacks are gone). ``replay(image_records(v
 
 from __future__ import annotations
 
+import msgspec
+
 from kraftlake.records.base import Record
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
@@ -51,22 +53,21 @@ def image_records(view: StreamsView) -> list[Record]:
             object_id=i, object_size=o.size, object_state=o.state, timestamp=o.timestamp, attributes=o.attributes
         )
         if o.state == ObjectState.MARK_DESTROYED and i in view.marked_at:
-            rec = S3Object(**{**_fields(rec), "ts_ms": view.marked_at[i]})  # when it was marked
+            rec = msgspec.structs.replace(rec, ts_ms=view.marked_at[i])  # when it was marked
         out.append(rec)
     for i, ranges in sorted(view.object_index.items()):
         out.append(ObjectWritten(node_id=_writer(view, i), object_id=i, ranges=ranges))
     for sid, s in sorted(view.streams.items()):
         tags = tuple(StreamTag(key=k, value=v) for k, v in sorted(s.tags.items()))
-        out.append(
-            S3Stream(
-                stream_id=sid,
-                epoch=s.epoch,
-                range_index=s.range_index,
-                start_offset=min(s.start_offset, s.end_offset),
-                stream_state=s.state,
-                tags=tags,
-            )
+        head = S3Stream(
+            stream_id=sid,
+            epoch=s.epoch,
+            range_index=s.range_index,
+            start_offset=min(s.start_offset, s.end_offset),
+            stream_state=s.state,
+            tags=tags,
         )
+        out.append(head)
         for _, r in sorted(s.ranges.items()):
             out.append(
                 Range(
@@ -86,16 +87,7 @@ def image_records(view: StreamsView) -> list[Record]:
             )
         out.append(S3StreamEndOffsets(end_offsets=(StreamEndOffset(stream_id=sid, end_offset=s.end_offset),)))
         if s.start_offset > s.end_offset:  # a trim beyond the end: the start is written after the end
-            out.append(
-                S3Stream(
-                    stream_id=sid,
-                    epoch=s.epoch,
-                    range_index=s.range_index,
-                    start_offset=s.start_offset,
-                    stream_state=s.state,
-                    tags=tags,
-                )
-            )
+            out.append(msgspec.structs.replace(head, start_offset=s.start_offset))
     for nid, n in sorted(view.nodes.items()):
         out.append(NodeWALMetadata(node_id=nid, node_epoch=n.node_epoch, failover_mode=n.failover_mode))
         for _, o in sorted(n.stream_set_objects.items()):
@@ -124,10 +116,6 @@ def load(records: list[Record]) -> StreamsView:
     """``finishSnapshot``: the view a snapshot holds, whatever was there before."""
     view = replay(records)
     return view
-
-
-def _fields(rec: S3Object) -> dict:
-    return {f: getattr(rec, f) for f in rec.__struct_fields__}
 
 
 def _writer(view: StreamsView, object_id: int) -> int:
