@@ -23,6 +23,7 @@ from .types import Int64
 
 __all__ = [
     "BookieState",
+    "AuditorCheck",
     "Availability",
     "BookieId",
     "LedgerId",
@@ -45,6 +46,7 @@ __all__ = [
     "BookieDecommissionStarted",
     "BookieDecommissioned",
     "LedgerReplicationToggled",
+    "AuditorCheckRan",
     "BOOKKEEPER_RECORDS",
 ]
 
@@ -57,6 +59,13 @@ class BookieState(str, Enum):
     DRAINING = "DRAINING"
     DRAINING_FAILED = "DRAINING_FAILED"
     DRAINED = "DRAINED"
+
+
+class AuditorCheck(str, Enum):
+    """The auditor's periodic checks kraftlake schedules."""
+
+    BOOKIE = "bookie"
+    ALL_LEDGERS = "all_ledgers"
 
 
 class Availability(str, Enum):
@@ -275,6 +284,19 @@ class LedgerReplicationToggled(BookKeeperRecord, frozen=True, kw_only=True):
     enabled: bool
 
 
+class AuditorCheckRan(BookKeeperRecord, frozen=True, kw_only=True):
+    """One of the auditor's periodic checks fired (``Auditor``'s fixed-rate schedules): ``check`` is
+    ``bookie`` (``AuditorBookieCheckTask``; BookKeeper keeps when it ran in the auditor's memory, a
+    new auditor starts its schedule again) or ``all_ledgers`` (``AuditorCheckAllLedgersTask``;
+    ``completed`` is the ``checkallledgersctime`` znode written after a successful run). A run
+    skipped while a delayed audit waits still fires: ``completed`` False."""
+
+    version: int = 0
+    KEY = "auditor"
+    check: AuditorCheck
+    completed: bool = True
+
+
 def _ensemble(ensemble: tuple[str, ...], size: int) -> None:
     if len(ensemble) != size:
         raise ValueError(f"`ensemble`: has {len(ensemble)} bookies, the ensemble size is {size}")
@@ -303,6 +325,7 @@ BOOKKEEPER_RECORDS: tuple[type[Record], ...] = (
     BookieDecommissionStarted,
     BookieDecommissioned,
     LedgerReplicationToggled,
+    AuditorCheckRan,
 )
 """Every BookKeeper record type: the issue's list, then the writer's observation, then the classic
 decommission and the replication switch."""

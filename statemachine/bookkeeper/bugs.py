@@ -51,7 +51,11 @@ def auditor_ignores_unregistered(view: BookiesView, cmd: c.Command) -> c.Decisio
         return auditor.tick(view, cmd, registered_only=True)
     if isinstance(cmd, c.PeriodicCheck):
         return c.Decision()
-    return decide(view, cmd)
+    d = decide(view, cmd)
+    if isinstance(cmd, c.RunPeriodicChecks):  # its bookie check skips them too
+        keep = tuple(r for r in d.records if all(b in view.bookies for b in getattr(r, "missing", ())))
+        return c.Decision(records=keep, reply=d.reply)
+    return d
 
 
 def worker_never_releases(view: BookiesView, cmd: c.Command) -> c.Decision:

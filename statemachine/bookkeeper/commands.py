@@ -33,6 +33,8 @@ base / 32 x 2^n for n < 5, then base (9.375 s, 18.75 s, ... 300 s), as
 ``ReplicationWorker.deferLedgerLockReleaseOfFailedLedger`` holds it."""
 PERIODIC_BOOKIE_CHECK_MS = 86_400_000
 """``auditorPeriodicBookieCheckInterval``."""
+PERIODIC_CHECK_ALL_LEDGERS_MS = 604_800_000
+"""``auditorPeriodicCheckInterval`` (checkAllLedgers, a week)."""
 
 
 def lock_hold_ms(failures: int, base: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS) -> int:
@@ -90,6 +92,14 @@ class PeriodicCheck(Command, frozen=True, kw_only=True):
     ``AuditorBookieCheckTask`` skips it while ``hasBookieCheckTask()``."""
 
     now_ms: int
+
+
+class RunPeriodicChecks(Command, frozen=True, kw_only=True):
+    """The auditor's scheduler at ``now_ms``: the checks that fall due fire (``schedule``)."""
+
+    now_ms: int
+    bookie_interval_ms: int = PERIODIC_BOOKIE_CHECK_MS
+    all_ledgers_interval_ms: int = PERIODIC_CHECK_ALL_LEDGERS_MS
 
 
 class ChangeBookieState(Command, frozen=True, kw_only=True):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
+    AuditorCheckRan,
     AuditorElected,
     Availability,
     BookieAvailability,
@@ -250,6 +251,8 @@ def _full_audit(v: BookiesView, now: int) -> None:
 
 def _auditor(v: BookiesView, r: AuditorElected, offset: int) -> None:
     v.auditor = r.auditor
+    v.auditor_since = _ts(r)
+    v.check_fired.clear()  # a new auditor's schedules start again (the completion times stay)
     # The new auditor's periodic bookie check runs at once (``Auditor.scheduleBookieCheckTask``,
     # initial delay 0), unless a delayed audit is pending, which it skips for (``hasBookieCheckTask``).
     if not v.audit_due:
@@ -291,6 +294,12 @@ def _replication(v: BookiesView, r: LedgerReplicationToggled, offset: int) -> No
     v.replication_enabled = r.enabled
 
 
+def _check_ran(v: BookiesView, r: AuditorCheckRan, offset: int) -> None:
+    v.check_fired[r.check.value] = _ts(r)
+    if r.completed:
+        v.check_ctime[r.check.value] = _ts(r)
+
+
 def _written(v: BookiesView, r: LedgerEntriesWritten, offset: int) -> None:
     ledger = v.ledgers.get(r.ledger_id)
     if ledger is not None:
@@ -316,6 +325,7 @@ _APPLY: dict[type, Handler] = {
     BookieDecommissionStarted: _decommission_started,
     BookieDecommissioned: _decommissioned,
     LedgerReplicationToggled: _replication,
+    AuditorCheckRan: _check_ran,
 }
 """Record class -> its handler; every other record leaves the bookies view alone."""
 

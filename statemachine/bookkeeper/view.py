@@ -122,6 +122,9 @@ class BookiesImage(msgspec.Struct, frozen=True, kw_only=True):
     lost_at: tuple[tuple[str, int], ...]
     decommissioning: tuple[tuple[str, bool], ...] = ()
     replication_enabled: bool = True
+    auditor_since: int | None = None
+    check_fired: tuple[tuple[str, int], ...] = ()
+    check_ctime: tuple[tuple[str, int], ...] = ()
 
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
@@ -165,6 +168,9 @@ class BookiesView:
         "failures",
         "decommissioning",
         "replication_enabled",
+        "auditor_since",
+        "check_fired",
+        "check_ctime",
     )
 
     def __init__(self) -> None:
@@ -189,6 +195,12 @@ class BookiesView:
         """Bookie -> whether its classic decommission deletes the cookie (``BookieDecommissionStarted``)."""
         self.replication_enabled = True
         """Ledger replication on (``LedgerReplicationToggled``): off, the auditor and workers wait."""
+        self.auditor_since: int | None = None
+        """When the auditor in office was elected: its periodic schedules start there."""
+        self.check_fired: dict[str, int] = {}
+        """Periodic check -> when the auditor in office last fired it (``AuditorCheckRan``)."""
+        self.check_ctime: dict[str, int] = {}
+        """Periodic check -> when it last completed, kept across auditors (``checkallledgersctime``)."""
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -257,6 +269,9 @@ class BookiesView:
             "lost_at": tuple(sorted(self.lost_at.items())),
             "decommissioning": tuple(sorted(self.decommissioning.items())),
             "replication_enabled": self.replication_enabled,
+            "auditor_since": self.auditor_since,
+            "check_fired": tuple(sorted(self.check_fired.items())),
+            "check_ctime": tuple(sorted(self.check_ctime.items())),
         }
 
     def image(self) -> BookiesImage:
@@ -295,4 +310,7 @@ class BookiesView:
         v.lost_at = dict(image.lost_at)
         v.decommissioning = dict(image.decommissioning)
         v.replication_enabled = image.replication_enabled
+        v.auditor_since = image.auditor_since
+        v.check_fired = dict(image.check_fired)
+        v.check_ctime = dict(image.check_ctime)
         return v

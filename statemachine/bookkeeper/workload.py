@@ -69,6 +69,10 @@ class WorkloadConfig:
     """Ledgers from before the log began whose ensembles name a retired bookie that never registered
     in it (what BookKeeper's audit counts as lost all the same); the auditor, elected after them,
     marks them at once."""
+    bookie_check_ms: int = 20_000
+    """The periodic bookie check's interval (BookKeeper: a day; scaled to the simulated minutes)."""
+    all_ledgers_check_ms: int = 60_000
+    """checkAllLedgers' interval (BookKeeper: a week)."""
     read_failure_rate: float = 0.03
     """How often a worker's copy fails with a transient read error (its lock release is deferred)."""
 
@@ -144,8 +148,13 @@ class Cluster(Simulation):
             self.run(c.SetReplicationEnabled(enabled=True))
             self.disabled_at = None
         self.run(c.AuditorTick(now_ms=self.now))
-        if self.op % 40 == 0:
-            self.run(c.PeriodicCheck(now_ms=self.now))
+        self.run(
+            c.RunPeriodicChecks(
+                now_ms=self.now,
+                bookie_interval_ms=self.config.bookie_check_ms,
+                all_ledgers_interval_ms=self.config.all_ledgers_check_ms,
+            )
+        )
         for w in range(self.config.workers):
             fails = self.rng.random() < self.config.read_failure_rate
             self.run(c.Replicate(worker=f"worker-{w}", now_ms=self.now, read_fails=fails))
