@@ -23,6 +23,7 @@ from .types import Int64, UInt63
 
 __all__ = [
     "BookieState",
+    "AuditorCheck",
     "Availability",
     "BookieId",
     "LedgerId",
@@ -42,6 +43,10 @@ __all__ = [
     "AuditorElected",
     "RecoveryDelayChanged",
     "LedgerEntriesWritten",
+    "BookieDecommissionStarted",
+    "BookieDecommissioned",
+    "LedgerReplicationToggled",
+    "AuditorCheckRan",
     "BOOKKEEPER_RECORDS",
 ]
 
@@ -54,6 +59,13 @@ class BookieState(str, Enum):
     DRAINING = "DRAINING"
     DRAINING_FAILED = "DRAINING_FAILED"
     DRAINED = "DRAINED"
+
+
+class AuditorCheck(str, Enum):
+    """The auditor's periodic checks kraftlake schedules."""
+
+    BOOKIE = "bookie"
+    ALL_LEDGERS = "all_ledgers"
 
 
 class Availability(str, Enum):
@@ -239,6 +251,52 @@ class LedgerEntriesWritten(BookKeeperRecord, frozen=True, kw_only=True):
     last_add_confirmed: EntryId
 
 
+class BookieDecommissionStarted(BookKeeperRecord, frozen=True, kw_only=True):
+    """The classic decommission (``BookKeeperAdmin.decommissionBookie``) of a bookie that is stopped
+    (neither writable nor read-only) began: it triggered an audit and waits for the bookie's
+    ledgers to be re-replicated. Distinct from BP-4's drain of a live bookie (``BookieStateChange``
+    to DRAINING)."""
+
+    version: int = 0
+    KEY = "bookie/{r.bookie_id}"
+    bookie_id: BookieId
+    delete_cookie: bool = True
+
+
+class BookieDecommissioned(BookKeeperRecord, frozen=True, kw_only=True):
+    """The decommission finished: no ensemble names the bookie and no mark lists it. With
+    ``delete_cookie`` its cookie is deleted and the cluster forgets it (the CLI always deletes it,
+    the HTTP call when asked, BP-68); an id registered again is a new bookie."""
+
+    version: int = 0
+    KEY = "bookie/{r.bookie_id}"
+    bookie_id: BookieId
+    delete_cookie: bool = True
+
+
+class LedgerReplicationToggled(BookKeeperRecord, frozen=True, kw_only=True):
+    """Ledger replication was disabled or enabled (``LedgerUnderreplicationManager``'s ``disable``
+    znode): while disabled the auditor's audits and the replication workers wait
+    (``waitIfLedgerReplicationDisabled``)."""
+
+    version: int = 0
+    KEY = "auditor"
+    enabled: bool
+
+
+class AuditorCheckRan(BookKeeperRecord, frozen=True, kw_only=True):
+    """One of the auditor's periodic checks fired (``Auditor``'s fixed-rate schedules): ``check`` is
+    ``bookie`` (``AuditorBookieCheckTask``; BookKeeper keeps when it ran in the auditor's memory, a
+    new auditor starts its schedule again) or ``all_ledgers`` (``AuditorCheckAllLedgersTask``;
+    ``completed`` is the ``checkallledgersctime`` znode written after a successful run). A run
+    skipped while a delayed audit waits still fires: ``completed`` False."""
+
+    version: int = 0
+    KEY = "auditor"
+    check: AuditorCheck
+    completed: bool = True
+
+
 def _ensemble(ensemble: tuple[str, ...], size: int) -> None:
     if len(ensemble) != size:
         raise ValueError(f"`ensemble`: has {len(ensemble)} bookies, the ensemble size is {size}")
@@ -264,5 +322,10 @@ BOOKKEEPER_RECORDS: tuple[type[Record], ...] = (
     AuditorElected,
     RecoveryDelayChanged,
     LedgerEntriesWritten,
+    BookieDecommissionStarted,
+    BookieDecommissioned,
+    LedgerReplicationToggled,
+    AuditorCheckRan,
 )
-"""Every BookKeeper record type: the issue's list, then the writer's observation."""
+"""Every BookKeeper record type: the issue's list, then the writer's observation, then the classic
+decommission and the replication switch."""

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
     BookieAvailability,
+    BookieDecommissioned,
+    BookieDecommissionStarted,
     BookieState,
     BookieStateChange,
     LedgerClosed,
@@ -74,6 +76,8 @@ class BookiesAudit:
             if holder is not None and holder != r.worker:  # type: ignore[attr-defined]
                 bad = say("B6", "taken", worker=r.worker, holder=holder)  # type: ignore[attr-defined]
                 self._instant("B6", f"ledger/{r.ledger_id}", offset, bad)  # type: ignore[attr-defined]
+        elif cls is BookieDecommissionStarted or cls is BookieDecommissioned:
+            self._decommission(r, offset)  # type: ignore[arg-type]
         elif cls is BookieStateChange and r.state is BookieState.DRAINED:  # type: ignore[attr-defined]
             self.books.checked["B4"] += 1
             bad = binv.drained_problem(view, r.bookie_id)  # type: ignore[attr-defined]
@@ -141,7 +145,41 @@ class BookiesAudit:
     def audit_open(self) -> list[str]:
         return [e.split("/", 1)[1] for e in self.books.wrong_entities("B1")]
 
+    def _decommission(self, r: BookieDecommissionStarted | BookieDecommissioned, offset: int) -> None:
+        """B10: a decommission starts only for a stopped bookie and ends only on a clean one."""
+        self.books.checked["B10"] += 1
+        bookie = self.view.bookies.get(r.bookie_id)
+        if bookie is None:
+            return  # the reducer refuses it (L3)
+        if isinstance(r, BookieDecommissionStarted):
+            bad = (
+                None
+                if not self.view.available(r.bookie_id)
+                else say("B10", "available", availability=bookie.availability)
+            )
+        else:
+            why = binv.drained_problem(self.view, r.bookie_id)
+            bad = None if why is None else say("B10", "still_named", reason=why)
+        if bad:
+            self._instant("B10", f"bookie/{r.bookie_id}", offset, bad)
+
+    def _held(self, offset: int, ts: int) -> None:
+        """B9: a lock deferred after a failed repair is released once its hold ended (plus the grace)."""
+        view, grace = self.view, self.books.config.grace_ms
+        self.books.checked["B9"] += len(view.held_until)
+        for lid, until in view.held_until.items():
+            if ts > until + grace and not self.books.is_wrong("B9", f"ledger/{lid}"):
+                holder = view.locks.get(lid)
+                failures = view.failures.get(f"{holder} {lid}", 0)
+                bad = say("B9", "held_past", holder=holder, until=until, failures=failures)
+                self._state("B9", f"ledger/{lid}", offset, ts, bad)
+        for e in [e for e in self.books.wrong_entities("B9") if int(e.split("/", 1)[1]) not in view.held_until]:
+            self._state("B9", e, offset, ts, None)
+
     def _overdue(self, offset: int, ts: int) -> None:
+        self._held(offset, ts)
+        if not self.view.replication_enabled:
+            return  # the auditor waits for replication to be enabled (its audits fall due again then)
         grace = self.books.config.grace_ms
         for b, due in sorted(self.view.audit_due.items()):
             if ts > due + grace and not self.books.is_wrong("B1", f"bookie/{b}"):

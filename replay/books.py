@@ -32,6 +32,9 @@ class AuditConfig:
     prepared_check_ms: int = 10_000
     """S11: how long after its deadline a PREPARED object may still be PREPARED (AutoMQ's
     controller checks every second and its timers fire at the deadline: ten checks' slack)."""
+    object_retention_ms: int = 60_000
+    """S13: how long a MARK_DESTROYED object stays before it is deleted, at least (AutoMQ's
+    ``s3.object.delete.retention.minutes``, default 1)."""
 
 
 class Violation(msgspec.Struct, kw_only=True):

@@ -13,12 +13,14 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from kraftlake.records.base import Record
 from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import (
+    KV,
     AssignedS3ObjectId,
     AssignedStreamId,
     NodeWALUncommittedOffsets,
@@ -38,6 +40,8 @@ from kraftlake.records.s3stream import (
 )
 from kraftlake.statemachine.invariants import say
 from kraftlake.statemachine.s3stream import invariants as sinv
+from kraftlake.statemachine.s3stream.cluster import node_metadata
+from kraftlake.statemachine.s3stream.nodes import NODE_KEY_PREFIX
 from kraftlake.statemachine.s3stream.reducer import apply
 from kraftlake.statemachine.s3stream.view import StreamsView
 
@@ -164,6 +168,17 @@ class StreamsAudit:
         self.books.checked["S6"] += right
         self.pending.clear()
 
+    def _early_delete(self, r: RemoveS3Object, offset: int, ts: int | None) -> None:
+        """S13: a MARK_DESTROYED object is deleted no sooner than the retention after its marking."""
+        marked = self.view.marked_at.get(r.object_id)
+        if marked is None or ts is None:
+            return  # not marked (KEEP_DATA drops the metadata at once), or no time to judge by
+        self.books.checked["S13"] += 1
+        retention = self.books.config.object_retention_ms
+        if ts - marked < retention:
+            bad = say("S13", "early", age=ts - marked, retention=retention)
+            self._instant("S13", f"object/{r.object_id}", offset, bad)
+
     def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
         """S7 for every entity referencing ``object_id``."""
         for entity in sorted(self.refs.get(object_id, ())):
@@ -277,6 +292,7 @@ class StreamsAudit:
         elif cls is S3Object:
             self._object(r, offset, ts)
         elif cls is RemoveS3Object:
+            self._early_delete(r, offset, ts)  # type: ignore[arg-type]
             apply(view, r)
             self._object_refs(r.object_id, offset, ts)
             self._state("S11", f"object/{r.object_id}", offset, ts, None)
@@ -335,9 +351,28 @@ class StreamsAudit:
         elif cls is ObjectWritten:
             apply(view, r)
             self.cover.index(view, r.object_id)
-        else:  # KV, RemoveKV, NodeWALMetadata, UpdateNextNodeId, FeatureLevel
+        elif cls is KV:
+            self._registrations(r, offset)  # type: ignore[arg-type]
+            apply(view, r)
+        else:  # RemoveKV, NodeWALMetadata, UpdateNextNodeId, FeatureLevel
             apply(view, r)
         view.offset = offset
+
+    def _registrations(self, r: KV, offset: int) -> None:
+        """S14: a node's registration (KV ``__automq_node/<id>``) never goes back to a lower epoch."""
+        for e in r.key_values:
+            if e.namespace is not None or not e.key.startswith(NODE_KEY_PREFIX):
+                continue
+            try:
+                node_id = int(e.key[len(NODE_KEY_PREFIX) :])
+                new = int(msgspec.json.decode(e.value).get("e"))
+            except (ValueError, TypeError, AttributeError, msgspec.DecodeError):
+                continue  # not a registration AutoMQ could read either (it logs and skips it)
+            old = node_metadata(self.view, node_id)
+            self.books.checked["S14"] += 1
+            if old is not None and int(old.get("e", -1)) > new:
+                bad = say("S14", "epoch_back", old=old.get("e"), new=new)
+                self._instant("S14", f"node/{node_id}", offset, bad)
 
     def _ids(self, kind: str, ident: int, high: int, seen: set[int] | None, offset: int) -> None:
         """S8: an id is below its high-water mark and, for a new stream, never used before."""

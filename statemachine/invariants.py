@@ -324,7 +324,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B1",
         BOOKKEEPER,
         ERROR,
-        "a lost bookie's ledgers are marked under-replicated once its recovery delay ends: not before (unless a second bookie is lost or the delay is rewritten), and within the grace after (as BookKeeper's Auditor.submitAuditTask schedules the audit)",
+        "a lost bookie's ledgers are marked under-replicated once its recovery delay ends: not before (unless a second bookie is lost or the delay is rewritten), and within the grace after (as BookKeeper's Auditor.submitAuditTask schedules the audit); a delay rewritten to 0 or to its value, or a new auditor, audits at once every bookie an ensemble names that is not available, registered or not (AuditorBookieCheckTask)",
         messages={
             "early": "ledger {ledger} marked {early} ms before the recovery delay ends",
             "late": "lost, its audit fell due at {due}; {ledgers} ledger(s) naming it are not all marked",
@@ -394,6 +394,40 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "lost": "entries {entries} have no available replica (E/W/A {ensemble_size}/{write_quorum}/{ack_quorum})"
         },
+    ),
+    # -- issue 35 (AutoMQ's and BookKeeper's own behaviours): B9, B10, S13, S14 ---------------------
+    Invariant(
+        "B9",
+        BOOKKEEPER,
+        ERROR,
+        "a replication lock a worker keeps after a failed repair is released when its hold ends, within the grace (BookKeeper's ReplicationWorker.deferLedgerLockReleaseOfFailedLedger releases it on a timer)",
+        messages={
+            "held_past": "locked by {holder} past the end of its hold at {until} (after {failures} failed repair(s))"
+        },
+    ),
+    Invariant(
+        "B10",
+        BOOKKEEPER,
+        ERROR,
+        "a classic decommission starts only for a bookie that is neither writable nor read-only, and removes the bookie only once no ensemble names it and no mark lists it (BookKeeper's BookKeeperAdmin.decommissionBookie)",
+        messages={
+            "available": "decommissioned while {availability}",
+            "still_named": "decommissioned while {reason}",
+        },
+    ),
+    Invariant(
+        "S13",
+        S3STREAM,
+        ERROR,
+        "a MARK_DESTROYED object is deleted no sooner than the object retention after it was marked (AutoMQ's S3ObjectControlManager deletes after one to two retention periods, s3.object.delete.retention.minutes)",
+        messages={"early": "deleted {age} ms after it was marked destroyed, before the retention of {retention} ms"},
+    ),
+    Invariant(
+        "S14",
+        S3STREAM,
+        ERROR,
+        "a node's registration never goes back to a lower node epoch (AutoMQ's NodeControlManager.register answers NODE_EPOCH_EXPIRED)",
+        messages={"epoch_back": "registered at epoch {new}, below its epoch {old}"},
     ),
     Invariant(
         "S12",

@@ -116,7 +116,7 @@ def test_the_fixtures_are_what_the_simulator_writes(tmp_path):
         "--family",
         "bookkeeper",
         "--seed",
-        "12",
+        "14",
         "--records",
         "1200",
         "--correlated-faults",

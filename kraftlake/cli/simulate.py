@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
         family: Family = typer.Option(
             Family.kraft,
             "--family",
-            help="kraft: a JBOD Kafka cluster (default). s3stream: AutoMQ nodes writing streams to object storage; its bugs: commit-gap, end-offset-regress, leak-prepared-object, reference-destroyed-object, stale-epoch-commit. bookkeeper: bookies, ledgers, the auditor and replication workers, drains; its bugs: drain-before-replicated, repair-into-same-ensemble, ignore-recovery-delay, unweighted-placement.",
+            help="kraft: a JBOD Kafka cluster (default). s3stream: AutoMQ nodes writing streams to object storage; its bugs: commit-gap, delete-marked-at-once, end-offset-regress, leak-prepared-object, reference-destroyed-object, stale-epoch-commit. bookkeeper: bookies, ledgers, the auditor and replication workers, drains and decommissions; its bugs: auditor-ignores-unregistered, decommission-live-bookie, drain-before-replicated, ignore-recovery-delay, repair-into-same-ensemble, unweighted-placement, worker-never-releases.",
         ),
         bookies: int = typer.Option(
             8, "--bookies", min=4, help="bookkeeper: bookies at the start (a drained one is replaced)."

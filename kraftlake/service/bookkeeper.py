@@ -1,9 +1,13 @@
 """BookKeeper's admin endpoints on the service, as the issue names them (BookKeeper's own HTTP API,
 ``HttpRouter``, has ``list_bookies``, ``list_under_replicated_ledger`` and ``who_is_auditor``, and
 no drain):
-``GET /v1/bookies``, ``GET /v1/bookies/{id}``, ``PUT /v1/bookies/{id}/state`` (``{"state":
-"DRAINING"}``; an illegal transition is 409 with the allowed ones; the change is appended as the
-records the lifecycle decider writes), ``GET /v1/ledgers/under-replicated``, ``GET /v1/auditor``.
+``GET /v1/bookies``, ``GET /v1/bookies/{id}``, ``PUT /v1/bookies/{id}/state`` (BP-4's drain of a
+live bookie and its lifecycle, kraftlake's own: ``{"state": "DRAINING"}``; an illegal transition
+is 409 with the allowed ones; the change is appended as the records the lifecycle decider writes),
+``PUT /v1/bookies/{id}/decommission`` (BookKeeper's classic decommission of a stopped bookie, as
+its ``/api/v1/autorecovery/decommission``: ``{"delete_cookie": true}``; a bookie still writable or
+read-only is 409, BookKeeper's ``IllegalOpException``), ``GET /v1/ledgers/under-replicated``,
+``GET /v1/auditor``.
 
 The BookKeeper view is kept up to date incrementally: each request replays only the records
 appended since the last one."""
@@ -28,6 +32,10 @@ from kraftlake.statemachine.bookkeeper.lifecycle import TRANSITIONS
 
 class StateRequest(msgspec.Struct, forbid_unknown_fields=True):
     state: str
+
+
+class DecommissionRequest(msgspec.Struct, forbid_unknown_fields=True):
+    delete_cookie: bool = True
 
 
 class LiveBookies:
@@ -107,6 +115,23 @@ def routes(path, committer) -> list:
             view = await asyncio.to_thread(live.current)
         return Response({**_bookie_doc(view, view.bookies[bookie_id]), "appended": result.to_dict()})
 
+    @put(
+        "/v1/bookies/{bookie_id:str}/decommission",
+        summary="BookKeeper's classic decommission of a stopped bookie (not BP-4's drain of a live one)",
+    )
+    async def decommission(bookie_id: FromPath[str], data: JSONBody[DecommissionRequest]) -> Response:
+        async with change_lock:
+            view = await asyncio.to_thread(live.current)
+            d = decide(view, c.DecommissionBookie(bookie_id=bookie_id, delete_cookie=data.delete_cookie))
+            if d.outcome == c.NO_SUCH_BOOKIE:
+                return Response({"error": d.reply.message}, status_code=404)
+            if d.outcome != c.OK:
+                return Response({"error": d.reply.message, "outcome": d.outcome}, status_code=409)
+            result = await committer.append(list(d.records))
+            view = await asyncio.to_thread(live.current)
+        doc = _bookie_doc(view, view.bookies[bookie_id])
+        return Response({**doc, "decommissioning": True, "appended": result.to_dict()})
+
     @get("/v1/ledgers/under-replicated", summary="Under-replicated ledgers: missing bookies, mark time, lock holder")
     async def under_replicated(missing: FromQuery[str | None] = None) -> list:
         view = await asyncio.to_thread(live.current)
@@ -135,6 +160,8 @@ def routes(path, committer) -> list:
             "lost_bookie_recovery_delay_ms": view.recovery_delay_ms,
             "pending_audits": [{"bookie_id": b, "due_ms": due} for b, due in sorted(view.audit_due.items())],
             "lost_bookies": [{"bookie_id": b, "since_ms": t} for b, t in sorted(view.lost_at.items())],
+            "ledger_replication_enabled": view.replication_enabled,
+            "decommissioning": sorted(view.decommissioning),
         }
 
-    return [bookies, bookie, set_state, under_replicated, auditor]
+    return [bookies, bookie, set_state, decommission, under_replicated, auditor]

@@ -20,6 +20,10 @@ NOTHING_TO_DO = "NOTHING_TO_DO"
 WAITING = "WAITING"
 REPAIR_FAILED = "REPAIR_FAILED"
 REPLICATION_DISABLED = "REPLICATION_DISABLED"
+ILLEGAL_OP = "ILLEGAL_OP"
+"""``BKException.Code.IllegalOpException``: a decommission of a bookie still writable or read-only."""
+NO_AUDITOR = "NO_AUDITOR"
+"""``triggerAudit`` finds no auditor elected (an ``UnavailableException``)."""
 
 OPEN_LEDGER_GRACE_MS = 30_000
 """``openLedgerRereplicationGracePeriod`` (BookKeeper's default, ``ServerConfiguration``)."""
@@ -29,6 +33,8 @@ base / 32 x 2^n for n < 5, then base (9.375 s, 18.75 s, ... 300 s), as
 ``ReplicationWorker.deferLedgerLockReleaseOfFailedLedger`` holds it."""
 PERIODIC_BOOKIE_CHECK_MS = 86_400_000
 """``auditorPeriodicBookieCheckInterval``."""
+PERIODIC_CHECK_ALL_LEDGERS_MS = 604_800_000
+"""``auditorPeriodicCheckInterval`` (checkAllLedgers, a week)."""
 
 
 def lock_hold_ms(failures: int, base: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS) -> int:
@@ -74,6 +80,8 @@ class Replicate(Command, frozen=True, kw_only=True):
 
     worker: str
     now_ms: int
+    read_fails: bool = False
+    """The copy's reads fail (a transient ``BKException`` from a bookie): the repair fails."""
     grace_ms: int = OPEN_LEDGER_GRACE_MS
     lock_release_ms: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS
 
@@ -86,6 +94,14 @@ class PeriodicCheck(Command, frozen=True, kw_only=True):
     now_ms: int
 
 
+class RunPeriodicChecks(Command, frozen=True, kw_only=True):
+    """The auditor's scheduler at ``now_ms``: the checks that fall due fire (``schedule``)."""
+
+    now_ms: int
+    bookie_interval_ms: int = PERIODIC_BOOKIE_CHECK_MS
+    all_ledgers_interval_ms: int = PERIODIC_CHECK_ALL_LEDGERS_MS
+
+
 class ChangeBookieState(Command, frozen=True, kw_only=True):
     """An operator (or the HTTP admin API) moves a bookie through its lifecycle."""
 
@@ -95,6 +111,24 @@ class ChangeBookieState(Command, frozen=True, kw_only=True):
 
 class CheckDrains(Command, frozen=True, kw_only=True):
     """Draining bookies that nothing references any more become DRAINED."""
+
+
+class DecommissionBookie(Command, frozen=True, kw_only=True):
+    """The classic decommission (``BookKeeperAdmin.decommissionBookie``): refused while the bookie
+    is writable or read-only; else an audit is triggered and the bookie's ledgers are waited for."""
+
+    bookie_id: str
+    delete_cookie: bool = True
+
+
+class CheckDecommissions(Command, frozen=True, kw_only=True):
+    """Decommissions whose bookie nothing names or lists any more finish (the cookie goes)."""
+
+
+class SetReplicationEnabled(Command, frozen=True, kw_only=True):
+    """``BookKeeperAdmin``'s enable/disable of auto-recovery (``bookkeeper shell autorecovery``)."""
+
+    enabled: bool
 
 
 class SetRecoveryDelay(Command, frozen=True, kw_only=True):

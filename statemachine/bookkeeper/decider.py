@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import auditor, lifecycle, worker, writer
+from . import auditor, decommission, lifecycle, schedule, worker, writer
 from . import commands as c
 from .view import BookiesView
 
@@ -22,6 +22,10 @@ _DECIDE: dict[type, Callable[[BookiesView, object], c.Decision]] = {
     c.Replicate: worker.replicate,
     c.ChangeBookieState: lifecycle.change_state,
     c.CheckDrains: lifecycle.check_drains,
+    c.DecommissionBookie: decommission.decommission,
+    c.CheckDecommissions: decommission.check,
+    c.SetReplicationEnabled: decommission.set_replication,
+    c.RunPeriodicChecks: schedule.run,
 }  # type: ignore[dict-item]
 
 

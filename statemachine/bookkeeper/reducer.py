@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
+    AuditorCheckRan,
     AuditorElected,
     Availability,
     BookieAvailability,
+    BookieDecommissioned,
+    BookieDecommissionStarted,
     BookieInfo,
     BookieRegistered,
     BookieStateChange,
@@ -34,6 +37,7 @@ from kraftlake.records.bookkeeper import (
     LedgerEntriesWritten,
     LedgerReplicated,
     LedgerReplicationLock,
+    LedgerReplicationToggled,
     LedgerReplicationUnlock,
     LedgerUnderReplicated,
     RecoveryDelayChanged,
@@ -47,7 +51,7 @@ def _ts(r: Record) -> int:
     return r.ts_ms or 0
 
 
-def _bookie(v: BookiesView, r: BookieInfo | BookieStateChange | BookieAvailability, offset: int) -> Bookie:
+def _bookie(v: BookiesView, r, offset: int) -> Bookie:
     b = v.bookies.get(r.bookie_id)
     if b is None:
         raise refusal(r, offset, "R-REPLAY-BOOKIE", f"bookie {r.bookie_id} is not registered")
@@ -235,16 +239,65 @@ def _unlock(v: BookiesView, r: LedgerReplicationUnlock, offset: int) -> None:
         v.held_until.pop(r.ledger_id, None)
 
 
+def _full_audit(v: BookiesView, now: int) -> None:
+    """A full bookie audit falls due now (``AuditorBookieCheckTask.auditBookies``): every bookie an
+    ensemble names that is not available, registered or never seen, owes the marks of its ledgers."""
+    for b in v.audit_due:
+        v.audit_due[b] = now
+    for b in v.unavailable_named():
+        if v.unmarked(b):
+            v.audit_due[b] = now
+
+
 def _auditor(v: BookiesView, r: AuditorElected, offset: int) -> None:
     v.auditor = r.auditor
+    v.auditor_since = _ts(r)
+    v.check_fired.clear()  # a new auditor's schedules start again (the completion times stay)
+    # The new auditor's periodic bookie check runs at once (``Auditor.scheduleBookieCheckTask``,
+    # initial delay 0), unless a delayed audit is pending, which it skips for (``hasBookieCheckTask``).
+    if not v.audit_due:
+        _full_audit(v, _ts(r))
 
 
 def _delay(v: BookiesView, r: RecoveryDelayChanged, offset: int) -> None:
-    # Rule 5: a rewrite to 0 or to the same value audits now; another value restarts the wait.
+    # ``Auditor.submitLostBookieRecoveryDelayChangedEvent``: a rewrite to 0 or to the same value
+    # runs the full audit at once, pending task or not; another value restarts a pending wait.
     now = _ts(r)
-    for b in v.audit_due:
-        v.audit_due[b] = now if r.delay_ms in (0, v.recovery_delay_ms) else now + r.delay_ms
+    if r.delay_ms in (0, v.recovery_delay_ms):
+        _full_audit(v, now)
+    else:
+        for b, due in v.audit_due.items():
+            if due > now:  # a wait still running restarts; an audit already due runs as it is
+                v.audit_due[b] = now + r.delay_ms
     v.recovery_delay_ms = r.delay_ms
+
+
+def _decommission_started(v: BookiesView, r: BookieDecommissionStarted, offset: int) -> None:
+    _bookie(v, r, offset)
+    v.decommissioning.setdefault(r.bookie_id, r.delete_cookie)
+
+
+def _decommissioned(v: BookiesView, r: BookieDecommissioned, offset: int) -> None:
+    _bookie(v, r, offset)
+    v.decommissioning.pop(r.bookie_id, None)
+    if r.delete_cookie:  # the cookie is gone: the cluster forgets the bookie
+        del v.bookies[r.bookie_id]
+        _back(v, r.bookie_id)
+
+
+def _replication(v: BookiesView, r: LedgerReplicationToggled, offset: int) -> None:
+    if r.enabled and not v.replication_enabled:
+        # The audits that waited (``waitIfLedgerReplicationDisabled``) run now.
+        now = _ts(r)
+        for b, due in v.audit_due.items():
+            v.audit_due[b] = max(due, now)
+    v.replication_enabled = r.enabled
+
+
+def _check_ran(v: BookiesView, r: AuditorCheckRan, offset: int) -> None:
+    v.check_fired[r.check.value] = _ts(r)
+    if r.completed:
+        v.check_ctime[r.check.value] = _ts(r)
 
 
 def _written(v: BookiesView, r: LedgerEntriesWritten, offset: int) -> None:
@@ -269,6 +322,10 @@ _APPLY: dict[type, Handler] = {
     AuditorElected: _auditor,
     RecoveryDelayChanged: _delay,
     LedgerEntriesWritten: _written,
+    BookieDecommissionStarted: _decommission_started,
+    BookieDecommissioned: _decommissioned,
+    LedgerReplicationToggled: _replication,
+    AuditorCheckRan: _check_ran,
 }
 """Record class -> its handler; every other record leaves the bookies view alone."""
 

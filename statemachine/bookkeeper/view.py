@@ -120,6 +120,11 @@ class BookiesImage(msgspec.Struct, frozen=True, kw_only=True):
     failures: dict[str, int]
     audit_due: tuple[tuple[str, int], ...]
     lost_at: tuple[tuple[str, int], ...]
+    decommissioning: tuple[tuple[str, bool], ...] = ()
+    replication_enabled: bool = True
+    auditor_since: int | None = None
+    check_fired: tuple[tuple[str, int], ...] = ()
+    check_ctime: tuple[tuple[str, int], ...] = ()
 
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
@@ -161,6 +166,11 @@ class BookiesView:
         "refs",
         "held_until",
         "failures",
+        "decommissioning",
+        "replication_enabled",
+        "auditor_since",
+        "check_fired",
+        "check_ctime",
     )
 
     def __init__(self) -> None:
@@ -181,6 +191,16 @@ class BookiesView:
         """Locked ledger -> when its worker releases it after a failed repair."""
         self.failures: dict[str, int] = {}
         """"<worker> <ledger>" -> failed repairs of that ledger on that worker (the backoff's n)."""
+        self.decommissioning: dict[str, bool] = {}
+        """Bookie -> whether its classic decommission deletes the cookie (``BookieDecommissionStarted``)."""
+        self.replication_enabled = True
+        """Ledger replication on (``LedgerReplicationToggled``): off, the auditor and workers wait."""
+        self.auditor_since: int | None = None
+        """When the auditor in office was elected: its periodic schedules start there."""
+        self.check_fired: dict[str, int] = {}
+        """Periodic check -> when the auditor in office last fired it (``AuditorCheckRan``)."""
+        self.check_ctime: dict[str, int] = {}
+        """Periodic check -> when it last completed, kept across auditors (``checkallledgersctime``)."""
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -201,6 +221,18 @@ class BookiesView:
 
     def lost(self) -> list[str]:
         return sorted(b.bookie_id for b in self.bookies.values() if b.availability == Availability.LOST.value)
+
+    def unavailable_named(self) -> list[str]:
+        """Bookies some ensemble names that are neither writable nor read-only, registered or never
+        seen: what ``AuditorBookieCheckTask.auditBookies`` counts as lost (the bookie-to-ledgers
+        index's keys minus the available bookies)."""
+        return sorted(b for b in self.refs if not self.available(b))
+
+    def unmarked(self, bookie: str) -> list[int]:
+        """Ledgers naming ``bookie`` whose mark does not list it (all of them, when unmarked)."""
+        return sorted(
+            i for i in self.refs.get(bookie, ()) if bookie not in getattr(self.under_replicated.get(i), "missing", ())
+        )
 
     def copies(self, ledger: Ledger, entry: int) -> int:
         """Bookies of the entry's write set that are available and hold it."""
@@ -235,6 +267,11 @@ class BookiesView:
             "failures": dict(sorted(self.failures.items())),
             "audit_due": tuple(sorted(self.audit_due.items())),
             "lost_at": tuple(sorted(self.lost_at.items())),
+            "decommissioning": tuple(sorted(self.decommissioning.items())),
+            "replication_enabled": self.replication_enabled,
+            "auditor_since": self.auditor_since,
+            "check_fired": tuple(sorted(self.check_fired.items())),
+            "check_ctime": tuple(sorted(self.check_ctime.items())),
         }
 
     def image(self) -> BookiesImage:
@@ -271,4 +308,9 @@ class BookiesView:
         v.failures = dict(image.failures)
         v.audit_due = dict(image.audit_due)
         v.lost_at = dict(image.lost_at)
+        v.decommissioning = dict(image.decommissioning)
+        v.replication_enabled = image.replication_enabled
+        v.auditor_since = image.auditor_since
+        v.check_fired = dict(image.check_fired)
+        v.check_ctime = dict(image.check_ctime)
         return v

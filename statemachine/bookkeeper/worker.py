@@ -11,6 +11,8 @@ draining (its data moves off while it still serves reads)."""
 
 from __future__ import annotations
 
+import random
+
 from kraftlake.records.bookkeeper import (
     BookieState,
     BookieStateChange,
@@ -49,16 +51,36 @@ def _can_seal(view: BookiesView, ledger: Ledger) -> bool:
     return all(sum(not view.available(ens[(i + j) % e]) for j in range(w)) < ledger.ack_quorum for i in range(e))
 
 
+def release_due(view: BookiesView, now_ms: int) -> list[LedgerReplicationUnlock]:
+    """The deferred releases whose hold ended: ``deferLedgerLockReleaseOfFailedLedger`` releases on
+    a timer of its own, whoever holds the lock and whatever its holder does meanwhile (kraftlake
+    fires the timers at the next worker's decision)."""
+    return [
+        LedgerReplicationUnlock(ledger_id=i, worker=view.locks[i])
+        for i, until in sorted(view.held_until.items())
+        if until <= now_ms and i in view.locks
+    ]
+
+
+def pick(view: BookiesView, free: list[int], worker: str) -> int:
+    """The ledger a worker takes among the free marked ones: at random, as
+    ``ZkLedgerUnderreplicationManager.getLedgerToRereplicate`` shuffles the marks before it tries
+    their locks (seeded from the log offset), so a released ledger goes to any waiting worker."""
+    return random.Random(placement.seed_for(view.offset + 1, f"take/{worker}")).choice(free)
+
+
 def replicate(
-    view: BookiesView, cmd: c.Replicate, *, exclude_ensemble: bool = True, weighted: bool = True
+    view: BookiesView,
+    cmd: c.Replicate,
+    *,
+    exclude_ensemble: bool = True,
+    weighted: bool = True,
+    release: bool = True,
 ) -> c.Decision:
-    records: list = []
-    # Deferred releases that fell due first (``deferLedgerLockReleaseOfFailedLedger``): the ledger is
-    # free for any worker again.
-    for i in sorted(
-        i for i, w in view.locks.items() if w == cmd.worker and view.held_until.get(i, cmd.now_ms + 1) <= cmd.now_ms
-    ):
-        records.append(LedgerReplicationUnlock(ledger_id=i, worker=cmd.worker))
+    """``release`` False: the faulty worker of ``bugs`` never releases a deferred lock."""
+    records: list = release_due(view, cmd.now_ms) if release else []
+    if not view.replication_enabled:  # ``getLedgerToRereplicate`` waits; the release timers still fire
+        return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.REPLICATION_DISABLED))
     released = {r.ledger_id for r in records}
     held = sorted(
         i for i, w in view.locks.items() if w == cmd.worker and i in view.under_replicated and i not in view.held_until
@@ -66,7 +88,7 @@ def replicate(
     free = sorted(i for i in view.under_replicated if i not in view.locks or i in released)
     if not held and not free:
         return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.NOTHING_TO_DO))
-    ledger_id = held[0] if held else free[0]
+    ledger_id = held[0] if held else pick(view, free, cmd.worker)
     ledger, mark = view.ledgers[ledger_id], view.under_replicated[ledger_id]
     if not held:
         records.append(LedgerReplicationLock(ledger_id=ledger_id, worker=cmd.worker))
@@ -94,6 +116,10 @@ def replicate(
             )
         lac = ledger.last_add_confirmed
         records.append(LedgerClosed(ledger_id=ledger_id, last_entry_id=lac, length=(lac + 1) * 1024, fenced=True))
+    if cmd.read_fails:  # a transient failure: the lock is deferred, a drain is not failed for it
+        why = "a bookie's read failed (BKException)"
+        reply = c.Reply(outcome=c.REPAIR_FAILED, ledger_id=ledger_id, message=why)
+        return c.Decision(records=tuple(records + [defer]), reply=reply)
     unreadable: list[str] = []
     picks = 0
     for first, last, ens in ledger.segments():

@@ -20,7 +20,10 @@ from kraftlake.records.bookkeeper import (
     BookieInfo,
     BookieRegistered,
     BookieState,
+    LedgerClosed,
+    LedgerCreated,
     LedgerDeleted,
+    LedgerEntriesWritten,
 )
 from kraftlake.statemachine.simulation import Simulation, drive
 
@@ -58,8 +61,20 @@ class WorkloadConfig:
             "disk": 6,
             "drain": 1,
             "delay": 0.5,
+            "decommission": 1,
+            "replication": 0.3,
         }
     )
+    legacy_ledgers: int = 2
+    """Ledgers from before the log began whose ensembles name a retired bookie that never registered
+    in it (what BookKeeper's audit counts as lost all the same); the auditor, elected after them,
+    marks them at once."""
+    bookie_check_ms: int = 20_000
+    """The periodic bookie check's interval (BookKeeper: a day; scaled to the simulated minutes)."""
+    all_ledgers_check_ms: int = 60_000
+    """checkAllLedgers' interval (BookKeeper: a week)."""
+    read_failure_rate: float = 0.03
+    """How often a worker's copy fails with a transient read error (its lock release is deferred)."""
 
 
 class Cluster(Simulation):
@@ -72,6 +87,7 @@ class Cluster(Simulation):
         self.config = config
         self.rng = random.Random(config.seed)
         self.next_bookie = 0
+        self.disabled_at: int | None = None
 
     def add_bookie(self) -> None:
         i = self.next_bookie
@@ -86,10 +102,30 @@ class Cluster(Simulation):
         )
 
     def bootstrap(self) -> None:
-        self.run(c.ElectAuditor(auditor="auditor-0"))
         self.run(c.SetRecoveryDelay(delay_ms=self.config.recovery_delay_ms))
         for _ in range(self.config.bookies):
             self.add_bookie()
+        for n in range(self.config.legacy_ledgers):
+            self.add_legacy_ledger(n)
+        self.run(c.ElectAuditor(auditor="auditor-0"))
+
+    def add_legacy_ledger(self, n: int) -> None:
+        """A closed E3/W2/A2 ledger written before the log began, on the retired bookie (position 0,
+        no placement draw) and two registered ones in other racks."""
+        others = sorted(self.view.bookies)
+        first = self.rng.choice(others)
+        rack = self.view.bookies[first].rack
+        second = self.rng.choice([b for b in others if self.view.bookies[b].rack != rack] or others)
+        lid = max(self.view.ledgers, default=-1) + 1
+        last = self.rng.randint(0, 50)
+        ensemble = (f"bookie-retired-{n}:3181", first, second)
+        self.emit(
+            [
+                LedgerCreated(ledger_id=lid, ensemble_size=3, write_quorum=2, ack_quorum=2, ensemble=ensemble),
+                LedgerEntriesWritten(ledger_id=lid, last_add_confirmed=last),
+                LedgerClosed(ledger_id=lid, last_entry_id=last, length=(last + 1) * 1024),
+            ]
+        )
 
     def _ledgers(self, state: str | None = None) -> list[int]:
         return sorted(i for i, x in self.view.ledgers.items() if state is None or x.state == state)
@@ -108,12 +144,22 @@ class Cluster(Simulation):
         name = self.rng.choices(ops, weights=[self.config.weights[o] for o in ops])[0]
         getattr(self, "do_" + name)()
         # The auditor and the workers run all the time; drains are checked after them.
+        if self.disabled_at is not None and self.op - self.disabled_at >= 20:
+            self.run(c.SetReplicationEnabled(enabled=True))
+            self.disabled_at = None
         self.run(c.AuditorTick(now_ms=self.now))
-        if self.op % 40 == 0:
-            self.run(c.PeriodicCheck(now_ms=self.now))
+        self.run(
+            c.RunPeriodicChecks(
+                now_ms=self.now,
+                bookie_interval_ms=self.config.bookie_check_ms,
+                all_ledgers_interval_ms=self.config.all_ledgers_check_ms,
+            )
+        )
         for w in range(self.config.workers):
-            self.run(c.Replicate(worker=f"worker-{w}", now_ms=self.now))
+            fails = self.rng.random() < self.config.read_failure_rate
+            self.run(c.Replicate(worker=f"worker-{w}", now_ms=self.now, read_fails=fails))
         self.run(c.CheckDrains())
+        self.run(c.CheckDecommissions())
 
     def do_create(self) -> None:
         e, w, a = self.rng.choice(QUORUMS)
@@ -162,7 +208,8 @@ class Cluster(Simulation):
         return True
 
     def do_return(self) -> None:
-        down = self._bookies(Availability.LOST.value)
+        # A bookie being decommissioned stays stopped.
+        down = [b for b in self._bookies(Availability.LOST.value) if b not in self.view.decommissioning]
         if down:
             b = self.rng.choice(down)
             state = self.view.bookies[b].state
@@ -215,6 +262,25 @@ class Cluster(Simulation):
         if len(active) > 6:
             self.run(c.ChangeBookieState(bookie_id=self.rng.choice(active), state=BookieState.DRAINING))
             self.add_bookie()
+
+    def do_decommission(self) -> None:
+        """An operator decommissions a stopped bookie (and a new one joins); half the time they name
+        a running one by mistake, which BookKeeper refuses."""
+        down = [b for b in self._bookies(Availability.LOST.value) if b not in self.view.decommissioning]
+        up = self._bookies(Availability.WRITABLE.value, Availability.READ_ONLY.value)
+        mistaken = self.rng.random() < 0.5
+        pool = up if mistaken or not down else down
+        if pool:
+            d = self.run(c.DecommissionBookie(bookie_id=self.rng.choice(pool)))
+            if d.outcome == c.OK:
+                self.add_bookie()
+
+    def do_replication(self) -> None:
+        """An operator disables ledger replication for a while (maintenance); it is enabled again
+        twenty operations later."""
+        if self.disabled_at is None:
+            self.run(c.SetReplicationEnabled(enabled=False))
+            self.disabled_at = self.op
 
     def do_delay(self) -> None:
         self.run(c.SetRecoveryDelay(delay_ms=self.rng.choice((0, 2_000, 5_000, 5_000, 10_000))))

@@ -17,6 +17,7 @@ from kraftlake.records.s3stream import RemoveStreamSetObject, S3StreamEndOffsets
 from . import commands as c
 from .commits import commit_stream_set_object
 from .decider import decide
+from .objects import delete_marked
 from .view import StreamsView
 
 Decide = Callable[[StreamsView, c.Command], c.Decision]
@@ -63,12 +64,21 @@ def stale_epoch_commit(view: StreamsView, cmd: c.Command) -> c.Decision:
     return decide(view, cmd)
 
 
+def delete_marked_at_once(view: StreamsView, cmd: c.Command) -> c.Decision:
+    """Physical deletion ages a MARK_DESTROYED object by its record's timestamp: an expired PREPARED
+    object, written with timestamp 0 from V2, is deleted at the next check, not after the retention."""
+    if isinstance(cmd, c.DeleteMarkedObjects):
+        return delete_marked(view, cmd, by_timestamp=True)
+    return decide(view, cmd)
+
+
 BUGS: dict[str, Decide] = {
     "commit-gap": commit_gap,
     "end-offset-regress": end_offset_regress,
     "leak-prepared-object": leak_prepared_object,
     "reference-destroyed-object": reference_destroyed_object,
     "stale-epoch-commit": stale_epoch_commit,
+    "delete-marked-at-once": delete_marked_at_once,
 }
 """Bug name -> faulty decider."""
 
@@ -78,5 +88,6 @@ CAUGHT_BY: dict[str, str] = {
     "leak-prepared-object": "S11",
     "reference-destroyed-object": "S7",
     "stale-epoch-commit": "S12",
+    "delete-marked-at-once": "S13",
 }
 """Bug name -> the invariant that catches it."""

@@ -32,6 +32,7 @@ NODE_FENCED = 514
 NODE_LOCKED = 515
 OBJECT_NOT_COMMITED = 516
 STREAM_INNER_ERROR = 599
+INVALID_REQUEST = 42
 
 NO_EPOCH = -1
 """``CommitStreamObject.stream_epoch`` -1: no ownership check (compaction by any node)."""
@@ -153,11 +154,53 @@ class GetOpeningStreams(Command, frozen=True, kw_only=True):
     failover_mode: bool = False
 
 
+class RegisterNode(Command, frozen=True, kw_only=True):
+    """``NodeControlManager.register``: the node's metadata (epoch, WAL config, tags) as the KV
+    ``__automq_node/<id>``; an epoch below the registered one is NODE_EPOCH_EXPIRED."""
+
+    node_id: int
+    node_epoch: int
+    wal_config: str = ""
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+class UnregisterNode(Command, frozen=True, kw_only=True):
+    """``NodeControlManager.unregisterNodeRecord``: refused while the node has opening streams or
+    is locked (circuit breaker)."""
+
+    node_id: int
+
+
+class GetNodes(Command, frozen=True, kw_only=True):
+    """``NodeControlManager.getMetadata``: the registered nodes asked for (all when none)."""
+
+    node_ids: tuple[int, ...] = ()
+
+
+class DescribeStreams(Command, frozen=True, kw_only=True):
+    """``StreamControlManager.describeStreams``: one stream by id, or the streams whose current range
+    a node owns; neither is INVALID_REQUEST (kraftlake has no topic-partition lookup here)."""
+
+    stream_id: int = -1
+    node_id: int = -1
+
+
+class CleanupScaleInNodes(Command, frozen=True, kw_only=True):
+    """``StreamControlManager.cleanupScaleInNodes``: stream-set objects of nodes no longer active
+    whose every stream range lies below its stream's start (or whose streams are gone) are removed
+    and marked destroyed (``checkStreamSetObjectExpired``)."""
+
+    active_nodes: tuple[int, ...]
+    now_ms: int
+
+
 class CheckObjectLifecycle(Command, frozen=True, kw_only=True):
     """The controller's periodic check: PREPARED objects past their deadline are marked destroyed,
-    at most ``limit`` per round."""
+    at most ``limit`` per round; skipped whole while the last storage deletion is still in flight
+    (``deletion_in_flight``: AutoMQ's ``lastCleanCf`` not done)."""
 
     now_ms: int
+    deletion_in_flight: bool = False
     limit: int = 2000
 
 
@@ -167,6 +210,8 @@ class DeleteMarkedObjects(Command, frozen=True, kw_only=True):
     now_ms: int
     retention_ms: int = 600_000
     limit: int = 2000
+    deletion_in_flight: bool = False
+    """The last storage deletion has not finished: no new one starts (AutoMQ's ``lastCleanCf``)."""
 
 
 class PutKV(Command, frozen=True, kw_only=True):
@@ -191,6 +236,24 @@ class OpeningStream(msgspec.Struct, frozen=True, kw_only=True):
     end_offset: int
 
 
+class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
+    node_id: int
+    node_epoch: int
+    wal_config: str
+    tags: dict[str, str]
+    has_opening_streams: bool
+
+
+class StreamInfo(msgspec.Struct, frozen=True, kw_only=True):
+    stream_id: int
+    node_id: int
+    epoch: int
+    start_offset: int
+    end_offset: int
+    state: str
+    tags: dict[str, str]
+
+
 class Reply(msgspec.Struct, frozen=True, kw_only=True):
     error: int = NONE
     stream_id: int | None = None
@@ -200,6 +263,8 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     streams: tuple[OpeningStream, ...] = ()
     value: bytes | None = None
     message: str | None = None
+    nodes: tuple[NodeInfo, ...] = ()
+    described: tuple[StreamInfo, ...] = ()
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import cluster, commits, nodes, objects, streams
 from . import commands as c
-from . import commits, nodes, objects, streams
 from .view import StreamsView
 
 _DECIDE: dict[type, Callable[[StreamsView, object], c.Decision]] = {
@@ -26,6 +26,11 @@ _DECIDE: dict[type, Callable[[StreamsView, object], c.Decision]] = {
     c.DeleteMarkedObjects: objects.delete_marked,
     c.PutKV: nodes.put_kv,
     c.DeleteKV: nodes.delete_kv,
+    c.RegisterNode: cluster.register,
+    c.UnregisterNode: cluster.unregister,
+    c.GetNodes: cluster.get_nodes,
+    c.DescribeStreams: cluster.describe_streams,
+    c.CleanupScaleInNodes: cluster.cleanup_scale_in_nodes,
 }  # type: ignore[dict-item]
 
 

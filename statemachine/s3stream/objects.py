@@ -142,7 +142,11 @@ def mark_destroy(
 
 def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decision:
     """4.15: PREPARED objects whose deadline passed are marked destroyed (V2+: timestamp 0, bucket
-    MATCH_ALL; before: the deadline as mark-destroy time), oldest ids first, ``limit`` per round."""
+    MATCH_ALL; before: the deadline as mark-destroy time), oldest ids first, ``limit`` per round;
+    nothing while the last storage deletion is in flight (``checkS3ObjectsLifecycle`` returns at
+    once while ``lastCleanCf`` is not done: one deletion in flight at a time)."""
+    if cmd.deletion_in_flight:
+        return c.Decision()
     out: list = []
     for obj in view.prepared():
         if len(out) >= cmd.limit:
@@ -163,8 +167,17 @@ def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decisio
     return c.Decision(records=tuple(out))
 
 
-def delete_marked(view: StreamsView, cmd: c.DeleteMarkedObjects) -> c.Decision:
-    """4.15: the objects marked destroyed at least ``retention_ms`` ago are deleted from storage."""
+def delete_marked(view: StreamsView, cmd: c.DeleteMarkedObjects, *, by_timestamp: bool = False) -> c.Decision:
+    """4.15: the objects marked destroyed at least ``retention_ms`` ago (``view.marked_at``: AutoMQ
+    deletes them after one to two retention periods from when they were marked) are deleted from
+    storage. ``by_timestamp``: the faulty check of ``bugs`` ages them by the record's timestamp,
+    0 for an expired PREPARED object from V2, so those go at the next check."""
+    if cmd.deletion_in_flight:
+        return c.Decision()
     objects = view.objects
-    due = sorted(i for i in view.marked_ids if cmd.now_ms - objects[i].timestamp >= cmd.retention_ms)
+
+    def marked(i: int) -> int:
+        return objects[i].timestamp if by_timestamp else view.marked_at.get(i, objects[i].timestamp)
+
+    due = sorted(i for i in view.marked_ids if cmd.now_ms - marked(i) >= cmd.retention_ms)
     return c.Decision(records=tuple(RemoveS3Object(object_id=i) for i in due[: cmd.limit]))

@@ -164,6 +164,10 @@ def _object(v: StreamsView, r: S3Object, offset: int) -> None:
             ids.add(r.object_id)
         else:
             ids.discard(r.object_id)
+    if r.object_state == ObjectState.MARK_DESTROYED:
+        v.marked_at.setdefault(r.object_id, r.timestamp if r.ts_ms is None else r.ts_ms)
+    else:
+        v.marked_at.pop(r.object_id, None)
 
 
 def _remove_object(v: StreamsView, r: RemoveS3Object, offset: int) -> None:
@@ -171,6 +175,7 @@ def _remove_object(v: StreamsView, r: RemoveS3Object, offset: int) -> None:
     v.object_index.pop(r.object_id, None)  # gone from object storage, its index block with it
     v.prepared_ids.discard(r.object_id)
     v.marked_ids.discard(r.object_id)
+    v.marked_at.pop(r.object_id, None)
 
 
 def _assigned_stream_id(v: StreamsView, r: AssignedStreamId, offset: int) -> None:

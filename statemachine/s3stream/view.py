@@ -146,6 +146,7 @@ class StreamsImage(msgspec.Struct, frozen=True, kw_only=True):
     objects: tuple[ObjectMeta, ...]
     kv: tuple[KVEntry, ...]
     object_index: tuple[ObjectIndexEntry, ...]
+    marked_at: tuple[tuple[int, int], ...] = ()
 
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
@@ -195,6 +196,7 @@ class StreamsView:
         "object_index",
         "prepared_ids",
         "marked_ids",
+        "marked_at",
     )
 
     def __init__(self) -> None:
@@ -213,6 +215,11 @@ class StreamsView:
         """Ids of the PREPARED objects (derived: what the lifecycle check scans)."""
         self.marked_ids: set[int] = set()
         """Ids of the MARK_DESTROYED objects (derived: what physical deletion scans)."""
+        self.marked_at: dict[int, int] = {}
+        """MARK_DESTROYED object -> when it was marked: the record's time in the log (``ts_ms``),
+        else its ``timestamp``. AutoMQ deletes an object one to two retention periods after it was
+        marked (``checkS3ObjectsLifecycle``'s generations), whatever the record's timestamp says:
+        an expired PREPARED object is written with timestamp 0 from V2."""
 
     @property
     def version(self) -> int:
@@ -273,6 +280,7 @@ class StreamsView:
             ),
             # uncompressed: the hash is of the ranges, not of how a writer's zstd compressed them
             "object_index": tuple(ObjectIndexEntry(i, r.uncompressed()) for i, r in sorted(self.object_index.items())),
+            "marked_at": tuple(sorted(self.marked_at.items())),
         }
 
     def image(self) -> StreamsImage:
@@ -321,6 +329,7 @@ class StreamsView:
         v.objects = {o.object_id: o for o in image.objects}
         v.prepared_ids = {o.object_id for o in image.objects if o.state == ObjectState.PREPARED}
         v.marked_ids = {o.object_id for o in image.objects if o.state == ObjectState.MARK_DESTROYED}
+        v.marked_at = dict(image.marked_at)
         for e in image.kv:
             v.kv.setdefault(e.namespace, {})[e.key] = e.value
         v.object_index = {e.object_id: e.ranges for e in image.object_index}

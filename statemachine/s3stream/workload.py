@@ -29,6 +29,7 @@ from . import commands as c
 from .bugs import BUGS
 from .decider import decide
 from .reducer import apply
+from .snapshot import image_records, load
 from .view import AUTOMQ_VERSION, LATEST, StreamsView
 
 OPERATIONS = ("append", "upload", "compact", "compact-stream-objects", "trim", "reassign", "failover", "delete", "leak")
@@ -116,9 +117,15 @@ class Cluster(Simulation):
     def bootstrap(self) -> None:
         self.emit([FeatureLevel(name=AUTOMQ_VERSION, feature_level=self.config.automq_version)])
         for n in range(self.config.nodes):
+            self.register(n)
             self.run(c.GetOpeningStreams(node_id=n, node_epoch=self.epochs[n]))
         for _ in range(self.config.streams):
             self.new_stream()
+
+    def register(self, node: int) -> None:
+        """The node registers its metadata (``NodeControlManager.register``) at its epoch."""
+        wal = f"0@s3://wal-bucket?region=us-east-1&node={node}"
+        self.run(c.RegisterNode(node_id=node, node_epoch=self.epochs[node], wal_config=wal, tags=(("zone", "a"),)))
 
     def new_stream(self) -> None:
         node = self.rng.randrange(self.config.nodes)
@@ -381,6 +388,7 @@ class Cluster(Simulation):
             self.zombie_upload(failed)
         self.epochs[failed] = epoch + 1
         self.wal[failed] = {}
+        self.register(failed)
         self.run(c.GetOpeningStreams(node_id=failed, node_epoch=epoch + 1))
 
     def zombie_upload(self, node: int) -> None:
@@ -440,6 +448,13 @@ class Cluster(Simulation):
             self.run(c.CheckObjectLifecycle(now_ms=self.now))
         if self.op % 50 == 0:
             self.run(c.DeleteMarkedObjects(now_ms=self.now, retention_ms=self.config.retention_ms))
+            # Every node of the workload stays active: the clean-up finds no node scaled in.
+            self.run(c.CleanupScaleInNodes(active_nodes=tuple(range(self.config.nodes)), now_ms=self.now))
+        if self.op % 200 == 0:
+            # The active controller changes: the new one loads the image from its snapshot records.
+            offset = self.view.offset
+            self.view = load(image_records(self.view))
+            self.view.offset = offset
 
     def step(self) -> None:
         self.op += 1
