@@ -23,6 +23,7 @@ from .errors import (
     LogNotFoundError,
     RecordError,
     ReplayError,
+    StorageError,
     TimeTravelError,
     UnsupportedLocationError,
 )

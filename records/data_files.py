@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .delta_commit import DataFile, fsync_file
+from .location import Location, resolve
 
 try:
     ENGINE_VERSION = _package_version("kraftlake")
@@ -29,21 +30,31 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
-    """``rows`` (in offset order) as the durable data file ``name`` of the table at path ``table``,
-    with the statistics its ``add`` action carries."""
+def write_data_file(table: Location | str, rows: pa.Table, name: str) -> DataFile:
+    """``rows`` (in offset order) as the durable data file ``name`` of the table at ``table``,
+    with the statistics its ``add`` action carries. On an object store the file is one put (a
+    whole object or none)."""
+    where = resolve(table)
     n = rows.num_rows
     # A column null in every row (the struct of each record type the rows do not hold) is
     # left out of the file: readers take the table's schema and read it as null, as they do
     # for files written before a column existed. A batch of a few types then writes a few
     # column chunks instead of 250 (faster and smaller: bench/RESULTS.md).
     rows = rows.select([c for c in rows.column_names if rows.column(c).null_count < n])
-    full = os.path.join(table, name)
     # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
     # skips the groups outside it instead of decompressing the whole file.
-    pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-    fsync_file(full)
-    st = os.stat(full)
+    if where.local is not None:
+        full = os.path.join(where.local, name)
+        pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        fsync_file(full)
+        st = os.stat(full)
+        size, mtime_ms = st.st_size, int(st.st_mtime * 1000)
+    else:
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        body = sink.getvalue()
+        where.write(name, body)
+        size, mtime_ms = body.size, now_ms()
     offsets, ts = rows.column("offset"), rows.column("ts_ms")
     stats = {
         "numRecords": n,
@@ -51,4 +62,4 @@ def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
         "maxValues": {"offset": offsets[-1].as_py(), "ts_ms": pc.max(ts).as_py()},
         "nullCount": {"offset": 0, "ts_ms": 0},
     }
-    return DataFile(name, st.st_size, int(st.st_mtime * 1000), json.dumps(stats))
+    return DataFile(name, size, mtime_ms, json.dumps(stats))

@@ -116,3 +116,8 @@ class TimeTravelError(LogError):
 
 class UnsupportedLocationError(LogError):
     """A log location that is neither a local path nor a URI kraftlake can use."""
+
+
+class StorageError(LogError):
+    """The store holding a log refused or could not be reached (no bucket, no or wrong
+    credentials, access denied, endpoint unreachable). Nothing was changed."""

@@ -21,6 +21,7 @@ from .base import Record
 from .catalog import BY_NAME
 from .delta_commit import listed
 from .errors import LogError, LogNotFoundError, RecordError, TimeTravelError
+from .location import Location, resolve, storage_errors
 
 OFFSET_TXN = "kraftlake.offset"
 
@@ -31,20 +32,26 @@ def arrow_schema(dt: DeltaTable) -> pa.Schema:
     return pa.schema(dt.schema().to_arrow())
 
 
-def open_table(path: str, version: int | None = None) -> DeltaTable:
+def open_table(location: str | Location, version: int | None = None) -> DeltaTable:
+    """The log's Delta table (at ``version``); ``LogNotFoundError``/``TimeTravelError`` when
+    there is none, ``StorageError`` when its store cannot be used."""
+    where = resolve(location)
     try:
-        return listed(lambda: DeltaTable(path, version=version))
+        with storage_errors(where):
+            return listed(lambda: DeltaTable(where.uri, version=version, storage_options=where.options))
     except TableNotFoundError:
         if version is None:
-            raise LogNotFoundError(f"no kraftlake log at {path} (create one with `kraftlake init`)") from None
-        raise TimeTravelError(f"{path} has no version {version}") from None
+            raise LogNotFoundError(f"no kraftlake log at {where.uri} (create one with `kraftlake init`)") from None
+        raise TimeTravelError(f"{where.uri} has no version {version}") from None
 
 
 class LogSnapshot:
     """The log as of one Delta version, optionally cut at an offset. Read-only."""
 
-    def __init__(self, dt: DeltaTable, *, to_offset: int | None = None) -> None:
+    def __init__(self, dt: DeltaTable, *, to_offset: int | None = None, location: Location | None = None) -> None:
         self._dt = dt
+        self.location = location if location is not None else resolve(dt.table_uri)
+        """Where the table is: its files are read through ``location.filesystem``."""
         self.version: int = dt.version()
         stored = dt.transaction_version(OFFSET_TXN)
         last = -1 if stored is None else stored
@@ -61,17 +68,57 @@ class LogSnapshot:
         return arrow_schema(self._dt)
 
     def files(self) -> list[str]:
-        """The snapshot's Parquet files (absolute paths): exactly what Spark reads on this machine."""
+        """The snapshot's Parquet files: absolute paths for a local table, URIs (``s3://…``) on
+        an object store. Exactly what Spark reads."""
         return list(self._dt.file_uris())
+
+    def dataset(self, columns: Sequence[str] | None = None) -> ds.Dataset:
+        """The snapshot's rows as a ``pyarrow.dataset`` over exactly its Parquet files, read
+        through ``pyarrow.fs`` with the log's storage options (any engine that scans Arrow
+        datasets, DuckDB's included, reads it where it lies). Rows are not cut at ``last_offset``
+        nor sorted: filter on ``offset`` for that."""
+        schema = arrow_schema(self._dt)
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        return self._dataset([p for p, _, _ in self._file_ranges()], schema)
+
+    def _dataset(self, files: list[str], schema: pa.Schema) -> ds.Dataset:
+        fs = None if self.location.is_local else self.location.filesystem
+        return ds.dataset(files, schema=schema, format="parquet", filesystem=fs)
+
+    def _read(self, files: list[str], schema: pa.Schema, where: ds.Expression | None) -> pa.Table:
+        """``files``' rows matching ``where``; a file gone (vacuumed) is a ``TimeTravelError``.
+        Local files are checked before (a stat each); an object store's are not (a request
+        each): its read fails instead."""
+        if self.location.is_local:
+            missing = [f for f in files if not os.path.exists(f)]
+            if missing:
+                raise self._vacuumed(missing[0])
+            return self._dataset(files, schema).to_table(filter=where)
+        try:
+            return self._dataset(files, schema).to_table(filter=where)
+        except FileNotFoundError as exc:
+            raise self._vacuumed(str(exc)) from exc
+        except OSError as exc:
+            if "NoSuchKey" in str(exc) or "does not exist" in str(exc):
+                raise self._vacuumed(str(exc)) from exc
+            raise
+
+    def _vacuumed(self, path: str) -> TimeTravelError:
+        name = os.path.basename(path.split("'")[1] if "'" in path else path)
+        return TimeTravelError(
+            f"version {self.version} refers to {name}, which was vacuumed; read the latest version cut"
+            " at an offset instead"
+        )
 
     def _file_ranges(self) -> list[tuple[str, int | None, int | None]]:
         actions = pa.table(self._dt.get_add_actions(flatten=True))
-        root = self._dt.table_uri.removeprefix("file://")
         paths = actions.column("path").to_pylist()
         cols = actions.column_names
         lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
         hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
-        return [(os.path.join(root, p), a, b) for p, a, b in zip(paths, lo, hi)]
+        join = self.location.join
+        return [(join(p), a, b) for p, a, b in zip(paths, lo, hi)]
 
     def table(
         self,
@@ -97,20 +144,12 @@ class LogSnapshot:
             for path, a, b in self._file_ranges()
             if hi >= lo and not (a is not None and b is not None and (b < lo or a > hi))
         ]
-        missing = [f for f in files if not os.path.exists(f)]
-        if missing:
-            raise TimeTravelError(
-                f"version {self.version} refers to {os.path.basename(missing[0])}, which was"
-                " vacuumed; read the latest version cut at an offset instead"
-            )
         # One multi-threaded scan of exactly the snapshot's files; files written before a column
         # or struct field existed read it as null (conformed to defaults in from_table).
-        dataset = ds.dataset(files, schema=schema, format="parquet")
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         if wanted is not None:
             where &= ds.field("type").isin(wanted)
-        result = dataset.to_table(filter=where)
-        return result.sort_by("offset")
+        return self._read(files, schema, where).sort_by("offset")
 
     def records(
         self,
@@ -168,10 +207,8 @@ class LogSnapshot:
             schema = pa.schema([schema.field(c) for c in columns])
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         for a, b, path in ranges:
-            if not os.path.exists(path):
-                raise TimeTravelError(f"version {self.version} refers to {os.path.basename(path)}, which was vacuumed")
             whole = lo <= a and b <= hi
-            table = ds.dataset([path], schema=schema, format="parquet").to_table(filter=None if whole else where)
+            table = self._read([path], schema, None if whole else where)
             if table.num_rows == 0:
                 continue
             offsets = table.column("offset")
