@@ -158,7 +158,10 @@ class Location:
             return
         fs, root = self._fs_and_root
         try:
-            fs.delete_dir_contents(root or "/", missing_dir_ok=True)
+            if root:
+                fs.delete_dir(root)  # the prefix's objects, and the directory marker pyarrow may leave
+            else:
+                fs.delete_dir_contents("/", missing_dir_ok=True)
         except (FileNotFoundError, OSError):
             pass
 

@@ -1,4 +1,5 @@
-"""Snapshots of the controller view, in a side Delta table inside the log's directory.
+"""Snapshots of the controller view, in a side Delta table inside the log's directory (or under its
+URI's prefix, on the same object store, read and written with the log's storage options).
 
 ``<log>/_kraftlake_snapshots`` is a Delta table of its own, one row (and one Parquet file) per
 snapshot: the view's data at ``offset`` (``ControllerState``, msgpack), its state hash and a sha256
@@ -14,10 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import msgspec
 import pyarrow as pa
@@ -28,6 +28,7 @@ from deltalake.exceptions import TableNotFoundError
 from kraftlake.logging import get_logger
 from kraftlake.records.base import trusted
 from kraftlake.records.errors import LogError
+from kraftlake.records.location import resolve
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
 
@@ -78,14 +79,23 @@ class SnapshotInfo:
 class SnapshotStore:
     """The snapshots of one log. ``SnapshotStore(log_path)``; the table is created on first write."""
 
-    def __init__(self, log_path: str | os.PathLike[str]) -> None:
-        self.path = str(Path(log_path) / SNAPSHOTS_DIR)
+    def __init__(self, log_path: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None) -> None:
+        self.location = resolve(log_path, storage_options).child(SNAPSHOTS_DIR)
+        """Beside the log, on the same store (a local folder, or the prefix under its URI)."""
+        self.path = self.location.uri
 
     def _table(self) -> DeltaTable | None:
         try:
-            return DeltaTable(self.path)
+            return DeltaTable(self.path, storage_options=self.location.options)
         except TableNotFoundError:
             return None
+
+    def _append(self, table: pa.Table) -> None:
+        write_deltalake(self.path, table, mode="append", schema_mode=None, storage_options=self.location.options)
+
+    def _dataset(self, files: list[str]) -> ds.Dataset:
+        fs = None if self.location.is_local else self.location.filesystem
+        return ds.dataset(files, schema=SCHEMA, format="parquet", filesystem=fs)
 
     def write(self, view: ControllerView) -> SnapshotInfo:
         """Store ``view`` (at ``view.offset``). Refuses a view inside a metadata transaction."""
@@ -110,7 +120,7 @@ class SnapshotStore:
             "image": blob,
         }
         table = pa.Table.from_pylist([row], schema=SCHEMA)
-        write_deltalake(self.path, table, mode="append", schema_mode=None)
+        self._append(table)
         log.info("snapshot.written", offset=view.offset, bytes=len(blob), state_hash=state_hash)
         return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")})
 
@@ -130,7 +140,7 @@ class SnapshotStore:
             "created_ms": time.time_ns() // 1_000_000,
             "image": blob,
         }
-        write_deltalake(self.path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append", schema_mode=None)
+        self._append(pa.Table.from_pylist([row], schema=SCHEMA))
         log.info("snapshot.streams_written", offset=view.offset, bytes=len(blob), state_hash=image.state_hash)
         return SnapshotInfo(**{k: v for k, v in row.items() if k not in ("image", "blob_sha256")})
 
@@ -147,7 +157,7 @@ class SnapshotStore:
             return None
         candidates = [(b, f) for f, a, b in self._files(dt) if a is not None and a <= offset]
         for _, path in sorted(candidates, reverse=True):
-            table = ds.dataset([path], schema=SCHEMA, format="parquet").to_table(
+            table = self._dataset([path]).to_table(
                 filter=(ds.field("offset") <= offset) & (ds.field("kind") == kind) & (ds.field("format") == fmt)
             )
             if table.num_rows == 0:
@@ -166,7 +176,7 @@ class SnapshotStore:
         paths = actions.column("path").to_pylist()
         lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
         hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
-        return [(os.path.join(self.path, p), a, b) for p, a, b in zip(paths, lo, hi)]
+        return [(self.location.join(p), a, b) for p, a, b in zip(paths, lo, hi)]
 
     def list(self) -> list[SnapshotInfo]:
         """Every usable snapshot (this kind and format), by offset, without their images."""
@@ -176,7 +186,7 @@ class SnapshotStore:
         files = [f for f, _, _ in self._files(dt)]
         # Without the images: listing snapshots must not read every image (megabytes each).
         cols = ["offset", "kind", "format", "state_hash", "brokers", "partitions", "created_ms", "bytes"]
-        table = ds.dataset(files, schema=SCHEMA, format="parquet").to_table(columns=cols)
+        table = self._dataset(files).to_table(columns=cols)
         out: dict[int, SnapshotInfo] = {}
         for row in table.to_pylist():
             if row["kind"] == KIND and row["format"] == IMAGE_FORMAT:
@@ -194,4 +204,4 @@ class SnapshotStore:
 
     def delete(self) -> None:
         """Drop every snapshot (they are derived data: ``kraftlake snapshot`` rebuilds them)."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.location.delete_tree()

@@ -32,6 +32,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from kraftlake.logging import get_logger
 from kraftlake.records import Log, TimeTravelError
 from kraftlake.records.codec import encode_json_array
+from kraftlake.records.location import Location
 
 from .append import MAX_BODY, TOO_LARGE, Answer, Appending, fast_path, internal_error
 from .auth import auth_middleware
@@ -56,7 +57,7 @@ class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 @dataclass
 class ServiceState:
-    path: Path
+    path: Location
     committer: GroupCommitter
     reader_lock: threading.Lock
     reader: Log
@@ -118,17 +119,24 @@ def create_app(
     *,
     fast: bool = True,
     commit_process: bool = True,
+    storage_options: dict[str, str] | None = None,
 ) -> Litestar:
     """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
     every request needs a bearer token with the right role; None: no authentication (bind the
     service to loopback). ``fast=False``: appends through Litestar's route too (the same
     answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
     commits in this process instead of a child (``service.commit_process``), where they compete
-    with the event loop for the GIL."""
+    with the event loop for the GIL. ``storage_options``: delta-rs's, for a log on an object
+    store."""
     config = config or CommitConfig()
-    target = CommitProcess(str(path), config.compact_after_files) if commit_process else Log.open(path)
+    opened = Log.open(path, storage_options=storage_options)  # a URI's storage options travel with it
+    target = (
+        CommitProcess(opened.path, config.compact_after_files, opened.storage_options)
+        if commit_process
+        else Log.open(opened.location)
+    )
     metrics = Metrics()
-    state = ServiceState(Path(path), GroupCommitter(target, config, metrics), threading.Lock(), Log.open(path))
+    state = ServiceState(opened.location, GroupCommitter(target, config, metrics), threading.Lock(), opened)
     appending = Appending(state.committer)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")

@@ -43,13 +43,13 @@ class _Done(msgspec.Struct, array_like=True):
 _ERRORS = {"RecordError": RecordError, "AppendConflictError": AppendConflictError}
 
 
-def _serve(path: str, compact_after: int | None, conn: Any) -> None:
+def _serve(path: str, compact_after: int | None, conn: Any, storage_options: dict[str, str] | None = None) -> None:
     """The child: commit each group it is sent, until told to stop or the parent is gone."""
     from kraftlake.logging import configure
     from kraftlake.records.base import trusted
 
     configure(level="warning")
-    log = Log.open(path)
+    log = Log.open(path, storage_options=storage_options)
     upkeep = log.upkeep_in_background(compact_after)
     decoder = msgspec.msgpack.Decoder(_Group)
     encode = msgspec.msgpack.Encoder().encode
@@ -76,12 +76,17 @@ def _serve(path: str, compact_after: int | None, conn: Any) -> None:
 class CommitProcess:
     """A ``Log``'s ``append_group`` run by a child process (see the module's docstring)."""
 
-    def __init__(self, path: str, compact_after: int | None = None) -> None:
+    def __init__(
+        self, path: str, compact_after: int | None = None, storage_options: dict[str, str] | None = None
+    ) -> None:
         self.path = str(path)
         self.compact_after = compact_after
         self._conn, child = _SPAWN.Pipe()
         self._proc = _SPAWN.Process(
-            target=_serve, args=(self.path, compact_after, child), name="kraftlake-commits", daemon=True
+            target=_serve,
+            args=(self.path, compact_after, child, storage_options),
+            name="kraftlake-commits",
+            daemon=True,
         )
         self._proc.start()
         child.close()
