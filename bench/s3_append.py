@@ -41,13 +41,14 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' moto server (helper
 
 from append import Workload, percentile  # noqa: E402 - bench/append.py's workload
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
-from helpers.object_store import Bucket, MotoServer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kraftlake.records import Log  # noqa: E402
 from kraftlake.records.arrow import LOG_SCHEMA, to_table  # noqa: E402
 from kraftlake.records.log import TABLE_PROPERTIES  # noqa: E402
+
+from helpers.object_store import Bucket, MotoServer  # noqa: E402
 
 SIZES = (1, 100, 1_000, 10_000)
 FULL = {1: 60, 100: 60, 1_000: 30, 10_000: 10}
