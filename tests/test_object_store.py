@@ -229,3 +229,26 @@ def test_data_files_are_one_put_and_a_refused_commit_leaves_no_file(s3_bucket):
     parquet = [k for k in s3_bucket.keys("orphans/") if k.endswith(".parquet")]
     assert len(parquet) == len(Log.open(uri).at().files()) == 2
     assert pa.concat_tables([Log.open(uri).at().table()]).num_rows == 6
+
+
+def test_compaction_and_checkpoints_beside_appends_on_s3(s3_bucket):
+    """``Log.compact`` (the service's upkeep) commits through delta-rs on a store: fewer files,
+    the same rows and offsets; checkpoints are written where the interval calls for them."""
+    from kraftlake.records.delta_commit import checkpoint
+
+    uri = s3_bucket.uri("compacted")
+    log = Log.create(uri)
+    recs = records()
+    for i in range(0, len(recs), 3):
+        log.append(recs[i : i + 3])
+    before = Log.open(uri).read()
+    files_before = len(log.at().files())
+    version = log.compact(2)
+    assert version == log.version and version is not None
+    after = Log.open(uri)
+    assert len(after.at().files()) < files_before
+    assert after.read() == before
+    log.append(recs[:2])  # appends go on after the compaction
+    assert [r.offset for r in Log.open(uri).read()] == list(range(len(recs) + 2))
+    checkpoint(log.location, log.version)
+    assert any(k.endswith(".checkpoint.parquet") for k in s3_bucket.keys("compacted/_delta_log/"))
