@@ -130,7 +130,9 @@ class CompactionMixin:
         """``compact``'s commit on an object store, through delta-rs (``Log._commit_on_store``):
         after the version it read, appends only; retried on top of each append that comes."""
         meta = {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))}
-        while appends_after(self.location, read, compactions=False) is not None:
+        for _ in range(100):  # beside a busy writer: give up after that many lost races (next time)
+            if appends_after(self.location, read, compactions=False) is None:
+                break
             self._catch_up()
             if self._commit_on_store(self._head, added, [], meta, removed):
                 log.info("log.compacted", files=len(removed), into=len(added), version=self._head)

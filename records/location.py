@@ -133,8 +133,12 @@ class Location:
             f.write(body)
 
     def delete(self, rel: str) -> None:
+        """Delete the table's file ``rel`` if it exists."""
         try:
-            self.filesystem.delete_file(self.join(rel))
+            if self.local is not None:
+                os.remove(os.path.join(self.local, rel))
+            else:
+                self.filesystem.delete_file(self.join(rel))
         except FileNotFoundError:
             pass
 

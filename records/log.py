@@ -5,10 +5,12 @@ What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-t
 - **Gapless, strictly increasing offsets from 0.** Every append is *fenced*: it commits only on top
   of the version it read, and carries the new last offset as the app transaction
   ``kraftlake.offset``. A plain delta-rs append would silently rebase onto a newer version and
-  repeat offsets; a fenced one fails, follows the commits it lost to, and retries. The log
-  writes the commit file itself, put-if-absent (``delta_commit``: durable and far cheaper than
-  delta-rs's commit, whose cost grows with the log; bench/RESULTS.md); delta-rs does everything
-  else (creation, schema changes, checkpoints, compaction, snapshots and time travel).
+  repeat offsets; a fenced one fails, follows the commits it lost to, and retries. On a local
+  path the log writes the commit file itself, put-if-absent (``delta_commit``: durable and far
+  cheaper than delta-rs's commit, whose cost grows with the log; bench/RESULTS.md); on an object
+  store (``s3://``…, ``location``) delta-rs commits with no retries, its commit file a
+  conditional put (``store_commit``). delta-rs does everything else (creation, schema changes,
+  checkpoints, compaction, snapshots and time travel).
 - **A batch lands whole or not at all**, as one Parquet file in one Delta commit. A commit that
   loses the race deletes the file it wrote; a process killed before its commit leaves an
   unreferenced file that ``maintain`` vacuums, never a partial batch.
