@@ -82,23 +82,26 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-def open(path: str | os.PathLike[str]) -> Lake:  # noqa: A001 - mirrors deltalake / builtins open
+def open(  # noqa: A001 - mirrors deltalake / builtins open
+    path: str | os.PathLike[str], *, storage_options: dict[str, str] | None = None
+) -> Lake:
     """Open the log at ``path`` (a ``Lake``: the log's own methods, plus points in time, diffs,
-    timelines, audits and plots as DataFrames for notebooks)."""
+    timelines, audits and plots as DataFrames for notebooks). ``path`` may be a URI
+    (``s3://bucket/prefix``…); ``storage_options`` are delta-rs's (default: the environment's)."""
     from kraftlake.records.log import Log
 
     from .lake import Lake
 
-    return Lake(Log.open(path))
+    return Lake(Log.open(path, storage_options=storage_options))
 
 
-def init(path: str | os.PathLike[str]) -> Lake:
-    """Create an empty log at ``path``."""
+def init(path: str | os.PathLike[str], *, storage_options: dict[str, str] | None = None) -> Lake:
+    """Create an empty log at ``path`` (a local path or a URI, as ``open``)."""
     from kraftlake.records.log import Log
 
     from .lake import Lake
 
-    return Lake(Log.create(path))
+    return Lake(Log.create(path, storage_options=storage_options))
 
 
 def state_at(
@@ -108,6 +111,7 @@ def state_at(
     version: int | None = None,
     timestamp: datetime | str | None = None,
     source_offset: int | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> ControllerView:
     """The KRaft controller's view after the record at ``offset``, at the end of Delta
     ``version``, at ``timestamp``, or after every record imported from Kafka offset
@@ -117,13 +121,17 @@ def state_at(
     Inside an open metadata transaction this is what Kafka publishes: the state before its Begin
     record (``view.offset`` says which). ``view.image()`` is the canonical form (what ``kraftlake view`` prints);
     ``kraftlake.statemachine.kraft.broker_view.broker_view(view, b)`` is broker b's view.
+    ``storage_options``: delta-rs's, for a log given by URI.
     """
     from kraftlake.records.log import Log
     from kraftlake.replay.state import state_at as _state_at
 
     from .lake import Lake
 
-    opened = log.log if isinstance(log, Lake) else log if isinstance(log, Log) else Log.open(log)
+    if isinstance(log, Lake):
+        opened = log.log
+    else:
+        opened = log if isinstance(log, Log) else Log.open(log, storage_options=storage_options)
     return _state_at(
         opened, offset=offset, version=version, timestamp=timestamp, source_offset=source_offset
     ).published()

@@ -32,7 +32,8 @@ class Appender:
     ``append(records, seq=n)`` with the same ``n``: it lands once and returns the same offsets.
     Against a service, timeouts, refused connections, 429 and 5xx are retried (for up to
     ``retry_for_s``) with the same ``seq``, so a retry never duplicates; ``token`` is the bearer
-    token of a service started with ``--tokens``.
+    token of a service started with ``--tokens``. ``storage_options`` (delta-rs's) go with a
+    log given by URI (``s3://bucket/prefix``).
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class Appender:
         timeout_s: float = 30.0,
         retry_for_s: float = 120.0,
         token: str | None = None,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         self.producer = producer
         self._headers = {"Content-Type": "application/json"}
@@ -57,7 +59,7 @@ class Appender:
             stored = self._call("GET", f"/v1/producers/{urllib.parse.quote(producer, safe='')}")["seq"]
         else:
             inner = getattr(target, "log", target)  # a Lake (kraftlake.open) holds its Log
-            self.log = inner if isinstance(inner, Log) else Log.open(target)
+            self.log = inner if isinstance(inner, Log) else Log.open(target, storage_options=storage_options)
             stored = self.log.producer_seq(producer)
         self.next_seq = 0 if stored is None else stored + 1
 

@@ -24,6 +24,7 @@ from .errors import (
     LogNotFoundError,
     RecordError,
     ReplayError,
+    StorageError,
     TimeTravelError,
     UnsupportedLocationError,
 )

@@ -10,7 +10,6 @@ again is answered with its original offsets instead of being written twice.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 import uuid
@@ -192,8 +191,7 @@ class AppendingMixin:
         n = data.num_rows
         last = first + n - 1
         data = data.set_column(0, "offset", pa.array(range(first, first + n), pa.int64()))
-        file = write_data_file(self.path, data, f"part-{first:020d}-{batch_id}.zstd.parquet")
-        full = os.path.join(self.path, file.path)
+        file = write_data_file(self.location, data, f"part-{first:020d}-{batch_id}.zstd.parquet")
         txns = [(OFFSET_TXN, last)]
         meta = {
             "kraftlake.operation": "append",
@@ -215,27 +213,24 @@ class AppendingMixin:
             for p, (q, lo, hi) in sorted(newest.items()):
                 txns += _producer_txns(p, q, lo, hi, version + 1)
             meta["kraftlake.batches"] = json.dumps(group)
-        body = commit_json(
-            [file],
-            txns,
-            meta,
-            now_ms(),
-            ENGINE_VERSION,
-        )
-        with self._commit_lock:
-            landed = version == self._head and put_if_absent(self.path, version + 1, body)
-            if landed:
-                self._head = version + 1
-                self._commits_since_open += 1
-                self._txn_cache.update(txns)
+        if self.location.local is None:
+            landed = self._commit_on_store(version, [file], txns, meta)
+        else:
+            body = commit_json([file], txns, meta, now_ms(), ENGINE_VERSION)
+            with self._commit_lock:
+                landed = version == self._head and put_if_absent(self.path, version + 1, body)
+                if landed:
+                    self._head = version + 1
+                    self._commits_since_open += 1
+                    self._txn_cache.update(txns)
         if not landed:
-            os.remove(full)  # nothing refers to it: the refused commit never happened
+            self.location.delete(file.path)  # nothing refers to it: the refused commit never happened
             return None
         if (version + 1) % self._checkpoint_interval == 0:
             if self._upkeep is not None:
                 self._upkeep.request(version + 1)
             else:
-                checkpoint(self.path, version + 1)
+                checkpoint(self.location, version + 1)
         log.debug("append.committed", first_offset=first, last_offset=last, version=version + 1)
         return AppendResult(first, last, version + 1)
 

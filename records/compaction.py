@@ -5,18 +5,17 @@ compaction with a checkpoint and a vacuum of unreferenced files.
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable
+from deltalake import CommitProperties
 
 from kraftlake.logging import get_logger
 
 from .data_files import ENGINE_VERSION, now_ms, parquet_schema, read_parquet, write_data_file
-from .delta_commit import appends_after, commit_json, listed, put_if_absent
+from .delta_commit import DataFile, appends_after, commit_json, put_if_absent
 from .snapshot import arrow_schema, open_table
 
 log = get_logger("kraftlake.log")
@@ -59,7 +58,7 @@ class CompactionMixin:
         enough files, or another process changed the table's layout meanwhile: next time). Big
         files (a compaction's output past ``COMPACT_RECORDS``) are not rewritten again; rows keep
         their offsets; versions before it keep their files until ``maintain`` vacuums them."""
-        dt = listed(lambda: DeltaTable(self.path))
+        dt = open_table(self.location)
         actions = pa.table(dt.get_add_actions(flatten=True))
         if actions.num_rows <= more_than or "min.offset" not in actions.column_names:
             return None
@@ -83,30 +82,27 @@ class CompactionMixin:
         runs = [r for r in runs if len(r) > 1]
         if not runs:
             return None
-        root = dt.table_uri.removeprefix("file://")
+        where = self.location
+        fs = None if where.is_local else where.filesystem
         schema = arrow_schema(dt)
         added, removed, written = [], [], []
         for run in runs:
-            paths = [os.path.join(root, f[3]) for f in run]
+            paths = [where.join(f[3]) for f in run]
             # The columns these files hold (a few of the table's 250), in the table's types.
-            present = set(pa.unify_schemas([parquet_schema(p) for p in paths]).names)
+            present = set(pa.unify_schemas([parquet_schema(p, fs) for p in paths]).names)
             # Checksums verified: a damaged page must stop the compaction, not be rewritten into
             # a new file with checksums of its own.
-            table = read_parquet(paths, pa.schema([f for f in schema if f.name in present]))
+            table = read_parquet(paths, pa.schema([f for f in schema if f.name in present]), filesystem=fs)
             file = write_data_file(
-                self.path, table.sort_by("offset"), f"part-{run[0][0]:020d}-compacted-{uuid.uuid4()}.zstd.parquet"
+                where, table.sort_by("offset"), f"part-{run[0][0]:020d}-compacted-{uuid.uuid4()}.zstd.parquet"
             )
-            written.append(os.path.join(self.path, file.path))
+            written.append(file.path)
             added.append(file)
             removed += [(f[3], f[4]) for f in run]
-        body = commit_json(
-            added,
-            [],
-            {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))},
-            now_ms(),
-            ENGINE_VERSION,
-            removed=removed,
-        )
+        meta = {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))}
+        if where.local is None:
+            return self._compact_on_store(dt.version(), added, removed, written)
+        body = commit_json(added, [], meta, now_ms(), ENGINE_VERSION, removed=removed)
         with self._commit_lock:
             while True:
                 # After the snapshot compacted, appends only (another compaction would have
@@ -114,8 +110,8 @@ class CompactionMixin:
                 followed = appends_after(self.path, dt.version(), compactions=False)
                 mine = appends_after(self.path, self._head)
                 if followed is None or mine is None:
-                    for full in written:
-                        os.remove(full)
+                    for rel in written:
+                        where.delete(rel)
                     return None
                 self._head, txns = mine
                 self._txn_cache.update(txns)
@@ -126,6 +122,23 @@ class CompactionMixin:
         log.info("log.compacted", files=len(removed), into=len(added), version=version)
         return version
 
+    def _compact_on_store(
+        self, read: int, added: list[DataFile], removed: list[tuple[str, int]], written: list[str]
+    ) -> int | None:
+        """``compact``'s commit on an object store, through delta-rs (``Log._commit_on_store``):
+        after the version it read, appends only; retried on top of each append that comes."""
+        meta = {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))}
+        for _ in range(100):  # beside a busy writer: give up after that many lost races (next time)
+            if appends_after(self.location, read, compactions=False) is None:
+                break
+            self._catch_up()
+            if self._commit_on_store(self._head, added, [], meta, removed):
+                log.info("log.compacted", files=len(removed), into=len(added), version=self._head)
+                return self._head
+        for rel in written:
+            self.location.delete(rel)
+        return None
+
     def maintain(self, *, retention_hours: int | None = None, target_size: int | None = None) -> MaintenanceReport:
         """Compact small files, write a checkpoint, vacuum unreferenced files.
 
@@ -134,13 +147,15 @@ class CompactionMixin:
         default, unless ``retention_hours`` says otherwise): no version inside the window loses a
         file. Older versions stay reachable by offset (``at(offset=...)``).
         """
-        dt = open_table(self.path)
+        dt = open_table(self.location)
         before_version, before_files = dt.version(), len(dt.file_uris())
         # delta-rs's compaction neither checks page checksums nor writes them: check every file
         # first, so that a damaged page stops it instead of being rewritten as good data.
         schema = arrow_schema(dt)
-        for uri in dt.file_uris():
-            read_parquet([uri.removeprefix("file://")], schema)
+        where = self.location
+        fs = None if where.is_local else where.filesystem
+        for rel in pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist():
+            read_parquet([where.join(rel)], schema, filesystem=fs)
         compacted = dt.optimize.compact(
             target_size=target_size,
             commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "compact"}),
@@ -156,7 +171,7 @@ class CompactionMixin:
             commit_properties=CommitProperties(custom_metadata={"kraftlake.operation": "vacuum"}),
         )
         dt.cleanup_metadata()
-        dt = open_table(self.path)
+        dt = open_table(self.location)
         self._dt = dt
         self._commits_since_open = 0
         report = MaintenanceReport(

@@ -15,10 +15,12 @@ from importlib.metadata import version as _package_version
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .delta_commit import DataFile, fsync_file
 from .errors import CorruptStoreError
+from .location import Location, resolve
 
 try:
     ENGINE_VERSION = _package_version("kraftlake")
@@ -37,21 +39,31 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
-    """``rows`` (in offset order) as the durable data file ``name`` of the table at path ``table``,
-    with the statistics its ``add`` action carries."""
+def write_data_file(table: Location | str, rows: pa.Table, name: str) -> DataFile:
+    """``rows`` (in offset order) as the durable data file ``name`` of the table at ``table``,
+    with the statistics its ``add`` action carries. On an object store the file is one put (a
+    whole object or none)."""
+    where = resolve(table)
     n = rows.num_rows
     # A column null in every row (the struct of each record type the rows do not hold) is
     # left out of the file: readers take the table's schema and read it as null, as they do
     # for files written before a column existed. A batch of a few types then writes a few
     # column chunks instead of 250 (faster and smaller: bench/RESULTS.md).
     rows = rows.select([c for c in rows.column_names if rows.column(c).null_count < n])
-    full = os.path.join(table, name)
     # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
     # skips the groups outside it instead of decompressing the whole file.
-    pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS, write_page_checksum=True)
-    fsync_file(full)
-    st = os.stat(full)
+    if where.local is not None:
+        full = os.path.join(where.local, name)
+        pq.write_table(rows, full, compression="zstd", row_group_size=ROW_GROUP_ROWS, write_page_checksum=True)
+        fsync_file(full)
+        st = os.stat(full)
+        size, mtime_ms = st.st_size, int(st.st_mtime * 1000)
+    else:
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS, write_page_checksum=True)
+        body = sink.getvalue()
+        where.write(name, body)
+        size, mtime_ms = body.size, now_ms()
     offsets, ts = rows.column("offset"), rows.column("ts_ms")
     stats = {
         "numRecords": n,
@@ -59,35 +71,39 @@ def write_data_file(table: str, rows: pa.Table, name: str) -> DataFile:
         "maxValues": {"offset": offsets[-1].as_py(), "ts_ms": pc.max(ts).as_py()},
         "nullCount": {"offset": 0, "ts_ms": 0},
     }
-    return DataFile(name, st.st_size, int(st.st_mtime * 1000), json.dumps(stats))
+    return DataFile(name, size, mtime_ms, json.dumps(stats))
 
 
-def read_parquet(files: Sequence[str], schema: pa.Schema, **to_table: object) -> pa.Table:
-    """``files`` (the log's data files, or a snapshot table's) read as one dataset with page
-    checksums verified; a file that is missing, truncated or damaged raises ``CorruptStoreError``
-    naming it."""
+def read_parquet(
+    files: Sequence[str], schema: pa.Schema, *, filesystem: pafs.FileSystem | None = None, **to_table: object
+) -> pa.Table:
+    """``files`` (the log's data files, or a snapshot table's; on ``filesystem`` when not local)
+    read as one dataset with page checksums verified; a file that is missing, truncated or
+    damaged raises ``CorruptStoreError`` naming it."""
     try:
-        return ds.dataset(list(files), schema=schema, format=PARQUET).to_table(**to_table)
+        return ds.dataset(list(files), schema=schema, format=PARQUET, filesystem=filesystem).to_table(**to_table)
     except (OSError, pa.ArrowException) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         named = next((f for f in files if os.path.basename(f) in str(exc)), None)
         if named is None:  # pyarrow's words do not always name it: read them one by one
-            named = files[0] if len(files) == 1 else next((f for f in files if _unreadable(f, schema)), None)
+            named = (
+                files[0] if len(files) == 1 else next((f for f in files if _unreadable(f, schema, filesystem)), None)
+            )
         where = os.path.basename(named) if named else f"one of {len(files)} data files"
-        raise CorruptStoreError(f"{where} cannot be read: {text}", file=named) from None
+        raise CorruptStoreError(f"{where} cannot be read: {text}", file=named) from exc
 
 
-def _unreadable(file: str, schema: pa.Schema) -> bool:
+def _unreadable(file: str, schema: pa.Schema, filesystem: pafs.FileSystem | None) -> bool:
     try:
-        ds.dataset([file], schema=schema, format=PARQUET).to_table()
+        ds.dataset([file], schema=schema, format=PARQUET, filesystem=filesystem).to_table()
     except (OSError, pa.ArrowException):
         return True
     return False
 
 
-def parquet_schema(file: str) -> pa.Schema:
+def parquet_schema(file: str, filesystem: pafs.FileSystem | None = None) -> pa.Schema:
     """A data file's own schema (from its footer); ``CorruptStoreError`` naming a damaged file."""
     try:
-        return pq.read_schema(file)
+        return pq.read_schema(file, filesystem=filesystem)
     except (OSError, pa.ArrowException) as exc:
         raise CorruptStoreError(f"{os.path.basename(file)} cannot be read: {exc}", file=file) from None

@@ -16,7 +16,8 @@ Put-if-absent is ``link(2)`` of a fully written temporary file: atomic on a POSI
 it fails when another writer (delta-rs or this code) already took the version. So the fencing of
 ``Log`` stays what it was: a commit lands on exactly the version it read, or is refused.
 
-Only local tables (a path) are written this way; table creation, schema changes, checkpoints,
+Only local tables (a path) are written this way (an object store's commits go through delta-rs:
+``store_commit``); table creation, schema changes, checkpoints,
 ``maintain``'s compaction and vacuum, and every read stay with delta-rs.
 """
 
@@ -35,6 +36,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from kraftlake.logging import get_logger
+
+from .location import Location, resolve
 
 ENGINE = "kraftlake"
 _ENCODER = msgspec.json.Encoder()
@@ -157,10 +160,11 @@ def put_if_absent(table: str, version: int, body: bytes) -> bool:
     return True
 
 
-def checkpoint(table: str, version: int) -> None:
+def checkpoint(table: Location | str, version: int) -> None:
     """Write the checkpoint of ``version`` (delta-rs does it; readers then open the table from it
     instead of replaying every commit)."""
-    listed(lambda: DeltaTable(table, version=version)).create_checkpoint()
+    where = resolve(table)
+    listed(lambda: DeltaTable(where.uri, version=version, storage_options=where.options)).create_checkpoint()
 
 
 class Upkeep:
@@ -180,7 +184,7 @@ class Upkeep:
 
     ``close`` writes the checkpoint still asked for; a compaction waits for the next start."""
 
-    def __init__(self, table: str, compact: Callable[[], int | None] | None = None) -> None:
+    def __init__(self, table: Location, compact: Callable[[], int | None] | None = None) -> None:
         self.table = table
         self.compact = compact
         """Compacts the table when it holds too many files: its version, or None (``Log.compact``)."""
@@ -238,7 +242,9 @@ class Upkeep:
         self.written.append(version)
 
 
-def appends_after(table: str, version: int, *, compactions: bool = True) -> tuple[int, dict[str, int]] | None:
+def appends_after(
+    table: Location | str, version: int, *, compactions: bool = True
+) -> tuple[int, dict[str, int]] | None:
     """Follow the log past ``version`` by reading the commit files that follow it, as long as
     they only append or compact (``commitInfo``, ``add``, ``txn``, and ``remove`` without a data
     change; ``compactions=False``: no ``remove`` at all): the newest version, and the app
@@ -247,13 +253,13 @@ def appends_after(table: str, version: int, *, compactions: bool = True) -> tupl
 
     A writer that lost a version to another one needs only this to try again, a few reads of
     small files, where delta-rs lists the whole log directory; without it the losers of a race
-    re-read for longer than the winners take to commit again, and keep losing."""
+    re-read for longer than the winners take to commit again, and keep losing. On an object store
+    each is one GET (the commits of delta-rs's writers included)."""
     txns: dict[str, int] = {}
+    table = resolve(table)
     while True:
-        try:
-            with open(commit_path(table, version + 1), "rb") as f:
-                body = f.read()
-        except FileNotFoundError:
+        body = table.read(f"_delta_log/{version + 1:020d}.json")
+        if body is None:
             return version, txns
         for line in body.splitlines():
             if not line.strip():

@@ -126,3 +126,8 @@ class CorruptStoreError(LogError):
     def __init__(self, message: str, *, file: str | None = None) -> None:
         self.file = file
         super().__init__(message)
+
+
+class StorageError(LogError):
+    """The store holding a log refused or could not be reached (no bucket, no or wrong
+    credentials, access denied, endpoint unreachable). Nothing was changed."""

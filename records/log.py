@@ -5,10 +5,12 @@ What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-t
 - **Gapless, strictly increasing offsets from 0.** Every append is *fenced*: it commits only on top
   of the version it read, and carries the new last offset as the app transaction
   ``kraftlake.offset``. A plain delta-rs append would silently rebase onto a newer version and
-  repeat offsets; a fenced one fails, follows the commits it lost to, and retries. The log
-  writes the commit file itself, put-if-absent (``delta_commit``: durable and far cheaper than
-  delta-rs's commit, whose cost grows with the log; bench/RESULTS.md); delta-rs does everything
-  else (creation, schema changes, checkpoints, compaction, snapshots and time travel).
+  repeat offsets; a fenced one fails, follows the commits it lost to, and retries. On a local
+  path the log writes the commit file itself, put-if-absent (``delta_commit``: durable and far
+  cheaper than delta-rs's commit, whose cost grows with the log; bench/RESULTS.md); on an object
+  store (``s3://``…, ``location``) delta-rs commits with no retries, its commit file a
+  conditional put (``store_commit``). delta-rs does everything else (creation, schema changes,
+  checkpoints, compaction, snapshots and time travel).
 - **A batch lands whole or not at all**, as one Parquet file in one Delta commit. A commit that
   loses the race deletes the file it wrote; a process killed before its commit leaves an
   unreferenced file that ``maintain`` vacuums, never a partial batch.
@@ -29,13 +31,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from kraftlake.logging import get_logger
 
+from . import store_commit
 from .appending import (
     KEY_FORMAT,
     KEY_FORMAT_TXN,
@@ -48,10 +51,11 @@ from .appending import (
 from .arrow import LOG_SCHEMA
 from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
-from .delta_commit import Upkeep, appends_after, listed
-from .errors import LogExistsError
+from .data_files import now_ms
+from .delta_commit import DataFile, Upkeep, appends_after, listed
+from .errors import LogExistsError, StorageError
 from .history import Commit, HistoryMixin
-from .location import local_path
+from .location import Location, resolve, storage_errors
 from .snapshot import OFFSET_TXN, LogSnapshot, damaged_log, open_table
 from .time_travel import TimeTravelMixin
 
@@ -81,8 +85,10 @@ makes (``docs/delta-on-this-machine.md``, What a commit costs)."""
 class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
     """A kraftlake log: one Delta table. Create with ``Log.create``, open with ``Log.open``."""
 
-    def __init__(self, path: str | os.PathLike[str], dt: DeltaTable) -> None:
-        self.path = str(path)
+    def __init__(self, location: str | os.PathLike[str] | Location, dt: DeltaTable) -> None:
+        self.location = resolve(location)
+        self.path = self.location.uri
+        """The table's local path, or its URI on an object store."""
         self._dt = dt
         self._head = dt.version()
         """The newest version this object knows: ``_dt``'s, or a newer one it committed itself
@@ -105,34 +111,44 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
     # -- lifecycle ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str]) -> Log:
-        """Create an empty log at ``path``; ``LogExistsError`` if a table is already there."""
-        path = local_path(path)
-        try:
-            DeltaTable(path)
-        except TableNotFoundError:
-            pass
-        else:
-            raise LogExistsError(f"{path} already holds a Delta table")
-        dt = DeltaTable.create(
-            path,
-            schema=LOG_SCHEMA,
-            name="kraftlake",
-            description="kraftlake event-sourced metadata log",
-            configuration=TABLE_PROPERTIES,
-            commit_properties=CommitProperties(
-                custom_metadata={"kraftlake.operation": "init"},
-                app_transactions=[Transaction(KEY_FORMAT_TXN, KEY_FORMAT)],
-            ),
-        )
-        log.info("log.created", path=path, version=dt.version())
-        return cls(path, dt)
+    def create(cls, path: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None) -> Log:
+        """Create an empty log at ``path`` (a local path or a URI: ``s3://bucket/prefix``…, with
+        delta-rs's ``storage_options``); ``LogExistsError`` if a table is already there,
+        ``StorageError`` when the store cannot be used (nothing is created then)."""
+        where = resolve(path, storage_options)
+        with storage_errors(where):
+            try:
+                DeltaTable(where.uri, storage_options=where.options)
+            except TableNotFoundError:
+                pass
+            else:
+                raise LogExistsError(f"{where.uri} already holds a Delta table")
+            dt = DeltaTable.create(
+                where.uri,
+                schema=LOG_SCHEMA,
+                name="kraftlake",
+                description="kraftlake event-sourced metadata log",
+                configuration=TABLE_PROPERTIES,
+                storage_options=where.options,
+                commit_properties=CommitProperties(
+                    custom_metadata={"kraftlake.operation": "init"},
+                    app_transactions=[Transaction(KEY_FORMAT_TXN, KEY_FORMAT)],
+                ),
+            )
+        log.info("log.created", path=where.uri, version=dt.version())
+        return cls(where, dt)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Log:
-        """Open the log at ``path``; ``LogNotFoundError`` if there is none."""
-        path = local_path(path)
-        return cls(path, open_table(path))
+    def open(cls, path: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None) -> Log:
+        """Open the log at ``path`` (a local path or a URI, with delta-rs's ``storage_options``);
+        ``LogNotFoundError`` if there is none, ``StorageError`` when the store cannot be used."""
+        where = resolve(path, storage_options)
+        return cls(where, open_table(where))
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """The storage options this log was opened with (give them to whatever else reads it)."""
+        return dict(self.location.storage_options)
 
     def upkeep_in_background(self, compact_after: int | None = None) -> Upkeep:
         """Write the checkpoints this object's commits call for (every ``delta.checkpointInterval``
@@ -140,7 +156,7 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
         with ``compact_after``, compact the table there once it holds more files than that: for
         a long-lived writer such as the service. ``close()`` the result before exiting."""
         if self._upkeep is None:
-            self._upkeep = Upkeep(self.path, None if compact_after is None else lambda: self.compact(compact_after))
+            self._upkeep = Upkeep(self.location, None if compact_after is None else lambda: self.compact(compact_after))
         return self._upkeep
 
     # -- state -------------------------------------------------------------------------------
@@ -149,13 +165,13 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
         """Catch up with the table (commits of other writers, and this object's own)."""
         with self._commit_lock:  # the upkeep thread's compaction moves ``_head`` too
             if self._commits_since_open >= REOPEN_EVERY:
-                self._dt = open_table(self.path)
+                self._dt = open_table(self.location)
                 self._commits_since_open = 0
             else:
                 try:
                     listed(self._dt.update_incremental)
                 except DeltaError as exc:
-                    raise damaged_log(self.path, exc) from None
+                    raise damaged_log(self.location, exc) from None
             self._head = self._dt.version()
             self._txn_cache = {}
 
@@ -164,7 +180,7 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
         compaction): by reading the commit files that follow when they only append or compact
         (cheap), else by a full refresh."""
         with self._commit_lock:
-            followed = appends_after(self.path, self._head)
+            followed = appends_after(self.location, self._head)
             if followed is not None:
                 self._head, txns = followed
                 self._txn_cache.update(txns)
@@ -196,6 +212,36 @@ class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
         if app_id not in cache:
             cache[app_id] = self._dt.transaction_version(app_id)
         return cache[app_id]
+
+    def _commit_on_store(
+        self,
+        version: int,
+        files: list[DataFile],
+        txns: list[tuple[str, int]],
+        meta: dict[str, str],
+        removed: Sequence[tuple[str, int]] = (),
+    ) -> bool:
+        """Commit version ``version + 1`` on an object store through delta-rs (``store_commit``):
+        True when it landed and ``_head`` moved there; False when ``_head`` is no longer
+        ``version`` or another writer took ``version + 1``. A refusal with nothing at
+        ``version + 1`` is not a lost race: ``StorageError``."""
+        with self._commit_lock, storage_errors(self.location):
+            if version != self._head:
+                return False
+            dt = self._dt
+            if dt.version() != version:
+                # delta-rs's commit leaves ``dt`` where it was, and _catch_up moves ``_head`` by
+                # reading commit files: move it to exactly ``version``, which exists (one GET;
+                # update_incremental lists the log, 4x slower on moto, bench/RESULTS.md).
+                dt.load_as_version(version)
+            if store_commit.commit(dt, files, txns, meta, now_ms(), removed=removed):
+                self._head = version + 1
+                self._commits_since_open += 1
+                self._txn_cache.update(txns)
+                return True
+            if self.location.read(f"_delta_log/{version + 1:020d}.json") is None:
+                raise StorageError(f"{self.path}: delta-rs refused the commit of version {version + 1}")
+            return False
 
     def _fresh(self) -> DeltaTable:
         self.refresh()

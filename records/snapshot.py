@@ -20,9 +20,10 @@ from deltalake.exceptions import TableNotFoundError
 from .arrow import RECORD_COLUMN, column_name, from_table
 from .base import Record
 from .catalog import BY_NAME
-from .data_files import read_parquet
+from .data_files import PARQUET, read_parquet
 from .delta_commit import listed
 from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
+from .location import Location, resolve, storage_errors
 
 OFFSET_TXN = "kraftlake.offset"
 
@@ -33,23 +34,32 @@ def arrow_schema(dt: DeltaTable) -> pa.Schema:
     return pa.schema(dt.schema().to_arrow())
 
 
-def open_table(path: str, version: int | None = None) -> DeltaTable:
+def open_table(location: str | Location, version: int | None = None) -> DeltaTable:
+    """The log's Delta table (at ``version``); ``LogNotFoundError``/``TimeTravelError`` when
+    there is none, ``StorageError`` when its store cannot be used."""
+    where = resolve(location)
     try:
-        return listed(lambda: DeltaTable(path, version=version))
+        with storage_errors(where):
+            return listed(lambda: DeltaTable(where.uri, version=version, storage_options=where.options))
     except TableNotFoundError:
         if version is None:
-            raise LogNotFoundError(f"no kraftlake log at {path} (create one with `kraftlake init`)") from None
-        raise TimeTravelError(f"{path} has no version {version}") from None
+            raise LogNotFoundError(f"no kraftlake log at {where.uri} (create one with `kraftlake init`)") from None
+        raise TimeTravelError(f"{where.uri} has no version {version}") from None
+    except LogError:
+        raise
     except BaseException as exc:  # delta-rs's errors, and its panics (not Exceptions)
         if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError)):
             raise
-        raise damaged_log(path, exc) from None
+        raise damaged_log(where, exc) from None
 
 
-def damaged_log(path: str, exc: BaseException) -> CorruptStoreError:
+def damaged_log(where: Location, exc: BaseException) -> CorruptStoreError:
     """What is wrong with a ``_delta_log`` that delta-rs cannot read: the first commit file that
     is missing (a gap in the versions), empty or not JSON; else delta-rs's own words."""
-    log_dir = os.path.join(path, "_delta_log")
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if where.local is None:  # an object store's listing costs requests: delta-rs's words name it
+        return CorruptStoreError(f"{where.uri}/_delta_log cannot be read: {first}", file=f"{where.uri}/_delta_log")
+    log_dir = os.path.join(where.local, "_delta_log")
     versions = sorted(int(f[:20]) for f in os.listdir(log_dir) if f.endswith(".json") and f[:20].isdigit())
     for a, b in zip(versions, versions[1:]):
         if b != a + 1:
@@ -66,15 +76,16 @@ def damaged_log(path: str, exc: BaseException) -> CorruptStoreError:
             return CorruptStoreError(f"{file} is not a Delta commit: {bad}", file=file)
         if not actions or not all(isinstance(a, dict) for a in actions):
             return CorruptStoreError(f"{file} is not a Delta commit: it holds no actions", file=file)
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return CorruptStoreError(f"{log_dir} cannot be read: {first}", file=log_dir)
 
 
 class LogSnapshot:
     """The log as of one Delta version, optionally cut at an offset. Read-only."""
 
-    def __init__(self, dt: DeltaTable, *, to_offset: int | None = None) -> None:
+    def __init__(self, dt: DeltaTable, *, to_offset: int | None = None, location: Location | None = None) -> None:
         self._dt = dt
+        self.location = location if location is not None else resolve(dt.table_uri)
+        """Where the table is: its files are read through ``location.filesystem``."""
         self.version: int = dt.version()
         stored = dt.transaction_version(OFFSET_TXN)
         last = -1 if stored is None else stored
@@ -96,17 +107,50 @@ class LogSnapshot:
         return arrow_schema(self._dt)
 
     def files(self) -> list[str]:
-        """The snapshot's Parquet files (absolute paths): exactly what Spark reads on this machine."""
+        """The snapshot's Parquet files: absolute paths for a local table, URIs (``s3://…``) on
+        an object store. Exactly what Spark reads."""
         return list(self._dt.file_uris())
+
+    def dataset(self, columns: Sequence[str] | None = None) -> ds.Dataset:
+        """The snapshot's rows as a ``pyarrow.dataset`` over exactly its Parquet files, read
+        through ``pyarrow.fs`` with the log's storage options (any engine that scans Arrow
+        datasets, DuckDB's included, reads it where it lies). Rows are not cut at ``last_offset``
+        nor sorted: filter on ``offset`` for that."""
+        schema = arrow_schema(self._dt)
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        return self._dataset([p for p, _, _ in self._file_ranges()], schema)
+
+    def _dataset(self, files: list[str], schema: pa.Schema) -> ds.Dataset:
+        fs = None if self.location.is_local else self.location.filesystem
+        return ds.dataset(files, schema=schema, format=PARQUET, filesystem=fs)
+
+    def _read(self, files: list[str], schema: pa.Schema, where: ds.Expression | None) -> pa.Table:
+        """``files``' rows matching ``where``, page checksums verified. A file gone is a
+        ``TimeTravelError`` (vacuumed) or a ``CorruptStoreError`` (lost from the newest version).
+        Local files are checked before (a stat each); an object store's are not (a request
+        each): its read fails instead."""
+        if self.location.is_local:
+            missing = [f for f in files if not os.path.exists(f)]
+            if missing:
+                raise self._missing(missing[0])
+            return read_parquet(files, schema, filter=where)
+        try:
+            return read_parquet(files, schema, filesystem=self.location.filesystem, filter=where)
+        except CorruptStoreError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, FileNotFoundError) or "NoSuchKey" in str(exc) or "does not exist" in str(exc):
+                raise self._missing(exc.file or files[0]) from None
+            raise
 
     def _file_ranges(self) -> list[tuple[str, int | None, int | None]]:
         actions = pa.table(self._dt.get_add_actions(flatten=True))
-        root = self._dt.table_uri.removeprefix("file://")
         paths = actions.column("path").to_pylist()
         cols = actions.column_names
         lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
         hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
-        return [(os.path.join(root, p), a, b) for p, a, b in zip(paths, lo, hi)]
+        join = self.location.join
+        return [(join(p), a, b) for p, a, b in zip(paths, lo, hi)]
 
     def table(
         self,
@@ -132,15 +176,12 @@ class LogSnapshot:
             for path, a, b in self._file_ranges()
             if hi >= lo and not (a is not None and b is not None and (b < lo or a > hi))
         ]
-        missing = [f for f in files if not os.path.exists(f)]
-        if missing:
-            raise self._missing(missing[0])
         # One multi-threaded scan of exactly the snapshot's files; files written before a column
         # or struct field existed read it as null (conformed to defaults in from_table).
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         if wanted is not None:
             where &= ds.field("type").isin(wanted)
-        result = read_parquet(files, schema, filter=where).sort_by("offset")
+        result = self._read(files, schema, where).sort_by("offset")
         if wanted is None and hi >= lo and result.num_rows != hi - lo + 1:
             have = set(result.column("offset").to_pylist())
             raise self._gap(next((o for o in range(lo, hi + 1) if o not in have), None))
@@ -150,7 +191,7 @@ class LogSnapshot:
         """A data file the version refers to is not there: vacuumed, when the version is an old
         one; lost, when it is the table's newest."""
         name = os.path.basename(path)
-        newest = listed(lambda: DeltaTable(self._dt.table_uri)).version()
+        newest = open_table(self.location).version()
         if self.version < newest:
             return TimeTravelError(
                 f"version {self.version} refers to {name}, which was vacuumed; read the latest version cut"
@@ -230,10 +271,8 @@ class LogSnapshot:
             schema = pa.schema([schema.field(c) for c in columns])
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
         for a, b, path in ranges:
-            if not os.path.exists(path):
-                raise self._missing(path)
             whole = lo <= a and b <= hi
-            table = read_parquet([path], schema, filter=None if whole else where)
+            table = self._read([path], schema, None if whole else where)
             if table.num_rows == 0:
                 continue
             offsets = table.column("offset")

@@ -33,16 +33,17 @@ class TimeTravelMixin:
             raise ValueError("give at most one of version, timestamp, offset, source_offset")
         if source_offset is not None:
             fresh = self._fresh()
-            return LogSnapshot(fresh, to_offset=LogSnapshot(fresh).offset_of_source(source_offset))
+            at = LogSnapshot(fresh, location=self.location).offset_of_source(source_offset)
+            return LogSnapshot(fresh, to_offset=at, location=self.location)
         if version is not None:
             if version < 0 or version > self._fresh().version():
                 raise TimeTravelError(f"{self.path} has versions 0..{self._dt.version()}, not {version}")
-            return LogSnapshot(open_table(self.path, version))
+            return LogSnapshot(open_table(self.location, version), location=self.location)
         if timestamp is not None:
-            return LogSnapshot(open_table(self.path, self._version_at(timestamp)))
+            return LogSnapshot(open_table(self.location, self._version_at(timestamp)), location=self.location)
         if offset is not None and offset < -1:
             raise TimeTravelError(f"offset {offset} is below -1 (the empty log)")
-        return LogSnapshot(self._fresh(), to_offset=offset)
+        return LogSnapshot(self._fresh(), to_offset=offset, location=self.location)
 
     def _version_at(self, timestamp: datetime | str) -> int:
         """The newest version committed at or before ``timestamp``, by the commit times that

@@ -1,4 +1,5 @@
-"""Snapshots of the controller view, in a side Delta table inside the log's directory.
+"""Snapshots of the controller view, in a side Delta table inside the log's directory (or under its
+URI's prefix, on the same object store, read and written with the log's storage options).
 
 ``<log>/_kraftlake_snapshots`` is a Delta table of its own, one row (and one Parquet file) per
 snapshot: the view's data at ``offset`` (``ControllerState``, msgpack), its state hash and a sha256
@@ -20,10 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import msgspec
 import pyarrow as pa
@@ -35,6 +35,7 @@ from kraftlake.logging import get_logger
 from kraftlake.records.base import trusted
 from kraftlake.records.data_files import read_parquet
 from kraftlake.records.errors import CorruptStoreError, LogError
+from kraftlake.records.location import resolve
 from kraftlake.records.snapshot import LogSnapshot, open_table
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
@@ -106,13 +107,16 @@ _INFO = ("offset", "kind", "format", "state_hash", "brokers", "partitions", "cre
 class SnapshotStore:
     """The snapshots of one log. ``SnapshotStore(log_path)``; the table is created on first write."""
 
-    def __init__(self, log_path: str | os.PathLike[str]) -> None:
-        self.log_path = str(log_path)
-        self.path = str(Path(log_path) / SNAPSHOTS_DIR)
+    def __init__(self, log_path: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None) -> None:
+        self.log_location = resolve(log_path, storage_options)
+        self.log_path = self.log_location.uri
+        self.location = self.log_location.child(SNAPSHOTS_DIR)
+        """Beside the log, on the same store (a local folder, or the prefix under its URI)."""
+        self.path = self.location.uri
 
     def _table(self) -> DeltaTable | None:
         try:
-            return DeltaTable(self.path)
+            return DeltaTable(self.path, storage_options=self.location.options)
         except TableNotFoundError:
             return None
         except Exception as exc:  # derived data: a damaged snapshot table means a longer replay
@@ -120,7 +124,7 @@ class SnapshotStore:
             return None
 
     def _source(self, source: LogSnapshot | None) -> LogSnapshot:
-        return source if source is not None else LogSnapshot(open_table(self.log_path))
+        return source if source is not None else LogSnapshot(open_table(self.log_location), location=self.log_location)
 
     def _identity(self, source: LogSnapshot | None, offset: int) -> dict[str, object]:
         src = self._source(source)
@@ -128,7 +132,17 @@ class SnapshotStore:
 
     def _append(self, row: dict[str, object]) -> None:
         # schema_mode "merge": a snapshot table written before the identity columns gains them.
-        write_deltalake(self.path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append", schema_mode="merge")
+        write_deltalake(
+            self.path,
+            pa.Table.from_pylist([row], schema=SCHEMA),
+            mode="append",
+            schema_mode="merge",
+            storage_options=self.location.options,
+        )
+
+    def _read(self, files: list[str], **to_table: object) -> pa.Table:
+        fs = None if self.location.is_local else self.location.filesystem
+        return read_parquet(files, SCHEMA, filesystem=fs, **to_table)
 
     def write(self, view: ControllerView, source: LogSnapshot | None = None) -> SnapshotInfo:
         """Store ``view`` (at ``view.offset``) of ``source`` (default: the log's newest version).
@@ -198,9 +212,8 @@ class SnapshotStore:
         candidates = [(b, f) for f, a, b in files if a is not None and a <= offset]
         for _, path in sorted(candidates, reverse=True):
             try:
-                table = read_parquet(
+                table = self._read(
                     [path],
-                    SCHEMA,
                     filter=(ds.field("offset") <= offset) & (ds.field("kind") == kind) & (ds.field("format") == fmt),
                 )
             except CorruptStoreError as exc:
@@ -234,7 +247,7 @@ class SnapshotStore:
         paths = actions.column("path").to_pylist()
         lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
         hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
-        return [(os.path.join(self.path, p), a, b) for p, a, b in zip(paths, lo, hi)]
+        return [(self.location.join(p), a, b) for p, a, b in zip(paths, lo, hi)]
 
     def list(self) -> list[SnapshotInfo]:
         """Every usable snapshot (this kind and format), by offset, without their images."""
@@ -244,7 +257,7 @@ class SnapshotStore:
         files = [f for f, _, _ in self._files(dt)]
         # Without the images: listing snapshots must not read every image (megabytes each).
         cols = ["offset", "kind", "format", "state_hash", "brokers", "partitions", "created_ms", "bytes"]
-        table = read_parquet(files, SCHEMA, columns=cols)
+        table = self._read(files, columns=cols)
         out: dict[int, SnapshotInfo] = {}
         for row in table.to_pylist():
             if row["kind"] == KIND and row["format"] == IMAGE_FORMAT:
@@ -263,4 +276,4 @@ class SnapshotStore:
 
     def delete(self) -> None:
         """Drop every snapshot (they are derived data: ``kraftlake snapshot`` rebuilds them)."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.location.delete_tree()

@@ -80,7 +80,7 @@ def state_at(
     of the newest version committed at or before ``timestamp``, or after every record imported
     from ``source_offset`` or before (a Kafka offset; at most one; default: now)."""
     snap, target = _point(log_, offset, version, timestamp, source_offset)
-    start = SnapshotStore(log_.path).nearest(target, snap) if use_snapshots else None
+    start = SnapshotStore(log_.path, log_.storage_options).nearest(target, snap) if use_snapshots else None
     if start is not None:
         log.debug("state_at.snapshot", snapshot=start.offset, target=target)
     return replay_log(snap, start, to_offset=target, progress=progress)
@@ -99,7 +99,9 @@ def streams_at(
     """The S3Stream view (AutoMQ's streams, objects, nodes, KV) at the same points as
     ``state_at``: the nearest streams snapshot at or before it, plus the tail."""
     snap, target = _point(log_, offset, version, timestamp, source_offset)
-    view = (SnapshotStore(log_.path).nearest_streams(target, snap) if use_snapshots else None) or StreamsView()
+    view = (
+        SnapshotStore(log_.path, log_.storage_options).nearest_streams(target, snap) if use_snapshots else None
+    ) or StreamsView()
     return _fold(snap, view, streams_replay, target, progress)
 
 
@@ -137,7 +139,7 @@ def take_snapshots(log_: Log, *, every: int, progress: Progress | None = None) -
     it outside a metadata transaction), continuing from the newest existing snapshot."""
     if every < 1:
         raise ValueError("every must be at least 1")
-    store = SnapshotStore(log_.path)
+    store = SnapshotStore(log_.path, log_.storage_options)
     snap = log_.at()
     view = store.nearest(snap.last_offset, snap) or ControllerView()
     # The S3Stream view is snapshotted at the same offsets, once the log has S3Stream records.

@@ -17,6 +17,10 @@ Two readers give the same rows:
   (``LogSnapshot`` refuses tables that do).
 
 ``reader="auto"`` takes ``delta`` when the connector is on the classpath, else ``files``.
+
+On an object store both hand Spark URIs, never local paths: the table's (``delta``) or the
+snapshot's files' (``files``), with ``s3://`` spelled ``s3a://`` (Hadoop's S3 connector; its JARs
+and ``fs.s3a.*`` settings are the cluster's: docs/object-storage.md).
 """
 
 from __future__ import annotations
@@ -56,24 +60,34 @@ def spark_schema(log_: Log):
     return from_arrow_schema(log_.at().schema())
 
 
+def spark_uri(uri: str) -> str:
+    """``uri`` as Spark's Hadoop file systems name it: ``s3://`` is ``s3a://`` there (EMR's
+    ``s3://`` is its own connector; ``s3a://`` is the one every Hadoop has). Local paths and other
+    schemes (``gs://``, ``abfss://``) are left as they are."""
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+
+
 def read_log(
     spark,
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Log,
     version: int | None = None,
     timestamp: datetime | str | None = None,
     to_offset: int | None = None,
     *,
     reader: str = "auto",
+    storage_options: dict[str, str] | None = None,
 ):
     """The log's rows (envelope, struct columns, the ``record`` column) as a Spark DataFrame, as of
-    a Delta ``version`` or ``timestamp`` (at most one), cut after ``to_offset``."""
+    a Delta ``version`` or ``timestamp`` (at most one), cut after ``to_offset``. ``path``: a
+    ``Log``, a local path or a URI (with delta-rs's ``storage_options``, for the snapshot
+    delta-rs resolves; Spark reaches the store with its own ``fs.*`` settings)."""
     if version is not None and timestamp is not None:
         raise ValueError("give at most one of version, timestamp")
     if reader not in ("auto", "delta", "files"):
         raise ValueError(f"reader is auto, delta or files, not {reader!r}")
     from pyspark.sql import functions as F
 
-    opened = Log.open(path)
+    opened = path if isinstance(path, Log) else Log.open(path, storage_options=storage_options)
     connector = has_delta_connector(spark)
     if reader == "delta" and not connector:
         raise LogError(
@@ -86,12 +100,12 @@ def read_log(
             df = df.option("versionAsOf", version)
         elif timestamp is not None:
             df = df.option("timestampAsOf", str(timestamp))
-        df = df.load(os.fspath(opened.path))
+        df = df.load(spark_uri(opened.path))
         last = opened.at(version=version, timestamp=timestamp).last_offset
     else:
         snap = opened.at(version=version, timestamp=timestamp)
-        files = snap.files()
-        missing = [f for f in files if not os.path.exists(f)]
+        files = [spark_uri(f) for f in snap.files()]
+        missing = [f for f in files if not os.path.exists(f)] if snap.location.is_local else []
         if missing:
             raise TimeTravelError(
                 f"version {snap.version} refers to {os.path.basename(missing[0])}, which was vacuumed;"

@@ -46,3 +46,35 @@ def spark():
     s = session(cores=2, memory="2g")
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """moto's S3 server, one for the whole run (tests/helpers/object_store.py)."""
+    from helpers.object_store import MotoServer
+
+    server = MotoServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(moto_server, monkeypatch):
+    """A fresh bucket, with the AWS environment variables pointing at it (processes the test
+    spawns inherit them)."""
+    from helpers.object_store import Bucket
+
+    bucket = Bucket.new(moto_server)
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    for key, value in bucket.env.items():
+        monkeypatch.setenv(key, value)
+    return bucket
+
+
+@pytest.fixture(params=["local", "s3"])
+def table_uri(request, tmp_path):
+    """Where a test's log goes: a local path, or ``s3://`` on moto's server."""
+    if request.param == "local":
+        return str(tmp_path / "log")
+    return request.getfixturevalue("s3_bucket").uri("log")

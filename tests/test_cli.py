@@ -230,7 +230,7 @@ def test_version_from_the_script_and_from_python_m():
     assert (done.returncode, done.stdout.strip()) == (0, expected)
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/x", "gs://bucket/x", "hdfs://nn/x", "file://otherhost/x"])
+@pytest.mark.parametrize("uri", ["hdfs://nn/x", "ftp://host/x", "file://otherhost/x"])
 def test_a_location_kraftlake_cannot_use_is_refused_and_nothing_is_created(uri, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for command in (["init", uri], ["log", uri], ["audit", uri], ["append", uri, str(FIXTURE)]):
@@ -238,7 +238,7 @@ def test_a_location_kraftlake_cannot_use_is_refused_and_nothing_is_created(uri, 
         assert res.exit_code == 2, (command, res.output)
         assert uri in res.stderr and "local path" in res.stderr
     assert list(tmp_path.iterdir()) == []  # no ./s3:/bucket/x made on the way
-    with pytest.raises(UnsupportedLocationError, match="not supported|must name a local path"):
+    with pytest.raises(UnsupportedLocationError, match="is not one of them|must name a local path"):
         Log.create(uri)
 
 

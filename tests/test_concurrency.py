@@ -1,6 +1,7 @@
 """Concurrent appenders on one log: gapless offsets, whole batches, exactly-once producers.
 
-What these tests prove, with real OS processes racing on one Delta table:
+What these tests prove, with real OS processes racing on one Delta table, on local disk and on
+S3 (moto's server: ``table_uri``, tests/conftest.py):
 
 - **Fenced appends.** 4 processes append 200 batches each at the same time. Afterwards the offsets
   are exactly ``0..N-1``, every batch sits whole and in order in one contiguous run of offsets,
@@ -35,6 +36,9 @@ WORKER_TIMEOUT_S = 180
 
 WRITERS = 4
 BATCHES_PER_WRITER = 200
+BATCHES_PER_WRITER_ON_S3 = 40
+"""moto's server answers a request in milliseconds, a local file system in microseconds: fewer
+batches race on S3, for a test of the same kind that ends in reasonable time."""
 ROUNDS = 10
 PRODUCER = "shared-producer"
 
@@ -64,10 +68,14 @@ def tag(record: Any) -> tuple[int, int, int]:
     return writer, int(record.name.removeprefix("batch-")), int(record.value.removeprefix("r"))
 
 
-def batch_sizes(writer: int) -> list[int]:
+def batches_per_writer(path: str) -> int:
+    return BATCHES_PER_WRITER_ON_S3 if path.startswith("s3://") else BATCHES_PER_WRITER
+
+
+def batch_sizes(writer: int, path: str) -> list[int]:
     """The sizes of ``writer``'s batches: 1-5 records, from a generator seeded by the writer id."""
     rng = random.Random(writer)
-    return [rng.randint(1, 5) for _ in range(BATCHES_PER_WRITER)]
+    return [rng.randint(1, 5) for _ in range(batches_per_writer(path))]
 
 
 # -- spawned workers -------------------------------------------------------------------------
@@ -119,7 +127,7 @@ def run_workers(target: Callable[..., Any], path: str, n: int) -> dict[int, Any]
 def append_own_batches(worker: int, path: str, barrier: Any) -> list[tuple[int, int, dict]]:
     """Append this writer's 200 batches; return (batch, size, AppendResult) for each."""
     log = Log.open(path)
-    sizes = batch_sizes(worker)
+    sizes = batch_sizes(worker, path)
     pause = random.Random(f"pause-{worker}")
     assert log.last_offset >= -1  # warm up (imports, first reads) before the race starts
     barrier.wait(timeout=60)
@@ -158,15 +166,16 @@ def shared_batch(seq: int) -> list[Config]:
 
 
 @pytest.mark.slow
-def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(tmp_path):
-    path = str(tmp_path / "log")
+def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(table_uri):
+    path = table_uri
     Log.create(path)
 
     reports = run_workers(append_own_batches, path, WRITERS)
 
     log = Log.open(path)
     records = log.read()
-    expected = {(w, b): size for w in range(WRITERS) for b, size in enumerate(batch_sizes(w))}
+    expected = {(w, b): size for w in range(WRITERS) for b, size in enumerate(batch_sizes(w, path))}
+    per_writer = batches_per_writer(path)
     n = sum(expected.values())
 
     # Offsets: exactly 0..N-1, nothing missing, nothing repeated.
@@ -190,14 +199,14 @@ def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(tmp_path):
 
     # Each writer's batches land in the order it sent them.
     for w in range(WRITERS):
-        firsts = [runs[(w, b)][0] for b in range(BATCHES_PER_WRITER)]
+        firsts = [runs[(w, b)][0] for b in range(per_writer)]
         assert firsts == sorted(firsts)
 
     # Every AppendResult names exactly the rows of the batch it acknowledged.
     versions: dict[int, tuple[int, int]] = {}
     spans: dict[int, tuple[int, int]] = {}  # writer -> (first, last) version it committed
     for w, reported in reports.items():
-        assert [b for b, _, _ in reported] == list(range(BATCHES_PER_WRITER))
+        assert [b for b, _, _ in reported] == list(range(per_writer))
         for batch, size, res in reported:
             result = AppendResult(**res)
             assert not result.duplicate
@@ -214,7 +223,7 @@ def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(tmp_path):
             assert spans[a][0] < spans[b][1], f"writers {a} and {b} did not overlap: {spans}"
 
     # One commit per append: versions 1..800 (Log.create wrote 0), and the history agrees.
-    appends = WRITERS * BATCHES_PER_WRITER
+    appends = WRITERS * per_writer
     assert log.version == appends
     assert sorted(versions) == list(range(1, appends + 1))
     history = {c.version: c for c in log.history() if c.operation == "append"}
@@ -225,8 +234,8 @@ def test_concurrent_appenders_get_gapless_offsets_and_whole_batches(tmp_path):
         assert commit.records == last - first + 1
 
 
-def test_exactly_once_sequential(tmp_path):
-    log = Log.create(tmp_path / "log")
+def test_exactly_once_sequential(table_uri):
+    log = Log.create(table_uri)
     log.append(batch_records(0, 0, 2))  # a batch without a producer comes first: offsets 0-1
 
     first = log.append(batch_records(1, 0, 3), producer="p1", seq=0)
@@ -276,8 +285,8 @@ def test_exactly_once_sequential(tmp_path):
 
 
 @pytest.mark.slow
-def test_exactly_once_when_processes_race_with_the_same_batch(tmp_path):
-    path = str(tmp_path / "log")
+def test_exactly_once_when_processes_race_with_the_same_batch(table_uri):
+    path = table_uri
     Log.create(path)
 
     reports = run_workers(append_shared_batches, path, WRITERS)
@@ -298,8 +307,8 @@ def test_exactly_once_when_processes_race_with_the_same_batch(tmp_path):
     assert log.producer_seq(PRODUCER) == ROUNDS - 1
 
 
-def test_duplicate_reports_the_version_the_batch_landed_in(tmp_path):
-    log = Log.create(tmp_path / "log")
+def test_duplicate_reports_the_version_the_batch_landed_in(table_uri):
+    log = Log.create(table_uri)
     first = log.append([NoOp()], producer="p", seq=0)
     log.append([NoOp()])
     log.append([NoOp()])

@@ -1,6 +1,6 @@
 """kill -9 in the middle of appends never corrupts the log, loses an acknowledged batch or splits one.
 
-One producer process appends numbered batches (batch ``k`` holds ``1 + k % 7`` records, each naming
+One producer process appends numbered batches (on local disk, and on S3: moto's server) (batch ``k`` holds ``1 + k % 7`` records, each naming
 its batch and index) to a shared log with ``producer``/``seq = k`` and prints every acknowledged
 batch. The test SIGKILLs it at a random moment once it has acknowledged at least one batch, 20
 times on the same log; each new worker resends from the first batch the test has not seen
@@ -134,14 +134,23 @@ def check_log(path: str, acked: dict[int, tuple[int, int]]) -> int:
 
 
 def unreferenced_files(log: Log) -> set[str]:
-    """Parquet files in the table folder that the latest version does not refer to."""
-    on_disk = {p.name for p in Path(log.path).glob("*.parquet")}
-    return on_disk - {os.path.basename(f) for f in log.at().files()}
+    """Parquet files in the table folder (or under its prefix) that the latest version does not
+    refer to."""
+    from pyarrow.fs import FileSelector
+
+    where = log.location
+    on_store = (
+        {os.path.basename(i.path) for i in where.filesystem.get_file_info(FileSelector(where.join("")))}
+        if not where.is_local
+        else {p.name for p in Path(log.path).glob("*.parquet")}
+    )
+    on_store = {n for n in on_store if n.endswith(".parquet")}
+    return on_store - {os.path.basename(f) for f in log.at().files()}
 
 
 @pytest.mark.slow
-def test_kill_9_during_appends(tmp_path):
-    path = str(tmp_path / "log")
+def test_kill_9_during_appends(tmp_path, table_uri):
+    path = table_uri
     Log.create(path)
     rng = random.Random(20240917)
     acked: dict[int, tuple[int, int]] = {}  # batch -> (first, last) offset, as acknowledged

@@ -39,8 +39,16 @@ def log_path(tmp_path) -> Path:
     return tmp_path / "log"
 
 
-def test_append_exactly_once_and_bad_input_appends_nothing(log_path):
-    with TestClient(app=create_app(log_path)) as c:
+@pytest.fixture
+def served_log(table_uri) -> str:
+    """A log on local disk, or on S3 (moto's server; the commit process inherits the AWS_*
+    variables)."""
+    Log.create(table_uri)
+    return table_uri
+
+
+def test_append_exactly_once_and_bad_input_appends_nothing(served_log):
+    with TestClient(app=create_app(served_log)) as c:
         r = c.post("/v1/records", json={"producer": "p", "seq": 0, "records": [config(0), config(1)]})
         assert r.status_code == 200 and r.json() == {
             "first_offset": 0,
@@ -72,7 +80,7 @@ def test_append_exactly_once_and_bad_input_appends_nothing(log_path):
         assert c.get("/v1/producers/p").json() == {"producer": "p", "seq": 1}
         rows = c.get("/v1/records", params={"from": 0}).json()
         assert [(x["offset"], x["value"]) for x in rows] == [(0, "0"), (1, "1"), (2, "4")]
-    assert Log.open(log_path).last_offset == 2
+    assert Log.open(served_log).last_offset == 2
 
 
 def _append_conversation(c) -> list[tuple[int, object, str | None]]:
@@ -115,12 +123,12 @@ def test_the_fast_path_answers_appends_as_litestars_route_does(tmp_path):
     assert answers[True][1][1]["duplicate"] is True and answers[True][-2][1]["duplicate"] is True
 
 
-def test_reads_views_audits_health_metrics_and_openapi(log_path):
+def test_reads_views_audits_health_metrics_and_openapi(served_log):
     fixture = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
     import json
 
     lines = [json.loads(x) for x in fixture.read_text().splitlines()]
-    with TestClient(app=create_app(log_path)) as c:
+    with TestClient(app=create_app(served_log)) as c:
         assert c.post("/v1/records", json={"records": lines}).status_code == 200
         assert [x["type"] for x in c.get("/v1/records", params={"type": "LogDirFailed"}).json()] == ["LogDirFailed"]
         assert len(c.get("/v1/records", params={"from": 3, "to": 5}).json()) == 3

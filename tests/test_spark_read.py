@@ -115,3 +115,24 @@ def test_per_entity_replay_of_real_kafka_logs_with_transactions(spark, tmp_path)
     import_kafka(KAFKA_LOGS / "kafka37-jbod-dirs", log_)
     for offset in (2, 60, None):  # inside the bootstrap transaction, mid-history, the end
         assert _spark(spark, log_, offset) == _local(log_, offset)
+
+
+def test_spark_uri_names_s3_as_hadoop_does():
+    from kraftlake.spark.read import spark_uri
+
+    assert spark_uri("s3://bucket/a/part-0.parquet") == "s3a://bucket/a/part-0.parquet"
+    assert spark_uri("/tmp/log/part-0.parquet") == "/tmp/log/part-0.parquet"
+    assert spark_uri("gs://bucket/a") == "gs://bucket/a"
+
+
+def test_a_log_on_s3_hands_spark_s3a_uris_not_local_paths(spark, s3_bucket):
+    """These machines have no hadoop-aws JARs: Spark refuses the s3a:// files it is handed (no S3AFileSystem class), which
+    shows it was handed the store's URIs (docs/object-storage.md has the cluster recipe)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    log = Log.create(s3_bucket.uri("spark"))
+    cfg = WorkloadConfig(brokers=4, dirs_per_broker=2, topics=2, partitions=12, seed=5)
+    log.append([r for batch in generate(cfg, records=100) for r in batch])
+    with pytest.raises((Py4JJavaError, PySparkException), match="S3AFileSystem not found"):
+        read_log(spark, log).count()

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, abort, write_bytes
+from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, storage_options, write_bytes
 
 
 def register(app: typer.Typer) -> None:
     @app.command("append")
     def append(
         log: str = typer.Argument(..., help="The log (created by `kraftlake init`)."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         file: str = typer.Argument("-", help="JSON Lines file of records, or - for stdin."),
         producer: str | None = typer.Option(
             None, "--producer", help="Producer id, for exactly-once batches (needs --seq)."
@@ -47,5 +48,7 @@ def register(app: typer.Typer) -> None:
         records = from_lines(lines)
         if not records:
             abort(f"{file}: no records to append", EXIT_INPUT)
-        result = Log.open(log).append(records, producer=producer, seq=seq, validated=True)
+        result = Log.open(log, storage_options=storage_options(storage_option)).append(
+            records, producer=producer, seq=seq, validated=True
+        )
         write_bytes((json.dumps(result.to_dict()) + "\n").encode())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, abort, err, out, write_bytes
+from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, STORAGE_OPTION, abort, err, out, storage_options, write_bytes
 
 
 class Format(str, Enum):
@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
     @app.command("audit")
     def audit(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         from_offset: int | None = typer.Option(
             None,
             "--from",
@@ -78,7 +79,7 @@ def register(app: typer.Typer) -> None:
         from kraftlake.replay.audit import AuditConfig, audit_log
         from kraftlake.replay.state import has_streams, state_at, streams_at
 
-        opened = Log.open(log)
+        opened = Log.open(log, storage_options=storage_options(storage_option))
         snap = opened.at()
         to_offset = resolve_to(snap, to_offset, to_source_offset)
         if from_offset is not None and from_offset > snap.last_offset + 1:

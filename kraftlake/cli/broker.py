@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, abort, out, write_bytes
+from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, out, storage_options, write_bytes
 from kraftlake.cli.view import Format
 
 
@@ -13,6 +13,7 @@ def register(app: typer.Typer) -> None:
     @app.command("broker")
     def broker(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         broker_id: int = typer.Option(..., "--broker", "-b", min=0, help="The broker."),
         offset: int | None = typer.Option(
             None, "--offset", "-o", help="After the record at this offset (default: the end)."
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
         from kraftlake.statemachine.kraft import replica_manager as rm
         from kraftlake.statemachine.kraft.broker_view import broker_view
 
-        opened = Log.open(log)
+        opened = Log.open(log, storage_options=storage_options(storage_option))
         snapshot = opened.at(offset=offset)
         with replay_progress(snapshot.last_offset + 1) as progress:
             state = state_at(opened, offset=offset, progress=progress)

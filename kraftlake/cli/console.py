@@ -25,3 +25,25 @@ def write_bytes(data: bytes) -> None:
     """Raw data to stdout (JSON Lines), bypassing rich's rendering."""
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
+
+
+STORAGE_OPTION = typer.Option(
+    None,
+    "--storage-option",
+    metavar="KEY=VALUE",
+    help=(
+        "A storage option for a log on an object store (s3://, gs://, az://…), delta-rs's names"
+        " (AWS_ENDPOINT_URL, AWS_REGION, AWS_ALLOW_HTTP…); repeatable. Without it the standard"
+        " environment variables apply."
+    ),
+)
+
+
+def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
+    """``--storage-option`` values as delta-rs storage options (None: none given)."""
+    from kraftlake.records.location import parse_storage_options
+
+    try:
+        return parse_storage_options(pairs) or None
+    except ValueError as exc:
+        abort(str(exc), EXIT_INPUT)

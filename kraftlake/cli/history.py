@@ -6,13 +6,14 @@ import json
 
 import typer
 
-from kraftlake.cli.console import out, write_bytes
+from kraftlake.cli.console import STORAGE_OPTION, out, storage_options, write_bytes
 
 
 def register(app: typer.Typer) -> None:
     @app.command("history")
     def history(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="Only the newest N commits."),
         as_json: bool = typer.Option(False, "--json", help="JSON Lines instead of a table."),
     ) -> None:
@@ -23,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
         from kraftlake.records import Log
 
-        commits = Log.open(log).history(limit)
+        commits = Log.open(log, storage_options=storage_options(storage_option)).history(limit)
         if as_json:
             write_bytes(b"".join(json.dumps(c.to_dict()).encode() + b"\n" for c in commits))
             return

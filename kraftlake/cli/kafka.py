@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, abort, err, out, write_bytes
+from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, err, out, storage_options, write_bytes
 
 
 class DumpFormat(str, Enum):
@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
             "--skip-corrupt",
             help="Skip batches whose CRC fails or that do not parse, and report them, instead of stopping; after a damaged length field, resume at the next valid batch header. Out-of-order offsets and epochs still stop the import.",
         ),
+        storage_option: list[str] | None = STORAGE_OPTION,
     ) -> None:
         """Import a Kafka KRaft __cluster_metadata log into a kraftlake log.
 
@@ -54,10 +55,11 @@ def register(app: typer.Typer) -> None:
         from kraftlake.records.kafka.layout import open_metadata_dir
 
         md = open_metadata_dir(metadata_dir)
+        options = storage_options(storage_option)
         try:
-            opened = Log.open(log)
+            opened = Log.open(log, storage_options=options)
         except LogNotFoundError:
-            opened = Log.create(log)
+            opened = Log.create(log, storage_options=options)
         total = sum(s.path.stat().st_size for s in md.segments)
         with byte_progress(total, "importing") as progress:
             stats = run(
@@ -74,6 +76,7 @@ def register(app: typer.Typer) -> None:
     @app.command("export-kafka")
     def export_kafka(
         log: str = typer.Argument(..., help="The kraftlake log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         out_dir: Path = typer.Argument(
             ..., help="Where to write __cluster_metadata-0/<base offset>.log (created if missing)."
         ),
@@ -86,7 +89,7 @@ def register(app: typer.Typer) -> None:
         from kraftlake.records import Log
         from kraftlake.records.kafka.exporter import export_kafka as run
 
-        snap = Log.open(log).at(offset=to_offset)
+        snap = Log.open(log, storage_options=storage_options(storage_option)).at(offset=to_offset)
         stats = run((r for batch in snap.iter_records() for r in batch), out_dir)
         err.print(
             f"wrote {stats.records:,} records in {stats.batches:,} batches ({stats.bytes_written:,} bytes) to {stats.segment}"

@@ -6,7 +6,7 @@ from enum import Enum
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, abort, out, write_bytes
+from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, out, storage_options, write_bytes
 
 
 class Format(str, Enum):
@@ -18,6 +18,7 @@ def register(app: typer.Typer) -> None:
     @app.command("log")
     def show(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         from_offset: int | None = typer.Option(None, "--from", help="First offset (inclusive)."),
         to_offset: int | None = typer.Option(None, "--to", help="Last offset (inclusive)."),
         types: list[str] = typer.Option([], "--type", "-t", help="Only this record type (repeatable)."),
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
         if version is not None and timestamp is not None:
             abort("give --version or --timestamp, not both", EXIT_INPUT)
-        snap = Log.open(log).at(version=version, timestamp=timestamp)
+        snap = Log.open(log, storage_options=storage_options(storage_option)).at(version=version, timestamp=timestamp)
         records = snap.records(from_offset, to_offset, types or None)
         if fmt is Format.jsonl:
             write_bytes(b"".join(encode_line(r) + b"\n" for r in records))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from kraftlake.cli.console import err, out
+from kraftlake.cli.console import STORAGE_OPTION, err, out, storage_options
 
 
 def register(app: typer.Typer) -> None:
     @app.command("maintain")
     def maintain(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         retention_hours: int | None = typer.Option(
             None,
             "--retention-hours",
@@ -28,5 +29,7 @@ def register(app: typer.Typer) -> None:
         from kraftlake.records import Log
 
         with err.status("compacting, checkpointing, vacuuming…"):
-            report = Log.open(log).maintain(retention_hours=retention_hours)
+            report = Log.open(log, storage_options=storage_options(storage_option)).maintain(
+                retention_hours=retention_hours
+            )
         out.print_json(data=report.to_dict())

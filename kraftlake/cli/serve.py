@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, abort, err
+from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, err, storage_options
 from kraftlake.service.limits import Limits
 
 
@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
         log: str = typer.Argument(..., help="The log to serve (kraftlake init creates one)."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; loopback unless told otherwise."),
         port: int = typer.Option(8080, "--port", min=0, max=65535),
         max_batch_records: int = typer.Option(
@@ -91,8 +92,9 @@ def register(app: typer.Typer) -> None:
         from kraftlake.service.auth import TokenFileError, load_tokens
         from kraftlake.service.committer import CommitConfig
 
+        options = storage_options(storage_option)
         try:
-            Log.open(log)
+            Log.open(log, storage_options=options)
             known = load_tokens(tokens) if tokens is not None else None
         except (LogNotFoundError, TokenFileError) as exc:
             abort(str(exc), EXIT_INPUT)
@@ -114,7 +116,7 @@ def register(app: typer.Typer) -> None:
             reads_per_client=reads_per_client,
             max_reads=max_reads,
         )
-        service = create_app(log, config, known, limits=limits)
+        service = create_app(log, config, known, limits=limits, storage_options=options)
         # What start-up made (Litestar's routes and schemas, pyarrow, the record catalogue) lives
         # as long as the process: kept out of the collector's sight, a full collection takes a
         # few milliseconds instead of 20-50, during which every request on the loop waits.

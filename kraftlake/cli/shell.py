@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from kraftlake.cli.console import out
+from kraftlake.cli.console import STORAGE_OPTION, out, storage_options
 from kraftlake.records.errors import KraftlakeError
 
 
@@ -199,6 +199,7 @@ def register(app: typer.Typer) -> None:
     @app.command("shell")
     def shell(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         offset: int | None = typer.Option(
             None, "--offset", "-o", help="Start after the record at this offset (default: the end)."
         ),
@@ -207,7 +208,7 @@ def register(app: typer.Typer) -> None:
         """Browse the cluster at a point in time like kafka-metadata-shell: paths such as /image/cluster/brokers/1 and /image/topics/byName/foo/0, with ls, cat, cd, pwd, find; plus at OFFSET to move in time and diff OFFSET to see what changed. Commands come from the terminal, from stdin, or from -c."""
         from kraftlake.records import Log
 
-        sh = Shell(Log.open(log), offset, stdin=sys.stdin)
+        sh = Shell(Log.open(log, storage_options=storage_options(storage_option)), offset, stdin=sys.stdin)
         if command:
             for c in command:
                 sh.onecmd(c)

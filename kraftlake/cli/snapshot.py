@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from kraftlake.cli.console import err, out, write_bytes
+from kraftlake.cli.console import STORAGE_OPTION, err, out, storage_options, write_bytes
 
 
 def register(app: typer.Typer) -> None:
     @app.command("snapshot")
     def snapshot(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         every: int = typer.Option(100_000, "--every", "-n", min=1, help="A snapshot every N records."),
         list_only: bool = typer.Option(False, "--list", help="List stored snapshots instead (JSON Lines)."),
         drop: bool = typer.Option(False, "--drop", help="Delete every stored snapshot (they can be rebuilt)."),
@@ -26,8 +27,8 @@ def register(app: typer.Typer) -> None:
         from kraftlake.replay.snapshots import SnapshotStore
         from kraftlake.replay.state import take_snapshots
 
-        opened = Log.open(log)
-        store = SnapshotStore(opened.path)
+        opened = Log.open(log, storage_options=storage_options(storage_option))
+        store = SnapshotStore(opened.path, opened.storage_options)
         if drop:
             store.delete()
             err.print(f"dropped the snapshots of {log}")

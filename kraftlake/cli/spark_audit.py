@@ -20,13 +20,14 @@ from kraftlake.cli.audit import (
     emit,
     resolve_to,
 )
-from kraftlake.cli.console import EXIT_INPUT, abort
+from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, storage_options
 
 
 def register(app: typer.Typer) -> None:
     @app.command("spark-audit")
     def spark_audit(
         log: str = typer.Argument(..., help="The log."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         master: str | None = typer.Option(
             None,
             "--master",
@@ -60,7 +61,8 @@ def register(app: typer.Typer) -> None:
 
         if version is not None and timestamp is not None:
             abort("give at most one of --version, --timestamp", EXIT_INPUT)
-        snap = Log.open(log).at(version=version, timestamp=timestamp)
+        opened = Log.open(log, storage_options=storage_options(storage_option))
+        snap = opened.at(version=version, timestamp=timestamp)
         to_offset = resolve_to(snap, to_offset, to_source_offset)
         config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on.value)
         from pyspark.sql import SparkSession
@@ -69,7 +71,7 @@ def register(app: typer.Typer) -> None:
         spark = session(master=master, cores=cores)
         try:
             with spark_progress(spark) as step:
-                df = read_log(spark, log, version=version, timestamp=timestamp, to_offset=to_offset)
+                df = read_log(spark, opened, version=version, timestamp=timestamp, to_offset=to_offset)
                 report = audit(spark, df, config, step=step, scratch=scratch)
         finally:
             if ours:

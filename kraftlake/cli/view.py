@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, abort, err, out, write_bytes
+from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, err, out, storage_options, write_bytes
 
 
 class Format(str, Enum):
@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
     @app.command("view")
     def view(
         log: str | None = typer.Argument(None, help="The log (not needed with --kafka-checkpoint)."),
+        storage_option: list[str] | None = STORAGE_OPTION,
         kafka_checkpoint: Path | None = typer.Option(
             None,
             "--kafka-checkpoint",
@@ -78,7 +79,7 @@ def register(app: typer.Typer) -> None:
             abort("give a log (or --kafka-checkpoint FILE)", EXIT_INPUT)
         if sum(x is not None for x in (offset, version, timestamp, source_offset)) > 1:
             abort("give at most one of --offset, --version, --timestamp, --source-offset", EXIT_INPUT)
-        opened = Log.open(log)
+        opened = Log.open(log, storage_options=storage_options(storage_option))
         if source_offset is not None:
             offset = opened.at().offset_of_source(source_offset)
         total = opened.at(offset=offset, version=version, timestamp=timestamp).last_offset + 1

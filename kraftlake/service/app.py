@@ -222,19 +222,26 @@ def create_app(
     fast: bool = True,
     commit_process: bool = True,
     limits: Limits | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Litestar:
     """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
     every request needs a bearer token with the right role; None: no authentication (bind the
     service to loopback). ``fast=False``: appends through Litestar's route too (the same
     answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
     commits in this process instead of a child (``service.commit_process``), where they compete
-    with the event loop for the GIL. ``limits``: what one request may cost (``service.limits``)."""
+    with the event loop for the GIL. ``limits``: what one request may cost (``service.limits``).
+    ``storage_options``: delta-rs's, for a log on an object store."""
     config = config or CommitConfig()
     limits = limits or Limits()
-    target = CommitProcess(str(path), config.compact_after_files) if commit_process else Log.open(path)
+    opened = Log.open(path, storage_options=storage_options)  # a URI's storage options travel with it
+    target = (
+        CommitProcess(opened.path, config.compact_after_files, opened.storage_options)
+        if commit_process
+        else Log.open(opened.location)
+    )
     metrics = Metrics()
     committer = GroupCommitter(target, config, metrics)
-    pool = ReadPool(path, limits)
+    pool = ReadPool(opened.location, limits)
     appending = Appending(committer, limits)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")

@@ -69,13 +69,13 @@ class _Done(msgspec.Struct, array_like=True):
 _ERRORS = {"RecordError": RecordError, "AppendConflictError": AppendConflictError}
 
 
-def _serve(path: str, compact_after: int | None, conn: Any) -> None:
+def _serve(path: str, compact_after: int | None, conn: Any, storage_options: dict[str, str] | None = None) -> None:
     """The child: commit each group it is sent, until told to stop or the parent is gone."""
     from kraftlake.logging import configure
     from kraftlake.records.base import trusted
 
     configure(level="warning")
-    log = Log.open(path)
+    log = Log.open(path, storage_options=storage_options)
     upkeep = log.upkeep_in_background(compact_after)
     decoder = msgspec.msgpack.Decoder(_Group)
     encode = msgspec.msgpack.Encoder().encode
@@ -109,6 +109,7 @@ class CommitProcess:
         self,
         path: str,
         compact_after: int | None = None,
+        storage_options: dict[str, str] | None = None,
         *,
         ready_wait_s: float = 10.0,
         start_timeout_s: float = 120.0,
@@ -117,6 +118,7 @@ class CommitProcess:
     ) -> None:
         self.path = str(path)
         self.compact_after = compact_after
+        self.storage_options = storage_options
         self.ready_wait_s = ready_wait_s
         self.start_timeout_s = start_timeout_s
         self.restart_delay_s = restart_delay_s
@@ -142,7 +144,10 @@ class CommitProcess:
     def _spawn(self) -> tuple[Any, Any]:
         conn, child = _SPAWN.Pipe()
         proc = _SPAWN.Process(
-            target=_serve, args=(self.path, self.compact_after, child), name="kraftlake-commits", daemon=True
+            target=_serve,
+            args=(self.path, self.compact_after, child, self.storage_options),
+            name="kraftlake-commits",
+            daemon=True,
         )
         proc.start()
         child.close()

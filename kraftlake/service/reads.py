@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kraftlake.records import Log
+from kraftlake.records.location import Location
 
 from .limits import Limits
 
@@ -48,7 +49,7 @@ def client_of(scope: dict) -> str:
 
 
 class ReadPool:
-    def __init__(self, path: str | Path, limits: Limits) -> None:
+    def __init__(self, path: str | Path | Location, limits: Limits) -> None:
         self.path = path
         self.limits = limits
         self._executor = ThreadPoolExecutor(limits.read_workers, thread_name_prefix="kraftlake-read")

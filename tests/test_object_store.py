@@ -1,0 +1,254 @@
+"""The log on an object store: every command and API on ``s3://`` against moto's S3 server (a real
+HTTP S3 endpoint in a process of its own, tests/helpers/object_store.py), with credentials from the
+environment or from ``--storage-option``/``storage_options``; errors that name the URI and the cause
+and change nothing; the commit file put-if-absent; snapshots beside the log; the same audit report
+as on local disk. The concurrency, exactly-once and kill -9 tests run on S3 too (``table_uri``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from typer.testing import CliRunner
+
+import kraftlake
+from kraftlake.cli.app import app
+from kraftlake.records import Log, StorageError, iter_lines
+
+from helpers.object_store import REGION, MotoServer
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def records():
+    return list(iter_lines(FIXTURE.read_text().splitlines()))
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch):
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+
+
+def test_every_command_works_on_s3_with_storage_options_alone(moto_server, tmp_path, monkeypatch, no_aws_env):
+    from helpers.object_store import Bucket
+
+    bucket = Bucket.new(moto_server)
+    uri = bucket.uri("logs/cluster-a")
+    opts = [x for k, v in bucket.options.items() for x in ("--storage-option", f"{k}={v}")]
+    monkeypatch.chdir(tmp_path)
+
+    res = run("init", uri, *opts)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == {"log": uri, "version": 0}
+    assert list(tmp_path.iterdir()) == [], "init s3://… must not create a local folder"
+    assert run("append", uri, FIXTURE, "--producer", "p", "--seq", "0", *opts).exit_code == 0
+    again = run("append", uri, FIXTURE, "--producer", "p", "--seq", "0", *opts)
+    assert again.exit_code == 0 and '"duplicate": true' in again.stdout.replace("\n", " ").replace("  ", " ")
+    n = len(FIXTURE.read_text().splitlines())
+
+    shown = run("log", uri, "--format", "jsonl", *opts)
+    assert shown.exit_code == 0, shown.output
+    assert len(shown.stdout.splitlines()) == n
+    assert run("history", uri, *opts).exit_code == 0
+    assert run("view", uri, "--format", "json", *opts).exit_code == 0
+    assert run("snapshot", uri, "--every", "5", *opts).exit_code == 0, "snapshots"
+    assert any(k.startswith("logs/cluster-a/_kraftlake_snapshots/_delta_log/") for k in bucket.keys())
+    assert run("audit", uri, *opts).exit_code in (0, 1)
+    assert run("broker", uri, "--broker", "1", *opts).exit_code in (0, 2)
+    assert run("maintain", uri, "--retention-hours", "0", *opts).exit_code == 0
+    assert list(tmp_path.iterdir()) == []
+    # Without the options (and no AWS_* variables) the store cannot be reached: an error, not a folder.
+    res = run("log", uri)
+    assert res.exit_code != 0 and uri in res.stderr
+    assert Log.open(uri, storage_options=bucket.options).last_offset == n - 1
+
+
+def test_python_api_on_s3_reads_what_local_disk_reads(s3_bucket, tmp_path):
+    uri = s3_bucket.uri("lake")
+    local = tmp_path / "lake"
+    for where in (uri, local):
+        lake = kraftlake.init(where, storage_options=s3_bucket.options if where == uri else None)
+        appender = kraftlake.Appender(lake.path, "prod", storage_options=s3_bucket.options if where == uri else None)
+        appender.append(records()[:15])
+        appender.append(records()[15:])
+    remote, here = kraftlake.open(uri), kraftlake.open(local)
+    assert remote.log.read() == here.log.read()
+    for offset in (3, 11, None):
+        assert kraftlake.state_at(uri, offset=offset).image() == kraftlake.state_at(local, offset=offset).image()
+    assert remote.log.at(version=1).records() == here.log.at(version=1).records()
+    # What delta-rs reads is what kraftlake wrote.
+    theirs = DeltaTable(uri, storage_options=s3_bucket.options).to_pyarrow_table().sort_by("offset")
+    assert theirs.column("offset").to_pylist() == list(range(len(records())))
+    # The snapshot as a pyarrow dataset (what a columnar engine scans), through pyarrow.fs.
+    dataset = remote.log.at().dataset(columns=["offset", "type"])
+    assert sorted(dataset.to_table().column("offset").to_pylist()) == list(range(len(records())))
+    assert all(f.startswith(f"s3://{s3_bucket.name}/lake/") for f in remote.log.at().files())
+
+
+def test_python_audit_report_on_s3_equals_the_one_on_local_disk(s3_bucket, tmp_path):
+    from kraftlake.replay.audit import audit_log
+
+    uri = s3_bucket.uri("audited")
+    for where in (uri, tmp_path / "audited"):
+        log = Log.create(where)
+        log.append(records(), producer="p", seq=0)
+    remote, local = audit_log(Log.open(uri).at()), audit_log(Log.open(tmp_path / "audited").at())
+    assert remote.records == len(records()) and remote.invariants
+    assert msgspec.to_builtins(remote) == msgspec.to_builtins(local)
+
+
+def test_delta_rs_writers_and_kraftlake_fence_each_other_on_s3(s3_bucket):
+    """A commit lands on exactly the version it read: a version taken by another writer (here
+    delta-rs's own ``write_deltalake``, behind the Log's back) is refused and followed."""
+    uri = s3_bucket.uri("fenced")
+    log = Log.create(uri)
+    log.append(records()[:5])
+    stale_version = log.version
+    write_deltalake(uri, log.at().table().slice(0, 0), mode="append")  # an empty commit by another writer
+    result = log.append(records()[5:8])
+    assert result.version == stale_version + 2
+    assert [r.offset for r in Log.open(uri).read()] == list(range(8))
+
+
+def test_snapshots_live_beside_the_log_and_serve_replay(s3_bucket):
+    from kraftlake.replay.snapshots import SnapshotStore
+    from kraftlake.replay.state import state_at, take_snapshots
+
+    uri = s3_bucket.uri("snap")
+    log = Log.create(uri)
+    log.append(records())
+    store = SnapshotStore(log.path, log.storage_options)
+    take_snapshots(log, every=7)
+    assert store.list(), "snapshots were written"
+    assert {k.split("/")[1] for k in s3_bucket.keys("snap/")} >= {"_delta_log", "_kraftlake_snapshots"}
+    with_snap = state_at(log, offset=20)
+    assert with_snap.image() == state_at(log, offset=20, use_snapshots=False).image()
+    log.maintain(retention_hours=0)
+    assert store.list(), "the log's vacuum leaves the snapshots alone"
+    store.delete()
+    assert not s3_bucket.keys("snap/_kraftlake_snapshots/")
+
+
+# -- errors: the URI and the cause, and nothing changed ---------------------------------------
+
+
+def _nothing_created(server: MotoServer, buckets_before: list[str], tmp_path: Path) -> None:
+    assert sorted(b["Name"] for b in server.client().list_buckets()["Buckets"]) == buckets_before
+    assert list(tmp_path.iterdir()) == []
+
+
+def _buckets(server: MotoServer) -> list[str]:
+    return sorted(b["Name"] for b in server.client().list_buckets()["Buckets"])
+
+
+def test_no_bucket(moto_server, s3_bucket, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = _buckets(moto_server)
+    uri = "s3://no-such-bucket-here/log"
+    with pytest.raises(StorageError, match=f"^{uri}: the bucket does not exist"):
+        Log.create(uri)
+    res = run("init", uri)
+    assert res.exit_code == 1 and f"{uri}: the bucket does not exist" in res.stderr
+    _nothing_created(moto_server, before, tmp_path)
+
+
+def test_endpoint_unreachable(s3_bucket, tmp_path, monkeypatch):
+    from helpers.object_store import free_port
+
+    monkeypatch.chdir(tmp_path)
+    uri = s3_bucket.uri("log")
+    dead = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}
+    for op in (Log.create, Log.open):
+        with pytest.raises(StorageError, match=f"^{uri}: the endpoint is unreachable"):
+            op(uri, storage_options=dead)
+    assert s3_bucket.keys() == [] and list(tmp_path.iterdir()) == []
+
+
+def test_no_credentials(s3_bucket, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    # Nor any other source: no instance metadata service, no profile.
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    uri = s3_bucket.uri("log")
+    with pytest.raises(StorageError, match=f"^{uri}: no credentials"):
+        Log.create(uri)
+    assert s3_bucket.keys() == [] and list(tmp_path.iterdir()) == []
+
+
+def test_access_denied_and_rejected_credentials(tmp_path, monkeypatch, no_aws_env):
+    """moto checks IAM once its first unauthenticated requests are used up: a user without a
+    policy is denied, an unknown key is rejected."""
+    server = MotoServer(env={"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+    try:
+        server.client().create_bucket(Bucket="locked-bucket")
+        iam = server.client(service="iam")
+        iam.create_user(UserName="nobody")
+        key = iam.create_access_key(UserName="nobody")["AccessKey"]
+        base = {"AWS_ENDPOINT_URL": server.endpoint, "AWS_REGION": REGION, "AWS_ALLOW_HTTP": "true"}
+        uri = "s3://locked-bucket/log"
+        nobody = base | {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+        unknown = base | {"AWS_ACCESS_KEY_ID": "AKIAUNKNOWNUNKNOWN", "AWS_SECRET_ACCESS_KEY": "x"}
+        for options, cause in ((nobody, "access denied"), (unknown, "the credentials were rejected")):
+            for op in (Log.create, Log.open):
+                with pytest.raises(StorageError, match=f"^{uri}: {cause}"):
+                    op(uri, storage_options=options)
+        monkeypatch.chdir(tmp_path)
+        res = run("init", uri, *[x for k, v in nobody.items() for x in ("--storage-option", f"{k}={v}")])
+        assert res.exit_code == 1 and f"{uri}: access denied" in res.stderr
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        server.stop()
+
+
+def test_a_malformed_storage_option_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = run("init", "s3://b-b-b/x", "--storage-option", "AWS_REGION")
+    assert res.exit_code == 2 and "expected KEY=VALUE" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_data_files_are_one_put_and_a_refused_commit_leaves_no_file(s3_bucket):
+    uri = s3_bucket.uri("orphans")
+    log = Log.create(uri)
+    other = Log.open(uri)
+    log.append(records()[:3])
+    other.append(records()[3:6])  # stale: loses version 1, follows, lands at version 2
+    parquet = [k for k in s3_bucket.keys("orphans/") if k.endswith(".parquet")]
+    assert len(parquet) == len(Log.open(uri).at().files()) == 2
+    assert pa.concat_tables([Log.open(uri).at().table()]).num_rows == 6
+
+
+def test_compaction_and_checkpoints_beside_appends_on_s3(s3_bucket):
+    """``Log.compact`` (the service's upkeep) commits through delta-rs on a store: fewer files,
+    the same rows and offsets; checkpoints are written where the interval calls for them."""
+    from kraftlake.records.delta_commit import checkpoint
+
+    uri = s3_bucket.uri("compacted")
+    log = Log.create(uri)
+    recs = records()
+    for i in range(0, len(recs), 3):
+        log.append(recs[i : i + 3])
+    before = Log.open(uri).read()
+    files_before = len(log.at().files())
+    version = log.compact(2)
+    assert version == log.version and version is not None
+    after = Log.open(uri)
+    assert len(after.at().files()) < files_before
+    assert after.read() == before
+    log.append(recs[:2])  # appends go on after the compaction
+    assert [r.offset for r in Log.open(uri).read()] == list(range(len(recs) + 2))
+    checkpoint(log.location, log.version)
+    assert any(k.endswith(".checkpoint.parquet") for k in s3_bucket.keys("compacted/_delta_log/"))
