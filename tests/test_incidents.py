@@ -174,3 +174,70 @@ def test_percentile_is_nearest_rank():
         7,
         None,
     )
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fixture_log(tmp_path):
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    path = tmp_path / "log"
+    run = CliRunner().invoke
+    assert run(app, ["init", str(path)]).exit_code == 0
+    assert run(app, ["append", str(path), str(FIXTURE)]).exit_code == 0
+    return str(path)
+
+
+def cli(*args):
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_prometheus_output_parses_and_names_topics(fixture_log):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    res = cli("audit", fixture_log, "--format", "prometheus")
+    assert res.exit_code == 0, res.output
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(res.stdout)
+        for s in fam.samples
+    }
+    assert samples[("kraftlake_audit_pass", ())] == 1
+    a0 = (("partition", "0"), ("topic", "a"), ("topic_id", "YW6soxYeId5Lgf56lnEg3g"))
+    assert samples[("kraftlake_partition_unavailable_seconds", a0)] == 0.6
+    assert samples[("kraftlake_unavailable_seconds", (("state", "unavailable"),))] == 1.2
+    assert samples[("kraftlake_incidents", (("kind", "dir-failure"),))] == 1
+    assert samples[("kraftlake_time_to_move_seconds", (("quantile", "0.99"), ("role", "leadership")))] == 0.6
+
+
+def test_cli_fails_on_unavailable_seconds(fixture_log):
+    assert cli("audit", fixture_log, "--fail-on-unavailable-seconds", "1.2").exit_code == 0
+    res = cli("audit", fixture_log, "--fail-on-unavailable-seconds", "1", "--format", "json")
+    assert res.exit_code == 1
+    doc = msgspec.json.decode(res.stdout)
+    assert doc["violations"] == [] and doc["fail_on_unavailable_ms"] == 1000
+
+
+def test_cli_record_time_filters_match_offsets(fixture_log):
+    # ts_ms of the fixture: the dir failure at ...10000 (offset 23), the moves at ...10600 (25-27).
+    by_time = cli("audit", fixture_log, "--from-time", "2023-11-14T22:13:30Z", "--format", "json")
+    by_offset = cli("audit", fixture_log, "--from", "23", "--format", "json")
+    assert by_time.exit_code == by_offset.exit_code == 0
+    t, o = msgspec.json.decode(by_time.stdout), msgspec.json.decode(by_offset.stdout)
+    assert t["first_offset"] == o["first_offset"] == 23 and t["incidents"] == o["incidents"]
+    assert len(t["incidents"]) == 1
+    # The same instant in another zone, and as milliseconds.
+    res = cli("log", fixture_log, "--from-time", "2023-11-14T23:13:30.500+01:00", "--to-time", "1700000010500")
+    assert [msgspec.json.decode(line)["type"] for line in res.stdout.splitlines()] == ["HeartbeatOfflineDirs"]
+    at = cli("view", fixture_log, "--at-time", "2023-11-14T22:13:30.500Z")
+    assert msgspec.json.decode(at.stdout)["offset"] == 24
+    bad = cli("audit", fixture_log, "--to-time", "yesterday")
+    assert bad.exit_code == 2 and "ISO 8601" in bad.output

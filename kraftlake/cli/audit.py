@@ -15,6 +15,7 @@ class Format(str, Enum):
     text = "text"
     json = "json"
     html = "html"
+    prometheus = "prometheus"
 
 
 class FailOn(str, Enum):
@@ -39,12 +40,26 @@ FORMAT = typer.Option(
     Format.text,
     "--format",
     "-f",
-    help="text (a summary, default), json (the full report) or html (one self-contained page with timelines).",
+    help="text (a summary, default), json (the full report), html (one self-contained page with timelines) or prometheus (availability, incidents and violations as metrics).",
 )
 OUT = typer.Option(
     None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout."
 )
 TO_OFFSET = typer.Option(None, "--to", help="Last offset to audit.")
+FAIL_ON_UNAVAILABLE = typer.Option(
+    None,
+    "--fail-on-unavailable-seconds",
+    min=0,
+    help="Also exit 1 when partitions were unavailable (no leader, or the leader on an offline directory) for more than N partition-seconds in total, by record time.",
+)
+FROM_TIME = typer.Option(
+    None,
+    "--from-time",
+    help="Audit from the first record at or after this record time (ts_ms: Kafka's batch time after import-kafka; not the Delta commit time): ISO 8601, UTC unless it has an offset, or ms since the epoch.",
+)
+TO_TIME = typer.Option(
+    None, "--to-time", help="Audit up to the last record at or before this record time (as --from-time)."
+)
 TO_SOURCE_OFFSET = typer.Option(
     None,
     "--to-source-offset",
@@ -68,6 +83,9 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOn = FAIL_ON,
         fmt: Format = FORMAT,
         out_file: Path | None = OUT,
+        fail_on_unavailable: float | None = FAIL_ON_UNAVAILABLE,
+        from_time: str | None = FROM_TIME,
+        to_time: str | None = TO_TIME,
     ) -> None:
         """Audit a log: was leadership and the ISR moved correctly after log directories failed? Do AutoMQ's streams and objects hold together?
 
@@ -81,6 +99,7 @@ def register(app: typer.Typer) -> None:
         opened = Log.open(log)
         snap = opened.at()
         to_offset = resolve_to(snap, to_offset, to_source_offset)
+        from_offset, to_offset = resolve_times(snap, from_offset, to_offset, from_time, to_time)
         if from_offset is not None and from_offset > snap.last_offset + 1:
             abort(f"--from {from_offset} is past the end of the log (last offset {snap.last_offset})", EXIT_INPUT)
         start = state_at(opened, offset=from_offset - 1) if from_offset else None
@@ -89,7 +108,12 @@ def register(app: typer.Typer) -> None:
             # Snapshots hold the KRaft view: the S3Stream state before --from is replayed.
             with replay_progress(from_offset, "replaying S3Stream records before --from") as progress:
                 streams_start = streams_at(opened, offset=from_offset - 1, progress=progress)
-        config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on.value)
+        config = AuditConfig(
+            grace_records=grace_records,
+            grace_ms=grace_ms,
+            fail_on=fail_on.value,
+            fail_on_unavailable_ms=unavailable_ms(fail_on_unavailable),
+        )
         last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
         with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:
             report = audit_log(
@@ -101,7 +125,38 @@ def register(app: typer.Typer) -> None:
                 progress=progress,
                 streams_start=streams_start,
             )
-        emit(report, fmt, out_file, title=f"kraftlake audit of {log}")
+        emit(
+            report,
+            fmt,
+            out_file,
+            title=f"kraftlake audit of {log}",
+            source=(snap, from_offset, to_offset, start),
+        )
+
+
+def unavailable_ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def resolve_times(
+    snap, from_offset: int | None, to_offset: int | None, from_time: str | None, to_time: str | None
+) -> tuple[int | None, int | None]:
+    """``--from``/``--to`` from ``--from-time``/``--to-time`` (record time), at most one of each pair."""
+    from kraftlake.records.time_travel import time_ms
+
+    try:
+        if from_time is not None:
+            if from_offset is not None:
+                abort("give at most one of --from, --from-time", EXIT_INPUT)
+            first = snap.offset_at_time(time_ms(from_time), first=True)
+            from_offset = snap.last_offset + 1 if first is None else first
+        if to_time is not None:
+            if to_offset is not None:
+                abort("give at most one of --to, --to-source-offset, --to-time", EXIT_INPUT)
+            to_offset = snap.offset_at_time(time_ms(to_time))
+    except ValueError as exc:
+        abort(str(exc), EXIT_INPUT)
+    return from_offset, to_offset
 
 
 def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int | None:
@@ -113,12 +168,28 @@ def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int
     return snap.offset_of_source(to_source_offset)
 
 
-def emit(report, fmt: Format, out_file: Path | None, *, title: str) -> None:
-    """Print or write ``report`` in ``fmt``; exit 1 when its verdict is fail."""
+def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None) -> None:
+    """Print or write ``report`` in ``fmt``; exit 1 when its verdict is fail. ``source``
+    (snapshot, from, to, start view): where an engine that left out the incidents gets them."""
     import msgspec
 
+    if report.incidents is None and source is not None:
+        from kraftlake.replay.books import attach_incidents
+        from kraftlake.replay.incidents import find_incidents
+
+        snap, lo, hi, start = source
+        attach_incidents(report, find_incidents(snap.iter_records(lo, hi), start))
     doc = msgspec.json.encode(report) + b"\n"
-    if fmt is Format.html:
+    if fmt is Format.prometheus:
+        from kraftlake.replay.prometheus import render as metrics
+
+        text = metrics(report).encode()
+        if out_file is not None:
+            out_file.write_bytes(text)
+            err.print(f"{report.verdict.upper()}: metrics in {out_file}")
+        else:
+            write_bytes(text)
+    elif fmt is Format.html:
         from kraftlake.replay.html import render
 
         page = render(report, title=title).encode()
