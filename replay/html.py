@@ -281,7 +281,7 @@ def _incident_svg(report: AuditReport, inc: Incident, outages: dict, lanes: int 
 
     keys.sort(key=lambda k: -down_ms(k))
     shown, hidden = keys[:lanes], len(keys) - lanes
-    left, width, lane_h, top = 150, 760, 16, 46
+    left, width, lane_h, top = 150, 760, 20, 46
     height = top + max(1, len(shown)) * lane_h + 44
 
     def x(ms: float) -> float:
@@ -318,21 +318,23 @@ def _incident_svg(report: AuditReport, inc: Incident, outages: dict, lanes: int 
                 continue
             at = t0 + (fx.time_to_move_ms or 0)
             tip = f"<title>{e(fx.outcome)} at offset {fx.ended_by} (+{_seconds(fx.time_to_move_ms)})</title>"
+            # The dot in the lane's upper half, the square in its lower: they often share an instant.
             if fx.role == "leader":
                 out.append(
-                    f"<circle class=moved-leader cx={x(at):.1f} cy={y + 8} r=5 fill={COLOURS['leader']}>{tip}</circle>"
+                    f"<circle class=moved-leader cx={x(at):.1f} cy={y + 4} r=4 fill={COLOURS['leader']}>{tip}</circle>"
                 )
             else:
                 out.append(
-                    f"<rect class=left-isr x={x(at) - 4:.1f} y={y + 4} width=8 height=8 fill={COLOURS['isr']}>{tip}</rect>"
+                    f"<rect class=left-isr x={x(at) - 3:.1f} y={y + 9} width=7 height=7 fill={COLOURS['isr']}>{tip}</rect>"
                 )
         out.append("</g>")
     bottom = top + max(1, len(shown)) * lane_h
+    # The end first: a removal that ends the incident stays visible on top of it.
     for name, ms in (
+        ("ended", inc.ended_at_ms),
         ("failed", inc.failed_at_ms),
         ("reported", inc.reported_at_ms),
         ("removed", inc.removed_at_ms),
-        ("ended", inc.ended_at_ms),
     ):
         if ms is None:
             continue
@@ -377,7 +379,7 @@ def _overview(report: AuditReport, incidents: list[Incident]) -> str:
     def x(ms: float) -> float:
         return left + (ms - lo) / (hi - lo) * width
 
-    out = [f"<svg class=overview width={left + width + 20} height={top + len(brokers) * lane_h + 44}>"]
+    out = [f"<svg class=overview width={left + width + 50} height={top + len(brokers) * lane_h + 44}>"]
     for n, b in enumerate(brokers):
         y = top + n * lane_h
         out.append(f"<g class=lane><text x={left - 6} y={y + 11} text-anchor=end>broker {b}</text>")
