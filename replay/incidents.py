@@ -95,7 +95,7 @@ class Incident(msgspec.Struct, kw_only=True):
     broker: int
     directory: str | None = None
     path: str | None = None
-    """The directory's path, where the log says it (``LogDirsLoaded.paths``)."""
+    """The directory's path, where the log says it (the broker's last ``LogDirsLoaded``)."""
     failed_at: int
     failed_at_ms: int | None = None
     reported_at: int | None = None
@@ -332,9 +332,9 @@ class IncidentTracker:
             inc.reported_at, inc.reported_at_ms = offset, ts
 
     def _loaded(self, r: LogDirsLoaded, offset: int, ts: int | None) -> None:
-        paths = getattr(r, "paths", ())
-        for d, path in zip((*r.online_dirs, *r.offline_dirs), paths):
-            self.dir_paths[d] = path
+        for d, path in zip((*r.online_dirs, *r.offline_dirs), r.paths):
+            if path:
+                self.dir_paths[d] = path
         for d in r.online_dirs:
             if (r.broker_id, d) in self.failed:
                 del self.failed[(r.broker_id, d)]

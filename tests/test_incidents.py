@@ -241,3 +241,20 @@ def test_cli_record_time_filters_match_offsets(fixture_log):
     assert msgspec.json.decode(at.stdout)["offset"] == 24
     bad = cli("audit", fixture_log, "--to-time", "yesterday")
     assert bad.exit_code == 2 and "ISO 8601" in bad.output
+
+
+def test_directory_paths_come_from_the_start_up_record():
+    found = find_incidents(simulated())
+    dirs = [i for i in found.incidents if i.kind == "dir-failure"]
+    assert dirs and all(i.path is not None and i.path.startswith(f"/b{i.broker}/d") for i in dirs)
+    assert all(path.startswith("/b") for path in found.dir_paths.values())
+
+
+def test_log_dirs_loaded_paths_are_one_per_directory_or_none():
+    from kraftlake.records.observations import LogDirsLoaded
+
+    a, b = "Ot57GypJXW8c7tKGTPwsPg", "8FATlxS8D75deTGo-YggVg"
+    assert LogDirsLoaded(broker_id=1, online_dirs=(a,), offline_dirs=(b,), paths=("/d0", "")).paths == ("/d0", "")
+    assert LogDirsLoaded(broker_id=1, online_dirs=(a,)).paths == ()
+    with pytest.raises(ValueError, match="paths"):
+        LogDirsLoaded(broker_id=1, online_dirs=(a,), offline_dirs=(b,), paths=("/d0",))
