@@ -550,6 +550,26 @@ class Incident:
         return _card(self.report, self.incident, self._outages())
 
 
+def _time_axis(ax, offsets: list[int], times_ms: list) -> None:
+    """A second x axis on top with the record time (UTC) at the offsets' ticks, interpolated
+    between the records drawn (offsets are the main axis: records share times)."""
+    import numpy as np
+
+    known = [(o, t) for o, t in zip(offsets, times_ms) if t is not None]
+    if len(known) < 2:
+        return
+    xs = np.array([o for o, _ in known], dtype=float)
+    ts = np.array([t for _, t in known], dtype=float)
+    top = ax.secondary_xaxis("top")
+    ticks = [x for x in ax.get_xticks() if xs[0] <= x <= xs[-1]] or [xs[0], xs[-1]]
+    top.set_xticks(ticks)
+    top.set_xticklabels(
+        [datetime.fromtimestamp(float(np.interp(x, xs, ts)) / 1000, tz=UTC).strftime("%H:%M:%S") for x in ticks],
+        fontsize=8,
+    )
+    top.set_xlabel(f"record time (UTC, {datetime.fromtimestamp(ts[0] / 1000, tz=UTC):%Y-%m-%d})", fontsize=8)
+
+
 def _missing(value) -> bool:
     import pandas as pd
 
@@ -877,6 +897,7 @@ class Lake:
         ax.set_yticks(brokers)
         ax.set_ylabel("broker")
         ax.set_xlabel("offset")
+        _time_axis(ax, list(tl["offset"]), [None if _missing(t) else t.timestamp() * 1000 for t in tl["time"]])
         ax.set_title(f"{topic}-{partition}: leader and ISR")
         ax.legend(loc="upper right", fontsize=8)
         return ax
@@ -890,6 +911,7 @@ class Lake:
         if not data.empty:
             ax.step(data["time"], data["offline_replicas"], where="post", color="tab:red")
         ax.set_ylabel("offline replicas")
+        ax.set_xlabel("record time (UTC)")
         ax.set_title("offline replicas over time")
         return ax
 

@@ -71,7 +71,11 @@ def test_plots_draw(lake):
     assert ax.get_title() == "a-0: leader and ISR" and any(
         "failed" in t.get_text() for t in ax.get_legend().get_texts()
     )
-    assert lake.plot_offline().get_ylabel() == "offline replicas"
+    # Offsets below, record time above: the fixture's partition changes span 22:13:2x UTC.
+    top = [c for c in ax.child_axes if c.get_xlabel().startswith("record time (UTC")]
+    assert len(top) == 1 and all(t.get_text().startswith("22:13:") for t in top[0].get_xticklabels())
+    offline = lake.plot_offline()
+    assert offline.get_ylabel() == "offline replicas" and offline.get_xlabel() == "record time (UTC)"
 
 
 def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
