@@ -183,21 +183,11 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
     if fmt is Format.prometheus:
         from kraftlake.replay.prometheus import render as metrics
 
-        text = metrics(report).encode()
-        if out_file is not None:
-            out_file.write_bytes(text)
-            err.print(f"{report.verdict.upper()}: metrics in {out_file}")
-        else:
-            write_bytes(text)
+        _page(metrics(report).encode(), out_file, f"{report.verdict.upper()}: metrics in {out_file}")
     elif fmt is Format.html:
         from kraftlake.replay.html import render
 
-        page = render(report, title=title).encode()
-        if out_file is not None:
-            out_file.write_bytes(page)
-            err.print(f"{report.verdict.upper()}: HTML report in {out_file}")
-        else:
-            write_bytes(page)
+        _page(render(report, title=title).encode(), out_file, f"{report.verdict.upper()}: HTML report in {out_file}")
     elif fmt is Format.json:
         if out_file is not None:
             out_file.write_bytes(doc)
@@ -208,6 +198,15 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
         _summary(report)
     if report.verdict == "fail":
         raise typer.Exit(EXIT_FAILED)
+
+
+def _page(data: bytes, out_file: Path | None, told: str) -> None:
+    """``data`` to ``out_file`` (saying ``told`` on stderr), or to stdout."""
+    if out_file is not None:
+        out_file.write_bytes(data)
+        err.print(told)
+    else:
+        write_bytes(data)
 
 
 def _summary(report) -> None:
