@@ -241,6 +241,8 @@ class IncidentTracker:
         self.open_dirs: dict[tuple[int, str], Incident] = {}
         self.open_brokers: dict[int, Incident] = {}
         self.effects: dict[tuple[str, int], list[_OpenEffect]] = {}
+        self.unended: dict[str, int] = {}
+        """Incident id -> its effects not ended yet."""
         self.brokers: dict[int, tuple[bool, bool, bool]] = {}
         """Broker -> (registered, fenced, in controlled shutdown) as last seen."""
         self.departing: dict[int, list[tuple[tuple[str, int], str, int, int | None, int]]] = {}
@@ -438,6 +440,7 @@ class IncidentTracker:
             )
             inc.effects.append(e)
             self.effects.setdefault(pkey, []).append(_OpenEffect(inc, e, broker, d, inc.failed_at_ms))
+            self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
 
     def _check_effects(self, pkey: tuple[str, int], p, offset: int, ts: int | None) -> None:
         opened = self.effects.get(pkey)
@@ -467,6 +470,8 @@ class IncidentTracker:
 
     def _end(self, oe: _OpenEffect, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
         e = oe.effect
+        if e.ended_by is None:
+            self.unended[oe.incident.id] -= 1
         e.ended_by, e.outcome = offset, outcome
         if e.role == "leader":
             e.new_leader = leader
@@ -487,7 +492,7 @@ class IncidentTracker:
                 del self.effects[pkey]
 
     def _maybe_close(self, inc: Incident, offset: int, ts: int | None) -> None:
-        if inc.ended_at is not None or any(e.ended_by is None for e in inc.effects):
+        if inc.ended_at is not None or self.unended.get(inc.id, 0):
             return
         if inc.kind == "dir-failure" and inc.removed_at is None:
             return
@@ -547,17 +552,23 @@ class IncidentTracker:
                     self.departing.setdefault(b, []).append((pkey, "isr", offset, ts, p.leader))
             part.leader, part.isr = p.leader, p.isr
 
+    def _online_of(self, broker: int):
+        """The broker's online directories (cached until its next broker or dir record): None
+        when it is down, ``_ANY_DIR`` when registered without directories."""
+        reg = self.view.brokers.get(broker)
+        if reg is None or reg.fenced:
+            online = None
+        elif not reg.log_dirs:
+            online = _ANY_DIR
+        else:
+            online = frozenset(x for x in reg.log_dirs if (broker, x) not in self.failed)
+        self.online[broker] = online
+        return online
+
     def _offline(self, broker: int, d: str) -> bool:
         online = self.online.get(broker, _UNKNOWN)
         if online is _UNKNOWN:
-            reg = self.view.brokers.get(broker)
-            if reg is None or reg.fenced:
-                online = None
-            elif not reg.log_dirs:
-                online = _ANY_DIR
-            else:
-                online = frozenset(x for x in reg.log_dirs if (broker, x) not in self.failed)
-            self.online[broker] = online
+            online = self._online_of(broker)
         if online is None:
             return True
         if online is _ANY_DIR:
@@ -584,12 +595,19 @@ class IncidentTracker:
         if part is None:
             return
         leader, replicas, dirs, isr = p.leader, p.replicas, p.directories, p.isr
-        offline = self._offline
+        offline, online = self._offline, self.online
         no_leader = leader == NO_LEADER
         leader_off = not no_leader and (leader not in replicas or offline(leader, dirs[replicas.index(leader)]))
         isr_off = False
-        for b in isr:
-            if b in replicas and offline(b, dirs[replicas.index(b)]):
+        for i, b in enumerate(replicas):
+            if b not in isr:
+                continue
+            o = online.get(b)
+            d = dirs[i]
+            # The common case inline: a serving broker with directories, this one among them.
+            if o is not None and o is not _ANY_DIR and o is not _UNKNOWN and d in o:
+                continue
+            if offline(b, d):
                 isr_off = True
                 break
         min_isr = self.min_isr_cache.get(p.topic_id) or self._min_isr(p.topic_id)
