@@ -258,3 +258,19 @@ def test_log_dirs_loaded_paths_are_one_per_directory_or_none():
     assert LogDirsLoaded(broker_id=1, online_dirs=(a,)).paths == ()
     with pytest.raises(ValueError, match="paths"):
         LogDirsLoaded(broker_id=1, online_dirs=(a,), offline_dirs=(b,), paths=("/d0",))
+
+
+def test_cli_text_report_leads_with_the_verdict_and_the_incidents(tmp_path):
+    records = simulated(bug="keep-offline-replica-in-isr", records=1500)
+    path = tmp_path / "log"
+    lines = tmp_path / "log.jsonl"
+    lines.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
+    assert cli("init", str(path)).exit_code == 0 and cli("append", str(path), str(lines)).exit_code == 0
+    res = cli("audit", str(path))
+    assert res.exit_code == 1
+    first, second, third = res.stdout.splitlines()[:3]
+    assert first.startswith("FAIL: ") and "Z to " in first  # record times, UTC
+    assert "incident(s)" in second and "leadership moved" in second and "p99" in second
+    assert "partition-seconds unavailable" in third
+    # The worst incidents name their directory's path; only the violated invariants are listed.
+    assert "(/b" in res.stdout and "K1 " not in res.stdout and "S1 " not in res.stdout

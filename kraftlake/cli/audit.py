@@ -273,6 +273,7 @@ def _summary(report) -> None:
             table.add_column(col)
         for i in troubled[:shown]:
             where = f"{i.kind} broker {i.broker}" + (f" dir {i.directory}" if i.directory else "")
+            where += f" ({i.path})" if i.path else ""
             table.add_row(
                 where,
                 f"{i.failed_at} {format_ms(i.failed_at_ms)}",
