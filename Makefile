@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO := .demo/log
 FIXTURE := fixtures/kraft/jbod-dir-failure.jsonl
 
-.PHONY: demo test test-fast lint format bench java clean
+.PHONY: demo test test-fast lint format bench java chromium clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kraftlake needs Python 3.11 or newer")'
@@ -28,6 +28,20 @@ java:
 	    echo "Spark needs Java 17 or newer (found: $${v:-none})."; \
 	    echo "  Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless"; \
 	    echo "  macOS:         brew install openjdk@17, then export JAVA_HOME"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# The picture tests render the HTML report headless: Debian's chromium, installed when missing.
+chromium:
+	@if [ -z "$$KRAFTLAKE_CHROMIUM" ] && ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "the picture tests need a headless browser: installing Debian's chromium"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "the picture tests need chromium on PATH."; \
+	    echo "  Debian/Ubuntu: sudo apt-get install chromium"; \
+	    echo "  elsewhere:     any Chromium or Chrome, as 'chromium' on PATH (or KRAFTLAKE_CHROMIUM=/path)"; \
 	    exit 1; \
 	  fi; \
 	fi
@@ -97,11 +111,11 @@ format: $(VENV)/.installed
 	$(BIN)/ruff format --quiet .
 	$(BIN)/ruff check --quiet --fix .
 
-test: $(VENV)/.installed java lint
+test: $(VENV)/.installed java chromium lint
 	$(BIN)/python -m pytest -q
 
 # The inner loop: everything but the Spark tests and the multi-process loops (no Java needed).
-test-fast: $(VENV)/.installed lint
+test-fast: $(VENV)/.installed chromium lint
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 bench: $(VENV)/.installed java

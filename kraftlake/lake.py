@@ -7,7 +7,10 @@
 - ``lake.diff(a, b)``: what changed per entity between two points (offsets or ``PointInTime``).
 - ``lake.timeline(topic, partition)`` / ``lake.timeline(broker=b, dir=d)``: every change, with
   offset and time.
-- ``lake.audit(...)``: the report, with its violations as a DataFrame.
+- ``lake.audit(...)``: the report, with its violations, incidents and availability as DataFrames.
+- ``lake.incidents()``: the directory failures, controlled shutdowns and fenced brokers, one
+  ``Incident`` each: ``.impact()`` (the partitions it hit, what moved them and when, how long
+  they were unavailable), ``.violations()``, ``.plot()``; ``lake.availability()`` per partition.
 - ``lake.plot_partition(topic, partition)``, ``lake.plot_offline()``: matplotlib figures.
 
 Everything else of the log (``append``, ``maintain``, …) is on ``lake.log``; ``Appender(lake)`` and
@@ -278,7 +281,7 @@ class PointInTime:
 
 
 class AuditResult:
-    """An audit report with its violations as a DataFrame."""
+    """An audit report with its violations, incidents and availability as DataFrames."""
 
     def __init__(self, report: AuditReport) -> None:
         self.report = report
@@ -293,19 +296,284 @@ class AuditResult:
         import pandas as pd
 
         cols = ["invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence"]
-        return pd.DataFrame([msgspec.to_builtins(v) for v in self.report.violations], columns=cols)
+        frame = pd.DataFrame([msgspec.to_builtins(v) for v in self.report.violations], columns=cols)
+        return _ints(frame, "first_offset", "last_offset")
+
+    @property
+    def incidents(self) -> Incidents:
+        return Incidents(Incident(self.report, i) for i in self.report.incidents or ())
+
+    @property
+    def availability(self) -> pd.DataFrame:
+        """Per partition with any time in a bad state, worst first; seconds of record time."""
+        import pandas as pd
+
+        a = self.report.availability
+        rows = [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "topic_id": p.topic_id,
+                "unavailable_s": p.unavailable_ms / 1000,
+                "no_leader_s": p.no_leader_ms / 1000,
+                "leader_offline_s": p.leader_offline_ms / 1000,
+                "under_min_isr_s": p.under_min_isr_ms / 1000,
+                "isr_offline_s": p.isr_offline_ms / 1000,
+            }
+            for p in (a.partitions if a is not None else ())
+        ]
+        cols = ["topic", "partition", "topic_id", "unavailable_s", "no_leader_s", "leader_offline_s"]
+        return pd.DataFrame(rows, columns=[*cols, "under_min_isr_s", "isr_offline_s"])
 
     def __repr__(self) -> str:
         return f"AuditResult(verdict={self.report.verdict!r}, records={self.report.records}, violations={len(self.report.violations)})"
 
     def _repr_html_(self) -> str:
+        from kraftlake.replay.html import _headline
+
         r = self.report
         color = "green" if r.verdict == "pass" else "red"
-        head = (
-            f"<p><b style='color:{color}'>{r.verdict.upper()}</b> — {r.records:,} records "
-            f"({r.first_offset}..{r.last_offset}), {len(r.violations)} violation(s)</p>"
-        )
-        return head + self.violations.head(100).to_html(index=False)
+        head = f"<p><b style='color:{color}'>{r.verdict.upper()}</b></p>" + _headline(r)
+        broken = [(i.id, i.severity, i.violations, i.definition) for i in r.invariants if i.violations]
+        if broken:
+            rows = "".join(
+                f"<tr><td>{i}</td><td>{s}</td><td>{n:,}</td><td>{html.escape(d)}</td></tr>" for i, s, n, d in broken
+            )
+            head += (
+                "<table><tr><th>invariant</th><th>severity</th><th>violations</th><th>definition</th></tr>"
+                f"{rows}</table><p>(<code>.violations</code> lists them, <code>.incidents</code> ties them to incidents)</p>"
+            )
+        return head
+
+
+def _ints(frame, *columns: str):
+    """Offsets and counts as integers (pandas' nullable Int64 where some are missing), not floats."""
+    for c in columns:
+        frame[c] = frame[c].astype("Int64")
+    return frame
+
+
+class Incidents(list):
+    """The incidents of an audit, in the order they began; ``.table()`` summarises them."""
+
+    def table(self) -> pd.DataFrame:
+        import pandas as pd
+
+        cols = ["id", "kind", "broker", "directory", "failed_at", "failed_time", "reported_at", "removed_at"]
+        cols += ["ended_at", "led", "in_isr", "never_moved", "unavailable_s", "violations"]
+        rows = [i.summary() for i in self]
+        return _ints(pd.DataFrame(rows, columns=cols), "failed_at", "reported_at", "removed_at", "ended_at")
+
+    def of(self, kind: str) -> Incidents:
+        return Incidents(i for i in self if i.kind == kind)
+
+    def _repr_html_(self) -> str:
+        return f"<p>{len(self):,} incident(s)</p>" + self.table().head(50).to_html(index=False)
+
+
+class Incident:
+    """One incident of an audit (``replay.incidents.Incident``: its fields are attributes here)
+    with the questions asked of it as DataFrames and a plot."""
+
+    def __init__(self, report: AuditReport, incident) -> None:
+        self.report, self.incident = report, incident
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.incident, name)
+
+    def summary(self) -> dict:
+        i = self.incident
+        return {
+            "id": i.id,
+            "kind": i.kind,
+            "broker": i.broker,
+            "directory": i.directory,
+            "failed_at": i.failed_at,
+            "failed_time": _time(i.failed_at_ms),
+            "reported_at": i.reported_at,
+            "removed_at": i.removed_at,
+            "ended_at": i.ended_at,
+            "led": sum(e.role == "leader" for e in i.effects),
+            "in_isr": sum(e.role == "isr" for e in i.effects),
+            "never_moved": sum(e.ended_by is None for e in i.effects),
+            "unavailable_s": i.unavailable_ms / 1000,
+            "violations": len(i.violations),
+        }
+
+    def _outages(self) -> dict:
+        a = self.report.availability
+        out: dict = {}
+        for o in a.outages if a is not None else ():
+            out.setdefault((o.topic_id, o.partition), []).append(o)
+        return out
+
+    def _window(self) -> tuple[int | None, int | None]:
+        i = self.incident
+        a = self.report.availability
+        end = i.ended_at_ms if i.ended_at is not None else (a.to_ms if a is not None else None)
+        return i.failed_at_ms, end
+
+    def impact(self) -> pd.DataFrame:
+        """One row per partition it hit: the broker's role there (leader, or ISR member only),
+        when leadership and the ISR moved off it (offset, seconds after the failure, to whom),
+        and how long the partition was unavailable (no leader, or the leader offline) while the
+        incident lasted. A partition where the broker only followed stays available."""
+        import pandas as pd
+
+        i = self.incident
+        topics = self.report.topics
+        lo, hi = self._window()
+        outages = self._outages()
+        rows: dict = {}
+        for e in i.effects:
+            key = (e.topic_id, e.partition)
+            row = rows.setdefault(
+                key,
+                {
+                    "partition": f"{topics.get(e.topic_id, e.topic_id)}-{e.partition}",
+                    "topic": e.topic or topics.get(e.topic_id),
+                    "topic_id": e.topic_id,
+                    "role": "ISR member",
+                    "leader_moved_at": None,
+                    "leader_moved_s": None,
+                    "new_leader": None,
+                    "isr_left_at": None,
+                    "isr_left_s": None,
+                    "outcome": [],
+                    "unavailable_s": 0.0,
+                },
+            )
+            seconds = None if e.time_to_move_ms is None else e.time_to_move_ms / 1000
+            if e.role == "leader":
+                row["role"] = "leader"
+                row["leader_moved_at"], row["leader_moved_s"], row["new_leader"] = e.ended_by, seconds, e.new_leader
+            else:
+                row["isr_left_at"], row["isr_left_s"] = e.ended_by, seconds
+            row["outcome"].append(e.outcome)
+        for key, row in rows.items():
+            row["outcome"] = ", ".join(dict.fromkeys(row["outcome"]))
+            if lo is not None and hi is not None:
+                down = 0
+                for o in outages.get(key, ()):
+                    to = hi if o.to_ms is None else o.to_ms
+                    if o.from_ms is not None:
+                        down += max(0, min(to, hi) - max(o.from_ms, lo))
+                row["unavailable_s"] = down / 1000
+        cols = ["partition", "topic", "topic_id", "role", "leader_moved_at", "leader_moved_s", "new_leader"]
+        cols += ["isr_left_at", "isr_left_s", "outcome", "unavailable_s"]
+        frame = pd.DataFrame(list(rows.values()), columns=cols)
+        frame = frame.sort_values(["unavailable_s", "role", "partition"], ascending=[False, False, True], kind="stable")
+        return _ints(frame.reset_index(drop=True), "leader_moved_at", "new_leader", "isr_left_at")
+
+    def violations(self) -> pd.DataFrame:
+        """The violations on its entities while it lasted."""
+        import msgspec
+        import pandas as pd
+
+        from kraftlake.replay.html import entity_label
+
+        rows = []
+        for k in self.incident.violations:
+            d = msgspec.to_builtins(self.report.violations[k])
+            d["entity"] = entity_label(d["entity"], self.report.topics)
+            rows.append(d)
+        cols = ["invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence"]
+        return _ints(pd.DataFrame(rows, columns=cols), "first_offset", "last_offset")
+
+    def plot(self, ax=None, *, lanes: int = 16):
+        """A lane per partition it hit (the ``lanes`` worst), x = seconds of record time after the
+        failure: the failure, report, removal and end as vertical lines, unavailability shaded,
+        a dot where leadership moved and a square where the ISR let go."""
+        import matplotlib.pyplot as plt
+
+        from kraftlake.records.time_travel import format_ms
+
+        i = self.incident
+        impact = self.impact()
+        shown = impact.head(lanes)
+        lo, hi = self._window()
+        ax = ax or plt.subplots(figsize=(10, 1.2 + 0.32 * max(1, len(shown))))[1]
+        if lo is None or hi is None:
+            ax.set_title(f"{i.id}: no record times")
+            return ax
+        outages = self._outages()
+        labelled: set[str] = set()
+
+        def once(label: str) -> str | None:
+            if label in labelled:
+                return None
+            labelled.add(label)
+            return label
+
+        for y, row in enumerate(shown.itertuples()):
+            key = (row.topic_id, int(row.partition.rsplit("-", 1)[1]))
+            spans = [
+                ((o.from_ms - lo) / 1000, ((hi if o.to_ms is None else o.to_ms) - o.from_ms) / 1000)
+                for o in outages.get(key, ())
+                if o.from_ms is not None and o.from_ms <= hi and (o.to_ms is None or o.to_ms >= lo)
+            ]
+            if spans:
+                ax.broken_barh(spans, (y - 0.3, 0.6), color="#ff8182", label=once("unavailable"))
+            if row.leader_moved_s is not None and not _missing(row.leader_moved_s):
+                ax.plot([row.leader_moved_s], [y], "o", color="#0969da", label=once("leadership moved"))
+            if not _missing(row.isr_left_s):
+                ax.plot([row.isr_left_s], [y], "s", color="#1a7f37", markersize=5, label=once("left the ISR"))
+        for name, ms, colour in (
+            ("failed", i.failed_at_ms, "#cf222e"),
+            ("reported", i.reported_at_ms, "#bf8700"),
+            ("removed from registration" if i.kind == "dir-failure" else "fenced", i.removed_at_ms, "#8250df"),
+            ("ended", i.ended_at_ms, "#57606a"),
+        ):
+            if ms is not None:
+                ax.axvline((ms - lo) / 1000, color=colour, linestyle="--", linewidth=1.2, label=name)
+        ax.set_yticks(range(len(shown)), list(shown["partition"]))
+        ax.set_ylim(len(shown) - 0.5, -0.5)
+        span = max((hi - lo) / 1000, 1.0)
+        ax.set_xlim(-0.05 * span, span * 1.05)
+        ax.set_xlabel(f"seconds after the failure at {format_ms(lo)} (record time, UTC)")
+        ax.set_ylabel("partition")
+        where = f"broker {i.broker}" + (f", dir {i.directory}" if i.directory else "")
+        more = f" ({len(impact) - len(shown)} more not drawn)" if len(impact) > len(shown) else ""
+        ax.set_title(f"{i.kind}: {where}{more}")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        ax.figure.tight_layout()
+        return ax
+
+    def __repr__(self) -> str:
+        return f"Incident({self.incident.id!r}, effects={len(self.incident.effects)}, unavailable_s={self.incident.unavailable_ms / 1000})"
+
+    def _repr_html_(self) -> str:
+        from kraftlake.replay.html import _card
+
+        return _card(self.report, self.incident, self._outages())
+
+
+def _time_axis(ax, offsets: list[int], times_ms: list) -> None:
+    """A second x axis on top with the record time (UTC) at the offsets' ticks, interpolated
+    between the records drawn (offsets are the main axis: records share times)."""
+    import numpy as np
+
+    known = [(o, t) for o, t in zip(offsets, times_ms) if t is not None]
+    if len(known) < 2:
+        return
+    xs = np.array([o for o, _ in known], dtype=float)
+    ts = np.array([t for _, t in known], dtype=float)
+    top = ax.secondary_xaxis("top")
+    ticks = [x for x in ax.get_xticks() if xs[0] <= x <= xs[-1]] or [xs[0], xs[-1]]
+    top.set_xticks(ticks)
+    top.set_xticklabels(
+        [datetime.fromtimestamp(float(np.interp(x, xs, ts)) / 1000, tz=UTC).strftime("%H:%M:%S") for x in ticks],
+        fontsize=8,
+    )
+    top.set_xlabel(f"record time (UTC, {datetime.fromtimestamp(ts[0] / 1000, tz=UTC):%Y-%m-%d})", fontsize=8)
+
+
+def _missing(value) -> bool:
+    import pandas as pd
+
+    return value is None or bool(pd.isna(value))
 
 
 class Lake:
@@ -503,15 +771,43 @@ class Lake:
         grace_records: int = 1000,
         grace_ms: int = 5000,
         fail_on: str = "error",
+        fail_on_unavailable_seconds: float | None = None,
+        from_time: datetime | str | int | None = None,
+        to_time: datetime | str | int | None = None,
     ) -> AuditResult:
+        """Audit ``[from_offset, to_offset]`` (or the records between ``from_time`` and
+        ``to_time``: record time, ``ts_ms``; ISO text is UTC unless it has an offset)."""
+        from kraftlake.records.time_travel import time_ms
         from kraftlake.replay.audit import AuditConfig, audit_log
         from kraftlake.replay.state import state_at
 
+        snap = self.log.at()
+        if from_time is not None:
+            first = snap.offset_at_time(time_ms(from_time), first=True)
+            from_offset = snap.last_offset + 1 if first is None else first
+        if to_time is not None:
+            to_offset = snap.offset_at_time(time_ms(to_time))
         start = state_at(self.log, offset=from_offset - 1) if from_offset else None
-        config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on)
-        return AuditResult(
-            audit_log(self.log.at(), config=config, from_offset=from_offset, to_offset=to_offset, start=start)
+        config = AuditConfig(
+            grace_records=grace_records,
+            grace_ms=grace_ms,
+            fail_on=fail_on,
+            fail_on_unavailable_ms=None
+            if fail_on_unavailable_seconds is None
+            else round(fail_on_unavailable_seconds * 1000),
         )
+        return AuditResult(audit_log(snap, config=config, from_offset=from_offset, to_offset=to_offset, start=start))
+
+    def incidents(self, kind: str | None = None, **audit: Any) -> Incidents:
+        """The incidents of the log (of one ``kind``: dir-failure, controlled-shutdown,
+        broker-fenced), from an audit with ``audit``'s arguments (see ``audit``)."""
+        found = self.audit(**audit).incidents
+        return found if kind is None else found.of(kind)
+
+    def availability(self, **audit: Any) -> pd.DataFrame:
+        """Per partition: seconds without a leader, with the leader or an ISR member on an
+        offline directory, under min.insync.replicas (see ``audit`` for the arguments)."""
+        return self.audit(**audit).availability
 
     def offline_replicas(self) -> pd.DataFrame:
         """The number of replicas offline (broker unregistered or fenced, or directory offline)
@@ -601,6 +897,7 @@ class Lake:
         ax.set_yticks(brokers)
         ax.set_ylabel("broker")
         ax.set_xlabel("offset")
+        _time_axis(ax, list(tl["offset"]), [None if _missing(t) else t.timestamp() * 1000 for t in tl["time"]])
         ax.set_title(f"{topic}-{partition}: leader and ISR")
         ax.legend(loc="upper right", fontsize=8)
         return ax
@@ -614,6 +911,7 @@ class Lake:
         if not data.empty:
             ax.step(data["time"], data["offline_replicas"], where="post", color="tab:red")
         ax.set_ylabel("offline replicas")
+        ax.set_xlabel("record time (UTC)")
         ax.set_title("offline replicas over time")
         return ax
 

@@ -114,6 +114,8 @@ def _fix_dirs_loaded(draw: st.DrawFn, d: dict[str, Any]) -> None:
     d["online_dirs"] = list(dict.fromkeys(d["online_dirs"]))
     if "offline_dirs" in d:
         d["offline_dirs"] = [x for x in d["offline_dirs"] if x not in d["online_dirs"]]
+    if d.get("paths"):  # one path per directory, online then offline
+        d["paths"] = [f"/data/d{i}" for i in range(len(d["online_dirs"]) + len(d.get("offline_dirs", ())))]
 
 
 def _ordered_offsets(value: Any) -> None:

@@ -73,13 +73,17 @@ class LogDirsLoaded(ObservationRecord, frozen=True, kw_only=True):
     """Broker ``broker_id`` started (a new process): the directories its ``meta.properties`` files
     name online, those ``directory.ids`` lists but it could not read (offline), and the metadata
     log's directory when that is not one of the data directories (KIP-858 start-up; decided by
-    ``statemachine.kraft.startup``)."""
+    ``statemachine.kraft.startup``). v1 adds ``paths``: where each directory is mounted, for
+    reports (in the order of ``online_dirs`` then ``offline_dirs``; "" where the broker cannot
+    tell which unreadable path an offline id was)."""
 
-    version: int = 0
+    version: int = 1
+    SINCE = {"paths": 1}
     broker_id: BrokerId
     online_dirs: tuple[Uuid, ...]
     offline_dirs: tuple[Uuid, ...] = ()
     metadata_dir: Uuid | None = None
+    paths: tuple[str, ...] = ()
 
     def _validate(self) -> None:
         for d in self.online_dirs:
@@ -92,6 +96,11 @@ class LogDirsLoaded(ObservationRecord, frozen=True, kw_only=True):
             check_real_uuid("metadata_dir", self.metadata_dir)
         if len(set(self.online_dirs)) != len(self.online_dirs):
             raise ValueError("`online_dirs`: a directory id is listed twice")
+        if self.paths and len(self.paths) != len(self.online_dirs) + len(self.offline_dirs):
+            raise ValueError(
+                f"`paths`: {len(self.paths)} paths for {len(self.online_dirs) + len(self.offline_dirs)} directories"
+                " (one per online then offline directory, or none)"
+            )
 
 
 class UnfenceRequested(ObservationRecord, frozen=True, kw_only=True):

@@ -234,6 +234,26 @@ class LogSnapshot:
                 best = hit
         return best
 
+    def offset_at_time(self, ts_ms: int, *, first: bool = False) -> int | None:
+        """By record time (``ts_ms``; Kafka's batch time after an import), not commit time: the
+        last offset whose record is at or before ``ts_ms`` (-1 if none), or with ``first`` the
+        first offset at or after it (None if none). Records are in time order within a log
+        written by one controller; this reads the times, it does not assume the order."""
+        best: int | None = None if first else -1
+        for t in self.iter_tables(columns=("offset", "ts_ms")):
+            times = t.column("ts_ms")
+            if first:
+                mask = pc.fill_null(pc.greater_equal(times, ts_ms), False)
+                hit = pc.min(pc.filter(t.column("offset"), mask)).as_py()
+                if hit is not None and (best is None or hit < best):
+                    best = hit
+            else:
+                mask = pc.fill_null(pc.less_equal(times, ts_ms), False)
+                hit = pc.max(pc.filter(t.column("offset"), mask)).as_py()
+                if hit is not None and hit > best:  # type: ignore[operator]
+                    best = hit
+        return best
+
     def iter_tables(
         self,
         from_offset: int | None = None,

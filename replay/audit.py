@@ -23,6 +23,7 @@ from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
 
 from .bookkeeper_audit import BookiesAudit
 from .books import AuditConfig, AuditReport, Books, Violation, assemble_report
+from .incidents import IncidentTracker
 from .kraft_audit import KraftAudit
 from .s3stream_audit import StreamsAudit, is_streams_record
 from .transactions import Transactions
@@ -48,6 +49,9 @@ class Audit:
         self.bookies: BookiesAudit | None = None
         self.transactions: Transactions | None = Transactions()
         """Metadata transactions held until they end; None when the records come published."""
+        self.tracker: IncidentTracker | None = IncidentTracker(self.kraft.view)
+        """Incidents and availability, on the KRaft view (None for a subset: the caller runs
+        ``replay.incidents.find_incidents`` over every record)."""
         self.subset = False
         """Fed a subset of the log's records (``for_subset``): offsets may have gaps."""
         self.records = 0
@@ -64,6 +68,7 @@ class Audit:
         a.books.hold_graces = False
         a.kraft.counts_unassigned = False
         a.transactions = None
+        a.tracker = None
         a.subset = True
         return a
 
@@ -107,6 +112,8 @@ class Audit:
         cls = type(r)
         if cls is PartitionChange or cls is Partition:
             self.kraft.partition_record(r, cls, offset)  # type: ignore[arg-type]
+            if self.tracker is not None:
+                self.tracker.observe(r, offset)
         elif r.FAMILY == "bookkeeper":
             if self.bookies is None:
                 self.bookies = BookiesAudit(self.books)
@@ -124,6 +131,8 @@ class Audit:
                 view.offset = offset
         else:
             self.kraft.other_record(r, cls, offset)
+            if self.tracker is not None:
+                self.tracker.observe(r, offset)
         if self.books.holding:
             self.books.promote(offset, r.ts_ms)
 
@@ -145,6 +154,7 @@ class Audit:
             state_hash=self.kraft.state_hash(),
             streams_state_hash=None if self.streams is None else self.streams.state_hash(),
             bookies_state_hash=None if self.bookies is None else self.bookies.state_hash(),
+            incidents=None if self.tracker is None else self.tracker.result(),
         )
 
 

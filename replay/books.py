@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kraftlake.records.errors import ReplayError
+from kraftlake.replay.incidents import Availability, Handling, Incident, IncidentsResult, link_violations
 from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES, say
 
 
@@ -29,6 +30,9 @@ class AuditConfig:
     grace_ms: int = 5_000
     """...or more than this many ms of ts_ms (a controller reacts within a heartbeat, 2 s)."""
     fail_on: str = ERROR
+    fail_on_unavailable_ms: int | None = None
+    """Fail the audit when partitions were unavailable (no leader, or the leader on an offline
+    directory) for more than this many partition-milliseconds in total."""
     prepared_check_ms: int = 10_000
     """S11: how long after its deadline a PREPARED object may still be PREPARED (AutoMQ's
     controller checks every second and its timers fire at the deadline: ten checks' slack)."""
@@ -70,6 +74,20 @@ class AuditReport(msgspec.Struct, kw_only=True):
     """The S3Stream view's hash, when the log has S3Stream records."""
     bookies_state_hash: str | None = None
     """The BookKeeper view's hash, when the log has BookKeeper records."""
+    incidents: list[Incident] | None = None
+    """Directory failures, controlled shutdowns and broker crashes, with the partitions they hit
+    and how fast each was moved (``replay.incidents``); None: not computed by this engine."""
+    handling: Handling | None = None
+    """p50/p99/max time to move leadership and ISR over the incidents."""
+    availability: Availability | None = None
+    """Per partition and summed: time without a leader, under min.insync.replicas, with the
+    leader or an ISR member on an offline directory."""
+    topics: dict[str, str] = {}
+    """Topic id -> name, for every topic the audited records named."""
+    dir_paths: dict[str, str] = {}
+    """Directory id -> path, where the log says it."""
+    fail_on_unavailable_ms: int | None = None
+    """The audit fails when partitions were unavailable longer than this in total."""
 
 
 def violation(inv: str, entity: str, first: int, last: int | None, message: str, evidence: list[int]) -> Violation:
@@ -201,15 +219,18 @@ def assemble_report(
     state_hash: str,
     streams_state_hash: str | None = None,
     bookies_state_hash: str | None = None,
+    incidents: IncidentsResult | None = None,
 ) -> AuditReport:
     """The report of an audit: the verdict (fail when a violation is at least ``fail_on``
-    severe) and one row per catalogue invariant, whichever engine found the violations."""
+    severe, or partitions were unavailable longer than ``fail_on_unavailable_ms``) and one row
+    per catalogue invariant, whichever engine found the violations; ``incidents`` attached
+    (``attach_incidents`` does it later for an engine that computes them in another pass)."""
     counts = dict.fromkeys(BY_ID, 0)
     for v in violations:
         counts[v.invariant] += 1
     threshold = SEVERITIES.index(config.fail_on)
     failed = any(SEVERITIES.index(v.severity) >= threshold for v in violations)
-    return AuditReport(
+    report = AuditReport(
         verdict="fail" if failed else "pass",
         records=records,
         first_offset=first_offset,
@@ -231,4 +252,21 @@ def assemble_report(
         violations=violations,
         streams_state_hash=streams_state_hash,
         bookies_state_hash=bookies_state_hash,
+        fail_on_unavailable_ms=config.fail_on_unavailable_ms,
     )
+    return report if incidents is None else attach_incidents(report, incidents)
+
+
+def attach_incidents(report: AuditReport, found: IncidentsResult) -> AuditReport:
+    """``report`` with the incidents and availability of the same records: violations tied to
+    incidents, and the verdict failed when unavailability passed the configured limit."""
+    link_violations(found.incidents, report.violations)
+    report.incidents = found.incidents
+    report.handling = found.handling
+    report.availability = found.availability
+    report.topics = found.topics
+    report.dir_paths = found.dir_paths
+    limit = report.fail_on_unavailable_ms
+    if limit is not None and found.availability.unavailable_ms > limit:
+        report.verdict = "fail"
+    return report

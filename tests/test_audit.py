@@ -146,6 +146,12 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
         "violations",
         "streams_state_hash",
         "bookies_state_hash",
+        "incidents",
+        "handling",
+        "availability",
+        "topics",
+        "dir_paths",
+        "fail_on_unavailable_ms",
     ]
     assert doc["verdict"] == "fail" and doc["violations"][0]["invariant"] == "K6"
     assert set(doc["violations"][0]) == {

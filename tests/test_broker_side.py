@@ -161,7 +161,23 @@ def start(found, metadata_dir=None, **kw):
 def test_all_formatted_all_readable_starts_with_every_dir_online():
     s = start({"/1": meta(D1), "/2": meta(D2), "/3": meta(D3)})
     assert isinstance(s, Started) and set(s.online) == {D1, D2, D3} and s.offline == () and s.writes == ()
-    assert s.record(7) == LogDirsLoaded(broker_id=7, online_dirs=s.online, offline_dirs=())
+    where = {D1: "/1", D2: "/2", D3: "/3"}
+    assert s.record(7) == LogDirsLoaded(
+        broker_id=7, online_dirs=s.online, offline_dirs=(), paths=tuple(where[d] for d in s.online)
+    )
+
+
+def test_the_one_unreadable_directory_is_where_the_offline_id_was():
+    """The start-up record names each directory's path for reports; an offline id gets the
+    unreadable path only when there is one of each (else "": which is which cannot be told)."""
+    s = start({"/1": meta(D1), "/2": UNREADABLE, "/3": meta(D3)})
+    assert isinstance(s, Started) and s.offline == (D2,) and dict(s.paths) == {D1: "/1", D2: "/2", D3: "/3"}
+    r = s.record(7)
+    assert dict(zip((*r.online_dirs, *r.offline_dirs), r.paths)) == {D1: "/1", D2: "/2", D3: "/3"}
+    two = start({"/1": meta(D1), "/2": UNREADABLE, "/3": UNREADABLE})
+    assert isinstance(two, Started) and set(two.offline) == {D2, D3}
+    r = two.record(7)
+    assert r.online_dirs == (D1,) and r.paths == ("/1", "", "")
 
 
 def test_s_start_1_metadata_dir_unreadable_or_unformatted_refuses():

@@ -71,21 +71,47 @@ def test_plots_draw(lake):
     assert ax.get_title() == "a-0: leader and ISR" and any(
         "failed" in t.get_text() for t in ax.get_legend().get_texts()
     )
-    assert lake.plot_offline().get_ylabel() == "offline replicas"
+    # Offsets below, record time above: the fixture's partition changes span 22:13:2x UTC.
+    top = [c for c in ax.child_axes if c.get_xlabel().startswith("record time (UTC")]
+    assert len(top) == 1 and all(t.get_text().startswith("22:13:") for t in top[0].get_xticklabels())
+    offline = lake.plot_offline()
+    assert offline.get_ylabel() == "offline replicas" and offline.get_xlabel() == "record time (UTC)"
 
 
-def test_the_incident_notebook_runs_top_to_bottom(tmp_path):
+def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
+    """Executed top to bottom with no error and no log lines, its figures drawn, integers shown
+    as integers; written to examples/incident.html (committed: readable without running it),
+    and that page, rendered headless, shows the incident plot's shaded lanes."""
     import nbclient
+    import nbconvert
     import nbformat
+
+    from helpers.browser import bands, mask, screenshot
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # committed without outputs
+    sources = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "lake.incidents()" in sources and ".impact()" in sources and ".plot()" in sources
     nbclient.NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs)  # the plots were drawn
+    assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"]  # logging is quiet
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the plot was drawn
+    impact = next(c for c in nb.cells if c.cell_type == "code" and "incident.impact()" in c.source)
+    text = impact.outputs[0]["data"]["text/plain"]
+    import re
+
+    assert "leader_moved_at" in text.splitlines()[0]
+    moved_at = re.search(r" leader +(\S+)", text.splitlines()[1]).group(1)
+    assert moved_at.isdigit()  # an offset shown as an integer, not 2443.0
+    body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    page = NOTEBOOK.with_suffix(".html")
+    page.write_text(body)
+    px = screenshot(page, tmp_path / "incident.png", height=6000)
+    shaded = mask(px, "#ff8182", 10)
+    assert len(bands(shaded.sum(axis=1) > 40)) >= 3  # the plot's lanes, as a reader sees them
 
 
 def test_shell_browses_like_kafka_metadata_shell_with_history(lake):

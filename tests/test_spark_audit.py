@@ -321,6 +321,10 @@ def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
     remote = runner.invoke(app, ["spark-audit", str(log.path), "--format", "json", "--grace-records", "3"])
     assert (local.exit_code, remote.exit_code) == (1, 1), remote.output
     assert json.loads(remote.stdout)["violations"] == json.loads(local.stdout)["violations"] != []
+    # The incidents come from a pass of their own beside the Spark plan: the same as the local audit's.
+    for key in ("incidents", "handling", "availability", "topics"):
+        assert json.loads(remote.stdout)[key] == json.loads(local.stdout)[key], key
+    assert json.loads(local.stdout)["incidents"]
     # Time travel: as of the first append's version (the whole fixture in one batch) and cut early.
     cut = runner.invoke(app, ["spark-audit", str(log.path), "--to", "5", "--format", "json"])
     assert cut.exit_code == 0 and json.loads(cut.stdout)["last_offset"] == 5

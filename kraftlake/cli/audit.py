@@ -15,6 +15,7 @@ class Format(str, Enum):
     text = "text"
     json = "json"
     html = "html"
+    prometheus = "prometheus"
 
 
 class FailOn(str, Enum):
@@ -39,12 +40,26 @@ FORMAT = typer.Option(
     Format.text,
     "--format",
     "-f",
-    help="text (a summary, default), json (the full report) or html (one self-contained page with timelines).",
+    help="text (a summary, default), json (the full report), html (one self-contained page with timelines) or prometheus (availability, incidents and violations as metrics).",
 )
 OUT = typer.Option(
     None, "--out", help="Write the report in --format to this file (text: the JSON report) instead of stdout."
 )
 TO_OFFSET = typer.Option(None, "--to", help="Last offset to audit.")
+FAIL_ON_UNAVAILABLE = typer.Option(
+    None,
+    "--fail-on-unavailable-seconds",
+    min=0,
+    help="Also exit 1 when partitions were unavailable (no leader, or the leader on an offline directory) for more than N partition-seconds in total, by record time.",
+)
+FROM_TIME = typer.Option(
+    None,
+    "--from-time",
+    help="Audit from the first record at or after this record time (ts_ms: Kafka's batch time after import-kafka; not the Delta commit time): ISO 8601, UTC unless it has an offset, or ms since the epoch.",
+)
+TO_TIME = typer.Option(
+    None, "--to-time", help="Audit up to the last record at or before this record time (as --from-time)."
+)
 TO_SOURCE_OFFSET = typer.Option(
     None,
     "--to-source-offset",
@@ -69,6 +84,9 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOn = FAIL_ON,
         fmt: Format = FORMAT,
         out_file: Path | None = OUT,
+        fail_on_unavailable: float | None = FAIL_ON_UNAVAILABLE,
+        from_time: str | None = FROM_TIME,
+        to_time: str | None = TO_TIME,
     ) -> None:
         """Audit a log: was leadership and the ISR moved correctly after log directories failed? Do AutoMQ's streams and objects hold together?
 
@@ -82,6 +100,7 @@ def register(app: typer.Typer) -> None:
         opened = Log.open(log, storage_options=storage_options(storage_option))
         snap = opened.at()
         to_offset = resolve_to(snap, to_offset, to_source_offset)
+        from_offset, to_offset = resolve_times(snap, from_offset, to_offset, from_time, to_time)
         if from_offset is not None and from_offset > snap.last_offset + 1:
             abort(f"--from {from_offset} is past the end of the log (last offset {snap.last_offset})", EXIT_INPUT)
         start = state_at(opened, offset=from_offset - 1) if from_offset else None
@@ -90,7 +109,12 @@ def register(app: typer.Typer) -> None:
             # Snapshots hold the KRaft view: the S3Stream state before --from is replayed.
             with replay_progress(from_offset, "replaying S3Stream records before --from") as progress:
                 streams_start = streams_at(opened, offset=from_offset - 1, progress=progress)
-        config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on.value)
+        config = AuditConfig(
+            grace_records=grace_records,
+            grace_ms=grace_ms,
+            fail_on=fail_on.value,
+            fail_on_unavailable_ms=unavailable_ms(fail_on_unavailable),
+        )
         last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
         with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:
             report = audit_log(
@@ -102,7 +126,38 @@ def register(app: typer.Typer) -> None:
                 progress=progress,
                 streams_start=streams_start,
             )
-        emit(report, fmt, out_file, title=f"kraftlake audit of {log}")
+        emit(
+            report,
+            fmt,
+            out_file,
+            title=f"kraftlake audit of {log}",
+            source=(snap, from_offset, to_offset, start),
+        )
+
+
+def unavailable_ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def resolve_times(
+    snap, from_offset: int | None, to_offset: int | None, from_time: str | None, to_time: str | None
+) -> tuple[int | None, int | None]:
+    """``--from``/``--to`` from ``--from-time``/``--to-time`` (record time), at most one of each pair."""
+    from kraftlake.records.time_travel import time_ms
+
+    try:
+        if from_time is not None:
+            if from_offset is not None:
+                abort("give at most one of --from, --from-time", EXIT_INPUT)
+            first = snap.offset_at_time(time_ms(from_time), first=True)
+            from_offset = snap.last_offset + 1 if first is None else first
+        if to_time is not None:
+            if to_offset is not None:
+                abort("give at most one of --to, --to-source-offset, --to-time", EXIT_INPUT)
+            to_offset = snap.offset_at_time(time_ms(to_time))
+    except ValueError as exc:
+        abort(str(exc), EXIT_INPUT)
+    return from_offset, to_offset
 
 
 def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int | None:
@@ -114,20 +169,26 @@ def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int
     return snap.offset_of_source(to_source_offset)
 
 
-def emit(report, fmt: Format, out_file: Path | None, *, title: str) -> None:
-    """Print or write ``report`` in ``fmt``; exit 1 when its verdict is fail."""
+def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None) -> None:
+    """Print or write ``report`` in ``fmt``; exit 1 when its verdict is fail. ``source``
+    (snapshot, from, to, start view): where an engine that left out the incidents gets them."""
     import msgspec
 
+    if report.incidents is None and source is not None:
+        from kraftlake.replay.books import attach_incidents
+        from kraftlake.replay.incidents import find_incidents
+
+        snap, lo, hi, start = source
+        attach_incidents(report, find_incidents(snap.iter_records(lo, hi), start))
     doc = msgspec.json.encode(report) + b"\n"
-    if fmt is Format.html:
+    if fmt is Format.prometheus:
+        from kraftlake.replay.prometheus import render as metrics
+
+        _page(metrics(report).encode(), out_file, f"{report.verdict.upper()}: metrics in {out_file}")
+    elif fmt is Format.html:
         from kraftlake.replay.html import render
 
-        page = render(report, title=title).encode()
-        if out_file is not None:
-            out_file.write_bytes(page)
-            err.print(f"{report.verdict.upper()}: HTML report in {out_file}")
-        else:
-            write_bytes(page)
+        _page(render(report, title=title).encode(), out_file, f"{report.verdict.upper()}: HTML report in {out_file}")
     elif fmt is Format.json:
         if out_file is not None:
             out_file.write_bytes(doc)
@@ -140,37 +201,110 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str) -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
+def _page(data: bytes, out_file: Path | None, told: str) -> None:
+    """``data`` to ``out_file`` (saying ``told`` on stderr), or to stdout."""
+    if out_file is not None:
+        out_file.write_bytes(data)
+        err.print(told)
+    else:
+        write_bytes(data)
+
+
 def _summary(report) -> None:
+    """The verdict, then the incidents and availability, then what broke: the invariants with
+    violations and the first violations (the JSON and HTML reports list them all)."""
     from rich.table import Table
+
+    from kraftlake.records.time_travel import format_ms
+    from kraftlake.replay.html import entity_label
 
     if not out.is_terminal:
         out.width = max(out.width, 160)
     colour = "green" if report.verdict == "pass" else "red"
+    a, h = report.availability, report.handling
+    unavailable = ""
+    if a is not None and report.fail_on_unavailable_ms is not None and a.unavailable_ms > report.fail_on_unavailable_ms:
+        unavailable = f" and {a.unavailable_ms / 1000:,.1f} partition-seconds unavailable (limit {report.fail_on_unavailable_ms / 1000:,.1f})"
     out.print(
-        f"[bold {colour}]{report.verdict.upper()}[/]: {report.records:,} records"
-        f" (offsets {report.first_offset}..{report.last_offset}), {len(report.violations)} violation(s);"
-        f" grace {report.grace_records} records / {report.grace_ms} ms; state {report.state_hash[:16]}"
+        f"[bold {colour}]{report.verdict.upper()}[/]: {len(report.violations)} violation(s){unavailable};"
+        f" {report.records:,} records (offsets {report.first_offset}..{report.last_offset}"
+        + (f", {format_ms(a.from_ms)} to {format_ms(a.to_ms)}" if a is not None and a.from_ms is not None else "")
+        + f"); grace {report.grace_records} records / {report.grace_ms} ms; state {report.state_hash[:16]}"
         + (f", streams {report.streams_state_hash[:16]}" if report.streams_state_hash else "")
     )
-    # A family the log has no records of (no check ran, nothing found) is left out of the table.
-    active = {i.id[0] for i in report.invariants if i.checked or i.violations} | {"L"}
-    table = Table(header_style="bold")
-    for col in ("invariant", "severity", "checked", "violations", "definition"):
-        table.add_column(col, justify="right" if col in ("checked", "violations") else "left")
-    for i in report.invariants:
-        if i.id[0] not in active:
-            continue
-        style = "red" if i.violations else ""
-        table.add_row(i.id, i.severity, f"{i.checked:,}", f"[{style}]{i.violations}[/]" if style else "0", i.definition)
-    out.print(table)
+    if h is not None:
+
+        def s(ms):
+            return "-" if ms is None else f"{ms / 1000:,.1f}s"
+
+        kinds = ", ".join(f"{n:,} {k}" for k, n in h.by_kind.items()) or "none"
+        out.print(
+            f"[bold]{h.incidents:,} incident(s)[/] ({kinds}); leadership moved {h.leadership.moved:,}x"
+            f" p50 {s(h.leadership.p50_ms)} p99 {s(h.leadership.p99_ms)} max {s(h.leadership.max_ms)}"
+            f" ({h.leadership.open} never); ISR {h.isr.moved:,}x p50 {s(h.isr.p50_ms)} p99 {s(h.isr.p99_ms)}"
+            f" max {s(h.isr.max_ms)} ({h.isr.open} never)"
+        )
+    if a is not None:
+        out.print(
+            f"[bold]{a.unavailable_ms / 1000:,.1f} partition-seconds unavailable[/] (no leader"
+            f" {a.no_leader_ms / 1000:,.1f}, leader on an offline dir {a.leader_offline_ms / 1000:,.1f});"
+            f" under min ISR {a.under_min_isr_ms / 1000:,.1f}; ISR member on an offline dir {a.isr_offline_ms / 1000:,.1f}"
+        )
+    shown = 10
+    troubled = [
+        i
+        for i in report.incidents or ()
+        if i.violations or i.unavailable_ms or any(x.ended_by is None for x in i.effects)
+    ]
+    troubled.sort(key=lambda i: (-len(i.violations), -i.unavailable_ms, i.failed_at))
+    if troubled:
+        table = Table(
+            title="incidents with violations, unavailability or effects never moved (worst first)", header_style="bold"
+        )
+        for col in (
+            "incident",
+            "failed at",
+            "reported",
+            "removed",
+            "led/ISR",
+            "never moved",
+            "unavailable",
+            "invariants",
+        ):
+            table.add_column(col)
+        for i in troubled[:shown]:
+            where = f"{i.kind} broker {i.broker}" + (f" dir {i.directory}" if i.directory else "")
+            where += f" ({i.path})" if i.path else ""
+            table.add_row(
+                where,
+                f"{i.failed_at} {format_ms(i.failed_at_ms)}",
+                "-" if i.reported_at is None else str(i.reported_at),
+                "-" if i.removed_at is None else str(i.removed_at),
+                f"{sum(x.role == 'leader' for x in i.effects)}/{sum(x.role == 'isr' for x in i.effects)}",
+                str(sum(x.ended_by is None for x in i.effects)),
+                f"{i.unavailable_ms / 1000:,.1f}s",
+                " ".join(f"{k}x{n}" for k, n in i.invariants.items()),
+            )
+        out.print(table)
+        if len(troubled) > shown:
+            err.print(f"{len(troubled) - shown} more such incident(s): --format html or json lists them all")
+    broken = [i for i in report.invariants if i.violations]
+    if broken:
+        table = Table(title="invariants violated", header_style="bold")
+        for col in ("invariant", "severity", "checked", "violations", "definition"):
+            table.add_column(col, justify="right" if col in ("checked", "violations") else "left")
+        for i in broken:
+            table.add_row(i.id, i.severity, f"{i.checked:,}", f"[red]{i.violations}[/]", i.definition)
+        out.print(table)
     if report.violations:
+        topics = report.topics
         v_table = Table(title="violations", header_style="bold")
         for col in ("inv", "entity", "from", "to", "message", "evidence"):
             v_table.add_column(col)
         for v in report.violations[:50]:
             v_table.add_row(
                 v.invariant,
-                v.entity,
+                entity_label(v.entity, topics),
                 str(v.first_offset),
                 "open" if v.last_offset is None else str(v.last_offset),
                 v.message,
@@ -178,4 +312,7 @@ def _summary(report) -> None:
             )
         out.print(v_table)
         if len(report.violations) > 50:
-            err.print(f"{len(report.violations) - 50} more violation(s): --format json lists them all")
+            err.print(f"{len(report.violations) - 50} more violation(s): --format json or html lists them all")
+    else:
+        checked = sum(i.checked for i in report.invariants)
+        out.print(f"no invariant violated ({checked:,} checks)")

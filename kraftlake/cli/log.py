@@ -27,6 +27,14 @@ def register(app: typer.Typer) -> None:
             None, "--timestamp", help="As of this time (ISO 8601, UTC unless it says otherwise)."
         ),
         fmt: Format = typer.Option(Format.jsonl, "--format", "-f", help="jsonl (default) or table."),
+        from_time: str | None = typer.Option(
+            None,
+            "--from-time",
+            help="From the first record at or after this record time (ts_ms: Kafka's batch time after import-kafka; --timestamp is the Delta commit time): ISO 8601, UTC unless it has an offset, or ms since the epoch.",
+        ),
+        to_time: str | None = typer.Option(
+            None, "--to-time", help="Up to the last record at or before this record time (as --from-time)."
+        ),
     ) -> None:
         """Print the log's records in offset order, as of now or of a version or time.
 
@@ -37,6 +45,10 @@ def register(app: typer.Typer) -> None:
         if version is not None and timestamp is not None:
             abort("give --version or --timestamp, not both", EXIT_INPUT)
         snap = Log.open(log, storage_options=storage_options(storage_option)).at(version=version, timestamp=timestamp)
+        if from_time is not None or to_time is not None:
+            from kraftlake.cli.audit import resolve_times
+
+            from_offset, to_offset = resolve_times(snap, from_offset, to_offset, from_time, to_time)
         records = snap.records(from_offset, to_offset, types or None)
         if fmt is Format.jsonl:
             write_bytes(b"".join(encode_line(r) + b"\n" for r in records))

@@ -9,6 +9,7 @@ import typer
 
 from kraftlake.cli.audit import (
     FAIL_ON,
+    FAIL_ON_UNAVAILABLE,
     FORMAT,
     GRACE_MS,
     GRACE_RECORDS,
@@ -19,6 +20,7 @@ from kraftlake.cli.audit import (
     Format,
     emit,
     resolve_to,
+    unavailable_ms,
 )
 from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, storage_options
 
@@ -48,6 +50,7 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOn = FAIL_ON,
         fmt: Format = FORMAT,
         out_file: Path | None = OUT,
+        fail_on_unavailable: float | None = FAIL_ON_UNAVAILABLE,
     ) -> None:
         """Audit a KRaft log on Spark: the catalogue and report of `kraftlake audit`, for histories one process cannot replay fast enough.
 
@@ -64,7 +67,12 @@ def register(app: typer.Typer) -> None:
         opened = Log.open(log, storage_options=storage_options(storage_option))
         snap = opened.at(version=version, timestamp=timestamp)
         to_offset = resolve_to(snap, to_offset, to_source_offset)
-        config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on.value)
+        config = AuditConfig(
+            grace_records=grace_records,
+            grace_ms=grace_ms,
+            fail_on=fail_on.value,
+            fail_on_unavailable_ms=unavailable_ms(fail_on_unavailable),
+        )
         from pyspark.sql import SparkSession
 
         ours = SparkSession.getActiveSession() is None  # a notebook's or a test's session stays up
@@ -76,4 +84,5 @@ def register(app: typer.Typer) -> None:
         finally:
             if ours:
                 spark.stop()
-        emit(report, fmt, out_file, title=f"kraftlake spark-audit of {log}")
+        # The incidents come from one pass over the records on the driver (replay.incidents).
+        emit(report, fmt, out_file, title=f"kraftlake spark-audit of {log}", source=(snap, None, to_offset, None))

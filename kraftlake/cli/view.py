@@ -57,6 +57,11 @@ def register(app: typer.Typer) -> None:
             "--bookies",
             help="The BookKeeper view instead: bookies (state, availability, free disk), ledgers, under-replicated ledgers, locks, the auditor.",
         ),
+        at_time: str | None = typer.Option(
+            None,
+            "--at-time",
+            help="After the last record at or before this record time (ts_ms: Kafka's batch time after import-kafka; --timestamp is the Delta commit time): ISO 8601, UTC unless it has an offset, or ms since the epoch.",
+        ),
     ) -> None:
         """Replay the log into the KRaft controller's view and print it.
 
@@ -82,6 +87,8 @@ def register(app: typer.Typer) -> None:
         opened = Log.open(log, storage_options=storage_options(storage_option))
         if source_offset is not None:
             offset = opened.at().offset_of_source(source_offset)
+        if at_time is not None:
+            offset = offset_at_time(opened, at_time, given=(offset, version, timestamp, source_offset))
         total = opened.at(offset=offset, version=version, timestamp=timestamp).last_offset + 1
         if bookies:
             from kraftlake.replay.state import bookies_at
@@ -116,6 +123,18 @@ def register(app: typer.Typer) -> None:
             )
             state = state.published()
         _print(state, broker, fmt)
+
+
+def offset_at_time(opened, at_time: str, *, given: tuple) -> int:
+    """The offset ``--at-time`` names (record time), alone among the point-in-time options."""
+    from kraftlake.records.time_travel import time_ms
+
+    if any(x is not None for x in given):
+        abort("give at most one of --offset, --version, --timestamp, --source-offset, --at-time", EXIT_INPUT)
+    try:
+        return opened.at().offset_at_time(time_ms(at_time))
+    except ValueError as exc:
+        abort(str(exc), EXIT_INPUT)
 
 
 def _print(state, broker: int | None, fmt: Format) -> None:

@@ -55,10 +55,18 @@ class Started(msgspec.Struct, frozen=True, kw_only=True):
     unidentified: tuple[str, ...] = ()
     """Paths of the unreadable directories when they outnumber the recorded ids missing (some
     never had an id, or no file lists ``directory.ids``): which one is which cannot be told."""
+    paths: tuple[tuple[str, str], ...] = ()
+    """(directory id, path) where known: every online one, an offline one when it is the only
+    unreadable path."""
 
     def record(self, broker_id: int) -> LogDirsLoaded:
+        where = dict(self.paths)
         return LogDirsLoaded(
-            broker_id=broker_id, online_dirs=self.online, offline_dirs=self.offline, metadata_dir=self.metadata_dir
+            broker_id=broker_id,
+            online_dirs=self.online,
+            offline_dirs=self.offline,
+            metadata_dir=self.metadata_dir,
+            paths=tuple(where.get(d, "") for d in (*self.online, *self.offline)) if where else (),
         )
 
 
@@ -191,7 +199,11 @@ def load_dirs(
     if not online:
         return Refused(rule="S-START-9", reason="no log directory is online")
     meta_id = ids.get(metadata_dir) if metadata_dir is not None and metadata_dir not in data else None
+    path_of = {d: p for p, d in ids.items() if p in data}
+    if len(offline) == 1 and len(unreadable) == 1:
+        path_of[offline[0]] = unreadable[0]
     return Started(
+        paths=tuple(sorted(path_of.items())),
         online=online,
         offline=offline,
         metadata_dir=meta_id,

@@ -1,0 +1,834 @@
+"""Incidents and availability: what an SRE asks after a disk or a broker went away.
+
+An **incident** is one failure as the log tells it, with the partitions it hit:
+
+- ``dir-failure``: a broker's log directory failed. *Failed at* the first record that says so
+  (``LogDirFailed``; else the heartbeat's ``OfflineLogDirs`` or the start-up's ``LogDirsLoaded``
+  offline list), *reported at* the first heartbeat or start-up that told the controller, *removed
+  at* the record after which the broker's registration no longer lists the directory.
+- ``controlled-shutdown``: a broker entered controlled shutdown (failed = reported at that
+  registration change; removed at its fencing).
+- ``broker-fenced``: a serving broker was fenced or unregistered with no controlled shutdown
+  in the log: a crash (its session expired), or a shutdown the controller fenced at once. The
+  cause itself is not in the log: Kafka writes the partition changes that take the broker out
+  *before* the fencing record, so the incident starts at the first of those changes.
+
+Each incident lists its **effects**: per partition, the broker's leadership and its ISR
+membership (on the failed directory, or anywhere for a broker), the record that caused and
+the record that ended each (leader moved, replica left the ISR, replica moved or removed, the
+directory or broker came back), and the time to move. An incident ends once every effect ended
+and the directory left the registration (or came back) / the broker serves again.
+
+**Availability** is measured per partition on the replayed state, in ``ts_ms`` (record time):
+time without a leader, under ``min.insync.replicas``, with the leader on an offline directory,
+with an ISR member on one; *unavailable* is no leader or a leader on an offline directory. A
+directory is offline from the first record that says it failed until the broker starts again
+with it online, and whenever the controller's registration does not list it (fenced and
+unregistered brokers included).
+
+``IncidentTracker.observe(record, offset)`` reads a ``ControllerView`` after the record was
+applied: the per-record audit calls it on its own view (no second replay); ``find_incidents``
+replays records itself, so that any engine's report can carry the same incidents
+(``attach``). Violations are tied to incidents afterwards (``link_violations``): by entity and
+by overlapping offsets, whichever engine found them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+import msgspec
+
+from kraftlake.records.base import Record
+from kraftlake.records.errors import ReplayError
+from kraftlake.records.kraft import (
+    NO_LEADER,
+    BrokerRegistrationChange,
+    Config,
+    FenceBroker,
+    Partition,
+    PartitionChange,
+    RegisterBroker,
+    RemoveTopic,
+    UnfenceBroker,
+    UnregisterBroker,
+)
+from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
+from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED, is_online
+from kraftlake.statemachine.kraft.reducer import apply
+from kraftlake.statemachine.kraft.view import ControllerView
+
+from .transactions import Transactions
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+MIN_ISR = "min.insync.replicas"
+_BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
+
+
+class Effect(msgspec.Struct, kw_only=True):
+    """What an incident did to one partition: the broker led it (``role`` "leader") or was in its
+    ISR ("isr") from the failed directory (or from anywhere, for a broker incident)."""
+
+    topic_id: str
+    topic: str | None
+    partition: int
+    role: str
+    caused_by: int
+    """Offset of the record the effect began at (the incident's first)."""
+    ended_by: int | None = None
+    """Offset of the record that ended it; None: still open at the end of the audit."""
+    outcome: str = "open"
+    """leader moved | no leader | left the ISR | replica moved | replica removed | topic removed |
+    directory back | broker back | open."""
+    new_leader: int | None = None
+    """The leader after ``ended_by`` (-1: none), for a leadership effect."""
+    time_to_move_ms: int | None = None
+    """``ts_ms`` of ``ended_by`` minus that of ``caused_by``."""
+
+
+class Incident(msgspec.Struct, kw_only=True):
+    id: str
+    kind: str
+    """dir-failure | controlled-shutdown | broker-fenced."""
+    broker: int
+    directory: str | None = None
+    path: str | None = None
+    """The directory's path, where the log says it (the broker's last ``LogDirsLoaded``)."""
+    failed_at: int
+    failed_at_ms: int | None = None
+    reported_at: int | None = None
+    reported_at_ms: int | None = None
+    removed_at: int | None = None
+    """The record after which the directory left the registration (the broker was fenced)."""
+    removed_at_ms: int | None = None
+    ended_at: int | None = None
+    ended_at_ms: int | None = None
+    effects: list[Effect] = []
+    unavailable_ms: int = 0
+    """Partition-milliseconds without a leader or with the leader on an offline directory, of
+    the partitions it hit, between ``failed_at`` and ``ended_at``."""
+    violations: list[int] = []
+    """Indexes into the report's ``violations`` of those on its entities during it."""
+    invariants: dict[str, int] = {}
+    """Invariant id -> violations of it during this incident."""
+
+    @property
+    def entities(self) -> set[str]:
+        """The audit entities this incident concerns (violations name them)."""
+        out = {f"broker/{self.broker}"}
+        if self.directory is not None:
+            out.add(f"dir/{self.broker}/{self.directory}")
+        for e in self.effects:
+            out.add(f"partition/{e.topic_id}/{e.partition}")
+            out.add(f"replica/{e.topic_id}/{e.partition}/{self.broker}")
+        return out
+
+
+class MoveStats(msgspec.Struct, kw_only=True):
+    """How fast effects of one role were ended, over every incident (ms of ``ts_ms``)."""
+
+    moved: int = 0
+    open: int = 0
+    p50_ms: int | None = None
+    p99_ms: int | None = None
+    max_ms: int | None = None
+
+
+class Handling(msgspec.Struct, kw_only=True):
+    incidents: int = 0
+    by_kind: dict[str, int] = {}
+    leadership: MoveStats = msgspec.field(default_factory=MoveStats)
+    isr: MoveStats = msgspec.field(default_factory=MoveStats)
+
+
+class PartitionAvailability(msgspec.Struct, kw_only=True):
+    topic_id: str
+    topic: str | None
+    partition: int
+    no_leader_ms: int = 0
+    under_min_isr_ms: int = 0
+    leader_offline_ms: int = 0
+    isr_offline_ms: int = 0
+    unavailable_ms: int = 0
+    """No leader, or the leader on an offline directory (the sum of the two: they exclude each other)."""
+
+
+class Outage(msgspec.Struct, kw_only=True, array_like=True):
+    """One interval a partition was unavailable (``why``: no leader | leader offline)."""
+
+    topic_id: str
+    partition: int
+    why: str
+    first_offset: int
+    last_offset: int | None
+    """The last offset it was still unavailable after; None: still at the end."""
+    from_ms: int | None
+    to_ms: int | None
+
+
+class Availability(msgspec.Struct, kw_only=True):
+    """Availability over the audited records; totals are partition-milliseconds."""
+
+    from_ms: int | None = None
+    to_ms: int | None = None
+    no_leader_ms: int = 0
+    under_min_isr_ms: int = 0
+    leader_offline_ms: int = 0
+    isr_offline_ms: int = 0
+    unavailable_ms: int = 0
+    partitions: list[PartitionAvailability] = []
+    """Partitions with any time in a bad state, worst (most unavailable) first."""
+    outages: list[Outage] = []
+
+
+class IncidentsResult(msgspec.Struct, kw_only=True):
+    incidents: list[Incident]
+    handling: Handling
+    availability: Availability
+    topics: dict[str, str]
+    """Topic id -> name."""
+    dir_paths: dict[str, str] = {}
+
+
+# -- tracking ------------------------------------------------------------------------------------
+
+_SERVING = (True, False, False)
+_UNKNOWN = object()
+_ANY_DIR = frozenset({"*"})
+_FLAGS = ("no_leader", "under_min_isr", "leader_offline", "isr_offline")
+
+
+class _Part:
+    """Availability state of one partition: which bad states hold and since when."""
+
+    __slots__ = ("avail", "flags", "since", "replicas", "outage", "leader", "isr", "dirs")
+
+    def __init__(self, avail: PartitionAvailability, replicas: tuple[int, ...]) -> None:
+        self.avail = avail
+        self.leader = NO_LEADER
+        self.isr: tuple[int, ...] = ()
+        self.dirs: tuple[str, ...] | None = None
+        self.flags = (False, False, False, False)
+        self.since: list[int | None] = [None, None, None, None]
+        self.replicas = replicas
+        self.outage: Outage | None = None
+
+
+class _OpenEffect:
+    __slots__ = ("incident", "effect", "broker", "directory", "since_ms")
+
+    def __init__(self, incident: Incident, effect: Effect, broker: int, directory: str | None, since_ms) -> None:
+        self.incident, self.effect, self.broker, self.directory, self.since_ms = (
+            incident,
+            effect,
+            broker,
+            directory,
+            since_ms,
+        )
+
+
+class IncidentTracker:
+    """Follows a ``ControllerView`` record by record (``observe`` after each record is applied)
+    and keeps incidents and availability; ``result()`` at the end."""
+
+    def __init__(self, view: ControllerView) -> None:
+        self.view = view
+        self.incidents: list[Incident] = []
+        self.failed: dict[tuple[int, str], Incident | None] = {}
+        """(broker, directory) observed failed -> its open incident (None once it ended)."""
+        self.open_dirs: dict[tuple[int, str], Incident] = {}
+        self.open_brokers: dict[int, Incident] = {}
+        self.effects: dict[tuple[str, int], list[_OpenEffect]] = {}
+        self.unended: dict[str, int] = {}
+        """Incident id -> its effects not ended yet."""
+        self.brokers: dict[int, tuple[bool, bool, bool]] = {}
+        """Broker -> (registered, fenced, in controlled shutdown) as last seen."""
+        self.departing: dict[int, list[tuple[tuple[str, int], str, int, int | None, int]]] = {}
+        """Broker -> (partition, role, offset, ts, leader after) of the partition changes that
+        just took it out: Kafka writes them before the fencing of a broker whose session expired."""
+        self.parts: dict[tuple[str, int], _Part] = {}
+        self.by_broker: dict[int, set[tuple[str, int]]] = {}
+        self.min_isr_cache: dict[str, int] = {}
+        self.online: dict[int, object] = {}
+        """Broker -> its online directories (None: down), cleared by its broker and dir records."""
+        self.signature: dict[int, object] = {}
+        """Broker -> what its availability depended on when its partitions were last measured."""
+        self.outages: list[Outage] = []
+        self.dir_paths: dict[str, str] = {}
+        self.first_ms: int | None = None
+        self.last_ms: int | None = None
+        self.last_offset = view.offset
+        for reg in view.brokers.values():
+            self.brokers[reg.id] = (True, reg.fenced, reg.in_controlled_shutdown)
+        for p in view.iter_partitions():
+            self._partition(p, view.offset, None)
+
+    # -- the record stream -------------------------------------------------------------------
+
+    def observe(self, r: Record, offset: int) -> None:
+        ts = r.ts_ms
+        if ts is not None:
+            if self.first_ms is None:
+                self.first_ms = ts
+            self.last_ms = ts
+        self.last_offset = offset
+        cls = type(r)
+        if cls is PartitionChange or cls is Partition:
+            p = self.view.partition(r.topic_id, r.partition_id)  # type: ignore[attr-defined]
+            if p is not None:
+                self._partition(p, offset, ts)
+            return
+        if cls is LogDirFailed:
+            self._dir_failed(r.broker_id, r.directory, offset, ts, reported=False)  # type: ignore[attr-defined]
+        elif cls is HeartbeatOfflineDirs:
+            for d in r.offline_log_dirs:  # type: ignore[attr-defined]
+                self._dir_failed(r.broker_id, d, offset, ts, reported=True)  # type: ignore[attr-defined]
+        elif cls is LogDirsLoaded:
+            self._loaded(r, offset, ts)  # type: ignore[arg-type]
+        elif cls in _BROKER_RECORDS:
+            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
+            self._broker(broker, offset, ts)
+        elif cls is RemoveTopic:
+            self._topic_removed(r.topic_id, offset, ts)  # type: ignore[attr-defined]
+        elif cls is Config:
+            self.min_isr_cache.clear()
+            if r.name == MIN_ISR:  # type: ignore[attr-defined]
+                for key in list(self.parts):
+                    p = self.view.partition(*key)
+                    if p is not None:
+                        self._measure(key, p, offset, ts)
+        if self.departing:  # crash departures are the changes right before the fencing
+            self.departing.clear()
+
+    # -- directories -------------------------------------------------------------------------
+
+    def _dir_failed(self, broker: int, d: str, offset: int, ts: int | None, *, reported: bool) -> None:
+        key = (broker, d)
+        inc = self.open_dirs.get(key)
+        if inc is None:
+            if key in self.failed:
+                return  # a heartbeat repeating a failure already handled
+            inc = Incident(
+                id=f"dir-failure/{broker}/{d}@{offset}",
+                kind="dir-failure",
+                broker=broker,
+                directory=d,
+                path=self.dir_paths.get(d),
+                failed_at=offset,
+                failed_at_ms=ts,
+            )
+            self.incidents.append(inc)
+            self.open_dirs[key] = inc
+            self.failed[key] = inc
+            view = self.view
+            for pkey in sorted(self.by_broker.get(broker, ())):
+                p = view.partition(*pkey)
+                if p is None or broker not in p.replicas or p.directory(broker) != d:
+                    continue
+                self._open_effects(inc, p, broker, d, offset, ts)
+            self._remeasure(broker, offset, ts)
+            self._removed_check(broker, offset, ts)
+        if reported and inc.reported_at is None:
+            inc.reported_at, inc.reported_at_ms = offset, ts
+
+    def _loaded(self, r: LogDirsLoaded, offset: int, ts: int | None) -> None:
+        for d, path in zip((*r.online_dirs, *r.offline_dirs), r.paths):
+            if path:
+                self.dir_paths[d] = path
+        for d in r.online_dirs:
+            if (r.broker_id, d) in self.failed:
+                del self.failed[(r.broker_id, d)]
+                inc = self.open_dirs.get((r.broker_id, d))
+                if inc is not None:
+                    self._end_effects(inc, offset, ts, "directory back")
+                    self._close_incident(inc, offset, ts)
+        for d in r.offline_dirs:
+            self._dir_failed(r.broker_id, d, offset, ts, reported=True)
+        self._remeasure(r.broker_id, offset, ts)
+
+    def _removed_check(self, broker: int, offset: int, ts: int | None) -> None:
+        """Mark open directory incidents of ``broker`` removed once its registration (if any)
+        no longer lists the directory; end those with nothing left open."""
+        reg = self.view.brokers.get(broker)
+        for (b, d), inc in list(self.open_dirs.items()):
+            if b != broker:
+                continue
+            if inc.removed_at is None and (reg is None or not is_online(d, reg.log_dirs)):
+                inc.removed_at, inc.removed_at_ms = offset, ts
+            if inc.removed_at is not None:
+                self._maybe_close(inc, offset, ts)
+
+    # -- brokers -----------------------------------------------------------------------------
+
+    def _broker(self, broker: int, offset: int, ts: int | None) -> None:
+        reg = self.view.brokers.get(broker)
+        now = (reg is not None, reg is not None and reg.fenced, reg is not None and reg.in_controlled_shutdown)
+        was = self.brokers.get(broker, (False, True, False))
+        self.brokers[broker] = now
+        serving_before = was[0] and not was[1]
+        inc = self.open_brokers.get(broker)
+        if now[2] and not was[2] and inc is None and now[0]:
+            inc = self._broker_incident("controlled-shutdown", broker, offset, ts)
+            inc.reported_at, inc.reported_at_ms = offset, ts
+            view = self.view
+            for pkey in sorted(self.by_broker.get(broker, ())):
+                p = view.partition(*pkey)
+                if p is not None:
+                    self._open_effects(inc, p, broker, None, offset, ts)
+        elif serving_before and (not now[0] or now[1]):
+            if inc is None:
+                gone = self.departing.pop(broker, [])
+                first, first_ts = (gone[0][2], gone[0][3]) if gone else (offset, ts)
+                inc = self._broker_incident("broker-fenced", broker, first, first_ts)
+                for pkey, role, at, at_ts, leader in gone:
+                    e = Effect(
+                        topic_id=pkey[0],
+                        topic=self._topic(pkey[0]),
+                        partition=pkey[1],
+                        role=role,
+                        caused_by=first,
+                        ended_by=at,
+                        outcome=("no leader" if leader == NO_LEADER else "leader moved")
+                        if role == "leader"
+                        else "left the ISR",
+                        new_leader=leader if role == "leader" else None,
+                        time_to_move_ms=None if at_ts is None or first_ts is None else at_ts - first_ts,
+                    )
+                    inc.effects.append(e)
+                # Whatever it still leads or is in the ISR of stays an effect until moved.
+                view = self.view
+                for pkey in sorted(self.by_broker.get(broker, ())):
+                    p = view.partition(*pkey)
+                    if p is not None:
+                        self._open_effects(inc, p, broker, None, offset, ts)
+            if inc.removed_at is None:
+                inc.removed_at, inc.removed_at_ms = offset, ts
+            self._maybe_close(inc, offset, ts)
+        elif inc is not None and now[0] and not now[1] and not now[2]:
+            # Serving again (unfenced): whatever is still open ended by its return.
+            self._end_effects(inc, offset, ts, "broker back")
+            self._close_incident(inc, offset, ts)
+        self._remeasure(broker, offset, ts)
+        self._removed_check(broker, offset, ts)
+
+    def _broker_incident(self, kind: str, broker: int, offset: int, ts: int | None) -> Incident:
+        inc = Incident(id=f"{kind}/{broker}@{offset}", kind=kind, broker=broker, failed_at=offset, failed_at_ms=ts)
+        self.incidents.append(inc)
+        self.open_brokers[broker] = inc
+        return inc
+
+    # -- effects -----------------------------------------------------------------------------
+
+    def _open_effects(self, inc: Incident, p, broker: int, d: str | None, offset: int, ts: int | None) -> None:
+        """Effects of ``inc`` on ``p`` where ``broker`` leads it or is in its ISR; they count from
+        the incident's start (a fenced broker's are found at its fencing, after it began)."""
+        pkey = (p.topic_id, p.partition_id)
+        roles = []
+        if p.leader == broker:
+            roles.append("leader")
+        if broker in p.isr:
+            roles.append("isr")
+        for role in roles:
+            e = Effect(
+                topic_id=p.topic_id,
+                topic=self._topic(p.topic_id),
+                partition=p.partition_id,
+                role=role,
+                caused_by=inc.failed_at,
+            )
+            inc.effects.append(e)
+            self.effects.setdefault(pkey, []).append(_OpenEffect(inc, e, broker, d, inc.failed_at_ms))
+            self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
+
+    def _check_effects(self, pkey: tuple[str, int], p, offset: int, ts: int | None) -> None:
+        opened = self.effects.get(pkey)
+        if not opened:
+            return
+        keep = []
+        for oe in opened:
+            e, b = oe.effect, oe.broker
+            outcome = None
+            if b not in p.replicas:
+                outcome = "replica removed"
+            elif oe.directory is not None and p.directory(b) != oe.directory:
+                outcome = "replica moved"
+            elif e.role == "leader" and p.leader != b:
+                outcome = "no leader" if p.leader == NO_LEADER else "leader moved"
+            elif e.role == "isr" and b not in p.isr:
+                outcome = "left the ISR"
+            if outcome is None:
+                keep.append(oe)
+                continue
+            self._end(oe, offset, ts, outcome, p.leader)
+            self._maybe_close(oe.incident, offset, ts)
+        if keep:
+            self.effects[pkey] = keep
+        else:
+            del self.effects[pkey]
+
+    def _end(self, oe: _OpenEffect, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
+        e = oe.effect
+        if e.ended_by is None:
+            self.unended[oe.incident.id] -= 1
+        e.ended_by, e.outcome = offset, outcome
+        if e.role == "leader":
+            e.new_leader = leader
+        if ts is not None and oe.since_ms is not None:
+            e.time_to_move_ms = ts - oe.since_ms
+
+    def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
+        for pkey in list(self.effects):
+            opened = self.effects[pkey]
+            keep = [oe for oe in opened if oe.incident is not inc]
+            for oe in opened:
+                if oe.incident is inc:
+                    p = self.view.partition(*pkey)
+                    self._end(oe, offset, ts, outcome, None if p is None else p.leader)
+            if keep:
+                self.effects[pkey] = keep
+            else:
+                del self.effects[pkey]
+
+    def _maybe_close(self, inc: Incident, offset: int, ts: int | None) -> None:
+        if inc.ended_at is not None or self.unended.get(inc.id, 0):
+            return
+        if inc.kind == "dir-failure" and inc.removed_at is None:
+            return
+        if inc.kind != "dir-failure" and inc.removed_at is None:
+            return  # a shutdown whose broker is not fenced yet is still under way
+        self._close_incident(inc, offset, ts)
+
+    def _close_incident(self, inc: Incident, offset: int, ts: int | None) -> None:
+        if inc.ended_at is None:
+            inc.ended_at, inc.ended_at_ms = offset, ts
+        if inc.directory is not None:
+            if self.open_dirs.get((inc.broker, inc.directory)) is inc:
+                del self.open_dirs[(inc.broker, inc.directory)]
+        elif self.open_brokers.get(inc.broker) is inc:
+            del self.open_brokers[inc.broker]
+
+    def _topic_removed(self, topic_id: str, offset: int, ts: int | None) -> None:
+        for pkey in [k for k in self.parts if k[0] == topic_id]:
+            for oe in self.effects.pop(pkey, []):
+                self._end(oe, offset, ts, "topic removed", None)
+                self._maybe_close(oe.incident, offset, ts)
+            part = self.parts.pop(pkey)
+            self._set_flags(part, (False, False, False, False), offset, ts)
+            for b in part.replicas:
+                self.by_broker.get(b, set()).discard(pkey)
+
+    # -- availability --------------------------------------------------------------------------
+
+    def _partition(self, p, offset: int, ts: int | None) -> None:
+        pkey = (p.topic_id, p.partition_id)
+        part = self.parts.get(pkey)
+        if part is None:
+            part = self.parts[pkey] = _Part(
+                PartitionAvailability(topic_id=p.topic_id, topic=self._topic(p.topic_id), partition=p.partition_id),
+                (),
+            )
+        if part.replicas is not p.replicas:
+            for b in part.replicas:
+                if b not in p.replicas:
+                    self.by_broker.get(b, set()).discard(pkey)
+            for b in p.replicas:
+                self.by_broker.setdefault(b, set()).add(pkey)
+            part.replicas = p.replicas
+        if self.effects:
+            self._check_effects(pkey, p, offset, ts)
+        if part.isr is not p.isr or part.leader != p.leader or part.dirs is not p.directories:
+            self._measure(pkey, p, offset, ts, part)
+            part.dirs = p.directories
+        # A change that takes a serving broker out: maybe a crash, confirmed by its fencing
+        # right after (``_broker``).
+        if part.isr is not p.isr or part.leader != p.leader:
+            brokers = self.brokers
+            if part.leader != NO_LEADER and part.leader != p.leader and brokers.get(part.leader) == _SERVING:
+                self.departing.setdefault(part.leader, []).append((pkey, "leader", offset, ts, p.leader))
+            for b in part.isr:
+                if b not in p.isr and brokers.get(b) == _SERVING:
+                    self.departing.setdefault(b, []).append((pkey, "isr", offset, ts, p.leader))
+            part.leader, part.isr = p.leader, p.isr
+
+    def _online_of(self, broker: int):
+        """The broker's online directories (cached until its next broker or dir record): None
+        when it is down, ``_ANY_DIR`` when registered without directories."""
+        reg = self.view.brokers.get(broker)
+        if reg is None or reg.fenced:
+            online = None
+        elif not reg.log_dirs:
+            online = _ANY_DIR
+        else:
+            online = frozenset(x for x in reg.log_dirs if (broker, x) not in self.failed)
+        self.online[broker] = online
+        return online
+
+    def _offline(self, broker: int, d: str) -> bool:
+        online = self.online.get(broker, _UNKNOWN)
+        if online is _UNKNOWN:
+            online = self._online_of(broker)
+        if online is None:
+            return True
+        if online is _ANY_DIR:
+            return (broker, d) in self.failed or not is_online(d, ())
+        return d not in online and d not in ONLINE_RESERVED
+
+    def _min_isr(self, topic_id: str) -> int:
+        got = self.min_isr_cache.get(topic_id)
+        if got is None:
+            view = self.view
+            info = view.topics.get(topic_id)
+            value = None if info is None else view.config(TOPIC_RESOURCE, info.name, MIN_ISR)
+            if value is None:
+                value = view.config(BROKER_RESOURCE, "", MIN_ISR)
+            try:
+                got = int(value) if value is not None else 1
+            except ValueError:
+                got = 1
+            self.min_isr_cache[topic_id] = got
+        return got
+
+    def _measure(self, pkey, p, offset: int, ts: int | None, part: _Part | None = None) -> None:
+        part = part or self.parts.get(pkey)
+        if part is None:
+            return
+        leader, replicas, dirs, isr = p.leader, p.replicas, p.directories, p.isr
+        offline, online = self._offline, self.online
+        no_leader = leader == NO_LEADER
+        leader_off = not no_leader and (leader not in replicas or offline(leader, dirs[replicas.index(leader)]))
+        isr_off = False
+        for i, b in enumerate(replicas):
+            if b not in isr:
+                continue
+            o = online.get(b)
+            d = dirs[i]
+            # The common case inline: a serving broker with directories, this one among them.
+            if o is not None and o is not _ANY_DIR and o is not _UNKNOWN and d in o:
+                continue
+            if offline(b, d):
+                isr_off = True
+                break
+        min_isr = self.min_isr_cache.get(p.topic_id) or self._min_isr(p.topic_id)
+        flags = (no_leader, len(isr) < min_isr, leader_off, isr_off)
+        if flags != part.flags:
+            self._set_flags(part, flags, offset, ts)
+
+    def _set_flags(self, part: _Part, flags: tuple[bool, bool, bool, bool], offset: int, ts: int | None) -> None:
+        before = part.flags
+        if flags == before:
+            return
+        avail = part.avail
+        for i, name in enumerate(_FLAGS):
+            if flags[i] == before[i]:
+                continue
+            if flags[i]:
+                part.since[i] = ts
+            else:
+                since = part.since[i]
+                if since is not None and ts is not None:
+                    setattr(avail, name + "_ms", getattr(avail, name + "_ms") + ts - since)
+                part.since[i] = None
+        down = flags[0] or flags[2]
+        if part.outage is not None and (not down or (flags[0], flags[2]) != (before[0], before[2])):
+            part.outage.last_offset, part.outage.to_ms = offset - 1, ts
+            part.outage = None
+        if down and part.outage is None:
+            part.outage = Outage(
+                topic_id=avail.topic_id,
+                partition=avail.partition,
+                why="no leader" if flags[0] else "leader offline",
+                first_offset=offset,
+                last_offset=None,
+                from_ms=ts,
+                to_ms=None,
+            )
+            self.outages.append(part.outage)
+        part.flags = flags
+
+    def _remeasure(self, broker: int, offset: int, ts: int | None) -> None:
+        """Measure again the partitions with a replica on ``broker``, when what their
+        availability reads of it (registration, fencing, online and failed dirs) changed."""
+        self.online.pop(broker, None)
+        reg = self.view.brokers.get(broker)
+        sig = (
+            None if reg is None else (reg.fenced, reg.log_dirs),
+            tuple(d for (b, d) in self.failed if b == broker),
+        )
+        if self.signature.get(broker) == sig:
+            return
+        self.signature[broker] = sig
+        view, parts = self.view, self.parts
+        for pkey in sorted(self.by_broker.get(broker, ())):
+            part = parts.get(pkey)
+            # Only a leader's or an ISR member's directories count.
+            if part is not None and (part.leader == broker or broker in part.isr):
+                p = view.partition(*pkey)
+                if p is not None:
+                    self._measure(pkey, p, offset, ts, part)
+
+    def _topic(self, topic_id: str) -> str | None:
+        info = self.view.topics.get(topic_id)
+        return None if info is None else info.name
+
+    # -- the result ----------------------------------------------------------------------------
+
+    def result(self) -> IncidentsResult:
+        """Incidents and availability at the end: states still open are counted to the last
+        record's time."""
+        end_ms = self.last_ms
+        rows = []
+        for part in self.parts.values():
+            a = msgspec.structs.replace(part.avail)
+            for i, name in enumerate(_FLAGS):
+                since = part.since[i]
+                if part.flags[i] and since is not None and end_ms is not None:
+                    setattr(a, name + "_ms", getattr(a, name + "_ms") + end_ms - since)
+            a.unavailable_ms = a.no_leader_ms + a.leader_offline_ms
+            if a.no_leader_ms or a.under_min_isr_ms or a.leader_offline_ms or a.isr_offline_ms:
+                a.topic = a.topic or self._topic(a.topic_id)
+                rows.append(a)
+        rows.sort(key=lambda a: (-a.unavailable_ms, -a.isr_offline_ms, a.topic or a.topic_id, a.partition))
+        outages = self.outages
+        by_partition: dict[tuple[str, int], list[Outage]] = {}
+        for o in outages:
+            by_partition.setdefault((o.topic_id, o.partition), []).append(o)
+        incidents = [_finished(inc, by_partition, end_ms) for inc in self.incidents]
+        availability = Availability(
+            from_ms=self.first_ms,
+            to_ms=end_ms,
+            no_leader_ms=sum(a.no_leader_ms for a in rows),
+            under_min_isr_ms=sum(a.under_min_isr_ms for a in rows),
+            leader_offline_ms=sum(a.leader_offline_ms for a in rows),
+            isr_offline_ms=sum(a.isr_offline_ms for a in rows),
+            unavailable_ms=sum(a.unavailable_ms for a in rows),
+            partitions=rows,
+            outages=outages,
+        )
+        topics = {t.id: t.name for t in self.view.topics.values()}
+        for inc in incidents:  # names of topics removed since
+            for e in inc.effects:
+                if e.topic is not None:
+                    topics.setdefault(e.topic_id, e.topic)
+        return IncidentsResult(
+            incidents=incidents,
+            handling=handling(incidents),
+            availability=availability,
+            topics=dict(sorted(topics.items())),
+            dir_paths=dict(sorted(self.dir_paths.items())),
+        )
+
+
+def _finished(inc: Incident, outages: dict[tuple[str, int], list[Outage]], end_ms: int | None) -> Incident:
+    """``inc`` with the unavailability of its partitions during it summed (a partition's
+    outages are disjoint and in time order)."""
+    lo = inc.failed_at_ms
+    hi = inc.ended_at_ms if inc.ended_at is not None else end_ms
+    total = 0
+    if lo is not None and hi is not None:
+        for key in {(e.topic_id, e.partition) for e in inc.effects}:
+            got = outages.get(key)
+            if not got:
+                continue
+            i = bisect.bisect_right(got, hi, key=lambda o: -1 if o.from_ms is None else o.from_ms)
+            while i > 0:
+                i -= 1
+                o = got[i]
+                to = end_ms if o.to_ms is None else o.to_ms
+                if o.from_ms is None or to is None or to < lo:
+                    break
+                total += max(0, min(to, hi) - max(o.from_ms, lo))
+    inc.unavailable_ms = total
+    return inc
+
+
+def percentile(sorted_values: list[int], q: float) -> int | None:
+    """The nearest-rank ``q`` percentile (0 < q <= 1) of ascending values."""
+    if not sorted_values:
+        return None
+    rank = max(1, -(-int(q * 1000) * len(sorted_values) // 1000))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def _stats(effects: list[Effect]) -> MoveStats:
+    times = sorted(e.time_to_move_ms for e in effects if e.ended_by is not None and e.time_to_move_ms is not None)
+    return MoveStats(
+        moved=sum(e.ended_by is not None for e in effects),
+        open=sum(e.ended_by is None for e in effects),
+        p50_ms=percentile(times, 0.5),
+        p99_ms=percentile(times, 0.99),
+        max_ms=times[-1] if times else None,
+    )
+
+
+def handling(incidents: list[Incident]) -> Handling:
+    """How fast the incidents' effects were ended: leadership and ISR, p50/p99/max."""
+    effects = [e for inc in incidents for e in inc.effects]
+    by_kind: dict[str, int] = {}
+    for inc in incidents:
+        by_kind[inc.kind] = by_kind.get(inc.kind, 0) + 1
+    return Handling(
+        incidents=len(incidents),
+        by_kind=dict(sorted(by_kind.items())),
+        leadership=_stats([e for e in effects if e.role == "leader"]),
+        isr=_stats([e for e in effects if e.role == "isr"]),
+    )
+
+
+# -- standalone pass and the report ------------------------------------------------------------
+
+
+def find_incidents(
+    records: Iterable[Iterable[Record]] | Iterable[Record], start: ControllerView | None = None
+) -> IncidentsResult:
+    """Replay ``records`` (batches or single records, in offset order) from ``start`` and return
+    their incidents and availability: the pass any audit engine can run beside its own."""
+    view = start.copy() if start is not None else ControllerView()
+    tracker = IncidentTracker(view)
+    txns = Transactions()
+
+    def one(r: Record) -> None:
+        offset = r.offset if r.offset is not None else view.offset + 1
+        try:
+            apply(view, r)
+        except ReplayError:
+            view.offset = offset  # refused: the audit reports it; the state is unchanged
+        tracker.observe(r, offset)
+
+    for item in records:
+        batch = item if isinstance(item, list | tuple) else (item,)
+        for r in batch:
+            for x in txns.push(r):
+                one(x)
+    for x in txns.finish():
+        one(x)
+    return tracker.result()
+
+
+def link_violations(incidents: list[Incident], violations: list) -> None:
+    """Tie each violation to the incidents during which one of their entities was wrong: same
+    entity, offsets overlapping the incident's ``[failed_at, ended_at]``."""
+    if not incidents:
+        return
+    by_entity: dict[str, list[Incident]] = {}
+    for inc in incidents:
+        inc.violations, inc.invariants = [], {}
+        for ent in inc.entities:
+            by_entity.setdefault(ent, []).append(inc)
+    for i, v in enumerate(violations):
+        for inc in by_entity.get(v.entity, ()):
+            end = inc.ended_at
+            v_end = v.last_offset
+            if (end is None or v.first_offset <= end) and (v_end is None or v_end >= inc.failed_at):
+                inc.violations.append(i)
+                inc.invariants[v.invariant] = inc.invariants.get(v.invariant, 0) + 1
+    for inc in incidents:
+        inc.invariants = dict(sorted(inc.invariants.items()))
+
+
+def incident_at(incidents: list[Incident], offset: int) -> list[Incident]:
+    """The incidents open at ``offset``, by their start."""
+    starts = [inc.failed_at for inc in incidents]
+    hi = bisect.bisect_right(starts, offset)
+    return [inc for inc in incidents[:hi] if inc.ended_at is None or inc.ended_at >= offset]

@@ -1,0 +1,65 @@
+"""Pictures as a user sees them: a headless Chromium screenshot of an HTML file, read back as
+pixels (matplotlib's PNG reader), and small helpers to find colours in them.
+
+``make test`` installs Debian's chromium when it is missing; without one the picture tests fail
+with that instruction rather than skip."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+
+def chromium() -> str:
+    found = os.environ.get("KRAFTLAKE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        raise AssertionError("the picture tests need chromium: `make chromium` installs Debian's (as root)")
+    return found
+
+
+def screenshot(page: Path, png: Path, *, width: int = 1300, height: int = 2000) -> np.ndarray:
+    """Render ``page`` headless at ``width`` x ``height`` and return its pixels (H x W x RGB,
+    0-255 integers)."""
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={width},{height}",
+        f"--screenshot={png}",
+        page.resolve().as_uri(),
+    ]
+    home = png.parent / "chromium-home"  # its profile and caches stay in the test's directory
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home), "XDG_CACHE_HOME": str(home)}
+    subprocess.run(cmd, check=True, capture_output=True, timeout=180, env=env)
+    return png_pixels(png)
+
+
+def png_pixels(png: Path) -> np.ndarray:
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(png)
+    return (np.asarray(img)[..., :3] * 255).round().astype(np.int16)
+
+
+def mask(pixels: np.ndarray, colour: str, tolerance: int = 6) -> np.ndarray:
+    """Where ``pixels`` are ``colour`` (#rrggbb), give or take ``tolerance`` per channel."""
+    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+    return (np.abs(pixels - rgb) <= tolerance).all(axis=-1)
+
+
+def bands(rows: np.ndarray, min_gap: int = 2) -> list[tuple[int, int]]:
+    """Runs of True in a 1-D array (gaps shorter than ``min_gap`` joined): (first, last) index."""
+    out: list[tuple[int, int]] = []
+    for i in np.flatnonzero(rows):
+        if out and i - out[-1][1] <= min_gap:
+            out[-1] = (out[-1][0], int(i))
+        else:
+            out.append((int(i), int(i)))
+    return out

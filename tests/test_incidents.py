@@ -1,0 +1,276 @@
+"""Incidents and availability (``replay.incidents``): the dir failure of Kafka's KIP-858 story as
+one incident; the audit's inline tracker and the standalone pass agree; simulated histories keep
+the accounting consistent (effects end after they begin, outages sum to the availability), and a
+buggy controller costs availability that a correct one does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kraftlake.records import iter_lines
+from kraftlake.records.kraft import Config, NoOp
+from kraftlake.replay.audit import Audit, AuditConfig
+from kraftlake.replay.incidents import find_incidents, percentile
+from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
+
+
+def fixture_records():
+    records = list(iter_lines(FIXTURE.open("rb")))
+    return [msgspec.structs.replace(r, offset=i) for i, r in enumerate(records)]
+
+
+def simulated(*, seed: int = 3, bug: str | None = None, faults=None, records: int = 2000):
+    cfg = WorkloadConfig(brokers=6, dirs_per_broker=3, topics=3, partitions=24, seed=seed, bug=bug)
+    if faults is not None:
+        cfg = WorkloadConfig(**{**cfg.__dict__, "faults": faults})
+    return [r for batch in generate(cfg, records=records) for r in batch]
+
+
+def audit(records, **config):
+    a = Audit(AuditConfig(**config))
+    a.feed(records)
+    return a.report()
+
+
+def test_the_kip858_dir_failure_is_one_incident_with_its_story():
+    report = audit(fixture_records())
+    assert report.verdict == "pass" and len(report.incidents) == 1
+    inc = report.incidents[0]
+    assert (inc.kind, inc.broker, inc.directory) == ("dir-failure", 101, "Ot57GypJXW8c7tKGTPwsPg")
+    # LogDirFailed at 23, the heartbeat at 24, a-0 and b-0 moved at 25 and 26, the directory
+    # left the registration at 27.
+    assert (inc.failed_at, inc.reported_at, inc.removed_at, inc.ended_at) == (23, 24, 27, 27)
+    assert inc.reported_at_ms - inc.failed_at_ms == 500
+    moved = {(e.topic, e.partition, e.role): (e.ended_by, e.outcome, e.new_leader) for e in inc.effects}
+    assert moved == {
+        ("a", 0, "leader"): (25, "leader moved", 102),
+        ("a", 0, "isr"): (25, "left the ISR", None),
+        ("b", 0, "leader"): (26, "leader moved", 102),
+        ("b", 0, "isr"): (26, "left the ISR", None),
+    }
+    assert {e.time_to_move_ms for e in inc.effects} == {600}
+    h = report.handling
+    assert (h.leadership.moved, h.leadership.open, h.leadership.p50_ms, h.leadership.max_ms) == (2, 0, 600, 600)
+    # a-0 and b-0 were led from the dead disk from its failure (ts ...10000) to the move (...10600).
+    a = report.availability
+    assert (a.leader_offline_ms, a.no_leader_ms, a.unavailable_ms, a.isr_offline_ms) == (1200, 0, 1200, 1200)
+    assert {(p.topic, p.partition, p.unavailable_ms) for p in a.partitions} == {("a", 0, 600), ("b", 0, 600)}
+    assert inc.unavailable_ms == 1200
+    assert report.topics == {"YW6soxYeId5Lgf56lnEg3g": "a", "dAMvN9tlpM4l1TsGqSyGsA": "b"}
+    doc = msgspec.json.decode(msgspec.json.encode(report))
+    assert doc["incidents"][0]["effects"][0]["topic"] == "a" and doc["handling"]["isr"]["p99_ms"] == 600
+
+
+def test_an_audit_fails_on_unavailability_over_the_limit():
+    assert audit(fixture_records(), fail_on_unavailable_ms=1200).verdict == "pass"
+    report = audit(fixture_records(), fail_on_unavailable_ms=1199)
+    assert report.verdict == "fail" and not report.violations
+
+
+def test_min_insync_replicas_of_the_topic_is_measured():
+    records = fixture_records()
+    config = Config(resource_type=2, resource_name="a", name="min.insync.replicas", value="2", ts_ms=records[0].ts_ms)
+    later = NoOp(ts_ms=records[-1].ts_ms + 1000)
+    records = [msgspec.structs.replace(r, offset=i) for i, r in enumerate([records[0], config, *records[1:], later])]
+    a = audit(records).availability
+    under = {(p.topic, p.partition): p.under_min_isr_ms for p in a.partitions if p.under_min_isr_ms}
+    # a-0's ISR shrank to [102] at the move and stayed so for the last second; b-0 has no such config.
+    assert under == {("a", 0): 1000} and a.under_min_isr_ms == 1000
+
+
+@pytest.mark.parametrize("bug", [None, "ignore-offline-dirs", "keep-offline-replica-in-isr"])
+def test_the_standalone_pass_equals_the_audits_tracker(bug):
+    """Another engine's report carries the incidents of ``find_incidents``: the same as the
+    per-record audit finds on its own view."""
+    records = simulated(bug=bug)
+    report = audit(records)
+    found = find_incidents(records)
+    strip = [msgspec.structs.replace(i, violations=[], invariants={}) for i in report.incidents]
+    assert msgspec.json.encode(strip) == msgspec.json.encode(found.incidents)
+    assert msgspec.json.encode(report.availability) == msgspec.json.encode(found.availability)
+    assert report.handling == found.handling and report.handling.incidents > 10
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), bug=st.sampled_from([None, "ignore-offline-dirs", "keep-offline-replica-in-isr"]))
+def test_the_accounting_holds_on_simulated_histories(seed, bug):
+    records = simulated(seed=seed, bug=bug, records=1200)
+    ts = {r.offset: r.ts_ms for r in records}
+    found = find_incidents(records)
+    for inc in found.incidents:
+        assert inc.failed_at <= (inc.reported_at if inc.reported_at is not None else inc.failed_at)
+        if inc.ended_at is not None:
+            assert inc.ended_at >= inc.failed_at and all(e.ended_by is not None for e in inc.effects)
+        for e in inc.effects:
+            if e.ended_by is not None:
+                assert e.ended_by >= e.caused_by == inc.failed_at
+                assert e.time_to_move_ms == ts[e.ended_by] - ts[e.caused_by]
+    # Outages (intervals) and per-partition sums are two bookings of the same time.
+    a = found.availability
+    end = a.to_ms
+    per: dict = {}
+    for o in a.outages:
+        per[(o.topic_id, o.partition)] = per.get((o.topic_id, o.partition), 0) + (
+            (end if o.to_ms is None else o.to_ms) - o.from_ms
+        )
+    assert {k: v for k, v in per.items() if v} == {
+        (p.topic_id, p.partition): p.unavailable_ms for p in a.partitions if p.unavailable_ms
+    }
+    assert a.unavailable_ms == a.no_leader_ms + a.leader_offline_ms == sum(per.values())
+
+
+def test_a_controller_that_ignores_offline_dirs_leaves_leaders_on_dead_disks():
+    correct = find_incidents(simulated()).availability
+    buggy = find_incidents(simulated(bug="ignore-offline-dirs")).availability
+    assert correct.leader_offline_ms == 0 < buggy.leader_offline_ms
+    assert buggy.isr_offline_ms > correct.isr_offline_ms
+
+
+def test_a_controller_that_keeps_offline_replicas_in_the_isr_costs_isr_time():
+    correct = find_incidents(simulated(seed=5)).availability
+    buggy = find_incidents(simulated(seed=5, bug="keep-offline-replica-in-isr")).availability
+    assert buggy.isr_offline_ms > correct.isr_offline_ms
+
+
+def test_controlled_shutdowns_and_fenced_brokers_are_incidents():
+    found = find_incidents(simulated(faults=("controlled-shutdown", "broker-crash")))
+    kinds = found.handling.by_kind
+    assert kinds.get("controlled-shutdown", 0) > 0 and kinds.get("broker-fenced", 0) > 0 and "dir-failure" not in kinds
+    for inc in found.incidents:
+        assert inc.directory is None and inc.removed_at is not None and inc.removed_at >= inc.failed_at
+        if inc.kind == "broker-fenced":
+            # Kafka writes the partition changes before the fencing: they are the effects, all ended.
+            assert all(e.ended_by is not None and e.ended_by <= inc.removed_at for e in inc.effects)
+        else:
+            assert inc.reported_at == inc.failed_at
+
+
+def test_violations_are_tied_to_the_incident_they_happened_in():
+    report = audit(simulated(bug="keep-offline-replica-in-isr"))
+    linked = [i for i in report.incidents if i.violations]
+    assert linked
+    for inc in linked:
+        counts: dict = {}
+        for k in inc.violations:
+            v = report.violations[k]
+            assert v.entity in inc.entities
+            assert inc.ended_at is None or v.first_offset <= inc.ended_at
+            counts[v.invariant] = counts.get(v.invariant, 0) + 1
+        assert counts == inc.invariants
+
+
+def test_percentile_is_nearest_rank():
+    values = list(range(1, 101))
+    assert (percentile(values, 0.5), percentile(values, 0.99), percentile([7], 0.99), percentile([], 0.5)) == (
+        50,
+        99,
+        7,
+        None,
+    )
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fixture_log(tmp_path):
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    path = tmp_path / "log"
+    run = CliRunner().invoke
+    assert run(app, ["init", str(path)]).exit_code == 0
+    assert run(app, ["append", str(path), str(FIXTURE)]).exit_code == 0
+    return str(path)
+
+
+def cli(*args):
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_prometheus_output_parses_and_names_topics(fixture_log):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    res = cli("audit", fixture_log, "--format", "prometheus")
+    assert res.exit_code == 0, res.output
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(res.stdout)
+        for s in fam.samples
+    }
+    assert samples[("kraftlake_audit_pass", ())] == 1
+    a0 = (("partition", "0"), ("topic", "a"), ("topic_id", "YW6soxYeId5Lgf56lnEg3g"))
+    assert samples[("kraftlake_partition_unavailable_seconds", a0)] == 0.6
+    assert samples[("kraftlake_unavailable_seconds", (("state", "unavailable"),))] == 1.2
+    assert samples[("kraftlake_incidents", (("kind", "dir-failure"),))] == 1
+    assert samples[("kraftlake_time_to_move_seconds", (("quantile", "0.99"), ("role", "leadership")))] == 0.6
+
+
+def test_cli_fails_on_unavailable_seconds(fixture_log):
+    assert cli("audit", fixture_log, "--fail-on-unavailable-seconds", "1.2").exit_code == 0
+    res = cli("audit", fixture_log, "--fail-on-unavailable-seconds", "1", "--format", "json")
+    assert res.exit_code == 1
+    doc = msgspec.json.decode(res.stdout)
+    assert doc["violations"] == [] and doc["fail_on_unavailable_ms"] == 1000
+
+
+def test_cli_record_time_filters_match_offsets(fixture_log):
+    # ts_ms of the fixture: the dir failure at ...10000 (offset 23), the moves at ...10600 (25-27).
+    by_time = cli("audit", fixture_log, "--from-time", "2023-11-14T22:13:30Z", "--format", "json")
+    by_offset = cli("audit", fixture_log, "--from", "23", "--format", "json")
+    assert by_time.exit_code == by_offset.exit_code == 0
+    t, o = msgspec.json.decode(by_time.stdout), msgspec.json.decode(by_offset.stdout)
+    assert t["first_offset"] == o["first_offset"] == 23 and t["incidents"] == o["incidents"]
+    assert len(t["incidents"]) == 1
+    # The same instant in another zone, and as milliseconds.
+    res = cli("log", fixture_log, "--from-time", "2023-11-14T23:13:30.500+01:00", "--to-time", "1700000010500")
+    assert [msgspec.json.decode(line)["type"] for line in res.stdout.splitlines()] == ["HeartbeatOfflineDirs"]
+    at = cli("view", fixture_log, "--at-time", "2023-11-14T22:13:30.500Z")
+    assert msgspec.json.decode(at.stdout)["offset"] == 24
+    bad = cli("audit", fixture_log, "--to-time", "yesterday")
+    assert bad.exit_code == 2 and "ISO 8601" in bad.output
+
+
+def test_directory_paths_come_from_the_start_up_record():
+    found = find_incidents(simulated())
+    dirs = [i for i in found.incidents if i.kind == "dir-failure"]
+    assert dirs and all(i.path is not None and i.path.startswith(f"/b{i.broker}/d") for i in dirs)
+    assert all(path.startswith("/b") for path in found.dir_paths.values())
+
+
+def test_log_dirs_loaded_paths_are_one_per_directory_or_none():
+    from kraftlake.records.observations import LogDirsLoaded
+
+    a, b = "Ot57GypJXW8c7tKGTPwsPg", "8FATlxS8D75deTGo-YggVg"
+    assert LogDirsLoaded(broker_id=1, online_dirs=(a,), offline_dirs=(b,), paths=("/d0", "")).paths == ("/d0", "")
+    assert LogDirsLoaded(broker_id=1, online_dirs=(a,)).paths == ()
+    with pytest.raises(ValueError, match="paths"):
+        LogDirsLoaded(broker_id=1, online_dirs=(a,), offline_dirs=(b,), paths=("/d0",))
+
+
+def test_cli_text_report_leads_with_the_verdict_and_the_incidents(tmp_path):
+    records = simulated(bug="keep-offline-replica-in-isr", records=1500)
+    path = tmp_path / "log"
+    lines = tmp_path / "log.jsonl"
+    lines.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
+    assert cli("init", str(path)).exit_code == 0 and cli("append", str(path), str(lines)).exit_code == 0
+    res = cli("audit", str(path))
+    assert res.exit_code == 1
+    first, second, third = res.stdout.splitlines()[:3]
+    assert first.startswith("FAIL: ") and "Z to " in first  # record times, UTC
+    assert "incident(s)" in second and "leadership moved" in second and "p99" in second
+    assert "partition-seconds unavailable" in third
+    # The worst incidents name their directory's path; only the violated invariants are listed.
+    assert "(/b" in res.stdout and "K1 " not in res.stdout and "S1 " not in res.stdout
