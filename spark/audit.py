@@ -23,22 +23,28 @@ records of an aborted one are NoOps on the driver and left out of the partition 
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Callable
 
 import msgspec
 
 from kraftlake.logging import get_logger
-from kraftlake.records.kraft import LOST, UNASSIGNED
-from kraftlake.replay.books import AuditConfig, AuditReport, Violation, assemble_report, violation
-from kraftlake.replay.kraft_audit import k10_live, k11_message
+from kraftlake.records.kraft import UNASSIGNED
+from kraftlake.replay.books import AuditConfig, AuditReport, Violation, violation
 from kraftlake.statemachine.invariants import BY_ID
 from kraftlake.statemachine.invariants import say as say_text
-from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from .control import BrokerSegment, ControlPlane, replay_control_plane
+from .control import ControlPlane, replay_control_plane
+from .plan.driver import (
+    bad_intervals,
+    interval,
+    k8_candidates,
+    k11_violations,
+    partition_entity,
+    partition_of,
+    report_of,
+)
 from .replay import keep_offsets
 from .scratch import Scratch
 from .timeline import (
@@ -47,9 +53,7 @@ from .timeline import (
     PARTITION_TYPES,
     PK,
     final_fields,
-    partition_entity,
     partition_key,
-    partition_of,
     partition_timeline,
     topic_lives,
 )
@@ -100,12 +104,6 @@ def _dir_of(b):
     )
 
 
-def _violation(inv: str, entity: str, first: int, message: str, fixed_by: int | None) -> Violation:
-    """An interval from ``first`` until the record ``fixed_by`` (None: still open)."""
-    last = None if fixed_by is None else fixed_by - 1
-    return violation(inv, entity, first, last, message, [first] if fixed_by is None else [first, fixed_by])
-
-
 def _instants(df) -> list[Violation]:
     return [Violation(**{**r.asDict(), "evidence": list(r["evidence"])}) for r in df.collect()]
 
@@ -151,7 +149,7 @@ def k1_violations(timeline, lives) -> list[Violation]:
     # Only the wrong states: islands reads the gaps between them as right.
     states = timeline.where(F.col("k1").isNotNull()).select(PK, "offset", "end", F.col("k1").alias("message"))
     return [
-        _violation("K1", partition_entity(lives, r[PK]), r["first_offset"], r["message"], r["fixed_by"])
+        interval("K1", partition_entity(lives, r[PK]), r["first_offset"], r["message"], r["fixed_by"])
         for r in islands(states).collect()
     ]
 
@@ -279,40 +277,6 @@ def state_facts(levels: list[tuple[int, int]]):
 
 
 # -- the brokers' side: K4, K5, K7 -----------------------------------------------------------------
-
-
-def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
-    """From the broker segments: ``(broker_bad, dir_bad, known)``. ``broker_bad``: (broker,
-    start, stop, reason) where a broker is not registered or fenced; ``dir_bad``: (broker, dir,
-    start, stop) where a directory of a registered broker is offline (``is_online``), for every
-    directory the broker ever registered or a partition placed on it, and LOST; ``known``: the
-    brokers that ever registered. Offsets: the state after record ``start`` until before
-    ``stop`` (null = the end)."""
-    by_broker: dict[int, list] = {}
-    for s in plane.segments:
-        by_broker.setdefault(s.broker, []).append(s)
-    broker_bad, dir_bad = [], []
-    for b in sorted(by_broker):
-        segs = by_broker[b]
-        spans = [(-1, segs[0].start, None)] + [
-            (s.start, segs[i + 1].start if i + 1 < len(segs) else None, s.registration) for i, s in enumerate(segs)
-        ]
-        for start, stop, reg in spans:
-            if reg is None or reg.fenced:
-                broker_bad.append((b, start, stop, "unregistered" if reg is None else "fenced"))
-        candidates = {d for s in segs if s.registration is not None for d in s.registration.log_dirs}
-        candidates |= referenced.get(b, set())
-        candidates = (candidates | {LOST}) - ONLINE_RESERVED
-        for d in sorted(candidates):
-            for start, stop, reg in spans:
-                offline = reg is not None and (d == LOST or (reg.log_dirs and d not in reg.log_dirs))
-                if not offline:
-                    continue
-                if dir_bad and dir_bad[-1][:2] == (b, d) and dir_bad[-1][3] == start:
-                    dir_bad[-1] = (b, d, dir_bad[-1][2], stop)
-                else:
-                    dir_bad.append((b, d, start, stop))
-    return broker_bad, dir_bad, sorted(by_broker)
 
 
 def _members(timeline):
@@ -551,78 +515,6 @@ def unassigned_counts(spark, timeline, broker_events: list[tuple[int, int]]) -> 
     return sorted((r["offset"], r["broker"], r["after"]) for r in wanted.select("offset", "broker", "after").collect())
 
 
-def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[dict]:
-    """K8 (a warning) and K10 as candidate intervals: a multi-directory broker unfenced (K8) or
-    live (K10) while any of its replicas is UNASSIGNED, checked where the local audit checks
-    them (each broker record it applied, each count crossing zero)."""
-    events: list[tuple[int, int, int, object]] = []  # (offset, broker, kind, payload)
-    for s in plane.segments:
-        events.append((s.start, s.broker, 0, s))
-    for offset, broker, n in counts:
-        events.append((offset, broker, 1, n))
-    events.sort(key=lambda e: (e[0], e[1], e[2]))
-    seg: dict[int, BrokerSegment] = {}
-    count: dict[int, int] = {}
-    open_: dict[tuple[str, int], tuple[int, str]] = {}
-    out = []
-    for offset, b, kind, payload in events:
-        if kind == 0:
-            seg[b] = payload  # type: ignore[assignment]
-            continue
-        count[b] = payload  # type: ignore[assignment]
-        s, n = seg.get(b), count.get(b, 0)
-        r = s.registration if s is not None else None
-        multi = r is not None and len(r.log_dirs) >= 2 and n > 0
-        bad = {
-            "K8": say_text("K8", "unfenced", unassigned=n, dirs=len(r.log_dirs)) if multi and not r.fenced else None,
-            "K10": say_text("K10", "unassigned", unassigned=n, dirs=len(r.log_dirs))
-            if multi and k10_live(r, s.unfenced_since_registered)
-            else None,
-        }
-        for inv, message in bad.items():
-            if message is not None and (inv, b) not in open_:
-                open_[(inv, b)] = (offset, message)
-            elif message is None and (inv, b) in open_:
-                first, m = open_.pop((inv, b))
-                out.append(
-                    {"invariant": inv, "entity": f"broker/{b}", "first_offset": first, "message": m, "fixed_by": offset}
-                )
-    out += [
-        {"invariant": inv, "entity": f"broker/{b}", "first_offset": f, "message": m, "fixed_by": None}
-        for (inv, b), (f, m) in open_.items()
-    ]
-    return out
-
-
-def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[Violation]:
-    """K11 at each request to be unfenced the driver kept: the broker's UNASSIGNED count there
-    (``counts`` has a value at each of those offsets) or its own count of mismatches."""
-    # Per broker, in offset order: each request finds the count and registration in force by
-    # bisection (scanning them per request was quadratic in the history).
-    latest: dict[int, tuple[list[int], list[int]]] = {}
-    for offset, b, n in counts:
-        at, ns = latest.setdefault(b, ([], []))
-        at.append(offset)
-        ns.append(n)
-    segments: dict[int, tuple[list[int], list]] = {}
-    for s in plane.segments:
-        at, regs = segments.setdefault(s.broker, ([], []))
-        at.append(s.start)
-        regs.append(s.registration)
-    out = []
-    for offset, b, counted in plane.unfence_requests:
-        at, ns = latest.get(b, ([], []))
-        i = bisect.bisect_right(at, offset)
-        starts, regs = segments.get(b, ([], []))
-        j = bisect.bisect_right(starts, offset)
-        reg = regs[j - 1] if j else None
-        dirs = len(reg.log_dirs) if reg is not None else 0
-        message = k11_message(dirs, ns[i - 1] if i else 0, counted)
-        if message is not None:
-            out.append(violation("K11", f"broker/{b}", offset, offset, message, [offset]))
-    return out
-
-
 def k9_candidates(spark, df, timeline, plane: ControlPlane):
     """K9 as candidate intervals (a DataFrame of ``CANDIDATE_SCHEMA``'s fields, None when no
     request was accepted), in DataFrame code: a replica directory its broker reported
@@ -774,7 +666,7 @@ def held_to_grace(
     c = c.join(times.select(F.col("offset").alias("hi"), F.col("ts_ms").alias("t1")), "hi", "left")
     held = (F.col("hi") - F.col("first_offset") > config.grace_records) | (F.col("t1") - F.col("t0") > config.grace_ms)
     return [
-        _violation(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"])
+        interval(r["invariant"], r["entity"], r["first_offset"], r["message"], r["fixed_by"])
         for r in c.where(held).select("invariant", "entity", "first_offset", "message", "fixed_by").collect()
     ]
 
@@ -933,7 +825,7 @@ def audit(
             view.partitions.setdefault(p.topic_id, {})[p.partition_id] = p
         counts = timeline.agg(F.count("*").alias("rows"), F.count_if("changed").alias("changes")).first()
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
-    report = _report(config, found, plane, n, first, last, view.state_hash(), counts)
+    report = report_of(config, found, plane, n, first, last, view.state_hash(), counts)
     log.info("spark.audit", records=n, violations=len(found), seconds=round(time.perf_counter() - started, 2))
     return report
 
@@ -954,27 +846,6 @@ def _referenced_dirs(df) -> dict[int, set[str]]:
     for b, d in pairs:
         out.setdefault(b, set()).add(d)
     return out
-
-
-def _report(config, found, plane, n, first, last, state_hash, counts) -> AuditReport:
-    # What each engine counts as a check differs (the local audit counts re-checks per record);
-    # here: partition states for the partition invariants, the driver's counts for the rest.
-    checked = dict(plane.checked)
-    for inv in ("K1", "K4", "K5"):
-        checked[inv] = counts["rows"]
-    checked["K3"] = counts["changes"]
-    checked["L1"] = n
-    return assemble_report(
-        config,
-        found,
-        checked,
-        records=n,
-        first_offset=first,
-        last_offset=last,
-        state_hash=state_hash,
-        streams_state_hash=plane.streams_state_hash,
-        bookies_state_hash=plane.bookies_state_hash,
-    )
 
 
 def violations(spark, df, config: AuditConfig | None = None) -> list[dict]:

@@ -90,18 +90,6 @@ def final_fields(timeline):
     )
 
 
-def partition_of(lives: list[tuple[str, int, int | None]], pk: int) -> tuple[str, int]:
-    """(topic id, partition id) of the partition ``pk`` numbers (``partition_key``)."""
-    p = pk & 0xFFFFFFFF
-    return lives[pk >> 32][0], p - 2**32 if p >= 2**31 else p
-
-
-def partition_entity(lives: list[tuple[str, int, int | None]], pk: int) -> str:
-    """The audit's entity of the partition ``pk`` numbers: ``partition/<topic id>/<p>``."""
-    topic, p = partition_of(lives, pk)
-    return f"partition/{topic}/{p}"
-
-
 def partition_timeline(df, lives, keep, scratch):
     """``(timeline, refused)`` for a log DataFrame (``read_log``) and its topic lifetimes.
 
