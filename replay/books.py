@@ -67,6 +67,9 @@ class AuditReport(msgspec.Struct, kw_only=True):
     """The S3Stream view's hash, when the log has S3Stream records."""
     bookies_state_hash: str | None = None
     """The BookKeeper view's hash, when the log has BookKeeper records."""
+    engine: str | None = None
+    """Which engine audited what: ``python`` (every record by the per-record engine), or the
+    plan's engine and the parts it ran (``spark.plan``); None where the caller did not say."""
 
 
 def violation(inv: str, entity: str, first: int, last: int | None, message: str, evidence: list[int]) -> Violation:

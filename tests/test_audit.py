@@ -146,6 +146,7 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
         "violations",
         "streams_state_hash",
         "bookies_state_hash",
+        "engine",
     ]
     assert doc["verdict"] == "fail" and doc["violations"][0]["invariant"] == "K6"
     assert set(doc["violations"][0]) == {

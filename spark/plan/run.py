@@ -35,6 +35,12 @@ CONTROL_WINDOW = 500_000
 """Control records per read at most (about): an S3Stream or BookKeeper history is nearly all
 control records, so the driver holds a window's worth at a time, not the log's."""
 
+ENGINE_PARTS = (
+    "partition records (K1-K5, K7-K11, the timeline, the grace) in SQL;"
+    " the control plane (L1-L5, K6, K12, S3Stream, BookKeeper) by the Python engine on the driver"
+)
+"""What ran where, for the report (``AuditReport.engine``)."""
+
 LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"), ("removed", "BIGINT")]
 
 
@@ -242,6 +248,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
     report = report_of(config, found, plane, n, first, last, view.state_hash(), {"rows": rows, "changes": changes})
+    report.engine = f"{engine.name}: {ENGINE_PARTS}"
     log.info(
         "plan.audit",
         engine=engine.name,
@@ -250,6 +257,14 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         seconds=round(time.perf_counter() - started, 2),
     )
     return report
+
+
+def families(engine) -> set[str]:
+    """The record families (``kraft``, ``s3stream``, ``bookkeeper``, ``log``) the log has."""
+    from kraftlake.records.catalog import BY_NAME
+
+    types = [t for (t,) in engine.rows(f"SELECT DISTINCT {engine.dialect.q('type')} FROM log")]
+    return {BY_NAME[t].__module__.rsplit(".", 1)[-1] if t in BY_NAME else "log" for t in types}
 
 
 def _l1(engine, d) -> list[Violation]:
