@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from string import Formatter
 
 ERROR, WARNING = "error", "warning"
 SEVERITIES = (WARNING, ERROR)
@@ -30,12 +29,6 @@ def words(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(str(x) for x in value) + "]"
     return str(value)
-
-
-def pieces(template: str) -> list[tuple[str, str | None]]:
-    """A template as (literal text, field name or None) pairs, for engines that build the words
-    themselves (the Spark plan concatenates columns)."""
-    return [(text, name) for text, name, _spec, _conv in Formatter().parse(template)]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.spark import read_log
 from kraftlake.spark.audit import audit
 from kraftlake.spark.plan import audit_snapshot
+from kraftlake.spark.plan.duck import DuckEngine, snapshot_dataset
+from kraftlake.spark.plan.sparksql import SparkEngine
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 from kraftlake.statemachine.s3stream.bugs import BUGS as S3_BUGS
@@ -40,6 +42,27 @@ def plan(request):
         return _duckdb
     spark = request.getfixturevalue("spark")
     return lambda log, config=None: audit(spark, read_log(spark, log.path), config)
+
+
+@pytest.fixture(scope="module", params=["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def engine_of(request):
+    """An engine of the plan reading a log: a function of the log giving it (a context manager)."""
+    if request.param == "duckdb":
+
+        def duck(log: Log):
+            engine = DuckEngine(threads=1)
+            engine.read(snapshot_dataset(log.at()), log.at().last_offset)
+            return engine
+
+        return duck
+    spark = request.getfixturevalue("spark")
+
+    def on_spark(log: Log):
+        engine = SparkEngine(spark)
+        engine.read(read_log(spark, log.path))
+        return engine
+
+    return on_spark
 
 
 def _both(plan, log: Log, config: AuditConfig | None = None):
@@ -247,7 +270,8 @@ def test_refused_partition_records_and_directories_that_follow_replicas(plan, tm
 def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_path, monkeypatch):
     """The timeline is kept as Parquet in a scratch directory (the caller's here) or, with none
     (a cluster without a checkpoint directory), in Spark's cache: the same report either way,
-    the slow partitions' timeline (``_careful``) kept too, and nothing left behind."""
+    the plan's kept tables (the judged records, the timeline, the overlaps) kept too, and
+    nothing left behind."""
     import kraftlake.spark.scratch as scratch
     from kraftlake.records import Partition, PartitionChange
 
@@ -262,7 +286,7 @@ def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_pa
     )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=1500) for r in batch])
-    # A change of a partition that does not exist: its whole history goes the slow way (``_careful``).
+    # A change of a partition that does not exist: refused, kept in the judged table.
     topic_id = next(r.topic_id for r in log.at().records() if isinstance(r, Partition))
     log.append([PartitionChange(topic_id=topic_id, partition_id=999, isr=(1,))])
     kept = tmp_path / "scratch"
@@ -388,10 +412,8 @@ def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, width
     more on real logs): buckets far narrower than a partition state or a bad interval, each
     straddled by many, give the same violations as the local audit (the whole report: K7's
     instants on the same history too)."""
-    import kraftlake.spark.audit as spark_audit
     import kraftlake.spark.plan.run as plan_run
 
-    monkeypatch.setattr(spark_audit, "offset_bucket", lambda last: width)
     monkeypatch.setattr(plan_run, "offset_bucket", lambda last: width)
     cfg = WorkloadConfig(
         brokers=5,
@@ -502,24 +524,6 @@ def test_the_plan_and_python_agree_on_simulated_s3stream_histories(plan, tmp_pat
     assert remote.streams_state_hash == local.streams_state_hash
 
 
-def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(spark, tmp_path):
-    """``_control_records`` collects a range of offsets at a time (an S3Stream log is nearly all
-    control records): with a window of a few records, every non-partition record comes once, in
-    offset order, whatever the ranges' edges cut through."""
-    from kraftlake.spark.audit import _control_records
-    from kraftlake.spark.timeline import PARTITION_TYPES
-
-    log = Log.create(tmp_path / "log")
-    log.append([r for batch in generate(WorkloadConfig(brokers=4, partitions=6, seed=3), records=600) for r in batch])
-    expected = [r for r in log.at().records() if type(r).__name__ not in PARTITION_TYPES]
-    df = read_log(spark, log.path)
-    assert 20 < len(expected) < 600
-    for window in (7, 1000):
-        got = list(_control_records(df, 0, log.last_offset, len(expected), window=window))
-        assert [msgspec.to_builtins(r) for r in got] == [msgspec.to_builtins(r) for r in expected]
-    assert list(_control_records(df, None, None, 0)) == []
-
-
 @pytest.mark.parametrize("bug", ["ignore-offline-dirs", "skip-dir-assignment"])
 def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(plan, tmp_path, bug):
     """With the record grace out of reach, what is held depends on the records' times alone (the
@@ -545,8 +549,8 @@ def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(plan, tmp_pat
 def test_the_registrations_other_fields_are_the_last_each_record_set(plan, tmp_path):
     """Removing/adding replicas, the leader recovery state and the ELR fields no invariant reads
     still make the final state's hash: each is the value of the last record that set it (a
-    change that leaves it null keeps it; a PartitionRecord sets all of them), on the one-pass
-    path and on the careful one (a change of replicas without directories)."""
+    change that leaves it null keeps it; a PartitionRecord sets all of them), where directories
+    are named and where they are folded per replica (a change of replicas without directories)."""
 
     from kraftlake.records import Partition, PartitionChange, ReplicaDirectory, Topic
 
@@ -616,10 +620,10 @@ def test_the_registrations_other_fields_are_the_last_each_record_set(plan, tmp_p
     _same(local, remote)
 
 
-def test_the_driver_reads_the_control_plane_from_duckdb_a_range_of_offsets_at_a_time(tmp_path):
-    """``plan.run.control_records`` reads a range of offsets at a time from the engine: with a
-    window of a few records, every non-partition record comes once, in offset order."""
-    from kraftlake.spark.plan.duck import DuckEngine, snapshot_dataset
+def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(engine_of, tmp_path):
+    """``plan.run.control_records`` reads a range of offsets at a time from the engine (an
+    S3Stream log is nearly all control records): with a window of a few records, every
+    non-partition record comes once, in offset order, whatever the ranges' edges cut through."""
     from kraftlake.spark.plan.run import control_records
 
     log = Log.create(tmp_path / "log")
@@ -627,8 +631,7 @@ def test_the_driver_reads_the_control_plane_from_duckdb_a_range_of_offsets_at_a_
     snap = log.at()
     expected = [r for r in snap.records() if type(r).__name__ not in ("Partition", "PartitionChange")]
     assert 20 < len(expected) < 600
-    with DuckEngine(threads=1) as engine:
-        engine.read(snapshot_dataset(snap), snap.last_offset)
+    with engine_of(log) as engine:
         for window in (7, 1000):
             got = list(control_records(engine, 0, snap.last_offset, len(expected), window=window))
             assert [msgspec.to_builtins(r) for r in got] == [msgspec.to_builtins(r) for r in expected]

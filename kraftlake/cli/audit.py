@@ -77,7 +77,13 @@ def register(app: typer.Typer) -> None:
         engine: Engine = typer.Option(
             Engine.auto,
             "--engine",
-            help="duckdb: the audit plan's SQL in this process (every core, spilling to a temporary directory), the default on KRaft logs; python: the per-record reference engine, the default with --from and on logs with S3Stream or BookKeeper records.",
+            help="duckdb: the audit plan's SQL in this process (every core, spilling to a temporary directory), the default on KRaft logs; python: the per-record reference engine, the default with --from and on logs with S3Stream or BookKeeper records. --master or --remote: the plan on Spark.",
+        ),
+        master: str | None = typer.Option(
+            None, "--master", help="Run the plan on Spark: local[N], spark://host:7077, yarn, k8s://..."
+        ),
+        remote: str | None = typer.Option(
+            None, "--remote", help="Run the plan on a Spark Connect server: sc://host:15002."
         ),
     ) -> None:
         """Audit a log: was leadership and the ISR moved correctly after log directories failed? Do AutoMQ's streams and objects hold together?
@@ -102,6 +108,14 @@ def register(app: typer.Typer) -> None:
                 streams_start = streams_at(opened, offset=from_offset - 1, progress=progress)
         config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms, fail_on=fail_on.value)
         last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
+        if master is not None or remote is not None:
+            if engine is not Engine.auto or from_offset is not None:
+                abort("--master/--remote run the plan on Spark: without --engine or --from", EXIT_INPUT)
+            from kraftlake.cli.spark_audit import on_spark
+
+            report = on_spark(log, config, master=master, remote=remote, to_offset=to_offset)
+            emit(report, fmt, out_file, title=f"kraftlake audit of {log}")
+            return
         if engine is not Engine.python:
             report = plan_audit(opened, to_offset, config, engine, from_offset)
             if report is not None:

@@ -78,13 +78,16 @@ def spark_progress(spark) -> Iterator[Callable[[str], None]]:
 
     import structlog
 
-    if not err.is_terminal:
+    try:
+        tracker = spark.sparkContext.statusTracker()
+    except Exception:  # Spark Connect: no SparkContext here, no stages to show
+        tracker = None
+    if not err.is_terminal or tracker is None:
         logger = structlog.get_logger("kraftlake.spark")
         yield lambda name: logger.info("spark.step", step=name)
         return
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    tracker = spark.sparkContext.statusTracker()
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

@@ -114,6 +114,33 @@ def _mv(levels: list[tuple[int, int]], base: int) -> str:
     return f"CASE {whens} ELSE {base} END"
 
 
+def k1_kinds(d: Dialect) -> dict[str, str]:
+    """K1's kinds of wrongness (the catalogue's message kinds), each with its condition on a
+    state, the first that holds naming it."""
+    return {
+        "empty_isr": f"{d.size('isr')} = 0",
+        "isr_outside_replicas": d.outside("isr", "replicas"),
+        "leader_outside_isr": f"leader <> -1 AND NOT {d.contains('isr', 'leader')}",
+    }
+
+
+def k3_kinds(d: Dialect, mv_3_6: int) -> dict[str, str]:
+    """K3's, on a state and the one before it (``mv``: the metadata.version in force): a change
+    that removes a replica (or, before 3.6-IV0, shrinks the ISR) without a leader-epoch bump; a
+    PartitionRecord rewriting a partition whose epochs do not move."""
+    same_le = "leader_epoch = old_leader_epoch"
+    return {
+        "replicas_left": f"NOT is_record AND {same_le} AND {d.outside('old_replicas', 'replicas')}",
+        "isr_shrunk": f"NOT is_record AND {same_le} AND mv < {mv_3_6} AND {d.outside('old_isr', 'isr')}",
+        "partition_epoch_stuck": "is_record AND partition_epoch <= old_partition_epoch",
+        "leader_epoch_stuck": "is_record AND leader <> old_leader AND leader_epoch <= old_leader_epoch",
+    }
+
+
+def _case(kinds: dict[str, str]) -> str:
+    return "CASE " + " ".join(f"WHEN {cond} THEN '{kind}'" for kind, cond in kinds.items()) + " END"
+
+
 def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
     """One row per applied partition record: the state after it (leader, isr, replicas, dirs,
     epochs), where it ends (``end_``: the partition's next record, its topic's removal, or
@@ -133,7 +160,6 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
         WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")} THEN {unassigned} END"""
     moved = "(NOT (replicas IS NOT DISTINCT FROM old_replicas) OR NOT (dirs IS NOT DISTINCT FROM old_dirs))"
     touched = f"({d.contains('dirs', unassigned)} OR {d.contains(f'coalesce(old_dirs, {strings})', unassigned)})"
-    same_le = "leader_epoch = old_leader_epoch"
     return f"""
     WITH kept AS (SELECT * FROM judged WHERE refused IS NULL),
     t0 AS (
@@ -186,15 +212,8 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
     )
     SELECT pk, off, end_, removed, is_record, leader, isr, replicas, dirs, leader_epoch, partition_epoch,
       old_replicas, old_isr, old_leader, old_leader_epoch, old_partition_epoch, {", ".join(OTHER_FIELDS)},
-      CASE WHEN {d.size("isr")} = 0 THEN 'empty_isr'
-        WHEN {d.outside("isr", "replicas")} THEN 'isr_outside_replicas'
-        WHEN leader <> -1 AND NOT {d.contains("isr", "leader")} THEN 'leader_outside_isr' END AS k1,
-      CASE WHEN old_replicas IS NOT NULL THEN CASE
-        WHEN NOT is_record AND {same_le} AND {d.outside("old_replicas", "replicas")} THEN 'replicas_left'
-        WHEN NOT is_record AND {same_le} AND mv < {mv_3_6} AND {d.outside("old_isr", "isr")} THEN 'isr_shrunk'
-        WHEN is_record AND partition_epoch <= old_partition_epoch THEN 'partition_epoch_stuck'
-        WHEN is_record AND leader <> old_leader AND leader_epoch <= old_leader_epoch THEN 'leader_epoch_stuck'
-      END END AS k3,
+      {_case(k1_kinds(d))} AS k1,
+      CASE WHEN old_replicas IS NOT NULL THEN {_case(k3_kinds(d, mv_3_6))} END AS k3,
       {moved} AS moved,
       CASE WHEN {moved} THEN {d.filter(f"coalesce(old_replicas, {ints})", lambda v: f"NOT {d.contains('replicas', v)}")}
         END AS left_,
