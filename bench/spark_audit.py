@@ -148,13 +148,13 @@ def phase_plan_k1(path: str, cores: int) -> dict:
     from kraftlake.replay.audit import AuditConfig
     from kraftlake.spark.control import replay_control_plane
     from kraftlake.spark.plan import sql
-    from kraftlake.spark.plan.duck import DuckEngine, snapshot_dataset
+    from kraftlake.spark.plan.duck import DuckEngine
     from kraftlake.spark.plan.run import LIVES, control_records
     from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
 
     snap = Log.open(path).at()
     with DuckEngine(threads=cores) as e:
-        e.read(snapshot_dataset(snap), snap.last_offset)
+        e.read_snapshot(snap)
         ((first, last, control),) = e.rows(
             "SELECT min(\"offset\"), max(\"offset\"), count(*) FILTER (type NOT IN ('Partition', 'PartitionChange')) FROM log"
         )

@@ -19,7 +19,7 @@ from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.spark import read_log
 from kraftlake.spark.audit import audit
 from kraftlake.spark.plan import audit_snapshot
-from kraftlake.spark.plan.duck import DuckEngine, snapshot_dataset
+from kraftlake.spark.plan.duck import DuckEngine
 from kraftlake.spark.plan.sparksql import SparkEngine
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
@@ -51,7 +51,7 @@ def engine_of(request):
 
         def duck(log: Log):
             engine = DuckEngine(threads=1)
-            engine.read(snapshot_dataset(log.at()), log.at().last_offset)
+            engine.read_snapshot(log.at())
             return engine
 
         return duck

@@ -141,7 +141,7 @@ def plan_audit(opened, to_offset: int | None, config, engine: Engine, from_offse
     records: their checks run per record either way, on the driver)."""
     from kraftlake.cli.progress import step_progress
     from kraftlake.spark.plan import audit, families
-    from kraftlake.spark.plan.duck import DuckEngine, snapshot_dataset
+    from kraftlake.spark.plan.duck import DuckEngine
 
     if from_offset is not None:
         if engine is Engine.duckdb:
@@ -149,7 +149,7 @@ def plan_audit(opened, to_offset: int | None, config, engine: Engine, from_offse
         return None
     snap = opened.at(offset=to_offset)
     with DuckEngine() as duck:
-        duck.read(snapshot_dataset(snap), snap.last_offset)
+        duck.read_snapshot(snap)
         if engine is Engine.auto and {"s3stream", "bookkeeper"} & families(duck):
             return None
         with step_progress() as step:

@@ -11,10 +11,13 @@ def audit_snapshot(snap, config=None, *, step=None, threads=None, memory_limit=N
     """The audit report of a ``LogSnapshot`` (cut at its ``last_offset``) by the plan on DuckDB,
     in this process. ``dataset``: the snapshot's rows as a pyarrow dataset (default: its local
     Parquet files; for object storage, a dataset over ``pyarrow.fs``)."""
-    from .duck import DuckEngine, snapshot_dataset
+    from .duck import DuckEngine
 
     with DuckEngine(threads=threads, memory_limit=memory_limit, temp_directory=temp_directory) as engine:
-        engine.read(dataset if dataset is not None else snapshot_dataset(snap), snap.last_offset)
+        if dataset is not None:
+            engine.read(dataset, snap.last_offset)
+        else:
+            engine.read_snapshot(snap)
         return audit(engine, config, step=step)
 
 

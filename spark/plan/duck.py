@@ -47,6 +47,23 @@ class DuckEngine:
         self.con.register("log_rows", dataset)
         self.con.execute(f'CREATE OR REPLACE TEMP VIEW log AS SELECT * FROM log_rows WHERE "offset" <= {last_offset}')
 
+    def read_snapshot(self, snap) -> None:
+        """A ``LogSnapshot``'s rows, cut at its ``last_offset``: its Parquet files scanned by
+        DuckDB's own reader when every file has the table's schema (14x the Arrow dataset scan
+        on a 10^6-record log, bench/RESULTS.md), else through an Arrow dataset of the table's
+        schema (files written before a column or struct field existed read it as null)."""
+        import pyarrow.parquet as pq
+
+        files = snap.files()
+        schema = snap.schema()
+        if not files or any(not pq.read_schema(f).remove_metadata().equals(schema.remove_metadata()) for f in files):
+            self.read(snapshot_dataset(snap), snap.last_offset)
+            return
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        self.con.execute(
+            f'CREATE OR REPLACE TEMP VIEW log AS SELECT * FROM read_parquet([{listed}]) WHERE "offset" <= {snap.last_offset}'
+        )
+
     def table(self, name: str, rows: list[tuple], columns: list[tuple[str, str]]) -> None:
         """A small table from the driver: ``columns`` (name, BIGINT | INT | STRING)."""
         cols = list(zip(*rows)) if rows else [[] for _ in columns]

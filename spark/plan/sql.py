@@ -92,12 +92,20 @@ def judged(d: Dialect) -> str:
         {d.last("set_replicas")} OVER upto AS cur_replicas
       FROM partition_rows {_window()}
     )
-    SELECT *, CASE
-        WHEN pk = -1 THEN 'topic'
-        WHEN segment IS NULL THEN 'partition'
-        WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {fits} THEN 'directories'
-      END AS refused
-    FROM s
+    , r AS (
+      SELECT *, CASE
+          WHEN pk = -1 THEN 'topic'
+          WHEN segment IS NULL THEN 'partition'
+          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {fits} THEN 'directories'
+        END AS refused
+      FROM s
+    )
+    SELECT pk, off, is_record, removed, set_replicas, set_isr, set_leader, {", ".join(OTHER_FIELDS)},
+      assign_brokers, assign_dirs, sets_leader, base_le, base_pe, cur_replicas, refused,
+      CASE WHEN refused IS NOT NULL THEN record_key END AS record_key,
+      CASE WHEN refused IS NOT NULL THEN topic_id END AS topic_id,
+      CASE WHEN refused IS NOT NULL THEN partition_id END AS partition_id
+    FROM r
     """
 
 
@@ -106,11 +114,11 @@ OTHER_FIELDS = ("set_removing", "set_adding", "set_lrs", "set_elr", "set_lkelr")
 folded for the final states only (``final_fields``)."""
 
 
-def _mv(levels: list[tuple[int, int]], base: int) -> str:
+def _mv(levels: list[tuple[int, int]], base: int, column: str = "off") -> str:
     """The metadata.version in force before each row, from the driver's (offset, level) changes."""
     if not levels:
         return str(base)
-    whens = " ".join(f"WHEN off > {o} THEN {lv}" for o, lv in reversed(levels))
+    whens = " ".join(f"WHEN {column} > {o} THEN {lv}" for o, lv in reversed(levels))
     return f"CASE {whens} ELSE {base} END"
 
 
@@ -161,14 +169,17 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
     moved = "(NOT (replicas IS NOT DISTINCT FROM old_replicas) OR NOT (dirs IS NOT DISTINCT FROM old_dirs))"
     touched = f"({d.contains('dirs', unassigned)} OR {d.contains(f'coalesce(old_dirs, {strings})', unassigned)})"
     return f"""
-    WITH kept AS (SELECT * FROM judged WHERE refused IS NULL),
-    t0 AS (
-      SELECT pk, off, is_record, removed, set_replicas, {", ".join(OTHER_FIELDS)},
+    WITH t0 AS (
+      SELECT pk, off, is_record, removed, set_replicas, sets_leader, {", ".join(OTHER_FIELDS)},
         cur_replicas AS replicas,
+        {d.last("set_replicas")} OVER before AS old_replicas,
         {d.last("set_isr")} OVER upto AS isr,
+        {d.last("set_isr")} OVER before AS old_isr,
         {d.last("set_leader")} OVER upto AS leader,
+        {d.last("set_leader")} OVER before AS old_leader,
         {explicit} AS explicit_dirs,
         {d.last(explicit)} OVER upto AS dirs,
+        {d.last(explicit)} OVER before AS old_dirs,
         {d.last("CASE WHEN is_record THEN base_le END")} OVER upto AS base_le,
         {d.last("CASE WHEN is_record THEN base_pe END")} OVER upto AS base_pe,
         sum(sets_leader) OVER upto AS n_leader,
@@ -176,14 +187,20 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
         max(CASE WHEN NOT is_record AND set_replicas IS NOT NULL AND assign_dirs IS NULL THEN 1 ELSE 0 END)
           OVER (PARTITION BY pk) AS folds_dirs,
         lead(off) OVER w AS next_off
-      FROM kept {_window()}
+      FROM judged WHERE refused IS NULL {_window()}, before AS (PARTITION BY pk ORDER BY off
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
     ),
     t1 AS (
+      -- Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
+      -- leader (leader epoch), as PartitionRegistration.merge counts: the running counts,
+      -- corrected at each PartitionRecord (whose own counts equal the row's before it).
       SELECT *,
-        base_le + n_leader - {d.last("CASE WHEN is_record THEN n_leader END")} OVER upto AS leader_epoch,
-        base_pe + n_change - {d.last("CASE WHEN is_record THEN n_change END")} OVER upto AS partition_epoch,
+        {d.last("CASE WHEN is_record THEN base_le - n_leader END")} OVER upto + n_leader AS leader_epoch,
+        {d.last("CASE WHEN is_record THEN base_pe - n_change END")} OVER upto + n_change AS partition_epoch,
+        {d.last("CASE WHEN is_record THEN base_le - n_leader END")} OVER before + n_leader AS le_before_record,
+        {d.last("CASE WHEN is_record THEN base_pe - n_change END")} OVER before + n_change AS pe_before_record,
         coalesce(next_off, removed) AS end_
-      FROM t0 {_window()}
+      FROM t0 {_window()}, before AS (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
     ),
     f0 AS (
       SELECT pk, off, replicas, explicit_dirs, set_replicas,
@@ -197,18 +214,16 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
       FROM f1
     ),
     f3 AS (SELECT pk, off, {d.ordered_list("dir", "pos", "TRUE")} AS folded FROM f2 GROUP BY pk, off),
-    t2 AS (
-      SELECT t1.*, coalesce(f3.folded, t1.dirs) AS fdirs
-      FROM t1 LEFT JOIN f3 ON t1.pk = f3.pk AND t1.off = f3.off
-    ),
+    f4 AS (SELECT pk, off, folded, lag(folded) OVER (PARTITION BY pk ORDER BY off) AS old_folded FROM f3),
     t3 AS (
-      SELECT pk, off, end_, removed, is_record, leader, isr, replicas, fdirs AS dirs, leader_epoch, partition_epoch,
-        {", ".join(OTHER_FIELDS)},
-        lag(replicas) OVER w AS old_replicas, lag(isr) OVER w AS old_isr, lag(leader) OVER w AS old_leader,
-        lag(fdirs) OVER w AS old_dirs, lag(leader_epoch) OVER w AS old_leader_epoch,
-        lag(partition_epoch) OVER w AS old_partition_epoch,
-        {_mv(levels, mv_base)} AS mv
-      FROM t2 {_window()}
+      SELECT t1.pk, t1.off, end_, removed, is_record, leader, isr, replicas,
+        CASE WHEN f4.pk IS NULL THEN t1.dirs ELSE f4.folded END AS dirs,
+        leader_epoch, partition_epoch, {", ".join(OTHER_FIELDS)}, old_replicas, old_isr, old_leader,
+        CASE WHEN f4.pk IS NULL THEN t1.old_dirs ELSE f4.old_folded END AS old_dirs,
+        CASE WHEN is_record THEN le_before_record ELSE leader_epoch - sets_leader END AS old_leader_epoch,
+        CASE WHEN is_record THEN pe_before_record ELSE partition_epoch - 1 END AS old_partition_epoch,
+        {_mv(levels, mv_base, "t1.off")} AS mv
+      FROM t1 LEFT JOIN f4 ON t1.pk = f4.pk AND t1.off = f4.off
     )
     SELECT pk, off, end_, removed, is_record, leader, isr, replicas, dirs, leader_epoch, partition_epoch,
       old_replicas, old_isr, old_leader, old_leader_epoch, old_partition_epoch, {", ".join(OTHER_FIELDS)},
@@ -479,7 +494,10 @@ def final_states(d: Dialect) -> str:
     lasts = ", ".join(f"{d.max_by(f, f'CASE WHEN {f} IS NOT NULL THEN off END')} AS {f}" for f in OTHER_FIELDS)
     return f"""
     WITH fin AS (SELECT pk, replicas, dirs, isr, leader, leader_epoch, partition_epoch FROM timeline WHERE end_ IS NULL),
-    sets AS (SELECT pk, {lasts} FROM timeline WHERE pk IN (SELECT pk FROM fin) GROUP BY pk)
+    sets AS (
+      SELECT pk, {lasts} FROM timeline
+      WHERE {" OR ".join(f"{f} IS NOT NULL" for f in OTHER_FIELDS)} GROUP BY pk
+    )
     SELECT fin.*, {", ".join(f"sets.{f}" for f in OTHER_FIELDS)}
     FROM fin LEFT JOIN sets ON fin.pk = sets.pk
     """
