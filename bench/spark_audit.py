@@ -126,8 +126,11 @@ def phase_cli(path: str, engine: str) -> dict:
     records = Log.open(path).at().last_offset + 1
     cli = [sys.executable, "-m", "kraftlake", "audit", path, "--engine", engine, "--format", "json"]
     t = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cli, capture_output=True, text=True)
     seconds = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if out.returncode not in (0, 1):
         raise SystemExit(out.stderr)
     report = json.loads(out.stdout)
@@ -136,7 +139,8 @@ def phase_cli(path: str, engine: str) -> dict:
         "seconds": seconds,
         "violations": len(report["violations"]),
         "state_hash": f"{report['state_hash']}/{report['streams_state_hash']}",
-        "peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "peak_mb": after.ru_maxrss / 1024,
+        "cpu": cpu,
     }
 
 
@@ -248,6 +252,7 @@ def main() -> None:
         "seconds",
         "records/s",
         "vs python",
+        "CPU s",
         "session start",
         "peak RSS",
         "violations",
@@ -263,6 +268,7 @@ def main() -> None:
             f"{r['seconds']:.1f}",
             f"{rate:,.0f}",
             f"{rate / base:.2f}x" if base else "-",
+            f"{r['cpu']:.1f}" if "cpu" in r else "-",
             f"{r['startup']:.1f} s" if "startup" in r else "-",
             f"{r['peak_mb']:,.0f} MB",
             str(r["violations"]),

@@ -376,6 +376,7 @@ def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
     local = runner.invoke(app, ["audit", str(log.path), "--format", "json", "--grace-records", "3"])
     remote = runner.invoke(app, ["spark-audit", str(log.path), "--format", "json", "--grace-records", "3"])
     assert (local.exit_code, remote.exit_code) == (1, 1), remote.output
+    assert remote.exception is None or isinstance(remote.exception, SystemExit), repr(remote.exception)
     assert json.loads(remote.stdout)["violations"] == json.loads(local.stdout)["violations"] != []
     # Time travel: as of the first append's version (the whole fixture in one batch) and cut early.
     cut = runner.invoke(app, ["spark-audit", str(log.path), "--to", "5", "--format", "json"])
