@@ -690,3 +690,30 @@ def test_audit_runs_the_plan_on_duckdb_by_default_and_python_on_request(tmp_path
     planned = runner.invoke(app, ["audit", str(s3.path), "--format", "json", "--engine", "duckdb"])
     assert json.loads(auto.stdout)["engine"] == "python" and json.loads(planned.stdout)["engine"].startswith("duckdb")
     assert json.loads(auto.stdout)["violations"] == json.loads(planned.stdout)["violations"]
+
+
+def test_duckdb_reads_files_older_than_the_schema_through_an_arrow_dataset(tmp_path, monkeypatch):
+    """DuckDB's own Parquet reader takes the files only when their columns have the table's
+    types and hold the columns the plan reads; a file whose column differs from the table's (a
+    struct written before a field existed) is read through an Arrow dataset of the table's
+    schema. Either way the same rows."""
+    import pyarrow as pa
+
+    from kraftlake.records.snapshot import LogSnapshot
+
+    log = Log.create(tmp_path / "log")
+    log.append(list(iter_lines(FIXTURES[0].open("rb"))))
+    snap = log.at()
+    with DuckEngine(threads=1) as engine:
+        engine.read_snapshot(snap)
+        assert "read_parquet" in engine.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'log'")[0][0]
+        ((n,),) = engine.rows("SELECT count(*) FROM log")
+    schema = snap.schema()
+    i = schema.get_field_index("ts_ms")
+    wider = schema.set(i, pa.field("ts_ms", pa.int32())).append(pa.field("a_later_column", pa.int64()))
+    monkeypatch.setattr(LogSnapshot, "schema", lambda self: wider)
+    with DuckEngine(threads=1) as engine:
+        engine.read_snapshot(snap)
+        assert "read_parquet" not in engine.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'log'")[0][0]
+        assert engine.rows("SELECT count(*), count(a_later_column) FROM log") == [(n, 0)]
+    assert n == snap.last_offset + 1

@@ -17,6 +17,18 @@ from .dialect import DUCKDB
 
 log = get_logger(__name__)
 
+PLAN_COLUMNS = {
+    "offset",
+    "ts_ms",
+    "type",
+    "key",
+    "record",
+    "partition",
+    "partition_change",
+    "assign_replicas_to_dirs_request",
+}
+"""The log's columns the plan reads."""
+
 _TYPES = {"BIGINT": pa.int64(), "INT": pa.int32(), "STRING": pa.string()}
 
 
@@ -49,19 +61,30 @@ class DuckEngine:
 
     def read_snapshot(self, snap) -> None:
         """A ``LogSnapshot``'s rows, cut at its ``last_offset``: its Parquet files scanned by
-        DuckDB's own reader when every file has the table's schema (14x the Arrow dataset scan
-        on a 10^6-record log, bench/RESULTS.md), else through an Arrow dataset of the table's
-        schema (files written before a column or struct field existed read it as null)."""
+        DuckDB's own reader (union by name: a file holds the columns of its record types) when
+        every column of every file has the table's type and the columns the plan reads are in
+        some file (14x the Arrow dataset's scan of a column on a 10^6-record log,
+        bench/RESULTS.md); else through an Arrow dataset of the table's schema (a file written
+        before a column or struct field existed reads it as null)."""
         import pyarrow.parquet as pq
 
         files = snap.files()
-        schema = snap.schema()
-        if not files or any(not pq.read_schema(f).remove_metadata().equals(schema.remove_metadata()) for f in files):
+        table = {f.name: f.type for f in snap.schema()}
+        seen: set[str] = set()
+        for f in files:
+            for field in pq.read_schema(f):
+                if table.get(field.name) != field.type:
+                    self.read(snapshot_dataset(snap), snap.last_offset)
+                    return
+                seen.add(field.name)
+        if not files or not PLAN_COLUMNS <= seen:
             self.read(snapshot_dataset(snap), snap.last_offset)
             return
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        columns = ", ".join(f'"{c}"' for c in sorted(seen))
         self.con.execute(
-            f'CREATE OR REPLACE TEMP VIEW log AS SELECT * FROM read_parquet([{listed}]) WHERE "offset" <= {snap.last_offset}'
+            f"CREATE OR REPLACE TEMP VIEW log AS SELECT {columns} FROM read_parquet([{listed}], union_by_name = true)"
+            f' WHERE "offset" <= {snap.last_offset}'
         )
 
     def table(self, name: str, rows: list[tuple], columns: list[tuple[str, str]]) -> None:
