@@ -119,7 +119,7 @@ test-fast: $(VENV)/.installed chromium lint
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 bench: $(VENV)/.installed java
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python bench/append.py
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/replay.py --family s3stream

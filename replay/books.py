@@ -88,6 +88,9 @@ class AuditReport(msgspec.Struct, kw_only=True):
     """Directory id -> path, where the log says it."""
     fail_on_unavailable_ms: int | None = None
     """The audit fails when partitions were unavailable longer than this in total."""
+    engine: str | None = None
+    """Which engine audited what: ``python`` (every record by the per-record engine), or the
+    plan's engine and the parts it ran (``spark.plan``); None where the caller did not say."""
 
 
 def violation(inv: str, entity: str, first: int, last: int | None, message: str, evidence: list[int]) -> Violation:

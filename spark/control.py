@@ -2,16 +2,16 @@
 order by the local audit (``Audit.for_subset``) and the local reducer.
 
 What it owns is small next to the partition records (brokers, topics, features, transactions,
-observations: a few percent of a history) and is what the partition invariants on Spark are joined
-with, broadcast: broker segments (the registration in force between two offsets), topic
+observations: a few percent of a history) and is what the plan's partition invariants are joined
+with (small tables the driver registers): broker segments (the registration in force between two offsets), topic
 lifetimes, directory removals (K7), the AssignReplicasToDirs requests the controller accepts
 (K9), the metadata.version timeline (K3). Its own violations (L3/L4 of broker and topic records,
 L5, K6) come from the local audit itself, graced ones reported whole for the caller to hold to
 the grace with the times of every record.
 
 S3Stream and BookKeeper records are control plane too: their audits (S1-S12, B1-B8) run here,
-fed a window of offsets at a time (``spark.audit._control_records``), not per entity on
-executors as the partition records are. Their invariants cross entities at every record (a
+fed a window of offsets at a time (``spark.plan.run.control_records``), not per entity in the
+plan's SQL as the partition records are. Their invariants cross entities at every record (a
 stream-set object names many streams, an object's lifecycle is checked from every stream that
 holds it, an ensemble names several bookies), so sharding by entity would copy each shared
 record to every shard that needs it; on the driver they cost one pass, in bounded memory, at the

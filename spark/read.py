@@ -39,8 +39,13 @@ _CONNECTOR_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 
 
 def has_delta_connector(spark) -> bool:
-    """Whether the Delta Spark connector's classes are on this session's classpath."""
-    return _has_class(spark.sparkContext.applicationId, spark, _CONNECTOR_CLASS)
+    """Whether the Delta Spark connector's classes are on this session's classpath (unknown, so
+    False, on a Spark Connect session: it has no JVM here)."""
+    try:
+        app = spark.sparkContext.applicationId
+    except Exception:
+        return False
+    return _has_class(app, spark, _CONNECTOR_CLASS)
 
 
 @lru_cache(maxsize=8)

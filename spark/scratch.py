@@ -60,10 +60,15 @@ class Scratch:
 
 
 def _default_directory(spark) -> str | None:
-    master = spark.sparkContext.master
+    try:
+        context = spark.sparkContext
+    except Exception:  # a Spark Connect session has no SparkContext: the server keeps the cache
+        log.info("spark.scratch.cache", reason="a Spark Connect session: the timeline stays in Spark's cache")
+        return None
+    master = context.master
     if master.startswith("local"):
         return tempfile.mkdtemp(prefix="kraftlake-spark-")
-    checkpoints = spark.sparkContext.getCheckpointDir()
+    checkpoints = context.getCheckpointDir()
     if checkpoints:
         return f"{checkpoints.rstrip('/')}/kraftlake-scratch"
     log.info(

@@ -4,8 +4,8 @@ Each invariant has its id, family, severity, one-line definition, whether a grac
 the cluster passes through legitimately may be wrong for up to the grace, in records or in
 milliseconds of ``ts_ms``, before they count) and the templates of its messages. Every engine
 takes them from here: the checks beside each family (``statemachine/<family>/invariants.py``) and
-the per-record audit (``replay``) word a violation with ``say``; the Spark plan builds the same
-words as column expressions from the same templates (``spark.words``). A rule's words change here
+the per-record audit (``replay``) word a violation with ``say``; so does the SQL plan's driver
+(``spark.plan.run``), from the kinds and fields its queries return. A rule's words change here
 and nowhere else.
 
 A template's fields are filled by ``words``: a sequence as ``[a, b]``, anything else as ``str``.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from string import Formatter
 
 ERROR, WARNING = "error", "warning"
 SEVERITIES = (WARNING, ERROR)
@@ -30,12 +29,6 @@ def words(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(str(x) for x in value) + "]"
     return str(value)
-
-
-def pieces(template: str) -> list[tuple[str, str | None]]:
-    """A template as (literal text, field name or None) pairs, for engines that build the words
-    themselves (the Spark plan concatenates columns)."""
-    return [(text, name) for text, name, _spec, _conv in Formatter().parse(template)]
 
 
 @dataclass(frozen=True)

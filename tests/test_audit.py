@@ -152,6 +152,7 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
         "topics",
         "dir_paths",
         "fail_on_unavailable_ms",
+        "engine",
     ]
     assert doc["verdict"] == "fail" and doc["violations"][0]["invariant"] == "K6"
     assert set(doc["violations"][0]) == {

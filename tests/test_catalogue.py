@@ -1,11 +1,9 @@
 """The invariant catalogue is the one definition every engine reads: ids, families, severities,
-definitions, graces and the words of each message. The per-record engine words a violation with
-``statemachine.invariants.say``, the Spark plan with ``spark.words.say`` from the same template:
-the two are held to each other here, template by template."""
+definitions, graces and the words of each message. Every engine words a violation with
+``statemachine.invariants.say``: the per-record engine as it finds one, the SQL plan
+(``spark.plan``) on the driver, from the kinds and fields its queries return."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 
@@ -18,7 +16,6 @@ from kraftlake.statemachine.invariants import (
     REPLAY_RULE_TO_INVARIANT,
     S3STREAM,
     SEVERITIES,
-    pieces,
     say,
     words,
 )
@@ -49,41 +46,12 @@ def test_say_fills_a_template_with_words():
         say("K1", "no such kind")
 
 
-def _examples(template: str, seed: int) -> tuple[str, list[tuple]]:
-    """(schema, rows) for a template's fields: each field an int, an int list or a directory-like
-    string (chosen per seed), ten rows of values with their edges (-1, 0, [], one character)."""
-    rng = random.Random(f"{template}/{seed}")
-    names = sorted({name for _, name in pieces(template) if name is not None})
-    kinds = {n: rng.choice(("long", "array<long>", "string")) for n in names}
-    make = {
-        "long": lambda i: [-1, 0, 10**12][i] if i < 3 else rng.randint(-1, 10**6),
-        "array<long>": lambda i: (
-            [[], [-1], [0, 1, 2]][i] if i < 3 else [rng.randint(0, 999) for _ in range(rng.randint(0, 5))]
-        ),
-        "string": lambda i: (
-            ["A", "AAAAAAAAAAAAAAAAAAAAAQ", "x-y_z"][i] if i < 3 else "".join(rng.choices(ALPHABET, k=22))
-        ),
-    }
-    rows = [tuple(make[kinds[n]](i) for n in names) for i in range(10)]
-    return ", ".join(f"{n} {kinds[n]}" for n in names), rows
+def test_the_plans_kinds_of_wrong_state_are_the_catalogues():
+    """The plan's queries name the kind of each wrong state (K1, K3) for the driver to word with
+    ``say``: each kind they can return is a message of that invariant in the catalogue."""
+    from kraftlake.spark.plan import sql
+    from kraftlake.spark.plan.dialect import DUCKDB, SPARK
 
-
-ALPHABET = "ABCDEFabcdef0123456789-_"
-
-
-@pytest.mark.parametrize(("invariant", "kind"), TEMPLATES, ids=[f"{i}-{k}" for i, k in TEMPLATES])
-def test_spark_words_every_template_as_the_per_record_engine_does(spark, invariant, kind):
-    from pyspark.sql import functions as F
-
-    from kraftlake.spark.words import say as spark_say
-
-    template = BY_ID[invariant].messages[kind]
-    for seed in range(2):
-        schema, rows = _examples(template, seed)
-        names = [field.split()[0] for field in schema.split(", ")] if schema else []
-        df = spark.createDataFrame(rows, schema) if names else spark.range(1)
-        column = spark_say(invariant, kind, **{n: F.col(n) for n in names})
-        got = [r["m"] for r in df.select(column.alias("m")).collect()]
-        assert (
-            got == [say(invariant, kind, **dict(zip(names, row))) for row in rows] if names else [say(invariant, kind)]
-        )
+    for d in (DUCKDB, SPARK):
+        assert set(sql.k1_kinds(d)) == set(BY_ID["K1"].messages)
+        assert set(sql.k3_kinds(d, 14)) == set(BY_ID["K3"].messages)

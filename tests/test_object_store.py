@@ -107,6 +107,25 @@ def test_python_audit_report_on_s3_equals_the_one_on_local_disk(s3_bucket, tmp_p
     assert msgspec.to_builtins(remote) == msgspec.to_builtins(local)
 
 
+@pytest.mark.parametrize("name", ["correct", "ignore-offline-dirs", "keep-offline-replica-in-isr"])
+def test_duckdb_plan_on_s3_gives_the_python_engines_report(s3_bucket, name):
+    """The default engine reads the object store natively (an Arrow dataset over pyarrow.fs)."""
+    from kraftlake.replay.audit import audit_log
+    from kraftlake.spark.plan import audit_snapshot
+
+    uri = s3_bucket.uri(f"plan-{name}")
+    fixture = FIXTURE.parent / "audit" / f"{name}.jsonl"
+    Log.create(uri).append(list(iter_lines(fixture.read_text().splitlines())))
+    snap = Log.open(uri).at()
+    python, plan = audit_log(snap), audit_snapshot(snap)
+    assert python.records == plan.records > 0
+    assert [msgspec.to_builtins(v) for v in plan.violations] == [msgspec.to_builtins(v) for v in python.violations]
+    assert (plan.verdict, plan.state_hash) == (python.verdict, python.state_hash)
+    assert [(i.id, i.checked, i.violations) for i in plan.invariants if i.id.startswith("K")] == [
+        (i.id, i.checked, i.violations) for i in python.invariants if i.id.startswith("K")
+    ]
+
+
 def test_delta_rs_writers_and_kraftlake_fence_each_other_on_s3(s3_bucket):
     """A commit lands on exactly the version it read: a version taken by another writer (here
     delta-rs's own ``write_deltalake``, behind the Log's back) is refused and followed."""

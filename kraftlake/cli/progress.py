@@ -51,6 +51,25 @@ def byte_progress(total: int, description: str) -> Iterator[Callable[[int], None
 
 
 @contextmanager
+def step_progress() -> Iterator[Callable[[str], None]]:
+    """Yields a callback naming the current step of a long computation: a spinner on stderr on a
+    terminal, else each step logged."""
+    import structlog
+
+    if not err.is_terminal:
+        logger = structlog.get_logger("kraftlake.audit")
+        yield lambda name: logger.info("audit.step", step=name)
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
+    ) as bar:
+        task = bar.add_task("starting", total=None)
+        yield lambda name: bar.update(task, description=name)
+
+
+@contextmanager
 def spark_progress(spark) -> Iterator[Callable[[str], None]]:
     """Yields a callback naming the audit's current step; on a terminal, a line on stderr shows
     it with the tasks of Spark's active stages (polled from its status tracker), else each step
@@ -59,13 +78,16 @@ def spark_progress(spark) -> Iterator[Callable[[str], None]]:
 
     import structlog
 
-    if not err.is_terminal:
+    try:
+        tracker = spark.sparkContext.statusTracker()
+    except Exception:  # Spark Connect: no SparkContext here, no stages to show
+        tracker = None
+    if not err.is_terminal or tracker is None:
         logger = structlog.get_logger("kraftlake.spark")
         yield lambda name: logger.info("spark.step", step=name)
         return
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    tracker = spark.sparkContext.statusTracker()
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

@@ -1,9 +1,11 @@
-"""``kraftlake spark-audit LOG``: the audit on Spark, with the same report and exit codes as
-``kraftlake audit``."""
+"""``kraftlake spark-audit LOG``: ``kraftlake audit LOG --master local[*]``, the audit plan on Spark,
+with the same report and exit codes as ``kraftlake audit``; and ``on_spark``, which runs the
+plan on Spark for both commands (``--master``, ``--remote``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -23,6 +25,9 @@ from kraftlake.cli.audit import (
     unavailable_ms,
 )
 from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, storage_options
+
+if TYPE_CHECKING:
+    from kraftlake.records import Log
 
 
 def register(app: typer.Typer) -> None:
@@ -52,18 +57,15 @@ def register(app: typer.Typer) -> None:
         out_file: Path | None = OUT,
         fail_on_unavailable: float | None = FAIL_ON_UNAVAILABLE,
     ) -> None:
-        """Audit a KRaft log on Spark: the catalogue and report of `kraftlake audit`, for histories one process cannot replay fast enough.
+        """Audit a KRaft log on Spark: `kraftlake audit LOG --master local[*]`, for histories one machine cannot audit fast enough.
 
-        Partition records are audited as DataFrame code (forward-filled states, interval joins with the brokers' and directories' online intervals); the rest (brokers, topics, observations: a few percent) is replayed on the driver by the local audit. Same violations, verdict, state hash and exit codes (0 pass, 1 fail, 2 unusable input) as `kraftlake audit`. The whole log from its start is audited (no --from). Reads the Delta table with the Delta Spark connector when the session has it, else the exact Parquet files of the snapshot delta-rs resolves.
+        Partition records are audited by the audit plan's SQL (forward-filled states, interval joins with the brokers' and directories' online intervals) through spark.sql; the rest (brokers, topics, observations: a few percent) is replayed on the driver by the local audit. Same violations, verdict, state hash and exit codes (0 pass, 1 fail, 2 unusable input) as `kraftlake audit`. The whole log from its start is audited (no --from). Reads the Delta table with the Delta Spark connector when the session has it, else the exact Parquet files of the snapshot delta-rs resolves.
         """
-        from kraftlake.cli.progress import spark_progress
-        from kraftlake.records import Log
-        from kraftlake.replay.audit import AuditConfig
-        from kraftlake.spark import read_log, session
-        from kraftlake.spark.audit import audit
-
         if version is not None and timestamp is not None:
             abort("give at most one of --version, --timestamp", EXIT_INPUT)
+        from kraftlake.records import Log
+        from kraftlake.replay.audit import AuditConfig
+
         opened = Log.open(log, storage_options=storage_options(storage_option))
         snap = opened.at(version=version, timestamp=timestamp)
         to_offset = resolve_to(snap, to_offset, to_source_offset)
@@ -73,16 +75,50 @@ def register(app: typer.Typer) -> None:
             fail_on=fail_on.value,
             fail_on_unavailable_ms=unavailable_ms(fail_on_unavailable),
         )
-        from pyspark.sql import SparkSession
-
-        ours = SparkSession.getActiveSession() is None  # a notebook's or a test's session stays up
-        spark = session(master=master, cores=cores)
-        try:
-            with spark_progress(spark) as step:
-                df = read_log(spark, opened, version=version, timestamp=timestamp, to_offset=to_offset)
-                report = audit(spark, df, config, step=step, scratch=scratch)
-        finally:
-            if ours:
-                spark.stop()
+        report = on_spark(
+            opened,
+            config,
+            master=master,
+            cores=cores,
+            scratch=scratch,
+            version=version,
+            timestamp=timestamp,
+            to_offset=to_offset,
+        )
         # The incidents come from one pass over the records on the driver (replay.incidents).
         emit(report, fmt, out_file, title=f"kraftlake spark-audit of {log}", source=(snap, None, to_offset, None))
+
+
+def on_spark(
+    log: Log | str,
+    config,
+    *,
+    master: str | None = None,
+    remote: str | None = None,
+    cores: int | None = None,
+    scratch: str | None = None,
+    version: int | None = None,
+    timestamp: str | None = None,
+    to_offset: int | None = None,
+):
+    """The report of the audit plan on Spark: a session on ``master`` (default local, on
+    ``cores`` cores) or a Spark Connect server at ``remote``; a session already active (a
+    notebook's, a test's) is used and left running."""
+    from pyspark.sql import SparkSession
+
+    from kraftlake.cli.progress import spark_progress
+    from kraftlake.spark import read_log, session
+    from kraftlake.spark.audit import audit
+
+    ours = SparkSession.getActiveSession() is None
+    if remote is not None:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+    else:
+        spark = session(master=master, cores=cores)
+    try:
+        with spark_progress(spark) as step:
+            df = read_log(spark, log, version=version, timestamp=timestamp, to_offset=to_offset)
+            return audit(spark, df, config, step=step, scratch=scratch)
+    finally:
+        if ours:
+            spark.stop()

@@ -1,7 +1,8 @@
-"""The Spark audit agrees with the local one: the same report (violations with their ids,
+"""The audit plan agrees with the Python engine: the same report (violations with their ids,
 entities, offsets, messages and evidence; verdict; state hash) on every audit fixture, on
 Kafka's own logs, and on simulated histories that hypothesis picks (seeds, sizes, directories,
-metadata.versions, faults, bugs, graces)."""
+metadata.versions, faults, bugs, graces), on each engine that runs the plan (``plan``: DuckDB
+in this process; Spark, marked ``spark``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from kraftlake.records import Log, iter_lines
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.spark import read_log
 from kraftlake.spark.audit import audit
+from kraftlake.spark.plan import audit_snapshot
+from kraftlake.spark.plan.duck import DuckEngine
+from kraftlake.spark.plan.sparksql import SparkEngine
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 from kraftlake.statemachine.s3stream.bugs import BUGS as S3_BUGS
@@ -27,10 +31,44 @@ from helpers.kraft import bootstrap, registration, uid, without_offsets
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft" / "audit").glob("*.jsonl"))
 
 
-def _both(spark, log: Log, config: AuditConfig | None = None, **spark_options):
+def _duckdb(log: Log, config: AuditConfig | None = None):
+    return audit_snapshot(log.at(), config)
+
+
+@pytest.fixture(scope="module", params=["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def plan(request):
+    """The audit plan on one engine: a function of (log, config) giving its report."""
+    if request.param == "duckdb":
+        return _duckdb
+    spark = request.getfixturevalue("spark")
+    return lambda log, config=None: audit(spark, read_log(spark, log.path), config)
+
+
+@pytest.fixture(scope="module", params=["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def engine_of(request):
+    """An engine of the plan reading a log: a function of the log giving it (a context manager)."""
+    if request.param == "duckdb":
+
+        def duck(log: Log):
+            engine = DuckEngine(threads=1)
+            engine.read_snapshot(log.at())
+            return engine
+
+        return duck
+    spark = request.getfixturevalue("spark")
+
+    def on_spark(log: Log):
+        engine = SparkEngine(spark)
+        engine.read(read_log(spark, log.path))
+        return engine
+
+    return on_spark
+
+
+def _both(plan, log: Log, config: AuditConfig | None = None):
     local = Audit(config)
     local.feed(log.at().records())
-    return local.report(), audit(spark, read_log(spark, log.path), config, **spark_options)
+    return local.report(), plan(log, config)
 
 
 def _same(local, remote) -> None:
@@ -46,10 +84,10 @@ def _same(local, remote) -> None:
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
-def test_spark_gives_the_local_report_on_every_fixture(spark, tmp_path, fixture):
+def test_the_plan_gives_the_python_report_on_every_fixture(plan, tmp_path, fixture):
     log = Log.create(tmp_path / "log")
     log.append(list(iter_lines(fixture.open("rb"))))
-    local, remote = _both(spark, log)
+    local, remote = _both(plan, log)
     _same(local, remote)
     # Not two empty lists: each story has the violations it is about (fixtures/.../expected.json).
     expected = json.loads((FIXTURES[0].parent / "expected.json").read_text())[fixture.name]
@@ -71,8 +109,8 @@ def test_spark_gives_the_local_report_on_every_fixture(spark, tmp_path, fixture)
     ),
     grace=st.sampled_from([(1000, 5000), (5, 100), (0, 0), (50, 10**9)]),
 )
-def test_spark_and_local_agree_on_simulated_histories(
-    spark, tmp_path_factory, seed, records, dirs, mv, bug, policy, faults, grace
+def test_the_plan_and_python_agree_on_simulated_histories(
+    plan, tmp_path_factory, seed, records, dirs, mv, bug, policy, faults, grace
 ):
     cfg = WorkloadConfig(
         brokers=5,
@@ -87,10 +125,24 @@ def test_spark_and_local_agree_on_simulated_histories(
     )
     log = Log.create(tmp_path_factory.mktemp("sim") / "log")
     log.append([r for batch in generate(cfg, records=records) for r in batch])
-    _same(*_both(spark, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
+    _same(*_both(plan, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
 
 
-def test_broker_records_against_the_registration_in_force(spark, tmp_path):
+@pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
+@settings(max_examples=2, deadline=None)
+@given(seed=st.integers(0, 10_000), dirs=st.integers(2, 3), grace=st.sampled_from([(0, 0), (20, 10**9)]))
+def test_every_simulator_bug_gives_the_same_report(plan, tmp_path_factory, bug, seed, dirs, grace):
+    """Each bug the simulator can plant (controller's and brokers'), in a JBOD history with every
+    fault, audited by both engines: the same report."""
+    cfg = WorkloadConfig(
+        brokers=5, dirs_per_broker=dirs, topics=2, partitions=12, seed=seed, bug=bug, faults=FAULTS, fence_policy=True
+    )
+    log = Log.create(tmp_path_factory.mktemp("bug") / "log")
+    log.append([r for batch in generate(cfg, records=1200) for r in batch])
+    _same(*_both(plan, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
+
+
+def test_broker_records_against_the_registration_in_force(plan, tmp_path):
     """L3/L4 as the local reducer rules them: a change of a broker never registered, a stale
     epoch, a valid unregistration, then changes of the broker it removed; a re-registration
     starts over."""
@@ -112,7 +164,7 @@ def test_broker_records_against_the_registration_in_force(spark, tmp_path):
     ]
     log = Log.create(tmp_path / "log")
     log.append(records)
-    local, remote = _both(spark, log)
+    local, remote = _both(plan, log)
     assert [(v.invariant, v.first_offset) for v in local.violations] == [
         ("L3", 2),
         ("L4", 3),
@@ -124,7 +176,7 @@ def test_broker_records_against_the_registration_in_force(spark, tmp_path):
     _same(local, remote)
 
 
-def test_metadata_transactions_aborted_committed_and_unfinished(spark, tmp_path):
+def test_metadata_transactions_aborted_committed_and_unfinished(plan, tmp_path):
     """Both engines audit the published history (``replay.transactions``): a partition made wrong
     inside an aborted transaction never was, the same change committed is wrong, and the
     records of the transaction still open at the end are no state (nor in the state hash)."""
@@ -169,12 +221,12 @@ def test_metadata_transactions_aborted_committed_and_unfinished(spark, tmp_path)
     ]
     log = Log.create(tmp_path / "log")
     log.append(records)
-    local, remote = _both(spark, log, AuditConfig(grace_records=0))
+    local, remote = _both(plan, log, AuditConfig(grace_records=0))
     assert [(v.invariant, v.first_offset) for v in local.violations] == [("K1", 15)]
     _same(local, remote)
 
 
-def test_refused_partition_records_and_directories_that_follow_replicas(spark, tmp_path):
+def test_refused_partition_records_and_directories_that_follow_replicas(plan, tmp_path):
     """The records the reducer refuses (a partition of a missing topic, a change of a missing
     partition, an assignment that does not fit the replicas) are left out of the state on Spark
     too; a change that sets replicas without directories keeps the staying replicas' ones and
@@ -208,7 +260,7 @@ def test_refused_partition_records_and_directories_that_follow_replicas(spark, t
     ]
     log = Log.create(tmp_path / "log")
     log.append(records)
-    local, remote = _both(spark, log)
+    local, remote = _both(plan, log)
     got = [(v.invariant, v.first_offset) for v in local.violations]
     assert got[:3] == [("L3", 5), ("L3", 6), ("K2", 8)]
     assert not any(v.invariant in ("K1", "K4", "K5") for v in local.violations)
@@ -218,7 +270,8 @@ def test_refused_partition_records_and_directories_that_follow_replicas(spark, t
 def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_path, monkeypatch):
     """The timeline is kept as Parquet in a scratch directory (the caller's here) or, with none
     (a cluster without a checkpoint directory), in Spark's cache: the same report either way,
-    the slow partitions' timeline (``_careful``) kept too, and nothing left behind."""
+    the plan's kept tables (the judged records, the timeline, the overlaps) kept too, and
+    nothing left behind."""
     import kraftlake.spark.scratch as scratch
     from kraftlake.records import Partition, PartitionChange
 
@@ -233,12 +286,15 @@ def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_pa
     )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=1500) for r in batch])
-    # A change of a partition that does not exist: its whole history goes the slow way (``_careful``).
+    # A change of a partition that does not exist: refused, kept in the judged table.
     topic_id = next(r.topic_id for r in log.at().records() if isinstance(r, Partition))
     log.append([PartitionChange(topic_id=topic_id, partition_id=999, isr=(1,))])
     kept = tmp_path / "scratch"
     kept.mkdir()
-    local, remote = _both(spark, log, scratch=str(kept))
+    local = Audit()
+    local.feed(log.at().records())
+    local = local.report()
+    remote = audit(spark, read_log(spark, log.path), scratch=str(kept))
     _same(local, remote)
     assert ("L3", log.at().last_offset) in [(v.invariant, v.first_offset) for v in remote.violations]
     assert kept.is_dir() and list(kept.iterdir()) == []
@@ -259,7 +315,7 @@ def test_a_local_sessions_scratch_is_a_temporary_directory_removed_on_close(spar
     assert not root.exists()
 
 
-def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_path):
+def test_a_topic_recreated_under_its_id_is_a_new_partition_history(plan, tmp_path):
     """Spark numbers each partition lifetime (topic lifetime, partition id) for its windows: a
     topic removed and created again under the same id starts its partitions afresh (a change
     between the lives is refused, the new life's first change does not continue the old
@@ -286,7 +342,7 @@ def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_pa
     ]
     log = Log.create(tmp_path / "log")
     log.append(records)
-    local, remote = _both(spark, log)
+    local, remote = _both(plan, log)
     assert sorted(v.invariant for v in local.violations) == ["K1", "L3", "L3", "L3", "L3"]
     _same(local, remote)
     replayed = Audit()
@@ -300,12 +356,12 @@ def test_a_topic_recreated_under_its_id_is_a_new_partition_history(spark, tmp_pa
 
 
 @pytest.mark.parametrize("name", KAFKA_LOG_NAMES)
-def test_spark_gives_the_local_report_on_kafkas_own_logs(spark, tmp_path, name):
+def test_the_plan_gives_the_python_report_on_kafkas_own_logs(plan, tmp_path, name):
     from kraftlake.records.kafka.importer import import_kafka
 
     log = Log.create(tmp_path / "log")
     import_kafka(KAFKA_LOGS / name, log)
-    _same(*_both(spark, log))
+    _same(*_both(plan, log))
 
 
 def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
@@ -320,6 +376,7 @@ def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
     local = runner.invoke(app, ["audit", str(log.path), "--format", "json", "--grace-records", "3"])
     remote = runner.invoke(app, ["spark-audit", str(log.path), "--format", "json", "--grace-records", "3"])
     assert (local.exit_code, remote.exit_code) == (1, 1), remote.output
+    assert remote.exception is None or isinstance(remote.exception, SystemExit), repr(remote.exception)
     assert json.loads(remote.stdout)["violations"] == json.loads(local.stdout)["violations"] != []
     # The incidents come from a pass of their own beside the Spark plan: the same as the local audit's.
     for key in ("incidents", "handling", "availability", "topics"):
@@ -333,7 +390,7 @@ def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
     )
 
 
-def test_spark_and_local_agree_where_k6_k8_and_k9_abound(spark, tmp_path):
+def test_the_plan_and_python_agree_where_k6_k8_and_k9_abound(plan, tmp_path):
     """A JBOD cluster whose controller acknowledges directory reports without recording them:
     hundreds of K9 intervals, K8 warnings whose messages carry the count at each broker record,
     K6 with no grace at all."""
@@ -348,21 +405,21 @@ def test_spark_and_local_agree_where_k6_k8_and_k9_abound(spark, tmp_path):
     )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=3000) for r in batch])
-    local, remote = _both(spark, log, AuditConfig(grace_records=0, grace_ms=0))
+    local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
     _same(local, remote)
     found = {i.id: i.violations for i in remote.invariants}
     assert found["K9"] > 50 and found["K8"] > 20 and found["K6"] > 20
 
 
 @pytest.mark.parametrize("width", [1, 7, 100])
-def test_k4_k5_cut_into_narrow_offset_buckets(spark, tmp_path, monkeypatch, width):
+def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, width):
     """K4/K5's interval joins are cut into offset buckets (``offset_bucket``, 2^20 records and
     more on real logs): buckets far narrower than a partition state or a bad interval, each
     straddled by many, give the same violations as the local audit (the whole report: K7's
     instants on the same history too)."""
-    import kraftlake.spark.audit as spark_audit
+    import kraftlake.spark.plan.run as plan_run
 
-    monkeypatch.setattr(spark_audit, "offset_bucket", lambda last: width)
+    monkeypatch.setattr(plan_run, "offset_bucket", lambda last: width)
     cfg = WorkloadConfig(
         brokers=5,
         dirs_per_broker=3,
@@ -374,13 +431,13 @@ def test_k4_k5_cut_into_narrow_offset_buckets(spark, tmp_path, monkeypatch, widt
     )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=1500) for r in batch])
-    local, remote = _both(spark, log, AuditConfig(grace_records=0, grace_ms=0))
+    local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
     _same(local, remote)
     found = {i.id: i.violations for i in remote.invariants}
     assert found["K4"] > 10 and found["K5"] > 10 and found["K7"] > 10, found
 
 
-def test_a_history_generated_in_shards_is_one_history(spark, tmp_path):
+def test_a_history_generated_in_shards_is_one_history(plan, tmp_path):
     """Shards (parts of the cluster with their own brokers, topics and seeds) generated apart and
     laid end to end make one log: gapless, times never going back, the same records on every
     run, a correct controller's audit passing, and both engines agreeing on it."""
@@ -401,12 +458,12 @@ def test_a_history_generated_in_shards_is_one_history(spark, tmp_path):
     assert sorted(r.name for r in records if type(r).__name__ == "Topic") == ["topic-s0-0", "topic-s1-0", "topic-s2-0"]
     log = Log.create(tmp_path / "log")
     log.append(records)
-    local, remote = _both(spark, log)
+    local, remote = _both(plan, log)
     assert local.verdict == "pass"
     _same(local, remote)
 
 
-def test_the_brokers_side_on_spark(spark, tmp_path):
+def test_the_brokers_side_in_the_plan(plan, tmp_path):
     """K10, K11, K12 (the brokers' side of KIP-858) from one log where brokers make all three
     mistakes' worth of states: Kafka-as-shipped brokers (K11 at each early request), a broker
     that never places replicas (K10), one that never reports a failed disk (K12)."""
@@ -427,7 +484,7 @@ def test_the_brokers_side_on_spark(spark, tmp_path):
     records = without_offsets(records)
     log = Log.create(tmp_path / "log")
     log.append(records)
-    local, remote = _both(spark, log, AuditConfig(grace_records=20, grace_ms=10**9))
+    local, remote = _both(plan, log, AuditConfig(grace_records=20, grace_ms=10**9))
     _same(local, remote)
     found = {inv: sum(v.invariant == inv for v in remote.violations) for inv in ("K10", "K11", "K12")}
     assert all(n > 0 for n in found.values()), found
@@ -441,10 +498,10 @@ FAMILY_FIXTURES = sorted(
 
 
 @pytest.mark.parametrize("fixture", FAMILY_FIXTURES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
-def test_spark_gives_the_local_report_on_every_s3stream_and_bookkeeper_fixture(spark, tmp_path, fixture):
+def test_the_plan_gives_the_python_report_on_every_s3stream_and_bookkeeper_fixture(plan, tmp_path, fixture):
     log = Log.create(tmp_path / "log")
     log.append(list(iter_lines(fixture.open("rb"))))
-    local, remote = _both(spark, log)
+    local, remote = _both(plan, log)
     _same(local, remote)
     family_hash = "streams_state_hash" if fixture.parent.parent.name == "s3stream" else "bookies_state_hash"
     assert getattr(remote, family_hash) == getattr(local, family_hash) is not None
@@ -459,7 +516,7 @@ def test_spark_gives_the_local_report_on_every_s3stream_and_bookkeeper_fixture(s
     bug=st.sampled_from([None, *S3_BUGS]),
     grace=st.sampled_from([(1000, 5000), (0, 0), (3, 50)]),
 )
-def test_spark_and_local_agree_on_simulated_s3stream_histories(spark, tmp_path_factory, seed, bug, grace):
+def test_the_plan_and_python_agree_on_simulated_s3stream_histories(plan, tmp_path_factory, seed, bug, grace):
     from kraftlake.statemachine.s3stream.workload import WorkloadConfig as S3Config
     from kraftlake.statemachine.s3stream.workload import generate as s3_generate
 
@@ -467,31 +524,13 @@ def test_spark_and_local_agree_on_simulated_s3stream_histories(spark, tmp_path_f
     log.append(
         [r for batch in s3_generate(S3Config(seed=seed, bug=bug, streams=8, ttl_ms=5_000), records=1500) for r in batch]
     )
-    local, remote = _both(spark, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
+    local, remote = _both(plan, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
     _same(local, remote)
     assert remote.streams_state_hash == local.streams_state_hash
 
 
-def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(spark, tmp_path):
-    """``_control_records`` collects a range of offsets at a time (an S3Stream log is nearly all
-    control records): with a window of a few records, every non-partition record comes once, in
-    offset order, whatever the ranges' edges cut through."""
-    from kraftlake.spark.audit import _control_records
-    from kraftlake.spark.timeline import PARTITION_TYPES
-
-    log = Log.create(tmp_path / "log")
-    log.append([r for batch in generate(WorkloadConfig(brokers=4, partitions=6, seed=3), records=600) for r in batch])
-    expected = [r for r in log.at().records() if type(r).__name__ not in PARTITION_TYPES]
-    df = read_log(spark, log.path)
-    assert 20 < len(expected) < 600
-    for window in (7, 1000):
-        got = list(_control_records(df, 0, log.last_offset, len(expected), window=window))
-        assert [msgspec.to_builtins(r) for r in got] == [msgspec.to_builtins(r) for r in expected]
-    assert list(_control_records(df, None, None, 0)) == []
-
-
 @pytest.mark.parametrize("bug", ["ignore-offline-dirs", "skip-dir-assignment"])
-def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(spark, tmp_path, bug):
+def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(plan, tmp_path, bug):
     """With the record grace out of reach, what is held depends on the records' times alone (the
     grace's lookup of both ends' times; K4/K5 candidates from the driver, K9's from Spark): at a
     grace in time that keeps some wrong states and lets others go, Spark keeps the same ones."""
@@ -509,14 +548,14 @@ def test_a_state_shorter_than_the_record_grace_is_held_by_its_time(spark, tmp_pa
     every, none = local(0), local(10**12)
     between = [g for g in (200, 500, 1000, 2000, 5000) if none < local(g) < every]
     assert between, (every, none)
-    _same(*_both(spark, log, AuditConfig(grace_records=10**9, grace_ms=between[len(between) // 2])))
+    _same(*_both(plan, log, AuditConfig(grace_records=10**9, grace_ms=between[len(between) // 2])))
 
 
-def test_the_registrations_other_fields_are_the_last_each_record_set(spark, tmp_path):
+def test_the_registrations_other_fields_are_the_last_each_record_set(plan, tmp_path):
     """Removing/adding replicas, the leader recovery state and the ELR fields no invariant reads
     still make the final state's hash: each is the value of the last record that set it (a
-    change that leaves it null keeps it; a PartitionRecord sets all of them), on the one-pass
-    path and on the careful one (a change of replicas without directories)."""
+    change that leaves it null keeps it; a PartitionRecord sets all of them), where directories
+    are named and where they are folded per replica (a change of replicas without directories)."""
 
     from kraftlake.records import Partition, PartitionChange, ReplicaDirectory, Topic
 
@@ -569,7 +608,7 @@ def test_the_registrations_other_fields_are_the_last_each_record_set(spark, tmp_
         ]
     log = Log.create(tmp_path / "log")
     log.append(records)
-    local, remote = _both(spark, log)
+    local, remote = _both(plan, log)
     from kraftlake.statemachine.kraft.reducer import replay
 
     final = replay(log.at().records()).partitions[t]
@@ -584,3 +623,101 @@ def test_the_registrations_other_fields_are_the_last_each_record_set(spark, tmp_
         for p, r in final.items()
     } == {p: ((), (), 1, (), (2, 3)) for p in (0, 1)}
     _same(local, remote)
+
+
+def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(engine_of, tmp_path):
+    """``plan.run.control_records`` reads a range of offsets at a time from the engine (an
+    S3Stream log is nearly all control records): with a window of a few records, every
+    non-partition record comes once, in offset order, whatever the ranges' edges cut through."""
+    from kraftlake.spark.plan.run import control_records
+
+    log = Log.create(tmp_path / "log")
+    log.append([r for batch in generate(WorkloadConfig(brokers=4, partitions=6, seed=3), records=600) for r in batch])
+    snap = log.at()
+    expected = [r for r in snap.records() if type(r).__name__ not in ("Partition", "PartitionChange")]
+    assert 20 < len(expected) < 600
+    with engine_of(log) as engine:
+        for window in (7, 1000):
+            got = list(control_records(engine, 0, snap.last_offset, len(expected), window=window))
+            assert [msgspec.to_builtins(r) for r in got] == [msgspec.to_builtins(r) for r in expected]
+        assert list(control_records(engine, None, None, 0)) == []
+
+
+def test_duckdb_reads_the_snapshot_as_an_arrow_dataset_over_a_pyarrow_filesystem(tmp_path):
+    """Object storage is read through pyarrow.fs, not DuckDB's extensions: a dataset of the
+    snapshot's files through a file system rooted at the table (as an S3 bucket would be, paths
+    relative to it) gives the report the local files give, cut where the snapshot is cut."""
+    import pyarrow.dataset as ds
+    from pyarrow import fs
+
+    fixture = next(f for f in FIXTURES if f.name == "elect-offline-leader.jsonl")
+    log = Log.create(tmp_path / "log")
+    log.append(list(iter_lines(fixture.open("rb"))))
+    snap = log.at(offset=40)
+    root = str(Path(log.path).resolve())
+    remote = fs.SubTreeFileSystem(root, fs.LocalFileSystem())
+    files = [str(Path(f).resolve().relative_to(root)) for f in snap.files()]
+    dataset = ds.dataset(files, schema=snap.schema(), format="parquet", filesystem=remote)
+    report = audit_snapshot(snap, dataset=dataset)
+    local = Audit()
+    local.feed(snap.records())
+    _same(local.report(), report)
+    assert report.last_offset == 40 and report.engine.startswith("duckdb")
+
+
+def test_audit_runs_the_plan_on_duckdb_by_default_and_python_on_request(tmp_path):
+    """``kraftlake audit``: the plan on DuckDB on a KRaft log, the Python engine with ``--engine
+    python``, with ``--from`` and on an S3Stream log; the same violations, verdict and exit code,
+    and the report says which engine ran what."""
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    runner = CliRunner()
+    fixture = next(f for f in FIXTURES if f.name == "keep-offline-replica-in-isr.jsonl")
+    log = Log.create(tmp_path / "log")
+    log.append(list(iter_lines(fixture.open("rb"))))
+    args = ["audit", str(log.path), "--format", "json", "--grace-records", "3"]
+    default, python = (runner.invoke(app, args + extra) for extra in ([], ["--engine", "python"]))
+    assert (default.exit_code, python.exit_code) == (1, 1), default.output
+    d, p = json.loads(default.stdout), json.loads(python.stdout)
+    assert d["engine"].startswith("duckdb: partition records") and p["engine"] == "python"
+    assert d["violations"] == p["violations"] != [] and d["state_hash"] == p["state_hash"]
+    since = runner.invoke(app, args + ["--from", "10"])
+    assert json.loads(since.stdout)["engine"] == "python"
+    refused = runner.invoke(app, args + ["--from", "10", "--engine", "duckdb"])
+    assert refused.exit_code == 2 and "--engine python" in refused.output
+    family = next(f for f in FAMILY_FIXTURES if f.parent.parent.name == "s3stream")
+    s3 = Log.create(tmp_path / "s3log")
+    s3.append(list(iter_lines(family.open("rb"))))
+    auto = runner.invoke(app, ["audit", str(s3.path), "--format", "json"])
+    planned = runner.invoke(app, ["audit", str(s3.path), "--format", "json", "--engine", "duckdb"])
+    assert json.loads(auto.stdout)["engine"] == "python" and json.loads(planned.stdout)["engine"].startswith("duckdb")
+    assert json.loads(auto.stdout)["violations"] == json.loads(planned.stdout)["violations"]
+
+
+def test_duckdb_reads_files_older_than_the_schema_through_an_arrow_dataset(tmp_path, monkeypatch):
+    """DuckDB's own Parquet reader takes the files only when their columns have the table's
+    types and hold the columns the plan reads; a file whose column differs from the table's (a
+    struct written before a field existed) is read through an Arrow dataset of the table's
+    schema. Either way the same rows."""
+    import pyarrow as pa
+
+    from kraftlake.records.snapshot import LogSnapshot
+
+    log = Log.create(tmp_path / "log")
+    log.append(list(iter_lines(FIXTURES[0].open("rb"))))
+    snap = log.at()
+    with DuckEngine(threads=1) as engine:
+        engine.read_snapshot(snap)
+        assert "read_parquet" in engine.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'log'")[0][0]
+        ((n,),) = engine.rows("SELECT count(*) FROM log")
+    schema = snap.schema()
+    i = schema.get_field_index("ts_ms")
+    wider = schema.set(i, pa.field("ts_ms", pa.int32())).append(pa.field("a_later_column", pa.int64()))
+    monkeypatch.setattr(LogSnapshot, "schema", lambda self: wider)
+    with DuckEngine(threads=1) as engine:
+        engine.read_snapshot(snap)
+        assert "read_parquet" not in engine.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'log'")[0][0]
+        assert engine.rows("SELECT count(*), count(a_later_column) FROM log") == [(n, 0)]
+    assert n == snap.last_offset + 1

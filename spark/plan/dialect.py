@@ -1,0 +1,124 @@
+"""The few spellings in which DuckDB's SQL and Spark SQL differ, for the plan's SQL (``plan.sql``).
+
+The plan is written once, in the SQL both engines share (windows with a WINDOW clause, joins,
+CASE, aggregates, ``IS NOT DISTINCT FROM``), and calls these for what each spells its own way:
+identifiers that are keywords, arrays (size, membership, filters with lambdas, 1-based access
+that is null out of range), generators (explode, posexplode), forward fills (``last`` ignoring
+nulls) and ordered lists in aggregates.
+
+Why not one dialect transpiled by sqlglot (30.30, measured on the plan's expressions): Spark's
+``last(x, true) OVER (...)`` came out as DuckDB's ``LAST(x) OVER (...)`` with the ignore-nulls
+dropped (a warning, then a wrong forward fill), and ``array_except`` as a nest of a
+``LIST_DISTINCT`` and two ``LIST_FILTER``s per use. A table of a dozen spellings is smaller than
+the checks it would take to trust a transpiler's output, and each engine's SQL can be read as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+
+    @property
+    def duck(self) -> bool:
+        return self.name == "duckdb"
+
+    def q(self, name: str) -> str:
+        """An identifier that may be a keyword (``offset``, ``partition``, ``type``, ``key``)."""
+        return f'"{name}"' if self.duck else f"`{name}`"
+
+    def size(self, a: str) -> str:
+        return f"len({a})" if self.duck else f"size({a})"
+
+    def contains(self, a: str, x: str) -> str:
+        return f"list_contains({a}, {x})" if self.duck else f"array_contains({a}, {x})"
+
+    def filter(self, a: str, cond: Callable[[str], str]) -> str:
+        """The elements ``v`` of ``a`` for which ``cond(v)`` holds, in order."""
+        return f"list_filter({a}, lambda v: {cond('v')})" if self.duck else f"filter({a}, v -> {cond('v')})"
+
+    def filter_at(self, a: str, cond: Callable[[str, str], str]) -> str:
+        """``filter`` with the element's 0-based index: ``cond(v, i)``."""
+        if self.duck:
+            return f"list_filter({a}, lambda v, i: {cond('v', '(i - 1)')})"
+        return f"filter({a}, (v, i) -> {cond('v', 'i')})"
+
+    def transform(self, a: str, expr: Callable[[str], str]) -> str:
+        return f"list_transform({a}, lambda v: {expr('v')})" if self.duck else f"transform({a}, v -> {expr('v')})"
+
+    def outside(self, a: str, b: str) -> str:
+        """Whether ``a`` has an element that is not in ``b``."""
+        return f"{self.size(self.filter(a, lambda v: f'NOT {self.contains(b, v)}'))} > 0"
+
+    def at(self, a: str, i: str) -> str:
+        """``a``'s element at 1-based ``i``; null out of range."""
+        return f"{a}[{i}]" if self.duck else f"try_element_at({a}, CAST({i} AS INT))"
+
+    def position(self, a: str, x: str) -> str:
+        """1-based position of ``x`` in ``a`` (only where ``a`` contains it)."""
+        return f"list_position({a}, {x})" if self.duck else f"CAST(array_position({a}, {x}) AS INT)"
+
+    def empty(self, element: str) -> str:
+        """An empty array of ``element`` (``INT``, ``STRING``)."""
+        if self.duck:
+            return f"[]::{'VARCHAR' if element == 'STRING' else element}[]"
+        return f"CAST(array() AS ARRAY<{element}>)"
+
+    def repeat(self, x: str, n: str) -> str:
+        return f"list_transform(range({n}), lambda _: {x})" if self.duck else f"array_repeat({x}, {n})"
+
+    def union(self, a: str, b: str) -> str:
+        """The distinct elements of ``a`` and ``b`` (order not kept)."""
+        return f"list_distinct(list_concat({a}, {b}))" if self.duck else f"array_union({a}, {b})"
+
+    def cat(self, a: str, b: str) -> str:
+        """``a`` then ``b``."""
+        return f"list_concat({a}, {b})" if self.duck else f"concat({a}, {b})"
+
+    def idiv(self, a: str, b: int) -> str:
+        """``a // b`` for ``a >= 0``, as a BIGINT."""
+        return f"(({a}) // {b})" if self.duck else f"(({a}) div {b})"
+
+    def distinct(self, a: str) -> str:
+        return f"list_distinct({a})" if self.duck else f"array_distinct({a})"
+
+    def array(self, *xs: str) -> str:
+        return f"[{', '.join(xs)}]" if self.duck else f"array({', '.join(xs)})"
+
+    def seq(self, lo: str, hi: str) -> str:
+        """The integers ``lo..hi`` (inclusive) as an array."""
+        return f"generate_series({lo}, {hi})" if self.duck else f"sequence({lo}, {hi})"
+
+    def explode(self, a: str, alias: str) -> str:
+        """A select-list item: a row per element of ``a``."""
+        return f"unnest({a}) AS {alias}" if self.duck else f"explode({a}) AS {alias}"
+
+    def posexplode(self, a: str, pos: str, alias: str) -> str:
+        """A select-list item: a row per element of ``a`` with its 0-based position."""
+        if self.duck:
+            return f"generate_subscripts({a}, 1) - 1 AS {pos}, unnest({a}) AS {alias}"
+        return f"posexplode({a}) AS ({pos}, {alias})"
+
+    def last(self, x: str) -> str:
+        """The last non-null ``x`` of a window frame (``OVER`` follows)."""
+        return f"last_value({x} IGNORE NULLS)" if self.duck else f"last({x}, true)"
+
+    def ordered_list(self, value: str, by: str, where: str) -> str:
+        """An aggregate: ``value`` of the rows where ``where`` holds, ordered by ``by`` (null
+        when there is none)."""
+        if self.duck:
+            return f"list({value} ORDER BY {by}) FILTER (WHERE {where})"
+        collected = f"array_sort(collect_list(CASE WHEN {where} THEN struct({by} AS k, {value} AS x) END))"
+        return f"CASE WHEN count(CASE WHEN {where} THEN 1 END) > 0 THEN transform({collected}, s -> s.x) END"
+
+    def max_by(self, value: str, by: str) -> str:
+        """``value`` of the row with the greatest ``by`` (``value`` never null here)."""
+        return f"arg_max({value}, {by})" if self.duck else f"max_by({value}, {by})"
+
+
+DUCKDB = Dialect("duckdb")
+SPARK = Dialect("spark")

@@ -1,0 +1,278 @@
+"""The whole audit on an engine that runs the plan (``plan.duck``, ``plan.sparksql``): the report
+``kraftlake audit --engine python`` gives for the same records.
+
+The control plane (brokers, topics, features, transactions, observations, and S3Stream and
+BookKeeper records) is replayed on the driver by the local audit (``spark.control``), read from
+the engine a range of offsets at a time. The partition records (nine in ten of a KRaft history)
+are audited by the plan's SQL (``plan.sql``), joined with what the driver registers: topic
+lifetimes, the intervals where brokers and directories are bad, directory removals, broker
+events, accepted AssignReplicasToDirs requests. The engine returns kinds and fields of the
+few wrong rows; they are worded here with the catalogue's ``say``.
+
+Graced invariants (K4, K5, K6, K8, K9, K10, K12) are held to the grace in SQL, where the
+records' times are: a wrong state from offset f, fixed at offset x (or still open at the end),
+counts when a record in (f, x) is more than ``grace_records`` records or ``grace_ms`` ms after f.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kraftlake.logging import get_logger
+from kraftlake.replay.books import AuditConfig, AuditReport, Violation, violation
+from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
+from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
+from kraftlake.statemachine.kraft.view import PartitionRegistration
+
+from ..control import replay_control_plane
+from . import sql
+from .driver import bad_intervals, interval, k8_candidates, k11_violations, partition_entity, partition_of, report_of
+
+log = get_logger(__name__)
+
+CONTROL_WINDOW = 500_000
+"""Control records per read at most (about): an S3Stream or BookKeeper history is nearly all
+control records, so the driver holds a window's worth at a time, not the log's."""
+
+ENGINE_PARTS = (
+    "partition records (K1-K5, K7-K11, the timeline, the grace) in SQL;"
+    " the control plane (L1-L5, K6, K12, S3Stream, BookKeeper) by the Python engine on the driver"
+)
+"""What ran where, for the report (``AuditReport.engine``)."""
+
+LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"), ("removed", "BIGINT")]
+
+
+def offset_bucket(last: int) -> int:
+    """The width of the offset buckets interval joins are cut into: a 64th of the log, at least
+    2^20 records (a partition state spans about as many records as there are partitions, so a
+    state falls in one bucket or two)."""
+    return max(1 << 20, (last + 1) // 64)
+
+
+def control_records(engine, first, last, count: int, window: int = CONTROL_WINDOW):
+    """The ``count`` non-partition records of offsets ``first..last``, decoded, in offset order,
+    a range of offsets holding about ``window`` of them at a time."""
+    from kraftlake.records.arrow import from_table
+
+    if not count or first is None or last is None:
+        return
+    d = engine.dialect
+    o, t = d.q("offset"), d.q("type")
+    ranges = -(-count // window)
+    span = -(-(last - first + 1) // ranges)
+    for lo in range(first, last + 1, span):
+        table = engine.arrow(
+            f"SELECT {o}, record FROM log WHERE {t} NOT IN ('Partition', 'PartitionChange')"
+            f" AND {o} BETWEEN {lo} AND {lo + span - 1}"
+        )
+        if table.num_rows:
+            yield from from_table(table.sort_by("offset"))
+
+
+def _refused(kind: str, key: str, off: int, topic: str, partition: int, brokers, replicas) -> Violation:
+    """A partition record the reducer refuses, worded as the local audit words it."""
+    if kind == "topic":
+        rule, reason = "R-REPLAY-TOPIC", say("L3", "topic_missing", topic=topic)
+    elif kind == "partition":
+        rule, reason = "R-REPLAY-PARTITION", say("L3", "partition_missing", partition=partition)
+    else:
+        rule = "R-REPLAY-DIRECTORIES"
+        if len(brokers) != len(replicas):
+            reason = say("K2", "assignment_length", entries=len(brokers), count=len(replicas), replicas=replicas)
+        else:
+            i = next(i for i, (b, r) in enumerate(zip(brokers, replicas)) if b != r)
+            reason = say("K2", "assignment_order", index=i, broker=brokers[i], replica=replicas[i])
+    inv = REPLAY_RULE_TO_INVARIANT[rule]
+    return violation(inv, key, off, off, say(inv, "refused", rule=rule, message=reason), [off])
+
+
+def _k1_words(kind: str, isr, replicas, leader) -> str:
+    if kind == "isr_outside_replicas":
+        return say("K1", kind, isr=isr, outside=[b for b in isr if b not in replicas], replicas=replicas)
+    if kind == "leader_outside_isr":
+        return say("K1", kind, leader=leader, isr=isr)
+    return say("K1", kind)
+
+
+def _k3_words(kind: str, replicas, old_replicas, isr, old_isr, leader, old_leader, le, pe, old_pe) -> str:
+    if kind == "replicas_left":
+        return say("K3", kind, lost=[b for b in old_replicas if b not in replicas])
+    if kind == "isr_shrunk":
+        return say("K3", kind, shrunk=[b for b in old_isr if b not in isr])
+    if kind == "partition_epoch_stuck":
+        return say("K3", kind, new=pe, old=old_pe)
+    return say("K3", kind, old=old_leader, new=leader, epoch=le)
+
+
+def _k4_words(rank: int, broker: int, directory: str | None) -> str:
+    if rank == 0:
+        return say("K4", "unregistered", leader=broker)
+    if rank == 1:
+        return say("K4", "fenced", leader=broker)
+    return say("K4", "offline_dir", leader=broker, directory=directory)
+
+
+def _k5_words(brokers, dirs) -> str:
+    members = ", ".join(say("K5", "member", broker=b, directory=d) for b, d in zip(brokers, dirs))
+    return say("K5", "offline_members", members=members)
+
+
+def _with_payload(islands_sql: str, source: str, columns: str) -> str:
+    """Islands with ``columns`` of their first state (``source`` has pk, off and them)."""
+    return (
+        f"(SELECT i.pk, i.first_offset, i.fixed_by, {columns} FROM ({islands_sql}) i"
+        f" JOIN {source} s ON s.pk = i.pk AND s.off = i.first_offset) c0"
+    )
+
+
+def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], None] | None = None) -> AuditReport:
+    """Audit the log ``engine`` reads (its relation ``log``) with the plan."""
+    config = config or AuditConfig()
+    tell = step or (lambda _name: None)
+    d = engine.dialect
+    o, ty = d.q("offset"), d.q("type")
+    started = time.perf_counter()
+    tell("scanning the log")
+    ((n, first, last, control),) = engine.rows(
+        f"SELECT count(*), min({o}), max({o}),"
+        f" count(CASE WHEN {ty} NOT IN ('Partition', 'PartitionChange') THEN 1 END) FROM log"
+    )
+    end = last if last is not None else -1
+    tell("replaying brokers, topics and observations on the driver")
+    plane = replay_control_plane(control_records(engine, first, last, control), config)
+    lives = plane.topics
+    engine.table("lives", [(i, *life) for i, life in enumerate(lives)], LIVES)
+    # Aborted (or unfinished) metadata transactions are audited as NoOps: their partition
+    # records are no state (``replay.transactions``).
+    skip = plane.unpublished + ([] if plane.unfinished is None else [(plane.unfinished, end)])
+    tell("forward-filling partition states")
+    engine.view("partition_rows", sql.partition_rows(d, skip))
+    engine.keep("judged", sql.judged(d))
+    engine.keep("timeline", sql.timeline(d, plane.mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+
+    found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
+    driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
+    if n and end - first + 1 != n:
+        found += _l1(engine, d)
+    found += [
+        _refused(*r)
+        for r in engine.rows(
+            "SELECT refused, record_key, off, topic_id, partition_id, assign_brokers, cur_replicas"
+            " FROM judged WHERE refused IS NOT NULL"
+        )
+    ]
+    tell("K1: leader in ISR in replicas")
+    wrong_k1 = "(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL) s0"
+    k1 = _with_payload(sql.islands(d, wrong_k1, "TRUE"), "timeline", "s.k1, s.isr, s.replicas, s.leader")
+    for pk, f, fixed, kind, isr, replicas, leader in engine.rows(f"SELECT * FROM {k1}"):
+        found.append(interval("K1", partition_entity(lives, pk), f, _k1_words(kind, isr, replicas, leader), fixed))
+    tell("K3: epochs")
+    for pk, off, *fields in engine.rows(
+        "SELECT pk, off, k3, replicas, old_replicas, isr, old_isr, leader, old_leader, leader_epoch,"
+        " partition_epoch, old_partition_epoch FROM timeline WHERE k3 IS NOT NULL"
+    ):
+        found.append(violation("K3", partition_entity(lives, pk), off, off, _k3_words(*fields), [off]))
+
+    tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
+    referenced: dict[int, set[str]] = {}
+    for b, dd in engine.rows(
+        f"WITH a AS (SELECT assign_dirs, {d.posexplode('assign_brokers', 'pos', 'broker')}"
+        f" FROM judged WHERE assign_brokers IS NOT NULL)"
+        f" SELECT DISTINCT broker, {d.at('assign_dirs', 'pos + 1')} FROM a"
+    ):
+        referenced.setdefault(b, set()).add(dd)
+    broker_bad, dir_bad, known = bad_intervals(plane, referenced)
+    engine.table(
+        "bad",
+        [(b, sql.ANY_DIR, s, e, reason) for b, s, e, reason in broker_bad]
+        + [(b, dd, s, e, "offline") for b, dd, s, e in dir_bad],
+        [("bad_broker", "INT"), ("bad_dir", "STRING"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("reason", "STRING")],
+    )
+    engine.view("members", sql.members(d))
+    engine.keep("bad_overlaps", sql.overlaps(d, offset_bucket(end), end, known))
+    engine.keep("k4k5", sql.k4_k5_states(d))
+    held = lambda source: sql.held(d, source, end, config.grace_records, config.grace_ms)  # noqa: E731
+    k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")
+    for pk, f, fixed, rank, broker, dd, _hi in engine.rows(held(k4)):
+        found.append(interval("K4", partition_entity(lives, pk), f, _k4_words(rank, broker, dd), fixed))
+    k5 = _with_payload(sql.islands(d, "k4k5", "k5_brokers IS NOT NULL"), "k4k5", "s.k5_brokers, s.k5_dirs")
+    for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k5)):
+        found.append(interval("K5", partition_entity(lives, pk), f, _k5_words(brokers, dirs), fixed))
+    if plane.dir_removals:
+        engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "STRING")])
+        for pk, at, broker, dd, role in engine.rows(sql.k7_hits()):
+            words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
+            found.append(violation("K7", partition_entity(lives, pk), at, at, words, [at]))
+
+    tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
+    events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
+    engine.table("events", events, [("off", "BIGINT"), ("broker", "INT")])
+    counts = sorted(tuple(r) for r in engine.rows(sql.unassigned_counts(d)))
+    driver_candidates += [
+        interval(c["invariant"], c["entity"], c["first_offset"], c["message"], c["fixed_by"])
+        for c in k8_candidates(plane, counts)
+    ]
+    found += k11_violations(plane, counts)
+    if plane.accepted_assignments:
+        engine.table("accepted", [(a,) for a in plane.accepted_assignments], [("off", "BIGINT")])
+        for _pk, topic, p, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
+            words = say("K9", "unrecorded", broker=broker, reported=reported, recorded=recorded)
+            found.append(interval("K9", f"replica/{topic}/{p}/{broker}", f, words, fixed))
+
+    tell("holding graced states to the grace")
+    engine.table(
+        "cands",
+        [
+            (i, v.first_offset, None if v.last_offset is None else v.last_offset + 1)
+            for i, v in enumerate(driver_candidates)
+        ],
+        [("i", "BIGINT"), ("first_offset", "BIGINT"), ("fixed_by", "BIGINT")],
+    )
+    for i, *_rest in engine.rows(held("cands")):
+        v = driver_candidates[i]
+        fixed = None if v.last_offset is None else v.last_offset + 1
+        found.append(interval(v.invariant, v.entity, v.first_offset, v.message, fixed))
+
+    tell("state hash")
+    view = plane.view
+    for row in engine.rows(sql.final_states(d)):
+        pk, replicas, dirs, isr, leader, le, pe, removing, adding, lrs, elr, lkelr = row
+        topic, p = partition_of(lives, pk)
+        reg = PartitionRegistration(
+            topic, p, tuple(replicas), tuple(dirs), tuple(isr), tuple(removing), tuple(adding), leader, lrs, le, pe,
+            tuple(elr), tuple(lkelr),
+        )  # fmt: skip
+        view.partitions.setdefault(topic, {})[p] = reg
+    ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
+    found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
+    report = report_of(config, found, plane, n, first, last, view.state_hash(), {"rows": rows, "changes": changes})
+    report.engine = f"{engine.name}: {ENGINE_PARTS}"
+    log.info(
+        "plan.audit",
+        engine=engine.name,
+        records=n,
+        violations=len(found),
+        seconds=round(time.perf_counter() - started, 2),
+    )
+    return report
+
+
+def families(engine) -> set[str]:
+    """The record families (``kraft``, ``s3stream``, ``bookkeeper``, ``log``) the log has."""
+    from kraftlake.records.catalog import BY_NAME
+
+    types = [t for (t,) in engine.rows(f"SELECT DISTINCT {engine.dialect.q('type')} FROM log")]
+    return {BY_NAME[t].__module__.rsplit(".", 1)[-1] if t in BY_NAME else "log" for t in types}
+
+
+def _l1(engine, d) -> list[Violation]:
+    """L1: offsets gapless and increasing. A Delta log written by kraftlake always is; only a
+    table written by something else needs the (global) sort that finds the gaps."""
+    o = d.q("offset")
+    gaps = engine.rows(
+        f"SELECT off, prev FROM (SELECT {o} AS off, lag({o}) OVER (ORDER BY {o}) AS prev FROM log) g"
+        " WHERE off <> prev + 1 ORDER BY off"
+    )
+    return [violation("L1", "log", off, off, say("L1", "gap", offset=off, last=prev), [off]) for off, prev in gaps]

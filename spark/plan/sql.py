@@ -1,0 +1,503 @@
+"""The audit's partition side as SQL: named queries over the log (a relation ``log`` with the log
+table's columns) and the small tables the driver registers (``lives``, ``bad``, ``removals``,
+``events``, ``accepted``), each a function of the dialect (``plan.dialect``) returning one
+statement. The same text runs on DuckDB and on Spark SQL.
+
+What each query computes is what Kafka's replay and the local audit compute per record:
+
+- ``partition_rows``, ``judged``, ``timeline``: every partition's state after each of its
+  records (``statemachine.kraft.partitions.merge`` as forward fills per partition lifetime),
+  the records the reducer refuses (``judged.refused``), directories folded per replica where a
+  change sets replicas without naming them (``directories_from``), and per state what the
+  invariants read: K1's and K3's kind of wrongness, the state before, UNASSIGNED replicas.
+- ``members``, ``overlaps``, ``k4_k5_points``: leaders and ISR members joined with the
+  intervals where their broker or directory is bad (interval joins cut into offset buckets),
+  and where K4/K5's answer can change.
+- ``islands``: runs of wrong states (gaps and islands), any invariant.
+- ``k7_hits``, ``unassigned_counts``, ``k9_runs``, ``held``: K7 at directory removals, the
+  UNASSIGNED count per broker (K8, K10, K11), K9's reports until recorded, the grace.
+
+Queries return kinds and fields, not words: the driver words the few rows it collects with the
+catalogue's own ``say`` (``plan.run``), so that no template is written twice.
+"""
+
+from __future__ import annotations
+
+from kraftlake.records.kraft import MIGRATING, UNASSIGNED
+
+from .dialect import Dialect
+
+PARTITION_TYPES = ("Partition", "PartitionChange")
+ANY_DIR = "*"
+"""A bad interval of a whole broker (unregistered, fenced): never a directory id."""
+
+
+def _window(by: str = "pk", order: str = "off") -> str:
+    return f"WINDOW w AS (PARTITION BY {by} ORDER BY {order}), upto AS (PARTITION BY {by} ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+
+
+def published(d: Dialect, skip: list[tuple[int, int]]) -> str:
+    """A condition: the row's offset is in none of ``skip`` ([first, last] each)."""
+    o = d.q("offset")
+    return " AND ".join([f"NOT ({o} BETWEEN {lo} AND {hi})" for lo, hi in skip]) or "TRUE"
+
+
+def partition_rows(d: Dialect, skip: list[tuple[int, int]]) -> str:
+    """The published partition records' own fields (``set_*``: null = unchanged), numbered by
+    partition lifetime: ``pk`` (topic lifetime in the high 32 bits, partition id in the low;
+    -1 when the topic does not exist at the record)."""
+    p, c, t = d.q("partition"), d.q("partition_change"), d.q("type")
+    is_rec = f"{t} = 'Partition'"
+    assign = f"coalesce({p}.assignment, {c}.assignment)"
+    sets = f"""
+        coalesce({p}.replicas, {c}.replicas) AS set_replicas,
+        coalesce({p}.isr, {c}.isr) AS set_isr,
+        coalesce({p}.leader, CASE WHEN {c}.leader <> -2 THEN {c}.leader END) AS set_leader,
+        coalesce({p}.removing_replicas, {c}.removing_replicas) AS set_removing,
+        coalesce({p}.adding_replicas, {c}.adding_replicas) AS set_adding,
+        coalesce({p}.leader_recovery_state,
+                 CASE WHEN {c}.leader_recovery_state <> -1 THEN {c}.leader_recovery_state END) AS set_lrs,
+        CASE WHEN {is_rec} THEN coalesce({p}.eligible_leader_replicas, {d.empty("INT")})
+             ELSE {c}.eligible_leader_replicas END AS set_elr,
+        CASE WHEN {is_rec} THEN coalesce({p}.last_known_elr, {d.empty("INT")})
+             ELSE {c}.last_known_elr END AS set_lkelr"""
+    return f"""
+    WITH r AS (
+      SELECT {d.q("offset")} AS off, {d.q("key")} AS record_key, {is_rec} AS is_record,
+        coalesce({p}.topic_id, {c}.topic_id) AS topic_id,
+        coalesce({p}.partition_id, {c}.partition_id) AS partition_id,
+        {sets},
+        CASE WHEN {d.size(assign)} > 0 THEN {d.transform(assign, lambda v: f"{v}.broker")} END AS assign_brokers,
+        CASE WHEN {d.size(assign)} > 0 THEN {d.transform(assign, lambda v: f"{v}.directory")} END AS assign_dirs,
+        CASE WHEN NOT ({is_rec}) AND {c}.leader <> -2 THEN 1 ELSE 0 END AS sets_leader,
+        {p}.leader_epoch AS base_le, {p}.partition_epoch AS base_pe
+      FROM log WHERE {t} IN ('Partition', 'PartitionChange') AND {published(d, skip)}
+    )
+    SELECT r.*, l.removed,
+      coalesce(l.life_index * 4294967296 + (CAST(r.partition_id AS BIGINT) & 4294967295), -1) AS pk
+    FROM r LEFT JOIN lives l
+      ON r.topic_id = l.life_topic AND r.off > l.life AND (l.removed IS NULL OR r.off < l.removed)
+    """
+
+
+def judged(d: Dialect) -> str:
+    """``partition_rows`` with what the reducer does with each (``refused``: null = applied;
+    ``topic``, ``partition`` or ``directories``) and the replicas in force at it."""
+    fits = f"""({d.size("assign_brokers")} = {d.size("cur_replicas")} AND
+        {d.size(d.filter_at("assign_brokers", lambda v, i: f"{v} <> {d.at('cur_replicas', f'{i} + 1')}"))} = 0)"""
+    return f"""
+    WITH s AS (
+      SELECT *,
+        {d.last("CASE WHEN is_record THEN off END")} OVER upto AS segment,
+        {d.last("set_replicas")} OVER upto AS cur_replicas
+      FROM partition_rows {_window()}
+    )
+    , r AS (
+      SELECT *, CASE
+          WHEN pk = -1 THEN 'topic'
+          WHEN segment IS NULL THEN 'partition'
+          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {fits} THEN 'directories'
+        END AS refused
+      FROM s
+    )
+    SELECT pk, off, is_record, removed, set_replicas, set_isr, set_leader, {", ".join(OTHER_FIELDS)},
+      assign_brokers, assign_dirs, sets_leader, base_le, base_pe, cur_replicas, refused,
+      CASE WHEN refused IS NOT NULL THEN record_key END AS record_key,
+      CASE WHEN refused IS NOT NULL THEN topic_id END AS topic_id,
+      CASE WHEN refused IS NOT NULL THEN partition_id END AS partition_id
+    FROM r
+    """
+
+
+OTHER_FIELDS = ("set_removing", "set_adding", "set_lrs", "set_elr", "set_lkelr")
+"""The registration's fields no invariant reads: each record's own value (null = unchanged),
+folded for the final states only (``final_fields``)."""
+
+
+def _mv(levels: list[tuple[int, int]], base: int, column: str = "off") -> str:
+    """The metadata.version in force before each row, from the driver's (offset, level) changes."""
+    if not levels:
+        return str(base)
+    whens = " ".join(f"WHEN {column} > {o} THEN {lv}" for o, lv in reversed(levels))
+    return f"CASE {whens} ELSE {base} END"
+
+
+def k1_kinds(d: Dialect) -> dict[str, str]:
+    """K1's kinds of wrongness (the catalogue's message kinds), each with its condition on a
+    state, the first that holds naming it."""
+    return {
+        "empty_isr": f"{d.size('isr')} = 0",
+        "isr_outside_replicas": d.outside("isr", "replicas"),
+        "leader_outside_isr": f"leader <> -1 AND NOT {d.contains('isr', 'leader')}",
+    }
+
+
+def k3_kinds(d: Dialect, mv_3_6: int) -> dict[str, str]:
+    """K3's, on a state and the one before it (``mv``: the metadata.version in force): a change
+    that removes a replica (or, before 3.6-IV0, shrinks the ISR) without a leader-epoch bump; a
+    PartitionRecord rewriting a partition whose epochs do not move."""
+    same_le = "leader_epoch = old_leader_epoch"
+    return {
+        "replicas_left": f"NOT is_record AND {same_le} AND {d.outside('old_replicas', 'replicas')}",
+        "isr_shrunk": f"NOT is_record AND {same_le} AND mv < {mv_3_6} AND {d.outside('old_isr', 'isr')}",
+        "partition_epoch_stuck": "is_record AND partition_epoch <= old_partition_epoch",
+        "leader_epoch_stuck": "is_record AND leader <> old_leader AND leader_epoch <= old_leader_epoch",
+    }
+
+
+def _case(kinds: dict[str, str]) -> str:
+    return "CASE " + " ".join(f"WHEN {cond} THEN '{kind}'" for kind, cond in kinds.items()) + " END"
+
+
+def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
+    """One row per applied partition record: the state after it (leader, isr, replicas, dirs,
+    epochs), where it ends (``end_``: the partition's next record, its topic's removal, or
+    null), the state before (``old_*``), and what the invariants read of it: ``k1`` and ``k3``
+    (the kind of wrongness, null = right), ``moved``, ``left_`` (replicas that left), ``u`` and
+    ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``."""
+    explicit = f"""CASE WHEN assign_dirs IS NOT NULL THEN assign_dirs
+        WHEN is_record THEN {d.repeat(f"'{MIGRATING}'", d.size("set_replicas"))} END"""
+    unassigned = "'" + UNASSIGNED + "'"
+    strings = d.empty("STRING")
+    ints = d.empty("INT")
+
+    def u_of(replicas: str, dirs: str) -> str:
+        return d.filter_at(replicas, lambda v, i: f"{d.at(dirs, f'{i} + 1')} = {unassigned}")
+
+    named = f"""CASE WHEN explicit_dirs IS NOT NULL THEN {d.at("explicit_dirs", "pos + 1")}
+        WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")} THEN {unassigned} END"""
+    moved = "(NOT (replicas IS NOT DISTINCT FROM old_replicas) OR NOT (dirs IS NOT DISTINCT FROM old_dirs))"
+    touched = f"({d.contains('dirs', unassigned)} OR {d.contains(f'coalesce(old_dirs, {strings})', unassigned)})"
+    return f"""
+    WITH t0 AS (
+      SELECT pk, off, is_record, removed, set_replicas, sets_leader, {", ".join(OTHER_FIELDS)},
+        cur_replicas AS replicas,
+        {d.last("set_replicas")} OVER before AS old_replicas,
+        {d.last("set_isr")} OVER upto AS isr,
+        {d.last("set_isr")} OVER before AS old_isr,
+        {d.last("set_leader")} OVER upto AS leader,
+        {d.last("set_leader")} OVER before AS old_leader,
+        {explicit} AS explicit_dirs,
+        {d.last(explicit)} OVER upto AS dirs,
+        {d.last(explicit)} OVER before AS old_dirs,
+        {d.last("CASE WHEN is_record THEN base_le END")} OVER upto AS base_le,
+        {d.last("CASE WHEN is_record THEN base_pe END")} OVER upto AS base_pe,
+        sum(sets_leader) OVER upto AS n_leader,
+        sum(CASE WHEN is_record THEN 0 ELSE 1 END) OVER upto AS n_change,
+        max(CASE WHEN NOT is_record AND set_replicas IS NOT NULL AND assign_dirs IS NULL THEN 1 ELSE 0 END)
+          OVER (PARTITION BY pk) AS folds_dirs,
+        lead(off) OVER w AS next_off
+      FROM judged WHERE refused IS NULL {_window()}, before AS (PARTITION BY pk ORDER BY off
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    ),
+    t1 AS (
+      -- Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
+      -- leader (leader epoch), as PartitionRegistration.merge counts: the running counts,
+      -- corrected at each PartitionRecord (whose own counts equal the row's before it).
+      SELECT *,
+        {d.last("CASE WHEN is_record THEN base_le - n_leader END")} OVER upto + n_leader AS leader_epoch,
+        {d.last("CASE WHEN is_record THEN base_pe - n_change END")} OVER upto + n_change AS partition_epoch,
+        {d.last("CASE WHEN is_record THEN base_le - n_leader END")} OVER before + n_leader AS le_before_record,
+        {d.last("CASE WHEN is_record THEN base_pe - n_change END")} OVER before + n_change AS pe_before_record,
+        coalesce(next_off, removed) AS end_
+      FROM t0 {_window()}, before AS (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    ),
+    f0 AS (
+      SELECT pk, off, replicas, explicit_dirs, set_replicas,
+        coalesce(lag(replicas) OVER w, {ints}) AS before
+      FROM t1 WHERE folds_dirs = 1 {_window()}
+    ),
+    f1 AS (SELECT pk, off, explicit_dirs, set_replicas, before, {d.posexplode("replicas", "pos", "b")} FROM f0),
+    f2 AS (
+      SELECT pk, off, pos,
+        {d.last(named)} OVER (PARTITION BY pk, b ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS dir
+      FROM f1
+    ),
+    f3 AS (SELECT pk, off, {d.ordered_list("dir", "pos", "TRUE")} AS folded FROM f2 GROUP BY pk, off),
+    f4 AS (SELECT pk, off, folded, lag(folded) OVER (PARTITION BY pk ORDER BY off) AS old_folded FROM f3),
+    t3 AS (
+      SELECT t1.pk, t1.off, end_, removed, is_record, leader, isr, replicas,
+        CASE WHEN f4.pk IS NULL THEN t1.dirs ELSE f4.folded END AS dirs,
+        leader_epoch, partition_epoch, {", ".join(OTHER_FIELDS)}, old_replicas, old_isr, old_leader,
+        CASE WHEN f4.pk IS NULL THEN t1.old_dirs ELSE f4.old_folded END AS old_dirs,
+        CASE WHEN is_record THEN le_before_record ELSE leader_epoch - sets_leader END AS old_leader_epoch,
+        CASE WHEN is_record THEN pe_before_record ELSE partition_epoch - 1 END AS old_partition_epoch,
+        {_mv(levels, mv_base, "t1.off")} AS mv
+      FROM t1 LEFT JOIN f4 ON t1.pk = f4.pk AND t1.off = f4.off
+    )
+    SELECT pk, off, end_, removed, is_record, leader, isr, replicas, dirs, leader_epoch, partition_epoch,
+      old_replicas, old_isr, old_leader, old_leader_epoch, old_partition_epoch, {", ".join(OTHER_FIELDS)},
+      {_case(k1_kinds(d))} AS k1,
+      CASE WHEN old_replicas IS NOT NULL THEN {_case(k3_kinds(d, mv_3_6))} END AS k3,
+      {moved} AS moved,
+      CASE WHEN {moved} THEN {d.filter(f"coalesce(old_replicas, {ints})", lambda v: f"NOT {d.contains('replicas', v)}")}
+        END AS left_,
+      CASE WHEN {touched} THEN {u_of("replicas", "dirs")} END AS u,
+      CASE WHEN {touched} THEN coalesce({u_of("old_replicas", "old_dirs")}, {ints}) END AS old_u,
+      old_replicas IS NOT NULL AS changed
+    FROM t3
+    """
+
+
+def islands(d: Dialect, source: str, wrong: str) -> str:
+    """Runs of wrong states per partition. ``source``: pk, off, end_ (where the state stops;
+    null = still in force) and the condition ``wrong``. A state missing between two (the one
+    before ends before the next begins) counts as right. One row per run: pk, first_offset,
+    fixed_by (the record that ended the last wrong state; null = still open)."""
+    return f"""
+    WITH s AS (SELECT pk, off, end_, ({wrong}) AS wrong FROM {source}),
+    f AS (
+      SELECT *, CASE WHEN wrong <> coalesce(lag(wrong) OVER w, FALSE)
+          OR NOT (lag(end_) OVER w IS NOT DISTINCT FROM off) THEN 1 ELSE 0 END AS flip
+      FROM s WINDOW w AS (PARTITION BY pk ORDER BY off)
+    ),
+    i AS (
+      SELECT *, sum(flip) OVER (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+      FROM f
+    )
+    SELECT pk, min(off) AS first_offset, NULLIF({d.max_by("coalesce(end_, -1)", "off")}, -1) AS fixed_by
+    FROM i WHERE wrong GROUP BY pk, island
+    """
+
+
+def members(d: Dialect) -> str:
+    """A row per partition state and its leader (``role`` L, ``pos`` 0; ``dir`` null when the
+    leader is not a replica) and per ISR member on a replica's directory (``role`` I, ``pos``
+    its place in the ISR), K5's last replica standing (ISR of one, no leader) left out."""
+    ints = d.empty("INT")
+    both = d.cat(
+        f"CASE WHEN leader <> -1 THEN {d.array('leader')} ELSE {ints} END",
+        f"CASE WHEN NOT ({d.size('isr')} = 1 AND leader = -1) THEN isr ELSE {ints} END",
+    )
+    return f"""
+    WITH m AS (
+      SELECT pk, off, end_, replicas, dirs, CASE WHEN leader <> -1 THEN 1 ELSE 0 END AS n_leader,
+        {d.posexplode(both, "i", "broker")}
+      FROM timeline
+    ),
+    r AS (
+      SELECT pk, off, end_, CASE WHEN i < n_leader THEN 'L' ELSE 'I' END AS role,
+        CASE WHEN i < n_leader THEN 0 ELSE i - n_leader END AS pos, broker,
+        CASE WHEN {d.contains("replicas", "broker")} THEN {d.at("dirs", d.position("replicas", "broker"))} END AS dir
+      FROM m
+    )
+    SELECT * FROM r WHERE role = 'L' OR dir IS NOT NULL
+    """
+
+
+def overlaps(d: Dialect, width: int, last: int, known: list[int]) -> str:
+    """Members joined with the bad intervals (``bad``: bad_broker, bad_dir, start_, stop_,
+    reason) they overlap: a leader with its broker's (``bad_dir`` ``ANY_DIR``) and its
+    directory's, an ISR member with its directory's; a leader on a broker that never registered
+    (not in ``known``) is unregistered for its whole state. ``s``/``e``: the overlap.
+
+    Both sides are cut into offset buckets ``width`` records wide and joined on (broker,
+    directory, bucket), so that a row is checked against the bad intervals near it only (a
+    broker's bad intervals grow with the history; a join on the keys alone is quadratic in
+    it). A pair is kept in the one bucket where its overlap begins."""
+    first = f"{d.idiv('greatest(off, 0)', width)}"
+    probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(f"'{ANY_DIR}'")}
+        ELSE {d.array("dir", f"'{ANY_DIR}'")} END"""
+    unknown = f"r.role = 'L' AND r.probe = '{ANY_DIR}' AND r.bucket = {d.idiv('greatest(r.off, 0)', width)}"
+    if known:
+        unknown += f" AND r.broker NOT IN ({', '.join(map(str, known))})"
+    bfirst = d.idiv("greatest(start_, 0)", width)
+    return f"""
+    WITH m AS (
+      SELECT *, {d.explode(d.seq(first, f"greatest({first}, {d.idiv(f'coalesce(end_ - 1, {last})', width)})"), "bucket")}
+      FROM members
+    ),
+    r AS (SELECT *, {d.explode(probes, "probe")} FROM m),
+    b AS (
+      SELECT *, {d.explode(d.seq(bfirst, f"greatest({bfirst}, {d.idiv(f'coalesce(stop_ - 1, {last})', width)})"), "bad_bucket")}
+      FROM bad
+    )
+    SELECT r.pk, r.off, r.end_, r.role, r.pos, r.broker, r.dir,
+      coalesce(b.reason, 'unregistered') AS reason,
+      CASE WHEN b.start_ IS NOT NULL THEN greatest(r.off, b.start_) ELSE r.off END AS s,
+      CASE WHEN b.start_ IS NOT NULL THEN least(r.end_, b.stop_) ELSE r.end_ END AS e
+    FROM r LEFT JOIN b
+      ON r.broker = b.bad_broker AND r.probe = b.bad_dir AND r.bucket = b.bad_bucket
+      AND (r.end_ IS NULL OR b.start_ < r.end_) AND (b.stop_ IS NULL OR b.stop_ > r.off)
+      AND {d.idiv("greatest(r.off, b.start_)", width)} = r.bucket
+    WHERE b.start_ IS NOT NULL OR ({unknown})
+    """
+
+
+def k4_k5_states(d: Dialect) -> str:
+    """K4's and K5's answer at each point where it can change (each state with a bad overlap,
+    and the overlaps' edges inside it): the leader's worst reason (``k4_rank``: 0 unregistered,
+    1 fenced, 2 offline directory; null = right) and the ISR members on offline directories
+    (``k5_brokers``/``k5_dirs`` in ISR order; null = none). A state with no overlap is right and
+    left out (``islands`` reads the gap as right)."""
+    rank = "CASE WHEN reason = 'unregistered' THEN 0 WHEN reason = 'fenced' THEN 1 ELSE 2 END"
+    return f"""
+    WITH pts AS (
+      SELECT DISTINCT pk, t, state, row_end FROM (
+        SELECT pk, off AS t, off AS state, end_ AS row_end FROM bad_overlaps
+        UNION ALL SELECT pk, s AS t, off AS state, end_ AS row_end FROM bad_overlaps
+        UNION ALL SELECT pk, e AS t, off AS state, end_ AS row_end FROM bad_overlaps
+          WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
+      ) x
+    ),
+    cover AS (
+      SELECT p.pk, p.t, p.row_end, o.role, o.pos, o.broker, o.dir, o.reason
+      FROM pts p LEFT JOIN bad_overlaps o
+        ON p.pk = o.pk AND p.state = o.off AND o.s <= p.t AND (o.e IS NULL OR p.t < o.e)
+    ),
+    agg AS (
+      SELECT pk, t, row_end,
+        min(CASE WHEN role = 'L' THEN {rank} END) AS k4_rank,
+        min(CASE WHEN role = 'L' THEN broker END) AS k4_broker,
+        max(CASE WHEN role = 'L' THEN dir END) AS k4_dir,
+        {d.ordered_list("broker", "pos", "role = 'I'")} AS k5_brokers,
+        {d.ordered_list("dir", "pos", "role = 'I'")} AS k5_dirs
+      FROM cover GROUP BY pk, t, row_end
+    )
+    SELECT pk, t AS off, least(lead(t) OVER (PARTITION BY pk ORDER BY t), row_end) AS end_,
+      k4_rank, k4_broker, k4_dir, k5_brokers, k5_dirs
+    FROM agg
+    """
+
+
+def k7_hits() -> str:
+    """K7: members on an offline directory at a change that takes it from their broker
+    (``removals``: at_, bad_broker, bad_dir); role 0 leads, 1 in the ISR only."""
+    return """
+    SELECT o.pk, r.at_, o.broker, o.dir, min(CASE WHEN o.role = 'L' THEN 0 ELSE 1 END) AS role
+    FROM bad_overlaps o JOIN removals r
+      ON o.reason = 'offline' AND o.broker = r.bad_broker AND o.dir = r.bad_dir AND o.off < r.at_
+      AND (o.end_ IS NULL OR r.at_ < o.end_)
+    GROUP BY o.pk, r.at_, o.broker, o.dir
+    """
+
+
+def unassigned_counts(d: Dialect) -> str:
+    """(off, broker, after): a broker's number of UNASSIGNED replicas where K8 is checked: where
+    it goes from zero to some or back, and at each of the broker's records (``events``: off,
+    broker), from the gains and losses of each partition's states and its topic's removal."""
+    gained = d.distinct(d.filter("u", lambda v: f"NOT {d.contains('old_u', v)}"))
+    lost = d.distinct(d.filter("old_u", lambda v: f"NOT {d.contains('u', v)}"))
+    return f"""
+    WITH t AS (SELECT off, end_, removed, u, old_u FROM timeline WHERE u IS NOT NULL),
+    steps AS (
+      SELECT off, {d.explode(gained, "broker")}, 1 AS step FROM t
+      UNION ALL SELECT off, {d.explode(lost, "broker")}, -1 AS step FROM t
+      UNION ALL SELECT removed AS off, {d.explode(d.distinct("u"), "broker")}, -1 AS step FROM t
+        WHERE removed IS NOT NULL AND end_ = removed
+    ),
+    grouped AS (
+      SELECT broker, off, sum(step) AS step, FALSE AS event FROM steps GROUP BY broker, off
+      UNION ALL SELECT broker, off, 0 AS step, TRUE AS event FROM events
+    ),
+    counted AS (
+      SELECT *, sum(step) OVER (PARTITION BY broker ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+        AS after
+      FROM grouped
+    )
+    SELECT off, broker, after FROM counted WHERE event OR ((after = 0) <> (after - step = 0))
+    """
+
+
+def k9_runs(d: Dialect) -> str:
+    """K9's candidate intervals: a replica directory its broker reported (and the controller
+    accepted: ``accepted``) that the partition does not record, until a state records it or
+    drops the replica. A report that disagrees with the partition where it is made is
+    effective; it holds until the first state that records the reported directory or drops the
+    replica, or the next effective report (which continues the same wrong interval). Rows:
+    pk, topic_id, partition_id, broker, first_offset, reported, recorded, fixed_by."""
+    req = d.q("assign_replicas_to_dirs_request")
+    report = "reported IS NOT NULL"
+    upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    before = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    dir_of = f"CASE WHEN {d.contains('replicas', 'broker')} THEN {d.at('dirs', d.position('replicas', 'broker'))} END"
+    return f"""
+    WITH r0 AS (
+      SELECT l.{d.q("offset")} AS at_, {req}.broker_id AS broker, {d.posexplode(f"{req}.directories", "dpos", "dd")}
+      FROM log l JOIN accepted a ON l.{d.q("offset")} = a.off
+      WHERE l.{d.q("type")} = 'AssignReplicasToDirsRequest'
+    ),
+    r1 AS (SELECT at_, broker, dpos, dd.id AS reported, {d.posexplode("dd.topics", "tpos", "tp")} FROM r0),
+    r2 AS (
+      SELECT at_, broker, reported, tp.topic_id AS topic_id, dpos * 1000000 + tpos * 1000 AS pos0,
+        {d.posexplode("tp.partitions", "ppos", "pid")}
+      FROM r1
+    ),
+    asks AS (
+      SELECT r2.at_, r2.broker, r2.reported, r2.topic_id, r2.pid AS partition_id, r2.pos0 + r2.ppos AS seq,
+        l.life_index * 4294967296 + (CAST(r2.pid AS BIGINT) & 4294967295) AS pk
+      FROM r2 JOIN lives l
+        ON r2.topic_id = l.life_topic AND r2.at_ > l.life AND (l.removed IS NULL OR r2.at_ < l.removed)
+    ),
+    st AS (
+      SELECT pk, off, replicas, dirs, {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
+      FROM timeline WHERE moved
+    ),
+    both_ AS (
+      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, {dir_of} AS dir,
+        CAST(NULL AS STRING) AS reported, CAST(NULL AS STRING) AS topic_id, CAST(NULL AS INT) AS partition_id
+      FROM st
+      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS STRING) AS dir, reported,
+        topic_id, partition_id FROM asks
+    ),
+    t0 AS (
+      SELECT *, NULLIF({d.last(f"CASE WHEN NOT ({report}) THEN coalesce(dir, '') END")} OVER {before}, '') AS recorded
+      FROM both_
+    ),
+    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND recorded <> reported)),
+    t2 AS (
+      SELECT *, sum(CASE WHEN {report} THEN 1 ELSE 0 END) OVER {upto} AS segment,
+        {d.last("reported")} OVER {upto} AS waits_for
+      FROM t1
+    ),
+    segs AS (
+      SELECT pk, broker, segment,
+        max(CASE WHEN {report} THEN pos END) AS at_,
+        max(reported) AS reported, max(CASE WHEN {report} THEN recorded END) AS recorded,
+        max(topic_id) AS topic_id, max(partition_id) AS partition_id,
+        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR dir = waits_for) THEN pos END) AS fix
+      FROM t2 WHERE segment > 0 GROUP BY pk, broker, segment
+    ),
+    e AS (
+      SELECT *, sum(CASE WHEN prev_fix IS NOT NULL THEN 1 ELSE 0 END)
+          OVER (PARTITION BY pk, broker ORDER BY segment ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
+      FROM (SELECT *, lag(fix) OVER (PARTITION BY pk, broker ORDER BY segment) AS prev_fix FROM segs) x
+    ),
+    firsts AS (
+      SELECT pk, broker, island, min(segment) AS first_segment, max(segment) AS last_segment
+      FROM e GROUP BY pk, broker, island
+    )
+    SELECT f.pk, a.topic_id, a.partition_id, f.broker, a.at_ AS first_offset, a.reported, a.recorded, z.fix AS fixed_by
+    FROM firsts f
+      JOIN e a ON a.pk = f.pk AND a.broker = f.broker AND a.segment = f.first_segment
+      JOIN e z ON z.pk = f.pk AND z.broker = f.broker AND z.segment = f.last_segment
+    """
+
+
+def held(d: Dialect, source: str, last: int, grace_records: int, grace_ms: int) -> str:
+    """The rows of ``source`` (candidate intervals: first_offset, fixed_by null = still open,
+    and any payload) that lasted beyond the grace: a record in (first, fixed_by) more than
+    ``grace_records`` records or ``grace_ms`` ms (the records' ``ts_ms``) after the first."""
+    return f"""
+    WITH c AS (SELECT *, coalesce(fixed_by - 1, {last}) AS hi FROM {source}),
+    times AS (SELECT {d.q("offset")} AS off, ts_ms FROM log)
+    SELECT c.* FROM c
+      LEFT JOIN times t0 ON t0.off = c.first_offset
+      LEFT JOIN times t1 ON t1.off = c.hi
+    WHERE c.hi > c.first_offset AND (c.hi - c.first_offset > {grace_records} OR t1.ts_ms - t0.ts_ms > {grace_ms})
+    """
+
+
+def final_states(d: Dialect) -> str:
+    """The registrations of the partitions that exist at the end: the last state of each, and
+    the other fields as the last record that set each left them."""
+    lasts = ", ".join(f"{d.max_by(f, f'CASE WHEN {f} IS NOT NULL THEN off END')} AS {f}" for f in OTHER_FIELDS)
+    return f"""
+    WITH fin AS (SELECT pk, replicas, dirs, isr, leader, leader_epoch, partition_epoch FROM timeline WHERE end_ IS NULL),
+    sets AS (
+      SELECT pk, {lasts} FROM timeline
+      WHERE {" OR ".join(f"{f} IS NOT NULL" for f in OTHER_FIELDS)} GROUP BY pk
+    )
+    SELECT fin.*, {", ".join(f"sets.{f}" for f in OTHER_FIELDS)}
+    FROM fin LEFT JOIN sets ON fin.pk = sets.pk
+    """
