@@ -70,7 +70,7 @@ class DuckEngine:
 
         location = getattr(snap, "location", None)
         if location is not None and not location.is_local:  # an object store: through pyarrow.fs
-            self.read(snapshot_dataset(snap), snap.last_offset)
+            self.read(snap.dataset(), snap.last_offset)
             return
         files = snap.files()
         table = {f.name: f.type for f in snap.schema()}
@@ -126,7 +126,10 @@ class DuckEngine:
 
 
 def snapshot_dataset(snap):
-    """A pyarrow dataset of a ``LogSnapshot``'s Parquet files with the table's schema (files
-    written before a column existed read it as null), where they lie (``LogSnapshot.dataset``:
-    a local disk or an object store through ``pyarrow.fs``), page checksums verified."""
-    return snap.dataset()
+    """A pyarrow dataset of a ``LogSnapshot``'s local Parquet files with the table's schema (files
+    written before a column existed read it as null), page checksums verified."""
+    import pyarrow.dataset as ds
+
+    from kraftlake.records.data_files import PARQUET
+
+    return ds.dataset(snap.files(), schema=snap.schema(), format=PARQUET)
