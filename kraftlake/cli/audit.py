@@ -285,8 +285,6 @@ def _summary(report) -> None:
         + f"); grace {report.grace_records} records / {report.grace_ms} ms; state {report.state_hash[:16]}"
         + (f", streams {report.streams_state_hash[:16]}" if report.streams_state_hash else "")
     )
-    if report.engine:
-        out.print(f"[dim]engine: {report.engine}[/]")
     if h is not None:
 
         def s(ms):
@@ -305,6 +303,8 @@ def _summary(report) -> None:
             f" {a.no_leader_ms / 1000:,.1f}, leader on an offline dir {a.leader_offline_ms / 1000:,.1f});"
             f" under min ISR {a.under_min_isr_ms / 1000:,.1f}; ISR member on an offline dir {a.isr_offline_ms / 1000:,.1f}"
         )
+    if report.engine:
+        out.print(f"[dim]engine: {report.engine}[/]")
     shown = 10
     troubled = [
         i
