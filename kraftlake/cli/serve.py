@@ -73,6 +73,15 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Reads, views and audits running or waiting in all (429 past it).",
         ),
+        max_waiting: int = typer.Option(
+            Limits.max_waiting,
+            "--max-waiting",
+            min=1,
+            help="Clients waiting for records (long polls with wait_ms, SSE streams) in all (429 past it).",
+        ),
+        max_poll_wait_ms: int = typer.Option(
+            Limits.max_poll_wait_ms, "--max-poll-wait-ms", min=1, help="A long poll's wait_ms, at most."
+        ),
         tokens: Path | None = typer.Option(
             None,
             "--tokens",
@@ -115,6 +124,8 @@ def register(app: typer.Typer) -> None:
             read_workers=read_workers,
             reads_per_client=reads_per_client,
             max_reads=max_reads,
+            max_waiting=max_waiting,
+            max_poll_wait_ms=max_poll_wait_ms,
         )
         service = create_app(log, config, known, limits=limits, storage_options=options)
         # What start-up made (Litestar's routes and schemas, pyarrow, the record catalogue) lives

@@ -7,7 +7,10 @@ records, views and audits.
   the group committer and are acknowledged with their offsets once committed; a retry of an
   acknowledged (producer, seq) gets the original offsets. Queue full: 429 with ``Retry-After``.
 - ``GET /v1/records?from=&to=&type=`` (a JSON array, or JSON Lines with ``Accept:
-  application/x-ndjson``; sent as it is read), ``GET /v1/views/controller?offset=|version=|timestamp=``,
+  application/x-ndjson``; sent as it is read; with ``wait_ms=M`` a long poll: answered at once
+  when there are records from ``from``, else when one lands or after M ms, empty then),
+  ``GET /v1/records/stream?from=`` (Server-Sent Events: the records from ``from``, then each as it
+  lands; ``Last-Event-ID`` resumes; ``service.subscriptions``), ``GET /v1/views/controller?offset=|version=|timestamp=``,
   ``GET /v1/views/brokers/{id}?...``, ``POST /v1/audits``, ``GET /v1/producers/{producer}`` (its
   last committed seq, where a restarted client resumes): on the read pool (``service.reads``),
   429 past a client's share of it. A parameter out of range or of the wrong form is 400 naming it.
@@ -49,6 +52,7 @@ from .committer import CommitConfig, GroupCommitter
 from .limits import READ_CHUNK, BodyTimeout, Limits, body_deadline
 from .metrics import CONTENT_TYPE, Metrics
 from .reads import Busy, ReadPool, client_of
+from .subscriptions import Tail, stream_records
 
 log = get_logger(__name__)
 
@@ -73,6 +77,14 @@ ToOffset = Annotated[
     ),
 ]
 Types = Annotated[str | None, QueryParameter(name="type", description="comma-separated record types")]
+WaitMs = Annotated[
+    int | None,
+    QueryParameter(
+        ge=0,
+        le=MAX_OFFSET,
+        description="wait up to this many ms for a record at `from` (long poll; --max-poll-wait-ms)",
+    ),
+]
 
 
 class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -242,6 +254,7 @@ def create_app(
     metrics = Metrics()
     committer = GroupCommitter(target, config, metrics)
     pool = ReadPool(opened.location, limits)
+    tail = Tail(opened.location, limits)
     appending = Appending(committer, limits)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
@@ -257,15 +270,23 @@ def create_app(
         )
         return _respond(answer)
 
-    @get("/v1/records", summary="Records in [from, to], optionally of some types (JSON, or JSON Lines)")
+    @get("/v1/records", summary="Records in [from, to], optionally of some types (JSON, or JSON Lines); long poll")
     async def read(
         request: Request,
         from_: FromOffset = None,
         to: ToOffset = None,
         type_: Types = None,
+        wait_ms: WaitMs = None,
     ) -> Stream:
         types = _types(type_)
         lines = any(t in request.headers.get("accept", "") for t in LINES_TYPES)
+        if wait_ms:
+            if wait_ms > limits.max_poll_wait_ms:
+                raise BadParameter("wait_ms", f"{wait_ms} is above --max-poll-wait-ms {limits.max_poll_wait_ms}")
+            # Records there: answered at once; else wait (no thread held) until one lands or the time is up.
+            if await tail.refresh() < (from_ or 0):
+                with tail.waiter():
+                    await tail.wait_for(from_ or 0, wait_ms / 1000)
 
         def start() -> Iterator[bytes]:
             snap = pool.reader().at()
@@ -280,6 +301,18 @@ def create_app(
 
         chunks = await pool.stream(client_of(request.scope), start)
         return Stream(chunks, media_type="application/x-ndjson" if lines else "application/json")
+
+    @get("/v1/records/stream", summary="Records from `from` on, then each as it lands (Server-Sent Events)")
+    async def stream(request: Request, from_: FromOffset = None) -> Stream:
+        start = from_ or 0
+        last_id = request.headers.get("last-event-id")
+        if last_id:
+            if not last_id.isdigit() or int(last_id) >= MAX_OFFSET:
+                raise BadParameter("Last-Event-ID", f"{last_id!r} is not an offset")
+            start = int(last_id) + 1  # a reconnecting client goes on after the last record it got
+        waiting = tail.waiter()  # refused (429) before the answer starts
+        body = stream_records(pool, tail, opened.location, client_of(request.scope), start, waiting)
+        return Stream(body, media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     def _state_at(offset, version, timestamp):
         from kraftlake.replay.state import state_at
@@ -355,6 +388,7 @@ def create_app(
             "last_offset": committer.last_offset,
             "queued_records": committer.queued_records,
             "reads": pool.active,
+            "waiting": tail.waiting,
         }
 
     @get("/readyz", summary="Ready to commit appends (503 while the writer starts or restarts)")
@@ -383,6 +417,7 @@ def create_app(
         route_handlers=[
             append,
             read,
+            stream,
             controller_view,
             broker_view_,
             audits,
