@@ -163,3 +163,43 @@ def test_subscriptions_need_the_read_role(server, tmp_path):
     assert [x["offset"] for x in r.json()] == [0]
     with httpx.stream("GET", f"{url}/v1/records/stream", headers=HEADERS, timeout=120) as s:
         assert [i for i, _ in sse_records(s.iter_lines(), 1)] == [0]
+
+
+def test_serve_audit_exposes_open_violations_and_gauges_as_records_land(server):
+    """``serve --audit``: a partition led from a failed directory, appended over HTTP, is open at
+    /v1/audits/live and on /metrics once the grace ran out in record time; then fixed, closed."""
+    from pathlib import Path
+
+    import msgspec
+
+    from kraftlake.records import iter_lines
+    from kraftlake.replay.audit import Audit, AuditConfig
+
+    path = Path(__file__).parent.parent / "fixtures" / "kraft" / "audit" / "elect-offline-leader.jsonl"
+    records = list(iter_lines(path.open("rb")))
+    batch = Audit(AuditConfig(grace_records=0, grace_ms=0))
+    batch.feed([msgspec.structs.replace(r, offset=i) for i, r in enumerate(records)])
+    want = batch.report().violations
+    assert any(v.last_offset is None for v in want)
+    url = server("--audit", "--grace-records", "0", "--grace-ms", "0")
+    assert httpx.get(f"{url}/v1/audits/live", timeout=60).json()["open"] == []
+    body = {"producer": "p", "seq": 1, "records": [msgspec.to_builtins(r) for r in records]}
+    assert httpx.post(f"{url}/v1/records", json=body, timeout=60).status_code == 200
+
+    def caught_up():
+        state = httpx.get(f"{url}/v1/audits/live", timeout=60).json()
+        return state if state["last_offset"] == len(records) - 1 else None
+
+    state = eventually(caught_up, "the following audit caught up")
+    still_open = [msgspec.to_builtins(v) for v in want if v.last_offset is None]
+    assert state["open"] == still_open and state["running"]
+    assert state["closed"] == len(want) - len(still_open)
+    metrics = httpx.get(f"{url}/metrics", timeout=60).text
+    v = want[[x.last_offset for x in want].index(None)]
+    assert f'kraftlake_audit_open_violations{{invariant="{v.invariant}",severity="{v.severity}"}}' in metrics
+    assert f"kraftlake_audit_last_offset {float(len(records) - 1)}" in metrics
+
+
+def test_audits_live_is_404_without_serve_audit(server):
+    url = server()
+    assert httpx.get(f"{url}/v1/audits/live", timeout=60).status_code == 404

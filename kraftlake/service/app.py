@@ -20,6 +20,8 @@ records, views and audits.
 - Every 500 is logged with its cause (``service.internal_error``, with the traceback).
 - BookKeeper's admin API (``service.bookkeeper``): ``/v1/bookies``, ``/v1/bookies/{id}``,
   ``PUT /v1/bookies/{id}/state``, ``/v1/ledgers/under-replicated``, ``/v1/auditor``.
+- With ``audit`` (``serve --audit``): the following audit on a thread of its own
+  (``service.live_audit``), its open violations at ``GET /v1/audits/live`` and on ``/metrics``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
@@ -53,6 +55,9 @@ from .limits import READ_CHUNK, BodyTimeout, Limits, body_deadline
 from .metrics import CONTENT_TYPE, Metrics
 from .reads import Busy, ReadPool, client_of
 from .subscriptions import Tail, stream_records
+
+if TYPE_CHECKING:
+    from kraftlake.replay.books import AuditConfig
 
 log = get_logger(__name__)
 
@@ -235,6 +240,7 @@ def create_app(
     commit_process: bool = True,
     limits: Limits | None = None,
     storage_options: dict[str, str] | None = None,
+    audit: AuditConfig | None = None,
 ) -> Litestar:
     """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
     every request needs a bearer token with the right role; None: no authentication (bind the
@@ -242,7 +248,8 @@ def create_app(
     answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
     commits in this process instead of a child (``service.commit_process``), where they compete
     with the event loop for the GIL. ``limits``: what one request may cost (``service.limits``).
-    ``storage_options``: delta-rs's, for a log on an object store."""
+    ``storage_options``: delta-rs's, for a log on an object store. ``audit``: run the following
+    audit (``service.live_audit``) with this configuration."""
     config = config or CommitConfig()
     limits = limits or Limits()
     opened = Log.open(path, storage_options=storage_options)  # a URI's storage options travel with it
@@ -255,6 +262,11 @@ def create_app(
     committer = GroupCommitter(target, config, metrics)
     pool = ReadPool(opened.location, limits)
     tail = Tail(opened.location, limits)
+    auditor = None
+    if audit is not None:
+        from .live_audit import LiveAuditor
+
+        auditor = LiveAuditor(opened.location, audit, metrics.registry)
     appending = Appending(committer, limits)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
@@ -313,6 +325,12 @@ def create_app(
         waiting = tail.waiter()  # refused (429) before the answer starts
         body = stream_records(pool, tail, opened.location, client_of(request.scope), start, waiting)
         return Stream(body, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+    @get("/v1/audits/live", summary="The following audit (serve --audit): the violations open now")
+    async def live_audit() -> Response:
+        if auditor is None:
+            raise HTTPException(status_code=404, detail="the service runs no following audit (serve --audit)")
+        return Response(msgspec.json.encode(auditor.state), media_type="application/json")
 
     def _state_at(offset, version, timestamp):
         from kraftlake.replay.state import state_at
@@ -407,7 +425,13 @@ def create_app(
     async def metrics_() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    async def startup() -> None:
+        if auditor is not None:
+            auditor.start()
+
     async def shutdown() -> None:
+        if auditor is not None:
+            await asyncio.to_thread(auditor.close)
         await asyncio.to_thread(committer.close)  # not on the read pool: reads may hold it
         pool.close()
 
@@ -421,12 +445,14 @@ def create_app(
             controller_view,
             broker_view_,
             audits,
+            live_audit,
             producer_seq,
             healthz,
             readyz,
             metrics_,
             *bookkeeper_routes(path, committer),
         ],
+        on_startup=[startup],
         on_shutdown=[shutdown],
         middleware=middleware,
         exception_handlers={
