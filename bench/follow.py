@@ -89,7 +89,9 @@ def run(load: int, samples: int, seconds: float) -> dict:
         # Not counted: one violation reported before anything is timed (the audit process started
         # and caught up).
         warm = _topic_id()
-        httpx.post(f"{url}/v1/records", json={"producer": "warm-up", "seq": 0, "records": [_violation(warm)]}, timeout=30)
+        httpx.post(
+            f"{url}/v1/records", json={"producer": "warm-up", "seq": 0, "records": [_violation(warm)]}, timeout=30
+        )
         for _ in range(600):
             if warm in seen:
                 break
@@ -109,7 +111,9 @@ def run(load: int, samples: int, seconds: float) -> dict:
             for i in range(samples):
                 tid = _topic_id()
                 t0 = time.perf_counter()
-                r = client.post(f"{url}/v1/records", json={"producer": "violator", "seq": i, "records": [_violation(tid)]})
+                r = client.post(
+                    f"{url}/v1/records", json={"producer": "violator", "seq": i, "records": [_violation(tid)]}
+                )
                 r.raise_for_status()
                 sent[tid] = t0
                 time.sleep(gap)
