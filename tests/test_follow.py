@@ -164,3 +164,23 @@ def test_cli_log_follow_prints_json_lines_as_they_land(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_cli_follow_refuses_options_it_cannot_honour(tmp_path):
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    path = str(tmp_path / "log")
+    Log.create(path)
+    runner = CliRunner()
+    for args, words in (
+        (["log", path, "--follow", "--to", "3"], "--follow"),
+        (["log", path, "--follow", "--format", "table"], "--follow"),
+        (["audit", path, "--format", "jsonl"], "--format jsonl is for --follow"),
+        (["audit", path, "--follow", "--format", "html"], "--follow prints text"),
+        (["audit", path, "--follow", "--to", "3"], "--follow runs from --from"),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert words in result.output, (args, result.output)
