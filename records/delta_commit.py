@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import unquote
 
 import msgspec
 from deltalake import DeltaTable
@@ -255,12 +256,32 @@ def appends_after(
     small files, where delta-rs lists the whole log directory; without it the losers of a race
     re-read for longer than the winners take to commit again, and keep losing. On an object store
     each is one GET (the commits of delta-rs's writers included)."""
-    txns: dict[str, int] = {}
+    followed = commits_after(table, version, compactions=compactions)
+    return None if followed is None else (followed.version, followed.txns)
+
+
+@dataclass
+class Followed:
+    """What the commit files after a version say (``commits_after``)."""
+
+    version: int
+    """The newest version read."""
+    txns: dict[str, int]
+    """The app transactions the commits set."""
+    added: list[str]
+    """The data files the appends added (paths relative to the table, in commit order); a
+    compaction's files (no data change) are not among them."""
+
+
+def commits_after(table: Location | str, version: int, *, compactions: bool = True) -> Followed | None:
+    """``appends_after``, with the data files the appends added (a subscription reads just those)."""
+    followed = Followed(version, {}, [])
     table = resolve(table)
     while True:
         body = table.read(f"_delta_log/{version + 1:020d}.json")
         if body is None:
-            return version, txns
+            followed.version = version
+            return followed
         for line in body.splitlines():
             if not line.strip():
                 continue
@@ -271,10 +292,13 @@ def appends_after(
             if not isinstance(action, dict):
                 return None
             if "txn" in action:
-                txns[action["txn"]["appId"]] = action["txn"]["version"]
+                followed.txns[action["txn"]["appId"]] = action["txn"]["version"]
+            elif "add" in action:
+                if action["add"].get("dataChange", True):
+                    followed.added.append(unquote(action["add"]["path"]))
             elif "remove" in action:
                 if not compactions or action["remove"].get("dataChange", True):
                     return None
-            elif "add" not in action and "commitInfo" not in action:
+            elif "commitInfo" not in action:
                 return None
         version += 1

@@ -23,7 +23,7 @@ What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-t
 
 ``Log`` is put together from one module per job: ``snapshot`` (reading one version),
 ``appending`` (the fenced, exactly-once append), ``compaction`` (``compact`` and ``maintain``),
-``history`` and ``time_travel``; this module holds what they share, the table and the version
+``history``, ``time_travel`` and ``follow`` (subscriptions); this module holds what they share, the table and the version
 this object stands on, and re-exports their names.
 """
 
@@ -54,6 +54,7 @@ from .compaction import CompactionMixin, MaintenanceReport
 from .data_files import now_ms
 from .delta_commit import DataFile, Upkeep, appends_after, listed
 from .errors import LogExistsError, StorageError
+from .follow import Follower, FollowMixin
 from .history import Commit, HistoryMixin
 from .location import Location, resolve, storage_errors
 from .snapshot import OFFSET_TXN, LogSnapshot, damaged_log, open_table
@@ -66,6 +67,7 @@ __all__ = [
     "AppendResult",
     "Batch",
     "Commit",
+    "Follower",
     "Log",
     "LogSnapshot",
     "MaintenanceReport",
@@ -82,7 +84,7 @@ REOPEN_EVERY = 100
 makes (``docs/delta-on-this-machine.md``, What a commit costs)."""
 
 
-class Log(AppendingMixin, CompactionMixin, HistoryMixin, TimeTravelMixin):
+class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravelMixin):
     """A kraftlake log: one Delta table. Create with ``Log.create``, open with ``Log.open``."""
 
     def __init__(self, location: str | os.PathLike[str] | Location, dt: DeltaTable) -> None:

@@ -16,6 +16,7 @@ class Format(str, Enum):
     json = "json"
     html = "html"
     prometheus = "prometheus"
+    jsonl = "jsonl"
 
 
 class Engine(str, Enum):
@@ -104,6 +105,11 @@ def register(app: typer.Typer) -> None:
         remote: str | None = typer.Option(
             None, "--remote", help="Run the plan on a Spark Connect server: sc://host:15002."
         ),
+        follow: bool = typer.Option(
+            False,
+            "--follow",
+            help="Keep auditing records as they land (the per-record engine), printing each violation when it opens and when it closes (text, or --format jsonl); Ctrl-C stops.",
+        ),
     ) -> None:
         """Audit a log: was leadership and the ISR moved correctly after log directories failed? Do AutoMQ's streams and objects hold together?
 
@@ -116,6 +122,17 @@ def register(app: typer.Typer) -> None:
 
         opened = Log.open(log, storage_options=storage_options(storage_option))
         snap = opened.at()
+        if fmt is Format.jsonl and not follow:
+            abort("--format jsonl is for --follow (a report is text, json, html or prometheus)", EXIT_INPUT)
+        if follow and (engine is Engine.duckdb or master is not None or remote is not None):
+            abort("--follow runs the per-record engine: not with --engine duckdb, --master or --remote", EXIT_INPUT)
+        if follow and fmt not in (Format.text, Format.jsonl):
+            abort("--follow prints text or --format jsonl", EXIT_INPUT)
+        if follow and (to_offset, to_source_offset, to_time, out_file) != (None, None, None, None):
+            abort(
+                "--follow runs from --from (or --from-time) on: not with --to, --to-time, --to-source-offset or --out",
+                EXIT_INPUT,
+            )
         to_offset = resolve_to(snap, to_offset, to_source_offset)
         from_offset, to_offset = resolve_times(snap, from_offset, to_offset, from_time, to_time)
         if from_offset is not None and from_offset > snap.last_offset + 1:
@@ -132,6 +149,13 @@ def register(app: typer.Typer) -> None:
             fail_on=fail_on.value,
             fail_on_unavailable_ms=unavailable_ms(fail_on_unavailable),
         )
+        if follow:
+            from kraftlake.cli.audit_follow import follow_audit
+
+            follow_audit(
+                opened, from_offset or 0, config, jsonl=fmt is Format.jsonl, start=start, streams_start=streams_start
+            )
+            return
         last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
         if master is not None or remote is not None:
             if engine is not Engine.auto or from_offset is not None:

@@ -35,6 +35,10 @@ def register(app: typer.Typer) -> None:
         to_time: str | None = typer.Option(
             None, "--to-time", help="Up to the last record at or before this record time (as --from-time)."
         ),
+        follow: bool = typer.Option(
+            False, "--follow", help="Then keep printing new records as they land (JSON Lines; Ctrl-C stops)."
+        ),
+        poll: float = typer.Option(0.1, "--poll", help="With --follow: seconds between looks for new commits."),
     ) -> None:
         """Print the log's records in offset order, as of now or of a version or time.
 
@@ -44,6 +48,14 @@ def register(app: typer.Typer) -> None:
 
         if version is not None and timestamp is not None:
             abort("give --version or --timestamp, not both", EXIT_INPUT)
+        if follow:
+            if version is not None or timestamp is not None or to_offset is not None or fmt is not Format.jsonl:
+                abort(
+                    "--follow prints JSON Lines from --from on: not with --version, --timestamp, --to or --format table",
+                    EXIT_INPUT,
+                )
+            _follow(Log.open(log, storage_options=storage_options(storage_option)), from_offset or 0, set(types), poll)
+            return
         snap = Log.open(log, storage_options=storage_options(storage_option)).at(version=version, timestamp=timestamp)
         if from_time is not None or to_time is not None:
             from kraftlake.cli.audit import resolve_times
@@ -54,6 +66,20 @@ def register(app: typer.Typer) -> None:
             write_bytes(b"".join(encode_line(r) + b"\n" for r in records))
             return
         _print_table(records)
+
+
+def _follow(log, from_offset: int, types: set[str], poll: float) -> None:
+    """Print each commit's records as it lands, flushed per commit; Ctrl-C ends it (exit 0)."""
+    from kraftlake.records import encode_line, type_name
+
+    try:
+        for batch in log.follow_batches(from_offset, poll=poll):
+            if types:
+                batch = [r for r in batch if type_name(type(r)) in types]
+            if batch:
+                write_bytes(b"".join(encode_line(r) + b"\n" for r in batch))
+    except KeyboardInterrupt:
+        return
 
 
 def _print_table(records: list) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from kraftlake.cli.audit import GRACE_MS, GRACE_RECORDS
 from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, err, storage_options
 from kraftlake.service.limits import Limits
 
@@ -73,6 +74,22 @@ def register(app: typer.Typer) -> None:
             min=1,
             help="Reads, views and audits running or waiting in all (429 past it).",
         ),
+        max_waiting: int = typer.Option(
+            Limits.max_waiting,
+            "--max-waiting",
+            min=1,
+            help="Clients waiting for records (long polls with wait_ms, SSE streams) in all (429 past it).",
+        ),
+        max_poll_wait_ms: int = typer.Option(
+            Limits.max_poll_wait_ms, "--max-poll-wait-ms", min=1, help="A long poll's wait_ms, at most."
+        ),
+        audit: bool = typer.Option(
+            False,
+            "--audit",
+            help="Run the following audit (as kraftlake audit --follow) over the log as it lands: open violations at GET /v1/audits/live and as kraftlake_audit_* gauges on /metrics.",
+        ),
+        grace_records: int = GRACE_RECORDS,
+        grace_ms: int = GRACE_MS,
         tokens: Path | None = typer.Option(
             None,
             "--tokens",
@@ -115,8 +132,15 @@ def register(app: typer.Typer) -> None:
             read_workers=read_workers,
             reads_per_client=reads_per_client,
             max_reads=max_reads,
+            max_waiting=max_waiting,
+            max_poll_wait_ms=max_poll_wait_ms,
         )
-        service = create_app(log, config, known, limits=limits, storage_options=options)
+        audit_config = None
+        if audit:
+            from kraftlake.replay.books import AuditConfig
+
+            audit_config = AuditConfig(grace_records=grace_records, grace_ms=grace_ms)
+        service = create_app(log, config, known, limits=limits, storage_options=options, audit=audit_config)
         # What start-up made (Litestar's routes and schemas, pyarrow, the record catalogue) lives
         # as long as the process: kept out of the collector's sight, a full collection takes a
         # few milliseconds instead of 20-50, during which every request on the loop waits.

@@ -7,7 +7,10 @@ records, views and audits.
   the group committer and are acknowledged with their offsets once committed; a retry of an
   acknowledged (producer, seq) gets the original offsets. Queue full: 429 with ``Retry-After``.
 - ``GET /v1/records?from=&to=&type=`` (a JSON array, or JSON Lines with ``Accept:
-  application/x-ndjson``; sent as it is read), ``GET /v1/views/controller?offset=|version=|timestamp=``,
+  application/x-ndjson``; sent as it is read; with ``wait_ms=M`` a long poll: answered at once
+  when there are records from ``from``, else when one lands or after M ms, empty then),
+  ``GET /v1/records/stream?from=`` (Server-Sent Events: the records from ``from``, then each as it
+  lands; ``Last-Event-ID`` resumes; ``service.subscriptions``), ``GET /v1/views/controller?offset=|version=|timestamp=``,
   ``GET /v1/views/brokers/{id}?...``, ``POST /v1/audits``, ``GET /v1/producers/{producer}`` (its
   last committed seq, where a restarted client resumes): on the read pool (``service.reads``),
   429 past a client's share of it. A parameter out of range or of the wrong form is 400 naming it.
@@ -17,6 +20,8 @@ records, views and audits.
 - Every 500 is logged with its cause (``service.internal_error``, with the traceback).
 - BookKeeper's admin API (``service.bookkeeper``): ``/v1/bookies``, ``/v1/bookies/{id}``,
   ``PUT /v1/bookies/{id}/state``, ``/v1/ledgers/under-replicated``, ``/v1/auditor``.
+- With ``audit`` (``serve --audit``): the following audit on a thread of its own
+  (``service.live_audit``), its open violations at ``GET /v1/audits/live`` and on ``/metrics``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
@@ -49,6 +54,10 @@ from .committer import CommitConfig, GroupCommitter
 from .limits import READ_CHUNK, BodyTimeout, Limits, body_deadline
 from .metrics import CONTENT_TYPE, Metrics
 from .reads import Busy, ReadPool, client_of
+from .subscriptions import Tail, stream_records
+
+if TYPE_CHECKING:
+    from kraftlake.replay.books import AuditConfig
 
 log = get_logger(__name__)
 
@@ -73,6 +82,14 @@ ToOffset = Annotated[
     ),
 ]
 Types = Annotated[str | None, QueryParameter(name="type", description="comma-separated record types")]
+WaitMs = Annotated[
+    int | None,
+    QueryParameter(
+        ge=0,
+        le=MAX_OFFSET,
+        description="wait up to this many ms for a record at `from` (long poll; --max-poll-wait-ms)",
+    ),
+]
 
 
 class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -223,6 +240,7 @@ def create_app(
     commit_process: bool = True,
     limits: Limits | None = None,
     storage_options: dict[str, str] | None = None,
+    audit: AuditConfig | None = None,
 ) -> Litestar:
     """The service over the log at ``path`` (which must exist). ``tokens`` (``auth.load_tokens``):
     every request needs a bearer token with the right role; None: no authentication (bind the
@@ -230,7 +248,8 @@ def create_app(
     answers, slower; the tests hold the two doors to each other). ``commit_process=False``:
     commits in this process instead of a child (``service.commit_process``), where they compete
     with the event loop for the GIL. ``limits``: what one request may cost (``service.limits``).
-    ``storage_options``: delta-rs's, for a log on an object store."""
+    ``storage_options``: delta-rs's, for a log on an object store. ``audit``: run the following
+    audit (``service.live_audit``) with this configuration."""
     config = config or CommitConfig()
     limits = limits or Limits()
     opened = Log.open(path, storage_options=storage_options)  # a URI's storage options travel with it
@@ -242,6 +261,12 @@ def create_app(
     metrics = Metrics()
     committer = GroupCommitter(target, config, metrics)
     pool = ReadPool(opened.location, limits)
+    tail = Tail(opened.location, limits)
+    auditor = None
+    if audit is not None:
+        from .live_audit import LiveAuditor
+
+        auditor = LiveAuditor(opened.location, audit, metrics.registry)
     appending = Appending(committer, limits)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
@@ -257,15 +282,23 @@ def create_app(
         )
         return _respond(answer)
 
-    @get("/v1/records", summary="Records in [from, to], optionally of some types (JSON, or JSON Lines)")
+    @get("/v1/records", summary="Records in [from, to], optionally of some types (JSON, or JSON Lines); long poll")
     async def read(
         request: Request,
         from_: FromOffset = None,
         to: ToOffset = None,
         type_: Types = None,
+        wait_ms: WaitMs = None,
     ) -> Stream:
         types = _types(type_)
         lines = any(t in request.headers.get("accept", "") for t in LINES_TYPES)
+        if wait_ms:
+            if wait_ms > limits.max_poll_wait_ms:
+                raise BadParameter("wait_ms", f"{wait_ms} is above --max-poll-wait-ms {limits.max_poll_wait_ms}")
+            # Records there: answered at once; else wait (no thread held) until one lands or the time is up.
+            if await tail.refresh() < (from_ or 0):
+                with tail.waiter():
+                    await tail.wait_for(from_ or 0, wait_ms / 1000)
 
         def start() -> Iterator[bytes]:
             snap = pool.reader().at()
@@ -280,6 +313,24 @@ def create_app(
 
         chunks = await pool.stream(client_of(request.scope), start)
         return Stream(chunks, media_type="application/x-ndjson" if lines else "application/json")
+
+    @get("/v1/records/stream", summary="Records from `from` on, then each as it lands (Server-Sent Events)")
+    async def stream(request: Request, from_: FromOffset = None) -> Stream:
+        start = from_ or 0
+        last_id = request.headers.get("last-event-id")
+        if last_id:
+            if not last_id.isdigit() or int(last_id) >= MAX_OFFSET:
+                raise BadParameter("Last-Event-ID", f"{last_id!r} is not an offset")
+            start = int(last_id) + 1  # a reconnecting client goes on after the last record it got
+        waiting = tail.waiter()  # refused (429) before the answer starts
+        body = stream_records(pool, tail, opened.location, client_of(request.scope), start, waiting)
+        return Stream(body, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+    @get("/v1/audits/live", summary="The following audit (serve --audit): the violations open now")
+    async def live_audit() -> Response:
+        if auditor is None:
+            raise HTTPException(status_code=404, detail="the service runs no following audit (serve --audit)")
+        return Response(msgspec.json.encode(auditor.state), media_type="application/json")
 
     def _state_at(offset, version, timestamp):
         from kraftlake.replay.state import state_at
@@ -355,6 +406,7 @@ def create_app(
             "last_offset": committer.last_offset,
             "queued_records": committer.queued_records,
             "reads": pool.active,
+            "waiting": tail.waiting,
         }
 
     @get("/readyz", summary="Ready to commit appends (503 while the writer starts or restarts)")
@@ -373,7 +425,13 @@ def create_app(
     async def metrics_() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    async def startup() -> None:
+        if auditor is not None:
+            auditor.start()
+
     async def shutdown() -> None:
+        if auditor is not None:
+            await asyncio.to_thread(auditor.close)
         await asyncio.to_thread(committer.close)  # not on the read pool: reads may hold it
         pool.close()
 
@@ -383,15 +441,18 @@ def create_app(
         route_handlers=[
             append,
             read,
+            stream,
             controller_view,
             broker_view_,
             audits,
+            live_audit,
             producer_seq,
             healthz,
             readyz,
             metrics_,
             *bookkeeper_routes(path, committer),
         ],
+        on_startup=[startup],
         on_shutdown=[shutdown],
         middleware=middleware,
         exception_handlers={

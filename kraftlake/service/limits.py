@@ -10,6 +10,8 @@ Memory per request is bounded by these numbers, not by what a client sends:
   file at a time and sent in chunks of ``READ_CHUNK`` records as they are encoded (JSON Lines
   with ``Accept: application/x-ndjson``, else one JSON array): the service holds one file's
   records and one chunk, never the whole answer;
+- a long poll (``wait_ms``) or an SSE stream waits without a thread (``service.subscriptions``), at
+  most ``max_waiting`` of them in all; each of their reads is a read like the others;
 - reads, views and audits run on ``read_workers`` threads (``service.reads``), at most
   ``reads_per_client`` at a time per client and ``max_reads`` in all; past either, 429.
 
@@ -45,6 +47,10 @@ class Limits:
     """Reads, views and audits one client may have running or waiting (429 past it)."""
     max_reads: int = 32
     """Reads, views and audits running or waiting in all (429 past it)."""
+    max_waiting: int = 256
+    """Clients waiting for records in all: long polls and SSE streams (429 past it)."""
+    max_poll_wait_ms: int = 60_000
+    """A long poll's ``wait_ms``, at most (400 past it)."""
 
 
 class BodyTimeout(Exception):

@@ -1,0 +1,46 @@
+"""``kraftlake audit LOG --follow``: the per-record audit (``replay.live_audit``) run on the log's
+records as they land (``Log.follow_batches``), printing each violation when it opens and when it
+closes: a line of text each, or JSON Lines (``--format jsonl``). Ctrl-C ends it (exit 0)."""
+
+from __future__ import annotations
+
+import threading
+
+import msgspec
+
+from kraftlake.cli.console import write_bytes
+
+
+def follow_audit(
+    opened,
+    from_offset: int,
+    config,
+    *,
+    jsonl: bool,
+    poll: float = 0.1,
+    start=None,
+    streams_start=None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Audit ``opened`` (a ``Log``) from ``from_offset`` on, for ever (until ``stop`` or Ctrl-C),
+    ``start``/``streams_start`` being the state before it."""
+    from kraftlake.replay.live_audit import LiveAudit
+
+    live = LiveAudit(config, start, streams=streams_start)
+    try:
+        for batch in opened.follow_batches(from_offset, poll=poll, stop=stop):
+            events = live.feed(batch)
+            if events:
+                write_bytes(b"".join((_jsonl if jsonl else _text)(e) for e in events))
+    except KeyboardInterrupt:
+        return
+
+
+def _jsonl(event) -> bytes:
+    return msgspec.json.encode(event) + b"\n"
+
+
+def _text(event) -> bytes:
+    v = event.violation
+    span = f"{v.first_offset}-{'' if v.last_offset is None else v.last_offset}"
+    return f"{event.event.upper():5} {v.invariant} {v.severity} {v.entity} offsets {span}: {v.message}\n".encode()
