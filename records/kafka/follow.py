@@ -10,10 +10,10 @@ which cuts the file and deletes later segments) and the bytes at those offsets a
 rewritten in a higher epoch. Kafka's high watermark is not on disk (``KafkaMetadataLog`` keeps it
 in memory; brokers' ``MetadataLoader`` apply records only through ``handleCommit``), so a reader
 of the files cannot know which records are committed. The follower therefore publishes a batch
-only once it is safe (README "Following a running cluster"): at or below the newest snapshot
-(Kafka snapshots only committed offsets), or unchanged on disk for ``settle_ms``. Batches still
-held back that Kafka rewrites are dropped and counted (``truncated_batches``); a rewrite below what
-was already published stops the follower with ``PublishedTruncationError`` and publishes nothing
+only once it is safe (README "Following a running cluster"): below the newest snapshot's end
+offset (``KafkaMetadataLog.createNewSnapshot`` refuses one above the high watermark), or
+unchanged on disk for ``settle_ms``. Batches still held back that Kafka rewrites are dropped
+and counted (``truncated_batches``); a rewrite below what was already published stops the follower with ``PublishedTruncationError`` and publishes nothing
 of the new tail: a truncated record is never appended as history.
 
 Exactly-once across restarts: each append is one atomic commit with the next sequence of the
