@@ -62,6 +62,14 @@ def _live(tmp_path):
     return root, root / PARTITION_DIR
 
 
+def _held(tmp_path, settle_ms: int = 5_000):
+    """A live dir, an empty log and a follower on them whose clock the test moves."""
+    root, part = _live(tmp_path)
+    clock = Clock()
+    log = Log.create(tmp_path / "log")
+    return part, clock, log, KafkaFollower(root, log, settle_ms=settle_ms, clock=clock)
+
+
 def _write(path, data: bytes) -> None:
     with open(path, "ab") as f:
         f.write(data)
@@ -118,11 +126,8 @@ def test_segment_rolls_a_new_snapshot_and_a_deleted_old_segment(tmp_path, raw, r
 
 
 def test_a_held_tail_rewritten_in_a_higher_epoch_is_never_published(tmp_path, raw):
-    root, part = _live(tmp_path)
+    part, clock, log, follower = _held(tmp_path)
     seg = part / segment_name(0)
-    clock = Clock()
-    log = Log.create(tmp_path / "log")
-    follower = KafkaFollower(root, log, settle_ms=5_000, clock=clock)
     k = 3000
     _write(seg, b"".join(d for _, d in raw[:k]))
     follower.poll()
@@ -269,11 +274,8 @@ def test_testFollowerLogReconciliation(tmp_path, raw):
     # KafkaRaftClientTest: the follower holds [foo, bar] then [baz] in epoch 3; the leader of
     # epoch 5 answers with a diverging epoch ending at offset 2, the follower truncates to 2 and
     # fetches the leader's log from there. Here "foo, bar, baz" are three metadata records.
-    root, part = _live(tmp_path)
+    part, clock, log, follower = _held(tmp_path)
     seg = part / segment_name(0)
-    clock = Clock()
-    log = Log.create(tmp_path / "log")
-    follower = KafkaFollower(root, log, settle_ms=5_000, clock=clock)
     foo, bar, baz, qux = _metadata_values(raw, 4)
     first = encode_batch([(0, 1, None, foo), (1, 1, None, bar)], base_offset=0, partition_leader_epoch=3)
     _write(seg, first + encode_batch([(2, 1, None, baz)], base_offset=2, partition_leader_epoch=3))
@@ -296,10 +298,7 @@ def test_testTruncateFull(tmp_path, raw):
     # LogSegmentTest: the whole segment truncated (truncateTo its base offset), then appended
     # again at the original offsets. Here the rolled segment at 2000 is cut to nothing while its
     # batches are held, and the new leader writes them again in epoch 2.
-    root, part = _live(tmp_path)
-    clock = Clock()
-    log = Log.create(tmp_path / "log")
-    follower = KafkaFollower(root, log, settle_ms=5_000, clock=clock)
+    part, clock, log, follower = _held(tmp_path)
     _write(part / segment_name(0), b"".join(d for _, d in raw[:2000]))
     follower.poll()
     clock.t = 10
@@ -317,3 +316,34 @@ def test_testTruncateFull(tmp_path, raw):
     after = [r for r in rows if r.source_offset >= raw[2000][0].base_offset]
     assert after and {parse_source(r.source)[0] for r in after} == {2}
     assert follower.stats.truncated_batches == 10
+
+
+def test_cli_follow_stops_on_sigterm_with_exit_0(tmp_path, reference):
+    import signal
+    import subprocess
+    import sys
+
+    root, _ = _live(tmp_path)
+    shutil.copy(SEGMENT, root / PARTITION_DIR / SEGMENT.name)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kraftlake.cli", "import-kafka", str(root), str(tmp_path / "log"), "--follow"]
+        + ["--settle-ms", "0", "--poll-ms", "20"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(1200):  # until the whole segment landed (at most 2 minutes on a busy machine)
+            try:
+                if len(Log.open(tmp_path / "log").read()) == len(reference):
+                    break
+            except Exception:  # noqa: BLE001 - the log is still being created
+                pass
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "followed" in stderr
+    assert _rows(Log.open(tmp_path / "log")) == reference
