@@ -15,6 +15,8 @@ import time
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
@@ -347,3 +349,29 @@ def test_cli_follow_stops_on_sigterm_with_exit_0(tmp_path, reference):
     assert proc.returncode == 0, stderr
     assert "followed" in stderr
     assert _rows(Log.open(tmp_path / "log")) == reference
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_split_of_the_writes_imports_as_the_whole_file(tmp_path_factory, raw, data):
+    # Kafka's appends reach the file in pieces of any size, segments roll at any batch: whatever
+    # the follower sees between two polls, the log ends as a plain import of the finished files.
+    n = data.draw(st.integers(200, 600), label="batches")
+    rolls = sorted(data.draw(st.sets(st.integers(1, n - 1), max_size=3), label="rolls"))
+    tmp = tmp_path_factory.mktemp("split")
+    root, part = _live(tmp)
+    bounds = [0, *rolls, n]
+    segments = [
+        (part / segment_name(raw[a][0].base_offset), b"".join(d for _, d in raw[a:b]))
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
+    log = Log.create(tmp / "log")
+    follower = KafkaFollower(root, log, settle_ms=0)
+    for path, blob in segments:
+        cuts = sorted(data.draw(st.sets(st.integers(1, len(blob) - 1), max_size=6), label="cuts"))
+        for a, b in zip([0, *cuts], [*cuts, len(blob)], strict=False):
+            _write(path, blob[a:b])
+            follower.poll()
+    whole = Log.create(tmp / "whole")
+    import_kafka(root, whole)
+    assert _rows(log) == _rows(whole) and follower.stats.batches == n
