@@ -42,6 +42,24 @@ def register(app: typer.Typer) -> None:
             "--skip-corrupt",
             help="Skip batches whose CRC fails or that do not parse, and report them, instead of stopping; after a damaged length field, resume at the next valid batch header. Out-of-order offsets and epochs still stop the import.",
         ),
+        follow: bool = typer.Option(
+            False,
+            "--follow",
+            help="Keep tailing the dir as Kafka writes it (new batches, segment rolls, snapshots, deleted segments) until Ctrl-C/SIGTERM or --until-idle-ms. A batch is published once it is below the newest snapshot or unchanged for --settle-ms; a Raft truncation of held batches drops them, one below published records stops with an error.",
+        ),
+        poll_ms: int = typer.Option(100, "--poll-ms", min=1, help="With --follow: how often to look at the dir."),
+        settle_ms: int = typer.Option(
+            5_000,
+            "--settle-ms",
+            min=0,
+            help="With --follow: how long a batch stays unchanged on disk before it is published (Kafka's high watermark is not on disk; README).",
+        ),
+        until_idle_ms: int | None = typer.Option(
+            None,
+            "--until-idle-ms",
+            min=1,
+            help="With --follow: stop after this long with nothing new and nothing held.",
+        ),
         storage_option: list[str] | None = STORAGE_OPTION,
     ) -> None:
         """Import a Kafka KRaft __cluster_metadata log into a kraftlake log.
@@ -60,6 +78,9 @@ def register(app: typer.Typer) -> None:
             opened = Log.open(log, storage_options=options)
         except LogNotFoundError:
             opened = Log.create(log, storage_options=options)
+        if follow:
+            _follow(md.root, opened, include_noop, poll_ms, settle_ms, until_idle_ms)
+            return
         total = sum(s.path.stat().st_size for s in md.segments)
         with byte_progress(total, "importing") as progress:
             stats = run(
@@ -140,6 +161,33 @@ def register(app: typer.Typer) -> None:
                 out.print(
                     f"| offset: {line['offset']} CreateTime: {line['create_time']} payload: {payload}", markup=False
                 )
+
+
+def _follow(root, log, include_noop: bool, poll_ms: int, settle_ms: int, until_idle_ms: int | None) -> None:
+    """Run a ``KafkaFollower`` until Ctrl-C, SIGTERM or idle; exit 0 on each."""
+    import signal
+    import threading
+
+    from kraftlake.records.kafka.follow import KafkaFollower
+
+    follower = KafkaFollower(root, log, include_noop=include_noop, settle_ms=settle_ms)
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        follower.run(poll_ms=poll_ms, until_idle_ms=until_idle_ms, stop=stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    st = follower.stats
+    err.print(
+        f"followed {follower.path}: {st.records:,} records in {st.appends:,} appends from {st.batches:,} batches;"
+        f" {st.truncations} truncation(s), {st.truncated_batches} truncated batch(es) never published;"
+        f" {st.held} batch(es) held back unpublished"
+    )
 
 
 def _import_summary(stats, log) -> None:

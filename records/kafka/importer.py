@@ -29,7 +29,7 @@ from kraftlake.records.base import Record
 from kraftlake.records.errors import LogError
 from kraftlake.records.kraft import FeatureLevel, KafkaOpaque, NoOp
 
-from .batches import iter_batches, read_checkpoint
+from .batches import Batch, iter_batches, read_checkpoint
 from .errors import KafkaFormatError
 from .layout import Checkpoint, MetadataDir, open_metadata_dir, parse_checkpoint
 from .metadata import MetadataDecoder, decode_control
@@ -99,7 +99,7 @@ class ImportStats:
         }
 
 
-def _checkpoint_records(cp: Checkpoint, decoder: MetadataDecoder, stats: ImportStats) -> list[Record]:
+def checkpoint_records(cp: Checkpoint, decoder: MetadataDecoder, stats: ImportStats) -> list[Record]:
     snap = read_checkpoint(
         cp.path.read_bytes(),
         file=str(cp.path),
@@ -150,7 +150,7 @@ def read_kafka(
             cp = _checkpoint_at(md, Path(from_snapshot))
         if to_offset is not None and to_offset < cp.end_offset - 1:
             raise KafkaFormatError(f"--to-offset {to_offset} is before the snapshot's last offset {cp.end_offset - 1}")
-        records = _checkpoint_records(cp, decoder, st)
+        records = checkpoint_records(cp, decoder, st)
         st.records += len(records)
         st.by_type.update(type(r).__name__ for r in records)
         yield records
@@ -169,48 +169,64 @@ def read_kafka(
                 progress(batch.size)
             if batch.last_offset < start:
                 continue
-            out: list[Record] = []
-            src = source_of(batch.partition_leader_epoch, batch.base_offset)
-            for offset, ts, key, value in batch.records:
-                if offset < start:
-                    continue
-                if to_offset is not None and offset > to_offset:
-                    break
-                if batch.is_control:
-                    r = decode_control(
-                        key, value, epoch=batch.partition_leader_epoch, offset=offset, ts_ms=ts, source=src
-                    )
-                    if r is None:  # snapshot header/footer: framing only
-                        continue
-                else:
-                    r = decoder.decode(value, offset=offset, ts_ms=ts, source=src)
-                cls = type(r)
-                if cls is NoOp:
-                    st.noops += 1
-                    if not include_noop:
-                        continue
-                elif cls is KafkaOpaque:
-                    k = (r.api_key, r.kafka_version, r.control)
-                    if k not in st.opaque:
-                        log.warning(
-                            "kafka.opaque_record",
-                            offset=offset,
-                            api_key=r.api_key,
-                            version=r.kafka_version,
-                            control=r.control,
-                            file=str(seg.path),
-                        )
-                    st.opaque[k] += 1
-                st.by_type[cls.__name__] += 1
-                out.append(r)
-                if st.first_source_offset is None:
-                    st.first_source_offset = offset
-                st.last_source_offset = offset
+            out = batch_records(
+                batch, decoder, st, start=start, to_offset=to_offset, include_noop=include_noop, file=str(seg.path)
+            )
             if out:
                 st.records += len(out)
                 yield out
             if to_offset is not None and batch.last_offset >= to_offset:
                 return
+
+
+def batch_records(
+    batch: Batch,
+    decoder: MetadataDecoder,
+    st: ImportStats,
+    *,
+    start: int = 0,
+    to_offset: int | None = None,
+    include_noop: bool = False,
+    file: str = "<bytes>",
+) -> list[Record]:
+    """The kraftlake records of one log batch at Kafka offsets ``start..to_offset``, counted in
+    ``st`` (NoOps skipped unless ``include_noop``; undecodable records kept as ``KafkaOpaque``)."""
+    out: list[Record] = []
+    src = source_of(batch.partition_leader_epoch, batch.base_offset)
+    for offset, ts, key, value in batch.records:
+        if offset < start:
+            continue
+        if to_offset is not None and offset > to_offset:
+            break
+        if batch.is_control:
+            r = decode_control(key, value, epoch=batch.partition_leader_epoch, offset=offset, ts_ms=ts, source=src)
+            if r is None:  # snapshot header/footer: framing only
+                continue
+        else:
+            r = decoder.decode(value, offset=offset, ts_ms=ts, source=src)
+        cls = type(r)
+        if cls is NoOp:
+            st.noops += 1
+            if not include_noop:
+                continue
+        elif cls is KafkaOpaque:
+            k = (r.api_key, r.kafka_version, r.control)
+            if k not in st.opaque:
+                log.warning(
+                    "kafka.opaque_record",
+                    offset=offset,
+                    api_key=r.api_key,
+                    version=r.kafka_version,
+                    control=r.control,
+                    file=file,
+                )
+            st.opaque[k] += 1
+        st.by_type[cls.__name__] += 1
+        out.append(r)
+        if st.first_source_offset is None:
+            st.first_source_offset = offset
+        st.last_source_offset = offset
+    return out
 
 
 def _checkpoint_at(md: MetadataDir, path: Path) -> Checkpoint:
