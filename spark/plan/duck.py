@@ -66,7 +66,7 @@ class DuckEngine:
         some file (14x the Arrow dataset's scan of a column on a 10^6-record log,
         bench/RESULTS.md); else through an Arrow dataset of the table's schema (a file written
         before a column or struct field existed reads it as null)."""
-        import pyarrow.parquet as pq
+        from kraftlake.records.data_files import parquet_schema
 
         location = getattr(snap, "location", None)
         if location is not None and not location.is_local:  # an object store: through pyarrow.fs
@@ -76,7 +76,7 @@ class DuckEngine:
         table = {f.name: f.type for f in snap.schema()}
         seen: set[str] = set()
         for f in files:
-            for field in pq.read_schema(f):
+            for field in parquet_schema(f):  # CorruptStoreError naming a damaged file
                 if table.get(field.name) != field.type:
                     self.read(snapshot_dataset(snap), snap.last_offset)
                     return
