@@ -21,8 +21,8 @@ from kraftlake.records.types import is_reserved
 from . import commands as c
 from .directory_deciders import offline_dirs_records
 from .directory_ids import sorted_dirs
-from .features import MV_3_3_IV2, MV_3_3_IV3, MV_3_4_IV0, directories_supported, register_broker_version
-from .replication import bulk_update
+from .features import MV_3_3_IV2, MV_3_3_IV3, MV_3_4_IV0, MV_4_0_IV1, directories_supported, register_broker_version
+from .replication import bulk_update, elr_enabled, elr_partitions
 from .view import BrokerRegistration, ControllerView
 
 
@@ -51,6 +51,7 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     existing = view.brokers.get(cmd.broker_id)
     epoch = view.offset + 1
     fenced, in_controlled_shutdown = True, False
+    shutdown: list = []
     if existing is not None:
         if existing.incarnation_id == cmd.incarnation_id:
             # KAFKA-16952 (3.8+): the same incarnation keeps its epoch and state.
@@ -65,6 +66,9 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
                     message=f"Another broker is registered with that broker id ({cmd.broker_id}).",
                 )
             )
+    if existing is None or existing.incarnation_id != cmd.incarnation_id:
+        clean = existing is not None and cmd.previous_broker_epoch == existing.epoch
+        shutdown = shutdown_records(view, cmd.broker_id, clean=clean)
     record = RegisterBroker(
         version=register_broker_version(mv),
         broker_id=cmd.broker_id,
@@ -78,7 +82,22 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
         in_controlled_shutdown=in_controlled_shutdown if mv >= MV_3_3_IV3 else False,
         log_dirs=sorted_dirs(dirs),
     )
-    return c.Decision(records=(record,), reply=c.RegisterBrokerReply(broker_epoch=epoch))
+    return c.Decision(records=(*shutdown, record), reply=c.RegisterBrokerReply(broker_epoch=epoch))
+
+
+def shutdown_records(view: ControllerView, broker: int, *, clean: bool) -> list:
+    """Kafka 4.x ``ReplicationControlManager.handleBrokerShutdown``, for a new incarnation: with
+    ELR on and an unclean shutdown (the previous epoch is not the registration's), the broker
+    leaves every ISR and ELR; otherwise it leaves the ISRs as when fenced (KAFKA-18106, from
+    metadata.version 4.0-IV1 here; Kafka 3.9 writes nothing)."""
+    if elr_enabled(view) and not clean:
+        return [
+            *bulk_update(view, view.isr_index.get(broker, ()), unclean_shutdown=broker),
+            *bulk_update(view, elr_partitions(view, broker), unclean_shutdown=broker),
+        ]
+    if view.metadata_version >= MV_4_0_IV1:
+        return bulk_update(view, view.isr_index.get(broker, ()), broker_to_remove=broker)
+    return []
 
 
 def _fence_record(view: ControllerView, reg: BrokerRegistration):
@@ -198,13 +217,14 @@ def expire_session(view: ControllerView, cmd: c.ExpireSession) -> c.Decision:
 
 
 def unregister(view: ControllerView, cmd: c.UnregisterBroker) -> c.Decision:
-    """``ReplicationControlManager.handleBrokerUnregistered``: leave every ISR (ELR is off), then
-    the UnregisterBroker record."""
+    """``ReplicationControlManager.handleBrokerUnregistered``: leave every ISR, then every ELR
+    (none with ELR off), then the UnregisterBroker record."""
     reg = view.brokers.get(cmd.broker_id)
     if reg is None:
         return c.Decision(
             reply=c.Reply(error_code=c.BROKER_ID_NOT_REGISTERED, message=f"broker {cmd.broker_id} is not registered")
         )
     records: list = bulk_update(view, view.isr_index.get(reg.id, ()), broker_to_remove=reg.id)
+    records.extend(bulk_update(view, elr_partitions(view, reg.id), broker_to_remove=reg.id))
     records.append(UnregisterBroker(broker_id=reg.id, broker_epoch=reg.epoch))
     return c.Decision(records=tuple(records))

@@ -49,6 +49,9 @@ class RegisterBroker(Command, frozen=True, kw_only=True):
     end_points: tuple[BrokerEndpoint, ...] = ()
     features: tuple[BrokerFeature, ...] = ()
     is_migrating_zk_broker: bool = False
+    previous_broker_epoch: int = -1
+    """The epoch the broker's clean-shutdown file names (request v3+, KIP-966); -1 = none, which
+    no registration has: the restart counts as unclean."""
 
 
 class Heartbeat(Command, frozen=True, kw_only=True):

@@ -25,7 +25,9 @@ MV_3_7_IV2 = 17
 MV_3_9_IV0 = 21
 """Kafka 3.9: the semantics this package targets."""
 MV_4_0_IV1 = 23
-"""ELR (KIP-966): Partition and PartitionChange v2."""
+"""ELR (KIP-966): Partition and PartitionChange v2; ``eligible.leader.replicas.version`` 1 needs it."""
+MV_4_1_IV1 = 27
+"""Kafka 4.1's latest production level: new clusters bootstrap with ELR on."""
 
 
 def partition_record_version(mv: int) -> int:
