@@ -16,6 +16,7 @@ from kraftlake.records.errors import ReplayError
 from kraftlake.records.kraft import (
     UNASSIGNED,
     BrokerRegistrationChange,
+    ClearElr,
     FenceBroker,
     Partition,
     PartitionChange,
@@ -113,12 +114,22 @@ class KraftAudit:
             return
         entity = f"partition/{p.topic_id}/{p.partition_id}"
         if k1:
-            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p), pkey)
+            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, kinv.elr_enabled(self.view)), pkey)
         if k4:
             self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p), pkey)
         if k5:
             self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p), pkey)
         self._settle(pkey, entity)
+
+    def _elr(self, p, old, offset: int, ts: int | None) -> None:
+        """K13 for a partition whose ELR is or was non-empty, when ELR, ISR or replicas moved."""
+        if old is not None and (
+            p.eligible_leader_replicas is old.eligible_leader_replicas
+            and p.isr is old.isr
+            and p.replicas is old.replicas
+        ):
+            return
+        self._state("K13", f"partition/{p.topic_id}/{p.partition_id}", offset, ts, kinv.elr_is_sound(p))
 
     def _index(self, key: tuple[str, int], old, new) -> None:
         """Keep ``by_replica`` and ``by_dir`` up to date for a partition that moved from ``old``
@@ -297,6 +308,8 @@ class KraftAudit:
         if old is None or old.replicas is not p.replicas or old.directories is not p.directories:
             self._index((p.topic_id, p.partition_id), old, p)
         self._partition(p, old, offset, ts)
+        if p.eligible_leader_replicas or (old is not None and old.eligible_leader_replicas):
+            self._elr(p, old, offset, ts)
         if (old is None or old.directories is not p.directories) and (
             UNASSIGNED in p.directories or (old is not None and UNASSIGNED in old.directories)
         ):
@@ -313,6 +326,12 @@ class KraftAudit:
                 bad = kinv.replacement_bumps_epochs(view, old, p)
             if bad:
                 self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+            if cls is PartitionChange and p.leader != old.leader:
+                bad = kinv.leader_is_eligible(view, old, p)
+                if bad:
+                    self.books.instant("K14", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+                else:
+                    self.books.checked["K14"] += 1
         if self.reported_dirs:
             self._recorded_assignments(p, offset, ts)
 
@@ -376,9 +395,14 @@ class KraftAudit:
                     self._broker(broker, offset, ts, "dirs", ())
         elif cls is RemoveTopic and removed:
             for entity in removed:
-                for inv in ("K1", "K4", "K5"):
+                for inv in ("K1", "K4", "K5", "K13"):
                     if self.books.is_wrong(inv, entity):
                         self._state(inv, entity, offset, ts, None)
+        elif cls is ClearElr:
+            for p in view.iter_partitions():
+                entity = f"partition/{p.topic_id}/{p.partition_id}"
+                if self.books.is_wrong("K13", entity):
+                    self._state("K13", entity, offset, ts, kinv.elr_is_sound(p))
         elif cls is AssignReplicasToDirsRequest:
             self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LogDirFailed:

@@ -93,7 +93,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "K1",
         KRAFT,
         ERROR,
-        "leader = -1 or leader in ISR; ISR non-empty and within the replicas",
+        "leader = -1 or leader in ISR; ISR within the replicas and non-empty (empty only with eligible leader replicas on and no leader, KIP-966)",
         messages={
             "empty_isr": "the ISR is empty",
             "isr_outside_replicas": "ISR {isr} lists {outside}, not replicas {replicas}",
@@ -208,6 +208,24 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "unreported": "broker {broker} saw directory {directory} fail and has not reported it in a heartbeat"
         },
+    ),
+    # -- KIP-966, eligible leader replicas (issue 34): one block, for merging -------------------
+    Invariant(
+        "K13",
+        KRAFT,
+        ERROR,
+        "the eligible leader replicas are replicas and not in the ISR (KIP-966)",
+        messages={
+            "elr_outside_replicas": "ELR {elr} lists {outside}, not replicas {replicas}",
+            "elr_in_isr": "ELR {elr} and ISR {isr} share {both}",
+        },
+    ),
+    Invariant(
+        "K14",
+        KRAFT,
+        ERROR,
+        "a new leader comes from the ISR, or from the ELR when the ISR is empty, unless the election is unclean (recovery state RECOVERING; before 3.2-IV0, the ISR forced to the leader)",
+        messages={"not_eligible": "leader {leader} elected from outside ISR {isr} and ELR {elr} in a clean election"},
     ),
     Invariant(
         "S1",

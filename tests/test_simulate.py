@@ -22,12 +22,20 @@ CAUGHT_BY = {
     "leader-outside-isr": "K1",
     "stale-broker-epoch": "L4",
     "skip-dir-assignment": "K9",
+    "elr-overlaps-isr": "K13",
+    "elect-outside-elr": "K14",
 }
+ELR_BUGS = {"elr-overlaps-isr", "elect-outside-elr"}
+"""KIP-966 bugs: they show only where ELR is on, so they run on a Kafka 4.1 cluster (4.1-IV1)."""
 runner = CliRunner()
 
 
-def violated(seed: int, bug: str | None) -> set[str]:
-    cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, bug=bug)
+def violated(seed: int, bug: str | None, metadata_version: int = 21) -> set[str]:
+    if bug in ELR_BUGS:
+        metadata_version = 27
+    cfg = WorkloadConfig(
+        brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, bug=bug, metadata_version=metadata_version
+    )
     a = Audit()
     for batch in generate(cfg, records=1200):
         a.feed(batch)
@@ -53,6 +61,23 @@ def test_reassignments_complete_and_audit_clean_on_20_seeds():
                     completed += 1
         assert a.report().violations == [], seed
     assert started > 20 and completed > 0.8 * started
+
+
+def test_a_kafka_41_cluster_with_elr_audits_clean_and_uses_the_elr():
+    """--metadata-version 4.1-IV1: ELR on; ISRs empty and ELRs fill as brokers crash, and the
+    correct controller gives no violation."""
+    from kraftlake.records import PartitionChange
+
+    elr = empty = 0
+    for seed in range(8):
+        cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, metadata_version=27)
+        a = Audit()
+        for batch in generate(cfg, records=1200):
+            a.feed(batch)
+            elr += sum(1 for r in batch if isinstance(r, PartitionChange) and r.eligible_leader_replicas)
+            empty += sum(1 for r in batch if isinstance(r, PartitionChange) and r.isr == ())
+        assert a.report().violations == [], seed
+    assert elr > 50 and empty > 5, (elr, empty)
 
 
 def test_every_bug_is_named():

@@ -46,3 +46,25 @@ def register_broker_version(mv: int) -> int:
 
 def directories_supported(mv: int) -> bool:
     return mv >= MV_3_7_IV2
+
+
+MV_4_1_IV0 = 26
+"""Kafka 4.1: ``eligible.leader.replicas.version`` 1 is the default of new clusters from here."""
+
+_RELEASES = (
+    "3.0-IV1 3.1-IV0 3.2-IV0 3.3-IV0 3.3-IV1 3.3-IV2 3.3-IV3 3.4-IV0 3.5-IV0 3.5-IV1 3.5-IV2 3.6-IV0 3.6-IV1"
+    " 3.6-IV2 3.7-IV0 3.7-IV1 3.7-IV2 3.7-IV3 3.7-IV4 3.8-IV0 3.9-IV0 4.0-IV0 4.0-IV1 4.0-IV2 4.0-IV3 4.1-IV0"
+    " 4.1-IV1"
+).split()
+"""Kafka's ``MetadataVersion`` names by feature level (level 1 first), up to Kafka 4.1."""
+
+
+def parse_metadata_version(text: str) -> int:
+    """A metadata.version level from Kafka's name ("4.1-IV1") or its number ("27")."""
+    if text.isdigit() and 1 <= int(text) <= len(_RELEASES):
+        return int(text)
+    if text in _RELEASES:
+        return _RELEASES.index(text) + 1
+    raise ValueError(
+        f"unknown metadata.version {text!r}: one of {_RELEASES[0]} .. {_RELEASES[-1]}, or 1 .. {len(_RELEASES)}"
+    )

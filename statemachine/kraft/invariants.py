@@ -10,17 +10,25 @@ after a grace for the states Kafka passes through legitimately.
 
 from __future__ import annotations
 
-from kraftlake.records.kraft import NO_LEADER
+from kraftlake.records.kraft import LRS_RECOVERING, NO_LEADER
 
 from ..invariants import say
 from .directory_ids import is_online
-from .features import MV_3_6_IV0
+from .features import MV_3_2_IV0, MV_3_6_IV0
 from .view import ControllerView, PartitionRegistration
 
 
-def leader_in_isr_in_replicas(p: PartitionRegistration) -> str | None:
-    """K1: leader = -1 or leader in ISR; ISR non-empty and within the replicas."""
+def elr_enabled(view: ControllerView) -> bool:
+    """The log's ``eligible.leader.replicas.version`` is >= 1 (KIP-966 on)."""
+    return view.features.get("eligible.leader.replicas.version", 0) >= 1
+
+
+def leader_in_isr_in_replicas(p: PartitionRegistration, elr: bool = False) -> str | None:
+    """K1: leader = -1 or leader in ISR; ISR non-empty and within the replicas. With ``elr`` (the
+    feature on) an empty ISR without a leader is KIP-966's leaderless state, not a fault."""
     if not p.isr:
+        if elr and p.leader == NO_LEADER:
+            return None
         return say("K1", "empty_isr")
     outside = [b for b in p.isr if b not in p.replicas]
     if outside:
@@ -28,6 +36,38 @@ def leader_in_isr_in_replicas(p: PartitionRegistration) -> str | None:
     if p.leader != NO_LEADER and p.leader not in p.isr:
         return say("K1", "leader_outside_isr", leader=p.leader, isr=p.isr)
     return None
+
+
+def elr_is_sound(p: PartitionRegistration) -> str | None:
+    """K13: ELR within the replicas and disjoint from the ISR (Kafka's replay logs an overlap
+    as an error; ``PartitionChangeBuilder`` never writes one)."""
+    elr = p.eligible_leader_replicas
+    if not elr:
+        return None
+    outside = [b for b in elr if b not in p.replicas]
+    if outside:
+        return say("K13", "elr_outside_replicas", elr=elr, outside=outside, replicas=p.replicas)
+    both = [b for b in elr if b in p.isr]
+    if both:
+        return say("K13", "elr_in_isr", elr=elr, isr=p.isr, both=both)
+    return None
+
+
+def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
+    """K14: a change that moves the leader to a broker picks it from the ISR before the change, or
+    from the ELR (``PartitionChangeBuilder.isValidNewLeader``), unless the election is unclean:
+    an unclean one (or the last known leader's) sets RECOVERING, and before 3.2-IV0, which has no
+    recovery state, forces the ISR to the leader alone."""
+    leader = new.leader
+    if leader == NO_LEADER or leader == old.leader:
+        return None
+    if leader in old.isr or leader in old.eligible_leader_replicas:
+        return None
+    if new.leader_recovery_state == LRS_RECOVERING and old.leader_recovery_state != LRS_RECOVERING:
+        return None
+    if view.metadata_version < MV_3_2_IV0 and new.isr == (leader,):
+        return None
+    return say("K14", "not_eligible", leader=leader, isr=old.isr, elr=old.eligible_leader_replicas)
 
 
 def leader_is_healthy(view: ControllerView, p: PartitionRegistration) -> str | None:

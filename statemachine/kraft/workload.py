@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kraftlake.records.base import Record
-from kraftlake.records.kraft import FeatureLevel, NoOp, Partition
+from kraftlake.records.kraft import Config, FeatureLevel, NoOp, Partition
 from kraftlake.records.meta_properties import MetaProperties
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, UnfenceRequested
 from kraftlake.records.types import uuid_from_bytes
@@ -29,7 +29,8 @@ from . import replica_manager, startup
 from .controller import Controller
 from .decider import decide
 from .directory_ids import is_online
-from .features import MV_3_9_IV0
+from .features import MV_3_9_IV0, MV_4_1_IV0
+from .replication import BROKER_RESOURCE, ELR_FEATURE, MIN_INSYNC_REPLICAS
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class WorkloadConfig:
     noop_every: int = 0
     """Append a NoOp (the active controller's heartbeat) after every N records; 0 = never."""
     metadata_version: int = MV_3_9_IV0
+    """From 4.1-IV0 the cluster bootstraps as a new Kafka 4.1 cluster does: eligible leader
+    replicas on (``eligible.leader.replicas.version`` 1) and a cluster-wide ``min.insync.replicas``
+    of ``min_insync_replicas``."""
+    min_insync_replicas: int = 2
     faults: tuple[str, ...] = ("dir-failure", "controlled-shutdown", "broker-crash")
     """Which faults the cluster lives through (see ``FAULTS``)."""
     bug: str | None = None
@@ -138,9 +143,10 @@ class Cluster:
 
     # -- broker life ----------------------------------------------------------------------------
 
-    def start(self, b: int) -> None:
+    def start(self, b: int, previous_epoch: int = -1) -> None:
         """The broker process starts: it loads its directories (the start-up decider), says so
-        (LogDirsLoaded), registers, puts its replicas where they belong, then asks to serve."""
+        (LogDirsLoaded), registers, puts its replicas where they belong, then asks to serve.
+        ``previous_epoch``: the epoch its clean-shutdown file names (-1 after a crash)."""
         loaded = startup.load_dirs(sorted(self.disks[b]), self.disks[b], lambda: self.new_id(b), node_id=b)
         if isinstance(loaded, startup.Refused):
             raise AssertionError(f"broker {b} refused to start: {loaded.reason}")
@@ -157,6 +163,7 @@ class Cluster:
                 incarnation_id=_uuid("incarnation", self.config.seed, b, self.incarnation[b]),
                 log_dirs=tuple(self.dirs[b]),
                 rack=f"rack-{b % 3}",
+                previous_broker_epoch=previous_epoch,
             )
         )
         assert d.reply.error_code == 0, d.reply
@@ -272,7 +279,8 @@ class Cluster:
             d = self.heartbeat(b, want_shut_down=True)
             if d.reply.should_shut_down:
                 break
-        self._come_back(b, replace_disks)
+        # A controlled shutdown leaves a clean-shutdown file naming the broker's epoch.
+        self._come_back(b, replace_disks, previous_epoch=self.epoch(b))
 
     def crash(self) -> None:
         live = [b for b, reg in sorted(self.view.brokers.items()) if not reg.fenced]
@@ -304,13 +312,13 @@ class Cluster:
         self.manage(joining)
         self.catch_up(joining)
 
-    def _come_back(self, b: int, replace_disks: bool) -> None:
+    def _come_back(self, b: int, replace_disks: bool, previous_epoch: int = -1) -> None:
         failed = self.failed.pop(b, [])
         if replace_disks:  # the new disks are empty: the start-up gives them new ids
             for path, meta in self.disks[b].items():
                 if meta is not None and meta.directory_id in failed:
                     self.disks[b][path] = None
-        self.start(b)
+        self.start(b, previous_epoch)
         self.catch_up(b)
 
     # -- the whole life -------------------------------------------------------------------------
@@ -318,6 +326,18 @@ class Cluster:
     def bootstrap(self) -> None:
         cfg = self.config
         self.controller.append([FeatureLevel(name="metadata.version", feature_level=cfg.metadata_version)])
+        if cfg.metadata_version >= MV_4_1_IV0:
+            self.controller.append(
+                [
+                    FeatureLevel(name=ELR_FEATURE, feature_level=1),
+                    Config(
+                        resource_type=BROKER_RESOURCE,
+                        resource_name="",
+                        name=MIN_INSYNC_REPLICAS,
+                        value=str(cfg.min_insync_replicas),
+                    ),
+                ]
+            )
         brokers = range(cfg.first_broker, cfg.first_broker + cfg.brokers)
         for b in brokers:
             self.disks[b] = dict.fromkeys((f"/b{b}/d{i}" for i in range(cfg.dirs_per_broker)), None)
