@@ -227,10 +227,6 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr():
         -2,
     )
     assert [a.directory for a in start.assignment] == [uid("ra4"), uid("ra2"), uid("ra3"), uid("ra1")]
-    assert (
-        ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(1, 2, 3))).reply.error_code
-        == c.INVALID_REQUEST
-    )
     p = ctl.view.partition(t, 0)
     d = ctl.handle(
         c.AlterPartition(
@@ -258,3 +254,23 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr():
         ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 4))).reply.error_code
         == c.INVALID_REPLICA_ASSIGNMENT
     )
+
+
+def test_a_new_reassignment_replaces_the_running_one_and_a_cancel_reverts():
+    """Kafka's changePartitionReassignment works from the current replicas, so a second target
+    replaces a running move (here (1, 2, 3) while (4, 2, 3) runs: 4 is removing, the running
+    adding list stays, and the ISR already holds every remaining replica, so it completes at
+    once); cancelPartitionReassignment goes back to the original replicas."""
+    ctl = controller_with_brokers({b: [uid(f"rr{b}")] for b in (1, 2, 3, 4, 5)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+    ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 2, 3)))
+    [again] = strip(ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(1, 2, 3))).records)
+    assert (again.replicas, again.removing_replicas, again.adding_replicas, again.leader) == ((1, 2, 3), (), (), 1)
+    # Sorted adding and removing lists (Kafka's TreeSet), target order first.
+    [start] = strip(ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(5, 4, 3))).records)
+    assert (start.replicas, start.adding_replicas, start.removing_replicas) == ((5, 4, 3, 1, 2), (4, 5), (1, 2))
+    [back] = strip(ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=None)).records)
+    assert (back.replicas, back.adding_replicas, back.removing_replicas) == ((3, 1, 2), (), ())
+    assert ctl.view.partition(t, 0).isr == (1, 2, 3)
+    reply = ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=None)).reply
+    assert reply.error_code == c.NO_REASSIGNMENT_IN_PROGRESS

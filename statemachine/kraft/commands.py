@@ -27,6 +27,7 @@ INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 STALE_BROKER_EPOCH = 77
 INVALID_UPDATE_VERSION = 95
+NO_REASSIGNMENT_IN_PROGRESS = 85
 UNKNOWN_TOPIC_ID = 100
 DUPLICATE_BROKER_REGISTRATION = 101
 BROKER_ID_NOT_REGISTERED = 102
@@ -100,11 +101,12 @@ class AssignReplicasToDirs(Command, frozen=True, kw_only=True):
 
 class ReassignPartition(Command, frozen=True, kw_only=True):
     """AlterPartitionReassignmentsRequest (apiKey 45) for one partition: move it to
-    ``target_replicas`` (the new replicas join, catch up, and then the old ones leave)."""
+    ``target_replicas`` (the new replicas join, catch up, and then the old ones leave); None
+    cancels the running reassignment (Kafka's null replicas)."""
 
     topic_id: str
     partition_id: int
-    target_replicas: tuple[int, ...]
+    target_replicas: tuple[int, ...] | None
 
 
 class AlterPartition(Command, frozen=True, kw_only=True):

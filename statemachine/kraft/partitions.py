@@ -27,6 +27,7 @@ from kraftlake.records.kraft import (
 
 from ..invariants import say
 from .features import MV_3_2_IV0, MV_3_6_IV0, directories_supported, partition_record_version
+from .reassignment import PartitionReassignmentReplicas
 from .view import PartitionRegistration
 
 
@@ -273,19 +274,16 @@ class PartitionChangeBuilder:
     # -- steps ---------------------------------------------------------------------------------
 
     def _complete_reassignment(self) -> None:
-        """Step 1: finish a reassignment once every adding replica is in the target ISR."""
-        removing, adding = self.target_removing, self.target_adding
-        if not removing and not adding:
+        """Step 1 (``completeReassignmentIfNeeded``): finish a reassignment once every replica
+        that stays is in the target ISR (``PartitionReassignmentReplicas``)."""
+        if not self.target_removing and not self.target_adding:
             return
-        isr, replicas = self.target_isr, self.target_replicas
-        if removing:
-            isr = tuple(r for r in isr if r not in removing)
-            if not isr:
-                return
-            replicas = tuple(r for r in replicas if r not in removing)
-        if adding and not all(r in isr for r in adding):
+        done = PartitionReassignmentReplicas(
+            self.target_removing, self.target_adding, self.target_replicas
+        ).maybe_complete(self.target_isr)
+        if done is None:
             return
-        self.target_isr, self.target_replicas = isr, replicas
+        self.target_replicas, self.target_isr = done
         self.target_removing, self.target_adding = (), ()
 
     def _populate_target_elr(self) -> None:

@@ -17,8 +17,9 @@ from kraftlake.records.types import is_reserved, uuid_from_bytes
 from .. import placement
 from . import commands as c
 from .features import directories_supported, partition_record_version
-from .partitions import merge
-from .replication import TOPIC_RESOURCE, builder, default_dir_provider
+from .partitions import Election, merge
+from .reassignment import PartitionReassignmentReplicas, PartitionReassignmentRevert
+from .replication import TOPIC_RESOURCE, builder, default_dir_provider, unclean_election_enabled
 from .view import ControllerView
 
 MAX_TOPIC_NAME = 249
@@ -179,11 +180,15 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
 
 
 def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Decision:
-    """Start moving a partition to ``target_replicas`` (ReplicationControlManager
-    .changePartitionReassignment): replicas become target + the ones leaving, ``adding`` and
-    ``removing`` say which; new replicas start in their default dir (``defaultDir``). The builder
-    completes the move once every adding replica is in the ISR (an AlterPartition from the
-    leader), dropping the leaving ones with a leader-epoch bump."""
+    """``ReplicationControlManager.alterPartitionReassignment`` for one partition.
+
+    A target (``changePartitionReassignment``): replicas become target + the ones leaving, both
+    sorted (``PartitionReassignmentReplicas``), computed from the current replicas, so a new
+    target replaces a running move; as Kafka, an empty adding or removing list leaves the
+    running one's in place. New replicas start in their default dir. The builder completes the
+    move once every remaining replica is in the ISR. None (``cancelPartitionReassignment``): back
+    to the original replicas, the ISR without the adding ones; when that empties it, the first
+    original replica alone, refused unless unclean leader election is on for the topic."""
 
     def error(code: int, message: str) -> c.Decision:
         return c.Decision(reply=c.Reply(error_code=code, message=message))
@@ -193,21 +198,34 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
     p = view.partition(cmd.topic_id, cmd.partition_id)
     if p is None:
         return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
+    if cmd.target_replicas is None:
+        if not p.adding_replicas and not p.removing_replicas:
+            return error(c.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+        revert = PartitionReassignmentRevert.of(p.replicas, p.isr, p.removing_replicas, p.adding_replicas)
+        unclean = unclean_election_enabled(view, p.topic_id)
+        if revert.unclean and not unclean:
+            return error(
+                c.INVALID_REPLICA_ASSIGNMENT,
+                f"Unable to revert partition assignment for {view.topics[p.topic_id].name}:{p.partition_id}"
+                " because it would require an unclean leader election.",
+            )
+        b = builder(view, p).set_election(Election.UNCLEAN if unclean else Election.ONLINE)
+        change = b.set_target_isr(revert.isr).set_target_replicas(revert.replicas).set_target_removing(())
+        change = change.set_target_adding(()).build()
+        return c.Decision(records=() if change is None else (change,))
     target = tuple(cmd.target_replicas)
     if not target or len(set(target)) != len(target):
         return error(c.INVALID_REPLICA_ASSIGNMENT, f"invalid target replicas {list(target)}")
     unknown = [b for b in target if b not in view.brokers]
     if unknown:
         return error(c.INVALID_REPLICA_ASSIGNMENT, f"target replicas name unregistered broker {unknown[0]}")
-    if p.adding_replicas or p.removing_replicas:
-        return error(c.INVALID_REQUEST, "a reassignment of this partition is in progress")
-    removing = tuple(b for b in p.replicas if b not in target)
-    adding = tuple(b for b in target if b not in p.replicas)
-    change = (
-        builder(view, p)
-        .set_target_replicas(target + removing)
-        .set_target_adding(adding)
-        .set_target_removing(removing)
-        .build()
-    )
+    move = PartitionReassignmentReplicas.of(p.replicas, target)
+    b = builder(view, p)
+    if move.replicas != p.replicas:
+        b.set_target_replicas(move.replicas)
+    if move.removing:
+        b.set_target_removing(move.removing)
+    if move.adding:
+        b.set_target_adding(move.adding)
+    change = b.build()
     return c.Decision(records=() if change is None else (change,))
