@@ -274,3 +274,30 @@ def test_a_new_reassignment_replaces_the_running_one_and_a_cancel_reverts():
     assert ctl.view.partition(t, 0).isr == (1, 2, 3)
     reply = ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=None)).reply
     assert reply.error_code == c.NO_REASSIGNMENT_IN_PROGRESS
+
+
+def test_alter_partition_checks_epochs_in_kafkas_order_and_v3_broker_epochs():
+    """validateAlterPartitionData: a request both behind on the leader epoch and ahead on the
+    partition epoch gets NOT_CONTROLLER (the partition epoch ahead is checked before the stale
+    leader epoch); v3 NewIsrWithEpochs: a member whose broker epoch is not its registration's is
+    INELIGIBLE_REPLICA, -1 skips the check."""
+    ctl = controller_with_brokers({b: [uid(f"ap{b}")] for b in (1, 2, 3)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+    ctl.handle(
+        c.AlterPartition(
+            broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=0, partition_epoch=0, new_isr=(1, 2)
+        )
+    )
+    p = ctl.view.partition(t, 0)
+    assert (p.leader_epoch, p.partition_epoch) == (0, 1)
+
+    def ask(**kw):
+        base = dict(broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=0, partition_epoch=1)
+        return ctl.handle(c.AlterPartition(**{**base, **kw})).reply.error_code
+
+    assert ask(leader_epoch=-1, partition_epoch=2, new_isr=(1, 2, 3)) == c.NOT_CONTROLLER
+    assert ask(leader_epoch=-1, partition_epoch=0, new_isr=(1, 2, 3)) == c.FENCED_LEADER_EPOCH
+    epochs = tuple(ctl.view.brokers[b].epoch for b in (1, 2, 3))
+    assert ask(new_isr=(1, 2, 3), new_isr_broker_epochs=(epochs[0], epochs[1], epochs[2] - 1)) == c.INELIGIBLE_REPLICA
+    assert ask(new_isr=(1, 2, 3), new_isr_broker_epochs=(epochs[0], -1, epochs[2])) == c.NONE
+    assert ctl.view.partition(t, 0).isr == (1, 2, 3)

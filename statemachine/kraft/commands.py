@@ -110,7 +110,7 @@ class ReassignPartition(Command, frozen=True, kw_only=True):
 
 
 class AlterPartition(Command, frozen=True, kw_only=True):
-    """AlterPartitionRequest (apiKey 56) for one partition: the leader changes the ISR."""
+    """AlterPartitionRequest (apiKey 56, up to v3) for one partition: the leader changes the ISR."""
 
     broker_id: int
     broker_epoch: int
@@ -120,6 +120,9 @@ class AlterPartition(Command, frozen=True, kw_only=True):
     partition_epoch: int
     new_isr: tuple[int, ...]
     leader_recovery_state: int = 0
+    new_isr_broker_epochs: tuple[int, ...] = ()
+    """Request v3 (KIP-903): the broker epoch of each ``new_isr`` member as the leader saw it,
+    -1 = not checked; empty = an older request (no epochs)."""
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True):

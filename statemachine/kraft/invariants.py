@@ -55,13 +55,18 @@ def elr_is_sound(p: PartitionRegistration) -> str | None:
 
 def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
     """K14: a change that moves the leader to a broker picks it from the ISR before the change, or
-    from the ELR (``PartitionChangeBuilder.isValidNewLeader``), unless the election is unclean:
+    from the ELR (``PartitionChangeBuilder.isValidNewLeader``), or, when the change completes a
+    reassignment, from the ISR it writes; unless the election is unclean:
     an unclean one (or the last known leader's) sets RECOVERING, and before 3.2-IV0, which has no
     recovery state, forces the ISR to the leader alone."""
     leader = new.leader
     if leader == NO_LEADER or leader == old.leader:
         return None
     if leader in old.isr or leader in old.eligible_leader_replicas:
+        return None
+    if new.replicas is not old.replicas and new.replicas != old.replicas and leader in new.isr:
+        # A reassignment that completes in this change elects from the ISR the same change
+        # writes (an AlterPartition that adds the new replica, then the move completes).
         return None
     if new.leader_recovery_state == LRS_RECOVERING and old.leader_recovery_state != LRS_RECOVERING:
         return None

@@ -93,7 +93,11 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
         directories = p.directories
     else:
         replicas = new_replicas
-        directories = directories_from(p.replicas, p.directories, new_replicas)
+        if all(d == MIGRATING for d in p.directories):
+            # defaultToMigrating: directories all MIGRATING stay so, for the new replica count.
+            directories = (MIGRATING,) * len(new_replicas)
+        else:
+            directories = directories_from(p.replicas, p.directories, new_replicas)
     if assignment:
         if len(assignment) != len(replicas):
             raise ValueError(
@@ -104,8 +108,7 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
             if pair.broker != replicas[i]:
                 raise ValueError(say("K2", "assignment_order", index=i, broker=pair.broker, replica=replicas[i]))
     if not directories:
-        # Kafka quirk kept: defaultToMigrating is given the *old* replica count.
-        directories = (MIGRATING,) * len(p.replicas)
+        directories = (MIGRATING,) * len(replicas)
     leader = c.leader
     if leader == LEADER_UNCHANGED:
         leader, leader_epoch = p.leader, p.leader_epoch

@@ -135,15 +135,17 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
     p = view.partition(cmd.topic_id, cmd.partition_id)
     if p is None:
         return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
-    # An epoch ahead of the controller's means this controller is behind (NOT_CONTROLLER).
+    # Kafka's order (validateAlterPartitionData): an epoch ahead of the controller's means this
+    # controller is behind (NOT_CONTROLLER), then a stale leader epoch, then the sender, then a
+    # stale partition epoch.
     if cmd.leader_epoch > p.leader_epoch:
         return error(c.NOT_CONTROLLER, f"leader epoch {cmd.leader_epoch} is ahead of {p.leader_epoch}")
+    if cmd.partition_epoch > p.partition_epoch:
+        return error(c.NOT_CONTROLLER, f"partition epoch {cmd.partition_epoch} is ahead of {p.partition_epoch}")
     if cmd.leader_epoch < p.leader_epoch:
         return error(c.FENCED_LEADER_EPOCH, f"leader epoch {cmd.leader_epoch}, current {p.leader_epoch}")
     if cmd.broker_id != p.leader:
         return error(c.INVALID_REQUEST, f"broker {cmd.broker_id} is not the leader ({p.leader})")
-    if cmd.partition_epoch > p.partition_epoch:
-        return error(c.NOT_CONTROLLER, f"partition epoch {cmd.partition_epoch} is ahead of {p.partition_epoch}")
     if cmd.partition_epoch < p.partition_epoch:
         return error(c.INVALID_UPDATE_VERSION, f"partition epoch {cmd.partition_epoch}, current {p.partition_epoch}")
     new_isr = tuple(cmd.new_isr)
@@ -159,12 +161,23 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
         return error(c.INVALID_REQUEST, "a RECOVERING partition cannot have more than one ISR member")
     if p.leader_recovery_state == LRS_RECOVERED and lrs == LRS_RECOVERING:
         return error(c.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING")
-    # Every member of the new ISR, the leader included (Kafka's ineligibleReplicasForIsr).
-    for b in new_isr:
+    # Every member of the new ISR, the leader included (Kafka's ineligibleReplicasForIsr); from
+    # request v3 each with the broker epoch the leader saw (-1: not checked).
+    epochs = cmd.new_isr_broker_epochs or (-1,) * len(new_isr)
+    if len(epochs) != len(new_isr):
+        return error(c.INVALID_REQUEST, f"{len(epochs)} broker epochs for ISR {list(new_isr)}")
+    for b, epoch in zip(new_isr, epochs):
         other = view.brokers.get(b)
         if other is None or other.fenced or other.in_controlled_shutdown:
             return error(c.INELIGIBLE_REPLICA, f"broker {b} is unregistered, fenced or shutting down")
-    change = builder(view, p).set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
+        if epoch != -1 and epoch != other.epoch:
+            return error(
+                c.INELIGIBLE_REPLICA, f"broker {b}: broker epoch mismatch: requested={epoch} VS expected={other.epoch}"
+            )
+    b = builder(view, p)
+    if unclean_election_enabled(view, p.topic_id):
+        b.set_election(Election.UNCLEAN)
+    change = b.set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
     merged = p if change is None else merge(p, change)
     # The builder may elect another leader (the current one's directory went offline): Kafka
     # writes that change and answers NEW_LEADER_ELECTED.

@@ -241,6 +241,8 @@ class Cluster:
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
                         new_isr=(*p.isr, b),
+                        # v3 (KIP-903): the epochs the leader saw, checked by the controller.
+                        new_isr_broker_epochs=tuple(self.view.brokers[x].epoch for x in (*p.isr, b)),
                     )
                 )
 
