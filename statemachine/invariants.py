@@ -224,7 +224,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "K14",
         KRAFT,
         ERROR,
-        "a new leader comes from the ISR, or from the ELR when the ISR is empty (from the new ISR when the change completes a reassignment), unless the election is unclean (recovery state RECOVERING; before 3.2-IV0, the ISR forced to the leader)",
+        "a new leader comes from the ISR, or from the ELR when the ISR is empty (from the new ISR when the change completes a reassignment), unless the election is unclean (the ISR forced to the leader alone, RECOVERING from 3.2-IV0)",
         messages={"not_eligible": "leader {leader} elected from outside ISR {isr} and ELR {elr} in a clean election"},
     ),
     Invariant(

@@ -301,3 +301,30 @@ def test_alter_partition_checks_epochs_in_kafkas_order_and_v3_broker_epochs():
     assert ask(new_isr=(1, 2, 3), new_isr_broker_epochs=(epochs[0], epochs[1], epochs[2] - 1)) == c.INELIGIBLE_REPLICA
     assert ask(new_isr=(1, 2, 3), new_isr_broker_epochs=(epochs[0], -1, epochs[2])) == c.NONE
     assert ctl.view.partition(t, 0).isr == (1, 2, 3)
+
+
+def test_min_isr_changes_clear_the_elr_only_with_elr_on():
+    """ConfigurationControlManager.createClearElrRecordsAsNeeded (Kafka 4.0): with ELR on, a
+    topic's min.insync.replicas change is followed by ClearElr(topic), the cluster's by
+    ClearElr(""); a topic created with the config gets one too, after its TopicRecord; deleting
+    the cluster value is refused. With ELR off the Config record comes alone."""
+    from kraftlake.records.kraft import ClearElr, Config, FeatureLevel
+
+    ctl = controller_with_brokers({b: [uid(f"mi{b}")] for b in (1, 2, 3)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+    off = ctl.handle(c.AlterConfig(resource_type=2, resource_name="t", name="min.insync.replicas", value="2"))
+    assert [type(r) for r in off.records] == [Config]
+    ctl.append([FeatureLevel(name="eligible.leader.replicas.version", feature_level=1)])
+    on = ctl.handle(c.AlterConfig(resource_type=2, resource_name="t", name="min.insync.replicas", value="3"))
+    assert [type(r) for r in on.records] == [Config, ClearElr] and on.records[1].topic_name == "t"
+    cluster = ctl.handle(c.AlterConfig(resource_type=4, resource_name="", name="min.insync.replicas", value="2"))
+    assert cluster.records[1] == ClearElr(
+        topic_name="", offset=cluster.records[1].offset, ts_ms=cluster.records[1].ts_ms
+    )
+    refused = ctl.handle(c.AlterConfig(resource_type=4, resource_name="", name="min.insync.replicas", value=None))
+    assert refused.reply.error_code == c.INVALID_CONFIG and not refused.records
+    created = ctl.handle(c.CreateTopic(name="u", assignments=((1, 2),), configs={"min.insync.replicas": "2"}))
+    assert [type(r).__name__ for r in created.records] == ["Topic", "Config", "ClearElr", "Partition"]
+    unknown = ctl.handle(c.AlterConfig(resource_type=2, resource_name="nope", name="min.insync.replicas", value="1"))
+    assert unknown.reply.error_code == c.UNKNOWN_TOPIC_OR_PARTITION
+    assert t in ctl.view.topics

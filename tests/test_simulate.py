@@ -64,20 +64,25 @@ def test_reassignments_complete_and_audit_clean_on_20_seeds():
 
 
 def test_a_kafka_41_cluster_with_elr_audits_clean_and_uses_the_elr():
-    """--metadata-version 4.1-IV1: ELR on; ISRs empty and ELRs fill as brokers crash, and the
-    correct controller gives no violation."""
-    from kraftlake.records import PartitionChange
+    """--metadata-version 4.1-IV1, every fault (min.insync.replicas changes among them): ELR on;
+    ISRs empty and ELRs fill as brokers crash, ClearElr records follow the config changes, and
+    the correct controller gives no violation."""
+    from kraftlake.records import ClearElr, PartitionChange
+    from kraftlake.statemachine.kraft.workload import FAULTS
 
-    elr = empty = 0
+    elr = empty = cleared = 0
     for seed in range(8):
-        cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, metadata_version=27)
+        cfg = WorkloadConfig(
+            brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, metadata_version=27, faults=FAULTS
+        )
         a = Audit()
         for batch in generate(cfg, records=1200):
             a.feed(batch)
             elr += sum(1 for r in batch if isinstance(r, PartitionChange) and r.eligible_leader_replicas)
             empty += sum(1 for r in batch if isinstance(r, PartitionChange) and r.isr == ())
+            cleared += sum(1 for r in batch if isinstance(r, ClearElr))
         assert a.report().violations == [], seed
-    assert elr > 50 and empty > 5, (elr, empty)
+    assert elr > 50 and empty > 5 and cleared > 3, (elr, empty, cleared)
 
 
 def test_every_bug_is_named():

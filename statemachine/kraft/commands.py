@@ -24,6 +24,7 @@ INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
+INVALID_CONFIG = 40
 FENCED_LEADER_EPOCH = 74
 STALE_BROKER_EPOCH = 77
 INVALID_UPDATE_VERSION = 95
@@ -91,6 +92,16 @@ class CreateTopic(Command, frozen=True, kw_only=True):
     configs: dict[str, str] = {}
     topic_id: str | None = None
     broker_weights: dict[int, int] | None = None
+
+
+class AlterConfig(Command, frozen=True, kw_only=True):
+    """IncrementalAlterConfigsRequest (apiKey 44) for one key: SET ``value``, or DELETE (None).
+    ``resource_type`` 2 TOPIC (by name) or 4 BROKER ("" = the cluster default)."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None = None
 
 
 class AssignReplicasToDirs(Command, frozen=True, kw_only=True):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import brokers, directory_deciders, topics
+from . import brokers, configs, directory_deciders, topics
 from . import commands as c
 from .view import ControllerView
 
@@ -24,6 +24,7 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.AssignReplicasToDirs: lambda v, cmd, cfg: directory_deciders.assign_replicas_to_dirs(v, cmd),
     c.AlterPartition: lambda v, cmd, cfg: topics.alter_partition(v, cmd),
     c.ReassignPartition: lambda v, cmd, cfg: topics.reassign_partition(v, cmd),
+    c.AlterConfig: lambda v, cmd, cfg: configs.alter_config(v, cmd),
 }  # type: ignore[dict-item]
 
 

@@ -57,8 +57,8 @@ def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: Pa
     """K14: a change that moves the leader to a broker picks it from the ISR before the change, or
     from the ELR (``PartitionChangeBuilder.isValidNewLeader``), or, when the change completes a
     reassignment, from the ISR it writes; unless the election is unclean:
-    an unclean one (or the last known leader's) sets RECOVERING, and before 3.2-IV0, which has no
-    recovery state, forces the ISR to the leader alone."""
+    an unclean one (or the last known leader's) forces the ISR to the leader alone and leaves the
+    partition RECOVERING (from 3.2-IV0, which has the recovery state)."""
     leader = new.leader
     if leader == NO_LEADER or leader == old.leader:
         return None
@@ -68,9 +68,9 @@ def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: Pa
         # A reassignment that completes in this change elects from the ISR the same change
         # writes (an AlterPartition that adds the new replica, then the move completes).
         return None
-    if new.leader_recovery_state == LRS_RECOVERING and old.leader_recovery_state != LRS_RECOVERING:
-        return None
-    if view.metadata_version < MV_3_2_IV0 and new.isr == (leader,):
+    if new.isr == (leader,) and (new.leader_recovery_state == LRS_RECOVERING or view.metadata_version < MV_3_2_IV0):
+        # Unclean (also the last known leader's election): the ISR forced to the leader, which
+        # recovers (a partition already RECOVERING stays so).
         return None
     return say("K14", "not_eligible", leader=leader, isr=old.isr, elr=old.eligible_leader_replicas)
 

@@ -16,6 +16,7 @@ from kraftlake.records.types import is_reserved, uuid_from_bytes
 
 from .. import placement
 from . import commands as c
+from .configs import clear_elr_records
 from .features import directories_supported, partition_record_version
 from .partitions import Election, merge
 from .reassignment import PartitionReassignmentReplicas, PartitionReassignmentRevert
@@ -94,10 +95,13 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
     version = partition_record_version(mv)
     default_dir = default_dir_provider(view)
     records: list = [Topic(name=name, topic_id=topic_id)]
-    records.extend(
+    config_records = [
         Config(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
         for k, v in sorted(cmd.configs.items())
-    )
+    ]
+    # Kafka's createTopic goes through incrementalAlterConfig: with ELR on, a topic created with
+    # min.insync.replicas gets its ClearElr too (after the TopicRecord, so it clears nothing).
+    records.extend([*config_records, *clear_elr_records(view, config_records)])
     for pid, replicas in enumerate(assignments):
         isr = tuple(b for b in replicas if view.is_active(b))
         assignment = ()

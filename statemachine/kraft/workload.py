@@ -67,7 +67,7 @@ class WorkloadConfig:
     ``step_ms`` after the previous one."""
 
 
-FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign")
+FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign", "alter-min-isr")
 
 BROKER_BUGS = {
     "broker-skip-assign": "K10",
@@ -314,6 +314,17 @@ class Cluster:
         self.manage(joining)
         self.catch_up(joining)
 
+    def alter_min_isr(self) -> None:
+        """An operator sets ``min.insync.replicas`` of a topic, or of the cluster one time in
+        four (with ELR on, the controller clears the ELRs it governs)."""
+        topics = sorted(self.view.topic_ids)
+        value = str(self.rng.randint(1, self.config.replication_factor))
+        if not topics or self.rng.random() < 0.25:
+            self.run(c.AlterConfig(resource_type=4, resource_name="", name="min.insync.replicas", value=value))
+        else:
+            name = self.rng.choice(topics)
+            self.run(c.AlterConfig(resource_type=2, resource_name=name, name="min.insync.replicas", value=value))
+
     def _come_back(self, b: int, replace_disks: bool, previous_epoch: int = -1) -> None:
         failed = self.failed.pop(b, [])
         if replace_disks:  # the new disks are empty: the start-up gives them new ids
@@ -362,7 +373,7 @@ class Cluster:
                 self.manage(b, advance=False)
 
     def step(self) -> None:
-        weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2, "reassign": 2}
+        weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2, "reassign": 2, "alter-min-isr": 1}
         faults = [f for f in FAULTS if f in self.config.faults]
         roll = self.rng.random() * sum(weights[f] for f in faults)
         for fault in faults:
@@ -373,6 +384,8 @@ class Cluster:
             self.dir_failure()
         elif fault == "reassign":
             self.reassign()
+        elif fault == "alter-min-isr":
+            self.alter_min_isr()
         elif fault == "controlled-shutdown":
             self.restart(replace_disks=True)
         else:
