@@ -536,13 +536,16 @@ class KraftCluster(RuleBasedStateMachine):
         if exists:
             assert d.reply.error_code == c.TOPIC_ALREADY_EXISTS
             return
-        if rf > len(active):
+        # Kafka's StripedReplicaPlacer: registered brokers not shutting down, fenced ones
+        # included, as long as one is unfenced; the first replica (the leader) is unfenced.
+        usable = [b for b in sorted(self.view.brokers) if not self.view.brokers[b].in_controlled_shutdown]
+        if not active or rf > len(usable):
             assert d.reply.error_code == c.INVALID_REPLICATION_FACTOR
             return
         assert d.reply.error_code == c.NONE, d.reply
         assert len(d.reply.assignments) == n
         for a in d.reply.assignments:
-            assert len(a) == rf == len(set(a)) and all(r in active for r in a)
+            assert len(a) == rf == len(set(a)) and all(r in usable for r in a) and a[0] in active
         self._check_new_topic(name, d)
 
     # -- directories --------------------------------------------------------------------------------

@@ -328,3 +328,33 @@ def test_min_isr_changes_clear_the_elr_only_with_elr_on():
     unknown = ctl.handle(c.AlterConfig(resource_type=2, resource_name="nope", name="min.insync.replicas", value="1"))
     assert unknown.reply.error_code == c.UNKNOWN_TOPIC_OR_PARTITION
     assert t in ctl.view.topics
+
+
+def test_topic_names_are_checked_as_kafka_does():
+    """Topic.validate answers INVALID_TOPIC_EXCEPTION (17); a name that equals an existing one once
+    '.' and '_' are unified collides (validateNewTopicNames), an identical one already exists."""
+    ctl = controller_with_brokers({b: [uid(f"tn{b}")] for b in (1, 2)})
+    assert ctl.handle(c.CreateTopic(name="a_b", assignments=((1, 2),))).reply.error_code == c.NONE
+    for bad in ("", ".", "..", "x" * 250, "a b", "é"):
+        assert ctl.handle(c.CreateTopic(name=bad, assignments=((1, 2),))).reply.error_code == c.INVALID_TOPIC_EXCEPTION
+    collides = ctl.handle(c.CreateTopic(name="a.b", assignments=((1, 2),))).reply
+    assert collides.error_code == c.INVALID_TOPIC_EXCEPTION and "collides with existing topic: a_b" in collides.message
+    assert ctl.handle(c.CreateTopic(name="a_b", assignments=((1, 2),))).reply.error_code == c.TOPIC_ALREADY_EXISTS
+    assert ctl.handle(c.CreateTopic(name="ab", assignments=((1, 2),))).reply.error_code == c.NONE
+
+
+def test_placement_uses_fenced_brokers_with_an_unfenced_leader():
+    """StripedReplicaPlacer: the replication factor is checked against registered brokers (not in
+    controlled shutdown), fenced ones get replicas, each partition's first replica is unfenced;
+    with every broker fenced, INVALID_REPLICATION_FACTOR."""
+    ctl = controller_with_brokers({b: [uid(f"pf{b}")] for b in (1, 2, 3)})
+    ctl.handle(c.ExpireSession(broker_id=3))
+    assert ctl.view.brokers[3].fenced
+    d = ctl.handle(c.CreateTopic(name="t", partitions=6, replication_factor=3))
+    assert d.reply.error_code == c.NONE
+    assert all(sorted(a) == [1, 2, 3] and a[0] != 3 for a in d.reply.assignments)
+    assert ctl.handle(c.CreateTopic(name="u", replication_factor=4)).reply.error_code == c.INVALID_REPLICATION_FACTOR
+    for b in (1, 2):
+        ctl.handle(c.ExpireSession(broker_id=b))
+    reply = ctl.handle(c.CreateTopic(name="v", replication_factor=1)).reply
+    assert reply.error_code == c.INVALID_REPLICATION_FACTOR and "fenced" in reply.message

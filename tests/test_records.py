@@ -232,6 +232,7 @@ def test_entity_keys_name_the_entity(record):
     else:
         prefixes = {"broker", "feature", "config", "controller", "producer-ids", "cluster"}
         prefixes |= {"token", "user", "acl", "quorum", "kafka"}  # security records, Raft, opaque imports
+        prefixes |= {"elr"}  # ClearElr: a topic by name ("elr/<name>"), or every topic ("elr/")
         prefixes |= {
             "ids",
             "streams",

@@ -60,8 +60,8 @@ def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: Pa
     an unclean one (or the last known leader's) forces the ISR to the leader alone and leaves the
     partition RECOVERING (from 3.2-IV0, which has the recovery state)."""
     leader = new.leader
-    if leader == NO_LEADER or leader == old.leader:
-        return None
+    if leader == NO_LEADER or leader == old.leader or leader not in new.replicas:
+        return None  # (a leader that is no replica is K1's)
     if leader in old.isr or leader in old.eligible_leader_replicas:
         return None
     if new.replicas is not old.replicas and new.replicas != old.replicas and leader in new.isr:

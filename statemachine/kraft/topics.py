@@ -36,6 +36,19 @@ def derived_topic_id(name: str, offset: int) -> str:
         n += 1
 
 
+def invalid_topic_name(name: str) -> str | None:
+    """Why Kafka's ``Topic.validate`` refuses ``name``, or None."""
+    if not name:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
+    if not all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in name):
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
 def _error(code: int, message: str) -> c.Decision:
     return c.Decision(reply=c.CreateTopicReply(error_code=code, message=message))
 
@@ -43,12 +56,20 @@ def _error(code: int, message: str) -> c.Decision:
 def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerConfig) -> c.Decision:
     first = view.offset + 1
     name = cmd.name
-    if not name or len(name) > MAX_TOPIC_NAME or name in (".", ".."):
-        return _error(c.INVALID_REQUEST, f"invalid topic name {name!r}")
+    invalid = invalid_topic_name(name)
+    if invalid is not None:
+        return _error(c.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {invalid}")
     if name in view.topic_ids:
         return _error(c.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if "_" in name or "." in name:
+        unified = name.replace(".", "_")
+        colliding = sorted(t for t in view.topic_ids if ("_" in t or "." in t) and t.replace(".", "_") == unified)
+        if colliding:
+            return _error(c.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding[0]}")
     registered = sorted(view.brokers)
     active = [b for b in registered if view.is_active(b)]
+    # StripedReplicaPlacer's brokers: registered and not shutting down, fenced ones included.
+    usable = [b for b in registered if not view.brokers[b].in_controlled_shutdown]
     if cmd.assignments is not None:
         if not cmd.assignments:
             return _error(c.INVALID_REPLICA_ASSIGNMENT, "no partitions in the manual assignment")
@@ -75,19 +96,33 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
             return _error(c.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
         if cmd.replication_factor < 1:
             return _error(c.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if cmd.replication_factor > len(active):
+        if not active:
+            return _error(c.INVALID_REPLICATION_FACTOR, "All brokers are currently fenced.")
+        if cmd.replication_factor > len(usable):
             return _error(
                 c.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {cmd.replication_factor} time(s): The target"
                 f" replication factor of {cmd.replication_factor} cannot be reached because only"
-                f" {len(active)} broker(s) are registered.",
+                f" {len(usable)} broker(s) are registered.",
             )
-        weights = {b: max(0, int((cmd.broker_weights or {}).get(b, 0))) for b in active}
+        rf = cmd.replication_factor
+        weights = {b: max(0, int((cmd.broker_weights or {}).get(b, 0))) for b in usable}
         selection = placement.WeightedSelection(weights, max_multiple=config.max_multiple)
-        assignments = tuple(
-            selection.pick(random.Random(placement.seed_for(first, f"create-topic/{name}/{p}")), cmd.replication_factor)
-            for p in range(cmd.partitions)
-        )
+        if len(active) == len(usable):
+            assignments = tuple(
+                selection.pick(random.Random(placement.seed_for(first, f"create-topic/{name}/{p}")), rf)
+                for p in range(cmd.partitions)
+            )
+        else:
+            # As Kafka's placer, fenced brokers get replicas too, but every partition's first
+            # replica (its leader) is an unfenced one.
+            leaders = placement.WeightedSelection({b: weights[b] for b in active}, max_multiple=config.max_multiple)
+            picked = []
+            for p in range(cmd.partitions):
+                rng = random.Random(placement.seed_for(first, f"create-topic/{name}/{p}"))
+                lead = leaders.pick(rng, 1)
+                picked.append(lead + selection.pick(rng, rf - 1, exclude=lead))
+            assignments = tuple(picked)
     topic_id = cmd.topic_id or derived_topic_id(name, first)
     if topic_id in view.topics or is_reserved(topic_id):
         return _error(c.INVALID_REQUEST, f"topic id {topic_id} is taken or reserved")
