@@ -50,6 +50,7 @@ from kraftlake.records.observations import AssignReplicasToDirsRequest, Director
 from kraftlake.records.types import is_reserved
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft import replay
+from kraftlake.statemachine.kraft.brokers import supported_features
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.decider import decide
 from kraftlake.statemachine.kraft.directory_ids import is_online, sorted_dirs, uuid_sort_key
@@ -208,7 +209,14 @@ class KraftCluster(RuleBasedStateMachine):
         existing = view.brokers.get(proc.broker_id)
         offset0 = view.offset
         dirs = tuple(d for d in proc.dirs if d not in proc.offline)
-        d = self.run(c.RegisterBroker(broker_id=proc.broker_id, incarnation_id=proc.incarnation_id, log_dirs=dirs))
+        d = self.run(
+            c.RegisterBroker(
+                broker_id=proc.broker_id,
+                incarnation_id=proc.incarnation_id,
+                log_dirs=dirs,
+                features=supported_features(view.metadata_version),
+            )
+        )
         code = d.reply.error_code
         if not dirs:
             assert code == c.INVALID_REGISTRATION

@@ -68,3 +68,15 @@ def parse_metadata_version(text: str) -> int:
     raise ValueError(
         f"unknown metadata.version {text!r}: one of {_RELEASES[0]} .. {_RELEASES[-1]}, or 1 .. {len(_RELEASES)}"
     )
+
+
+ELIGIBLE_LEADER_REPLICAS = "eligible.leader.replicas.version"
+
+
+def software_features(mv: int) -> tuple[tuple[str, int, int], ...]:
+    """The (feature, min, max) ranges a broker of the Kafka release that writes ``mv`` sends when
+    it registers: Kafka 3.x supports metadata.version 1 .. 3.9-IV0; Kafka 4.x 3.3-IV3 .. 4.1-IV1
+    and ``eligible.leader.replicas.version`` 0 .. 1."""
+    if mv > MV_3_9_IV0:
+        return ((METADATA_VERSION, MV_3_3_IV3, MV_4_1_IV1), (ELIGIBLE_LEADER_REPLICAS, 0, 1))
+    return ((METADATA_VERSION, MV_3_0_IV1, MV_3_9_IV0),)

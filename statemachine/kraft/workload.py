@@ -26,6 +26,7 @@ from kraftlake.records.types import uuid_from_bytes
 from .. import placement
 from . import commands as c
 from . import replica_manager, startup
+from .brokers import supported_features
 from .controller import Controller
 from .decider import decide
 from .directory_ids import is_online
@@ -164,6 +165,7 @@ class Cluster:
                 log_dirs=tuple(self.dirs[b]),
                 rack=f"rack-{b % 3}",
                 previous_broker_epoch=previous_epoch,
+                features=supported_features(self.config.metadata_version),
             )
         )
         assert d.reply.error_code == 0, d.reply
