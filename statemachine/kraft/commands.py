@@ -19,6 +19,9 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ELECTION_NOT_NEEDED = 84
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
@@ -105,6 +108,20 @@ class AlterConfig(Command, frozen=True, kw_only=True):
     value: str | None = None
 
 
+class ElectLeaders(Command, frozen=True, kw_only=True):
+    """ElectLeadersRequest (apiKey 43): ``election`` "preferred" or "unclean", for ``partitions``
+    ((topic name, partition), ...) or every partition when None."""
+
+    election: str = "preferred"
+    partitions: tuple[tuple[str, int], ...] | None = None
+
+
+class DeleteTopics(Command, frozen=True, kw_only=True):
+    """DeleteTopicsRequest by topic ids (``ReplicationControlManager.deleteTopics``)."""
+
+    topic_ids: tuple[str, ...]
+
+
 class AssignReplicasToDirs(Command, frozen=True, kw_only=True):
     """AssignReplicasToDirsRequest (apiKey 73), as the broker sent it."""
 
@@ -170,6 +187,16 @@ class DirectoryResult(msgspec.Struct, frozen=True, kw_only=True):
 
 class AssignReplicasToDirsReply(Reply, frozen=True, kw_only=True):
     directories: tuple[DirectoryResult, ...] = ()
+
+
+class ElectLeadersReply(Reply, frozen=True, kw_only=True):
+    results: tuple[tuple[str, int, int], ...] = ()
+    """(topic name, partition, error code) per partition asked about."""
+
+
+class DeleteTopicsReply(Reply, frozen=True, kw_only=True):
+    errors: dict[str, int] = {}
+    """Topic id -> error code (0 = deleted)."""
 
 
 class AlterPartitionReply(Reply, frozen=True, kw_only=True):

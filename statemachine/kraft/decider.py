@@ -25,6 +25,8 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.AlterPartition: lambda v, cmd, cfg: topics.alter_partition(v, cmd),
     c.ReassignPartition: lambda v, cmd, cfg: topics.reassign_partition(v, cmd),
     c.AlterConfig: lambda v, cmd, cfg: configs.alter_config(v, cmd),
+    c.DeleteTopics: lambda v, cmd, cfg: topics.delete_topics(v, cmd),
+    c.ElectLeaders: lambda v, cmd, cfg: topics.elect_leaders(v, cmd),
 }  # type: ignore[dict-item]
 
 

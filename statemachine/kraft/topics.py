@@ -11,7 +11,15 @@ from __future__ import annotations
 import hashlib
 import random
 
-from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, Config, Partition, ReplicaDirectory, Topic
+from kraftlake.records.kraft import (
+    LRS_RECOVERED,
+    LRS_RECOVERING,
+    Config,
+    Partition,
+    RemoveTopic,
+    ReplicaDirectory,
+    Topic,
+)
 from kraftlake.records.types import is_reserved, uuid_from_bytes
 
 from .. import placement
@@ -281,3 +289,55 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
         b.set_target_adding(move.adding)
     change = b.build()
     return c.Decision(records=() if change is None else (change,))
+
+
+def delete_topics(view: ControllerView, cmd: c.DeleteTopics) -> c.Decision:
+    """``ReplicationControlManager.deleteTopics``: a RemoveTopicRecord per known topic id (replay
+    drops its partitions and configs), UNKNOWN_TOPIC_ID for the others; an id named twice is
+    removed once."""
+    records: list = []
+    errors: dict[str, int] = {}
+    for topic_id in cmd.topic_ids:
+        if topic_id in errors:
+            continue
+        if topic_id not in view.topics:
+            errors[topic_id] = c.UNKNOWN_TOPIC_ID
+            continue
+        errors[topic_id] = c.NONE
+        records.append(RemoveTopic(topic_id=topic_id))
+    return c.Decision(records=tuple(records), reply=c.DeleteTopicsReply(errors=errors))
+
+
+def elect_leaders(view: ControllerView, cmd: c.ElectLeaders) -> c.Decision:
+    """``ReplicationControlManager.electLeaders``/``electLeader``: per partition (every one, in
+    topic-name order, when none are named), ELECTION_NOT_NEEDED when the preferred replica
+    already leads (preferred) or a leader exists (unclean); else the builder with that election,
+    PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when it changes nothing.
+    Each change is computed from the state before the request, as Kafka's are."""
+    if cmd.election not in ("preferred", "unclean"):
+        return c.Decision(reply=c.ElectLeadersReply(error_code=c.INVALID_REQUEST, message=f"election {cmd.election!r}"))
+    wanted = cmd.partitions
+    if wanted is None:
+        wanted = tuple(
+            (name, pid) for name in sorted(view.topic_ids) for pid in sorted(view.partitions[view.topic_ids[name]])
+        )
+    records: list = []
+    results = []
+    for name, pid in wanted:
+        topic_id = view.topic_ids.get(name)
+        p = None if topic_id is None else view.partition(topic_id, pid)
+        if p is None:
+            results.append((name, pid, c.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        preferred = cmd.election == "preferred"
+        if (preferred and p.replicas and p.leader == p.replicas[0]) or (not preferred and p.leader != -1):
+            results.append((name, pid, c.ELECTION_NOT_NEEDED))
+            continue
+        change = builder(view, p).set_election(Election.PREFERRED if preferred else Election.UNCLEAN).build()
+        if change is None:
+            code = c.PREFERRED_LEADER_NOT_AVAILABLE if preferred else c.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            results.append((name, pid, code))
+            continue
+        records.append(change)
+        results.append((name, pid, c.NONE))
+    return c.Decision(records=tuple(records), reply=c.ElectLeadersReply(results=tuple(results)))

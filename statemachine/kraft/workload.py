@@ -68,7 +68,7 @@ class WorkloadConfig:
     ``step_ms`` after the previous one."""
 
 
-FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign", "alter-min-isr")
+FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign", "alter-min-isr", "elect-leaders")
 
 BROKER_BUGS = {
     "broker-skip-assign": "K10",
@@ -316,6 +316,12 @@ class Cluster:
         self.manage(joining)
         self.catch_up(joining)
 
+    def elect_leaders(self) -> None:
+        """An operator asks for preferred leaders everywhere, or, one time in four, for unclean
+        elections of the leaderless partitions (ElectLeaders)."""
+        election = "unclean" if self.rng.random() < 0.25 else "preferred"
+        self.run(c.ElectLeaders(election=election))
+
     def alter_min_isr(self) -> None:
         """An operator sets ``min.insync.replicas`` of a topic, or of the cluster one time in
         four (with ELR on, the controller clears the ELRs it governs)."""
@@ -375,7 +381,14 @@ class Cluster:
                 self.manage(b, advance=False)
 
     def step(self) -> None:
-        weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2, "reassign": 2, "alter-min-isr": 1}
+        weights = {
+            "dir-failure": 5,
+            "controlled-shutdown": 3,
+            "broker-crash": 2,
+            "reassign": 2,
+            "alter-min-isr": 1,
+            "elect-leaders": 1,
+        }
         faults = [f for f in FAULTS if f in self.config.faults]
         roll = self.rng.random() * sum(weights[f] for f in faults)
         for fault in faults:
@@ -388,6 +401,8 @@ class Cluster:
             self.reassign()
         elif fault == "alter-min-isr":
             self.alter_min_isr()
+        elif fault == "elect-leaders":
+            self.elect_leaders()
         elif fault == "controlled-shutdown":
             self.restart(replace_disks=True)
         else:
