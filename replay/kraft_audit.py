@@ -1,4 +1,4 @@
-"""The KRaft family's part of the audit: the controller's view and KIP-858's invariants (K1-K12,
+"""The KRaft family's part of the audit: the controller's view and KIP-858's invariants (K1-K14,
 the L invariants of KRaft records), checked on exactly the entities a record can have changed.
 
 It replays KRaft records into a ``ControllerView`` and reports through the audit's ``Books``; the
@@ -53,7 +53,7 @@ def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
 
 
 class KraftAudit:
-    """K1-K12 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
+    """K1-K14 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
     not feed the partition records (the Spark plan counts UNASSIGNED replicas itself and asks K11
     with its counts)."""
 

@@ -138,3 +138,16 @@ def test_dir_failures_alone_go_on_with_disk_replacements():
     records = [r for batch in generate(cfg, records=800) for r in batch]
     assert len(records) >= 800
     assert sum(type(r) is RegisterBroker for r in records) > cfg.brokers  # re-registrations happened
+
+
+def test_simulate_metadata_version_flag(tmp_path: Path):
+    """--metadata-version takes Kafka's names or levels; 4.1-IV1 turns ELR on; a bad one is exit 2."""
+    out = tmp_path / "elr.jsonl"
+    args = ["simulate", "--seed", "2", "--records", "300", "--out", str(out), "--metadata-version", "4.1-IV1"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert '"feature_level":27' in text and '"eligible.leader.replicas.version"' in text
+    bad = runner.invoke(app, [*args[:-1], "5.0-IV9"])
+    assert bad.exit_code == 2 and "unknown metadata.version" in bad.output
+    assert "--metadata-version" in runner.invoke(app, ["simulate", "--help"]).output

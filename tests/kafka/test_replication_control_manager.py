@@ -124,13 +124,19 @@ def test_testEligibleLeaderReplicas_EffectiveMinIsr():
     assert effective_min_isr(ctx.view, t) == 3
 
 
-def test_testEligibleLeaderReplicas_CleanElection():
+def _three_of_four_fenced() -> tuple[Context, str]:
+    """The start CleanElection and UncleanShutdown share: min ISR 3, brokers 1, 2, 3 fenced."""
     ctx = Context(0, 1, 2, 3)
     t = ctx.create_test_topic("foo", (0, 1, 2, 3))
     ctx.alter_topic_config("foo", "min.insync.replicas", "3")
     ctx.fence_brokers(1, 2, 3)
     p = ctx.view.partition(t, 0)
     assert (p.eligible_leader_replicas, p.last_known_elr) == ((2, 3), ())
+    return ctx, t
+
+
+def test_testEligibleLeaderReplicas_CleanElection():
+    ctx, t = _three_of_four_fenced()
     ctx.unfence_brokers(2)
     ctx.fence_brokers(0, 1)
     p = ctx.view.partition(t, 0)
@@ -138,12 +144,7 @@ def test_testEligibleLeaderReplicas_CleanElection():
 
 
 def test_testEligibleLeaderReplicas_UncleanShutdown():
-    ctx = Context(0, 1, 2, 3)
-    t = ctx.create_test_topic("foo", (0, 1, 2, 3))
-    ctx.alter_topic_config("foo", "min.insync.replicas", "3")
-    ctx.fence_brokers(1, 2, 3)
-    p = ctx.view.partition(t, 0)
-    assert (p.eligible_leader_replicas, p.last_known_elr) == ((2, 3), ())
+    ctx, t = _three_of_four_fenced()
     # An unclean shutdown ELR member is kicked out of the ELR.
     ctx.unclean_shutdown(3)
     p = ctx.view.partition(t, 0)
