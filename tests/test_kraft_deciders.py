@@ -358,3 +358,25 @@ def test_placement_uses_fenced_brokers_with_an_unfenced_leader():
         ctl.handle(c.ExpireSession(broker_id=b))
     reply = ctl.handle(c.CreateTopic(name="v", replication_factor=1)).reply
     assert reply.error_code == c.INVALID_REPLICATION_FACTOR and "fenced" in reply.message
+
+
+def test_create_partitions_as_kafka():
+    """createPartitions: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS for no increase, the
+    assignment count must match, new partitions get the topic's replication factor, active ISR."""
+    ctl = controller_with_brokers({b: [uid(f"cp{b}")] for b in (1, 2, 3)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2), (2, 3)))).reply.topic_id
+    assert ctl.handle(c.CreatePartitions(name="nope", count=3)).reply.error_code == c.UNKNOWN_TOPIC_OR_PARTITION
+    same = ctl.handle(c.CreatePartitions(name="t", count=2)).reply
+    assert same.error_code == c.INVALID_PARTITIONS and same.message == "Topic already has 2 partition(s)."
+    assert ctl.handle(c.CreatePartitions(name="t", count=1)).reply.error_code == c.INVALID_PARTITIONS
+    wrong = ctl.handle(c.CreatePartitions(name="t", count=4, assignments=((1, 3),))).reply
+    assert wrong.error_code == c.INVALID_REPLICA_ASSIGNMENT
+    d = ctl.handle(c.CreatePartitions(name="t", count=4, assignments=((3, 1), (1, 2))))
+    assert [(r.partition_id, r.replicas, r.isr, r.leader) for r in d.records] == [
+        (2, (3, 1), (3, 1), 3),
+        (3, (1, 2), (1, 2), 1),
+    ]
+    placed = ctl.handle(c.CreatePartitions(name="t", count=6))
+    assert [r.partition_id for r in placed.records] == [4, 5]
+    assert all(len(r.replicas) == 2 and r.leader == r.isr[0] for r in placed.records)
+    assert sorted(ctl.view.partitions[t]) == [0, 1, 2, 3, 4, 5]

@@ -116,6 +116,15 @@ class ElectLeaders(Command, frozen=True, kw_only=True):
     partitions: tuple[tuple[str, int], ...] | None = None
 
 
+class CreatePartitions(Command, frozen=True, kw_only=True):
+    """CreatePartitionsRequest for one topic: grow it to ``count`` partitions; ``assignments``
+    gives one replica list per new partition (None: placed by the controller)."""
+
+    name: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
 class DeleteTopics(Command, frozen=True, kw_only=True):
     """DeleteTopicsRequest by topic ids (``ReplicationControlManager.deleteTopics``)."""
 

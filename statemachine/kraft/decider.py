@@ -27,6 +27,7 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.AlterConfig: lambda v, cmd, cfg: configs.alter_config(v, cmd),
     c.DeleteTopics: lambda v, cmd, cfg: topics.delete_topics(v, cmd),
     c.ElectLeaders: lambda v, cmd, cfg: topics.elect_leaders(v, cmd),
+    c.CreatePartitions: topics.create_partitions,
 }  # type: ignore[dict-item]
 
 

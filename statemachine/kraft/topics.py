@@ -61,6 +61,65 @@ def _error(code: int, message: str) -> c.Decision:
     return c.Decision(reply=c.CreateTopicReply(error_code=code, message=message))
 
 
+def _place(view, config, weights_in, key: str, first: int, partition_ids, rf: int) -> tuple | str:
+    """Replica lists for ``partition_ids`` (seeded from the operation's first offset and ``key``), or
+    why not. Kafka's StripedReplicaPlacer's broker set and checks: registered brokers not shutting
+    down, fenced ones included, at least one unfenced, at least ``rf`` in all; placement itself is
+    kraftlake's free-disk weighting."""
+    usable = [b for b in sorted(view.brokers) if not view.brokers[b].in_controlled_shutdown]
+    active = [b for b in usable if view.is_active(b)]
+    if not active:
+        return "All brokers are currently fenced."
+    if rf > len(usable):
+        return (
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be"
+            f" reached because only {len(usable)} broker(s) are registered."
+        )
+    weights = {b: max(0, int((weights_in or {}).get(b, 0))) for b in usable}
+    selection = placement.WeightedSelection(weights, max_multiple=config.max_multiple)
+    if len(active) == len(usable):
+        return tuple(selection.pick(random.Random(placement.seed_for(first, f"{key}/{p}")), rf) for p in partition_ids)
+    # As Kafka's placer, fenced brokers get replicas too, but every partition's first replica (its
+    # leader) is an unfenced one.
+    leaders = placement.WeightedSelection({b: weights[b] for b in active}, max_multiple=config.max_multiple)
+    picked = []
+    for p in partition_ids:
+        rng = random.Random(placement.seed_for(first, f"{key}/{p}"))
+        lead = leaders.pick(rng, 1)
+        picked.append(lead + selection.pick(rng, rf - 1, exclude=lead))
+    return tuple(picked)
+
+
+def _new_partitions(view: ControllerView, topic_id: str, start: int, assignments) -> list[Partition]:
+    """PartitionRecords for new partitions ``start``.. (``buildPartitionRegistration``): ISR = the
+    active replicas, the first of them leads, replicas in their default directories."""
+    mv = view.metadata_version
+    version = partition_record_version(mv)
+    default_dir = default_dir_provider(view)
+    out = []
+    for pid, replicas in enumerate(assignments, start):
+        isr = tuple(b for b in replicas if view.is_active(b))
+        assignment = ()
+        if directories_supported(mv):
+            assignment = tuple(ReplicaDirectory(broker=b, directory=default_dir(b)) for b in replicas)
+        out.append(
+            Partition(
+                version=version,
+                partition_id=pid,
+                topic_id=topic_id,
+                replicas=replicas,
+                isr=isr,
+                leader=isr[0],
+                leader_epoch=0,
+                partition_epoch=0,
+                assignment=assignment,
+                eligible_leader_replicas=None,
+                last_known_elr=None,
+            )
+        )
+    return out
+
+
 def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerConfig) -> c.Decision:
     first = view.offset + 1
     name = cmd.name
@@ -74,10 +133,6 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
         colliding = sorted(t for t in view.topic_ids if ("_" in t or "." in t) and t.replace(".", "_") == unified)
         if colliding:
             return _error(c.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding[0]}")
-    registered = sorted(view.brokers)
-    active = [b for b in registered if view.is_active(b)]
-    # StripedReplicaPlacer's brokers: registered and not shutting down, fenced ones included.
-    usable = [b for b in registered if not view.brokers[b].in_controlled_shutdown]
     if cmd.assignments is not None:
         if not cmd.assignments:
             return _error(c.INVALID_REPLICA_ASSIGNMENT, "no partitions in the manual assignment")
@@ -104,39 +159,21 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
             return _error(c.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
         if cmd.replication_factor < 1:
             return _error(c.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if not active:
-            return _error(c.INVALID_REPLICATION_FACTOR, "All brokers are currently fenced.")
-        if cmd.replication_factor > len(usable):
-            return _error(
-                c.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {cmd.replication_factor} time(s): The target"
-                f" replication factor of {cmd.replication_factor} cannot be reached because only"
-                f" {len(usable)} broker(s) are registered.",
-            )
-        rf = cmd.replication_factor
-        weights = {b: max(0, int((cmd.broker_weights or {}).get(b, 0))) for b in usable}
-        selection = placement.WeightedSelection(weights, max_multiple=config.max_multiple)
-        if len(active) == len(usable):
-            assignments = tuple(
-                selection.pick(random.Random(placement.seed_for(first, f"create-topic/{name}/{p}")), rf)
-                for p in range(cmd.partitions)
-            )
-        else:
-            # As Kafka's placer, fenced brokers get replicas too, but every partition's first
-            # replica (its leader) is an unfenced one.
-            leaders = placement.WeightedSelection({b: weights[b] for b in active}, max_multiple=config.max_multiple)
-            picked = []
-            for p in range(cmd.partitions):
-                rng = random.Random(placement.seed_for(first, f"create-topic/{name}/{p}"))
-                lead = leaders.pick(rng, 1)
-                picked.append(lead + selection.pick(rng, rf - 1, exclude=lead))
-            assignments = tuple(picked)
+        placed = _place(
+            view,
+            config,
+            cmd.broker_weights,
+            f"create-topic/{name}",
+            first,
+            range(cmd.partitions),
+            cmd.replication_factor,
+        )
+        if isinstance(placed, str):
+            return _error(c.INVALID_REPLICATION_FACTOR, placed)
+        assignments = placed
     topic_id = cmd.topic_id or derived_topic_id(name, first)
     if topic_id in view.topics or is_reserved(topic_id):
         return _error(c.INVALID_REQUEST, f"topic id {topic_id} is taken or reserved")
-    mv = view.metadata_version
-    version = partition_record_version(mv)
-    default_dir = default_dir_provider(view)
     records: list = [Topic(name=name, topic_id=topic_id)]
     config_records = [
         Config(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
@@ -145,26 +182,7 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
     # Kafka's createTopic goes through incrementalAlterConfig: with ELR on, a topic created with
     # min.insync.replicas gets its ClearElr too (after the TopicRecord, so it clears nothing).
     records.extend([*config_records, *clear_elr_records(view, config_records)])
-    for pid, replicas in enumerate(assignments):
-        isr = tuple(b for b in replicas if view.is_active(b))
-        assignment = ()
-        if directories_supported(mv):
-            assignment = tuple(ReplicaDirectory(broker=b, directory=default_dir(b)) for b in replicas)
-        records.append(
-            Partition(
-                version=version,
-                partition_id=pid,
-                topic_id=topic_id,
-                replicas=replicas,
-                isr=isr,
-                leader=isr[0],
-                leader_epoch=0,
-                partition_epoch=0,
-                assignment=assignment,
-                eligible_leader_replicas=None,
-                last_known_elr=None,
-            )
-        )
+    records.extend(_new_partitions(view, topic_id, 0, assignments))
     return c.Decision(records=tuple(records), reply=c.CreateTopicReply(topic_id=topic_id, assignments=assignments))
 
 
@@ -341,3 +359,56 @@ def elect_leaders(view: ControllerView, cmd: c.ElectLeaders) -> c.Decision:
         records.append(change)
         results.append((name, pid, c.NONE))
     return c.Decision(records=tuple(records), reply=c.ElectLeadersReply(results=tuple(results)))
+
+
+def create_partitions(view: ControllerView, cmd: c.CreatePartitions, config: c.ControllerConfig) -> c.Decision:
+    """``ReplicationControlManager.createPartitions`` for one topic: grow it to ``count``
+    partitions, placed like a new topic's with the replication factor of its partition 0, or as
+    ``assignments`` says (one replica list per new partition, at least one active broker each)."""
+
+    def error(code: int, message: str) -> c.Decision:
+        return c.Decision(reply=c.Reply(error_code=code, message=message))
+
+    topic_id = view.topic_ids.get(cmd.name)
+    if topic_id is None:
+        return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {cmd.name!r}")
+    parts = view.partitions[topic_id]
+    have = len(parts)
+    if cmd.count == have:
+        return error(c.INVALID_PARTITIONS, f"Topic already has {have} partition(s).")
+    if cmd.count < have:
+        return error(
+            c.INVALID_PARTITIONS,
+            f"The topic {cmd.name} currently has {have} partition(s); {cmd.count} would not be an increase.",
+        )
+    additional = cmd.count - have
+    rf = len(parts[min(parts)].replicas)
+    if cmd.assignments is not None:
+        if len(cmd.assignments) != additional:
+            return error(
+                c.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(cmd.assignments)}"
+                " assignment(s) were specified.",
+            )
+        assignments = tuple(tuple(a) for a in cmd.assignments)
+        for i, replicas in enumerate(assignments, have):
+            if (
+                len(replicas) != rf
+                or len(set(replicas)) != len(replicas)
+                or any(b not in view.brokers for b in replicas)
+            ):
+                return error(c.INVALID_REPLICA_ASSIGNMENT, f"invalid replicas {list(replicas)} for partition {i}")
+            if not any(view.is_active(b) for b in replicas):
+                return error(
+                    c.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition {i}"
+                    " are fenced or in controlled shutdown.",
+                )
+    else:
+        placed = _place(
+            view, config, None, f"create-partitions/{cmd.name}", view.offset + 1, range(have, cmd.count), rf
+        )
+        if isinstance(placed, str):
+            return error(c.INVALID_REPLICATION_FACTOR, placed)
+        assignments = placed
+    return c.Decision(records=tuple(_new_partitions(view, topic_id, have, assignments)))
