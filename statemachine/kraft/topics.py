@@ -61,6 +61,26 @@ def _error(code: int, message: str) -> c.Decision:
     return c.Decision(reply=c.CreateTopicReply(error_code=code, message=message))
 
 
+def _invalid_manual_assignment(view: ControllerView, i: int, replicas: tuple[int, ...], rf: int) -> str | None:
+    """Why partition ``i``'s manual replica list is refused (``validateManualPartitionAssignment``
+    and the active-broker check of createTopic/createPartitions), or None."""
+    if not replicas:
+        return f"partition {i} has an empty replica list"
+    if len(set(replicas)) != len(replicas):
+        return f"partition {i} lists a broker twice: {list(replicas)}"
+    if len(replicas) != rf:
+        return "all partitions must have the same replication factor"
+    unknown = [b for b in replicas if b not in view.brokers]
+    if unknown:
+        return f"partition {i} names unregistered broker {unknown[0]}"
+    if not any(view.is_active(b) for b in replicas):
+        return (
+            f"All brokers specified in the manual partition assignment for partition {i}"
+            " are fenced or in controlled shutdown."
+        )
+    return None
+
+
 def _place(view, config, weights_in, key: str, first: int, partition_ids, rf: int) -> tuple | str:
     """Replica lists for ``partition_ids`` (seeded from the operation's first offset and ``key``), or
     why not. Kafka's StripedReplicaPlacer's broker set and checks: registered brokers not shutting
@@ -139,21 +159,9 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
         assignments = tuple(tuple(a) for a in cmd.assignments)
         rf = len(assignments[0])
         for i, replicas in enumerate(assignments):
-            if not replicas:
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} has an empty replica list")
-            if len(set(replicas)) != len(replicas):
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} lists a broker twice: {list(replicas)}")
-            if len(replicas) != rf:
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same replication factor")
-            unknown = [b for b in replicas if b not in view.brokers]
-            if unknown:
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} names unregistered broker {unknown[0]}")
-            if not any(view.is_active(b) for b in replicas):
-                return _error(
-                    c.INVALID_REPLICA_ASSIGNMENT,
-                    f"All brokers specified in the manual partition assignment for partition {i}"
-                    " are fenced or in controlled shutdown.",
-                )
+            invalid = _invalid_manual_assignment(view, i, replicas, rf)
+            if invalid:
+                return _error(c.INVALID_REPLICA_ASSIGNMENT, invalid)
     else:
         if cmd.partitions < 1:
             return _error(c.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
@@ -392,18 +400,9 @@ def create_partitions(view: ControllerView, cmd: c.CreatePartitions, config: c.C
             )
         assignments = tuple(tuple(a) for a in cmd.assignments)
         for i, replicas in enumerate(assignments, have):
-            if (
-                len(replicas) != rf
-                or len(set(replicas)) != len(replicas)
-                or any(b not in view.brokers for b in replicas)
-            ):
-                return error(c.INVALID_REPLICA_ASSIGNMENT, f"invalid replicas {list(replicas)} for partition {i}")
-            if not any(view.is_active(b) for b in replicas):
-                return error(
-                    c.INVALID_REPLICA_ASSIGNMENT,
-                    f"All brokers specified in the manual partition assignment for partition {i}"
-                    " are fenced or in controlled shutdown.",
-                )
+            invalid = _invalid_manual_assignment(view, i, replicas, rf)
+            if invalid:
+                return error(c.INVALID_REPLICA_ASSIGNMENT, invalid)
     else:
         placed = _place(
             view, config, None, f"create-partitions/{cmd.name}", view.offset + 1, range(have, cmd.count), rf
