@@ -122,14 +122,18 @@ class KraftAudit:
         self._settle(pkey, entity)
 
     def _elr(self, p, old, offset: int, ts: int | None) -> None:
-        """K13 for a partition whose ELR is or was non-empty, when ELR, ISR or replicas moved."""
+        """K13 and K15 for a partition whose ELR is or was non-empty, when ELR, ISR, replicas or
+        directories moved."""
         if old is not None and (
             p.eligible_leader_replicas is old.eligible_leader_replicas
             and p.isr is old.isr
             and p.replicas is old.replicas
+            and p.directories is old.directories
         ):
             return
-        self._state("K13", f"partition/{p.topic_id}/{p.partition_id}", offset, ts, kinv.elr_is_sound(p))
+        entity = f"partition/{p.topic_id}/{p.partition_id}"
+        self._state("K13", entity, offset, ts, kinv.elr_is_sound(p))
+        self._state("K15", entity, offset, ts, kinv.elr_is_online(self.view, p))
 
     def _index(self, key: tuple[str, int], old, new) -> None:
         """Keep ``by_replica`` and ``by_dir`` up to date for a partition that moved from ``old``
@@ -165,6 +169,9 @@ class KraftAudit:
             p = view.partition(*pkey)
             if p is None:
                 continue
+            if p.eligible_leader_replicas or self.books.is_wrong("K15", f"partition/{pkey[0]}/{pkey[1]}"):
+                # K15: the broker's directories (or registration) moved under an ELR member.
+                self._state("K15", f"partition/{pkey[0]}/{pkey[1]}", offset, ts, kinv.elr_is_online(view, p))
             if pkey not in suspects and kinv.partition_is_sound(brokers, p):
                 checked["K4"] += 1
                 checked["K5"] += scope != "fencing"
@@ -395,7 +402,7 @@ class KraftAudit:
                     self._broker(broker, offset, ts, "dirs", ())
         elif cls is RemoveTopic and removed:
             for entity in removed:
-                for inv in ("K1", "K4", "K5", "K13"):
+                for inv in ("K1", "K4", "K5", "K13", "K15"):
                     if self.books.is_wrong(inv, entity):
                         self._state(inv, entity, offset, ts, None)
         elif cls is ClearElr:
@@ -403,6 +410,8 @@ class KraftAudit:
                 entity = f"partition/{p.topic_id}/{p.partition_id}"
                 if self.books.is_wrong("K13", entity):
                     self._state("K13", entity, offset, ts, kinv.elr_is_sound(p))
+                if self.books.is_wrong("K15", entity):
+                    self._state("K15", entity, offset, ts, kinv.elr_is_online(view, p))
         elif cls is AssignReplicasToDirsRequest:
             self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LogDirFailed:

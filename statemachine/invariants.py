@@ -228,6 +228,17 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={"not_eligible": "leader {leader} elected from outside ISR {isr} and ELR {elr} in a clean election"},
     ),
     Invariant(
+        "K15",
+        KRAFT,
+        WARNING,
+        "no eligible leader replica stays on an offline directory beyond the grace (KIP-858 with KIP-966; a warning: Kafka 4.1 keeps such replicas in the ELR, and adds them when an offline directory shrinks the ISR below min.insync.replicas)",
+        graced=True,
+        messages={
+            "offline_members": "ELR members on offline directories: {members}",
+            "member": "{broker} on {directory}",
+        },
+    ),
+    Invariant(
         "S1",
         S3STREAM,
         ERROR,

@@ -66,11 +66,11 @@ def test_reassignments_complete_and_audit_clean_on_20_seeds():
 def test_a_kafka_41_cluster_with_elr_audits_clean_and_uses_the_elr():
     """--metadata-version 4.1-IV1, every fault (min.insync.replicas changes among them): ELR on;
     ISRs empty and ELRs fill as brokers crash, ClearElr records follow the config changes, and
-    the correct controller gives no violation."""
+    the correct controller gives no error (K15's warnings are Kafka's own behaviour)."""
     from kraftlake.records import ClearElr, PartitionChange
     from kraftlake.statemachine.kraft.workload import FAULTS
 
-    elr = empty = cleared = 0
+    elr = empty = cleared = offline_elr = 0
     for seed in range(8):
         cfg = WorkloadConfig(
             brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, metadata_version=27, faults=FAULTS
@@ -81,8 +81,12 @@ def test_a_kafka_41_cluster_with_elr_audits_clean_and_uses_the_elr():
             elr += sum(1 for r in batch if isinstance(r, PartitionChange) and r.eligible_leader_replicas)
             empty += sum(1 for r in batch if isinstance(r, PartitionChange) and r.isr == ())
             cleared += sum(1 for r in batch if isinstance(r, ClearElr))
-        assert a.report().violations == [], seed
-    assert elr > 50 and empty > 5 and cleared > 3, (elr, empty, cleared)
+        violations = a.report().violations
+        # Kafka 4.1 keeps a replica whose directory failed in the ELR (and puts it there when the
+        # failure shrinks the ISR below min.insync.replicas): K15 warns, nothing else is wrong.
+        assert {(v.invariant, v.severity) for v in violations} <= {("K15", "warning")}, seed
+        offline_elr += len(violations)
+    assert elr > 50 and empty > 5 and cleared > 3 and offline_elr > 0, (elr, empty, cleared, offline_elr)
 
 
 def test_every_bug_is_named():

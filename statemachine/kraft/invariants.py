@@ -53,6 +53,21 @@ def elr_is_sound(p: PartitionRegistration) -> str | None:
     return None
 
 
+def elr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
+    """K15: no ELR member whose replica is on a directory its broker no longer has online (it
+    cannot lead from there, and a replaced disk would bring it back empty)."""
+    if not p.eligible_leader_replicas:
+        return None
+    where = dict(zip(p.replicas, p.directories))
+    bad = []
+    for b in p.eligible_leader_replicas:
+        reg = view.brokers.get(b)
+        d = where.get(b)
+        if reg is not None and d is not None and not is_online(d, reg.log_dirs):
+            bad.append(say("K15", "member", broker=b, directory=d))
+    return say("K15", "offline_members", members=", ".join(bad)) if bad else None
+
+
 def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
     """K14: a change that moves the leader to a broker picks it from the ISR before the change, or
     from the ELR (``PartitionChangeBuilder.isValidNewLeader``), or, when the change completes a
