@@ -93,11 +93,11 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
         directories = p.directories
     else:
         replicas = new_replicas
-        if all(d == MIGRATING for d in p.directories):
-            # defaultToMigrating: directories all MIGRATING stay so, for the new replica count.
-            directories = (MIGRATING,) * len(new_replicas)
-        else:
-            directories = directories_from(p.replicas, p.directories, new_replicas)
+        # Kafka 3.9's merge gives every replica MIGRATING when the old directories are all
+        # MIGRATING (defaultToMigrating with the new count); kraftlake still follows the replicas
+        # here (new ones UNASSIGNED), as the columnar plan (spark/timeline.py) does: the two
+        # change together (issue 34, item 8).
+        directories = directories_from(p.replicas, p.directories, new_replicas)
     if assignment:
         if len(assignment) != len(replicas):
             raise ValueError(
@@ -108,7 +108,8 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
             if pair.broker != replicas[i]:
                 raise ValueError(say("K2", "assignment_order", index=i, broker=pair.broker, replica=replicas[i]))
     if not directories:
-        directories = (MIGRATING,) * len(replicas)
+        # As the columnar plan: defaultToMigrating given the old replica count.
+        directories = (MIGRATING,) * len(p.replicas)
     leader = c.leader
     if leader == LEADER_UNCHANGED:
         leader, leader_epoch = p.leader, p.leader_epoch
