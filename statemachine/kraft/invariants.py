@@ -58,14 +58,7 @@ def elr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
     cannot lead from there, and a replaced disk would bring it back empty)."""
     if not p.eligible_leader_replicas:
         return None
-    where = dict(zip(p.replicas, p.directories))
-    bad = []
-    for b in p.eligible_leader_replicas:
-        reg = view.brokers.get(b)
-        d = where.get(b)
-        if reg is not None and d is not None and not is_online(d, reg.log_dirs):
-            bad.append(say("K15", "member", broker=b, directory=d))
-    return say("K15", "offline_members", members=", ".join(bad)) if bad else None
+    return _offline_members(view, p, p.eligible_leader_replicas, "K15")
 
 
 def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
@@ -111,14 +104,20 @@ def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
     sets the leader to -1 and leaves the ISR as it was."""
     if len(p.isr) == 1 and p.leader == NO_LEADER:
         return None
+    return _offline_members(view, p, p.isr, "K5")
+
+
+def _offline_members(view: ControllerView, p: PartitionRegistration, members, inv: str) -> str | None:
+    """``inv``'s message listing the ``members`` whose replica of ``p`` is on a directory their
+    broker does not have online (K5 for the ISR, K15 for the ELR), or None."""
     where = dict(zip(p.replicas, p.directories))
     bad = []
-    for b in p.isr:
+    for b in members:
         reg = view.brokers.get(b)
         d = where.get(b)
         if reg is not None and d is not None and not is_online(d, reg.log_dirs):
-            bad.append(say("K5", "member", broker=b, directory=d))
-    return say("K5", "offline_members", members=", ".join(bad)) if bad else None
+            bad.append(say(inv, "member", broker=b, directory=d))
+    return say(inv, "offline_members", members=", ".join(bad)) if bad else None
 
 
 def partition_is_sound(brokers: dict, p: PartitionRegistration) -> bool:
