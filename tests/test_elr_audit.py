@@ -83,7 +83,7 @@ def test_k14_leader_from_outside_isr_and_elr_in_a_clean_election():
     shrink = pcr(isr=(1,), eligible_leader_replicas=(2,))
     from_elr = pcr(isr=(2,), leader=2, eligible_leader_replicas=())
     assert found(history(shrink, pcr(isr=(), leader=-1, eligible_leader_replicas=(1, 2)), from_elr)) == []
-    outside = pcr(isr=(3, 1), leader=3)  # 3 left the ISR and is not in the ELR
+    outside = pcr(isr=(3,), leader=3)  # 3 left the ISR, is not in the ELR, and no RECOVERING
     assert found(history(shrink, outside)) == [("K14", "error")]
     unclean = pcr(isr=(3,), leader=3, leader_recovery_state=1, eligible_leader_replicas=())
     assert found(history(shrink, unclean)) == []

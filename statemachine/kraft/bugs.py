@@ -134,7 +134,7 @@ def elr_overlaps_isr(view, cmd, config):
 
 def elect_outside_elr(view, cmd, config):
     """KIP-966: a new leader is taken from an active replica in neither the ISR nor the ELR, written
-    as a clean election (no RECOVERING) with itself put in the ISR."""
+    as a clean election (no RECOVERING) with the ISR forced to it alone."""
     d = decide(view, cmd, config)
     out = []
     for r in d.records:
@@ -150,10 +150,7 @@ def elect_outside_elr(view, cmd, config):
                     and view.has_online_dir(b, p.directory(b))
                 ]
                 if others:
-                    isr = p.isr if r.isr is None else r.isr
-                    r = msgspec.structs.replace(
-                        r, leader=others[0], isr=(others[0], *[b for b in isr if b != others[0]])
-                    )
+                    r = msgspec.structs.replace(r, leader=others[0], isr=(others[0],))
         out.append(r)
     return _with(d, out)
 

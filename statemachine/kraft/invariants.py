@@ -72,9 +72,9 @@ def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: Pa
         return None  # (a leader that is no replica is K1's)
     if leader in old.isr or leader in old.eligible_leader_replicas:
         return None
-    if new.replicas is not old.replicas and new.replicas != old.replicas and leader in new.isr:
-        # A reassignment that completes in this change elects from the ISR the same change
-        # writes (an AlterPartition that adds the new replica, then the move completes).
+    if leader in new.isr and (len(new.isr) > 1 or new.replicas != old.replicas):
+        # An AlterPartition elects from the ISR it writes when the sender cannot lead any more
+        # (NEW_LEADER_ELECTED), and so does a reassignment that completes in the change.
         return None
     if new.isr == (leader,) and (new.leader_recovery_state == LRS_RECOVERING or view.metadata_version < MV_3_2_IV0):
         # Unclean (also the last known leader's election): the ISR forced to the leader, which
