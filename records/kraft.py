@@ -63,6 +63,7 @@ __all__ = [
     "ClientQuota",
     "AccessControlEntry",
     "RemoveAccessControlEntry",
+    "ClearElr",
     "LeaderChange",
     "KRaftVersion",
     "VoterEndpoint",
@@ -513,6 +514,19 @@ class RemoveAccessControlEntry(KraftRecord, frozen=True, kw_only=True):
     id: Uuid
 
 
+class ClearElr(KraftRecord, frozen=True, kw_only=True):
+    """Kafka ClearElrRecord, apiKey 28, version 0 (Kafka 4.0, KIP-966): empties the eligible leader
+    replicas and LastKnownElr of every partition of ``topic_name``, or of every topic when it is
+    "". Kafka writes it when ``min.insync.replicas`` changes while ELR is on
+    (``ConfigurationControlManager.createClearElrRecordsAsNeeded``)."""
+
+    version: int = 0
+    KEY = "elr/{r.topic_name}"
+
+    topic_name: Annotated[str, Meta(max_length=249)] = ""
+    """The topic by name (Kafka's ``entityType: topicName``); "" = all topics."""
+
+
 # -- Raft control records (Kafka's ControlRecordType; clients/src/main/resources/common/message/) ---
 
 
@@ -607,6 +621,7 @@ KRAFT_RECORDS: tuple[type[Record], ...] = (
     ClientQuota,
     AccessControlEntry,
     RemoveAccessControlEntry,
+    ClearElr,
     LeaderChange,
     KRaftVersion,
     Voters,
@@ -642,6 +657,7 @@ API_KEYS: dict[type[Record], int] = {
     RemoveAccessControlEntry: 19,
     RemoveUserScramCredential: 22,
     RemoveDelegationToken: 26,
+    ClearElr: 28,
 }
 """Kafka's apiKey of each metadata record type (each schema's ``apiKey``, Kafka's generated
 ``MetadataRecordType``)."""

@@ -1,4 +1,4 @@
-"""The KRaft family's part of the audit: the controller's view and KIP-858's invariants (K1-K12,
+"""The KRaft family's part of the audit: the controller's view and KIP-858's invariants (K1-K14,
 the L invariants of KRaft records), checked on exactly the entities a record can have changed.
 
 It replays KRaft records into a ``ControllerView`` and reports through the audit's ``Books``; the
@@ -16,6 +16,7 @@ from kraftlake.records.errors import ReplayError
 from kraftlake.records.kraft import (
     UNASSIGNED,
     BrokerRegistrationChange,
+    ClearElr,
     FenceBroker,
     Partition,
     PartitionChange,
@@ -52,7 +53,7 @@ def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
 
 
 class KraftAudit:
-    """K1-K12 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
+    """K1-K14 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
     not feed the partition records (the Spark plan counts UNASSIGNED replicas itself and asks K11
     with its counts)."""
 
@@ -113,12 +114,26 @@ class KraftAudit:
             return
         entity = f"partition/{p.topic_id}/{p.partition_id}"
         if k1:
-            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p), pkey)
+            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, kinv.elr_enabled(self.view)), pkey)
         if k4:
             self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p), pkey)
         if k5:
             self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p), pkey)
         self._settle(pkey, entity)
+
+    def _elr(self, p, old, offset: int, ts: int | None) -> None:
+        """K13 and K15 for a partition whose ELR is or was non-empty, when ELR, ISR, replicas or
+        directories moved."""
+        if old is not None and (
+            p.eligible_leader_replicas is old.eligible_leader_replicas
+            and p.isr is old.isr
+            and p.replicas is old.replicas
+            and p.directories is old.directories
+        ):
+            return
+        entity = f"partition/{p.topic_id}/{p.partition_id}"
+        self._state("K13", entity, offset, ts, kinv.elr_is_sound(p))
+        self._state("K15", entity, offset, ts, kinv.elr_is_online(self.view, p))
 
     def _index(self, key: tuple[str, int], old, new) -> None:
         """Keep ``by_replica`` and ``by_dir`` up to date for a partition that moved from ``old``
@@ -154,6 +169,9 @@ class KraftAudit:
             p = view.partition(*pkey)
             if p is None:
                 continue
+            if p.eligible_leader_replicas or self.books.is_wrong("K15", f"partition/{pkey[0]}/{pkey[1]}"):
+                # K15: the broker's directories (or registration) moved under an ELR member.
+                self._state("K15", f"partition/{pkey[0]}/{pkey[1]}", offset, ts, kinv.elr_is_online(view, p))
             if pkey not in suspects and kinv.partition_is_sound(brokers, p):
                 checked["K4"] += 1
                 checked["K5"] += scope != "fencing"
@@ -297,6 +315,8 @@ class KraftAudit:
         if old is None or old.replicas is not p.replicas or old.directories is not p.directories:
             self._index((p.topic_id, p.partition_id), old, p)
         self._partition(p, old, offset, ts)
+        if p.eligible_leader_replicas or (old is not None and old.eligible_leader_replicas):
+            self._elr(p, old, offset, ts)
         if (old is None or old.directories is not p.directories) and (
             UNASSIGNED in p.directories or (old is not None and UNASSIGNED in old.directories)
         ):
@@ -313,6 +333,12 @@ class KraftAudit:
                 bad = kinv.replacement_bumps_epochs(view, old, p)
             if bad:
                 self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+            if cls is PartitionChange and p.leader != old.leader:
+                bad = kinv.leader_is_eligible(view, old, p)
+                if bad:
+                    self.books.instant("K14", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+                else:
+                    self.books.checked["K14"] += 1
         if self.reported_dirs:
             self._recorded_assignments(p, offset, ts)
 
@@ -376,9 +402,16 @@ class KraftAudit:
                     self._broker(broker, offset, ts, "dirs", ())
         elif cls is RemoveTopic and removed:
             for entity in removed:
-                for inv in ("K1", "K4", "K5"):
+                for inv in ("K1", "K4", "K5", "K13", "K15"):
                     if self.books.is_wrong(inv, entity):
                         self._state(inv, entity, offset, ts, None)
+        elif cls is ClearElr:
+            for p in view.iter_partitions():
+                entity = f"partition/{p.topic_id}/{p.partition_id}"
+                if self.books.is_wrong("K13", entity):
+                    self._state("K13", entity, offset, ts, kinv.elr_is_sound(p))
+                if self.books.is_wrong("K15", entity):
+                    self._state("K15", entity, offset, ts, kinv.elr_is_online(view, p))
         elif cls is AssignReplicasToDirsRequest:
             self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LogDirFailed:

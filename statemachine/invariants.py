@@ -86,7 +86,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "K1",
         KRAFT,
         ERROR,
-        "leader = -1 or leader in ISR; ISR non-empty and within the replicas",
+        "leader = -1 or leader in ISR; ISR within the replicas and non-empty (empty only with eligible leader replicas on and no leader, KIP-966)",
         messages={
             "empty_isr": "the ISR is empty",
             "isr_outside_replicas": "ISR {isr} lists {outside}, not replicas {replicas}",
@@ -200,6 +200,35 @@ CATALOGUE: tuple[Invariant, ...] = (
         graced=True,
         messages={
             "unreported": "broker {broker} saw directory {directory} fail and has not reported it in a heartbeat"
+        },
+    ),
+    # -- KIP-966, eligible leader replicas (issue 34): one block, for merging -------------------
+    Invariant(
+        "K13",
+        KRAFT,
+        ERROR,
+        "the eligible leader replicas are replicas and not in the ISR (KIP-966)",
+        messages={
+            "elr_outside_replicas": "ELR {elr} lists {outside}, not replicas {replicas}",
+            "elr_in_isr": "ELR {elr} and ISR {isr} share {both}",
+        },
+    ),
+    Invariant(
+        "K14",
+        KRAFT,
+        ERROR,
+        "a new leader comes from the ISR, or from the ELR when the ISR is empty (from the new ISR when the change completes a reassignment), unless the election is unclean (the ISR forced to the leader alone, RECOVERING from 3.2-IV0)",
+        messages={"not_eligible": "leader {leader} elected from outside ISR {isr} and ELR {elr} in a clean election"},
+    ),
+    Invariant(
+        "K15",
+        KRAFT,
+        WARNING,
+        "no eligible leader replica stays on an offline directory beyond the grace (KIP-858 with KIP-966; a warning: Kafka 4.1 keeps such replicas in the ELR, and adds them when an offline directory shrinks the ISR below min.insync.replicas)",
+        graced=True,
+        messages={
+            "offline_members": "ELR members on offline directories: {members}",
+            "member": "{broker} on {directory}",
         },
     ),
     Invariant(

@@ -50,6 +50,7 @@ from kraftlake.records.observations import AssignReplicasToDirsRequest, Director
 from kraftlake.records.types import is_reserved
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft import replay
+from kraftlake.statemachine.kraft.brokers import supported_features
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.decider import decide
 from kraftlake.statemachine.kraft.directory_ids import is_online, sorted_dirs, uuid_sort_key
@@ -208,7 +209,14 @@ class KraftCluster(RuleBasedStateMachine):
         existing = view.brokers.get(proc.broker_id)
         offset0 = view.offset
         dirs = tuple(d for d in proc.dirs if d not in proc.offline)
-        d = self.run(c.RegisterBroker(broker_id=proc.broker_id, incarnation_id=proc.incarnation_id, log_dirs=dirs))
+        d = self.run(
+            c.RegisterBroker(
+                broker_id=proc.broker_id,
+                incarnation_id=proc.incarnation_id,
+                log_dirs=dirs,
+                features=supported_features(view.metadata_version),
+            )
+        )
         code = d.reply.error_code
         if not dirs:
             assert code == c.INVALID_REGISTRATION
@@ -536,13 +544,16 @@ class KraftCluster(RuleBasedStateMachine):
         if exists:
             assert d.reply.error_code == c.TOPIC_ALREADY_EXISTS
             return
-        if rf > len(active):
+        # Kafka's StripedReplicaPlacer: registered brokers not shutting down, fenced ones
+        # included, as long as one is unfenced; the first replica (the leader) is unfenced.
+        usable = [b for b in sorted(self.view.brokers) if not self.view.brokers[b].in_controlled_shutdown]
+        if not active or rf > len(usable):
             assert d.reply.error_code == c.INVALID_REPLICATION_FACTOR
             return
         assert d.reply.error_code == c.NONE, d.reply
         assert len(d.reply.assignments) == n
         for a in d.reply.assignments:
-            assert len(a) == rf == len(set(a)) and all(r in active for r in a)
+            assert len(a) == rf == len(set(a)) and all(r in usable for r in a) and a[0] in active
         self._check_new_topic(name, d)
 
     # -- directories --------------------------------------------------------------------------------

@@ -227,10 +227,6 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr():
         -2,
     )
     assert [a.directory for a in start.assignment] == [uid("ra4"), uid("ra2"), uid("ra3"), uid("ra1")]
-    assert (
-        ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(1, 2, 3))).reply.error_code
-        == c.INVALID_REQUEST
-    )
     p = ctl.view.partition(t, 0)
     d = ctl.handle(
         c.AlterPartition(
@@ -258,3 +254,129 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr():
         ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 4))).reply.error_code
         == c.INVALID_REPLICA_ASSIGNMENT
     )
+
+
+def test_a_new_reassignment_replaces_the_running_one_and_a_cancel_reverts():
+    """Kafka's changePartitionReassignment works from the current replicas, so a second target
+    replaces a running move (here (1, 2, 3) while (4, 2, 3) runs: 4 is removing, the running
+    adding list stays, and the ISR already holds every remaining replica, so it completes at
+    once); cancelPartitionReassignment goes back to the original replicas."""
+    ctl = controller_with_brokers({b: [uid(f"rr{b}")] for b in (1, 2, 3, 4, 5)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+    ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(4, 2, 3)))
+    [again] = strip(ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(1, 2, 3))).records)
+    assert (again.replicas, again.removing_replicas, again.adding_replicas, again.leader) == ((1, 2, 3), (), (), 1)
+    # Sorted adding and removing lists (Kafka's TreeSet), target order first.
+    [start] = strip(ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(5, 4, 3))).records)
+    assert (start.replicas, start.adding_replicas, start.removing_replicas) == ((5, 4, 3, 1, 2), (4, 5), (1, 2))
+    [back] = strip(ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=None)).records)
+    assert (back.replicas, back.adding_replicas, back.removing_replicas) == ((3, 1, 2), (), ())
+    assert ctl.view.partition(t, 0).isr == (1, 2, 3)
+    reply = ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=None)).reply
+    assert reply.error_code == c.NO_REASSIGNMENT_IN_PROGRESS
+
+
+def test_alter_partition_checks_epochs_in_kafkas_order_and_v3_broker_epochs():
+    """validateAlterPartitionData: a request both behind on the leader epoch and ahead on the
+    partition epoch gets NOT_CONTROLLER (the partition epoch ahead is checked before the stale
+    leader epoch); v3 NewIsrWithEpochs: a member whose broker epoch is not its registration's is
+    INELIGIBLE_REPLICA, -1 skips the check."""
+    ctl = controller_with_brokers({b: [uid(f"ap{b}")] for b in (1, 2, 3)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+    ctl.handle(
+        c.AlterPartition(
+            broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=0, partition_epoch=0, new_isr=(1, 2)
+        )
+    )
+    p = ctl.view.partition(t, 0)
+    assert (p.leader_epoch, p.partition_epoch) == (0, 1)
+
+    def ask(**kw):
+        base = dict(broker_id=1, broker_epoch=101, topic_id=t, partition_id=0, leader_epoch=0, partition_epoch=1)
+        return ctl.handle(c.AlterPartition(**{**base, **kw})).reply.error_code
+
+    assert ask(leader_epoch=-1, partition_epoch=2, new_isr=(1, 2, 3)) == c.NOT_CONTROLLER
+    assert ask(leader_epoch=-1, partition_epoch=0, new_isr=(1, 2, 3)) == c.FENCED_LEADER_EPOCH
+    epochs = tuple(ctl.view.brokers[b].epoch for b in (1, 2, 3))
+    assert ask(new_isr=(1, 2, 3), new_isr_broker_epochs=(epochs[0], epochs[1], epochs[2] - 1)) == c.INELIGIBLE_REPLICA
+    assert ask(new_isr=(1, 2, 3), new_isr_broker_epochs=(epochs[0], -1, epochs[2])) == c.NONE
+    assert ctl.view.partition(t, 0).isr == (1, 2, 3)
+
+
+def test_min_isr_changes_clear_the_elr_only_with_elr_on():
+    """ConfigurationControlManager.createClearElrRecordsAsNeeded (Kafka 4.0): with ELR on, a
+    topic's min.insync.replicas change is followed by ClearElr(topic), the cluster's by
+    ClearElr(""); a topic created with the config gets one too, after its TopicRecord; deleting
+    the cluster value is refused. With ELR off the Config record comes alone."""
+    from kraftlake.records.kraft import ClearElr, Config, FeatureLevel
+
+    ctl = controller_with_brokers({b: [uid(f"mi{b}")] for b in (1, 2, 3)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2, 3),))).reply.topic_id
+    off = ctl.handle(c.AlterConfig(resource_type=2, resource_name="t", name="min.insync.replicas", value="2"))
+    assert [type(r) for r in off.records] == [Config]
+    ctl.append([FeatureLevel(name="eligible.leader.replicas.version", feature_level=1)])
+    on = ctl.handle(c.AlterConfig(resource_type=2, resource_name="t", name="min.insync.replicas", value="3"))
+    assert [type(r) for r in on.records] == [Config, ClearElr] and on.records[1].topic_name == "t"
+    cluster = ctl.handle(c.AlterConfig(resource_type=4, resource_name="", name="min.insync.replicas", value="2"))
+    assert cluster.records[1] == ClearElr(
+        topic_name="", offset=cluster.records[1].offset, ts_ms=cluster.records[1].ts_ms
+    )
+    refused = ctl.handle(c.AlterConfig(resource_type=4, resource_name="", name="min.insync.replicas", value=None))
+    assert refused.reply.error_code == c.INVALID_CONFIG and not refused.records
+    created = ctl.handle(c.CreateTopic(name="u", assignments=((1, 2),), configs={"min.insync.replicas": "2"}))
+    assert [type(r).__name__ for r in created.records] == ["Topic", "Config", "ClearElr", "Partition"]
+    unknown = ctl.handle(c.AlterConfig(resource_type=2, resource_name="nope", name="min.insync.replicas", value="1"))
+    assert unknown.reply.error_code == c.UNKNOWN_TOPIC_OR_PARTITION
+    assert t in ctl.view.topics
+
+
+def test_topic_names_are_checked_as_kafka_does():
+    """Topic.validate answers INVALID_TOPIC_EXCEPTION (17); a name that equals an existing one once
+    '.' and '_' are unified collides (validateNewTopicNames), an identical one already exists."""
+    ctl = controller_with_brokers({b: [uid(f"tn{b}")] for b in (1, 2)})
+    assert ctl.handle(c.CreateTopic(name="a_b", assignments=((1, 2),))).reply.error_code == c.NONE
+    for bad in ("", ".", "..", "x" * 250, "a b", "é"):
+        assert ctl.handle(c.CreateTopic(name=bad, assignments=((1, 2),))).reply.error_code == c.INVALID_TOPIC_EXCEPTION
+    collides = ctl.handle(c.CreateTopic(name="a.b", assignments=((1, 2),))).reply
+    assert collides.error_code == c.INVALID_TOPIC_EXCEPTION and "collides with existing topic: a_b" in collides.message
+    assert ctl.handle(c.CreateTopic(name="a_b", assignments=((1, 2),))).reply.error_code == c.TOPIC_ALREADY_EXISTS
+    assert ctl.handle(c.CreateTopic(name="ab", assignments=((1, 2),))).reply.error_code == c.NONE
+
+
+def test_placement_uses_fenced_brokers_with_an_unfenced_leader():
+    """StripedReplicaPlacer: the replication factor is checked against registered brokers (not in
+    controlled shutdown), fenced ones get replicas, each partition's first replica is unfenced;
+    with every broker fenced, INVALID_REPLICATION_FACTOR."""
+    ctl = controller_with_brokers({b: [uid(f"pf{b}")] for b in (1, 2, 3)})
+    ctl.handle(c.ExpireSession(broker_id=3))
+    assert ctl.view.brokers[3].fenced
+    d = ctl.handle(c.CreateTopic(name="t", partitions=6, replication_factor=3))
+    assert d.reply.error_code == c.NONE
+    assert all(sorted(a) == [1, 2, 3] and a[0] != 3 for a in d.reply.assignments)
+    assert ctl.handle(c.CreateTopic(name="u", replication_factor=4)).reply.error_code == c.INVALID_REPLICATION_FACTOR
+    for b in (1, 2):
+        ctl.handle(c.ExpireSession(broker_id=b))
+    reply = ctl.handle(c.CreateTopic(name="v", replication_factor=1)).reply
+    assert reply.error_code == c.INVALID_REPLICATION_FACTOR and "fenced" in reply.message
+
+
+def test_create_partitions_as_kafka():
+    """createPartitions: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS for no increase, the
+    assignment count must match, new partitions get the topic's replication factor, active ISR."""
+    ctl = controller_with_brokers({b: [uid(f"cp{b}")] for b in (1, 2, 3)})
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2), (2, 3)))).reply.topic_id
+    assert ctl.handle(c.CreatePartitions(name="nope", count=3)).reply.error_code == c.UNKNOWN_TOPIC_OR_PARTITION
+    same = ctl.handle(c.CreatePartitions(name="t", count=2)).reply
+    assert same.error_code == c.INVALID_PARTITIONS and same.message == "Topic already has 2 partition(s)."
+    assert ctl.handle(c.CreatePartitions(name="t", count=1)).reply.error_code == c.INVALID_PARTITIONS
+    wrong = ctl.handle(c.CreatePartitions(name="t", count=4, assignments=((1, 3),))).reply
+    assert wrong.error_code == c.INVALID_REPLICA_ASSIGNMENT
+    d = ctl.handle(c.CreatePartitions(name="t", count=4, assignments=((3, 1), (1, 2))))
+    assert [(r.partition_id, r.replicas, r.isr, r.leader) for r in d.records] == [
+        (2, (3, 1), (3, 1), 3),
+        (3, (1, 2), (1, 2), 1),
+    ]
+    placed = ctl.handle(c.CreatePartitions(name="t", count=6))
+    assert [r.partition_id for r in placed.records] == [4, 5]
+    assert all(len(r.replicas) == 2 and r.leader == r.isr[0] for r in placed.records)
+    assert sorted(ctl.view.partitions[t]) == [0, 1, 2, 3, 4, 5]

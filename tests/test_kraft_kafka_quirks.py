@@ -14,6 +14,7 @@ import pytest
 from kraftlake.records.kraft import LEADER_UNCHANGED, LOST, PartitionChange
 from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
 from kraftlake.statemachine.kraft import commands as c
+from kraftlake.statemachine.kraft.brokers import supported_features
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directory_ids import is_online
 
@@ -28,7 +29,12 @@ def _unfenced_brokers(n: int, dirs: int) -> tuple[Controller, dict[int, int]]:
     for b in range(1, n + 1):
         log_dirs = tuple(dir_id(b, slot, 1) for slot in range(dirs))
         epochs[b] = ctl.handle(
-            c.RegisterBroker(broker_id=b, incarnation_id=incarnation_id(b, 1), log_dirs=log_dirs)
+            c.RegisterBroker(
+                broker_id=b,
+                incarnation_id=incarnation_id(b, 1),
+                log_dirs=log_dirs,
+                features=supported_features(ctl.view.metadata_version),
+            )
         ).reply.broker_epoch
         ctl.handle(c.Heartbeat(broker_id=b, broker_epoch=epochs[b], current_metadata_offset=ctl.view.offset))
     return ctl, epochs

@@ -100,7 +100,7 @@ def _build(p: PartitionRegistration, t: dict) -> PartitionChange | None:
 
 
 # -- the reference: PartitionChangeBuilder.build, no reassignment, ELR off ---------------------------
-# (tryElection, triggerLeaderEpochBumpForIsrShrinkIfNeeded, the target ISR, setAssignmentChanges,
+# (tryElection, the target ISR, triggerLeaderEpochBumpForIsrShrinkIfNeeded, setAssignmentChanges,
 # the target recovery state; no record when no field is set, as changeRecordIsNoOp says)
 
 
@@ -136,11 +136,12 @@ def reference(p: PartitionRegistration, t: dict) -> tuple[dict, bool]:
                 fields["leader_recovery_state"] = LRS_RECOVERING
     else:
         unclean = False  # an "unclean" pick of the current leader changes nothing (Kafka too)
-    if "leader" not in fields and mv < MV_3_6_IV0 and not set(p.isr) <= set(target):
-        # triggerLeaderEpochBumpForIsrShrinkIfNeeded (KAFKA-15021): an ISR shrink bumps before 3.6-IV0.
-        fields["leader"] = p.leader
     if "isr" not in fields and target and target != p.isr:
         fields["isr"] = target
+    if "leader" not in fields and mv < MV_3_6_IV0 and "isr" in fields and not set(p.isr) <= set(fields["isr"]):
+        # triggerLeaderEpochBumpForIsrShrinkIfNeeded (KAFKA-15021): an ISR shrink bumps before 3.6-IV0,
+        # keyed on the ISR the record sets, which an emptied target does not (KAFKA-16624).
+        fields["leader"] = p.leader
     if mv >= MV_3_7_IV2:
         dirs = tuple(t["overrides"].get(r, d) for r, d in zip(replicas, p.directories))
         if dirs != p.directories:

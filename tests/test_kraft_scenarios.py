@@ -43,6 +43,7 @@ from kraftlake.records import (
 )
 from kraftlake.statemachine.kraft import Election, PartitionChangeBuilder, PartitionRegistration, merge, replay
 from kraftlake.statemachine.kraft import commands as c
+from kraftlake.statemachine.kraft.brokers import supported_features
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directory_ids import default_dir
 
@@ -342,7 +343,12 @@ def test_s6_registration_and_directory_predicates():
 
     def register(broker, dirs, incarnation="s6"):
         return ctl.handle(
-            c.RegisterBroker(broker_id=broker, incarnation_id=uid(f"{incarnation}-{broker}"), log_dirs=tuple(dirs))
+            c.RegisterBroker(
+                broker_id=broker,
+                incarnation_id=uid(f"{incarnation}-{broker}"),
+                log_dirs=tuple(dirs),
+                features=supported_features(ctl.view.metadata_version),
+            )
         )
 
     cases = {

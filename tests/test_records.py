@@ -46,10 +46,10 @@ def test_catalogue_has_every_type_of_the_design():
     assert names[: len(DESIGN_KRAFT)] == DESIGN_KRAFT
     # Beyond the design's list, what importing real Kafka logs needs: every other apiKey of Kafka's
     # metadata record schemas (metadata/src/main/resources/common/metadata/*.json: 6, 13 and 16 have
-    # none), the Raft control records, the opaque record.
+    # none; 28, ClearElrRecord, is Kafka 4.0's), the Raft control records, the opaque record.
     from kraftlake.records.kraft import API_KEYS, CONTROL_TYPES
 
-    assert sorted(API_KEYS.values()) == sorted(set(range(28)) - {6, 13, 16})
+    assert sorted(API_KEYS.values()) == sorted(set(range(29)) - {6, 13, 16})
     assert sorted(c.__name__ for c in CONTROL_TYPES) == ["KRaftVersion", "LeaderChange", "Voters"]
     assert set(names) == {c.__name__ for c in API_KEYS} | {c.__name__ for c in CONTROL_TYPES} | {"KafkaOpaque"}
     # The design's observations, then the broker's side of KIP-858 (issue 9): start-up, unfence.
@@ -232,6 +232,7 @@ def test_entity_keys_name_the_entity(record):
     else:
         prefixes = {"broker", "feature", "config", "controller", "producer-ids", "cluster"}
         prefixes |= {"token", "user", "acl", "quorum", "kafka"}  # security records, Raft, opaque imports
+        prefixes |= {"elr"}  # ClearElr: a topic by name ("elr/<name>"), or every topic ("elr/")
         prefixes |= {
             "ids",
             "streams",

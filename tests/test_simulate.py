@@ -22,12 +22,20 @@ CAUGHT_BY = {
     "leader-outside-isr": "K1",
     "stale-broker-epoch": "L4",
     "skip-dir-assignment": "K9",
+    "elr-overlaps-isr": "K13",
+    "elect-outside-elr": "K14",
 }
+ELR_BUGS = {"elr-overlaps-isr", "elect-outside-elr"}
+"""KIP-966 bugs: they show only where ELR is on, so they run on a Kafka 4.1 cluster (4.1-IV1)."""
 runner = CliRunner()
 
 
-def violated(seed: int, bug: str | None) -> set[str]:
-    cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, bug=bug)
+def violated(seed: int, bug: str | None, metadata_version: int = 21) -> set[str]:
+    if bug in ELR_BUGS:
+        metadata_version = 27
+    cfg = WorkloadConfig(
+        brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, bug=bug, metadata_version=metadata_version
+    )
     a = Audit()
     for batch in generate(cfg, records=1200):
         a.feed(batch)
@@ -53,6 +61,32 @@ def test_reassignments_complete_and_audit_clean_on_20_seeds():
                     completed += 1
         assert a.report().violations == [], seed
     assert started > 20 and completed > 0.8 * started
+
+
+def test_a_kafka_41_cluster_with_elr_audits_clean_and_uses_the_elr():
+    """--metadata-version 4.1-IV1, every fault (min.insync.replicas changes among them): ELR on;
+    ISRs empty and ELRs fill as brokers crash, ClearElr records follow the config changes, and
+    the correct controller gives no error (K15's warnings are Kafka's own behaviour)."""
+    from kraftlake.records import ClearElr, PartitionChange
+    from kraftlake.statemachine.kraft.workload import FAULTS
+
+    elr = empty = cleared = offline_elr = 0
+    for seed in range(8):
+        cfg = WorkloadConfig(
+            brokers=5, dirs_per_broker=3, topics=3, partitions=18, seed=seed, metadata_version=27, faults=FAULTS
+        )
+        a = Audit()
+        for batch in generate(cfg, records=1200):
+            a.feed(batch)
+            elr += sum(1 for r in batch if isinstance(r, PartitionChange) and r.eligible_leader_replicas)
+            empty += sum(1 for r in batch if isinstance(r, PartitionChange) and r.isr == ())
+            cleared += sum(1 for r in batch if isinstance(r, ClearElr))
+        violations = a.report().violations
+        # Kafka 4.1 keeps a replica whose directory failed in the ELR (and puts it there when the
+        # failure shrinks the ISR below min.insync.replicas): K15 warns, nothing else is wrong.
+        assert {(v.invariant, v.severity) for v in violations} <= {("K15", "warning")}, seed
+        offline_elr += len(violations)
+    assert elr > 50 and empty > 5 and cleared > 3 and offline_elr > 0, (elr, empty, cleared, offline_elr)
 
 
 def test_every_bug_is_named():
@@ -108,3 +142,16 @@ def test_dir_failures_alone_go_on_with_disk_replacements():
     records = [r for batch in generate(cfg, records=800) for r in batch]
     assert len(records) >= 800
     assert sum(type(r) is RegisterBroker for r in records) > cfg.brokers  # re-registrations happened
+
+
+def test_simulate_metadata_version_flag(tmp_path: Path):
+    """--metadata-version takes Kafka's names or levels; 4.1-IV1 turns ELR on; a bad one is exit 2."""
+    out = tmp_path / "elr.jsonl"
+    args = ["simulate", "--seed", "2", "--records", "300", "--out", str(out), "--metadata-version", "4.1-IV1"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert '"feature_level":27' in text and '"eligible.leader.replicas.version"' in text
+    bad = runner.invoke(app, [*args[:-1], "5.0-IV9"])
+    assert bad.exit_code == 2 and "unknown metadata.version" in bad.output
+    assert "--metadata-version" in runner.invoke(app, ["simulate", "--help"]).output

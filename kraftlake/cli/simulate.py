@@ -77,12 +77,20 @@ def register(app: typer.Typer) -> None:
         faults: str = typer.Option(
             "dir-failure,controlled-shutdown,broker-crash",
             "--faults",
-            help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign.",
+            help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign, alter-min-isr (an operator changes min.insync.replicas; with ELR on the controller writes ClearElr), elect-leaders (preferred elections, or unclean ones of leaderless partitions).",
         ),
         bug: str | None = typer.Option(
             None,
             "--bug",
-            help="Inject one mistake. A faulty controller: ignore-offline-dirs, keep-offline-replica-in-isr, elect-offline-leader, no-leader-epoch-bump, leader-outside-isr, stale-broker-epoch, skip-dir-assignment. Faulty brokers: broker-skip-assign, broker-early-unfence, broker-silent-dir-failure.",
+            help="Inject one mistake. A faulty controller: ignore-offline-dirs, keep-offline-replica-in-isr, elect-offline-leader, no-leader-epoch-bump, leader-outside-isr, stale-broker-epoch, skip-dir-assignment; with --metadata-version 4.1-IV1 (ELR on): elr-overlaps-isr, elect-outside-elr. Faulty brokers: broker-skip-assign, broker-early-unfence, broker-silent-dir-failure.",
+        ),
+        metadata_version: str = typer.Option(
+            "3.9-IV0",
+            "--metadata-version",
+            help="kraft: the cluster's metadata.version, by Kafka's name or level (3.0-IV1 .. 4.1-IV1). From 4.1-IV0 the cluster starts as a new Kafka 4.1 cluster: eligible leader replicas (KIP-966) on, cluster min.insync.replicas 2 (see --min-insync-replicas); brokers that crash re-register unclean and leave every ELR.",
+        ),
+        min_insync_replicas: int = typer.Option(
+            2, "--min-insync-replicas", min=1, help="kraft, from 4.1-IV0: the cluster-wide min.insync.replicas."
         ),
         fence_policy: bool = typer.Option(
             True,
@@ -115,7 +123,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Simulate a KRaft cluster with JBOD brokers living through log-dir failures, disk replacements, controlled shutdowns and crashes (or, with --family, AutoMQ's S3Stream metadata or a BookKeeper cluster).
 
-        Every controller record is decided by kraftlake's deciders (Kafka 3.9 semantics). The brokers are simulated too: each start loads its directories (LogDirsLoaded, the KIP-858 start-up rules), places its replicas (AssignReplicasToDirs, free-disk weighted), asks to be unfenced (UnfenceRequested) and reports failed directories (LogDirFailed, heartbeats' offline dirs). With --bug, one named mistake is injected, for checking that `kraftlake audit` catches it.
+        Every controller record is decided by kraftlake's deciders (Kafka 3.9 semantics; Kafka 4.1's with ELR from --metadata-version 4.1-IV0). The brokers are simulated too: each start loads its directories (LogDirsLoaded, the KIP-858 start-up rules), places its replicas (AssignReplicasToDirs, free-disk weighted), asks to be unfenced (UnfenceRequested) and reports failed directories (LogDirFailed, heartbeats' offline dirs). With --bug, one named mistake is injected, for checking that `kraftlake audit` catches it.
 
         --family bookkeeper: writers create and fill ledgers on free-disk weighted ensembles, bookies fail, come back, fill up and are drained; the auditor marks under-replicated ledgers after lostBookieRecoveryDelay and replication workers repair them.
 
@@ -130,8 +138,12 @@ def register(app: typer.Typer) -> None:
         if family is Family.s3stream:
             _simulate_s3stream(seed, records, out_file, bug, nodes, streams, ops, ttl_ms)
             return
+        from kraftlake.statemachine.kraft.features import parse_metadata_version
+
         try:
             config = WorkloadConfig(
+                metadata_version=parse_metadata_version(metadata_version),
+                min_insync_replicas=min_insync_replicas,
                 brokers=brokers,
                 dirs_per_broker=dirs_per_broker,
                 topics=topics,

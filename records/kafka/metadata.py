@@ -1,7 +1,7 @@
 """Kafka metadata record values <-> kraftlake records, as Kafka's ``MetadataRecordSerde`` reads and
 writes them, and the Raft control records (``ControlRecordUtils``).
 
-One table, ``SCHEMAS``, lists every metadata record type Kafka has (apiKey 0-27), its versions
+One table, ``SCHEMAS``, lists every metadata record type Kafka has (apiKey 0-28), its versions
 and its fields in wire order, from ``metadata/src/main/resources/common/metadata/*.json`` in
 apache/kafka. Field names are the kraftlake Struct's (Kafka's in snake_case), so decoding is
 "read the fields, call the class" and encoding is the reverse; nothing else is hand-written per
@@ -31,6 +31,7 @@ from kraftlake.records.kraft import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChange,
+    ClearElr,
     ClientQuota,
     Config,
     CredentialInfo,
@@ -333,8 +334,10 @@ SCHEMAS: tuple[Schema, ...] = (
             F("features", FEATURE),
         ),
     ),
+    Schema(ClearElr, 28, (0, 0), (F("topic_name", "str"),)),
 )
-"""Every Kafka metadata record type: 6, 13 and 16 are unused apiKeys (removed or never shipped)."""
+"""Every Kafka metadata record type Kafka 4.1 writes: 6, 13 and 16 are unused apiKeys (removed or
+never shipped); 28 (ClearElrRecord) is Kafka 4.0's."""
 
 BY_API_KEY: dict[int, Schema] = {s.api_key: s for s in SCHEMAS}
 BY_CLASS: dict[type, Schema] = {s.cls: s for s in SCHEMAS}

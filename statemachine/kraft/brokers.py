@@ -10,6 +10,7 @@ from kraftlake.records.kraft import (
     FENCE,
     UNASSIGNED,
     UNFENCE,
+    BrokerFeature,
     BrokerRegistrationChange,
     FenceBroker,
     RegisterBroker,
@@ -21,8 +22,17 @@ from kraftlake.records.types import is_reserved
 from . import commands as c
 from .directory_deciders import offline_dirs_records
 from .directory_ids import sorted_dirs
-from .features import MV_3_3_IV2, MV_3_3_IV3, MV_3_4_IV0, directories_supported, register_broker_version
-from .replication import bulk_update
+from .features import (
+    METADATA_VERSION,
+    MV_3_3_IV2,
+    MV_3_3_IV3,
+    MV_3_4_IV0,
+    MV_4_0_IV1,
+    directories_supported,
+    register_broker_version,
+    software_features,
+)
+from .replication import bulk_update, elr_enabled, elr_partitions
 from .view import BrokerRegistration, ControllerView
 
 
@@ -51,6 +61,7 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     existing = view.brokers.get(cmd.broker_id)
     epoch = view.offset + 1
     fenced, in_controlled_shutdown = True, False
+    shutdown: list = []
     if existing is not None:
         if existing.incarnation_id == cmd.incarnation_id:
             # KAFKA-16952 (3.8+): the same incarnation keeps its epoch and state.
@@ -65,6 +76,12 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
                     message=f"Another broker is registered with that broker id ({cmd.broker_id}).",
                 )
             )
+    features, unsupported = registration_features(view, cmd.features)
+    if unsupported:
+        return c.Decision(reply=c.RegisterBrokerReply(error_code=c.UNSUPPORTED_VERSION, message=unsupported))
+    if existing is None or existing.incarnation_id != cmd.incarnation_id:
+        clean = existing is not None and cmd.previous_broker_epoch == existing.epoch
+        shutdown = shutdown_records(view, cmd.broker_id, clean=clean)
     record = RegisterBroker(
         version=register_broker_version(mv),
         broker_id=cmd.broker_id,
@@ -72,13 +89,67 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
         incarnation_id=cmd.incarnation_id,
         broker_epoch=epoch,
         end_points=cmd.end_points,
-        features=cmd.features,
+        features=features,
         rack=cmd.rack,
         fenced=fenced,
         in_controlled_shutdown=in_controlled_shutdown if mv >= MV_3_3_IV3 else False,
         log_dirs=sorted_dirs(dirs),
     )
-    return c.Decision(records=(record,), reply=c.RegisterBrokerReply(broker_epoch=epoch))
+    return c.Decision(records=(*shutdown, record), reply=c.RegisterBrokerReply(broker_epoch=epoch))
+
+
+def registration_features(view: ControllerView, sent) -> tuple[tuple[BrokerFeature, ...], str | None]:
+    """``ClusterControlManager.processRegistrationFeature`` over a registration's features: each
+    range must hold the finalized level (metadata.version defaults to 1, others to 0); a broker that
+    sends no metadata.version range is taken to support only level 1 (and recorded so); every
+    other finalized feature it does not name must be at 0. (features to record, refusal or None)."""
+    finalized = dict(view.features)
+    features = list(sent)
+
+    def refuse(f: BrokerFeature) -> str | None:
+        level = finalized.get(f.name, 1 if f.name == METADATA_VERSION else 0)
+        if f.min_supported_version <= level <= f.max_supported_version:
+            return None
+        return (
+            f"Unable to register because the broker does not support finalized version {level} of {f.name}."
+            f" The broker wants a version between {f.min_supported_version} and {f.max_supported_version}, inclusive."
+        )
+
+    names = {f.name for f in sent}
+    if METADATA_VERSION not in names:
+        features.append(BrokerFeature(name=METADATA_VERSION, min_supported_version=1, max_supported_version=1))
+    for f in features:
+        why = refuse(f)
+        if why:
+            return (), why
+    for name, level in sorted(finalized.items()):
+        if level != 0 and name not in names and name != METADATA_VERSION:
+            why = refuse(BrokerFeature(name=name, min_supported_version=0, max_supported_version=0))
+            if why:
+                return (), why
+    return tuple(features), None
+
+
+def supported_features(mv: int) -> tuple[BrokerFeature, ...]:
+    """What a broker of the release writing ``mv`` sends (``features.software_features``)."""
+    return tuple(
+        BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi) for n, lo, hi in software_features(mv)
+    )
+
+
+def shutdown_records(view: ControllerView, broker: int, *, clean: bool) -> list:
+    """Kafka 4.x ``ReplicationControlManager.handleBrokerShutdown``, for a new incarnation: with
+    ELR on and an unclean shutdown (the previous epoch is not the registration's), the broker
+    leaves every ISR and ELR; otherwise it leaves the ISRs as when fenced (KAFKA-18106, from
+    metadata.version 4.0-IV1 here; Kafka 3.9 writes nothing)."""
+    if elr_enabled(view) and not clean:
+        return [
+            *bulk_update(view, view.isr_index.get(broker, ()), unclean_shutdown=broker),
+            *bulk_update(view, elr_partitions(view, broker), unclean_shutdown=broker),
+        ]
+    if view.metadata_version >= MV_4_0_IV1:
+        return bulk_update(view, view.isr_index.get(broker, ()), broker_to_remove=broker)
+    return []
 
 
 def _fence_record(view: ControllerView, reg: BrokerRegistration):
@@ -198,13 +269,14 @@ def expire_session(view: ControllerView, cmd: c.ExpireSession) -> c.Decision:
 
 
 def unregister(view: ControllerView, cmd: c.UnregisterBroker) -> c.Decision:
-    """``ReplicationControlManager.handleBrokerUnregistered``: leave every ISR (ELR is off), then
-    the UnregisterBroker record."""
+    """``ReplicationControlManager.handleBrokerUnregistered``: leave every ISR, then every ELR
+    (none with ELR off), then the UnregisterBroker record."""
     reg = view.brokers.get(cmd.broker_id)
     if reg is None:
         return c.Decision(
             reply=c.Reply(error_code=c.BROKER_ID_NOT_REGISTERED, message=f"broker {cmd.broker_id} is not registered")
         )
     records: list = bulk_update(view, view.isr_index.get(reg.id, ()), broker_to_remove=reg.id)
+    records.extend(bulk_update(view, elr_partitions(view, reg.id), broker_to_remove=reg.id))
     records.append(UnregisterBroker(broker_id=reg.id, broker_epoch=reg.epoch))
     return c.Decision(records=tuple(records))

@@ -118,6 +118,43 @@ def skip_dir_assignment(view, cmd, config):
     return decide(view, cmd, config)
 
 
+def elr_overlaps_isr(view, cmd, config):
+    """KIP-966: a change that writes an ELR also lists the ISR's first member in it."""
+    d = decide(view, cmd, config)
+    out = []
+    for r in d.records:
+        if isinstance(r, PartitionChange) and r.eligible_leader_replicas:
+            p = view.partition(r.topic_id, r.partition_id)
+            isr = p.isr if r.isr is None else r.isr
+            if isr and isr[0] not in r.eligible_leader_replicas:
+                r = msgspec.structs.replace(r, eligible_leader_replicas=(*r.eligible_leader_replicas, isr[0]))
+        out.append(r)
+    return _with(d, out)
+
+
+def elect_outside_elr(view, cmd, config):
+    """KIP-966: a new leader is taken from an active replica in neither the ISR nor the ELR, written
+    as a clean election (no RECOVERING) with the ISR forced to it alone."""
+    d = decide(view, cmd, config)
+    out = []
+    for r in d.records:
+        if isinstance(r, PartitionChange) and r.leader >= 0:
+            p = view.partition(r.topic_id, r.partition_id)
+            if p is not None and r.leader != p.leader:
+                others = [
+                    b
+                    for b in p.replicas
+                    if b not in p.isr
+                    and b not in p.eligible_leader_replicas
+                    and view.is_active(b)
+                    and view.has_online_dir(b, p.directory(b))
+                ]
+                if others:
+                    r = msgspec.structs.replace(r, leader=others[0], isr=(others[0],))
+        out.append(r)
+    return _with(d, out)
+
+
 BUGS: dict[str, Decide] = {
     "ignore-offline-dirs": ignore_offline_dirs,
     "keep-offline-replica-in-isr": keep_offline_replica_in_isr,
@@ -126,5 +163,7 @@ BUGS: dict[str, Decide] = {
     "leader-outside-isr": leader_outside_isr,
     "stale-broker-epoch": stale_broker_epoch,
     "skip-dir-assignment": skip_dir_assignment,
+    "elr-overlaps-isr": elr_overlaps_isr,
+    "elect-outside-elr": elect_outside_elr,
 }
 """Bug name -> faulty decider."""

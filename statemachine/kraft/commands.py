@@ -17,16 +17,22 @@ from kraftlake.records.observations import AssignReplicasToDirsRequest
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
+INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ELECTION_NOT_NEEDED = 84
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
+INVALID_CONFIG = 40
 FENCED_LEADER_EPOCH = 74
 STALE_BROKER_EPOCH = 77
 INVALID_UPDATE_VERSION = 95
+NO_REASSIGNMENT_IN_PROGRESS = 85
 UNKNOWN_TOPIC_ID = 100
 DUPLICATE_BROKER_REGISTRATION = 101
 BROKER_ID_NOT_REGISTERED = 102
@@ -49,6 +55,9 @@ class RegisterBroker(Command, frozen=True, kw_only=True):
     end_points: tuple[BrokerEndpoint, ...] = ()
     features: tuple[BrokerFeature, ...] = ()
     is_migrating_zk_broker: bool = False
+    previous_broker_epoch: int = -1
+    """The epoch the broker's clean-shutdown file names (request v3+, KIP-966); -1 = none, which
+    no registration has: the restart counts as unclean."""
 
 
 class Heartbeat(Command, frozen=True, kw_only=True):
@@ -89,6 +98,39 @@ class CreateTopic(Command, frozen=True, kw_only=True):
     broker_weights: dict[int, int] | None = None
 
 
+class AlterConfig(Command, frozen=True, kw_only=True):
+    """IncrementalAlterConfigsRequest (apiKey 44) for one key: SET ``value``, or DELETE (None).
+    ``resource_type`` 2 TOPIC (by name) or 4 BROKER ("" = the cluster default)."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None = None
+
+
+class ElectLeaders(Command, frozen=True, kw_only=True):
+    """ElectLeadersRequest (apiKey 43): ``election`` "preferred" or "unclean", for ``partitions``
+    ((topic name, partition), ...) or every partition when None."""
+
+    election: str = "preferred"
+    partitions: tuple[tuple[str, int], ...] | None = None
+
+
+class CreatePartitions(Command, frozen=True, kw_only=True):
+    """CreatePartitionsRequest for one topic: grow it to ``count`` partitions; ``assignments``
+    gives one replica list per new partition (None: placed by the controller)."""
+
+    name: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
+class DeleteTopics(Command, frozen=True, kw_only=True):
+    """DeleteTopicsRequest by topic ids (``ReplicationControlManager.deleteTopics``)."""
+
+    topic_ids: tuple[str, ...]
+
+
 class AssignReplicasToDirs(Command, frozen=True, kw_only=True):
     """AssignReplicasToDirsRequest (apiKey 73), as the broker sent it."""
 
@@ -97,15 +139,16 @@ class AssignReplicasToDirs(Command, frozen=True, kw_only=True):
 
 class ReassignPartition(Command, frozen=True, kw_only=True):
     """AlterPartitionReassignmentsRequest (apiKey 45) for one partition: move it to
-    ``target_replicas`` (the new replicas join, catch up, and then the old ones leave)."""
+    ``target_replicas`` (the new replicas join, catch up, and then the old ones leave); None
+    cancels the running reassignment (Kafka's null replicas)."""
 
     topic_id: str
     partition_id: int
-    target_replicas: tuple[int, ...]
+    target_replicas: tuple[int, ...] | None
 
 
 class AlterPartition(Command, frozen=True, kw_only=True):
-    """AlterPartitionRequest (apiKey 56) for one partition: the leader changes the ISR."""
+    """AlterPartitionRequest (apiKey 56, up to v3) for one partition: the leader changes the ISR."""
 
     broker_id: int
     broker_epoch: int
@@ -115,6 +158,9 @@ class AlterPartition(Command, frozen=True, kw_only=True):
     partition_epoch: int
     new_isr: tuple[int, ...]
     leader_recovery_state: int = 0
+    new_isr_broker_epochs: tuple[int, ...] = ()
+    """Request v3 (KIP-903): the broker epoch of each ``new_isr`` member as the leader saw it,
+    -1 = not checked; empty = an older request (no epochs)."""
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True):
@@ -150,6 +196,16 @@ class DirectoryResult(msgspec.Struct, frozen=True, kw_only=True):
 
 class AssignReplicasToDirsReply(Reply, frozen=True, kw_only=True):
     directories: tuple[DirectoryResult, ...] = ()
+
+
+class ElectLeadersReply(Reply, frozen=True, kw_only=True):
+    results: tuple[tuple[str, int, int], ...] = ()
+    """(topic name, partition, error code) per partition asked about."""
+
+
+class DeleteTopicsReply(Reply, frozen=True, kw_only=True):
+    errors: dict[str, int] = {}
+    """Topic id -> error code (0 = deleted)."""
 
 
 class AlterPartitionReply(Reply, frozen=True, kw_only=True):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import brokers, directory_deciders, topics
+from . import brokers, configs, directory_deciders, topics
 from . import commands as c
 from .view import ControllerView
 
@@ -24,6 +24,10 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.AssignReplicasToDirs: lambda v, cmd, cfg: directory_deciders.assign_replicas_to_dirs(v, cmd),
     c.AlterPartition: lambda v, cmd, cfg: topics.alter_partition(v, cmd),
     c.ReassignPartition: lambda v, cmd, cfg: topics.reassign_partition(v, cmd),
+    c.AlterConfig: lambda v, cmd, cfg: configs.alter_config(v, cmd),
+    c.DeleteTopics: lambda v, cmd, cfg: topics.delete_topics(v, cmd),
+    c.ElectLeaders: lambda v, cmd, cfg: topics.elect_leaders(v, cmd),
+    c.CreatePartitions: topics.create_partitions,
 }  # type: ignore[dict-item]
 
 

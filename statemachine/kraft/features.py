@@ -25,7 +25,9 @@ MV_3_7_IV2 = 17
 MV_3_9_IV0 = 21
 """Kafka 3.9: the semantics this package targets."""
 MV_4_0_IV1 = 23
-"""ELR (KIP-966): Partition and PartitionChange v2."""
+"""ELR (KIP-966): Partition and PartitionChange v2; ``eligible.leader.replicas.version`` 1 needs it."""
+MV_4_1_IV1 = 27
+"""Kafka 4.1's latest production level: new clusters bootstrap with ELR on."""
 
 
 def partition_record_version(mv: int) -> int:
@@ -44,3 +46,37 @@ def register_broker_version(mv: int) -> int:
 
 def directories_supported(mv: int) -> bool:
     return mv >= MV_3_7_IV2
+
+
+MV_4_1_IV0 = 26
+"""Kafka 4.1: ``eligible.leader.replicas.version`` 1 is the default of new clusters from here."""
+
+_RELEASES = (
+    "3.0-IV1 3.1-IV0 3.2-IV0 3.3-IV0 3.3-IV1 3.3-IV2 3.3-IV3 3.4-IV0 3.5-IV0 3.5-IV1 3.5-IV2 3.6-IV0 3.6-IV1"
+    " 3.6-IV2 3.7-IV0 3.7-IV1 3.7-IV2 3.7-IV3 3.7-IV4 3.8-IV0 3.9-IV0 4.0-IV0 4.0-IV1 4.0-IV2 4.0-IV3 4.1-IV0"
+    " 4.1-IV1"
+).split()
+"""Kafka's ``MetadataVersion`` names by feature level (level 1 first), up to Kafka 4.1."""
+
+
+def parse_metadata_version(text: str) -> int:
+    """A metadata.version level from Kafka's name ("4.1-IV1") or its number ("27")."""
+    if text.isdigit() and 1 <= int(text) <= len(_RELEASES):
+        return int(text)
+    if text in _RELEASES:
+        return _RELEASES.index(text) + 1
+    raise ValueError(
+        f"unknown metadata.version {text!r}: one of {_RELEASES[0]} .. {_RELEASES[-1]}, or 1 .. {len(_RELEASES)}"
+    )
+
+
+ELIGIBLE_LEADER_REPLICAS = "eligible.leader.replicas.version"
+
+
+def software_features(mv: int) -> tuple[tuple[str, int, int], ...]:
+    """The (feature, min, max) ranges a broker of the Kafka release that writes ``mv`` sends when
+    it registers: Kafka 3.x supports metadata.version 1 .. 3.9-IV0; Kafka 4.x 3.3-IV3 .. 4.1-IV1
+    and ``eligible.leader.replicas.version`` 0 .. 1."""
+    if mv > MV_3_9_IV0:
+        return ((METADATA_VERSION, MV_3_3_IV3, MV_4_1_IV1), (ELIGIBLE_LEADER_REPLICAS, 0, 1))
+    return ((METADATA_VERSION, MV_3_0_IV1, MV_3_9_IV0),)

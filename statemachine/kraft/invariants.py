@@ -10,17 +10,25 @@ after a grace for the states Kafka passes through legitimately.
 
 from __future__ import annotations
 
-from kraftlake.records.kraft import NO_LEADER
+from kraftlake.records.kraft import LRS_RECOVERING, NO_LEADER
 
 from ..invariants import say
 from .directory_ids import is_online
-from .features import MV_3_6_IV0
+from .features import MV_3_2_IV0, MV_3_6_IV0
 from .view import ControllerView, PartitionRegistration
 
 
-def leader_in_isr_in_replicas(p: PartitionRegistration) -> str | None:
-    """K1: leader = -1 or leader in ISR; ISR non-empty and within the replicas."""
+def elr_enabled(view: ControllerView) -> bool:
+    """The log's ``eligible.leader.replicas.version`` is >= 1 (KIP-966 on)."""
+    return view.features.get("eligible.leader.replicas.version", 0) >= 1
+
+
+def leader_in_isr_in_replicas(p: PartitionRegistration, elr: bool = False) -> str | None:
+    """K1: leader = -1 or leader in ISR; ISR non-empty and within the replicas. With ``elr`` (the
+    feature on) an empty ISR without a leader is KIP-966's leaderless state, not a fault."""
     if not p.isr:
+        if elr and p.leader == NO_LEADER:
+            return None
         return say("K1", "empty_isr")
     outside = [b for b in p.isr if b not in p.replicas]
     if outside:
@@ -28,6 +36,51 @@ def leader_in_isr_in_replicas(p: PartitionRegistration) -> str | None:
     if p.leader != NO_LEADER and p.leader not in p.isr:
         return say("K1", "leader_outside_isr", leader=p.leader, isr=p.isr)
     return None
+
+
+def elr_is_sound(p: PartitionRegistration) -> str | None:
+    """K13: ELR within the replicas and disjoint from the ISR (Kafka's replay logs an overlap
+    as an error; ``PartitionChangeBuilder`` never writes one)."""
+    elr = p.eligible_leader_replicas
+    if not elr:
+        return None
+    outside = [b for b in elr if b not in p.replicas]
+    if outside:
+        return say("K13", "elr_outside_replicas", elr=elr, outside=outside, replicas=p.replicas)
+    both = [b for b in elr if b in p.isr]
+    if both:
+        return say("K13", "elr_in_isr", elr=elr, isr=p.isr, both=both)
+    return None
+
+
+def elr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
+    """K15: no ELR member whose replica is on a directory its broker no longer has online (it
+    cannot lead from there, and a replaced disk would bring it back empty)."""
+    if not p.eligible_leader_replicas:
+        return None
+    return _offline_members(view, p, p.eligible_leader_replicas, "K15")
+
+
+def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: PartitionRegistration) -> str | None:
+    """K14: a change that moves the leader to a broker picks it from the ISR before the change, or
+    from the ELR (``PartitionChangeBuilder.isValidNewLeader``), or, when the change completes a
+    reassignment, from the ISR it writes; unless the election is unclean:
+    an unclean one (or the last known leader's) forces the ISR to the leader alone and leaves the
+    partition RECOVERING (from 3.2-IV0, which has the recovery state)."""
+    leader = new.leader
+    if leader == NO_LEADER or leader == old.leader or leader not in new.replicas:
+        return None  # (a leader that is no replica is K1's)
+    if leader in old.isr or leader in old.eligible_leader_replicas:
+        return None
+    if leader in new.isr and (len(new.isr) > 1 or new.replicas != old.replicas):
+        # An AlterPartition elects from the ISR it writes when the sender cannot lead any more
+        # (NEW_LEADER_ELECTED), and so does a reassignment that completes in the change.
+        return None
+    if new.isr == (leader,) and (new.leader_recovery_state == LRS_RECOVERING or view.metadata_version < MV_3_2_IV0):
+        # Unclean (also the last known leader's election): the ISR forced to the leader, which
+        # recovers (a partition already RECOVERING stays so).
+        return None
+    return say("K14", "not_eligible", leader=leader, isr=old.isr, elr=old.eligible_leader_replicas)
 
 
 def leader_is_healthy(view: ControllerView, p: PartitionRegistration) -> str | None:
@@ -51,14 +104,20 @@ def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
     sets the leader to -1 and leaves the ISR as it was."""
     if len(p.isr) == 1 and p.leader == NO_LEADER:
         return None
+    return _offline_members(view, p, p.isr, "K5")
+
+
+def _offline_members(view: ControllerView, p: PartitionRegistration, members, inv: str) -> str | None:
+    """``inv``'s message listing the ``members`` whose replica of ``p`` is on a directory their
+    broker does not have online (K5 for the ISR, K15 for the ELR), or None."""
     where = dict(zip(p.replicas, p.directories))
     bad = []
-    for b in p.isr:
+    for b in members:
         reg = view.brokers.get(b)
         d = where.get(b)
         if reg is not None and d is not None and not is_online(d, reg.log_dirs):
-            bad.append(say("K5", "member", broker=b, directory=d))
-    return say("K5", "offline_members", members=", ".join(bad)) if bad else None
+            bad.append(say(inv, "member", broker=b, directory=d))
+    return say(inv, "offline_members", members=", ".join(bad)) if bad else None
 
 
 def partition_is_sound(brokers: dict, p: PartitionRegistration) -> bool:

@@ -3,8 +3,9 @@ applied (``merge``), as in Kafka's ``PartitionChangeBuilder`` and ``PartitionReg
 
 Every decider that touches a partition configures a builder from the partition's current
 registration and calls ``build()``, which returns a ``PartitionChange`` or ``None`` when nothing
-would change; nothing else bumps epochs. Target semantics: Kafka 3.8/3.9 with eligible leader
-replicas (KIP-966) off; ELR fields are carried through and never changed here.
+would change; nothing else bumps epochs. Target semantics: Kafka 4.1, whose ELR logic (KIP-966)
+is on only when the caller says the log's ``eligible.leader.replicas.version`` is >= 1; off, it
+is Kafka 3.8/3.9's.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kraftlake.records.kraft import (
 
 from ..invariants import say
 from .features import MV_3_2_IV0, MV_3_6_IV0, directories_supported, partition_record_version
+from .reassignment import PartitionReassignmentReplicas
 from .view import PartitionRegistration
 
 
@@ -91,6 +93,10 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
         directories = p.directories
     else:
         replicas = new_replicas
+        # Kafka 3.9's merge gives every replica MIGRATING when the old directories are all
+        # MIGRATING (defaultToMigrating with the new count); kraftlake still follows the replicas
+        # here (new ones UNASSIGNED), as the columnar plan (spark/timeline.py) does: the two
+        # change together (issue 34, item 8).
         directories = directories_from(p.replicas, p.directories, new_replicas)
     if assignment:
         if len(assignment) != len(replicas):
@@ -102,7 +108,7 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
             if pair.broker != replicas[i]:
                 raise ValueError(say("K2", "assignment_order", index=i, broker=pair.broker, replica=replicas[i]))
     if not directories:
-        # Kafka quirk kept: defaultToMigrating is given the *old* replica count.
+        # As the columnar plan: defaultToMigrating given the old replica count.
         directories = (MIGRATING,) * len(p.replicas)
     leader = c.leader
     if leader == LEADER_UNCHANGED:
@@ -135,12 +141,56 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
 # -- build -----------------------------------------------------------------------------------------
 
 
+class _JavaHashSet:
+    """The iteration order of a ``java.util.HashSet<Integer>``: Kafka builds ELR and LastKnownElr
+    lists by streaming one, so their order is the hash table's (bucket = value mod capacity for
+    broker ids below 65536, insertion order within a bucket, capacity doubling past 3/4 full)."""
+
+    def __init__(self, initial: tuple[int, ...] | list[int]) -> None:
+        # HashSet(Collection c): capacity max(c.size() / .75 + 1, 16), rounded up to a power of 2.
+        want = max(int(len(initial) / 0.75) + 1, 16)
+        self.capacity = 1 << (want - 1).bit_length()
+        self.buckets: list[list[int]] = [[] for _ in range(self.capacity)]
+        self.size = 0
+        for v in initial:
+            self.add(v)
+
+    def _index(self, v: int, capacity: int) -> int:
+        h = v & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    def add(self, v: int) -> None:
+        bucket = self.buckets[self._index(v, self.capacity)]
+        if v in bucket:
+            return
+        bucket.append(v)
+        self.size += 1
+        if self.size > self.capacity * 3 // 4:
+            capacity = self.capacity * 2
+            buckets: list[list[int]] = [[] for _ in range(capacity)]
+            for old in self.buckets:
+                for x in old:
+                    buckets[self._index(x, capacity)].append(x)
+            self.capacity, self.buckets = capacity, buckets
+
+    def __iter__(self):
+        for bucket in self.buckets:
+            yield from bucket
+
+
 class PartitionChangeBuilder:
-    """Kafka's ``PartitionChangeBuilder`` (3.8/3.9, ELR off): targets in, one change or None out.
+    """Kafka's ``PartitionChangeBuilder`` (4.1): targets in, one change or None out.
 
     ``acceptor(r)`` says whether replica ``r`` may lead (Kafka's ``LeaderAcceptor``: the broker is
     acceptable *and* its replica's directory is online). ``default_dir(r)`` gives the directory of
     a replica that the partition does not have yet (Kafka's ``ClusterControlManager.defaultDir``).
+
+    With ``elr_enabled`` (the log's ``eligible.leader.replicas.version`` >= 1, KIP-966) an ISR
+    that shrinks below ``min_isr`` keeps its leavers as eligible leader replicas (ELR), the ISR
+    may become empty, a leader is elected from the ELR when the ISR is empty, else the last known
+    leader (kept in LastKnownElr) if it is acceptable (an unclean election); brokers in
+    ``unclean_shutdown_replicas`` leave the ELR. Without it the ELR fields are emptied on the next
+    change and the builder is Kafka 3.9's.
 
     Example::
 
@@ -158,16 +208,26 @@ class PartitionChangeBuilder:
         acceptor: Callable[[int], bool],
         metadata_version: int,
         default_dir: Callable[[int], str] | None = None,
+        min_isr: int = 1,
+        elr_enabled: bool = False,
     ) -> None:
         self.partition = partition
         self.acceptor = acceptor
         self.metadata_version = metadata_version
         self.default_dir = default_dir or (lambda _r: UNASSIGNED)
+        self.min_isr = min_isr
+        self.elr_enabled = elr_enabled
         self.target_isr: tuple[int, ...] = partition.isr
         self.target_replicas: tuple[int, ...] = partition.replicas
         self.target_removing: tuple[int, ...] = partition.removing_replicas
         self.target_adding: tuple[int, ...] = partition.adding_replicas
+        self.target_elr: tuple[int, ...] = partition.eligible_leader_replicas
+        self.target_last_known_elr: tuple[int, ...] = partition.last_known_elr
         self.target_lrs: int = partition.leader_recovery_state
+        self.unclean_shutdown_replicas: tuple[int, ...] = ()
+        self.use_last_known_leader = True
+        """Kafka's ``useLastKnownLeaderInBalancedRecovery`` (true in every release): LastKnownElr
+        holds the last known leader, not the last ELR members."""
         self.election = Election.ONLINE
         self.directory_overrides: dict[int, str] = {}
 
@@ -195,6 +255,18 @@ class PartitionChangeBuilder:
         self.election = election
         return self
 
+    def set_eligible_leader_replicas_enabled(self, enabled: bool) -> PartitionChangeBuilder:
+        self.elr_enabled = enabled
+        return self
+
+    def set_unclean_shutdown_replicas(self, replicas: tuple[int, ...]) -> PartitionChangeBuilder:
+        self.unclean_shutdown_replicas = tuple(replicas)
+        return self
+
+    def set_use_last_known_leader_in_balanced_recovery(self, use: bool) -> PartitionChangeBuilder:
+        self.use_last_known_leader = use
+        return self
+
     def set_directory(self, broker: int, directory: str) -> PartitionChangeBuilder:
         self.directory_overrides[broker] = directory
         return self
@@ -206,25 +278,50 @@ class PartitionChangeBuilder:
     # -- steps ---------------------------------------------------------------------------------
 
     def _complete_reassignment(self) -> None:
-        """Step 1: finish a reassignment once every adding replica is in the target ISR."""
-        removing, adding = self.target_removing, self.target_adding
-        if not removing and not adding:
+        """Step 1 (``completeReassignmentIfNeeded``): finish a reassignment once every replica
+        that stays is in the target ISR (``PartitionReassignmentReplicas``)."""
+        if not self.target_removing and not self.target_adding:
             return
-        isr, replicas = self.target_isr, self.target_replicas
-        if removing:
-            isr = tuple(r for r in isr if r not in removing)
-            if not isr:
-                return
-            replicas = tuple(r for r in replicas if r not in removing)
-        if adding and not all(r in isr for r in adding):
+        done = PartitionReassignmentReplicas(
+            self.target_removing, self.target_adding, self.target_replicas
+        ).maybe_complete(self.target_isr)
+        if done is None:
             return
-        self.target_isr, self.target_replicas = isr, replicas
+        self.target_replicas, self.target_isr = done
         self.target_removing, self.target_adding = (), ()
+
+    def _populate_target_elr(self) -> None:
+        """Step 2 (``maybePopulateTargetElr``): below min ISR, the ISR's leavers join the ELR."""
+        if not self.elr_enabled:
+            return
+        isr = self.target_isr
+        if len(isr) >= self.min_isr:
+            self.target_elr, self.target_last_known_elr = (), ()
+            return
+        candidates = _JavaHashSet(self.target_elr)
+        for r in self.partition.isr:
+            candidates.add(r)
+        unclean = self.unclean_shutdown_replicas
+        elr = tuple(r for r in candidates if r not in isr and r not in unclean)
+        for r in self.target_last_known_elr:
+            candidates.add(r)
+        self.target_elr = elr
+        self.target_last_known_elr = tuple(r for r in candidates if r not in isr and r not in elr)
 
     def _valid_leader(self, r: int) -> bool:
         isr = self.target_isr
-        in_set = r in isr or (not isr and r in self.partition.eligible_leader_replicas)
+        in_set = r in isr or (not isr and r in self.target_elr)
         return in_set and self.acceptor(r)
+
+    def _can_elect_last_known_leader(self) -> bool:
+        """``canElectLastKnownLeader``, with KAFKA-19522 (4.1): the last known leader must be
+        acceptable."""
+        if not self.elr_enabled or not self.use_last_known_leader:
+            return False
+        if self.target_elr or self.target_isr:
+            return False
+        lke = self.partition.last_known_elr
+        return len(lke) == 1 and self.acceptor(lke[0])
 
     def _elect(self) -> tuple[int, bool]:
         """Step 3: (leader, unclean)."""
@@ -237,12 +334,16 @@ class PartitionChangeBuilder:
             for r in replicas[1:]:
                 if self._valid_leader(r):
                     return r, False
+            if self._can_elect_last_known_leader():
+                return p.last_known_elr[0], True
             return NO_LEADER, False
         if self._valid_leader(p.leader):
             return p.leader, False
         for r in replicas:
             if self._valid_leader(r):
                 return r, False
+        if self._can_elect_last_known_leader():
+            return p.last_known_elr[0], True
         if self.election is Election.UNCLEAN:
             for r in replicas:
                 if self.acceptor(r):
@@ -264,6 +365,38 @@ class PartitionChangeBuilder:
             out.append(d)
         return tuple(out)
 
+    def _update_elr(self, fields: dict[str, object]) -> None:
+        """Step 5 (``maybeUpdateRecordElr``): an unclean election or ELR off empties the ELR."""
+        p = self.partition
+        if "isr" in fields or not self.elr_enabled:
+            self.target_elr, self.target_last_known_elr = (), ()
+        if self.target_elr != p.eligible_leader_replicas:
+            fields["eligible_leader_replicas"] = self.target_elr
+        leader = fields.get("leader", LEADER_UNCHANGED)
+        if (
+            self.use_last_known_leader
+            and len(p.last_known_elr) == 1
+            and (leader == NO_LEADER or (leader == LEADER_UNCHANGED and p.leader == NO_LEADER))
+        ):
+            self.target_last_known_elr = p.last_known_elr
+        if self.use_last_known_leader:
+            return  # LastKnownElr is the last known leader: step 8 sets it.
+        if self.target_last_known_elr != p.last_known_elr:
+            fields["last_known_elr"] = self.target_last_known_elr
+
+    def _update_last_known_leader(self, fields: dict[str, object]) -> None:
+        """Step 8 (``maybeUpdateLastKnownLeader``): remember the leader the first time the ISR
+        empties; forget it once the partition has a leader again."""
+        if not self.use_last_known_leader or not self.elr_enabled:
+            return
+        p = self.partition
+        isr = fields.get("isr")
+        leader = fields.get("leader", LEADER_UNCHANGED)
+        if isr is not None and not isr and (len(p.last_known_elr) != 1 or p.last_known_elr[0] != p.leader):
+            fields["last_known_elr"] = (p.leader,)
+        elif (leader >= 0 or (p.leader != NO_LEADER and leader != NO_LEADER)) and p.last_known_elr:  # type: ignore[operator]
+            fields["last_known_elr"] = ()
+
     def build(self) -> PartitionChange | None:
         """The change that takes the partition to the targets, or None if nothing changes."""
         p = self.partition
@@ -271,11 +404,15 @@ class PartitionChangeBuilder:
         fields: dict[str, object] = {}
 
         self._complete_reassignment()
+        self._populate_target_elr()
 
+        # Step 3 (``tryElection``).
         leader, unclean = self._elect()
         if leader != p.leader:
-            if leader != NO_LEADER and not unclean and not self.target_isr and leader in p.eligible_leader_replicas:
+            if leader in self.target_elr:
+                # Elected from the ELR: it is the whole ISR now.
                 self.target_isr = (leader,)
+                self.target_elr = tuple(r for r in self.target_elr if r != leader)
             fields["leader"] = leader
             if unclean:
                 # Forcing the ISR to the new leader can lose data: this is what UNCLEAN means.
@@ -283,28 +420,36 @@ class PartitionChangeBuilder:
                 if p.leader_recovery_state != LRS_RECOVERING and mv >= MV_3_2_IV0:
                     fields["leader_recovery_state"] = LRS_RECOVERING
 
-        # Step 4: a leader-epoch bump when a replica leaves (reassignment), or, before
-        # 3.6-IV0 (KAFKA-15021), when the ISR shrinks.
-        if "leader" not in fields:
-            if not all(r in self.target_replicas for r in p.replicas):
-                fields["leader"] = p.leader
-            elif mv < MV_3_6_IV0 and not all(r in self.target_isr for r in p.isr):
-                fields["leader"] = p.leader
+        # Step 4: a leader-epoch bump when a replica leaves (reassignment).
+        if "leader" not in fields and not all(r in self.target_replicas for r in p.replicas):
+            fields["leader"] = p.leader
+
+        self._update_elr(fields)
 
         # Step 6: without ELR the ISR is never emptied ("last replica standing").
-        if "isr" not in fields and self.target_isr and self.target_isr != p.isr:
+        if "isr" not in fields and (self.target_isr or self.elr_enabled) and self.target_isr != p.isr:
             fields["isr"] = self.target_isr
+
+        # Step 7: before 3.6-IV0 (KAFKA-15021) a leader-epoch bump when the record's ISR drops a
+        # member; it keys on the ISR the record sets, not on the target (KAFKA-16624).
+        if mv < MV_3_6_IV0 and "leader" not in fields:
+            isr = fields.get("isr")
+            if isr is not None and not all(r in isr for r in p.isr):  # type: ignore[operator]
+                fields["leader"] = p.leader
+
+        self._update_last_known_leader(fields)
 
         # Step 9: the assignment.
         replicas = self.target_replicas
-        if directories_supported(mv):
-            directories = self._directories()
-            if directories != p.directories:
-                fields["assignment"] = tuple(
-                    ReplicaDirectory(broker=b, directory=d) for b, d in zip(replicas, directories)
-                )
-        if replicas and replicas != p.replicas:
-            fields["replicas"] = replicas
+        if replicas:
+            if directories_supported(mv):
+                directories = self._directories()
+                if directories != p.directories:
+                    fields["assignment"] = tuple(
+                        ReplicaDirectory(broker=b, directory=d) for b, d in zip(replicas, directories)
+                    )
+            if replicas != p.replicas:
+                fields["replicas"] = replicas
         if self.target_removing != p.removing_replicas:
             fields["removing_replicas"] = self.target_removing
         if self.target_adding != p.adding_replicas:

@@ -16,7 +16,8 @@ R-REPLAY-ORDER            offsets must increase (every family's: ``statemachine.
 R-REPLAY-BROKER           broker record for an unregistered broker
 R-REPLAY-BROKER-EPOCH     broker record whose epoch is not the registration's
 R-REPLAY-DIR-OWNER        a registration lists a directory another broker has (Kafka: "BUG")
-R-REPLAY-TOPIC            duplicate topic name or id; record for an unknown topic
+R-REPLAY-TOPIC            duplicate topic name or id; record for an unknown topic (by id, or by
+                          name for ClearElr)
 R-REPLAY-PARTITION        PartitionChange for an unknown partition
 R-REPLAY-DIRECTORIES      directories that do not fit the replicas
 R-REPLAY-TXN              Begin inside a transaction; End or Abort without Begin
@@ -35,6 +36,7 @@ from kraftlake.records.kraft import (
     AbortTransaction,
     BeginTransaction,
     BrokerRegistrationChange,
+    ClearElr,
     Config,
     EndTransaction,
     FeatureLevel,
@@ -217,6 +219,30 @@ def _partition_change(view: ControllerView, r: PartitionChange, offset: int) -> 
         )
 
 
+def _clear_elr(view: ControllerView, r: ClearElr, offset: int) -> None:
+    """Kafka 4.0's ``ReplicationControlManager.replay(ClearElrRecord)``: every partition of the
+    topic (of every topic when the name is "") that has an ELR or a LastKnownElr is merged with a
+    change that empties both, so its partition epoch goes up by one (``removeTopicElrs``)."""
+    if r.topic_name:
+        topic_id = view.topic_ids.get(r.topic_name)
+        if topic_id is None:
+            raise refusal(r, offset, "R-REPLAY-TOPIC", say("L3", "topic_missing", topic=r.topic_name))
+        topic_ids = [topic_id]
+    else:
+        topic_ids = list(view.partitions)
+    dirty = view.dirty
+    for topic_id in topic_ids:
+        parts = view.partitions[topic_id]
+        for pid, p in parts.items():
+            if p.eligible_leader_replicas or p.last_known_elr:
+                # What merge() makes of a change that sets only the two ELR fields.
+                parts[pid] = msgspec.structs.replace(
+                    p, eligible_leader_replicas=(), last_known_elr=(), partition_epoch=p.partition_epoch + 1
+                )
+                if dirty is not None:
+                    dirty.add((topic_id, pid))
+
+
 def _feature_level(view: ControllerView, r: FeatureLevel, offset: int) -> None:
     if r.feature_level == 0:
         view.features.pop(r.name, None)
@@ -308,6 +334,7 @@ _APPLY: dict[type, Handler] = {
     EndTransaction: _end,
     AbortTransaction: _abort,
     ZkMigrationState: _zk_migration_state,
+    ClearElr: _clear_elr,
 }
 """Record class -> its handler; every other record leaves the controller view alone."""
 

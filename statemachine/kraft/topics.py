@@ -11,14 +11,24 @@ from __future__ import annotations
 import hashlib
 import random
 
-from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, Config, Partition, ReplicaDirectory, Topic
+from kraftlake.records.kraft import (
+    LRS_RECOVERED,
+    LRS_RECOVERING,
+    Config,
+    Partition,
+    RemoveTopic,
+    ReplicaDirectory,
+    Topic,
+)
 from kraftlake.records.types import is_reserved, uuid_from_bytes
 
 from .. import placement
 from . import commands as c
+from .configs import clear_elr_records
 from .features import directories_supported, partition_record_version
-from .partitions import merge
-from .replication import TOPIC_RESOURCE, builder, default_dir_provider
+from .partitions import Election, merge
+from .reassignment import PartitionReassignmentReplicas, PartitionReassignmentRevert
+from .replication import TOPIC_RESOURCE, builder, default_dir_provider, unclean_election_enabled
 from .view import ControllerView
 
 MAX_TOPIC_NAME = 249
@@ -34,75 +44,85 @@ def derived_topic_id(name: str, offset: int) -> str:
         n += 1
 
 
+def invalid_topic_name(name: str) -> str | None:
+    """Why Kafka's ``Topic.validate`` refuses ``name``, or None."""
+    if not name:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
+    if not all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in name):
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
 def _error(code: int, message: str) -> c.Decision:
     return c.Decision(reply=c.CreateTopicReply(error_code=code, message=message))
 
 
-def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerConfig) -> c.Decision:
-    first = view.offset + 1
-    name = cmd.name
-    if not name or len(name) > MAX_TOPIC_NAME or name in (".", ".."):
-        return _error(c.INVALID_REQUEST, f"invalid topic name {name!r}")
-    if name in view.topic_ids:
-        return _error(c.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    registered = sorted(view.brokers)
-    active = [b for b in registered if view.is_active(b)]
-    if cmd.assignments is not None:
-        if not cmd.assignments:
-            return _error(c.INVALID_REPLICA_ASSIGNMENT, "no partitions in the manual assignment")
-        assignments = tuple(tuple(a) for a in cmd.assignments)
-        rf = len(assignments[0])
-        for i, replicas in enumerate(assignments):
-            if not replicas:
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} has an empty replica list")
-            if len(set(replicas)) != len(replicas):
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} lists a broker twice: {list(replicas)}")
-            if len(replicas) != rf:
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same replication factor")
-            unknown = [b for b in replicas if b not in view.brokers]
-            if unknown:
-                return _error(c.INVALID_REPLICA_ASSIGNMENT, f"partition {i} names unregistered broker {unknown[0]}")
-            if not any(view.is_active(b) for b in replicas):
-                return _error(
-                    c.INVALID_REPLICA_ASSIGNMENT,
-                    f"All brokers specified in the manual partition assignment for partition {i}"
-                    " are fenced or in controlled shutdown.",
-                )
-    else:
-        if cmd.partitions < 1:
-            return _error(c.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
-        if cmd.replication_factor < 1:
-            return _error(c.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if cmd.replication_factor > len(active):
-            return _error(
-                c.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {cmd.replication_factor} time(s): The target"
-                f" replication factor of {cmd.replication_factor} cannot be reached because only"
-                f" {len(active)} broker(s) are registered.",
-            )
-        weights = {b: max(0, int((cmd.broker_weights or {}).get(b, 0))) for b in active}
-        selection = placement.WeightedSelection(weights, max_multiple=config.max_multiple)
-        assignments = tuple(
-            selection.pick(random.Random(placement.seed_for(first, f"create-topic/{name}/{p}")), cmd.replication_factor)
-            for p in range(cmd.partitions)
+def _invalid_manual_assignment(view: ControllerView, i: int, replicas: tuple[int, ...], rf: int) -> str | None:
+    """Why partition ``i``'s manual replica list is refused (``validateManualPartitionAssignment``
+    and the active-broker check of createTopic/createPartitions), or None."""
+    if not replicas:
+        return f"partition {i} has an empty replica list"
+    if len(set(replicas)) != len(replicas):
+        return f"partition {i} lists a broker twice: {list(replicas)}"
+    if len(replicas) != rf:
+        return "all partitions must have the same replication factor"
+    unknown = [b for b in replicas if b not in view.brokers]
+    if unknown:
+        return f"partition {i} names unregistered broker {unknown[0]}"
+    if not any(view.is_active(b) for b in replicas):
+        return (
+            f"All brokers specified in the manual partition assignment for partition {i}"
+            " are fenced or in controlled shutdown."
         )
-    topic_id = cmd.topic_id or derived_topic_id(name, first)
-    if topic_id in view.topics or is_reserved(topic_id):
-        return _error(c.INVALID_REQUEST, f"topic id {topic_id} is taken or reserved")
+    return None
+
+
+def _place(view, config, weights_in, key: str, first: int, partition_ids, rf: int) -> tuple | str:
+    """Replica lists for ``partition_ids`` (seeded from the operation's first offset and ``key``), or
+    why not. Kafka's StripedReplicaPlacer's broker set and checks: registered brokers not shutting
+    down, fenced ones included, at least one unfenced, at least ``rf`` in all; placement itself is
+    kraftlake's free-disk weighting."""
+    usable = [b for b in sorted(view.brokers) if not view.brokers[b].in_controlled_shutdown]
+    active = [b for b in usable if view.is_active(b)]
+    if not active:
+        return "All brokers are currently fenced."
+    if rf > len(usable):
+        return (
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be"
+            f" reached because only {len(usable)} broker(s) are registered."
+        )
+    weights = {b: max(0, int((weights_in or {}).get(b, 0))) for b in usable}
+    selection = placement.WeightedSelection(weights, max_multiple=config.max_multiple)
+    if len(active) == len(usable):
+        return tuple(selection.pick(random.Random(placement.seed_for(first, f"{key}/{p}")), rf) for p in partition_ids)
+    # As Kafka's placer, fenced brokers get replicas too, but every partition's first replica (its
+    # leader) is an unfenced one.
+    leaders = placement.WeightedSelection({b: weights[b] for b in active}, max_multiple=config.max_multiple)
+    picked = []
+    for p in partition_ids:
+        rng = random.Random(placement.seed_for(first, f"{key}/{p}"))
+        lead = leaders.pick(rng, 1)
+        picked.append(lead + selection.pick(rng, rf - 1, exclude=lead))
+    return tuple(picked)
+
+
+def _new_partitions(view: ControllerView, topic_id: str, start: int, assignments) -> list[Partition]:
+    """PartitionRecords for new partitions ``start``.. (``buildPartitionRegistration``): ISR = the
+    active replicas, the first of them leads, replicas in their default directories."""
     mv = view.metadata_version
     version = partition_record_version(mv)
     default_dir = default_dir_provider(view)
-    records: list = [Topic(name=name, topic_id=topic_id)]
-    records.extend(
-        Config(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
-        for k, v in sorted(cmd.configs.items())
-    )
-    for pid, replicas in enumerate(assignments):
+    out = []
+    for pid, replicas in enumerate(assignments, start):
         isr = tuple(b for b in replicas if view.is_active(b))
         assignment = ()
         if directories_supported(mv):
             assignment = tuple(ReplicaDirectory(broker=b, directory=default_dir(b)) for b in replicas)
-        records.append(
+        out.append(
             Partition(
                 version=version,
                 partition_id=pid,
@@ -117,6 +137,60 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
                 last_known_elr=None,
             )
         )
+    return out
+
+
+def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerConfig) -> c.Decision:
+    first = view.offset + 1
+    name = cmd.name
+    invalid = invalid_topic_name(name)
+    if invalid is not None:
+        return _error(c.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {invalid}")
+    if name in view.topic_ids:
+        return _error(c.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if "_" in name or "." in name:
+        unified = name.replace(".", "_")
+        colliding = sorted(t for t in view.topic_ids if ("_" in t or "." in t) and t.replace(".", "_") == unified)
+        if colliding:
+            return _error(c.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding[0]}")
+    if cmd.assignments is not None:
+        if not cmd.assignments:
+            return _error(c.INVALID_REPLICA_ASSIGNMENT, "no partitions in the manual assignment")
+        assignments = tuple(tuple(a) for a in cmd.assignments)
+        rf = len(assignments[0])
+        for i, replicas in enumerate(assignments):
+            invalid = _invalid_manual_assignment(view, i, replicas, rf)
+            if invalid:
+                return _error(c.INVALID_REPLICA_ASSIGNMENT, invalid)
+    else:
+        if cmd.partitions < 1:
+            return _error(c.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+        if cmd.replication_factor < 1:
+            return _error(c.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        placed = _place(
+            view,
+            config,
+            cmd.broker_weights,
+            f"create-topic/{name}",
+            first,
+            range(cmd.partitions),
+            cmd.replication_factor,
+        )
+        if isinstance(placed, str):
+            return _error(c.INVALID_REPLICATION_FACTOR, placed)
+        assignments = placed
+    topic_id = cmd.topic_id or derived_topic_id(name, first)
+    if topic_id in view.topics or is_reserved(topic_id):
+        return _error(c.INVALID_REQUEST, f"topic id {topic_id} is taken or reserved")
+    records: list = [Topic(name=name, topic_id=topic_id)]
+    config_records = [
+        Config(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
+        for k, v in sorted(cmd.configs.items())
+    ]
+    # Kafka's createTopic goes through incrementalAlterConfig: with ELR on, a topic created with
+    # min.insync.replicas gets its ClearElr too (after the TopicRecord, so it clears nothing).
+    records.extend([*config_records, *clear_elr_records(view, config_records)])
+    records.extend(_new_partitions(view, topic_id, 0, assignments))
     return c.Decision(records=tuple(records), reply=c.CreateTopicReply(topic_id=topic_id, assignments=assignments))
 
 
@@ -134,15 +208,17 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
     p = view.partition(cmd.topic_id, cmd.partition_id)
     if p is None:
         return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
-    # An epoch ahead of the controller's means this controller is behind (NOT_CONTROLLER).
+    # Kafka's order (validateAlterPartitionData): an epoch ahead of the controller's means this
+    # controller is behind (NOT_CONTROLLER), then a stale leader epoch, then the sender, then a
+    # stale partition epoch.
     if cmd.leader_epoch > p.leader_epoch:
         return error(c.NOT_CONTROLLER, f"leader epoch {cmd.leader_epoch} is ahead of {p.leader_epoch}")
+    if cmd.partition_epoch > p.partition_epoch:
+        return error(c.NOT_CONTROLLER, f"partition epoch {cmd.partition_epoch} is ahead of {p.partition_epoch}")
     if cmd.leader_epoch < p.leader_epoch:
         return error(c.FENCED_LEADER_EPOCH, f"leader epoch {cmd.leader_epoch}, current {p.leader_epoch}")
     if cmd.broker_id != p.leader:
         return error(c.INVALID_REQUEST, f"broker {cmd.broker_id} is not the leader ({p.leader})")
-    if cmd.partition_epoch > p.partition_epoch:
-        return error(c.NOT_CONTROLLER, f"partition epoch {cmd.partition_epoch} is ahead of {p.partition_epoch}")
     if cmd.partition_epoch < p.partition_epoch:
         return error(c.INVALID_UPDATE_VERSION, f"partition epoch {cmd.partition_epoch}, current {p.partition_epoch}")
     new_isr = tuple(cmd.new_isr)
@@ -158,12 +234,23 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
         return error(c.INVALID_REQUEST, "a RECOVERING partition cannot have more than one ISR member")
     if p.leader_recovery_state == LRS_RECOVERED and lrs == LRS_RECOVERING:
         return error(c.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING")
-    # Every member of the new ISR, the leader included (Kafka's ineligibleReplicasForIsr).
-    for b in new_isr:
+    # Every member of the new ISR, the leader included (Kafka's ineligibleReplicasForIsr); from
+    # request v3 each with the broker epoch the leader saw (-1: not checked).
+    epochs = cmd.new_isr_broker_epochs or (-1,) * len(new_isr)
+    if len(epochs) != len(new_isr):
+        return error(c.INVALID_REQUEST, f"{len(epochs)} broker epochs for ISR {list(new_isr)}")
+    for b, epoch in zip(new_isr, epochs):
         other = view.brokers.get(b)
         if other is None or other.fenced or other.in_controlled_shutdown:
             return error(c.INELIGIBLE_REPLICA, f"broker {b} is unregistered, fenced or shutting down")
-    change = builder(view, p).set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
+        if epoch != -1 and epoch != other.epoch:
+            return error(
+                c.INELIGIBLE_REPLICA, f"broker {b}: broker epoch mismatch: requested={epoch} VS expected={other.epoch}"
+            )
+    b = builder(view, p)
+    if unclean_election_enabled(view, p.topic_id):
+        b.set_election(Election.UNCLEAN)
+    change = b.set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
     merged = p if change is None else merge(p, change)
     # The builder may elect another leader (the current one's directory went offline): Kafka
     # writes that change and answers NEW_LEADER_ELECTED.
@@ -179,11 +266,15 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
 
 
 def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Decision:
-    """Start moving a partition to ``target_replicas`` (ReplicationControlManager
-    .changePartitionReassignment): replicas become target + the ones leaving, ``adding`` and
-    ``removing`` say which; new replicas start in their default dir (``defaultDir``). The builder
-    completes the move once every adding replica is in the ISR (an AlterPartition from the
-    leader), dropping the leaving ones with a leader-epoch bump."""
+    """``ReplicationControlManager.alterPartitionReassignment`` for one partition.
+
+    A target (``changePartitionReassignment``): replicas become target + the ones leaving, both
+    sorted (``PartitionReassignmentReplicas``), computed from the current replicas, so a new
+    target replaces a running move; as Kafka, an empty adding or removing list leaves the
+    running one's in place. New replicas start in their default dir. The builder completes the
+    move once every remaining replica is in the ISR. None (``cancelPartitionReassignment``): back
+    to the original replicas, the ISR without the adding ones; when that empties it, the first
+    original replica alone, refused unless unclean leader election is on for the topic."""
 
     def error(code: int, message: str) -> c.Decision:
         return c.Decision(reply=c.Reply(error_code=code, message=message))
@@ -193,21 +284,130 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
     p = view.partition(cmd.topic_id, cmd.partition_id)
     if p is None:
         return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
+    if cmd.target_replicas is None:
+        if not p.adding_replicas and not p.removing_replicas:
+            return error(c.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+        revert = PartitionReassignmentRevert.of(p.replicas, p.isr, p.removing_replicas, p.adding_replicas)
+        unclean = unclean_election_enabled(view, p.topic_id)
+        if revert.unclean and not unclean:
+            return error(
+                c.INVALID_REPLICA_ASSIGNMENT,
+                f"Unable to revert partition assignment for {view.topics[p.topic_id].name}:{p.partition_id}"
+                " because it would require an unclean leader election.",
+            )
+        b = builder(view, p).set_election(Election.UNCLEAN if unclean else Election.ONLINE)
+        change = b.set_target_isr(revert.isr).set_target_replicas(revert.replicas).set_target_removing(())
+        change = change.set_target_adding(()).build()
+        return c.Decision(records=() if change is None else (change,))
     target = tuple(cmd.target_replicas)
     if not target or len(set(target)) != len(target):
         return error(c.INVALID_REPLICA_ASSIGNMENT, f"invalid target replicas {list(target)}")
     unknown = [b for b in target if b not in view.brokers]
     if unknown:
         return error(c.INVALID_REPLICA_ASSIGNMENT, f"target replicas name unregistered broker {unknown[0]}")
-    if p.adding_replicas or p.removing_replicas:
-        return error(c.INVALID_REQUEST, "a reassignment of this partition is in progress")
-    removing = tuple(b for b in p.replicas if b not in target)
-    adding = tuple(b for b in target if b not in p.replicas)
-    change = (
-        builder(view, p)
-        .set_target_replicas(target + removing)
-        .set_target_adding(adding)
-        .set_target_removing(removing)
-        .build()
-    )
+    move = PartitionReassignmentReplicas.of(p.replicas, target)
+    b = builder(view, p)
+    if move.replicas != p.replicas:
+        b.set_target_replicas(move.replicas)
+    if move.removing:
+        b.set_target_removing(move.removing)
+    if move.adding:
+        b.set_target_adding(move.adding)
+    change = b.build()
     return c.Decision(records=() if change is None else (change,))
+
+
+def delete_topics(view: ControllerView, cmd: c.DeleteTopics) -> c.Decision:
+    """``ReplicationControlManager.deleteTopics``: a RemoveTopicRecord per known topic id (replay
+    drops its partitions and configs), UNKNOWN_TOPIC_ID for the others; an id named twice is
+    removed once."""
+    records: list = []
+    errors: dict[str, int] = {}
+    for topic_id in cmd.topic_ids:
+        if topic_id in errors:
+            continue
+        if topic_id not in view.topics:
+            errors[topic_id] = c.UNKNOWN_TOPIC_ID
+            continue
+        errors[topic_id] = c.NONE
+        records.append(RemoveTopic(topic_id=topic_id))
+    return c.Decision(records=tuple(records), reply=c.DeleteTopicsReply(errors=errors))
+
+
+def elect_leaders(view: ControllerView, cmd: c.ElectLeaders) -> c.Decision:
+    """``ReplicationControlManager.electLeaders``/``electLeader``: per partition (every one, in
+    topic-name order, when none are named), ELECTION_NOT_NEEDED when the preferred replica
+    already leads (preferred) or a leader exists (unclean); else the builder with that election,
+    PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when it changes nothing.
+    Each change is computed from the state before the request, as Kafka's are."""
+    if cmd.election not in ("preferred", "unclean"):
+        return c.Decision(reply=c.ElectLeadersReply(error_code=c.INVALID_REQUEST, message=f"election {cmd.election!r}"))
+    wanted = cmd.partitions
+    if wanted is None:
+        wanted = tuple(
+            (name, pid) for name in sorted(view.topic_ids) for pid in sorted(view.partitions[view.topic_ids[name]])
+        )
+    records: list = []
+    results = []
+    for name, pid in wanted:
+        topic_id = view.topic_ids.get(name)
+        p = None if topic_id is None else view.partition(topic_id, pid)
+        if p is None:
+            results.append((name, pid, c.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        preferred = cmd.election == "preferred"
+        if (preferred and p.replicas and p.leader == p.replicas[0]) or (not preferred and p.leader != -1):
+            results.append((name, pid, c.ELECTION_NOT_NEEDED))
+            continue
+        change = builder(view, p).set_election(Election.PREFERRED if preferred else Election.UNCLEAN).build()
+        if change is None:
+            code = c.PREFERRED_LEADER_NOT_AVAILABLE if preferred else c.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            results.append((name, pid, code))
+            continue
+        records.append(change)
+        results.append((name, pid, c.NONE))
+    return c.Decision(records=tuple(records), reply=c.ElectLeadersReply(results=tuple(results)))
+
+
+def create_partitions(view: ControllerView, cmd: c.CreatePartitions, config: c.ControllerConfig) -> c.Decision:
+    """``ReplicationControlManager.createPartitions`` for one topic: grow it to ``count``
+    partitions, placed like a new topic's with the replication factor of its partition 0, or as
+    ``assignments`` says (one replica list per new partition, at least one active broker each)."""
+
+    def error(code: int, message: str) -> c.Decision:
+        return c.Decision(reply=c.Reply(error_code=code, message=message))
+
+    topic_id = view.topic_ids.get(cmd.name)
+    if topic_id is None:
+        return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {cmd.name!r}")
+    parts = view.partitions[topic_id]
+    have = len(parts)
+    if cmd.count == have:
+        return error(c.INVALID_PARTITIONS, f"Topic already has {have} partition(s).")
+    if cmd.count < have:
+        return error(
+            c.INVALID_PARTITIONS,
+            f"The topic {cmd.name} currently has {have} partition(s); {cmd.count} would not be an increase.",
+        )
+    additional = cmd.count - have
+    rf = len(parts[min(parts)].replicas)
+    if cmd.assignments is not None:
+        if len(cmd.assignments) != additional:
+            return error(
+                c.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(cmd.assignments)}"
+                " assignment(s) were specified.",
+            )
+        assignments = tuple(tuple(a) for a in cmd.assignments)
+        for i, replicas in enumerate(assignments, have):
+            invalid = _invalid_manual_assignment(view, i, replicas, rf)
+            if invalid:
+                return error(c.INVALID_REPLICA_ASSIGNMENT, invalid)
+    else:
+        placed = _place(
+            view, config, None, f"create-partitions/{cmd.name}", view.offset + 1, range(have, cmd.count), rf
+        )
+        if isinstance(placed, str):
+            return error(c.INVALID_REPLICATION_FACTOR, placed)
+        assignments = placed
+    return c.Decision(records=tuple(_new_partitions(view, topic_id, have, assignments)))

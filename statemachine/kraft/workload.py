@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kraftlake.records.base import Record
-from kraftlake.records.kraft import FeatureLevel, NoOp, Partition
+from kraftlake.records.kraft import Config, FeatureLevel, NoOp, Partition
 from kraftlake.records.meta_properties import MetaProperties
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, UnfenceRequested
 from kraftlake.records.types import uuid_from_bytes
@@ -26,10 +26,12 @@ from kraftlake.records.types import uuid_from_bytes
 from .. import placement
 from . import commands as c
 from . import replica_manager, startup
+from .brokers import supported_features
 from .controller import Controller
 from .decider import decide
 from .directory_ids import is_online
-from .features import MV_3_9_IV0
+from .features import MV_3_9_IV0, MV_4_1_IV0
+from .replication import BROKER_RESOURCE, ELR_FEATURE, MIN_INSYNC_REPLICAS
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,10 @@ class WorkloadConfig:
     noop_every: int = 0
     """Append a NoOp (the active controller's heartbeat) after every N records; 0 = never."""
     metadata_version: int = MV_3_9_IV0
+    """From 4.1-IV0 the cluster bootstraps as a new Kafka 4.1 cluster does: eligible leader
+    replicas on (``eligible.leader.replicas.version`` 1) and a cluster-wide ``min.insync.replicas``
+    of ``min_insync_replicas``."""
+    min_insync_replicas: int = 2
     faults: tuple[str, ...] = ("dir-failure", "controlled-shutdown", "broker-crash")
     """Which faults the cluster lives through (see ``FAULTS``)."""
     bug: str | None = None
@@ -62,7 +68,7 @@ class WorkloadConfig:
     ``step_ms`` after the previous one."""
 
 
-FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign")
+FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign", "alter-min-isr", "elect-leaders")
 
 BROKER_BUGS = {
     "broker-skip-assign": "K10",
@@ -138,9 +144,10 @@ class Cluster:
 
     # -- broker life ----------------------------------------------------------------------------
 
-    def start(self, b: int) -> None:
+    def start(self, b: int, previous_epoch: int = -1) -> None:
         """The broker process starts: it loads its directories (the start-up decider), says so
-        (LogDirsLoaded), registers, puts its replicas where they belong, then asks to serve."""
+        (LogDirsLoaded), registers, puts its replicas where they belong, then asks to serve.
+        ``previous_epoch``: the epoch its clean-shutdown file names (-1 after a crash)."""
         loaded = startup.load_dirs(sorted(self.disks[b]), self.disks[b], lambda: self.new_id(b), node_id=b)
         if isinstance(loaded, startup.Refused):
             raise AssertionError(f"broker {b} refused to start: {loaded.reason}")
@@ -157,6 +164,8 @@ class Cluster:
                 incarnation_id=_uuid("incarnation", self.config.seed, b, self.incarnation[b]),
                 log_dirs=tuple(self.dirs[b]),
                 rack=f"rack-{b % 3}",
+                previous_broker_epoch=previous_epoch,
+                features=supported_features(self.config.metadata_version),
             )
         )
         assert d.reply.error_code == 0, d.reply
@@ -234,6 +243,8 @@ class Cluster:
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
                         new_isr=(*p.isr, b),
+                        # v3 (KIP-903): the epochs the leader saw, checked by the controller.
+                        new_isr_broker_epochs=tuple(self.view.brokers[x].epoch for x in (*p.isr, b)),
                     )
                 )
 
@@ -272,7 +283,8 @@ class Cluster:
             d = self.heartbeat(b, want_shut_down=True)
             if d.reply.should_shut_down:
                 break
-        self._come_back(b, replace_disks)
+        # A controlled shutdown leaves a clean-shutdown file naming the broker's epoch.
+        self._come_back(b, replace_disks, previous_epoch=self.epoch(b))
 
     def crash(self) -> None:
         live = [b for b, reg in sorted(self.view.brokers.items()) if not reg.fenced]
@@ -304,13 +316,30 @@ class Cluster:
         self.manage(joining)
         self.catch_up(joining)
 
-    def _come_back(self, b: int, replace_disks: bool) -> None:
+    def elect_leaders(self) -> None:
+        """An operator asks for preferred leaders everywhere, or, one time in four, for unclean
+        elections of the leaderless partitions (ElectLeaders)."""
+        election = "unclean" if self.rng.random() < 0.25 else "preferred"
+        self.run(c.ElectLeaders(election=election))
+
+    def alter_min_isr(self) -> None:
+        """An operator sets ``min.insync.replicas`` of a topic, or of the cluster one time in
+        four (with ELR on, the controller clears the ELRs it governs)."""
+        topics = sorted(self.view.topic_ids)
+        value = str(self.rng.randint(1, self.config.replication_factor))
+        if not topics or self.rng.random() < 0.25:
+            self.run(c.AlterConfig(resource_type=4, resource_name="", name="min.insync.replicas", value=value))
+        else:
+            name = self.rng.choice(topics)
+            self.run(c.AlterConfig(resource_type=2, resource_name=name, name="min.insync.replicas", value=value))
+
+    def _come_back(self, b: int, replace_disks: bool, previous_epoch: int = -1) -> None:
         failed = self.failed.pop(b, [])
         if replace_disks:  # the new disks are empty: the start-up gives them new ids
             for path, meta in self.disks[b].items():
                 if meta is not None and meta.directory_id in failed:
                     self.disks[b][path] = None
-        self.start(b)
+        self.start(b, previous_epoch)
         self.catch_up(b)
 
     # -- the whole life -------------------------------------------------------------------------
@@ -318,6 +347,18 @@ class Cluster:
     def bootstrap(self) -> None:
         cfg = self.config
         self.controller.append([FeatureLevel(name="metadata.version", feature_level=cfg.metadata_version)])
+        if cfg.metadata_version >= MV_4_1_IV0:
+            self.controller.append(
+                [
+                    FeatureLevel(name=ELR_FEATURE, feature_level=1),
+                    Config(
+                        resource_type=BROKER_RESOURCE,
+                        resource_name="",
+                        name=MIN_INSYNC_REPLICAS,
+                        value=str(cfg.min_insync_replicas),
+                    ),
+                ]
+            )
         brokers = range(cfg.first_broker, cfg.first_broker + cfg.brokers)
         for b in brokers:
             self.disks[b] = dict.fromkeys((f"/b{b}/d{i}" for i in range(cfg.dirs_per_broker)), None)
@@ -340,7 +381,14 @@ class Cluster:
                 self.manage(b, advance=False)
 
     def step(self) -> None:
-        weights = {"dir-failure": 5, "controlled-shutdown": 3, "broker-crash": 2, "reassign": 2}
+        weights = {
+            "dir-failure": 5,
+            "controlled-shutdown": 3,
+            "broker-crash": 2,
+            "reassign": 2,
+            "alter-min-isr": 1,
+            "elect-leaders": 1,
+        }
         faults = [f for f in FAULTS if f in self.config.faults]
         roll = self.rng.random() * sum(weights[f] for f in faults)
         for fault in faults:
@@ -351,6 +399,10 @@ class Cluster:
             self.dir_failure()
         elif fault == "reassign":
             self.reassign()
+        elif fault == "alter-min-isr":
+            self.alter_min_isr()
+        elif fault == "elect-leaders":
+            self.elect_leaders()
         elif fault == "controlled-shutdown":
             self.restart(replace_disks=True)
         else:

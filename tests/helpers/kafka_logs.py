@@ -6,4 +6,4 @@ from __future__ import annotations
 from pathlib import Path
 
 KAFKA_LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "kafka"
-KAFKA_LOG_NAMES = ["codecrafters-single", "kafka37-jbod-dirs", "single-snapshot", "three-snapshots"]
+KAFKA_LOG_NAMES = ["codecrafters-single", "kafka37-jbod-dirs", "kafka40-single", "single-snapshot", "three-snapshots"]

@@ -1,0 +1,80 @@
+"""ClearElrRecord (apiKey 28, Kafka 4.0): its bytes, its JSON Lines and Arrow forms, and its replay
+(Kafka's ``ReplicationControlManager.replay(ClearElrRecord)``, ``removeTopicElrs``; the image side's
+``TopicsDeltaTest`` case replays a topic clear, then a clear of all)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraftlake.records import decode_line, encode_line
+from kraftlake.records.arrow import from_table, to_table
+from kraftlake.records.errors import ReplayError
+from kraftlake.records.kafka.metadata import MetadataDecoder, encode_value
+from kraftlake.records.kraft import ClearElr, FeatureLevel, Partition, Topic
+from kraftlake.statemachine.kraft import reducer
+from tests.helpers.kraft import uid
+
+FOO, BAR = uid("foo"), uid("bar")
+
+
+@pytest.mark.parametrize(
+    ("record", "value"),
+    [
+        (ClearElr(topic_name="bar"), b"\x01\x1c\x00\x04bar\x00"),
+        # The all-topics form: Kafka's default "" (a compact string of length 0).
+        (ClearElr(), b"\x01\x1c\x00\x01\x00"),
+    ],
+)
+def test_clear_elr_bytes_round_trip(record, value):
+    assert encode_value(record) == value
+    decoded = MetadataDecoder().decode(value, offset=7, ts_ms=1, source="kafka")
+    assert decoded == ClearElr(topic_name=record.topic_name, offset=7, ts_ms=1, source="kafka", source_offset=7)
+    assert encode_value(decoded) == value
+
+
+def test_clear_elr_json_lines_and_arrow():
+    r = ClearElr(topic_name="bar")
+    assert decode_line(encode_line(r)) == r
+    back = from_table(to_table([r, ClearElr()], first_offset=0, ts_ms=5))
+    assert [x.topic_name for x in back] == ["bar", ""]
+    assert r.entity_key() == "elr/bar"
+
+
+def _log() -> list:
+    return [
+        FeatureLevel(name="metadata.version", feature_level=23),
+        Topic(name="foo", topic_id=FOO),
+        Partition(
+            topic_id=FOO, partition_id=0, replicas=(0, 1, 2, 3), isr=(1,), leader=1, eligible_leader_replicas=(2,)
+        ),
+        Partition(topic_id=FOO, partition_id=1, replicas=(0, 1), isr=(0, 1), leader=0),
+        Topic(name="bar", topic_id=BAR),
+        Partition(
+            topic_id=BAR,
+            partition_id=0,
+            replicas=(0, 1, 2, 3),
+            isr=(1,),
+            leader=0,
+            eligible_leader_replicas=(2,),
+            last_known_elr=(3,),
+        ),
+    ]
+
+
+def test_testClearElrRecords():
+    """TopicsDeltaTest.testClearElrRecords: clearing "bar", then everything, empties both ELR
+    fields everywhere; each partition that had any is merged once (partition epoch +1)."""
+    view = reducer.replay([*_log(), ClearElr(topic_name="bar")])
+    bar, foo0 = view.partition(BAR, 0), view.partition(FOO, 0)
+    assert (bar.eligible_leader_replicas, bar.last_known_elr, bar.partition_epoch) == ((), (), 0)
+    assert foo0.eligible_leader_replicas == (2,)
+    view = reducer.replay([ClearElr()], view)
+    foo0, foo1 = view.partition(FOO, 0), view.partition(FOO, 1)
+    assert (foo0.eligible_leader_replicas, foo0.partition_epoch) == ((), 0)
+    assert foo1.partition_epoch == -1  # no ELR to clear: not merged
+    assert view.partition(BAR, 0).partition_epoch == 0  # already clear: not merged again
+
+
+def test_clear_elr_of_an_unknown_topic_is_refused():
+    with pytest.raises(ReplayError, match="baz"):
+        reducer.replay([*_log(), ClearElr(topic_name="baz")])
