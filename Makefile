@@ -97,7 +97,7 @@ demo: $(VENV)/.installed java
 	$(BIN)/kraftlake audit .demo/s3; echo "exit code $$?"
 	$(BIN)/kraftlake audit .demo/s3-buggy; echo "exit code $$?"
 	@echo "--- 6. BookKeeper: bookies fail, fill up and drain; the auditor marks, workers repair; data lost when two bookies of a write set go together"
-	$(BIN)/kraftlake simulate --family bookkeeper --seed 2 --records 800 --correlated-faults --out .demo/bk.jsonl
+	$(BIN)/kraftlake simulate --family bookkeeper --seed 4 --records 800 --correlated-faults --out .demo/bk.jsonl
 	$(BIN)/kraftlake init .demo/bk && $(BIN)/kraftlake append .demo/bk .demo/bk.jsonl
 	$(BIN)/kraftlake view .demo/bk --bookies --format table
 	$(BIN)/kraftlake audit .demo/bk; echo "exit code $$?"

@@ -274,3 +274,15 @@ def test_cli_text_report_leads_with_the_verdict_and_the_incidents(tmp_path):
     assert "partition-seconds unavailable" in third
     # The worst incidents name their directory's path; only the violated invariants are listed.
     assert "(/b" in res.stdout and "K1 " not in res.stdout and "S1 " not in res.stdout
+
+
+def test_cli_text_report_of_a_log_without_kraft_topics_tells_no_incidents(tmp_path):
+    """A BookKeeper log has no partitions to lose a leader: its text report leads with the
+    verdict and its own invariants, without the KRaft incident and availability lines."""
+    fixture = Path(__file__).parent.parent / "fixtures" / "bookkeeper" / "audit" / "data-loss.jsonl"
+    path = tmp_path / "log"
+    assert cli("init", str(path)).exit_code == 0 and cli("append", str(path), str(fixture)).exit_code == 0
+    res = cli("audit", str(path))
+    assert res.exit_code == 1 and res.stdout.startswith("FAIL: ")
+    assert "B8" in res.stdout
+    assert "incident(s)" not in res.stdout and "partition-seconds" not in res.stdout

@@ -333,6 +333,8 @@ def _summary(report) -> None:
         + f"); grace {report.grace_records} records / {report.grace_ms} ms; state {report.state_hash[:16]}"
         + (f", streams {report.streams_state_hash[:16]}" if report.streams_state_hash else "")
     )
+    if not report.topics and (h is None or not h.incidents):
+        h = a = None  # no KRaft topics (an S3Stream or BookKeeper log): no incidents to tell
     if h is not None:
 
         def s(ms):
