@@ -121,6 +121,10 @@ class KraftAudit:
             self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p), pkey)
         self._settle(pkey, entity)
 
+    def _elr_open(self, p) -> bool:
+        entity = f"partition/{p.topic_id}/{p.partition_id}"
+        return self.books.is_wrong("K13", entity) or self.books.is_wrong("K15", entity)
+
     def _elr(self, p, old, offset: int, ts: int | None) -> None:
         """K13 and K15 for a partition whose ELR is or was non-empty, when ELR, ISR, replicas or
         directories moved."""
@@ -315,7 +319,11 @@ class KraftAudit:
         if old is None or old.replicas is not p.replicas or old.directories is not p.directories:
             self._index((p.topic_id, p.partition_id), old, p)
         self._partition(p, old, offset, ts)
-        if p.eligible_leader_replicas or (old is not None and old.eligible_leader_replicas):
+        # K13-K15 judge KIP-966's state: only with the feature on (the plan, which has no ELR,
+        # audits logs with it off) or to close what was open when it was turned off.
+        if (p.eligible_leader_replicas or (old is not None and old.eligible_leader_replicas)) and (
+            kinv.elr_enabled(self.view) or self._elr_open(p)
+        ):
             self._elr(p, old, offset, ts)
         if (old is None or old.directories is not p.directories) and (
             UNASSIGNED in p.directories or (old is not None and UNASSIGNED in old.directories)
@@ -333,7 +341,7 @@ class KraftAudit:
                 bad = kinv.replacement_bumps_epochs(view, old, p)
             if bad:
                 self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
-            if cls is PartitionChange and p.leader != old.leader:
+            if cls is PartitionChange and p.leader != old.leader and kinv.elr_enabled(view):
                 bad = kinv.leader_is_eligible(view, old, p)
                 if bad:
                     self.books.instant("K14", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)

@@ -207,7 +207,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "K13",
         KRAFT,
         ERROR,
-        "the eligible leader replicas are replicas and not in the ISR (KIP-966)",
+        "with KIP-966 on, the eligible leader replicas are replicas and not in the ISR",
         messages={
             "elr_outside_replicas": "ELR {elr} lists {outside}, not replicas {replicas}",
             "elr_in_isr": "ELR {elr} and ISR {isr} share {both}",
@@ -217,14 +217,14 @@ CATALOGUE: tuple[Invariant, ...] = (
         "K14",
         KRAFT,
         ERROR,
-        "a new leader comes from the ISR, or from the ELR when the ISR is empty (from the new ISR when the change completes a reassignment), unless the election is unclean (the ISR forced to the leader alone, RECOVERING from 3.2-IV0)",
+        "with KIP-966 on, a new leader comes from the ISR, or from the ELR when the ISR is empty (from the new ISR when the change completes a reassignment), unless the election is unclean (the ISR forced to the leader alone, RECOVERING from 3.2-IV0)",
         messages={"not_eligible": "leader {leader} elected from outside ISR {isr} and ELR {elr} in a clean election"},
     ),
     Invariant(
         "K15",
         KRAFT,
         WARNING,
-        "no eligible leader replica stays on an offline directory beyond the grace (KIP-858 with KIP-966; a warning: Kafka 4.1 keeps such replicas in the ELR, and adds them when an offline directory shrinks the ISR below min.insync.replicas)",
+        "with KIP-966 on, no eligible leader replica stays on an offline directory beyond the grace (KIP-858; a warning: Kafka 4.1 keeps such replicas in the ELR, and adds them when an offline directory shrinks the ISR below min.insync.replicas)",
         graced=True,
         messages={
             "offline_members": "ELR members on offline directories: {members}",
