@@ -40,6 +40,17 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     """``ClusterControlManager.registerBroker``. The new epoch is the offset the registration's
     records start at (Kafka's ``QuorumController.registerBroker`` passes the next write offset)."""
     mv = view.metadata_version
+    existing = view.brokers.get(cmd.broker_id)
+    if existing is not None and existing.incarnation_id != cmd.incarnation_id and not existing.fenced:
+        # Kafka refuses while the old incarnation's session is alive, before it looks at the
+        # request's directories. Sessions are clock state, not log state: an unfenced
+        # registration stands for a live session here.
+        return c.Decision(
+            reply=c.RegisterBrokerReply(
+                error_code=c.DUPLICATE_BROKER_REGISTRATION,
+                message="Another broker is registered with that broker id.",
+            )
+        )
     dirs: tuple[str, ...] = ()
     if directories_supported(mv):
         dirs = cmd.log_dirs
@@ -47,7 +58,7 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
         if not dirs:
             problem = "No directories specified in request"
         elif any(is_reserved(d) for d in dirs):
-            problem = f"Reserved directory ID in request: {[d for d in dirs if is_reserved(d)][0]}"
+            problem = "Reserved directory ID in request"
         elif len(set(dirs)) != len(dirs):
             problem = "Duplicate directory ID in request"
         else:
@@ -58,7 +69,6 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
                     break
         if problem:
             return c.Decision(reply=c.RegisterBrokerReply(error_code=c.INVALID_REGISTRATION, message=problem))
-    existing = view.brokers.get(cmd.broker_id)
     epoch = view.offset + 1
     fenced, in_controlled_shutdown = True, False
     shutdown: list = []
@@ -67,15 +77,6 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
             # KAFKA-16952 (3.8+): the same incarnation keeps its epoch and state.
             epoch = existing.epoch
             fenced, in_controlled_shutdown = existing.fenced, existing.in_controlled_shutdown
-        elif not existing.fenced:
-            # Kafka refuses while the old incarnation's session is alive. Sessions are clock
-            # state, not log state: an unfenced registration stands for a live session here.
-            return c.Decision(
-                reply=c.RegisterBrokerReply(
-                    error_code=c.DUPLICATE_BROKER_REGISTRATION,
-                    message=f"Another broker is registered with that broker id ({cmd.broker_id}).",
-                )
-            )
     features, unsupported = registration_features(view, cmd.features)
     if unsupported:
         return c.Decision(reply=c.RegisterBrokerReply(error_code=c.UNSUPPORTED_VERSION, message=unsupported))

@@ -323,8 +323,9 @@ class PartitionChangeBuilder:
         lke = self.partition.last_known_elr
         return len(lke) == 1 and self.acceptor(lke[0])
 
-    def _elect(self) -> tuple[int, bool]:
-        """Step 3: (leader, unclean)."""
+    def elect_leader(self) -> tuple[int, bool]:
+        """Step 3's choice (Kafka's ``electLeader``): (leader, unclean), from the targets as they
+        stand; ``build()`` calls it once the reassignment and the ELR targets are settled."""
         p, replicas = self.partition, self.target_replicas
         if self.election is Election.PREFERRED:
             if replicas and self._valid_leader(replicas[0]):
@@ -407,7 +408,7 @@ class PartitionChangeBuilder:
         self._populate_target_elr()
 
         # Step 3 (``tryElection``).
-        leader, unclean = self._elect()
+        leader, unclean = self.elect_leader()
         if leader != p.leader:
             if leader in self.target_elr:
                 # Elected from the ELR: it is the whole ISR now.
@@ -459,19 +460,35 @@ class PartitionChangeBuilder:
         if self.target_lrs != p.leader_recovery_state:
             fields["leader_recovery_state"] = self.target_lrs
 
-        if not fields:
-            return None
-        return PartitionChange(
+        change = PartitionChange(
             version=partition_record_version(mv),
             topic_id=p.topic_id,
             partition_id=p.partition_id,
             **fields,  # type: ignore[arg-type]
         )
+        return None if change_record_is_no_op(change) else change
+
+
+def change_record_is_no_op(c: PartitionChange) -> bool:
+    """Kafka's ``PartitionChangeBuilder.changeRecordIsNoOp``: the change sets no field, so
+    ``build()`` writes nothing (every field of a PartitionChange but its ids and version)."""
+    return (
+        c.isr is None
+        and c.leader == LEADER_UNCHANGED
+        and c.replicas is None
+        and c.removing_replicas is None
+        and c.adding_replicas is None
+        and c.leader_recovery_state == LRS_UNCHANGED
+        and c.eligible_leader_replicas is None
+        and c.last_known_elr is None
+        and not c.assignment  # empty = no directories in the record
+    )
 
 
 __all__ = [
     "Election",
     "PartitionChangeBuilder",
+    "change_record_is_no_op",
     "directories_from",
     "from_record",
     "merge",

@@ -1,27 +1,46 @@
-"""Kafka's ``ClusterControlManagerTest`` (org.apache.kafka.controller), the registration cases, case by
-case against the registration decider (``statemachine.kraft.brokers.register``), the view and
-``default_dir_provider``.
+"""Kafka's ``ClusterControlManagerTest`` (org.apache.kafka.controller), case by case: registration
+against the registration decider (``statemachine.kraft.brokers.register``), replay against the
+reducer, ``checkBrokerEpoch`` against the heartbeat decider's epoch check, placement against
+``CreateTopic``; the view and ``default_dir_provider`` for the rest. Of the class's 17 methods
+(its newest stored version), 14 are here; three cannot apply:
 
-Cases that cannot apply: testReplay*, testRegistrationsToRecords, testRegisterBrokerRecordVersion
-(record replay and versions are tests/test_kraft_replay.py's and test_kafka_codec.py's);
-testRegistrationWithIncorrectClusterId (the log has no cluster id to compare);
-testRegistrationWithUnsupportedKraftVersion (kraft.version is Raft's, not a FeatureLevel in the
-view); testRegisterControlWithOlderMetadataVersion (controller registration is not decided here);
-testPlaceReplicas (Kafka's striped placer; kraftlake places by weight, tests/test_placement.py);
-testUnregister (tests/test_kraft_deciders.py)."""
+- testRegistrationWithIncorrectClusterId: the cluster id is in meta.properties, not in the log,
+  and kraftlake's RegisterBroker command carries none to compare.
+- testRegisterControlWithOlderMetadataVersion: controller registration is not decided here (the
+  reducer replays RegisterController records; no decider writes them).
+- testBrokerContactTimesAreUpdatedOnClusterControlActivation: contact times are the heartbeat
+  manager's clock state, which is not in the log."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
-from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED, BrokerFeature, FeatureLevel, RegisterBroker
+from kraftlake.records.kraft import (
+    FENCE,
+    LOST,
+    MIGRATING,
+    UNASSIGNED,
+    UNFENCE,
+    BrokerEndpoint,
+    BrokerFeature,
+    BrokerRegistrationChange,
+    FeatureLevel,
+    FenceBroker,
+    RegisterBroker,
+    UnfenceBroker,
+    UnregisterBroker,
+)
 from kraftlake.statemachine.kraft import commands as c
+from kraftlake.statemachine.kraft import reducer
 from kraftlake.statemachine.kraft.brokers import supported_features
+from kraftlake.statemachine.kraft.directory_ids import sorted_dirs
+from kraftlake.statemachine.kraft.features import MV_4_1_IV1
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.replication import default_dir_provider
 from tests.helpers.kraft import uid
 
-DIRS = (uid("yJGxmjfbQZSVFAlNM3uXZg"), uid("Mj3CW3OSRi29cFeNJlXuAQ"))
+DIRS = ("yJGxmjfbQZSVFAlNM3uXZg", "Mj3CW3OSRi29cFeNJlXuAQ")
 
 
 def controller(mv: int, *extra) -> Controller:
@@ -79,16 +98,16 @@ def test_a_broker_without_a_metadata_version_range_is_recorded_with_1_1():
 
 def test_testRegisterWithDuplicateDirectoryId():
     ctl = controller(21, RegisterBroker(broker_id=0, incarnation_id=uid("i0"), broker_epoch=100, log_dirs=DIRS))
-    assert register(ctl, 0, incarnation="i0").reply.error_code == c.NONE
+    # Re-registering broker 0 with the same directories is fine (Kafka 4.1: a new incarnation).
+    assert register(ctl, 0, incarnation="i0-again").reply.error_code == c.NONE
     for dirs, message in [
         ((), "No directories specified in request"),
-        ((uid("TyNK6XSSQJaJc2q9uflNHg"), DIRS[1]), f"Broker 0 is already registered with directory {DIRS[1]}"),
-        ((uid("TyNK6XSSQJaJc2q9uflNHg"), UNASSIGNED), "Reserved directory ID in request"),
-        ((uid("aR6lssMrSeyXRf65hiUovQ"),) * 2, "Duplicate directory ID in request"),
+        (("TyNK6XSSQJaJc2q9uflNHg", DIRS[1]), "Broker 0 is already registered with directory Mj3CW3OSRi29cFeNJlXuAQ"),
+        (("TyNK6XSSQJaJc2q9uflNHg", UNASSIGNED), "Reserved directory ID in request"),
+        (("aR6lssMrSeyXRf65hiUovQ",) * 2, "Duplicate directory ID in request"),
     ]:
         reply = register(ctl, 1, dirs=dirs, incarnation="i1").reply
-        assert reply.error_code == c.INVALID_REGISTRATION
-        assert reply.message.startswith(message)
+        assert (reply.error_code, reply.message) == (c.INVALID_REGISTRATION, message)
 
 
 def test_testHasOnlineDir():
@@ -131,3 +150,196 @@ def test_testReRegistrationAndBrokerEpoch(new_incarnation_id):
         assert reg.epoch > first.reply.broker_epoch
     else:
         assert reg.incarnation_id == uid("mISEfEFwQIuaD1gKCc5tzQ") and reg.epoch == first.reply.broker_epoch
+
+
+# -- replay (ClusterControlManager.replay is the reducer; checkBrokerEpoch is the heartbeat's check) ---
+
+PLAINTEXT = BrokerEndpoint(name="PLAINTEXT", host="example.com", port=9092, security_protocol=0)
+
+
+def broker_record(broker, *, epoch=100, offset=None, **fields) -> RegisterBroker:
+    fields.setdefault("incarnation_id", uid(f"incarnation-{broker}"))
+    fields.setdefault("end_points", (PLAINTEXT,))
+    return RegisterBroker(broker_id=broker, broker_epoch=epoch, offset=offset, **fields)
+
+
+def epoch_error(ctl: Controller, broker: int, epoch: int) -> int:
+    """Kafka's ``checkBrokerEpoch``: a heartbeat with the wrong epoch is refused as stale."""
+    return ctl.handle(c.Heartbeat(broker_id=broker, broker_epoch=epoch, current_metadata_offset=-1)).reply.error_code
+
+
+def unfenced(view, broker) -> bool:
+    reg = view.brokers.get(broker)
+    return reg is not None and not reg.fenced
+
+
+def in_controlled_shutdown(view, broker) -> bool:
+    reg = view.brokers.get(broker)
+    return reg is not None and reg.in_controlled_shutdown
+
+
+@pytest.mark.parametrize("mv", [1, 6])  # 3.0-IV1, 3.3-IV2
+def test_testReplay(mv):
+    ctl = controller(mv)
+    assert not unfenced(ctl.view, 0)
+    ctl.append([broker_record(1)])
+    assert epoch_error(ctl, 1, 100) == c.NONE
+    assert epoch_error(ctl, 1, 101) == c.STALE_BROKER_EPOCH
+    assert epoch_error(ctl, 2, 100) == c.STALE_BROKER_EPOCH
+    assert not unfenced(ctl.view, 0) and not unfenced(ctl.view, 1)
+    if mv < 6:
+        ctl.append([UnfenceBroker(id=1, epoch=100)])
+    else:
+        ctl.append([BrokerRegistrationChange(version=0, broker_id=1, broker_epoch=100, fenced=UNFENCE)])
+    assert not unfenced(ctl.view, 0) and unfenced(ctl.view, 1)
+    if mv < 6:
+        ctl.append([FenceBroker(id=1, epoch=100)])
+    else:
+        ctl.append([BrokerRegistrationChange(version=0, broker_id=1, broker_epoch=100, fenced=FENCE)])
+    assert not unfenced(ctl.view, 0) and not unfenced(ctl.view, 1)
+
+
+def test_testReplayRegisterBrokerRecord():
+    """Kafka replays the three registrations at offset 100; a log's offsets grow, so the repeats
+    land at 101 and 102, and the registration offset is the last one's."""
+    view = reducer.replay([FeatureLevel(name="metadata.version", feature_level=21)])
+    assert not unfenced(view, 0) and not in_controlled_shutdown(view, 0)
+    reducer.apply(view, broker_record(0, offset=100, fenced=True, in_controlled_shutdown=True))
+    assert not unfenced(view, 0) and in_controlled_shutdown(view, 0)
+    reducer.apply(view, broker_record(0, offset=101, fenced=True, in_controlled_shutdown=False))
+    assert not unfenced(view, 0) and not in_controlled_shutdown(view, 0)
+    assert view.brokers[0].registered_at == 101
+    reducer.apply(view, broker_record(0, offset=102, fenced=False))
+    assert unfenced(view, 0) and not in_controlled_shutdown(view, 0)
+
+
+def test_testReplayBrokerRegistrationChangeRecord():
+    view = reducer.replay([FeatureLevel(name="metadata.version", feature_level=21)])
+    assert not unfenced(view, 0) and not in_controlled_shutdown(view, 0)
+    reducer.apply(view, broker_record(0, offset=100, fenced=False))
+    assert unfenced(view, 0) and not in_controlled_shutdown(view, 0)
+    reducer.apply(view, BrokerRegistrationChange(broker_id=0, broker_epoch=100, in_controlled_shutdown=1))
+    assert unfenced(view, 0) and in_controlled_shutdown(view, 0)
+    reducer.apply(view, BrokerRegistrationChange(broker_id=0, broker_epoch=100, fenced=UNFENCE))
+    assert unfenced(view, 0) and in_controlled_shutdown(view, 0)
+
+
+@pytest.mark.parametrize(("mv", "expected_version"), [(6, 0), (7, 1), (17, 3), (MV_4_1_IV1, 3)])
+def test_testRegisterBrokerRecordVersion(mv, expected_version):
+    """Kafka hands ``registerBroker`` an empty finalized-feature map, so a broker that sends no
+    ranges is recorded with metadata.version [1, 1]. kraftlake reads the finalized features from
+    the log, which holds ``metadata.version``; the broker sends its release's ranges (level 1 alone
+    would be refused) and the record carries them."""
+    ctl = controller(mv)
+    dirs = ("63k9SN1nQOS0dFHSCIMA0A", "Vm1MjsOCR1OjDDydOsDbzg") if mv >= 17 else ()
+    first = ctl.view.offset + 1
+    d = ctl.handle(
+        c.RegisterBroker(broker_id=0, incarnation_id="0H4fUu1xQEKXFYwB1aBjhg", log_dirs=dirs, features=supported_features(mv))
+    )
+    assert [msgspec.structs.replace(r, offset=None) for r in d.records] == [
+        RegisterBroker(
+            version=expected_version,
+            broker_epoch=first,
+            broker_id=0,
+            rack=None,
+            incarnation_id="0H4fUu1xQEKXFYwB1aBjhg",
+            fenced=True,
+            log_dirs=sorted_dirs(dirs),
+            features=supported_features(mv),
+            in_controlled_shutdown=False,
+        )
+    ]
+
+
+def test_testUnregister():
+    view = reducer.replay([FeatureLevel(name="metadata.version", feature_level=21)])
+    record = broker_record(1, offset=100, incarnation_id="fPZv1VBsRFmnlRvmGcOW9w", rack="arack")
+    reducer.apply(view, record)
+    reg = view.brokers[1]
+    assert (reg.id, reg.epoch, reg.incarnation_id, reg.end_points, reg.rack) == (
+        1,
+        100,
+        "fPZv1VBsRFmnlRvmGcOW9w",
+        (PLAINTEXT,),
+        "arack",
+    )
+    assert reg.fenced and not reg.in_controlled_shutdown
+    assert reg.registered_at == 100
+    reducer.apply(view, UnregisterBroker(broker_id=1, broker_epoch=100))
+    assert 1 not in view.brokers
+
+
+@pytest.mark.parametrize("num_usable_brokers", [3, 10])
+def test_testPlaceReplicas(num_usable_brokers):
+    """Kafka places through its striped placer; kraftlake through ``CreateTopic``'s free-disk
+    weighting. The Java test's assertions hold for both: 100 placements of one partition with
+    three replicas, each on distinct registered, unfenced brokers."""
+    ctl = controller(1)
+    for i in range(num_usable_brokers):
+        ctl.append([broker_record(i), UnfenceBroker(id=i, epoch=100)])
+    assert all(unfenced(ctl.view, i) for i in range(num_usable_brokers))
+    for i in range(100):
+        d = ctl.handle(c.CreateTopic(name=f"t{i}", partitions=1, replication_factor=3))
+        assert d.reply.error_code == c.NONE
+        [replicas] = d.reply.assignments
+        assert all(0 <= r < num_usable_brokers for r in replicas)
+        assert len(set(replicas)) == 3
+
+
+@pytest.mark.parametrize("mv", [6, 7])  # 3.3-IV2, 3.3-IV3
+def test_testRegistrationsToRecords(mv):
+    """kraftlake writes no registration back as a RegisterBroker record (its snapshots are its own
+    image), so Kafka's dropping of the in-controlled-shutdown flag below 3.3-IV3 never arises;
+    the replayed registrations the records would be written from are checked instead."""
+    ctl = controller(mv)
+    assert not unfenced(ctl.view, 0)
+    ctl.append(
+        [
+            broker_record(i, end_points=(msgspec.structs.replace(PLAINTEXT, port=9092 + i),), rack=None)
+            for i in range(3)
+        ]
+    )
+    ctl.append([UnfenceBroker(id=i, epoch=100) for i in range(2)])
+    ctl.append([BrokerRegistrationChange(broker_id=0, broker_epoch=100, in_controlled_shutdown=1)])
+    regs = ctl.view.brokers
+    assert [(regs[i].epoch, regs[i].end_points[0].port, regs[i].fenced) for i in range(3)] == [
+        (100, 9092, False),
+        (100, 9093, False),
+        (100, 9094, True),
+    ]
+    assert [regs[i].in_controlled_shutdown for i in range(3)] == [True, False, False]
+
+
+def test_testRegistrationWithUnsupportedKraftVersion():
+    """Kafka's QuorumController adds the Raft ``kraft.version`` to the finalized features it hands
+    ``registerBroker``; kraftlake's decider reads them from the log, so the log carries it here."""
+    ctl = controller(21, FeatureLevel(name="kraft.version", feature_level=1))  # 3.9-IV0
+    mv39 = mv_range(21, 21)
+    kraft = "kraft.version"
+    message = (
+        "Unable to register because the broker does not support finalized version 1 of kraft.version."
+        " The broker wants a version between 0 and 0, inclusive."
+    )
+    reply = register(ctl, features=(mv39,)).reply
+    assert (reply.error_code, reply.message) == (c.UNSUPPORTED_VERSION, message)
+    zero = BrokerFeature(name=kraft, min_supported_version=0, max_supported_version=0)
+    reply = register(ctl, features=(mv39, zero)).reply
+    assert (reply.error_code, reply.message) == (c.UNSUPPORTED_VERSION, message)
+    one = BrokerFeature(name=kraft, min_supported_version=1, max_supported_version=1)
+    assert register(ctl, features=(mv39, one)).reply.error_code == c.NONE
+
+
+def test_a_live_incarnation_is_refused_before_the_new_one_s_directories_are_checked():
+    """``registerBroker`` checks the old incarnation's session first: a new incarnation with an
+    invalid directory list, while the old one is live (unfenced here), is a duplicate
+    registration, not an invalid one."""
+    ctl = controller(21)
+    assert register(ctl, 1, dirs=(uid("d1"),), incarnation="old").reply.error_code == c.NONE
+    ctl.append([BrokerRegistrationChange(broker_id=1, broker_epoch=ctl.view.brokers[1].epoch, fenced=UNFENCE)])
+    reply = register(ctl, 1, dirs=(), incarnation="new").reply
+    assert (reply.error_code, reply.message) == (
+        c.DUPLICATE_BROKER_REGISTRATION,
+        "Another broker is registered with that broker id.",
+    )
+    ctl.append([BrokerRegistrationChange(broker_id=1, broker_epoch=ctl.view.brokers[1].epoch, fenced=FENCE)])
+    assert register(ctl, 1, dirs=(), incarnation="new").reply.error_code == c.INVALID_REGISTRATION
