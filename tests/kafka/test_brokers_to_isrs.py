@@ -1,11 +1,9 @@
 """Kafka's ``BrokersToIsrsTest`` (org.apache.kafka.controller), case by case against the view's
 indexes (``ControllerView.isr_index`` and ``leaderless``, kept by replay), fed by the partition
 records that Kafka's ``update`` calls stand for. Kafka's "leaders only" iterator is the ISR index
-filtered on the leader (kraftlake keeps no separate leader index).
+filtered on the leader (kraftlake keeps no separate leader index). All three methods are here.
 
-BrokersToElrsTest is not in the reference corpus this port was made from (apache/kafka as of
-October 2024 has no such file); ``replication.elr_partitions`` is tested by the
-ReplicationControlManagerTest ELR cases instead (tests/kafka/test_replication_control_manager.py)."""
+Kafka's test of ``BrokersToElrs`` is named ``BrokerToElrsTest``: tests/kafka/test_brokers_to_elrs.py."""
 
 from __future__ import annotations
 

@@ -34,9 +34,9 @@ from kraftlake.records.kraft import (
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft import reducer
 from kraftlake.statemachine.kraft.brokers import supported_features
+from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directory_ids import sorted_dirs
 from kraftlake.statemachine.kraft.features import MV_4_1_IV1
-from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.replication import default_dir_provider
 from tests.helpers.kraft import uid
 
@@ -234,7 +234,9 @@ def test_testRegisterBrokerRecordVersion(mv, expected_version):
     dirs = ("63k9SN1nQOS0dFHSCIMA0A", "Vm1MjsOCR1OjDDydOsDbzg") if mv >= 17 else ()
     first = ctl.view.offset + 1
     d = ctl.handle(
-        c.RegisterBroker(broker_id=0, incarnation_id="0H4fUu1xQEKXFYwB1aBjhg", log_dirs=dirs, features=supported_features(mv))
+        c.RegisterBroker(
+            broker_id=0, incarnation_id="0H4fUu1xQEKXFYwB1aBjhg", log_dirs=dirs, features=supported_features(mv)
+        )
     )
     assert [msgspec.structs.replace(r, offset=None) for r in d.records] == [
         RegisterBroker(
@@ -294,10 +296,7 @@ def test_testRegistrationsToRecords(mv):
     ctl = controller(mv)
     assert not unfenced(ctl.view, 0)
     ctl.append(
-        [
-            broker_record(i, end_points=(msgspec.structs.replace(PLAINTEXT, port=9092 + i),), rack=None)
-            for i in range(3)
-        ]
+        [broker_record(i, end_points=(msgspec.structs.replace(PLAINTEXT, port=9092 + i),), rack=None) for i in range(3)]
     )
     ctl.append([UnfenceBroker(id=i, epoch=100) for i in range(2)])
     ctl.append([BrokerRegistrationChange(broker_id=0, broker_epoch=100, in_controlled_shutdown=1)])

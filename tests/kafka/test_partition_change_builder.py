@@ -90,10 +90,22 @@ FOO_ID, BAR_ID, BAZ_ID = "FbrrdcfiR-KC2CPSTHaJrg", "LKfUsCBnQKekvL9O5dY9nw", "wQ
 OFFLINE_ID = BAR_ID  # as in the Java class
 
 
-def _reg(topic, replicas, dirs, isr, leader, *, removing=(), adding=(), elr=(), lke=(), lrs=LRS_RECOVERED, epochs=(100, 200)):
+def _reg(
+    topic, replicas, dirs, isr, leader, *, removing=(), adding=(), elr=(), lke=(), lrs=LRS_RECOVERED, epochs=(100, 200)
+):
     return PartitionRegistration(
-        topic, 0, tuple(replicas), tuple(dirs), tuple(isr), tuple(removing), tuple(adding), leader, lrs, *epochs,
-        tuple(elr), tuple(lke),
+        topic,
+        0,
+        tuple(replicas),
+        tuple(dirs),
+        tuple(isr),
+        tuple(removing),
+        tuple(adding),
+        leader,
+        lrs,
+        *epochs,
+        tuple(elr),
+        tuple(lke),
     )
 
 
@@ -186,7 +198,10 @@ def test_testChangeRecordIsNoOp():
         {"eligible_leader_replicas": (5,)},
         {"last_known_elr": (6,)},
         {"leader_recovery_state": LRS_RECOVERED},
-        {"replicas": (1, 2, 3), "assignment": tuple(ReplicaDirectory(broker=b, directory=x) for b, x in zip((1, 2, 3), d))},
+        {
+            "replicas": (1, 2, 3),
+            "assignment": tuple(ReplicaDirectory(broker=b, directory=x) for b, x in zip((1, 2, 3), d)),
+        },
     ):
         assert not change_record_is_no_op(change(2, **fields)), fields
 
@@ -289,7 +304,13 @@ def test_testRevertReassignment(version):
     revert = PartitionReassignmentRevert.of(BAR.replicas, BAR.isr, BAR.removing_replicas, BAR.adding_replicas)
     assert (revert.replicas, revert.isr) == ((1, 2, 3), (1, 2, 3))
     expected = record(
-        BAR, version, replicas=(1, 2, 3), leader=1, removing_replicas=(), adding_replicas=(), **dirs_of(BAR, (1, 2, 3), version)
+        BAR,
+        version,
+        replicas=(1, 2, 3),
+        leader=1,
+        removing_replicas=(),
+        adding_replicas=(),
+        **dirs_of(BAR, (1, 2, 3), version),
     )
     built = (
         bar(version)
@@ -400,7 +421,9 @@ def test_testUpdateDirectories():
         .build()
     )
     new_dirs = ("S1zMYZczRjWmucidLqGA5g", LOST, "pN1VKs9zRzK4APflpegAVg")
-    assert built == record(p, 2, assignment=tuple(ReplicaDirectory(broker=b, directory=d) for b, d in zip((2, 1, 3), new_dirs)))
+    assert built == record(
+        p, 2, assignment=tuple(ReplicaDirectory(broker=b, directory=d) for b, d in zip((2, 1, 3), new_dirs))
+    )
 
 
 @pytest.mark.parametrize("version", RECORD_VERSIONS)

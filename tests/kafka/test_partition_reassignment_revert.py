@@ -1,5 +1,6 @@
 """Kafka's ``PartitionReassignmentRevertTest`` (org.apache.kafka.controller), case by case: what
-cancelling a reassignment goes back to (``statemachine.kraft.reassignment``)."""
+cancelling a reassignment goes back to (``statemachine.kraft.reassignment``). All 5 methods of the
+class are here."""
 
 from __future__ import annotations
 

@@ -1,13 +1,17 @@
 """Kafka's ``PartitionRegistrationTest`` (org.apache.kafka.metadata), case by case where kraftlake has
 the behaviour: ``PartitionRegistration.merge`` is ``partitions.merge``, the PartitionRecord
-constructor is ``partitions.from_record``.
+constructor is ``partitions.from_record``. Of the class's 18 methods, 8 are here; 10 cannot apply:
 
-Cases that cannot apply: testElectionWasClean (kraftlake keeps no such helper; K14 audits clean
-elections instead); testToLeaderAndIsrPartitionState (LeaderAndIsr requests are not modelled);
-testBuilderThrows*/testBuilderSuccess/testBuilderSetsDefaultAddingAndRemovingReplicas (Kafka's
-Java builder; the msgspec Struct needs every field by construction); testConsistentEqualsAndHashCode
-(Java equals/hashCode; Structs compare by value); testPartitionRegistrationToRecord* (kraftlake
-writes no Kafka snapshots from registrations, so has no ``toRecord``).
+- testToLeaderAndIsrPartitionState: LeaderAndIsr requests are not modelled (ZooKeeper-era RPC).
+- testBuilderThrowsIllegalStateExceptionWhenMissing{Replicas,Isr,Leader,LeaderRecoveryState,
+  LeaderEpoch,PartitionEpoch} and testBuilderSuccess (7): Kafka's Java builder; the registration
+  is a frozen msgspec Struct whose constructor takes the fields (its defaults are checked by
+  testBuilderSetsDefaultAddingAndRemovingReplicas).
+- testPartitionRegistrationToRecord and testPartitionRegistrationToRecord_ElrShouldBeNullIfEmpty:
+  kraftlake writes no Kafka records back from registrations (its snapshots are its own image), so
+  it has no ``toRecord``.
+
+testPartitionControlInfoMergeAndDiff checks the merge half: kraftlake has no ``diff``.
 
 Known difference kept for now: Kafka's ``merge`` gives every replica MIGRATING when a change sets
 replicas without directories on an all-MIGRATING partition (``defaultToMigrating`` with the new
@@ -15,11 +19,15 @@ count); kraftlake, like its columnar plan, gives the new replicas UNASSIGNED (``
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kraftlake.records.kraft import MIGRATING, UNASSIGNED, Partition, PartitionChange, ReplicaDirectory
+from kraftlake.statemachine.kraft.invariants import leader_is_eligible
 from kraftlake.statemachine.kraft.partitions import from_record, merge
-from kraftlake.statemachine.kraft.view import PartitionRegistration
+from kraftlake.statemachine.kraft.view import ControllerView, PartitionRegistration
 from tests.helpers.kraft import uid
 
 TOPIC = uid("OGdAI5nxT_m-ds3rJMqPLA")
@@ -114,3 +122,81 @@ def test_testDirectories():
 def test_testMigratingRecordDirectories():
     record = Partition(version=0, topic_id=TOPIC, partition_id=0, replicas=(0, 1), isr=(0, 1), leader=0)
     assert from_record(record).directories == (MIGRATING, MIGRATING)
+
+
+def test_testElectionWasClean():
+    """Kafka's static ``electionWasClean(newLeader, isr)`` (the unclean-election metric's test) is
+    the first question of K14 here (``invariants.leader_is_eligible``): a leader from the ISR
+    before the change is clean; one from outside it, in a change that does not force the ISR to
+    it (an unclean election does), is not."""
+    view = ControllerView()
+    view.features["metadata.version"] = 21
+
+    def clean(leader, isr) -> bool:
+        replicas = tuple(sorted({leader, *isr, 0}))
+        old = reg(replicas, isr, -1)
+        new = reg(replicas, isr, leader)
+        return leader_is_eligible(view, old, new) is None
+
+    assert clean(1, (1, 2))
+    assert not clean(1, (0, 2))
+    assert not clean(1, ())
+    assert clean(3, (1, 2, 3, 4, 5, 6))
+
+
+def test_testBuilderSetsDefaultAddingAndRemovingReplicas():
+    p = PartitionRegistration(
+        topic_id=TOPIC, partition_id=0, replicas=(0, 1), directories=(MIGRATING,) * 2, isr=(0, 1), leader=0
+    )
+    assert (p.removing_replicas, p.adding_replicas) == ((), ())
+
+
+def _samples() -> list[PartitionRegistration]:
+    """The nine distinct registrations of Kafka's ``uniqueSamples``."""
+    u = uid
+    m6, u6 = (MIGRATING,) * 6, (UNASSIGNED,) * 6
+    return [
+        reg((1, 2, 3), (1, 2, 3), 1, dirs=(u("Hy"), u("eP"), u("F3")), epochs=(100, 200), elr=(1, 2, 3)),
+        reg((1, 2, 3), (1, 2, 3), 1, dirs=(u("94"), u("Ll"), u("Ah")), epochs=(101, 200), lke=(1, 2)),
+        reg((1, 2, 3), (1, 2, 3), 1, dirs=(u("Kc"), u("NX"), u("yW")), epochs=(100, 201), elr=(1, 2), lke=(1, 2)),
+        reg((1, 2, 3), (1, 2, 3), 2, dirs=(u("9b"), u("nL"), u("UL")), epochs=(100, 200), lke=(1, 2)),
+        msgspec.structs.replace(
+            reg((1, 2, 3), (1,), 1, dirs=(u("kW"), u("84"), u("W5")), epochs=(100, 200)), leader_recovery_state=1
+        ),
+        reg(
+            (1, 2, 3, 4, 5, 6),
+            (1, 2, 3),
+            1,
+            dirs=u6,
+            epochs=(100, 200),
+            removing=(4, 5, 6),
+            adding=(1, 2, 3),
+            elr=(1, 2, 3),
+        ),
+        reg(
+            (1, 2, 3, 4, 5, 6),
+            (1, 2, 3),
+            1,
+            dirs=m6,
+            epochs=(100, 200),
+            removing=(1, 2, 3),
+            adding=(4, 5, 6),
+            lke=(1, 2),
+        ),
+        reg((1, 2, 3, 4, 5, 6), (1, 2, 3), 1, dirs=u6, epochs=(100, 200), removing=(1, 3), elr=(1, 2, 3)),
+        reg((1, 2, 3, 4, 5, 6), (1, 2, 3), 1, dirs=m6, epochs=(100, 200), adding=(4, 5, 6), elr=(2, 3), lke=(1, 2)),
+    ]
+
+
+@given(st.sampled_from(range(9)), st.sampled_from(range(9)), st.booleans())
+def test_testConsistentEqualsAndHashCode(i, j, copy):
+    """Equal registrations hash alike; different hashes mean different registrations. ``copy``
+    compares a rebuilt equal value, not only the same object."""
+    samples = _samples()
+    a = samples[i]
+    b = _samples()[j] if copy else samples[j]
+    if a == b:
+        assert hash(a) == hash(b)
+    if hash(a) != hash(b):
+        assert a != b
+    assert (a == b) == (i == j)
