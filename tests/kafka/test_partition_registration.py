@@ -152,40 +152,26 @@ def test_testBuilderSetsDefaultAddingAndRemovingReplicas():
 
 
 def _samples() -> list[PartitionRegistration]:
-    """The nine distinct registrations of Kafka's ``uniqueSamples``."""
-    u = uid
-    m6, u6 = (MIGRATING,) * 6, (UNASSIGNED,) * 6
-    return [
-        reg((1, 2, 3), (1, 2, 3), 1, dirs=(u("Hy"), u("eP"), u("F3")), epochs=(100, 200), elr=(1, 2, 3)),
-        reg((1, 2, 3), (1, 2, 3), 1, dirs=(u("94"), u("Ll"), u("Ah")), epochs=(101, 200), lke=(1, 2)),
-        reg((1, 2, 3), (1, 2, 3), 1, dirs=(u("Kc"), u("NX"), u("yW")), epochs=(100, 201), elr=(1, 2), lke=(1, 2)),
-        reg((1, 2, 3), (1, 2, 3), 2, dirs=(u("9b"), u("nL"), u("UL")), epochs=(100, 200), lke=(1, 2)),
-        msgspec.structs.replace(
-            reg((1, 2, 3), (1,), 1, dirs=(u("kW"), u("84"), u("W5")), epochs=(100, 200)), leader_recovery_state=1
-        ),
-        reg(
-            (1, 2, 3, 4, 5, 6),
-            (1, 2, 3),
-            1,
-            dirs=u6,
-            epochs=(100, 200),
-            removing=(4, 5, 6),
-            adding=(1, 2, 3),
-            elr=(1, 2, 3),
-        ),
-        reg(
-            (1, 2, 3, 4, 5, 6),
-            (1, 2, 3),
-            1,
-            dirs=m6,
-            epochs=(100, 200),
-            removing=(1, 2, 3),
-            adding=(4, 5, 6),
-            lke=(1, 2),
-        ),
-        reg((1, 2, 3, 4, 5, 6), (1, 2, 3), 1, dirs=u6, epochs=(100, 200), removing=(1, 3), elr=(1, 2, 3)),
-        reg((1, 2, 3, 4, 5, 6), (1, 2, 3), 1, dirs=m6, epochs=(100, 200), adding=(4, 5, 6), elr=(2, 3), lke=(1, 2)),
+    """The nine distinct registrations of Kafka's ``uniqueSamples``: (replicas, ISR, leader, leader
+    epoch, partition epoch, removing, adding, ELR, LastKnownElr, recovering)."""
+    r3, r6, i3 = (1, 2, 3), (1, 2, 3, 4, 5, 6), (1, 2, 3)
+    rows = [
+        (r3, i3, 1, 100, 200, (), (), (1, 2, 3), (), 0),
+        (r3, i3, 1, 101, 200, (), (), (), (1, 2), 0),
+        (r3, i3, 1, 100, 201, (), (), (1, 2), (1, 2), 0),
+        (r3, i3, 2, 100, 200, (), (), (), (1, 2), 0),
+        (r3, (1,), 1, 100, 200, (), (), (), (), 1),
+        (r6, i3, 1, 100, 200, (4, 5, 6), (1, 2, 3), (1, 2, 3), (), 0),
+        (r6, i3, 1, 100, 200, (1, 2, 3), (4, 5, 6), (), (1, 2), 0),
+        (r6, i3, 1, 100, 200, (1, 3), (), (1, 2, 3), (), 0),
+        (r6, i3, 1, 100, 200, (), (4, 5, 6), (2, 3), (1, 2), 0),
     ]
+    out = []
+    for n, (replicas, isr, leader, le, pe, removing, adding, elr, lke, lrs) in enumerate(rows):
+        dirs = tuple(uid(f"sample-{n}-{r}") for r in replicas)
+        p = reg(replicas, isr, leader, dirs=dirs, epochs=(le, pe), removing=removing, adding=adding, elr=elr, lke=lke)
+        out.append(msgspec.structs.replace(p, leader_recovery_state=lrs))
+    return out
 
 
 @given(st.sampled_from(range(9)), st.sampled_from(range(9)), st.booleans())
