@@ -26,7 +26,6 @@ from .features import (
     METADATA_VERSION,
     MV_3_3_IV2,
     MV_3_3_IV3,
-    MV_3_4_IV0,
     MV_4_0_IV1,
     directories_supported,
     register_broker_version,
@@ -49,6 +48,14 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
             reply=c.RegisterBrokerReply(
                 error_code=c.DUPLICATE_BROKER_REGISTRATION,
                 message="Another broker is registered with that broker id.",
+            )
+        )
+    if cmd.is_migrating_zk_broker:
+        # Kafka 4.x has no ZooKeeper migration (3.9 took ZK brokers only with the migration
+        # configured, a controller setting that is not in the log).
+        return c.Decision(
+            reply=c.RegisterBrokerReply(
+                error_code=c.BROKER_ID_NOT_REGISTERED, message="Controller does not support registering ZK brokers."
             )
         )
     dirs: tuple[str, ...] = ()
@@ -86,7 +93,6 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     record = RegisterBroker(
         version=register_broker_version(mv),
         broker_id=cmd.broker_id,
-        is_migrating_zk_broker=cmd.is_migrating_zk_broker if mv >= MV_3_4_IV0 else False,
         incarnation_id=cmd.incarnation_id,
         broker_epoch=epoch,
         end_points=cmd.end_points,

@@ -342,3 +342,24 @@ def test_a_live_incarnation_is_refused_before_the_new_one_s_directories_are_chec
     )
     ctl.append([BrokerRegistrationChange(broker_id=1, broker_epoch=ctl.view.brokers[1].epoch, fenced=FENCE)])
     assert register(ctl, 1, dirs=(), incarnation="new").reply.error_code == c.INVALID_REGISTRATION
+
+
+@pytest.mark.parametrize("mv", [8, 21, MV_4_1_IV1])  # 3.4-IV0 (ZK migration), 3.9-IV0, 4.1-IV1
+def test_a_zookeeper_broker_is_not_registered(mv):
+    """``registerBroker`` refuses a ZooKeeper broker (Kafka 4.x always; 3.9 unless the controller is
+    configured for the migration, which the log does not say), and writes nothing."""
+    ctl = controller(mv)
+    d = ctl.handle(
+        c.RegisterBroker(
+            broker_id=0,
+            incarnation_id=uid("zk"),
+            log_dirs=DIRS,
+            features=supported_features(mv),
+            is_migrating_zk_broker=True,
+        )
+    )
+    assert (d.records, d.reply.error_code, d.reply.message) == (
+        (),
+        c.BROKER_ID_NOT_REGISTERED,
+        "Controller does not support registering ZK brokers.",
+    )
