@@ -125,23 +125,28 @@ def test_testMigratingRecordDirectories():
 
 
 def test_testElectionWasClean():
-    """Kafka's static ``electionWasClean(newLeader, isr)`` (the unclean-election metric's test) is
-    the first question of K14 here (``invariants.leader_is_eligible``): a leader from the ISR
-    before the change is clean; one from outside it, in a change that does not force the ISR to
-    it (an unclean election does), is not."""
+    """Kafka's static ``electionWasClean`` (the unclean-election metric's test) is K14's question
+    here (``invariants.leader_is_eligible``). The stored version's cases: a leader from the ISR
+    before the change is clean, one from outside it, in a change that does not force the ISR to it
+    (an unclean election does), is not. Kafka 4.0 counts an ELR member as clean (KAFKA-18940) and
+    4.1 compares the two registrations, so that a reassignment completing with its new preferred
+    leader is clean (KAFKA-19212, whose example is the last case)."""
     view = ControllerView()
     view.features["metadata.version"] = 21
 
-    def clean(leader, isr) -> bool:
-        replicas = tuple(sorted({leader, *isr, 0}))
-        old = reg(replicas, isr, -1)
-        new = reg(replicas, isr, leader)
+    def clean(leader, isr, elr=()) -> bool:
+        replicas = tuple(sorted({leader, *isr, *elr, 0}))
+        old = reg(replicas, isr, -1, elr=elr)
+        new = reg(replicas, isr or (leader,), leader)  # an election from an empty ISR makes it the ISR
         return leader_is_eligible(view, old, new) is None
 
     assert clean(1, (1, 2))
     assert not clean(1, (0, 2))
     assert not clean(1, ())
     assert clean(3, (1, 2, 3, 4, 5, 6))
+    assert clean(1, (), elr=(1, 2))
+    before = reg((2, 1, 0), (1, 0), 0, removing=(0,), adding=(2,))
+    assert leader_is_eligible(view, before, reg((2, 1), (1, 2), 2)) is None
 
 
 def test_testBuilderSetsDefaultAddingAndRemovingReplicas():
