@@ -363,3 +363,27 @@ def test_a_zookeeper_broker_is_not_registered(mv):
         c.BROKER_ID_NOT_REGISTERED,
         "Controller does not support registering ZK brokers.",
     )
+
+
+@pytest.mark.parametrize("is_clean_shutdown", [True, False])
+def test_a_new_incarnation_takes_a_new_epoch_after_a_clean_or_an_unclean_shutdown(is_clean_shutdown):
+    """KAFKA-18635's case (Kafka 4.0): whatever the previous epoch the broker reports (its own
+    registration's: a clean shutdown; another: unclean), a new incarnation is registered with a
+    new epoch and out of controlled shutdown."""
+    ctl = controller(MV_4_1_IV1, FeatureLevel(name="eligible.leader.replicas.version", feature_level=1))
+    dirs = ("Vv1gzkM2QpuE-PPrIc6XEw",)
+    first = register(ctl, 1, dirs=dirs, incarnation="mISEfEFwQIuaD1gKCc5tzQ").reply.broker_epoch
+    ctl.append([BrokerRegistrationChange(broker_id=1, broker_epoch=first, in_controlled_shutdown=1)])
+    assert ctl.view.brokers[1].in_controlled_shutdown
+    again = ctl.handle(
+        c.RegisterBroker(
+            broker_id=1,
+            incarnation_id=uid("07OOcU7MQFeSmGAFPP2Zww"),
+            log_dirs=dirs,
+            features=supported_features(MV_4_1_IV1),
+            previous_broker_epoch=first if is_clean_shutdown else first - 1,
+        )
+    )
+    reg = ctl.view.brokers[1]
+    assert reg.incarnation_id == uid("07OOcU7MQFeSmGAFPP2Zww") and not reg.in_controlled_shutdown
+    assert reg.epoch == again.reply.broker_epoch > first
