@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO := .demo/log
 FIXTURE := fixtures/kraft/jbod-dir-failure.jsonl
 
-.PHONY: demo test test-fast lint format bench java chromium clean
+.PHONY: demo test test-fast lint format bench java chromium clean examples
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kraftlake needs Python 3.11 or newer")'
@@ -126,6 +126,10 @@ bench: $(VENV)/.installed java
 	$(BIN)/python bench/audit.py
 	$(BIN)/python bench/import.py
 	$(BIN)/python bench/spark_audit.py
+
+# The committed, executed notebook pages (readable on GitHub without running them).
+examples: $(VENV)/.installed
+	$(BIN)/jupyter nbconvert --execute --to html examples/incident.ipynb
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .hypothesis .ruff_cache

@@ -80,8 +80,8 @@ def test_plots_draw(lake):
 
 def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
     """Executed top to bottom with no error and no log lines, its figures drawn, integers shown
-    as integers; written to examples/incident.html (committed: readable without running it),
-    and that page, rendered headless, shows the incident plot's shaded lanes."""
+    as integers; the committed examples/incident.html (readable without running it) tells the
+    same state hash, and the page, rendered headless, shows the incident plot's shaded lanes."""
     import nbclient
     import nbconvert
     import nbformat
@@ -107,8 +107,11 @@ def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
     moved_at = re.search(r" leader +(\S+)", text.splitlines()[1]).group(1)
     assert moved_at.isdigit()  # an offset shown as an integer, not 2443.0
     body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
-    page = NOTEBOOK.with_suffix(".html")
+    page = tmp_path / "incident.html"  # a test never writes into the repository: `make examples` does
     page.write_text(body)
+    committed = NOTEBOOK.with_suffix(".html").read_text()
+    fresh_hash = re.search(r"state hash <code>([0-9a-f]+)", body).group(1)
+    assert f"state hash <code>{fresh_hash}" in committed, "examples/incident.html is stale: run `make examples`"
     px = screenshot(page, tmp_path / "incident.png", height=6000)
     shaded = mask(px, "#ff8182", 10)
     assert len(bands(shaded.sum(axis=1) > 40)) >= 3  # the plot's lanes, as a reader sees them
