@@ -143,6 +143,43 @@ def test_every_simulator_bug_gives_the_same_report(plan, tmp_path_factory, bug, 
     _same(*_both(plan, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
 
 
+OPERATIONS = ("delete-topic", "create-partitions", "cancel-reassign", "elect-leaders")
+"""The operator's operations (opt-in in the simulator): DeleteTopics, CreatePartitions, cancelled
+reassignments, preferred and unclean ElectLeaders."""
+
+
+@pytest.mark.parametrize(
+    "bug, caught_by", [(None, None), ("keep-offline-replica-in-isr", "K5"), ("no-leader-epoch-bump", "K3")]
+)
+@pytest.mark.parametrize("mv", [17, 21])
+def test_the_plan_and_python_agree_on_the_operators_operations(plan, tmp_path, mv, bug, caught_by):
+    """Topics deleted (and new ones created), partitions added, reassignments cancelled and
+    leaders elected on top of the default faults: both engines give the same report; the correct
+    controller's has no error, a bug's names its invariant."""
+    from kraftlake.records import RemoveTopic
+
+    faults = (*FAULTS[:3], *OPERATIONS)
+    for seed in (1, 2):
+        cfg = WorkloadConfig(
+            brokers=5,
+            dirs_per_broker=2,
+            topics=2,
+            partitions=12,
+            seed=seed,
+            faults=faults,
+            metadata_version=mv,
+            bug=bug,
+        )
+        history = [r for batch in generate(cfg, records=1500) for r in batch]
+        assert any(isinstance(r, RemoveTopic) for r in history)
+        log = Log.create(tmp_path / f"log-{seed}")
+        log.append(history)
+        local, remote = _both(plan, log)
+        _same(local, remote)
+        errors = {v.invariant for v in local.violations if v.severity == "error"}
+        assert errors == set() if bug is None else caught_by in errors, (seed, errors)
+
+
 def test_broker_records_against_the_registration_in_force(plan, tmp_path):
     """L3/L4 as the local reducer rules them: a change of a broker never registered, a stale
     epoch, a valid unregistration, then changes of the broker it removed; a re-registration
