@@ -243,24 +243,31 @@ class Cluster:
         if reg is None or reg.fenced or reg.in_controlled_shutdown:
             return
         for p in self.view.partitions_of(b):
-            p = self.view.partition(p.topic_id, p.partition_id)  # may have moved in this loop
-            if b not in p.isr and p.leader not in (-1, b):
-                if not is_online(p.directory(b), reg.log_dirs):
-                    continue
-                leader = self.view.brokers[p.leader]
-                self.run(
-                    c.AlterPartition(
-                        broker_id=p.leader,
-                        broker_epoch=leader.epoch,
-                        topic_id=p.topic_id,
-                        partition_id=p.partition_id,
-                        leader_epoch=p.leader_epoch,
-                        partition_epoch=p.partition_epoch,
-                        new_isr=(*p.isr, b),
-                        # v3 (KIP-903): the epochs the leader saw, checked by the controller.
-                        new_isr_broker_epochs=tuple(self.view.brokers[x].epoch for x in (*p.isr, b)),
-                    )
-                )
+            self._catch_up_one(p.topic_id, p.partition_id, b)
+
+    def _catch_up_one(self, topic_id: str, partition_id: int, b: int) -> None:
+        """The leader adds ``b`` to the ISR of one partition, if ``b`` is active, out of it and on
+        an online directory."""
+        p = self.view.partition(topic_id, partition_id)  # as it is now: it may have moved
+        reg = self.view.brokers.get(b)
+        if p is None or reg is None or p.leader in (-1, b) or b in p.isr or not self.view.is_active(b):
+            return
+        if not is_online(p.directory(b), reg.log_dirs):
+            return
+        isr = (*p.isr, b)
+        self.run(
+            c.AlterPartition(
+                broker_id=p.leader,
+                broker_epoch=self.view.brokers[p.leader].epoch,
+                topic_id=topic_id,
+                partition_id=partition_id,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                new_isr=isr,
+                # v3 (KIP-903): the epochs the leader saw, checked by the controller.
+                new_isr_broker_epochs=tuple(self.view.brokers[x].epoch for x in isr),
+            )
+        )
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -308,17 +315,24 @@ class Cluster:
         self.run(c.ExpireSession(broker_id=b))
         self._come_back(b, replace_disks=True)
 
-    def reassign(self) -> None:
-        """Move one replica of a random partition to another live broker; the new replica picks
-        its dir, catches up, and the leader's ISR expansion completes the move."""
+    def _pick_partition(self):
+        """A random partition and the live brokers that are not its replicas, or None."""
         view = self.view
         live = [b for b, reg in sorted(view.brokers.items()) if not reg.fenced and not reg.in_controlled_shutdown]
         topics = sorted(view.partitions)
         if not topics:
-            return
+            return None
         parts = view.partitions[self.rng.choice(topics)]
         p = parts[self.rng.choice(sorted(parts))]
-        spare = [b for b in live if b not in p.replicas]
+        return p, [b for b in live if b not in p.replicas]
+
+    def reassign(self) -> None:
+        """Move one replica of a random partition to another live broker; the new replica picks
+        its dir, catches up, and the leader's ISR expansion completes the move."""
+        picked = self._pick_partition()
+        if picked is None:
+            return
+        p, spare = picked
         if not spare or p.adding_replicas or p.removing_replicas:
             return
         leaving = self.rng.choice(p.replicas)
@@ -338,14 +352,10 @@ class Cluster:
         builder would keep that replica, no longer a replica, in the ELR when the revert leaves
         the ISR below min.insync.replicas, which K13 calls an error; the operator does not do
         that here.)"""
-        view = self.view
-        live = [b for b, reg in sorted(view.brokers.items()) if not reg.fenced and not reg.in_controlled_shutdown]
-        topics = sorted(view.partitions)
-        if not topics:
+        picked = self._pick_partition()
+        if picked is None:
             return
-        parts = view.partitions[self.rng.choice(topics)]
-        p = parts[self.rng.choice(sorted(parts))]
-        spare = [b for b in live if b not in p.replicas]
+        p, spare = picked
         if len(spare) < 2 or p.adding_replicas or p.removing_replicas or p.leader == -1:
             return
         joining = self.rng.sample(spare, 2 if len(p.replicas) >= 2 and self.rng.random() < 0.5 else 1)
@@ -359,28 +369,6 @@ class Cluster:
         if len(joining) == 2 and self.rng.random() < 0.5 and not elr_enabled(self.view):
             self._catch_up_one(p.topic_id, p.partition_id, joining[0])
         self.run(c.ReassignPartition(topic_id=p.topic_id, partition_id=p.partition_id, target_replicas=None))
-
-    def _catch_up_one(self, topic_id: str, partition_id: int, b: int) -> None:
-        """The leader adds ``b`` to the ISR of one partition (if it can)."""
-        p = self.view.partition(topic_id, partition_id)
-        reg = self.view.brokers.get(b)
-        if p is None or reg is None or p.leader in (-1, b) or b in p.isr or not self.view.is_active(b):
-            return
-        if not is_online(p.directory(b), reg.log_dirs):
-            return
-        isr = (*p.isr, b)
-        self.run(
-            c.AlterPartition(
-                broker_id=p.leader,
-                broker_epoch=self.view.brokers[p.leader].epoch,
-                topic_id=topic_id,
-                partition_id=partition_id,
-                leader_epoch=p.leader_epoch,
-                partition_epoch=p.partition_epoch,
-                new_isr=isr,
-                new_isr_broker_epochs=tuple(self.view.brokers[x].epoch for x in isr),
-            )
-        )
 
     def create_partitions(self) -> None:
         """An operator grows a random topic by one or two partitions, placed by the controller;

@@ -77,6 +77,24 @@ def epochs(*isr: int) -> tuple[int, ...]:
     return tuple(b + 100 for b in isr)
 
 
+def alter_partition(
+    topic_id: str, isr: tuple[int, ...], *, broker: int, partition_epoch: int, leader_epoch: int = 0, **kw
+) -> c.AlterPartition:
+    """An AlterPartition request for partition 0 as Kafka's tests spell one out: the sender (with
+    its default epoch), the epochs it saw, the new ISR with the default broker epochs."""
+    fields = {"partition_id": 0, **kw}
+    return c.AlterPartition(
+        broker_id=broker,
+        broker_epoch=broker + 100,
+        topic_id=topic_id,
+        partition_epoch=partition_epoch,
+        leader_epoch=leader_epoch,
+        new_isr=isr,
+        new_isr_broker_epochs=epochs(*isr),
+        **fields,
+    )
+
+
 class Context:
     """Kafka's ``ReplicationControlTestContext``: ``brokers`` registered (and unfenced unless
     ``unfence`` is False); ELR on with ``elr``."""
@@ -664,19 +682,7 @@ def test_testReassignPartitions(version):
     ]
     # The leader's ISR expansion completes the reassignment (the cancel was not replayed) and
     # elects a new leader: Kafka says so with NEW_LEADER_ELECTED, FENCED_LEADER_EPOCH before v2.
-    d = ctx.ctl.handle(
-        c.AlterPartition(
-            broker_id=3,
-            broker_epoch=103,
-            topic_id=foo,
-            partition_id=1,
-            partition_epoch=1,
-            leader_epoch=0,
-            new_isr=(3, 0, 2, 1),
-            new_isr_broker_epochs=epochs(3, 0, 2, 1),
-            version=version,
-        )
-    )
+    d = ctx.ctl.handle(alter_partition(foo, (3, 0, 2, 1), broker=3, partition_epoch=1, partition_id=1, version=version))
     assert d.reply.error_code == (c.NEW_LEADER_ELECTED if version > 1 else c.FENCED_LEADER_EPOCH)
     assert ctx.list_reassignments() == {}
 
@@ -687,17 +693,7 @@ def test_testAlterPartitionShouldRejectFencedBrokers(version):
     foo = ctx.create_test_topic("foo", (1, 2, 3, 4))
     ctx.fenced_broker(3)
     assert ctx.registration(foo, 0) == registration((1, 2, 3, 4), (1, 2, 4), 1, 0, 1)
-    request = c.AlterPartition(
-        broker_id=1,
-        broker_epoch=101,
-        topic_id=foo,
-        partition_id=0,
-        partition_epoch=1,
-        leader_epoch=0,
-        new_isr=(1, 2, 3, 4),
-        new_isr_broker_epochs=epochs(1, 2, 3, 4),
-        version=version,
-    )
+    request = alter_partition(foo, (1, 2, 3, 4), broker=1, partition_epoch=1, version=version)
     d = ctx.ctl.handle(request)
     assert (d.reply.error_code, d.records) == (c.OPERATION_NOT_ATTEMPTED if version <= 1 else c.INELIGIBLE_REPLICA, ())
     ctx.unfence_brokers(3)
@@ -717,17 +713,7 @@ def test_testAlterPartitionShouldRejectBrokersWithStaleEpoch(version):
     foo = ctx.create_test_topic("foo", (1, 2, 3, 4))
     assert ctx.alter_isr(foo, (1, 2, 3)).error_code == c.NONE
     # The leader builds a request ...
-    request = c.AlterPartition(
-        broker_id=1,
-        broker_epoch=101,
-        topic_id=foo,
-        partition_id=0,
-        partition_epoch=1,
-        leader_epoch=0,
-        new_isr=(1, 2, 3, 4),
-        new_isr_broker_epochs=epochs(1, 2, 3, 4),
-        version=version,
-    )
+    request = alter_partition(foo, (1, 2, 3, 4), broker=1, partition_epoch=1, version=version)
     # ... while broker 4 fails silently, registers again and is unfenced.
     ctx.ctl.append([RegisterBroker(version=0, broker_id=4, incarnation_id=uid("incarnation-4b"), broker_epoch=1104)])
     ctx.unfence_brokers(4)
@@ -742,19 +728,7 @@ def test_testAlterPartitionShouldRejectShuttingDownBrokers(version):
     foo = ctx.create_test_topic("foo", (1, 2, 3, 4))
     assert ctx.registration(foo, 0) == registration((1, 2, 3, 4), (1, 2, 3, 4), 1, 0, 0)
     ctx.in_controlled_shutdown_brokers(3)
-    d = ctx.ctl.handle(
-        c.AlterPartition(
-            broker_id=1,
-            broker_epoch=101,
-            topic_id=foo,
-            partition_id=0,
-            partition_epoch=0,
-            leader_epoch=0,
-            new_isr=(1, 2, 3, 4),
-            new_isr_broker_epochs=epochs(1, 2, 3, 4),
-            version=version,
-        )
-    )
+    d = ctx.ctl.handle(alter_partition(foo, (1, 2, 3, 4), broker=1, partition_epoch=0, version=version))
     assert (d.reply.error_code, d.records) == (c.OPERATION_NOT_ATTEMPTED if version <= 1 else c.INELIGIBLE_REPLICA, ())
 
 
@@ -790,16 +764,7 @@ def test_testCancelReassignPartitions():
     # The leader's ISR expansion, decided and not replayed (as in Kafka's test).
     d = decide(
         ctx.view,
-        c.AlterPartition(
-            broker_id=4,
-            broker_epoch=104,
-            topic_id=bar,
-            partition_id=0,
-            partition_epoch=2,
-            leader_epoch=0,
-            new_isr=(4, 1, 2, 0),
-            new_isr_broker_epochs=epochs(4, 1, 2, 0),
-        ),
+        alter_partition(bar, (4, 1, 2, 0), broker=4, partition_epoch=2),
     )
     reply = d.reply
     assert (reply.error_code, reply.leader, reply.leader_epoch, reply.isr, reply.partition_epoch) == (
