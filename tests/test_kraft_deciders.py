@@ -277,6 +277,38 @@ def test_a_new_reassignment_replaces_the_running_one_and_a_cancel_reverts():
     assert reply.error_code == c.NO_REASSIGNMENT_IN_PROGRESS
 
 
+def test_a_revert_below_min_isr_keeps_the_caught_up_new_replica_in_the_elr_as_kafka_does():
+    """Kafka 4.x's PartitionChangeBuilder takes the ELR from the ISR, not the target replicas
+    (``maybePopulateTargetElr``): cancelling a move whose new replica had joined the ISR, when
+    the reverted ISR is below min.insync.replicas, leaves that replica, no longer a replica, in
+    the ELR. K13 calls such a state an error (see the simulator's cancel-reassign)."""
+    from kraftlake.records import FeatureLevel
+
+    ctl = controller_with_brokers({b: [uid(f"rv{b}")] for b in (1, 2, 3, 4)}, mv=27)
+    ctl.append([FeatureLevel(name="eligible.leader.replicas.version", feature_level=1)])
+    t = ctl.handle(c.CreateTopic(name="t", assignments=((1, 2),), configs={"min.insync.replicas": "2"})).reply.topic_id
+    ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=(3, 4)))
+    p = ctl.view.partition(t, 0)
+    assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((3, 4, 1, 2), (3, 4), (1, 2))
+    # 2 leaves the ISR, 3 joins it: ISR (1, 3).
+    for isr in ((1,), (1, 3)):
+        p = ctl.view.partition(t, 0)
+        d = ctl.handle(
+            c.AlterPartition(
+                broker_id=1,
+                broker_epoch=ctl.view.brokers[1].epoch,
+                topic_id=t,
+                partition_id=0,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                new_isr=isr,
+            )
+        )
+        assert d.reply.error_code == c.NONE
+    [back] = strip(ctl.handle(c.ReassignPartition(topic_id=t, partition_id=0, target_replicas=None)).records)
+    assert (back.replicas, back.isr, back.eligible_leader_replicas) == ((1, 2), (1,), (3,))
+
+
 def test_alter_partition_checks_epochs_in_kafkas_order_and_v3_broker_epochs():
     """validateAlterPartitionData: a request both behind on the leader epoch and ahead on the
     partition epoch gets NOT_CONTROLLER (the partition epoch ahead is checked before the stale
