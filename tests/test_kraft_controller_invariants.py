@@ -544,16 +544,24 @@ class KraftCluster(RuleBasedStateMachine):
         if exists:
             assert d.reply.error_code == c.TOPIC_ALREADY_EXISTS
             return
-        # Kafka's StripedReplicaPlacer: registered brokers not shutting down, fenced ones
-        # included, as long as one is unfenced; the first replica (the leader) is unfenced.
-        usable = [b for b in sorted(self.view.brokers) if not self.view.brokers[b].in_controlled_shutdown]
-        if not active or rf > len(usable):
+        # Kafka's StripedReplicaPlacer over the registrations the log shows: every registered
+        # broker, fenced ones included, as long as one is unfenced (one in controlled shutdown
+        # counts as unfenced); the first replica is unfenced. A partition placed with no active
+        # replica (its unfenced one is shutting down) refuses the topic.
+        usable = sorted(self.view.brokers)
+        unfenced = [b for b in usable if not self.view.brokers[b].fenced]
+        if not unfenced or rf > len(usable):
             assert d.reply.error_code == c.INVALID_REPLICATION_FACTOR
+            return
+        if d.reply.error_code == c.INVALID_REPLICATION_FACTOR:
+            assert d.reply.message.endswith("fenced or in controlled shutdown."), d.reply
+            assert d.records == () and any(self.view.brokers[b].in_controlled_shutdown for b in unfenced)
             return
         assert d.reply.error_code == c.NONE, d.reply
         assert len(d.reply.assignments) == n
         for a in d.reply.assignments:
-            assert len(a) == rf == len(set(a)) and all(r in usable for r in a) and a[0] in active
+            assert len(a) == rf == len(set(a)) and a[0] in unfenced
+            assert any(r in active for r in a)
         self._check_new_topic(name, d)
 
     # -- directories --------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         faults: str = typer.Option(
             "dir-failure,controlled-shutdown,broker-crash",
             "--faults",
-            help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign, alter-min-isr (an operator changes min.insync.replicas; with ELR on the controller writes ClearElr), elect-leaders (preferred elections, or unclean ones of leaderless partitions).",
+            help="Comma-separated: dir-failure, controlled-shutdown, broker-crash, reassign, alter-min-isr (an operator changes min.insync.replicas; with ELR on the controller writes ClearElr), elect-leaders (preferred elections, or unclean ones of leaderless partitions), cancel-reassign (a move cancelled before it completes), create-partitions (a topic grows), delete-topic (a topic deleted, a new one created).",
         ),
         bug: str | None = typer.Option(
             None,

@@ -29,6 +29,8 @@ INVALID_REPLICA_ASSIGNMENT = 39
 NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
 INVALID_CONFIG = 40
+POLICY_VIOLATION = 44
+OPERATION_NOT_ATTEMPTED = 55
 FENCED_LEADER_EPOCH = 74
 STALE_BROKER_EPOCH = 77
 INVALID_UPDATE_VERSION = 95
@@ -87,15 +89,17 @@ class UnregisterBroker(Command, frozen=True, kw_only=True):
 class CreateTopic(Command, frozen=True, kw_only=True):
     """CreateTopicsRequest for one topic: ``assignments`` (one replica list per partition) or
     ``partitions`` x ``replication_factor`` placed by free-disk weight (``broker_weights``, equal
-    when absent)."""
+    when absent); -1 for either takes the controller's default, as Kafka's request does.
+    ``validate_only``: the reply as if created, and no records."""
 
     name: str
     partitions: int = 1
     replication_factor: int = 1
     assignments: tuple[tuple[int, ...], ...] | None = None
-    configs: dict[str, str] = {}
+    configs: dict[str, str | None] = {}
     topic_id: str | None = None
     broker_weights: dict[int, int] | None = None
+    validate_only: bool = False
 
 
 class AlterConfig(Command, frozen=True, kw_only=True):
@@ -161,6 +165,11 @@ class AlterPartition(Command, frozen=True, kw_only=True):
     new_isr_broker_epochs: tuple[int, ...] = ()
     """Request v3 (KIP-903): the broker epoch of each ``new_isr`` member as the leader saw it,
     -1 = not checked; empty = an older request (no epochs)."""
+    version: int = 3
+    """The request's version: below 3 the broker epochs are not sent (not checked); below 2 an
+    unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, an ineligible ISR member
+    OPERATION_NOT_ATTEMPTED and a leader change FENCED_LEADER_EPOCH (Kafka's answers to old
+    brokers)."""
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True):
@@ -225,6 +234,16 @@ class ControllerConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_multiple: int = 3
     """Placement cap: no broker is chosen with more than this multiple of the median probability
     (BookKeeper's bookieMaxMultipleForWeightBasedPlacement); <= 0 disables it."""
+    default_num_partitions: int = 1
+    """``num.partitions``: what CreateTopic's -1 partitions means (Kafka's default, 1)."""
+    default_replication_factor: int = 3
+    """``default.replication.factor`` as the controller applies it (ReplicationControlManager's
+    default, 3): what CreateTopic's -1 replication factor means."""
+
+
+class ElectUncleanLeaders(Command, frozen=True, kw_only=True):
+    """The controller's periodic task (``ReplicationControlManager.maybeElectUncleanLeaders``):
+    unclean elections for the leaderless partitions of topics with unclean leader election on."""
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):

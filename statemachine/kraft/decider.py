@@ -28,6 +28,7 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.DeleteTopics: lambda v, cmd, cfg: topics.delete_topics(v, cmd),
     c.ElectLeaders: lambda v, cmd, cfg: topics.elect_leaders(v, cmd),
     c.CreatePartitions: topics.create_partitions,
+    c.ElectUncleanLeaders: lambda v, cmd, cfg: topics.elect_unclean_leaders(v),
 }  # type: ignore[dict-item]
 
 

@@ -61,18 +61,36 @@ def _error(code: int, message: str) -> c.Decision:
     return c.Decision(reply=c.CreateTopicReply(error_code=code, message=message))
 
 
-def _invalid_manual_assignment(view: ControllerView, i: int, replicas: tuple[int, ...], rf: int) -> str | None:
+MAX_PARTITIONS_PER_BATCH = 10_000
+"""Kafka 4.0's cap on the partitions one CreateTopics request may create (KAFKA-17870)."""
+
+
+def validate_manual_assignment(view: ControllerView, replicas: tuple[int, ...], rf: int | None) -> str | None:
+    """Why Kafka's ``validateManualPartitionAssignment`` refuses a replica list (checked in broker
+    id order), or None; ``rf`` is the replication factor of the partitions before it, if any."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    prev = None
+    for b in sorted(replicas):
+        if b not in view.brokers:
+            return f"The manual partition assignment includes broker {b}, but no such broker is registered."
+        if b == prev:
+            return f"The manual partition assignment includes the broker {b} more than once."
+        prev = b
+    if rf is not None and len(replicas) != rf:
+        return (
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is"
+            f" not consistent with previous partitions, which have {rf} replica(s)."
+        )
+    return None
+
+
+def _invalid_manual_assignment(view: ControllerView, i: int, replicas: tuple[int, ...], rf: int | None) -> str | None:
     """Why partition ``i``'s manual replica list is refused (``validateManualPartitionAssignment``
     and the active-broker check of createTopic/createPartitions), or None."""
-    if not replicas:
-        return f"partition {i} has an empty replica list"
-    if len(set(replicas)) != len(replicas):
-        return f"partition {i} lists a broker twice: {list(replicas)}"
-    if len(replicas) != rf:
-        return "all partitions must have the same replication factor"
-    unknown = [b for b in replicas if b not in view.brokers]
-    if unknown:
-        return f"partition {i} names unregistered broker {unknown[0]}"
+    invalid = validate_manual_assignment(view, replicas, rf)
+    if invalid:
+        return invalid
     if not any(view.is_active(b) for b in replicas):
         return (
             f"All brokers specified in the manual partition assignment for partition {i}"
@@ -81,27 +99,42 @@ def _invalid_manual_assignment(view: ControllerView, i: int, replicas: tuple[int
     return None
 
 
+NO_ACTIVE_REPLICA = "All brokers are currently fenced or in controlled shutdown."
+
+
+def usable_brokers(view: ControllerView) -> list[tuple[int, bool]]:
+    """(broker, fenced) of every broker the placer may use (``KRaftClusterDescriber.usableBrokers``):
+    every registered broker as the log shows it. A controller that replays the log knows nothing
+    of heartbeats, so a broker in controlled shutdown counts as unfenced, as after Kafka's
+    ``ClusterControlManager.activate``."""
+    return [(b, reg.fenced) for b, reg in sorted(view.brokers.items())]
+
+
 def _place(view, config, weights_in, key: str, first: int, partition_ids, rf: int) -> tuple | str:
     """Replica lists for ``partition_ids`` (seeded from the operation's first offset and ``key``), or
-    why not. Kafka's StripedReplicaPlacer's broker set and checks: registered brokers not shutting
-    down, fenced ones included, at least one unfenced, at least ``rf`` in all; placement itself is
-    kraftlake's free-disk weighting."""
-    usable = [b for b in sorted(view.brokers) if not view.brokers[b].in_controlled_shutdown]
-    active = [b for b in usable if view.is_active(b)]
-    if not active:
+    why not (the placer's words, without Kafka's "Unable to replicate" prefix). Kafka's
+    StripedReplicaPlacer's broker set (``usable_brokers``) and checks: a positive replication
+    factor, at least one unfenced broker, at least ``rf`` in all; every partition's first replica
+    unfenced. Placement itself is kraftlake's free-disk weighting."""
+    brokers = usable_brokers(view)
+    usable = [b for b, _ in brokers]
+    unfenced = [b for b, fenced in brokers if not fenced]
+    if rf <= 0:
+        return f"Invalid replication factor {rf}: the replication factor must be positive."
+    if not unfenced:
         return "All brokers are currently fenced."
     if rf > len(usable):
         return (
-            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be"
-            f" reached because only {len(usable)} broker(s) are registered."
+            f"The target replication factor of {rf} cannot be reached because only {len(usable)} broker(s) are"
+            " registered."
         )
     weights = {b: max(0, int((weights_in or {}).get(b, 0))) for b in usable}
     selection = placement.WeightedSelection(weights, max_multiple=config.max_multiple)
-    if len(active) == len(usable):
+    if len(unfenced) == len(usable):
         return tuple(selection.pick(random.Random(placement.seed_for(first, f"{key}/{p}")), rf) for p in partition_ids)
     # As Kafka's placer, fenced brokers get replicas too, but every partition's first replica (its
     # leader) is an unfenced one.
-    leaders = placement.WeightedSelection({b: weights[b] for b in active}, max_multiple=config.max_multiple)
+    leaders = placement.WeightedSelection({b: weights[b] for b in unfenced}, max_multiple=config.max_multiple)
     picked = []
     for p in partition_ids:
         rng = random.Random(placement.seed_for(first, f"{key}/{p}"))
@@ -141,8 +174,16 @@ def _new_partitions(view: ControllerView, topic_id: str, start: int, assignments
 
 
 def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerConfig) -> c.Decision:
+    """``ReplicationControlManager.createTopics`` for one topic, in Kafka's order: the partition
+    count cap, the name, an existing or colliding name, the configs, then the assignment (manual,
+    or placed with the replication factor and partition count, -1 meaning the default)."""
     first = view.offset + 1
     name = cmd.name
+    count = len(cmd.assignments) if cmd.assignments else cmd.partitions
+    if count == -1:
+        count = config.default_num_partitions
+    if count > MAX_PARTITIONS_PER_BATCH:
+        return _error(c.POLICY_VIOLATION, "Excessively large number of partitions per request.")
     invalid = invalid_topic_name(name)
     if invalid is not None:
         return _error(c.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {invalid}")
@@ -153,35 +194,43 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
         colliding = sorted(t for t in view.topic_ids if ("_" in t or "." in t) and t.replace(".", "_") == unified)
         if colliding:
             return _error(c.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding[0]}")
+    nulls = sorted(k for k, v in cmd.configs.items() if v is None)
+    if nulls:
+        return _error(c.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
     if cmd.assignments is not None:
         if not cmd.assignments:
             return _error(c.INVALID_REPLICA_ASSIGNMENT, "no partitions in the manual assignment")
         assignments = tuple(tuple(a) for a in cmd.assignments)
-        rf = len(assignments[0])
+        rf = None
         for i, replicas in enumerate(assignments):
             invalid = _invalid_manual_assignment(view, i, replicas, rf)
             if invalid:
                 return _error(c.INVALID_REPLICA_ASSIGNMENT, invalid)
+            rf = len(replicas)
     else:
-        if cmd.partitions < 1:
+        if cmd.replication_factor < -1 or cmd.replication_factor == 0:
+            return _error(
+                c.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if cmd.partitions < -1 or cmd.partitions == 0:
             return _error(c.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
-        if cmd.replication_factor < 1:
-            return _error(c.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        placed = _place(
-            view,
-            config,
-            cmd.broker_weights,
-            f"create-topic/{name}",
-            first,
-            range(cmd.partitions),
-            cmd.replication_factor,
-        )
+        rf = config.default_replication_factor if cmd.replication_factor == -1 else cmd.replication_factor
+        placed = _place(view, config, cmd.broker_weights, f"create-topic/{name}", first, range(count), rf)
         if isinstance(placed, str):
-            return _error(c.INVALID_REPLICATION_FACTOR, placed)
+            return _error(c.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {placed}")
+        if any(not any(view.is_active(b) for b in replicas) for replicas in placed):
+            # As Kafka: the placer used a broker in controlled shutdown as the unfenced one.
+            return _error(
+                c.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {NO_ACTIVE_REPLICA}"
+            )
         assignments = placed
     topic_id = cmd.topic_id or derived_topic_id(name, first)
     if topic_id in view.topics or is_reserved(topic_id):
         return _error(c.INVALID_REQUEST, f"topic id {topic_id} is taken or reserved")
+    reply = c.CreateTopicReply(topic_id=topic_id, assignments=assignments)
+    if cmd.validate_only:
+        return c.Decision(reply=reply)
     records: list = [Topic(name=name, topic_id=topic_id)]
     config_records = [
         Config(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
@@ -191,7 +240,7 @@ def create_topic(view: ControllerView, cmd: c.CreateTopic, config: c.ControllerC
     # min.insync.replicas gets its ClearElr too (after the TopicRecord, so it clears nothing).
     records.extend([*config_records, *clear_elr_records(view, config_records)])
     records.extend(_new_partitions(view, topic_id, 0, assignments))
-    return c.Decision(records=tuple(records), reply=c.CreateTopicReply(topic_id=topic_id, assignments=assignments))
+    return c.Decision(records=tuple(records), reply=reply)
 
 
 def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
@@ -204,7 +253,10 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
     if reg is None or reg.epoch != cmd.broker_epoch:
         return error(c.STALE_BROKER_EPOCH, f"broker {cmd.broker_id} epoch {cmd.broker_epoch} is stale")
     if cmd.topic_id not in view.topics:
-        return error(c.UNKNOWN_TOPIC_ID, f"unknown topic {cmd.topic_id}")
+        # Requests before v2 name the topic: Kafka answers for an unknown name.
+        return error(
+            c.UNKNOWN_TOPIC_ID if cmd.version > 1 else c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {cmd.topic_id}"
+        )
     p = view.partition(cmd.topic_id, cmd.partition_id)
     if p is None:
         return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
@@ -236,25 +288,27 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
         return error(c.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING")
     # Every member of the new ISR, the leader included (Kafka's ineligibleReplicasForIsr); from
     # request v3 each with the broker epoch the leader saw (-1: not checked).
-    epochs = cmd.new_isr_broker_epochs or (-1,) * len(new_isr)
+    # Before v3 the request carries no epochs (Kafka's newIsrToSimpleNewIsrWithBrokerEpochs).
+    epochs = (cmd.version >= 3 and cmd.new_isr_broker_epochs) or (-1,) * len(new_isr)
     if len(epochs) != len(new_isr):
         return error(c.INVALID_REQUEST, f"{len(epochs)} broker epochs for ISR {list(new_isr)}")
+    ineligible = c.INELIGIBLE_REPLICA if cmd.version > 1 else c.OPERATION_NOT_ATTEMPTED
     for b, epoch in zip(new_isr, epochs):
         other = view.brokers.get(b)
         if other is None or other.fenced or other.in_controlled_shutdown:
-            return error(c.INELIGIBLE_REPLICA, f"broker {b} is unregistered, fenced or shutting down")
+            return error(ineligible, f"broker {b} is unregistered, fenced or shutting down")
         if epoch != -1 and epoch != other.epoch:
-            return error(
-                c.INELIGIBLE_REPLICA, f"broker {b}: broker epoch mismatch: requested={epoch} VS expected={other.epoch}"
-            )
+            return error(ineligible, f"broker {b}: broker epoch mismatch: requested={epoch} VS expected={other.epoch}")
     b = builder(view, p)
     if unclean_election_enabled(view, p.topic_id):
         b.set_election(Election.UNCLEAN)
     change = b.set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
     merged = p if change is None else merge(p, change)
-    # The builder may elect another leader (the current one's directory went offline): Kafka
-    # writes that change and answers NEW_LEADER_ELECTED.
-    code = c.NEW_LEADER_ELECTED if merged.leader != p.leader else c.NONE
+    # The builder may elect another leader (a completed reassignment removed the leader, or its
+    # directory went offline): Kafka writes that change and answers NEW_LEADER_ELECTED
+    # (FENCED_LEADER_EPOCH before v2).
+    new_leader = c.NEW_LEADER_ELECTED if cmd.version > 1 else c.FENCED_LEADER_EPOCH
+    code = new_leader if merged.leader != p.leader else c.NONE
     reply = c.AlterPartitionReply(
         error_code=code,
         leader=merged.leader,
@@ -283,7 +337,8 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
         return error(c.UNKNOWN_TOPIC_ID, f"unknown topic {cmd.topic_id}")
     p = view.partition(cmd.topic_id, cmd.partition_id)
     if p is None:
-        return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {cmd.partition_id}")
+        name = view.topics[cmd.topic_id].name
+        return error(c.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{cmd.partition_id}.")
     if cmd.target_replicas is None:
         if not p.adding_replicas and not p.removing_replicas:
             return error(c.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
@@ -300,11 +355,9 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
         change = change.set_target_adding(()).build()
         return c.Decision(records=() if change is None else (change,))
     target = tuple(cmd.target_replicas)
-    if not target or len(set(target)) != len(target):
-        return error(c.INVALID_REPLICA_ASSIGNMENT, f"invalid target replicas {list(target)}")
-    unknown = [b for b in target if b not in view.brokers]
-    if unknown:
-        return error(c.INVALID_REPLICA_ASSIGNMENT, f"target replicas name unregistered broker {unknown[0]}")
+    invalid = validate_manual_assignment(view, target, None)
+    if invalid:
+        return error(c.INVALID_REPLICA_ASSIGNMENT, invalid)
     move = PartitionReassignmentReplicas.of(p.replicas, target)
     b = builder(view, p)
     if move.replicas != p.replicas:
@@ -408,6 +461,26 @@ def create_partitions(view: ControllerView, cmd: c.CreatePartitions, config: c.C
             view, config, None, f"create-partitions/{cmd.name}", view.offset + 1, range(have, cmd.count), rf
         )
         if isinstance(placed, str):
+            # The placer's own words: createPartitions adds no prefix to them.
             return error(c.INVALID_REPLICATION_FACTOR, placed)
+        if any(not any(view.is_active(b) for b in replicas) for replicas in placed):
+            return error(
+                c.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {NO_ACTIVE_REPLICA}"
+            )
         assignments = placed
     return c.Decision(records=tuple(_new_partitions(view, topic_id, have, assignments)))
+
+
+def elect_unclean_leaders(view: ControllerView) -> c.Decision:
+    """``maybeElectUncleanLeaders``: each leaderless partition (in (topic id, partition) order) of
+    a topic with ``unclean.leader.election.enable`` gets an unclean election, when one is
+    possible; each change is computed from the state before the task."""
+    records: list = []
+    for topic_id, pid in sorted(view.leaderless):
+        if not unclean_election_enabled(view, topic_id):
+            continue
+        p = view.partition(topic_id, pid)
+        change = None if p is None else builder(view, p).set_election(Election.UNCLEAN).build()
+        if change is not None:
+            records.append(change)
+    return c.Decision(records=tuple(records))

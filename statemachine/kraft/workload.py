@@ -31,7 +31,7 @@ from .controller import Controller
 from .decider import decide
 from .directory_ids import is_online
 from .features import MV_3_9_IV0, MV_4_1_IV0
-from .replication import BROKER_RESOURCE, ELR_FEATURE, MIN_INSYNC_REPLICAS
+from .replication import BROKER_RESOURCE, ELR_FEATURE, MIN_INSYNC_REPLICAS, elr_enabled
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,20 @@ class WorkloadConfig:
     ``step_ms`` after the previous one."""
 
 
-FAULTS = ("dir-failure", "controlled-shutdown", "broker-crash", "reassign", "alter-min-isr", "elect-leaders")
+FAULTS = (
+    "dir-failure",
+    "controlled-shutdown",
+    "broker-crash",
+    "reassign",
+    "alter-min-isr",
+    "elect-leaders",
+    "cancel-reassign",
+    "create-partitions",
+    "delete-topic",
+)
+"""Every operation the cluster can live through. The defaults (``WorkloadConfig.faults``) are the
+first three; the others are opt-in (``--faults``), so that the histories of the defaults, the
+committed fixtures among them, stay as they are."""
 
 BROKER_BUGS = {
     "broker-skip-assign": "K10",
@@ -111,6 +124,7 @@ class Cluster:
         self.free: dict[str, int] = {}
         self.ids_made = 0
         self.pending: list[Record] = []
+        self.topics_made = 0
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -229,24 +243,31 @@ class Cluster:
         if reg is None or reg.fenced or reg.in_controlled_shutdown:
             return
         for p in self.view.partitions_of(b):
-            p = self.view.partition(p.topic_id, p.partition_id)  # may have moved in this loop
-            if b not in p.isr and p.leader not in (-1, b):
-                if not is_online(p.directory(b), reg.log_dirs):
-                    continue
-                leader = self.view.brokers[p.leader]
-                self.run(
-                    c.AlterPartition(
-                        broker_id=p.leader,
-                        broker_epoch=leader.epoch,
-                        topic_id=p.topic_id,
-                        partition_id=p.partition_id,
-                        leader_epoch=p.leader_epoch,
-                        partition_epoch=p.partition_epoch,
-                        new_isr=(*p.isr, b),
-                        # v3 (KIP-903): the epochs the leader saw, checked by the controller.
-                        new_isr_broker_epochs=tuple(self.view.brokers[x].epoch for x in (*p.isr, b)),
-                    )
-                )
+            self._catch_up_one(p.topic_id, p.partition_id, b)
+
+    def _catch_up_one(self, topic_id: str, partition_id: int, b: int) -> None:
+        """The leader adds ``b`` to the ISR of one partition, if ``b`` is active, out of it and on
+        an online directory."""
+        p = self.view.partition(topic_id, partition_id)  # as it is now: it may have moved
+        reg = self.view.brokers.get(b)
+        if p is None or reg is None or p.leader in (-1, b) or b in p.isr or not self.view.is_active(b):
+            return
+        if not is_online(p.directory(b), reg.log_dirs):
+            return
+        isr = (*p.isr, b)
+        self.run(
+            c.AlterPartition(
+                broker_id=p.leader,
+                broker_epoch=self.view.brokers[p.leader].epoch,
+                topic_id=topic_id,
+                partition_id=partition_id,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                new_isr=isr,
+                # v3 (KIP-903): the epochs the leader saw, checked by the controller.
+                new_isr_broker_epochs=tuple(self.view.brokers[x].epoch for x in isr),
+            )
+        )
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -294,17 +315,24 @@ class Cluster:
         self.run(c.ExpireSession(broker_id=b))
         self._come_back(b, replace_disks=True)
 
-    def reassign(self) -> None:
-        """Move one replica of a random partition to another live broker; the new replica picks
-        its dir, catches up, and the leader's ISR expansion completes the move."""
+    def _pick_partition(self):
+        """A random partition and the live brokers that are not its replicas, or None."""
         view = self.view
         live = [b for b, reg in sorted(view.brokers.items()) if not reg.fenced and not reg.in_controlled_shutdown]
         topics = sorted(view.partitions)
         if not topics:
-            return
+            return None
         parts = view.partitions[self.rng.choice(topics)]
         p = parts[self.rng.choice(sorted(parts))]
-        spare = [b for b in live if b not in p.replicas]
+        return p, [b for b in live if b not in p.replicas]
+
+    def reassign(self) -> None:
+        """Move one replica of a random partition to another live broker; the new replica picks
+        its dir, catches up, and the leader's ISR expansion completes the move."""
+        picked = self._pick_partition()
+        if picked is None:
+            return
+        p, spare = picked
         if not spare or p.adding_replicas or p.removing_replicas:
             return
         leaving = self.rng.choice(p.replicas)
@@ -315,6 +343,72 @@ class Cluster:
             return
         self.manage(joining)
         self.catch_up(joining)
+
+    def cancel_reassign(self) -> None:
+        """An operator starts moving one or two replicas of a random partition and cancels
+        before the move completes (AlterPartitionReassignments with null replicas): the new
+        replicas get a directory; with eligible leader replicas off, one in two times one of them
+        has caught up first, so the revert takes it out of the ISR again. (With them on, Kafka's
+        builder would keep that replica, no longer a replica, in the ELR when the revert leaves
+        the ISR below min.insync.replicas, which K13 calls an error; the operator does not do
+        that here.)"""
+        picked = self._pick_partition()
+        if picked is None:
+            return
+        p, spare = picked
+        if len(spare) < 2 or p.adding_replicas or p.removing_replicas or p.leader == -1:
+            return
+        joining = self.rng.sample(spare, 2 if len(p.replicas) >= 2 and self.rng.random() < 0.5 else 1)
+        leaving = self.rng.sample(list(p.replicas), len(joining))
+        target = tuple(joining[leaving.index(b)] if b in leaving else b for b in p.replicas)
+        d = self.run(c.ReassignPartition(topic_id=p.topic_id, partition_id=p.partition_id, target_replicas=target))
+        if d.reply.error_code:
+            return
+        for b in joining:
+            self.manage(b)
+        if len(joining) == 2 and self.rng.random() < 0.5 and not elr_enabled(self.view):
+            self._catch_up_one(p.topic_id, p.partition_id, joining[0])
+        self.run(c.ReassignPartition(topic_id=p.topic_id, partition_id=p.partition_id, target_replicas=None))
+
+    def create_partitions(self) -> None:
+        """An operator grows a random topic by one or two partitions, placed by the controller;
+        the brokers place the new replicas in their directories."""
+        names = sorted(self.view.topic_ids)
+        if not names:
+            return
+        name = self.rng.choice(names)
+        count = len(self.view.partitions[self.view.topic_ids[name]]) + self.rng.randint(1, 2)
+        d = self.run(c.CreatePartitions(name=name, count=count))
+        self._place_new_replicas(d.records)
+
+    def delete_topic(self) -> None:
+        """An operator deletes a random topic (DeleteTopics) and creates a new one of the same
+        size in its place, so the cluster keeps its size."""
+        names = sorted(self.view.topic_ids)
+        if len(names) < 2:
+            return
+        topic_id = self.view.topic_ids[self.rng.choice(names)]
+        size = len(self.view.partitions[topic_id])
+        self.run(c.DeleteTopics(topic_ids=(topic_id,)))
+        self.create_topic(size)
+
+    def create_topic(self, partitions: int, weights: dict[int, int] | None = None) -> c.Decision:
+        cfg = self.config
+        name = f"{cfg.topic_prefix}-{self.topics_made}"
+        self.topics_made += 1
+        d = self.run(
+            c.CreateTopic(
+                name=name, partitions=partitions, replication_factor=cfg.replication_factor, broker_weights=weights
+            )
+        )
+        self._place_new_replicas(d.records)
+        return d
+
+    def _place_new_replicas(self, records) -> None:
+        """The brokers learn of new partitions together and place their replicas at once."""
+        hosts = sorted({b for r in records if isinstance(r, Partition) for b in r.replicas})
+        for b in hosts:
+            self.manage(b, advance=False)
 
     def elect_leaders(self) -> None:
         """An operator asks for preferred leaders everywhere, or, one time in four, for unclean
@@ -365,20 +459,9 @@ class Cluster:
             self.start(b)
         weights = {b: sum(self.free[d] for d in self.dirs[b]) // 1_000_000 for b in brokers}
         per_topic = max(1, cfg.partitions // cfg.topics)
-        for t in range(cfg.topics):
-            d = self.run(
-                c.CreateTopic(
-                    name=f"{cfg.topic_prefix}-{t}",
-                    partitions=per_topic,
-                    replication_factor=cfg.replication_factor,
-                    broker_weights=weights,
-                )
-            )
+        for _ in range(cfg.topics):
+            d = self.create_topic(per_topic, weights)
             assert d.reply.error_code == 0, d.reply
-            # The brokers learn of the new replicas together and place them at once.
-            hosts = sorted({b for r in d.records if isinstance(r, Partition) for b in r.replicas})
-            for b in hosts:
-                self.manage(b, advance=False)
 
     def step(self) -> None:
         weights = {
@@ -388,6 +471,9 @@ class Cluster:
             "reassign": 2,
             "alter-min-isr": 1,
             "elect-leaders": 1,
+            "cancel-reassign": 1,
+            "create-partitions": 1,
+            "delete-topic": 1,
         }
         faults = [f for f in FAULTS if f in self.config.faults]
         roll = self.rng.random() * sum(weights[f] for f in faults)
@@ -403,6 +489,12 @@ class Cluster:
             self.alter_min_isr()
         elif fault == "elect-leaders":
             self.elect_leaders()
+        elif fault == "cancel-reassign":
+            self.cancel_reassign()
+        elif fault == "create-partitions":
+            self.create_partitions()
+        elif fault == "delete-topic":
+            self.delete_topic()
         elif fault == "controlled-shutdown":
             self.restart(replace_disks=True)
         else:
