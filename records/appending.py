@@ -160,6 +160,7 @@ class AppendingMixin:
         ProducerSeq.of(producer, seq)
         if not records:
             raise RecordError("a batch holds at least one record")
+        self._load_in_background()
         # Checked and converted column by column (records.columnar); a ``Validated`` batch
         # brings its columns along.
         batch = (records if isinstance(records, Validated) else list(records)) if validated else from_python(records)
@@ -263,6 +264,7 @@ class AppendingMixin:
             ProducerSeq.of(b.producer, b.seq)
             if not b.records:
                 raise RecordError("a batch holds at least one record")
+        self._load_in_background()
         if not self._schema_checked:
             self._evolve_schema()
         ts_ms = now_ms()
