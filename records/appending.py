@@ -23,6 +23,7 @@ from deltalake.schema import Schema as DeltaSchema
 from kraftlake.logging import get_logger
 
 from .arrow import LOG_SCHEMA, RECORD_COLUMN, record_column
+from .arrow_input import from_arrow
 from .base import Record, gc_paused
 from .columnar import Validated, from_python, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
@@ -124,7 +125,7 @@ class AppendingMixin:
 
     def append(
         self,
-        records: Sequence[Record],
+        records: Sequence[Record] | pa.Table | pa.RecordBatch,
         *,
         producer: str | None = None,
         seq: int | None = None,
@@ -134,7 +135,9 @@ class AppendingMixin:
         """Append one batch atomically, with offsets ``last + 1 .. last + len(records)``.
 
         Args:
-            records: the batch, validated first (``RecordError`` names index, type and field).
+            records: the batch, validated first (``RecordError`` names index, type and field):
+                records, or a pyarrow ``Table``/``RecordBatch`` of rows shaped like the log's
+                own (``records.arrow_input``; its errors name the row).
             producer, seq: give both for exactly-once (``ProducerSeq``): a batch whose ``seq`` is
                 not above the producer's stored sequence is acknowledged with its original offsets.
             validated: the records come straight from kraftlake's decoders (``iter_lines``,
@@ -151,13 +154,15 @@ class AppendingMixin:
 
     def _append(
         self,
-        records: Sequence[Record],
+        records: Sequence[Record] | pa.Table | pa.RecordBatch,
         producer: str | None,
         seq: int | None,
         validated: bool,
         max_attempts: int,
     ) -> AppendResult:
         ProducerSeq.of(producer, seq)
+        if isinstance(records, (pa.Table, pa.RecordBatch)):
+            records, validated = from_arrow(records), True
         if not records:
             raise RecordError("a batch holds at least one record")
         self._load_in_background()
