@@ -558,6 +558,7 @@ def summarize(samples: list[float], size: int) -> dict[str, Any]:
         "commits_per_s": len(samples) / total,
         "ms_p50": statistics.median(ms),
         "ms_p95": percentile(ms, 95),
+        "ms_p99": percentile(ms, 99),
         "ms_max": max(ms),
         "ms_mean": statistics.fmean(ms),
     }
@@ -911,6 +912,7 @@ def print_append(console: Console, results: list[dict[str, Any]]) -> None:
         ("commits/s", "right"),
         ("ms/commit p50", "right"),
         ("p95", "right"),
+        ("p99", "right"),
         ("max", "right"),
         ("kraftlake ÷ this", "right"),
     ):
@@ -925,6 +927,7 @@ def print_append(console: Console, results: list[dict[str, Any]]) -> None:
                 f"{s['commits_per_s']:.1f}",
                 fmt_ms(s["ms_p50"]),
                 fmt_ms(s["ms_p95"]),
+                fmt_ms(s["ms_p99"]),
                 fmt_ms(s["ms_max"]),
                 f"{s['ratio']:.2f}×" if "ratio" in s else "",
                 end_section=i == len(r["writers"]) - 1,

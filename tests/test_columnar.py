@@ -373,13 +373,17 @@ def _outcome_rows(table: pa.Table, fn: Any) -> tuple[Any, ...]:
 )
 def test_arrow_rows_give_the_reference_records_and_table(batch, first, drop):
     table = arrow.to_table(batch, first_offset=first, ts_ms=5).drop_columns(sorted(drop))
-    want = _row_reference(table)
-    got = arrow_input.from_arrow(table)
-    assert got == want
-    _same_tables(got, want)
-    if not drop:  # the log's own rows: the records they hold
-        assert got == arrow.from_table(table)
-    assert arrow_input.from_arrow(table.combine_chunks().to_batches()[0]) == want  # a RecordBatch too
+    want = _outcome(lambda: _row_reference(table))
+    assert _outcome(lambda: arrow_input.from_arrow(table)) == want
+    # A row without its version is read at the current one, which a record produced at an
+    # older version may not fit (a field that version removed); with it, every row is valid.
+    assert want[0] == "ok" or "version" in drop
+    if want[0] == "ok":
+        got = arrow_input.from_arrow(table)
+        _same_tables(got, want[1])
+        if not drop:  # the log's own rows: the records they hold
+            assert got == arrow.from_table(table)
+        assert arrow_input.from_arrow(table.combine_chunks().to_batches()[0]) == want[1]  # a RecordBatch too
 
 
 @st.composite
