@@ -150,7 +150,10 @@ class AppendingMixin:
         # arrays hold no reference cycles and die when the append returns, while a collection
         # in between re-scans all of them (6-8 ms of CPU a 10 000-record append, bench/RESULTS.md).
         with gc_paused():
-            return self._append(records, producer, seq, validated, max_attempts)
+            try:
+                return self._append(records, producer, seq, validated, max_attempts)
+            finally:
+                self._settle_load()  # a duplicate or a refused batch never reached the commit
 
     def _append(
         self,
@@ -262,7 +265,10 @@ class AppendingMixin:
         kraftlake's decoders (``from_builtins``, ``decode_line``): they are not checked again.
         """
         with gc_paused():  # as in ``append``
-            return self._append_group(batches, max_attempts)
+            try:
+                return self._append_group(batches, max_attempts)
+            finally:
+                self._settle_load()
 
     def _append_group(self, batches: Sequence[Batch], max_attempts: int) -> list[AppendResult]:
         for b in batches:
