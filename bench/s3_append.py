@@ -11,7 +11,11 @@ raw table (the log's schema and table properties) in one bucket. kraftlake: the 
 delta-rs with its app transactions): what a caller pays. Raw: the same records converted once,
 untimed, with ``records.arrow.to_table``, then ``write_deltalake(dt, table, mode="append")``
 reusing one ``DeltaTable``. The two take turns commit by commit; one untimed warm-up commit each.
-Records/s over the timed commits, ms per commit p50/p99, ratio = kraftlake / raw.
+Records/s over the timed commits, ms per commit p50/p99, ratio = kraftlake / raw. Beside them,
+per commit: the HTTP requests each writer made (counted in moto's access log, by the table's
+prefix), the CPU milliseconds of this process (``time.process_time``: delta-rs's and pyarrow's
+threads included) and of moto's server during the call (its ``/proc`` times), and this process's
+peak RSS after each size (``ru_maxrss``, cumulative).
 
 *Replay.* The same history (``--replay-records`` records appended in batches of 10 000) on S3
 and on local disk; a fresh process each time replays it end to end (``Log.open`` ->
@@ -29,6 +33,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,7 +45,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' moto server (helpers/object_store.py)
 
-from append import Workload, percentile  # noqa: E402 - bench/append.py's workload
+from append import Workload, parse_commits, parse_sizes, percentile  # noqa: E402 - bench/append.py's
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -53,40 +59,69 @@ from helpers.object_store import Bucket, MotoServer  # noqa: E402
 SIZES = (1, 100, 1_000, 10_000)
 FULL = {1: 60, 100: 60, 1_000: 30, 10_000: 10}
 QUICK = {1: 15, 100: 15, 1_000: 8, 10_000: 4}
-console = Console(width=140)
+console = Console(width=170)
 
 
-def bench_appends(bucket: Bucket, size: int, commits: int, work: Workload) -> dict[str, float]:
-    log = Log.create(bucket.uri(f"kraftlake-{size}"))
-    raw_uri = bucket.uri(f"raw-{size}")
+def moto_cpu_s(server: MotoServer) -> float:
+    """User + system CPU seconds moto's server process has used so far."""
+    fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def count_requests(request_log: str, bucket: str, prefix: str) -> int:
+    """Requests for the table at ``prefix`` in moto's access log so far (objects under it, and
+    listings of it)."""
+    time.sleep(0.2)  # moto writes a request's line after answering it
+    pattern = re.compile(
+        rf'"[A-Z]+ /{re.escape(bucket)}(/{re.escape(prefix)}/|\?[^ ]*prefix={re.escape(prefix)}%2F|\?[^ ]*prefix={re.escape(prefix)}/)'
+    )
+    with open(request_log, "rb") as f:
+        return sum(1 for line in f.read().decode("utf-8", "replace").splitlines() if pattern.search(line))
+
+
+def bench_appends(bucket: Bucket, size: int, commits: int, work: Workload, request_log: str | None) -> dict[str, float]:
+    ours_name, raw_name = f"kraftlake-{size}", f"raw-{size}"
+    log = Log.create(bucket.uri(ours_name))
+    raw_uri = bucket.uri(raw_name)
     DeltaTable.create(raw_uri, schema=LOG_SCHEMA, configuration=TABLE_PROPERTIES)
     raw = DeltaTable(raw_uri)
-    ours: list[float] = []
-    theirs: list[float] = []
+    wall: dict[int, list[float]] = {0: [], 1: []}
+    cpu: dict[int, list[float]] = {0: [], 1: []}
+    moto: dict[int, list[float]] = {0: [], 1: []}
+    before: list[int] = []
     for i in range(commits + 1):
+        if i == 1 and request_log:  # after the warm-up commits
+            before = [count_requests(request_log, bucket.name, name) for name in (ours_name, raw_name)]
         batch = work.batch(size)
         table = to_table(batch, first_offset=0, ts_ms=0)
         for turn in (0, 1) if i % 2 == 0 else (1, 0):
-            t = time.perf_counter()
+            m, c, t = moto_cpu_s(bucket.server), time.process_time(), time.perf_counter()
             if turn == 0:
                 log.append(batch)
             else:
                 write_deltalake(raw, table, mode="append")
             took = time.perf_counter() - t
             if i:  # the first commit of each is a warm-up
-                (ours if turn == 0 else theirs).append(took)
+                wall[turn].append(took)
+                cpu[turn].append(time.process_time() - c)
+                moto[turn].append(moto_cpu_s(bucket.server) - m)
     assert log.last_offset == (commits + 1) * size - 1
-    rate = size * len(ours) / sum(ours)
-    raw_rate = size * len(theirs) / sum(theirs)
-    return {
-        "rate": rate,
-        "p50": statistics.median(ours) * 1000,
-        "p99": percentile(ours, 99) * 1000,
-        "raw_rate": raw_rate,
-        "raw_p50": statistics.median(theirs) * 1000,
-        "raw_p99": percentile(theirs, 99) * 1000,
-        "ratio": rate / raw_rate,
-    }
+    requests = [float("nan")] * 2
+    if request_log:
+        after = [count_requests(request_log, bucket.name, name) for name in (ours_name, raw_name)]
+        requests = [(a - b) / commits for a, b in zip(after, before)]
+    out: dict[str, float] = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    for turn, key in ((0, ""), (1, "raw_")):
+        out |= {
+            f"{key}rate": size * len(wall[turn]) / sum(wall[turn]),
+            f"{key}p50": statistics.median(wall[turn]) * 1000,
+            f"{key}p99": percentile(wall[turn], 99) * 1000,
+            f"{key}cpu": statistics.mean(cpu[turn]) * 1000,
+            f"{key}moto": statistics.mean(moto[turn]) * 1000,
+            f"{key}requests": requests[turn],
+        }
+    out["ratio"] = out["rate"] / out["raw_rate"]
+    return out
 
 
 _REPLAY = """
@@ -121,6 +156,9 @@ def state_at_ms(log: Log, offsets: list[int]) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sizes", type=parse_sizes, default=list(SIZES), help="records per batch, e.g. 1,100,1000")
+    ap.add_argument("--commits", type=parse_commits, default={}, help="commits per size, e.g. 1=60,10000=10")
+    ap.add_argument("--no-replay", action="store_true", help="appends only")
     ap.add_argument("--replay-records", type=int, default=200_000)
     ap.add_argument("--snapshot-every", type=int, default=50_000)
     ap.add_argument("--points", type=int, default=10)
@@ -128,13 +166,15 @@ def main() -> None:
     if args.quick:
         args.replay_records = min(args.replay_records, 50_000)
         args.snapshot_every = min(args.snapshot_every, 10_000)
-    commits = QUICK if args.quick else FULL
+    commits = {**(QUICK if args.quick else FULL), **args.commits}
 
-    server = MotoServer()
+    request_log = os.path.join(tempfile.mkdtemp(prefix="kraftlake-moto-"), "requests.log")
+    server = MotoServer(request_log=request_log)
     try:
         bucket = Bucket.new(server)
         os.environ.update(bucket.env)  # delta-rs, pyarrow and the replay processes read them
         work = Workload(seed=7)
+        console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
         table = Table(title="appends on S3 (moto, loopback): kraftlake vs raw write_deltalake", title_justify="left")
         for col in (
@@ -146,14 +186,18 @@ def main() -> None:
             "raw rec/s",
             "raw p50",
             "raw p99",
+            "ratio",
+            "requests (raw)",
+            "CPU ms (raw)",
+            "moto CPU ms (raw)",
+            "peak RSS MB",
         ):
             table.add_column(col, justify="right")
-        table.add_column("ratio", justify="right")
-        for size in SIZES:
-            r = bench_appends(bucket, size, commits[size], work)
+        for size in args.sizes:
+            r = bench_appends(bucket, size, commits.get(size, 10), work, request_log)
             table.add_row(
                 f"{size:,}",
-                str(commits[size]),
+                str(commits.get(size, 10)),
                 f"{r['rate']:,.0f}",
                 f"{r['p50']:.1f}",
                 f"{r['p99']:.1f}",
@@ -161,8 +205,15 @@ def main() -> None:
                 f"{r['raw_p50']:.1f}",
                 f"{r['raw_p99']:.1f}",
                 f"{r['ratio']:.2f}x",
+                f"{r['requests']:.1f} ({r['raw_requests']:.1f})",
+                f"{r['cpu']:.1f} ({r['raw_cpu']:.1f})",
+                f"{r['moto']:.1f} ({r['raw_moto']:.1f})",
+                f"{r['peak_rss_mb']:.0f}",
             )
         console.print(table)
+        console.print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        if args.no_replay:
+            return
 
         with tempfile.TemporaryDirectory() as tmp:
             s3, local = bucket.uri("replay"), os.path.join(tmp, "replay")

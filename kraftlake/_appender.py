@@ -11,8 +11,10 @@ import urllib.parse
 from collections.abc import Sequence
 
 import msgspec
+import pyarrow as pa
 
 from kraftlake.records import AppendResult, KraftlakeError, Log, Record, RecordError
+from kraftlake.records.arrow_input import from_arrow
 
 
 class ServiceError(KraftlakeError):
@@ -63,11 +65,15 @@ class Appender:
             stored = self.log.producer_seq(producer)
         self.next_seq = 0 if stored is None else stored + 1
 
-    def append(self, records: Sequence[Record], *, seq: int | None = None) -> AppendResult:
+    def append(self, records: Sequence[Record] | pa.Table | pa.RecordBatch, *, seq: int | None = None) -> AppendResult:
+        """Append one batch: records, or a pyarrow ``Table``/``RecordBatch`` of rows shaped like
+        the log's (``records.arrow_input``; to a service it is checked here and sent as JSON)."""
         use = self.next_seq if seq is None else seq
         if self.log is not None:
             result = self.log.append(records, producer=self.producer, seq=use)
         else:
+            if isinstance(records, (pa.Table, pa.RecordBatch)):
+                records = from_arrow(records)
             body = msgspec.json.encode({"producer": self.producer, "seq": use, "records": list(records)})
             doc = self._call("POST", "/v1/records", body)
             result = AppendResult(doc["first_offset"], doc["last_offset"], doc["version"], doc["duplicate"])

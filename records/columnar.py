@@ -389,15 +389,15 @@ def _vouch(columns: Columns) -> bool:
 def _checked(records: list[Record], upcast: Callable[[int, Record], Record] | None = None) -> Validated | None:
     """The records as a ``Validated`` batch, or None when the checks cannot vouch for them.
     ``upcast(index, record)`` replaces records produced at an older version first."""
-    out = Validated(records)
-    columns = Columns(out)
+    columns = Columns(records)
     if upcast is not None and any(min(g.fields[0]) < current_version(g.cls) for g in columns.groups):
-        for i, r in enumerate(out):
-            if r.version < current_version(type(r)):
-                out[i] = upcast(i, r)
-        columns = Columns(out)
+        records = [r if r.version >= current_version(type(r)) else upcast(i, r) for i, r in enumerate(records)]
+        columns = Columns(records)
     if not _vouch(columns):
         return None
+    # The columns hold the plain list, not the ``Validated`` one that holds them: no reference
+    # cycle, so the batch is freed as soon as the append drops it, without a collection.
+    out = Validated(records)
     out.columns = columns
     return out
 

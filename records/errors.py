@@ -20,7 +20,8 @@ class KraftlakeError(Exception):
 
 
 class RecordError(KraftlakeError, ValueError):
-    """An invalid record. ``line`` is 1-based (a JSON Lines line or a batch index + 1)."""
+    """An invalid record. ``line`` is 1-based (a JSON Lines line, a batch index + 1, or an Arrow
+    row + 1); ``unit`` says which it counts in the message (``line 3`` or, for Arrow, ``row 3``)."""
 
     def __init__(
         self,
@@ -29,17 +30,19 @@ class RecordError(KraftlakeError, ValueError):
         line: int | None = None,
         record_type: str | None = None,
         field: str | None = None,
+        unit: str = "line",
     ) -> None:
         self.message = message
         self.line = line
         self.record_type = record_type
         self.field = field
+        self.unit = unit
         super().__init__(str(self))
 
     def __str__(self) -> str:
         where = []
         if self.line is not None:
-            where.append(f"line {self.line}")
+            where.append(f"{self.unit} {self.line}")
         what = self.record_type or "record"
         if self.field:
             what += f".{self.field}"

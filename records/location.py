@@ -202,6 +202,10 @@ def s3_filesystem(storage_options: Mapping[str, str]) -> pafs.S3FileSystem:
     kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=3)
     kwargs["connect_timeout"] = 5
     kwargs["request_timeout"] = 30
+    # A file written in one piece goes up in one PutObject, not a multipart upload of three
+    # requests (pyarrow opens the upload on the first write instead of at open); a missing
+    # bucket is then reported by the write, still as an error of the put.
+    kwargs["allow_delayed_open"] = True
     return pafs.S3FileSystem(**kwargs)
 
 

@@ -91,6 +91,8 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         self.location = resolve(location)
         self.path = self.location.uri
         """The table's local path, or its URI on an object store."""
+        self._loading: threading.Thread | None = None
+        self._loading_lock = threading.Lock()
         self._dt = dt
         self._head = dt.version()
         """The newest version this object knows: ``_dt``'s, or a newer one it committed itself
@@ -162,6 +164,47 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         return self._upkeep
 
     # -- state -------------------------------------------------------------------------------
+
+    @property
+    def _dt(self) -> DeltaTable:
+        """The delta-rs table, once the move ``_load_in_background`` started has ended."""
+        self._settle_load()
+        return self.__dt
+
+    @_dt.setter
+    def _dt(self, dt: DeltaTable) -> None:
+        self._settle_load()
+        self.__dt = dt
+
+    def _load_in_background(self) -> None:
+        """On an object store, start moving the delta-rs table to ``_head`` (a commit needs it
+        there: delta-rs's own commit leaves it where it was) while the caller checks and
+        converts its batch: that move is three requests (a LIST and two GETs of the commit),
+        and delta-rs makes them without the GIL. Whoever reads ``_dt`` next waits for it, and
+        the append that started it waits for it before it returns (``_settle_load``): nothing
+        runs on after the call. A failure here is left to the commit's own move, which reports
+        it."""
+        if self.location.local is not None:
+            return
+        with self._loading_lock:
+            if self._loading is not None:
+                return
+            dt, version = self.__dt, self._head
+            if dt.version() == version:
+                return
+            self._loading = threading.Thread(
+                target=_load_quietly, args=(dt, version), name="kraftlake-load", daemon=True
+            )
+            self._loading.start()
+
+    def _settle_load(self) -> None:
+        """Wait for the move ``_load_in_background`` started, if any."""
+        loading = self._loading
+        if loading is not None:
+            loading.join()
+            with self._loading_lock:
+                if self._loading is loading:
+                    self._loading = None
 
     def refresh(self) -> None:
         """Catch up with the table (commits of other writers, and this object's own)."""
@@ -259,3 +302,10 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
     ) -> list[Record]:
         """Records of the latest version in ``[from_offset, to_offset]``, of the given types."""
         return self.at().records(from_offset, to_offset, types)
+
+
+def _load_quietly(dt: DeltaTable, version: int) -> None:
+    try:
+        dt.load_as_version(version)
+    except Exception as exc:  # the commit moves the table itself and says what is wrong
+        log.debug("log.background_load_failed", version=version, error=str(exc))

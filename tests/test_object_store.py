@@ -248,6 +248,29 @@ def test_data_files_are_one_put_and_a_refused_commit_leaves_no_file(s3_bucket):
     assert pa.concat_tables([Log.open(uri).at().table()]).num_rows == 6
 
 
+def test_the_table_moves_while_a_batch_is_checked_and_nothing_runs_on_after(s3_bucket):
+    """delta-rs's commit leaves the Log's DeltaTable on the version before it: the next append
+    moves it on a thread while the batch is checked. A duplicate, a refused batch and a lost
+    race all return with that move finished, and the appends land fenced and gapless."""
+    from kraftlake.records import PartitionChange, RecordError
+
+    uri = s3_bucket.uri("moving")
+    log, other = Log.create(uri), Log.open(uri)
+    log.append(records()[:2], producer="p", seq=0)
+    assert log._dt.version() == log.version - 1  # left behind by delta-rs's commit
+    assert log.append(records()[:2], producer="p", seq=0).duplicate  # answered before any commit
+    assert log._loading is None and log._dt.version() == log.version
+    log.append(records()[2:3])
+    with pytest.raises(RecordError):
+        log.append([PartitionChange(topic_id="MvDrH8r1Q_2n6tPo0bqGnQ", partition_id=0, isr=(1, -3))])  # a range
+    assert log._loading is None
+    other.append(records()[3:5])  # takes the version log would commit next
+    result = log.append(records()[5:8])  # refused, follows, lands after it
+    assert log._loading is None
+    assert result.version == 4 and (result.first_offset, result.last_offset) == (5, 7)
+    assert [r.offset for r in Log.open(uri).read()] == list(range(8))
+
+
 def test_compaction_and_checkpoints_beside_appends_on_s3(s3_bucket):
     """``Log.compact`` (the service's upkeep) commits through delta-rs on a store: fewer files,
     the same rows and offsets; checkpoints are written where the interval calls for them."""

@@ -83,6 +83,58 @@ def test_append_exactly_once_and_bad_input_appends_nothing(served_log):
     assert Log.open(served_log).last_offset == 2
 
 
+def _arrow_stream(table, **meta: object) -> bytes:
+    import pyarrow as pa
+
+    table = table.replace_schema_metadata({f"kraftlake.{k}": str(v) for k, v in meta.items()})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_append_an_arrow_stream_through_both_doors(tmp_path):
+    from kraftlake.records import from_builtins
+    from kraftlake.records.arrow import to_table
+
+    derived = ["offset", "ts_ms", "key", "producer", "producer_seq", "record"]
+    rows = to_table([from_builtins(config(i)) for i in range(3)], first_offset=0, ts_ms=1).drop_columns(derived)
+    bad = to_table(
+        [from_builtins(config(3)), from_builtins({**config(4), "resource_type": 1})], first_offset=0, ts_ms=1
+    ).drop_columns(derived)
+    struct = bad.column("config").combine_chunks()
+    broken = [struct[0].as_py(), {**struct[1].as_py(), "resource_type": 300}]  # an int8 field: out of range
+    bad = bad.set_column(bad.schema.get_field_index("config"), "config", [[broken[0], broken[1]]])
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    answers = {}
+    for fast in (True, False):
+        path = tmp_path / f"log-{fast}"
+        Log.create(path)
+        with TestClient(app=create_app(path, fast=fast)) as c:
+
+            def post(body: bytes) -> tuple[int, object]:
+                r = c.post("/v1/records", content=body, headers=arrow)
+                return r.status_code, r.json()
+
+            answers[fast] = [
+                post(_arrow_stream(rows, producer="p", seq=0)),
+                post(_arrow_stream(rows, producer="p", seq=0)),  # a retry: its original offsets
+                post(_arrow_stream(bad, producer="p", seq=1)),
+                post(_arrow_stream(rows, producer="p", seq="x")),
+                post(_arrow_stream(rows, producer="p")),  # a producer without a seq
+                post(b"not an arrow stream"),
+            ]
+        assert [r.value for r in Log.open(path).read()] == ["0", "1", "2"]
+    assert answers[True] == answers[False]
+    ok, again, refused, *rest = answers[True]
+    assert ok == (200, {"first_offset": 0, "last_offset": 2, "version": 1, "duplicate": False})
+    assert again == (200, {**ok[1], "duplicate": True})
+    assert refused[0] == 400
+    assert (refused[1]["index"], refused[1]["type"], refused[1]["field"]) == (1, "Config", "resource_type")
+    assert refused[1]["error"].startswith("row 2: Config.resource_type: ")
+    assert [status for status, _ in rest] == [400, 400, 400]
+
+
 def _append_conversation(c) -> list[tuple[int, object, str | None]]:
     """Every kind of append answer, in order: (status, JSON body, Retry-After)."""
     out = []

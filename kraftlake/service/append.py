@@ -1,8 +1,10 @@
 """``POST /v1/records``, the service's hot path: one batch in, its offsets out once committed.
 
 ``Appending.answer`` is the whole endpoint (body in; status, JSON payload and headers out): the
-request decoded (JSON, or msgpack with ``Content-Type: application/msgpack``; any other media
-type 415), every record checked (400 naming index, type and field; nothing appended), the
+request decoded (JSON, or msgpack with ``Content-Type: application/msgpack``, or an Arrow IPC
+stream of rows shaped like the log's with ``Content-Type: application/vnd.apache.arrow.stream``,
+its producer and seq in the stream schema's metadata ``kraftlake.producer``/``kraftlake.seq``;
+any other media type 415), every record checked (400 naming index, type and field; nothing appended), the
 token's producer enforced (403), the body and each record held to their size limits
 (``service.limits``: 413), the batch queued for the group committer (429 with
 ``Retry-After`` when the queue is full), and the answer given once the commit landed (503 with
@@ -25,9 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import pyarrow as pa
 
 from kraftlake.logging import get_logger
 from kraftlake.records import LogError, ProducerSeq, RecordError
+from kraftlake.records.arrow_input import from_arrow
 from kraftlake.records.columnar import from_builtins_batch
 
 from .committer import Closed, GroupCommitter, Overloaded
@@ -39,6 +43,9 @@ PATH = "/v1/records"
 JSON_TYPES = ("", "application/json")
 """Media types read as JSON (a request with no Content-Type too), beside any ``+json`` type."""
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
+ARROW_TYPES = ("application/vnd.apache.arrow.stream",)
+"""An Arrow IPC stream of rows (``records.arrow_input``): the body limit holds it, and its rows
+are not held one by one to ``max_record_bytes`` (no row is a separate piece of the body)."""
 
 
 class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -124,12 +131,18 @@ class Appending:
         if len(body) > limits.max_body_bytes:
             return too_large(limits)
         kind = media_type(content_type)
+        if kind in ARROW_TYPES:
+            return await self._answer_arrow(body, identity)
         if kind in MSGPACK_TYPES:
             decode = msgspec.msgpack.decode
         elif kind in JSON_TYPES or kind.endswith("+json"):
             decode = msgspec.json.decode
         else:
-            return _problem(415, f"Content-Type {kind} is not accepted: send application/json or application/msgpack")
+            return _problem(
+                415,
+                f"Content-Type {kind} is not accepted: send application/json, application/msgpack"
+                " or application/vnd.apache.arrow.stream",
+            )
         measured = len(body) > limits.max_record_bytes
         try:
             req = decode(body, type=AppendRequest if measured else _SmallAppendRequest)
@@ -166,8 +179,40 @@ class Appending:
             records = from_builtins_batch(raws)  # checked column by column (records.columnar)
         except RecordError as exc:  # the first bad record; its line is its index + 1
             return _problem(400, str(exc), index=exc.line - 1, type=exc.record_type, field=exc.field)  # type: ignore[operator]
+        return await self._commit(records, req.producer, req.seq)
+
+    async def _answer_arrow(self, body: bytes, identity: Any) -> Answer:
+        """An Arrow IPC stream's rows, checked (``records.arrow_input``) and committed."""
         try:
-            result = await self.committer.append(records, req.producer, req.seq)
+            table = pa.ipc.open_stream(body).read_all()
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            return _problem(400, f"the body is not an Arrow IPC stream: {exc}")
+        meta = table.schema.metadata or {}
+        producer = meta[b"kraftlake.producer"].decode("utf-8", "replace") if b"kraftlake.producer" in meta else None
+        seq: int | None = None
+        if b"kraftlake.seq" in meta:
+            try:
+                seq = int(meta[b"kraftlake.seq"])
+            except ValueError:
+                return _problem(400, "kraftlake.seq in the stream's metadata is not an integer", field="seq")
+        try:
+            ProducerSeq.of(producer, seq)
+        except RecordError as exc:
+            return _problem(400, exc.message, field=exc.field)
+        if table.num_rows == 0:
+            return _problem(400, "a batch holds at least one record", field="records")
+        if identity is not None and producer != identity.producer:
+            return _problem(403, f"this token appends as producer {identity.producer!r} only", field="producer")
+        try:
+            records = from_arrow(table)
+        except RecordError as exc:  # the first bad row (1-based), or the table itself
+            index = None if exc.line is None else exc.line - 1
+            return _problem(400, str(exc), index=index, type=exc.record_type, field=exc.field)
+        return await self._commit(records, producer, seq)
+
+    async def _commit(self, records: Any, producer: str | None, seq: int | None) -> Answer:
+        try:
+            result = await self.committer.append(records, producer, seq)
         except Overloaded as exc:
             return Answer(429, {"error": str(exc)}, {"retry-after": f"{max(1, round(exc.retry_after_s))}"})
         except RecordError as exc:

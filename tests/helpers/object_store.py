@@ -27,15 +27,17 @@ def free_port() -> int:
 class MotoServer:
     """``python -m moto.server`` on 127.0.0.1; ``stop()`` ends it. ``env`` are extra
     environment variables for the server (moto's ``INITIAL_NO_AUTH_ACTION_COUNT`` turns on its
-    IAM checks)."""
+    IAM checks). ``request_log``: a file the server writes its access log to (one line per
+    request; the benchmarks count requests with it)."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, request_log: str | None = None) -> None:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._log = open(request_log, "wb") if request_log else None  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self._log or subprocess.DEVNULL,
             env={**os.environ, **(env or {})},
         )
         deadline = time.monotonic() + 60
@@ -56,6 +58,8 @@ class MotoServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self._log is not None:
+            self._log.close()
 
     def client(self, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY, service: str = "s3"):
         import boto3
