@@ -149,12 +149,13 @@ def _case(kinds: dict[str, str]) -> str:
     return "CASE " + " ".join(f"WHEN {cond} THEN '{kind}'" for kind, cond in kinds.items()) + " END"
 
 
-def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
+def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int, source: str = "judged") -> str:
     """One row per applied partition record: the state after it (leader, isr, replicas, dirs,
     epochs), where it ends (``end_``: the partition's next record, its topic's removal, or
     null), the state before (``old_*``), and what the invariants read of it: ``k1`` and ``k3``
     (the kind of wrongness, null = right), ``moved``, ``left_`` (replicas that left), ``u`` and
-    ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``."""
+    ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``.
+    ``source``: ``judged``, or it with ClearElr's states (``plan.elr.with_clears``)."""
     explicit = f"""CASE WHEN assign_dirs IS NOT NULL THEN assign_dirs
         WHEN is_record THEN {d.repeat(f"'{MIGRATING}'", d.size("set_replicas"))} END"""
     unassigned = "'" + UNASSIGNED + "'"
@@ -187,7 +188,7 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
         max(CASE WHEN NOT is_record AND set_replicas IS NOT NULL AND assign_dirs IS NULL THEN 1 ELSE 0 END)
           OVER (PARTITION BY pk) AS folds_dirs,
         lead(off) OVER w AS next_off
-      FROM judged WHERE refused IS NULL {_window()}, before AS (PARTITION BY pk ORDER BY off
+      FROM {source} WHERE refused IS NULL {_window()}, before AS (PARTITION BY pk ORDER BY off
         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
     ),
     t1 AS (
