@@ -101,7 +101,7 @@ def test_the_plan_gives_the_python_report_on_every_fixture(plan, tmp_path, fixtu
     records=st.integers(100, 2500),
     dirs=st.integers(1, 3),
     mv=st.sampled_from([1, 7, 12, 17, 21, 23]),
-    # The KIP-966 bugs are caught by K13/K14, which the columnar plan does not have yet.
+    # The KIP-966 bugs need ELR on (metadata.version 4.1-IV1): tests/test_plan_elr.py.
     bug=st.sampled_from([None, *(b for b in BUGS if b not in ("elr-overlaps-isr", "elect-outside-elr")), *BROKER_BUGS]),
     policy=st.booleans(),
     # Directory failures alone run out of brokers to fail (the simulator says so): bring some back.
@@ -722,29 +722,3 @@ def test_duckdb_reads_files_older_than_the_schema_through_an_arrow_dataset(tmp_p
         assert "read_parquet" not in engine.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'log'")[0][0]
         assert engine.rows("SELECT count(*), count(a_later_column) FROM log") == [(n, 0)]
     assert n == snap.last_offset + 1
-
-
-def test_audit_leaves_a_log_with_elr_on_to_the_python_engine(tmp_path):
-    """The plan has no eligible leader replicas (KIP-966) yet: ``kraftlake audit`` audits a log that
-    turns ELR on with the per-record engine, which knows K1 under ELR and K13-K15, and refuses
-    ``--engine duckdb`` and ``--master`` naming ``--engine python``. A log with ELR off keeps the plan."""
-    from typer.testing import CliRunner
-
-    from kraftlake.cli.app import app
-    from kraftlake.statemachine.kraft.features import MV_4_1_IV1
-
-    runner = CliRunner()
-    elr = Log.create(tmp_path / "elr")
-    for batch in generate(WorkloadConfig(seed=3, metadata_version=MV_4_1_IV1), records=800):
-        elr.append(without_offsets(batch))
-    args = ["audit", str(elr.path), "--format", "json"]
-    auto = runner.invoke(app, args)
-    assert auto.exit_code in (0, 1), auto.output
-    assert json.loads(auto.stdout)["engine"] == "python"
-    for extra in (["--engine", "duckdb"], ["--master", "local[1]"]):
-        refused = runner.invoke(app, args + extra)
-        assert refused.exit_code == 2 and "--engine python" in refused.output
-    plain = Log.create(tmp_path / "plain")
-    for batch in generate(WorkloadConfig(seed=3), records=300):
-        plain.append(without_offsets(batch))
-    assert json.loads(runner.invoke(app, ["audit", str(plain.path), "--format", "json"]).stdout)["engine"] != "python"
