@@ -268,6 +268,51 @@ def test_refused_partition_records_and_directories_that_follow_replicas(plan, tm
     _same(local, remote)
 
 
+def test_replicas_added_without_directories_to_an_all_migrating_partition_are_migrating(plan, tmp_path):
+    """Issue 34, item 8b (Kafka's ``PartitionRegistration.merge``, KAFKA-16583): a change without
+    directories (v0) that adds replicas to a partition whose directories are all MIGRATING leaves
+    every replica MIGRATING; to one with a real directory, the new replica is UNASSIGNED. Both
+    engines fold it alike: on a broker with two directories an UNASSIGNED replica is K8/K10's,
+    a MIGRATING one is not."""
+    from kraftlake.records import NoOp, Partition, PartitionChange, ReplicaDirectory, Topic
+    from kraftlake.records.kraft import MIGRATING, UNASSIGNED
+    from kraftlake.replay.state import state_at
+
+    t, u = uid("migrating-t"), uid("migrating-u")
+    d = {b: [uid(f"migrating-d{b}-{i}") for i in (0, 1)] for b in (1, 2, 3)}
+    records = [
+        *bootstrap(),
+        *(registration(b, d[b], epoch=b, fenced=False) for b in (1, 2, 3)),
+        Topic(name="t", topic_id=t),
+        Partition(topic_id=t, partition_id=0, replicas=(1, 2), isr=(1, 2), leader=1),  # all MIGRATING
+        PartitionChange(topic_id=t, partition_id=0, replicas=(1, 2, 3), adding_replicas=(3,)),
+        PartitionChange(topic_id=t, partition_id=0, replicas=(2, 3), isr=(2, 3), leader=3, adding_replicas=()),
+        Topic(name="u", topic_id=u),
+        Partition(
+            topic_id=u,
+            partition_id=0,
+            replicas=(1, 2),
+            isr=(1, 2),
+            leader=1,
+            assignment=(ReplicaDirectory(broker=1, directory=d[1][0]), ReplicaDirectory(broker=2, directory=MIGRATING)),
+        ),
+        PartitionChange(topic_id=u, partition_id=0, replicas=(1, 2, 3), adding_replicas=(3,)),
+    ]
+    added = len(records) - 1
+    records += [NoOp(), NoOp()]
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
+    _same(local, remote)
+    view = state_at(log)
+    assert view.partition(t, 0).directories == (MIGRATING, MIGRATING)
+    assert view.partition(u, 0).directories == (d[1][0], MIGRATING, UNASSIGNED)
+    assert {(v.invariant, v.entity, v.first_offset) for v in local.violations if v.invariant in ("K8", "K10")} == {
+        ("K8", "broker/3", added),
+        ("K10", "broker/3", added),
+    }
+
+
 def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_path, monkeypatch):
     """The timeline is kept as Parquet in a scratch directory (the caller's here) or, with none
     (a cluster without a checkpoint directory), in Spark's cache: the same report either way,

@@ -10,7 +10,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_plan import _both, _same, plan  # noqa: F401  (the fixture: DuckDB, and Spark marked spark)
+from test_plan import _both, _duckdb, _same, plan  # noqa: F401  (the fixture: DuckDB, and Spark marked spark)
 
 from kraftlake.records import ClearElr, FeatureLevel, Log, NoOp, Partition, PartitionChange, RemoveTopic, Topic
 from kraftlake.records.kraft import ReplicaDirectory
@@ -51,12 +51,12 @@ def _log(tmp_path_factory, records) -> Log:
 @pytest.mark.parametrize("bug", [*ELR_BUGS, None, *(b for b in BUGS if b not in LKELR_MINUS_ONE), *BROKER_BUGS])
 @settings(max_examples=2, deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(1, 3), grace=st.sampled_from([(0, 0), (20, 10**9), (5, 100)]))
-def test_every_bug_on_kafka_41_gives_the_same_report(plan, tmp_path_factory, bug, seed, dirs, grace):  # noqa: F811
+def test_every_bug_on_kafka_41_gives_the_same_report(tmp_path_factory, bug, seed, dirs, grace):
     """A new Kafka 4.1 cluster (ELR on, every fault, ClearElr from min.insync.replicas changes)
     with each bug the simulator plants: the same report from both engines; the ELR bugs are
     caught by their own invariant."""
     log = _log(tmp_path_factory, _history(seed, bug, 1500, dirs))
-    local, remote = _both(plan, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
+    local, remote = _both(_duckdb, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
     _same(local, remote)
     caught = {v.invariant for v in remote.violations}
     if bug == "elr-overlaps-isr":
@@ -87,11 +87,21 @@ def _toggled(records: list, cuts: list[int], clear: bool) -> list:
     clear=st.booleans(),
     grace=st.sampled_from([(0, 0), (20, 10**9)]),
 )
-def test_elr_turned_off_and_on_mid_log_gives_the_same_report(plan, tmp_path_factory, seed, bug, cuts, clear, grace):  # noqa: F811
+def test_elr_turned_off_and_on_mid_log_gives_the_same_report(tmp_path_factory, seed, bug, cuts, clear, grace):
     """The feature level moves mid-log: each state is judged by the level at its record (K1's
     empty ISR, K13-K15), ClearElr's states bump the partition epoch (the state hash)."""
     log = _log(tmp_path_factory, _toggled(_history(seed, bug, 1500), cuts, clear))
-    _same(*_both(plan, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
+    _same(*_both(_duckdb, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
+
+
+@pytest.mark.parametrize(
+    ("seed", "bug", "cuts", "clear"),
+    [(11, "elr-overlaps-isr", [], False), (12, "elect-outside-elr", [], False), (13, None, [500, 1000], True)],
+)
+def test_a_few_elr_histories_on_each_engine(plan, tmp_path_factory, seed, bug, cuts, clear):  # noqa: F811
+    """A few of the cases above on every engine of the plan (Spark included, marked ``spark``)."""
+    log = _log(tmp_path_factory, _toggled(_history(seed, bug, 1200), cuts, clear))
+    _same(*_both(plan, log, AuditConfig(grace_records=20)))
 
 
 T = uid("plan-elr-topic")

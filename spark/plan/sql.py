@@ -165,8 +165,12 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
     def u_of(replicas: str, dirs: str) -> str:
         return d.filter_at(replicas, lambda v, i: f"{d.at(dirs, f'{i} + 1')} = {unassigned}")
 
+    # A replica a change adds without directories is UNASSIGNED, or MIGRATING when the
+    # partition's directories were all MIGRATING (KAFKA-16583; ``partitions.merge``): judged by
+    # the last directories a record named (exact unless a fold dropped every other replica).
     named = f"""CASE WHEN explicit_dirs IS NOT NULL THEN {d.at("explicit_dirs", "pos + 1")}
-        WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")} THEN {unassigned} END"""
+        WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")}
+          THEN CASE WHEN migrating_before THEN '{MIGRATING}' ELSE {unassigned} END END"""
     moved = "(NOT (replicas IS NOT DISTINCT FROM old_replicas) OR NOT (dirs IS NOT DISTINCT FROM old_dirs))"
     touched = f"({d.contains('dirs', unassigned)} OR {d.contains(f'coalesce(old_dirs, {strings})', unassigned)})"
     return f"""
@@ -205,10 +209,14 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
     ),
     f0 AS (
       SELECT pk, off, replicas, explicit_dirs, set_replicas,
-        coalesce(lag(replicas) OVER w, {ints}) AS before
+        coalesce(lag(replicas) OVER w, {ints}) AS before,
+        {d.size(d.filter(f"coalesce(old_dirs, {strings})", lambda v: f"{v} <> '{MIGRATING}'"))} = 0 AS migrating_before
       FROM t1 WHERE folds_dirs = 1 {_window()}
     ),
-    f1 AS (SELECT pk, off, explicit_dirs, set_replicas, before, {d.posexplode("replicas", "pos", "b")} FROM f0),
+    f1 AS (
+      SELECT pk, off, explicit_dirs, set_replicas, before, migrating_before, {d.posexplode("replicas", "pos", "b")}
+      FROM f0
+    ),
     f2 AS (
       SELECT pk, off, pos,
         {d.last(named)} OVER (PARTITION BY pk, b ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS dir

@@ -9,9 +9,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from kraftlake.records.kraft import MIGRATING, PartitionChange
+from kraftlake.records.kraft import MIGRATING, UNASSIGNED, PartitionChange, ReplicaDirectory
 from kraftlake.statemachine.kraft.features import partition_record_version
 from kraftlake.statemachine.kraft.partitions import Election, PartitionChangeBuilder, _JavaHashSet, merge
+from kraftlake.statemachine.kraft.reassignment import PartitionReassignmentReplicas
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 from tests.helpers.kraft import uid
 
@@ -190,3 +191,54 @@ def test_elr_change_round_trips_through_the_registration():
     assert c1 == change(2, isr=(1,), eligible_leader_replicas=(2, 3))
     p1 = merge(p, c1)
     assert msgspec.structs.astuple(p1)[4] == (1,)
+
+
+FOO_DIRS = (uid("dpdvA5AZSWySmnPFTnu5Kw"), uid("V60B3cglScq3Xk8BX1NxAQ"), UNASSIGNED)
+"""FOO's directories (replicas 2, 1, 3), the Java test's ids as real ones."""
+
+
+def foo_builder(version: int, directories=FOO_DIRS) -> PartitionChangeBuilder:
+    """``createFooBuilder``: FOO, replica 3 not acceptable, min ISR 2, ELR as the version has it,
+    the default directory UNASSIGNED (``DEFAULT_DIR_PROVIDER``)."""
+    return PartitionChangeBuilder(
+        registration((2, 1, 3), (2, 1, 3), 1, directories=directories),
+        acceptor=lambda r: r != 3,
+        metadata_version=MV_BY_RECORD_VERSION[version],
+        min_isr=2,
+        elr_enabled=version >= 2,
+        default_dir=lambda _r: UNASSIGNED,
+    )
+
+
+def placed(replicas, directories) -> tuple[ReplicaDirectory, ...]:
+    return tuple(ReplicaDirectory(broker=b, directory=d) for b, d in zip(replicas, directories))
+
+
+@pytest.mark.parametrize("version", RECORD_VERSIONS)
+def test_testAddingReplicaReassignment(version):
+    replicas = PartitionReassignmentReplicas.of((2, 1, 3), (1, 2, 3, 4))
+    assert (replicas.removing, replicas.adding, replicas.replicas) == ((), (4,), (1, 2, 3, 4))
+    dirs = dict(zip((2, 1, 3), FOO_DIRS))
+    fields = {"assignment": placed((1, 2, 3, 4), (dirs[1], dirs[2], dirs[3], UNASSIGNED))} if version >= 1 else {}
+    expected = change(version, replicas=(1, 2, 3, 4), adding_replicas=(4,), **fields)
+    b = foo_builder(version).set_target_replicas(replicas.replicas).set_target_adding(replicas.adding)
+    assert b.build() == expected
+
+
+@pytest.mark.parametrize("version", RECORD_VERSIONS)
+def test_testAddingReplicaReassignment_to_all_migrating_directories(version):
+    """Issue 34, item 8b: ``testAddingReplicaReassignment``'s change to a FOO whose directories are
+    all MIGRATING (created before 3.7-IV2), replayed (``PartitionRegistration.merge``). The v0
+    record carries no directories, and Kafka 3.8+'s ``defaultToMigrating`` (KAFKA-16583) leaves
+    every replica MIGRATING, the added one included; from v1 the builder writes them: the kept
+    replicas' MIGRATING, the added one's default directory."""
+    migrating = (MIGRATING,) * 3
+    b = foo_builder(version, migrating).set_target_replicas((1, 2, 3, 4)).set_target_adding((4,))
+    record = b.build()
+    assert record.assignment == (placed((1, 2, 3, 4), (*migrating, UNASSIGNED)) if version >= 1 else None)
+    merged = merge(b.partition, record)
+    assert merged.replicas == (1, 2, 3, 4)
+    assert merged.directories == ((MIGRATING,) * 4 if version == 0 else (*migrating, UNASSIGNED))
+    # A partition with a real directory keeps Kafka's createDirectoriesFrom: the new one UNASSIGNED.
+    real = foo_builder(0).set_target_replicas((1, 2, 3, 4)).set_target_adding((4,))
+    assert merge(real.partition, real.build()).directories == (FOO_DIRS[1], FOO_DIRS[0], UNASSIGNED, UNASSIGNED)
