@@ -22,6 +22,7 @@ from __future__ import annotations
 from kraftlake.records.kraft import LRS_RECOVERING
 
 from .dialect import Dialect
+from .sql import change_points
 
 JUDGED = (
     "pk",
@@ -167,14 +168,7 @@ def k15_states(d: Dialect) -> str:
         ON b.reason = 'offline' AND b.bad_broker = m.broker AND b.bad_dir = m.dir
         AND (m.end_ IS NULL OR b.start_ < m.end_) AND (b.stop_ IS NULL OR b.stop_ > m.off)
     ),
-    pts AS (
-      SELECT DISTINCT pk, t, state, row_end FROM (
-        SELECT pk, off AS t, off AS state, end_ AS row_end FROM o
-        UNION ALL SELECT pk, s AS t, off AS state, end_ AS row_end FROM o
-        UNION ALL SELECT pk, e AS t, off AS state, end_ AS row_end FROM o
-          WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
-      ) x
-    ),
+    pts AS ({change_points("o")}),
     cover AS (
       SELECT p.pk, p.t, p.row_end, o.pos, o.broker, o.dir
       FROM pts p LEFT JOIN o

@@ -333,6 +333,18 @@ def overlaps(d: Dialect, width: int, last: int, known: list[int]) -> str:
     """
 
 
+def change_points(overlaps: str) -> str:
+    """Where an answer over ``overlaps`` (pk, off, end_ of a state; s, e of an overlap inside
+    it) can change: each state's start and its overlaps' edges inside it (pk, t, state, row_end)."""
+    return f"""
+      SELECT DISTINCT pk, t, state, row_end FROM (
+        SELECT pk, off AS t, off AS state, end_ AS row_end FROM {overlaps}
+        UNION ALL SELECT pk, s AS t, off AS state, end_ AS row_end FROM {overlaps}
+        UNION ALL SELECT pk, e AS t, off AS state, end_ AS row_end FROM {overlaps}
+          WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
+      ) x"""
+
+
 def k4_k5_states(d: Dialect) -> str:
     """K4's and K5's answer at each point where it can change (each state with a bad overlap,
     and the overlaps' edges inside it): the leader's worst reason (``k4_rank``: 0 unregistered,
@@ -341,14 +353,7 @@ def k4_k5_states(d: Dialect) -> str:
     left out (``islands`` reads the gap as right)."""
     rank = "CASE WHEN reason = 'unregistered' THEN 0 WHEN reason = 'fenced' THEN 1 ELSE 2 END"
     return f"""
-    WITH pts AS (
-      SELECT DISTINCT pk, t, state, row_end FROM (
-        SELECT pk, off AS t, off AS state, end_ AS row_end FROM bad_overlaps
-        UNION ALL SELECT pk, s AS t, off AS state, end_ AS row_end FROM bad_overlaps
-        UNION ALL SELECT pk, e AS t, off AS state, end_ AS row_end FROM bad_overlaps
-          WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
-      ) x
-    ),
+    WITH pts AS ({change_points("bad_overlaps")}),
     cover AS (
       SELECT p.pk, p.t, p.row_end, o.role, o.pos, o.broker, o.dir, o.reason
       FROM pts p LEFT JOIN bad_overlaps o
