@@ -25,6 +25,8 @@ def generated_log(
     family: str = "kraft",
     streams: int = 10_000,
     nodes: int = 20,
+    metadata_version: int = 0,
+    faults: str = "",
 ) -> Iterator[str]:
     """The path of a log holding a generated history of ``records`` records (in ``shards``
     parts generated in parallel, ``workload.shard_config``); removed afterwards."""
@@ -51,6 +53,10 @@ def generated_log(
             str(streams),
             "--nodes",
             str(nodes),
+            "--metadata-version",
+            str(metadata_version),
+            "--faults",
+            faults,
         ]
         if console is not None:
             with console.status(f"generating {records:,} records"):

@@ -117,6 +117,8 @@ def phase_generate(args: argparse.Namespace) -> dict:
             topics=args.topics,
             seed=args.seed,
             noop_every=args.noop_every,
+            **({"metadata_version": args.metadata_version} if args.metadata_version else {}),
+            **({"faults": tuple(args.faults.split(","))} if args.faults else {}),
         )
     mix: Counter[str] = Counter()
     buf: list = []
@@ -285,6 +287,13 @@ def main() -> None:
     p.add_argument(
         "--noop-every", type=int, default=0, help="a NoOp every N records (real logs: ~99%% NoOps); 0 = none"
     )
+    p.add_argument(
+        "--metadata-version",
+        type=int,
+        default=0,
+        help="kraft: the cluster's metadata.version level (27 = 4.1-IV1: ELR on); 0 = the simulator's default",
+    )
+    p.add_argument("--faults", default="", help="kraft: comma-separated faults (simulate --faults); '' = the default")
     p.add_argument("--snapshot-every", type=int, default=100_000)
     p.add_argument("--samples", type=int, default=20, help="random offsets for state_at")
     p.add_argument("--append-batch", type=int, default=100_000)

@@ -15,6 +15,7 @@ the timing, reported apart). Usage::
     python bench/spark_audit.py --history /tmp/b7/log --spark-cores 2   # a log kept before
     python bench/spark_audit.py --records 100000000 --spark-cores '' --no-python   # DuckDB alone
     python bench/spark_audit.py --family s3stream --records 1000000   # AutoMQ's S3Stream history (S1-S12)
+    python bench/spark_audit.py --metadata-version 27 --faults dir-failure,controlled-shutdown,broker-crash,alter-min-isr --spark-cores ''   # Kafka 4.1, ELR on (K13-K15)
 
 For ``--family s3stream`` the S3Stream invariants run on the driver (the control plane, as for
 brokers and topics): Spark reads and sorts the log, the driver replays and checks; K1 alone is a
@@ -63,6 +64,21 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
         "state_hash": state,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + jvm_mb,
     }
+
+
+def phase_steps(path: str) -> dict:
+    """The plan on DuckDB in this process, timed per step (``plan.audit``'s ``step`` names): what
+    each group of invariants costs, K13-K15 (ELR) included."""
+    from kraftlake.records import Log
+    from kraftlake.spark.plan import audit_snapshot
+
+    marks: list[tuple[str, float]] = []
+    snap = Log.open(path).at()
+    t = time.perf_counter()
+    report = audit_snapshot(snap, step=lambda name: marks.append((name, time.perf_counter())))
+    end = time.perf_counter()
+    steps = {name: round(b - a, 2) for (name, a), (_next, b) in zip(marks, [*marks[1:], ("end", end)])}
+    return {"records": snap.last_offset + 1, "seconds": end - t, "steps": steps, "violations": len(report.violations)}
 
 
 def _peak_mb(pid: int) -> float:
@@ -210,6 +226,13 @@ def main() -> None:
     p.add_argument("--family", choices=["kraft", "s3stream"], default="kraft")
     p.add_argument("--streams", type=int, default=10_000, help="s3stream: streams")
     p.add_argument("--nodes", type=int, default=20, help="s3stream: AutoMQ nodes")
+    p.add_argument(
+        "--metadata-version",
+        type=int,
+        default=0,
+        help="kraft: the history's metadata.version level (27 = 4.1-IV1: ELR on, K13-K15); 0 = the default",
+    )
+    p.add_argument("--faults", default="", help="kraft: comma-separated faults (simulate --faults); '' = the default")
     p.add_argument("--spark-cores", default="1,2", help="local[N] sessions to measure, comma-separated ('' for none)")
     p.add_argument("--no-python", dest="python", action="store_false", help="leave out the Python engine")
     p.add_argument(
@@ -222,7 +245,7 @@ def main() -> None:
         "--history",
         help="audit this existing log instead of generating histories (e.g. one kept by bench/replay.py --keep)",
     )
-    p.add_argument("--phase", choices=["spark", "cli", "duckdb", "plan-k1"], help=argparse.SUPPRESS)
+    p.add_argument("--phase", choices=["spark", "cli", "duckdb", "plan-k1", "steps"], help=argparse.SUPPRESS)
     p.add_argument("--engine", default="duckdb", help=argparse.SUPPRESS)
     p.add_argument("--what", choices=["audit", "k1sql"], default="audit", help=argparse.SUPPRESS)
     p.add_argument("--cores", type=int, default=1, help=argparse.SUPPRESS)
@@ -239,6 +262,9 @@ def main() -> None:
         return
     if args.phase == "duckdb":
         print(json.dumps(phase_duckdb(args.log, args.cores)))
+        return
+    if args.phase == "steps":
+        print(json.dumps(phase_steps(args.log)))
         return
     from rich.console import Console
     from rich.table import Table
@@ -305,6 +331,11 @@ def main() -> None:
                 console.print(
                     f"K1: the plan takes {planned['seconds'] / hand['seconds']:.2f}x the hand-written query's time (goal <= 1.5x)"
                 )
+            with console.status("the plan on DuckDB, step by step"):
+                steps = _run("--phase", "steps", "--log", log)
+            console.print(
+                "the plan on DuckDB, seconds per step: " + ", ".join(f"{k}: {v}" for k, v in steps["steps"].items())
+            )
             if 1 in rates and 2 in rates:
                 console.print(f"Spark SQL local[2] / local[1] = {rates[2] / rates[1]:.2f}x (goal >= 1.6x)")
     console.print(table)
@@ -326,6 +357,8 @@ def _history(args, n: int | None, console):
         family=args.family,
         streams=args.streams,
         nodes=args.nodes,
+        metadata_version=args.metadata_version,
+        faults=args.faults,
     )
 
 

@@ -52,6 +52,17 @@ def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
     return say("K11", "asked", unassigned=unassigned, counted=counted, dirs=dirs)
 
 
+def _with_elr(view: ControllerView, topic_name: str) -> list:
+    """The partitions a ClearElr of ``topic_name`` ("" = every topic) changes: those with an ELR
+    or a LastKnownElr (``reducer._clear_elr``)."""
+    if topic_name:
+        topic_id = view.topic_ids.get(topic_name)
+        parts = [] if topic_id is None else view.partitions.get(topic_id, {}).values()
+    else:
+        parts = view.iter_partitions()
+    return [p for p in parts if p.eligible_leader_replicas or p.last_known_elr]
+
+
 class KraftAudit:
     """K1-K14 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
     not feed the partition records (the Spark plan counts UNASSIGNED replicas itself and asks K11
@@ -74,6 +85,8 @@ class KraftAudit:
         self.failed_unreported: set[tuple[int, str]] = set()
         """(broker, directory) a LogDirFailed named and no heartbeat has reported yet (K12)."""
         self.suspects: set[tuple[str, int]] = set()
+        self.elr_applies: set[tuple[str, int]] = set()
+        """Partitions with a non-empty ELR whose last state was made with KIP-966 on (K15)."""
         """Partitions that may have an open K1/K4/K5 state: they skip the fast screen."""
         # The audit's own indexes, moved only when a partition's replicas or directories do (rare):
         # the view's ISR index would move on nearly every change and cost more than the checks.
@@ -101,7 +114,9 @@ class KraftAudit:
         moved_dirs = old is None or p.directories is not old.directories
         moved_isr = old is None or p.isr is not old.isr
         moved_leader = old is None or p.leader != old.leader
-        k1 = moved_isr or moved_leader or old is None or p.replicas is not old.replicas
+        # An empty ISR is judged by the ELR feature in force at each record (KIP-966), so it is
+        # re-checked at every record of the partition, as the plan does per state.
+        k1 = moved_isr or moved_leader or old is None or p.replicas is not old.replicas or not p.isr
         k4 = moved_leader or moved_dirs
         k5 = moved_isr or moved_dirs or moved_leader
         pkey = (p.topic_id, p.partition_id)
@@ -121,23 +136,20 @@ class KraftAudit:
             self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p), pkey)
         self._settle(pkey, entity)
 
-    def _elr_open(self, p) -> bool:
+    def _elr(self, p, offset: int, ts: int | None) -> None:
+        """K13 and K15 of a state of a partition whose ELR is or was non-empty: judged with
+        KIP-966 on at the record that made the state, right otherwise (what was open when the
+        feature went off closes at the partition's next state). ``elr_applies`` keeps the
+        answer for the broker records that re-check K15 until the partition's next state."""
+        pkey = (p.topic_id, p.partition_id)
+        applies = kinv.elr_enabled(self.view)
+        if applies and p.eligible_leader_replicas:
+            self.elr_applies.add(pkey)
+        else:
+            self.elr_applies.discard(pkey)
         entity = f"partition/{p.topic_id}/{p.partition_id}"
-        return self.books.is_wrong("K13", entity) or self.books.is_wrong("K15", entity)
-
-    def _elr(self, p, old, offset: int, ts: int | None) -> None:
-        """K13 and K15 for a partition whose ELR is or was non-empty, when ELR, ISR, replicas or
-        directories moved."""
-        if old is not None and (
-            p.eligible_leader_replicas is old.eligible_leader_replicas
-            and p.isr is old.isr
-            and p.replicas is old.replicas
-            and p.directories is old.directories
-        ):
-            return
-        entity = f"partition/{p.topic_id}/{p.partition_id}"
-        self._state("K13", entity, offset, ts, kinv.elr_is_sound(p))
-        self._state("K15", entity, offset, ts, kinv.elr_is_online(self.view, p))
+        self._state("K13", entity, offset, ts, kinv.elr_is_sound(p) if applies else None)
+        self._state("K15", entity, offset, ts, kinv.elr_is_online(self.view, p) if applies else None)
 
     def _index(self, key: tuple[str, int], old, new) -> None:
         """Keep ``by_replica`` and ``by_dir`` up to date for a partition that moved from ``old``
@@ -173,7 +185,7 @@ class KraftAudit:
             p = view.partition(*pkey)
             if p is None:
                 continue
-            if p.eligible_leader_replicas or self.books.is_wrong("K15", f"partition/{pkey[0]}/{pkey[1]}"):
+            if pkey in self.elr_applies:
                 # K15: the broker's directories (or registration) moved under an ELR member.
                 self._state("K15", f"partition/{pkey[0]}/{pkey[1]}", offset, ts, kinv.elr_is_online(view, p))
             if pkey not in suspects and kinv.partition_is_sound(brokers, p):
@@ -319,12 +331,10 @@ class KraftAudit:
         if old is None or old.replicas is not p.replicas or old.directories is not p.directories:
             self._index((p.topic_id, p.partition_id), old, p)
         self._partition(p, old, offset, ts)
-        # K13-K15 judge KIP-966's state: only with the feature on (the plan, which has no ELR,
-        # audits logs with it off) or to close what was open when it was turned off.
-        if (p.eligible_leader_replicas or (old is not None and old.eligible_leader_replicas)) and (
-            kinv.elr_enabled(self.view) or self._elr_open(p)
-        ):
-            self._elr(p, old, offset, ts)
+        # K13-K15 judge KIP-966's state: only with the feature on, or to close what was open
+        # when it was turned off.
+        if p.eligible_leader_replicas or (old is not None and old.eligible_leader_replicas):
+            self._elr(p, offset, ts)
         if (old is None or old.directories is not p.directories) and (
             UNASSIGNED in p.directories or (old is not None and UNASSIGNED in old.directories)
         ):
@@ -372,8 +382,10 @@ class KraftAudit:
             removed = [f"partition/{p.topic_id}/{p.partition_id}" for p in gone]
             for p in gone:
                 self.suspects.discard((p.topic_id, p.partition_id))
+                self.elr_applies.discard((p.topic_id, p.partition_id))
                 self._index((p.topic_id, p.partition_id), p, None)
                 self._count_unassigned(p, None, offset, ts)
+        elr_before = _with_elr(view, r.topic_name) if cls is ClearElr else None  # type: ignore[attr-defined]
         dirs_before = None
         if cls is BrokerRegistrationChange and r.log_dirs:  # type: ignore[attr-defined]
             reg = view.brokers.get(r.broker_id)  # type: ignore[attr-defined]
@@ -414,12 +426,19 @@ class KraftAudit:
                     if self.books.is_wrong(inv, entity):
                         self._state(inv, entity, offset, ts, None)
         elif cls is ClearElr:
-            for p in view.iter_partitions():
+            # Each partition the ClearElr changed has a new state: its ELR empty (K13 and K15
+            # close), an empty ISR judged by the feature in force now (K1).
+            on = kinv.elr_enabled(view)
+            for old in elr_before or ():
+                p = view.partitions[old.topic_id][old.partition_id]
                 entity = f"partition/{p.topic_id}/{p.partition_id}"
-                if self.books.is_wrong("K13", entity):
-                    self._state("K13", entity, offset, ts, kinv.elr_is_sound(p))
-                if self.books.is_wrong("K15", entity):
-                    self._state("K15", entity, offset, ts, kinv.elr_is_online(view, p))
+                self.elr_applies.discard((p.topic_id, p.partition_id))
+                if not p.isr:
+                    pkey = (p.topic_id, p.partition_id)
+                    self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, on), pkey)
+                for inv in ("K13", "K15"):
+                    if self.books.is_wrong(inv, entity):
+                        self._state(inv, entity, offset, ts, None)
         elif cls is AssignReplicasToDirsRequest:
             self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LogDirFailed:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from kraftlake.logging import get_logger
 from kraftlake.records.kraft import (
     BrokerRegistrationChange,
+    ClearElr,
     FenceBroker,
     RegisterBroker,
     RemoveTopic,
@@ -38,6 +39,7 @@ from kraftlake.replay.audit import Audit
 from kraftlake.replay.books import AuditConfig, Violation
 from kraftlake.replay.transactions import Transactions, published
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1
+from kraftlake.statemachine.kraft.invariants import elr_enabled
 from kraftlake.statemachine.kraft.view import BrokerRegistration, ControllerView
 
 log = get_logger(__name__)
@@ -89,6 +91,10 @@ class ControlPlane:
     unfence_requests: list[tuple[int, int, int]] = field(default_factory=list)
     """(offset, broker, its own mismatch count) of each UnfenceRequested from a fenced
     multi-directory broker at its current epoch: K11 adds the UNASSIGNED count there."""
+    elr_levels: list[tuple[int, bool]] = field(default_factory=list)
+    """(offset, whether KIP-966 is on after it) wherever that changed (``spark.plan.elr``)."""
+    clears: list[tuple[int, str | None]] = field(default_factory=list)
+    """(offset, topic id; None = every topic) of each ClearElr the reducer applied."""
 
 
 def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
@@ -117,6 +123,11 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
         audit.feed((r,))
         if audit.kraft.refused == r.offset:
             continue
+        if cls is ClearElr:
+            plane.clears.append((r.offset, view.topic_ids[r.topic_name] if r.topic_name else None))
+        on = elr_enabled(view)
+        if on != (plane.elr_levels[-1][1] if plane.elr_levels else False):
+            plane.elr_levels.append((r.offset, on))
         mv = view.metadata_version
         if mv != (plane.mv_levels[-1][1] if plane.mv_levels else MV_3_0_IV1):
             plane.mv_levels.append((r.offset, mv))

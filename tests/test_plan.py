@@ -101,7 +101,7 @@ def test_the_plan_gives_the_python_report_on_every_fixture(plan, tmp_path, fixtu
     records=st.integers(100, 2500),
     dirs=st.integers(1, 3),
     mv=st.sampled_from([1, 7, 12, 17, 21, 23]),
-    # The KIP-966 bugs are caught by K13/K14, which the columnar plan does not have yet.
+    # The KIP-966 bugs need ELR on (metadata.version 4.1-IV1): tests/test_plan_elr.py.
     bug=st.sampled_from([None, *(b for b in BUGS if b not in ("elr-overlaps-isr", "elect-outside-elr")), *BROKER_BUGS]),
     policy=st.booleans(),
     # Directory failures alone run out of brokers to fail, and an operator's elections alone can
@@ -304,6 +304,51 @@ def test_refused_partition_records_and_directories_that_follow_replicas(plan, tm
     assert got[:3] == [("L3", 5), ("L3", 6), ("K2", 8)]
     assert not any(v.invariant in ("K1", "K4", "K5") for v in local.violations)
     _same(local, remote)
+
+
+def test_replicas_added_without_directories_to_an_all_migrating_partition_are_migrating(plan, tmp_path):
+    """Issue 34, item 8b (Kafka's ``PartitionRegistration.merge``, KAFKA-16583): a change without
+    directories (v0) that adds replicas to a partition whose directories are all MIGRATING leaves
+    every replica MIGRATING; to one with a real directory, the new replica is UNASSIGNED. Both
+    engines fold it alike: on a broker with two directories an UNASSIGNED replica is K8/K10's,
+    a MIGRATING one is not."""
+    from kraftlake.records import NoOp, Partition, PartitionChange, ReplicaDirectory, Topic
+    from kraftlake.records.kraft import MIGRATING, UNASSIGNED
+    from kraftlake.replay.state import state_at
+
+    t, u = uid("migrating-t"), uid("migrating-u")
+    d = {b: [uid(f"migrating-d{b}-{i}") for i in (0, 1)] for b in (1, 2, 3)}
+    records = [
+        *bootstrap(),
+        *(registration(b, d[b], epoch=b, fenced=False) for b in (1, 2, 3)),
+        Topic(name="t", topic_id=t),
+        Partition(topic_id=t, partition_id=0, replicas=(1, 2), isr=(1, 2), leader=1),  # all MIGRATING
+        PartitionChange(topic_id=t, partition_id=0, replicas=(1, 2, 3), adding_replicas=(3,)),
+        PartitionChange(topic_id=t, partition_id=0, replicas=(2, 3), isr=(2, 3), leader=3, adding_replicas=()),
+        Topic(name="u", topic_id=u),
+        Partition(
+            topic_id=u,
+            partition_id=0,
+            replicas=(1, 2),
+            isr=(1, 2),
+            leader=1,
+            assignment=(ReplicaDirectory(broker=1, directory=d[1][0]), ReplicaDirectory(broker=2, directory=MIGRATING)),
+        ),
+        PartitionChange(topic_id=u, partition_id=0, replicas=(1, 2, 3), adding_replicas=(3,)),
+    ]
+    added = len(records) - 1
+    records += [NoOp(), NoOp()]
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
+    _same(local, remote)
+    view = state_at(log)
+    assert view.partition(t, 0).directories == (MIGRATING, MIGRATING)
+    assert view.partition(u, 0).directories == (d[1][0], MIGRATING, UNASSIGNED)
+    assert {(v.invariant, v.entity, v.first_offset) for v in local.violations if v.invariant in ("K8", "K10")} == {
+        ("K8", "broker/3", added),
+        ("K10", "broker/3", added),
+    }
 
 
 def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_path, monkeypatch):
@@ -760,29 +805,3 @@ def test_duckdb_reads_files_older_than_the_schema_through_an_arrow_dataset(tmp_p
         assert "read_parquet" not in engine.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'log'")[0][0]
         assert engine.rows("SELECT count(*), count(a_later_column) FROM log") == [(n, 0)]
     assert n == snap.last_offset + 1
-
-
-def test_audit_leaves_a_log_with_elr_on_to_the_python_engine(tmp_path):
-    """The plan has no eligible leader replicas (KIP-966) yet: ``kraftlake audit`` audits a log that
-    turns ELR on with the per-record engine, which knows K1 under ELR and K13-K15, and refuses
-    ``--engine duckdb`` and ``--master`` naming ``--engine python``. A log with ELR off keeps the plan."""
-    from typer.testing import CliRunner
-
-    from kraftlake.cli.app import app
-    from kraftlake.statemachine.kraft.features import MV_4_1_IV1
-
-    runner = CliRunner()
-    elr = Log.create(tmp_path / "elr")
-    for batch in generate(WorkloadConfig(seed=3, metadata_version=MV_4_1_IV1), records=800):
-        elr.append(without_offsets(batch))
-    args = ["audit", str(elr.path), "--format", "json"]
-    auto = runner.invoke(app, args)
-    assert auto.exit_code in (0, 1), auto.output
-    assert json.loads(auto.stdout)["engine"] == "python"
-    for extra in (["--engine", "duckdb"], ["--master", "local[1]"]):
-        refused = runner.invoke(app, args + extra)
-        assert refused.exit_code == 2 and "--engine python" in refused.output
-    plain = Log.create(tmp_path / "plain")
-    for batch in generate(WorkloadConfig(seed=3), records=300):
-        plain.append(without_offsets(batch))
-    assert json.loads(runner.invoke(app, ["audit", str(plain.path), "--format", "json"]).stdout)["engine"] != "python"

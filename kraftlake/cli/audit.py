@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Audit a log: was leadership and the ISR moved correctly after log directories failed? Do AutoMQ's streams and objects hold together?
 
-        Checks the catalogue (L1-L5 log, K1-K14 KRaft/JBOD: leader in ISR within replicas, leader and ISR on online dirs, every reported dir failure handled within the grace, KIP-858 completeness, epoch bumps, eligible leader replicas (KIP-966) apart from the ISR and leaders elected from ISR or ELR; S1-S12 AutoMQ S3Stream: ranges ordered and owned, offsets held by exactly one object, end offsets never back, referenced objects committed, ids never reused, historical WAL duties recoverable, PREPARED objects expired, commits continue the end) in one streaming pass. Violations are intervals: the offset where an entity went wrong, the last offset where it still was (null: still open), and the records that caused and fixed it. Exit 0 pass, 1 fail, 2 unusable input. `--engine python`, `--master` and `kraftlake spark-audit` give the same report (logs with ELR on, S3Stream or BookKeeper records: by the Python engine).
+        Checks the catalogue (L1-L5 log, K1-K15 KRaft/JBOD: leader in ISR within replicas, leader and ISR on online dirs, every reported dir failure handled within the grace, KIP-858 completeness, epoch bumps, eligible leader replicas (KIP-966) apart from the ISR, on online dirs, and leaders elected from ISR or ELR; S1-S12 AutoMQ S3Stream: ranges ordered and owned, offsets held by exactly one object, end offsets never back, referenced objects committed, ids never reused, historical WAL duties recoverable, PREPARED objects expired, commits continue the end) in one streaming pass. Violations are intervals: the offset where an entity went wrong, the last offset where it still was (null: still open), and the records that caused and fixed it. Exit 0 pass, 1 fail, 2 unusable input. `--engine python`, `--master` and `kraftlake spark-audit` give the same report (logs with S3Stream or BookKeeper records: by the Python engine).
         """
         from kraftlake.cli.progress import replay_progress
         from kraftlake.records import Log
@@ -160,8 +160,6 @@ def register(app: typer.Typer) -> None:
         if master is not None or remote is not None:
             if engine is not Engine.auto or from_offset is not None:
                 abort("--master/--remote run the plan on Spark: without --engine or --from", EXIT_INPUT)
-            if elr_on(snap):
-                abort(ELR_ONLY_PYTHON, EXIT_INPUT)
             from kraftlake.cli.spark_audit import on_spark
 
             report = on_spark(opened, config, master=master, remote=remote, to_offset=to_offset)
@@ -231,34 +229,12 @@ def plan_audit(opened, to_offset: int | None, config, engine: Engine, from_offse
             abort("--from needs --engine python: the plan audits a log from its start", EXIT_INPUT)
         return None
     snap = opened.at(offset=to_offset)
-    if elr_on(snap):
-        if engine is Engine.duckdb:
-            abort(ELR_ONLY_PYTHON, EXIT_INPUT)
-        return None
     with DuckEngine() as duck:
         duck.read_snapshot(snap)
         if engine is Engine.auto and {"s3stream", "bookkeeper"} & families(duck):
             return None
         with step_progress() as step:
             return audit(duck, config, step=step)
-
-
-ELR_ONLY_PYTHON = (
-    "this log turns eligible leader replicas (KIP-966) on, which only the per-record engine checks"
-    " (K1 under ELR, K13-K15): use --engine python"
-)
-
-
-def elr_on(snap) -> bool:
-    """Whether ``snap`` ever sets ``eligible.leader.replicas.version`` >= 1 or clears an ELR
-    (a few control records, read on their own)."""
-    from kraftlake.records.kraft import ClearElr
-    from kraftlake.statemachine.kraft.features import ELIGIBLE_LEADER_REPLICAS
-
-    return any(
-        isinstance(r, ClearElr) or (r.name == ELIGIBLE_LEADER_REPLICAS and r.feature_level >= 1)
-        for r in snap.records(types=["FeatureLevel", "ClearElr"])
-    )
 
 
 def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int | None:

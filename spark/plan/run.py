@@ -22,10 +22,11 @@ from collections.abc import Callable
 from kraftlake.logging import get_logger
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, violation
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
-from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
+from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from ..control import replay_control_plane
+from . import elr as elr_sql
 from . import sql
 from .driver import bad_intervals, interval, k8_candidates, k11_violations, partition_entity, partition_of, report_of
 
@@ -36,7 +37,7 @@ CONTROL_WINDOW = 500_000
 control records, so the driver holds a window's worth at a time, not the log's."""
 
 ENGINE_PARTS = (
-    "partition records (K1-K5, K7-K11, the timeline, the grace) in SQL;"
+    "partition records (K1-K5, K7-K11, K13-K15, the timeline, the grace) in SQL;"
     " the control plane (L1-L5, K6, K12, S3Stream, BookKeeper) by the Python engine on the driver"
 )
 """What ran where, for the report (``AuditReport.engine``)."""
@@ -150,7 +151,13 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     tell("forward-filling partition states")
     engine.view("partition_rows", sql.partition_rows(d, skip))
     engine.keep("judged", sql.judged(d))
-    engine.keep("timeline", sql.timeline(d, plane.mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+    # -- KIP-966 (plan.elr): ClearElr's states join the timeline ---------------------------------
+    timeline_source = "judged"
+    if plane.clears:
+        engine.table("clears", plane.clears, [("at_", "BIGINT"), ("topic", "STRING")])
+        engine.view("judged_cleared", elr_sql.with_clears(d))
+        timeline_source = "judged_cleared"
+    engine.keep("timeline", sql.timeline(d, plane.mv_levels, MV_3_0_IV1, MV_3_6_IV0, timeline_source))
 
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
     driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
@@ -164,7 +171,9 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         )
     ]
     tell("K1: leader in ISR in replicas")
-    wrong_k1 = "(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL) s0"
+    wrong_k1 = (
+        f"(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL AND NOT {elr_sql.k1_exempt(plane.elr_levels)}) s0"
+    )
     k1 = _with_payload(sql.islands(d, wrong_k1, "TRUE"), "timeline", "s.k1, s.isr, s.replicas, s.leader")
     for pk, f, fixed, kind, isr, replicas, leader in engine.rows(f"SELECT * FROM {k1}"):
         found.append(interval("K1", partition_entity(lives, pk), f, _k1_words(kind, isr, replicas, leader), fixed))
@@ -205,6 +214,10 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         for pk, at, broker, dd, role in engine.rows(sql.k7_hits()):
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
             found.append(violation("K7", partition_entity(lives, pk), at, at, words, [at]))
+
+    if any(on for _off, on in plane.elr_levels):
+        tell("K13-K15: eligible leader replicas")
+        found += _elr(engine, d, plane, lives, held)
 
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
@@ -257,6 +270,33 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         seconds=round(time.perf_counter() - started, 2),
     )
     return report
+
+
+def _elr(engine, d, plane, lives, held) -> list[Violation]:
+    """K13, K14 and K15 (``plan.elr``) of a log that turns KIP-966 on."""
+    found = []
+    engine.keep("elr_states", elr_sql.states(d, plane.elr_levels, plane.mv_levels, MV_3_0_IV1, MV_3_2_IV0))
+    wrong = "(SELECT pk, off, end_ FROM elr_states WHERE k13 IS NOT NULL) s13"
+    k13 = _with_payload(sql.islands(d, wrong, "TRUE"), "elr_states", "s.k13, s.elr, s.replicas, s.isr")
+    for pk, f, fixed, kind, elr_, replicas, isr in engine.rows(f"SELECT * FROM {k13}"):
+        if kind == "elr_outside_replicas":
+            words = say("K13", kind, elr=elr_, outside=[b for b in elr_ if b not in replicas], replicas=replicas)
+        else:
+            words = say("K13", kind, elr=elr_, isr=isr, both=[b for b in elr_ if b in isr])
+        found.append(interval("K13", partition_entity(lives, pk), f, words, fixed))
+    for pk, off, leader, isr, old_elr in engine.rows(
+        "SELECT pk, off, leader, old_isr, old_elr FROM elr_states WHERE k14"
+    ):
+        words = say("K14", "not_eligible", leader=leader, isr=isr, elr=old_elr or [])
+        found.append(violation("K14", partition_entity(lives, pk), off, off, words, [off]))
+    engine.keep("k15", elr_sql.k15_states(d))
+    k15 = _with_payload(sql.islands(d, "k15", "k15_brokers IS NOT NULL"), "k15", "s.k15_brokers, s.k15_dirs")
+    for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k15)):
+        members = ", ".join(say("K15", "member", broker=b, directory=dd) for b, dd in zip(brokers, dirs))
+        found.append(
+            interval("K15", partition_entity(lives, pk), f, say("K15", "offline_members", members=members), fixed)
+        )
+    return found
 
 
 def families(engine) -> set[str]:

@@ -149,12 +149,13 @@ def _case(kinds: dict[str, str]) -> str:
     return "CASE " + " ".join(f"WHEN {cond} THEN '{kind}'" for kind, cond in kinds.items()) + " END"
 
 
-def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
+def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int, source: str = "judged") -> str:
     """One row per applied partition record: the state after it (leader, isr, replicas, dirs,
     epochs), where it ends (``end_``: the partition's next record, its topic's removal, or
     null), the state before (``old_*``), and what the invariants read of it: ``k1`` and ``k3``
     (the kind of wrongness, null = right), ``moved``, ``left_`` (replicas that left), ``u`` and
-    ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``."""
+    ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``.
+    ``source``: ``judged``, or it with ClearElr's states (``plan.elr.with_clears``)."""
     explicit = f"""CASE WHEN assign_dirs IS NOT NULL THEN assign_dirs
         WHEN is_record THEN {d.repeat(f"'{MIGRATING}'", d.size("set_replicas"))} END"""
     unassigned = "'" + UNASSIGNED + "'"
@@ -164,8 +165,12 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
     def u_of(replicas: str, dirs: str) -> str:
         return d.filter_at(replicas, lambda v, i: f"{d.at(dirs, f'{i} + 1')} = {unassigned}")
 
+    # A replica a change adds without directories is UNASSIGNED, or MIGRATING when the
+    # partition's directories were all MIGRATING (KAFKA-16583; ``partitions.merge``): judged by
+    # the last directories a record named (exact unless a fold dropped every other replica).
     named = f"""CASE WHEN explicit_dirs IS NOT NULL THEN {d.at("explicit_dirs", "pos + 1")}
-        WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")} THEN {unassigned} END"""
+        WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")}
+          THEN CASE WHEN migrating_before THEN '{MIGRATING}' ELSE {unassigned} END END"""
     moved = "(NOT (replicas IS NOT DISTINCT FROM old_replicas) OR NOT (dirs IS NOT DISTINCT FROM old_dirs))"
     touched = f"({d.contains('dirs', unassigned)} OR {d.contains(f'coalesce(old_dirs, {strings})', unassigned)})"
     return f"""
@@ -187,7 +192,7 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
         max(CASE WHEN NOT is_record AND set_replicas IS NOT NULL AND assign_dirs IS NULL THEN 1 ELSE 0 END)
           OVER (PARTITION BY pk) AS folds_dirs,
         lead(off) OVER w AS next_off
-      FROM judged WHERE refused IS NULL {_window()}, before AS (PARTITION BY pk ORDER BY off
+      FROM {source} WHERE refused IS NULL {_window()}, before AS (PARTITION BY pk ORDER BY off
         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
     ),
     t1 AS (
@@ -204,10 +209,14 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
     ),
     f0 AS (
       SELECT pk, off, replicas, explicit_dirs, set_replicas,
-        coalesce(lag(replicas) OVER w, {ints}) AS before
+        coalesce(lag(replicas) OVER w, {ints}) AS before,
+        {d.size(d.filter(f"coalesce(old_dirs, {strings})", lambda v: f"{v} <> '{MIGRATING}'"))} = 0 AS migrating_before
       FROM t1 WHERE folds_dirs = 1 {_window()}
     ),
-    f1 AS (SELECT pk, off, explicit_dirs, set_replicas, before, {d.posexplode("replicas", "pos", "b")} FROM f0),
+    f1 AS (
+      SELECT pk, off, explicit_dirs, set_replicas, before, migrating_before, {d.posexplode("replicas", "pos", "b")}
+      FROM f0
+    ),
     f2 AS (
       SELECT pk, off, pos,
         {d.last(named)} OVER (PARTITION BY pk, b ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS dir
@@ -324,6 +333,18 @@ def overlaps(d: Dialect, width: int, last: int, known: list[int]) -> str:
     """
 
 
+def change_points(overlaps: str) -> str:
+    """Where an answer over ``overlaps`` (pk, off, end_ of a state; s, e of an overlap inside
+    it) can change: each state's start and its overlaps' edges inside it (pk, t, state, row_end)."""
+    return f"""
+      SELECT DISTINCT pk, t, state, row_end FROM (
+        SELECT pk, off AS t, off AS state, end_ AS row_end FROM {overlaps}
+        UNION ALL SELECT pk, s AS t, off AS state, end_ AS row_end FROM {overlaps}
+        UNION ALL SELECT pk, e AS t, off AS state, end_ AS row_end FROM {overlaps}
+          WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
+      ) x"""
+
+
 def k4_k5_states(d: Dialect) -> str:
     """K4's and K5's answer at each point where it can change (each state with a bad overlap,
     and the overlaps' edges inside it): the leader's worst reason (``k4_rank``: 0 unregistered,
@@ -332,14 +353,7 @@ def k4_k5_states(d: Dialect) -> str:
     left out (``islands`` reads the gap as right)."""
     rank = "CASE WHEN reason = 'unregistered' THEN 0 WHEN reason = 'fenced' THEN 1 ELSE 2 END"
     return f"""
-    WITH pts AS (
-      SELECT DISTINCT pk, t, state, row_end FROM (
-        SELECT pk, off AS t, off AS state, end_ AS row_end FROM bad_overlaps
-        UNION ALL SELECT pk, s AS t, off AS state, end_ AS row_end FROM bad_overlaps
-        UNION ALL SELECT pk, e AS t, off AS state, end_ AS row_end FROM bad_overlaps
-          WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
-      ) x
-    ),
+    WITH pts AS ({change_points("bad_overlaps")}),
     cover AS (
       SELECT p.pk, p.t, p.row_end, o.role, o.pos, o.broker, o.dir, o.reason
       FROM pts p LEFT JOIN bad_overlaps o

@@ -79,6 +79,12 @@ def directories_from(
     return tuple(where.get(r, UNASSIGNED) for r in new_replicas)
 
 
+def all_migrating(directories: tuple[str, ...]) -> bool:
+    """``PartitionRegistration.migratingDirectories``: every directory is MIGRATING (vacuously
+    for none)."""
+    return all(d == MIGRATING for d in directories)
+
+
 def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration:
     """Apply a PartitionChange exactly as ``PartitionRegistration.merge`` does: partition epoch +1,
     leader epoch +1 iff the change sets a leader, recovery state -1 kept.
@@ -93,11 +99,15 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
         directories = p.directories
     else:
         replicas = new_replicas
-        # Kafka 3.9's merge gives every replica MIGRATING when the old directories are all
-        # MIGRATING (defaultToMigrating with the new count); kraftlake still follows the replicas
-        # here (new ones UNASSIGNED), as the columnar plan (spark/timeline.py) does: the two
-        # change together (issue 34, item 8).
-        directories = directories_from(p.replicas, p.directories, new_replicas)
+        if not assignment and all_migrating(p.directories):
+            # Kafka 3.8+'s merge (KAFKA-16583, ``defaultToMigrating``): a change without
+            # directories (v0, before 3.7-IV2) to a partition whose directories are all MIGRATING
+            # leaves every replica MIGRATING, the new ones included (the plan's fold agrees:
+            # ``spark/plan/sql.py``). Otherwise Kafka keeps the old list (whose length no longer
+            # fits); kraftlake lets directories follow their replicas, new ones UNASSIGNED.
+            directories = (MIGRATING,) * len(new_replicas)
+        else:
+            directories = directories_from(p.replicas, p.directories, new_replicas)
     if assignment:
         if len(assignment) != len(replicas):
             raise ValueError(

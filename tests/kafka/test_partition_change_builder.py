@@ -4,8 +4,9 @@ by case: each test is the Java method of the same name, at the metadata versions
 v2 = 4.0-IV1, where ELR is on), with the Java class's fixtures and uuids (FOO, BAR, BAZ,
 OFFLINE_*); the ELR cases use ids named after the test, which they never compare.
 
-All 31 methods of the class (trunk as stored, plus 4.1's KAFKA-19522 case) are here. Not here:
-the MIGRATING-directories case of issue 34 item 8b, which another port adds. Kafka's
+All 31 methods of the class (trunk as stored, plus 4.1's KAFKA-19522 case) are here. Issue 34
+item 8b (v0 changes to all-MIGRATING directories, KAFKA-16583, which Kafka tests through replay
+only) is ``test_testAddingReplicaReassignment_to_all_migrating_directories``. Kafka's
 ``triggerLeaderEpochBump*`` steps are internal to ``build()`` in kraftlake, so the bump cases
 build and read the record's leader field; ``electLeader`` is ``elect_leader``."""
 
@@ -561,3 +562,43 @@ def test_elr_change_round_trips_through_the_registration():
     assert c1 == change(2, isr=(1,), eligible_leader_replicas=(2, 3))
     p1 = merge(p, c1)
     assert msgspec.structs.astuple(p1)[4] == (1,)
+
+
+FOO_DIRS = (uid("dpdvA5AZSWySmnPFTnu5Kw"), uid("V60B3cglScq3Xk8BX1NxAQ"), UNASSIGNED)
+"""FOO's directories (replicas 2, 1, 3), the Java test's ids as real ones."""
+
+
+def foo_builder(version: int, directories=FOO_DIRS) -> PartitionChangeBuilder:
+    """``createFooBuilder``: FOO, replica 3 not acceptable, min ISR 2, ELR as the version has it,
+    the default directory UNASSIGNED (``DEFAULT_DIR_PROVIDER``)."""
+    return PartitionChangeBuilder(
+        registration((2, 1, 3), (2, 1, 3), 1, directories=directories),
+        acceptor=lambda r: r != 3,
+        metadata_version=MV_BY_RECORD_VERSION[version],
+        min_isr=2,
+        elr_enabled=version >= 2,
+        default_dir=lambda _r: UNASSIGNED,
+    )
+
+
+def placed(replicas, directories) -> tuple[ReplicaDirectory, ...]:
+    return tuple(ReplicaDirectory(broker=b, directory=d) for b, d in zip(replicas, directories))
+
+
+@pytest.mark.parametrize("version", RECORD_VERSIONS)
+def test_testAddingReplicaReassignment_to_all_migrating_directories(version):
+    """Issue 34, item 8b: ``testAddingReplicaReassignment``'s change to a FOO whose directories are
+    all MIGRATING (created before 3.7-IV2), replayed (``PartitionRegistration.merge``). The v0
+    record carries no directories, and Kafka 3.8+'s ``defaultToMigrating`` (KAFKA-16583) leaves
+    every replica MIGRATING, the added one included; from v1 the builder writes them: the kept
+    replicas' MIGRATING, the added one's default directory."""
+    migrating = (MIGRATING,) * 3
+    b = foo_builder(version, migrating).set_target_replicas((1, 2, 3, 4)).set_target_adding((4,))
+    record = b.build()
+    assert record.assignment == (placed((1, 2, 3, 4), (*migrating, UNASSIGNED)) if version >= 1 else None)
+    merged = merge(b.partition, record)
+    assert merged.replicas == (1, 2, 3, 4)
+    assert merged.directories == ((MIGRATING,) * 4 if version == 0 else (*migrating, UNASSIGNED))
+    # A partition with a real directory keeps Kafka's createDirectoriesFrom: the new one UNASSIGNED.
+    real = foo_builder(0).set_target_replicas((1, 2, 3, 4)).set_target_adding((4,))
+    assert merge(real.partition, real.build()).directories == (FOO_DIRS[1], FOO_DIRS[0], UNASSIGNED, UNASSIGNED)
