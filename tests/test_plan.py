@@ -320,6 +320,27 @@ def test_a_local_sessions_scratch_is_a_temporary_directory_removed_on_close(spar
     assert not root.exists()
 
 
+def test_a_scratch_directory_is_removed_without_a_jvm_on_spark_connect(tmp_path):
+    """A Spark Connect session has no SparkContext (no JVM on this side): a scratch directory
+    given as a local path or file:// URI is removed here; one elsewhere is left, with a warning,
+    not an error that would hide the report."""
+    from kraftlake.spark.scratch import _delete
+
+    class ConnectSession:
+        @property
+        def sparkContext(self):
+            raise RuntimeError(
+                "[JVM_ATTRIBUTE_NOT_SUPPORTED] Attribute `sparkContext` is not supported in Spark Connect"
+            )
+
+    for i, name in enumerate((str, lambda p: f"file://{p}")):
+        kept = tmp_path / f"timeline-{i}"
+        (kept / "part-0").mkdir(parents=True)
+        _delete(ConnectSession(), name(kept))
+        assert not kept.exists()
+    _delete(ConnectSession(), "hdfs://namenode/scratch/timeline-2")
+
+
 def test_a_topic_recreated_under_its_id_is_a_new_partition_history(plan, tmp_path):
     """Spark numbers each partition lifetime (topic lifetime, partition id) for its windows: a
     topic removed and created again under the same id starts its partitions afresh (a change
