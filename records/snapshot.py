@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from urllib.parse import unquote
 
 import msgspec
 import pyarrow as pa
@@ -108,8 +109,10 @@ class LogSnapshot:
 
     def files(self) -> list[str]:
         """The snapshot's Parquet files: absolute paths for a local table, URIs (``s3://…``) on
-        an object store. Exactly what Spark reads."""
-        return list(self._dt.file_uris())
+        an object store. Exactly what Spark reads. delta-rs gives local paths percent-encoded
+        (``my%20log``): a path is the file's name on disk, unescaped."""
+        uris = self._dt.file_uris()
+        return [unquote(u) for u in uris] if self.location.is_local else list(uris)
 
     def dataset(self, columns: Sequence[str] | None = None) -> ds.Dataset:
         """The snapshot's rows as a ``pyarrow.dataset`` over exactly its Parquet files, read

@@ -138,15 +138,19 @@ class Books:
         self._in_grace: deque[_Wrong] = deque()
         """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
 
-    def instant(self, inv: str, entity: str, offset: int, message: str) -> None:
-        """A violation that begins and ends at ``offset`` (no grace)."""
-        self.checked[inv] += 1
+    def instant(self, inv: str, entity: str, offset: int, message: str, *, count: bool = True) -> None:
+        """A violation that begins and ends at ``offset`` (no grace). ``count`` False: the caller
+        counted the check itself (``checked``, as the catalogue defines it per invariant)."""
+        self.checked[inv] += count
         self.closed.append(violation(inv, entity, offset, offset, message, [offset]))
 
-    def state(self, inv: str, entity: str, offset: int, ts: int | None, message: str | None) -> bool:
+    def state(
+        self, inv: str, entity: str, offset: int, ts: int | None, message: str | None, *, count: bool = True
+    ) -> bool:
         """The entity is wrong (``message``) or right (None) after the record at ``offset``.
-        True when this opened a wrong state."""
-        self.checked[inv] += 1
+        True when this opened a wrong state. ``count`` False: a re-check that ``checked`` does
+        not count (the catalogue's ``counts`` says what each invariant counts)."""
+        self.checked[inv] += count
         key = (inv, entity)
         w = self._wrong.get(key)
         graced = self.hold_graces and BY_ID[inv].graced

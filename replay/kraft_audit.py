@@ -99,18 +99,29 @@ class KraftAudit:
         return self.view.state_hash()
 
     def _state(
-        self, inv: str, entity: str, offset: int, ts: int | None, message: str | None, pkey: tuple | None = None
+        self,
+        inv: str,
+        entity: str,
+        offset: int,
+        ts: int | None,
+        message: str | None,
+        pkey: tuple | None = None,
+        *,
+        count: bool = True,
     ) -> None:
         """``Books.state``; ``pkey`` is the partition a K1/K4/K5 entity is, so that later records
-        re-check it in full while a state of it is open."""
-        if self.books.state(inv, entity, offset, ts, message) and pkey is not None:
+        re-check it in full while a state of it is open. ``count``: whether ``checked`` counts
+        it (the catalogue's ``counts``)."""
+        if self.books.state(inv, entity, offset, ts, message, count=count) and pkey is not None:
             self.suspects.add(pkey)
 
     # -- checks --------------------------------------------------------------------------------
 
     def _partition(self, p, old, offset: int, ts: int | None) -> None:
         """K1, K4, K5 for a partition a record wrote; each only if a field it reads moved (the
-        brokers' side is re-checked by ``_broker``)."""
+        brokers' side is re-checked by ``_broker``). Each counts the state as checked either way
+        (the catalogue's ``counts``: a partition state is one check of each, however often an
+        engine looks at it)."""
         moved_dirs = old is None or p.directories is not old.directories
         moved_isr = old is None or p.isr is not old.isr
         moved_leader = old is None or p.leader != old.leader
@@ -120,20 +131,20 @@ class KraftAudit:
         k4 = moved_leader or moved_dirs
         k5 = moved_isr or moved_dirs or moved_leader
         pkey = (p.topic_id, p.partition_id)
+        checked = self.books.checked
+        checked["K1"] += 1
+        checked["K4"] += 1
+        checked["K5"] += 1
         if pkey not in self.suspects and kinv.partition_is_sound(self.view.brokers, p):
-            # The common case: right before, right after; only the counts move.
-            checked = self.books.checked
-            checked["K1"] += k1
-            checked["K4"] += k4
-            checked["K5"] += k5
-            return
+            return  # the common case: right before, right after
         entity = f"partition/{p.topic_id}/{p.partition_id}"
+        elr = kinv.elr_enabled(self.view)
         if k1:
-            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, kinv.elr_enabled(self.view)), pkey)
+            self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, elr), pkey, count=False)
         if k4:
-            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p), pkey)
+            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(self.view, p), pkey, count=False)
         if k5:
-            self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p), pkey)
+            self._state("K5", entity, offset, ts, kinv.isr_is_online(self.view, p), pkey, count=False)
         self._settle(pkey, entity)
 
     def _elr(self, p, offset: int, ts: int | None) -> None:
@@ -170,9 +181,13 @@ class KraftAudit:
         if not wrong("K1", entity) and not wrong("K4", entity) and not wrong("K5", entity):
             self.suspects.discard(pkey)
 
-    def _broker(self, broker: int, offset: int, ts: int | None, scope: str, dirs: Iterable[str] = ()) -> None:
+    def _broker(
+        self, broker: int, offset: int, ts: int | None, scope: str, dirs: Iterable[str] = (), *, k8: bool = True
+    ) -> None:
         """Re-check what a broker record can have changed: ``scope`` "all" (a registration comes
-        or goes), "fencing" (leaders only: K4), "dirs" (partitions on ``dirs``: K4, K5)."""
+        or goes), "fencing" (leaders only: K4), "dirs" (partitions on ``dirs``: K4, K5); ``k8``
+        False when the record's other call judged the broker itself (K8, K10) already. The
+        partitions' re-checks are not counted: ``checked`` counts partition states."""
         view = self.view
         if scope == "all" or scope == "fencing":
             # Fencing moves K4 of the partitions the broker leads: a subset of its replicas'.
@@ -180,7 +195,7 @@ class KraftAudit:
         else:
             index = self.by_dir
             keys = set().union(*(index.get(d, ()) for d in dirs)) if dirs else ()
-        checked, suspects, brokers = self.books.checked, self.suspects, view.brokers
+        suspects, brokers = self.suspects, view.brokers
         for pkey in sorted(keys):
             p = view.partition(*pkey)
             if p is None:
@@ -189,15 +204,14 @@ class KraftAudit:
                 # K15: the broker's directories (or registration) moved under an ELR member.
                 self._state("K15", f"partition/{pkey[0]}/{pkey[1]}", offset, ts, kinv.elr_is_online(view, p))
             if pkey not in suspects and kinv.partition_is_sound(brokers, p):
-                checked["K4"] += 1
-                checked["K5"] += scope != "fencing"
                 continue
             entity = f"partition/{pkey[0]}/{pkey[1]}"
-            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(view, p), pkey)
+            self._state("K4", entity, offset, ts, kinv.leader_is_healthy(view, p), pkey, count=False)
             if scope != "fencing":
-                self._state("K5", entity, offset, ts, kinv.isr_is_online(view, p), pkey)
+                self._state("K5", entity, offset, ts, kinv.isr_is_online(view, p), pkey, count=False)
             self._settle(pkey, entity)
-        self._k8(broker, offset, ts)
+        if k8:
+            self._k8(broker, offset, ts)
         reg = view.brokers.get(broker)
         # K6: reported-offline dirs are handled once they leave the registration (or it goes).
         for b, d in [k for k in self.reported_offline if k[0] == broker]:
@@ -213,6 +227,8 @@ class KraftAudit:
             return  # the controller rightly refuses a stale request
         for directory in r.directories:
             for tp in directory.topics:
+                # Each replica directory an accepted request reports is one check (the catalogue's counts).
+                self.books.checked["K9"] += len(tp.partitions)
                 for pid in tp.partitions:
                     p = view.partition(tp.topic_id, pid)
                     if p is None or r.broker_id not in p.replicas or p.directory(r.broker_id) == directory.id:
@@ -230,6 +246,7 @@ class KraftAudit:
                             reported=directory.id,
                             recorded=p.directory(r.broker_id),
                         ),
+                        count=False,
                     )
 
     def _recorded_assignments(self, p, offset: int, ts: int | None) -> None:
@@ -239,25 +256,26 @@ class KraftAudit:
         for b, d in list(pending.items()):
             if b not in p.replicas or p.directory(b) == d:
                 del pending[b]
-                self._state("K9", f"replica/{p.topic_id}/{p.partition_id}/{b}", offset, ts, None)
+                self._state("K9", f"replica/{p.topic_id}/{p.partition_id}/{b}", offset, ts, None, count=False)
         if not pending:
             del self.reported_dirs[(p.topic_id, p.partition_id)]
 
     def _count_unassigned(self, old, new, offset: int, ts: int | None) -> None:
-        """Keep the per-broker UNASSIGNED counts; re-check K8 where one crosses zero."""
+        """Keep the per-broker UNASSIGNED counts; re-check K8 where one crosses zero (from before
+        the record to after it: a replica moved between two UNASSIGNED slots crosses nothing)."""
         counts = self.unassigned
-        changed = []
+        before: dict[int, int] = {}
         for p, step in ((old, -1), (new, 1)):
             if p is None:
                 continue
             for b, d in zip(p.replicas, p.directories):
                 if d == UNASSIGNED:
-                    before = counts.get(b, 0)
-                    counts[b] = before + step
-                    if (before == 0) != (counts[b] == 0):
-                        changed.append(b)
-        for b in changed:
-            self._k8(b, offset, ts)
+                    n = counts.get(b, 0)
+                    before.setdefault(b, n)
+                    counts[b] = n + step
+        for b, n in before.items():
+            if (n == 0) != (counts[b] == 0):
+                self._k8(b, offset, ts)
 
     def _k8(self, broker: int, offset: int, ts: int | None) -> None:
         """K8 (a warning; KIP-858's proposal, not Kafka's behaviour): a multi-directory broker
@@ -286,7 +304,7 @@ class KraftAudit:
             return
         message = k11_message(len(reg.log_dirs), self.unassigned.get(r.broker_id, 0), r.mismatched_replicas)
         if message is not None:
-            self.books.instant("K11", f"broker/{r.broker_id}", offset, message)
+            self.books.instant("K11", f"broker/{r.broker_id}", offset, message, count=False)
 
     def _dir_failed(self, r: LogDirFailed, offset: int, ts: int | None) -> None:
         key = (r.broker_id, r.directory)
@@ -350,7 +368,7 @@ class KraftAudit:
             else:
                 bad = kinv.replacement_bumps_epochs(view, old, p)
             if bad:
-                self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
+                self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad, count=False)
             if cls is PartitionChange and p.leader != old.leader and kinv.elr_enabled(view):
                 bad = kinv.leader_is_eligible(view, old, p)
                 if bad:
@@ -409,7 +427,9 @@ class KraftAudit:
                     if d not in now:
                         self.books.checked["K7"] += 1
                         for p, why in kinv.dir_removal_complete(view, broker, d, self.by_dir):
-                            self.books.instant("K7", f"partition/{p.topic_id}/{p.partition_id}", offset, why)
+                            self.books.instant(
+                                "K7", f"partition/{p.topic_id}/{p.partition_id}", offset, why, count=False
+                            )
             if cls is RegisterBroker or cls is UnregisterBroker:
                 self._broker(broker, offset, ts, "all")
             else:
@@ -417,14 +437,14 @@ class KraftAudit:
                 if fencing:
                     self._broker(broker, offset, ts, "fencing")
                 if changed_dirs:
-                    self._broker(broker, offset, ts, "dirs", changed_dirs)
+                    self._broker(broker, offset, ts, "dirs", changed_dirs, k8=not fencing)
                 if not fencing and not changed_dirs:
                     self._broker(broker, offset, ts, "dirs", ())
         elif cls is RemoveTopic and removed:
             for entity in removed:
                 for inv in ("K1", "K4", "K5", "K13", "K15"):
-                    if self.books.is_wrong(inv, entity):
-                        self._state(inv, entity, offset, ts, None)
+                    if self.books.is_wrong(inv, entity):  # closed with the topic: not a new state
+                        self._state(inv, entity, offset, ts, None, count=inv in ("K13", "K15"))
         elif cls is ClearElr:
             # Each partition the ClearElr changed has a new state: its ELR empty (K13 and K15
             # close), an empty ISR judged by the feature in force now (K1).

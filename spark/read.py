@@ -18,14 +18,17 @@ Two readers give the same rows:
 
 ``reader="auto"`` takes ``delta`` when the connector is on the classpath, else ``files``.
 
-On an object store both hand Spark URIs, never local paths: the table's (``delta``) or the
-snapshot's files' (``files``), with ``s3://`` spelled ``s3a://`` (Hadoop's S3 connector; its JARs
-and ``fs.s3a.*`` settings are the cluster's: docs/object-storage.md).
+Both hand Spark URIs, never bare paths (executors are other processes, on other machines on a
+cluster): the table's (``delta``) or the snapshot's files' (``files``); a local log's as
+``file://`` (the disk must be mounted at the same path wherever an executor runs), an object
+store's with ``s3://`` spelled ``s3a://`` (Hadoop's S3 connector; its JARs and ``fs.s3a.*``
+settings are the cluster's: docs/object-storage.md).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
 from functools import lru_cache
 
@@ -36,6 +39,7 @@ from kraftlake.records.errors import LogError, TimeTravelError
 log = get_logger(__name__)
 
 _CONNECTOR_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def has_delta_connector(spark) -> bool:
@@ -66,10 +70,17 @@ def spark_schema(log_: Log):
 
 
 def spark_uri(uri: str) -> str:
-    """``uri`` as Spark's Hadoop file systems name it: ``s3://`` is ``s3a://`` there (EMR's
-    ``s3://`` is its own connector; ``s3a://`` is the one every Hadoop has). Local paths and other
-    schemes (``gs://``, ``abfss://``) are left as they are."""
-    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+    """``uri`` as Spark's Hadoop file systems name it, for executors that may run anywhere:
+    ``s3://`` is ``s3a://`` there (EMR's ``s3://`` is its own connector; ``s3a://`` is the one
+    every Hadoop has); a local path is a ``file://`` URI (a bare path is resolved against the
+    cluster's default file system, HDFS on most clusters: ``file:`` says it is on a disk every
+    executor mounts at the same place). Other schemes (``gs://``, ``abfss://``) are left as they
+    are. Hadoop's paths take the path unescaped (a space stays a space)."""
+    if uri.startswith("s3://"):
+        return "s3a://" + uri[len("s3://") :]
+    if _URI_SCHEME.match(uri):
+        return uri
+    return "file://" + os.path.abspath(uri)
 
 
 def read_log(
@@ -110,7 +121,7 @@ def read_log(
     else:
         snap = opened.at(version=version, timestamp=timestamp)
         files = [spark_uri(f) for f in snap.files()]
-        missing = [f for f in files if not os.path.exists(f)] if snap.location.is_local else []
+        missing = [f for f in snap.files() if not os.path.exists(f)] if snap.location.is_local else []
         if missing:
             raise TimeTravelError(
                 f"version {snap.version} refers to {os.path.basename(missing[0])}, which was vacuumed;"

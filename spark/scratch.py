@@ -14,6 +14,7 @@ caller names. Without any, Spark's cache is used. The files go when the scratch 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import uuid
 
@@ -78,7 +79,17 @@ def _default_directory(spark) -> str | None:
 
 
 def _delete(spark, path: str) -> None:
-    """Remove ``path`` through Hadoop's file system (local or a cluster's)."""
-    jvm = spark.sparkContext._jvm
+    """Remove ``path`` through Hadoop's file system (local or a cluster's); on Spark Connect,
+    which has no JVM on this side, a local path is removed here and any other is left (said)."""
+    try:
+        context = spark.sparkContext
+    except Exception:
+        local = path[len("file://") :] if path.startswith("file://") else path
+        if "://" not in local:
+            shutil.rmtree(local, ignore_errors=True)
+        else:
+            log.warning("spark.scratch.left", path=path, reason="Spark Connect: no file system to remove it with")
+        return
+    jvm = context._jvm
     p = jvm.org.apache.hadoop.fs.Path(path)
-    p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(p, True)
+    p.getFileSystem(context._jsc.hadoopConfiguration()).delete(p, True)

@@ -75,3 +75,22 @@ def _driver_memory() -> str:
         return "2g"
     gb = max(1, min(8, total // 4 // 2**30))
     return f"{gb}g"
+
+
+def remote_session(url: str, *, app_name: str = "kraftlake"):
+    """A session on the Spark Connect server at ``url`` (``sc://host:15002``). The server's
+    settings are its operator's; the session sets the runtime ones the plan's results rely on
+    (UTC, adaptive execution). Needs pyspark's Connect client (``pip install 'kraftlake[connect]'``:
+    grpcio and friends): ``ImportError`` naming it otherwise."""
+    from pyspark.sql import SparkSession
+
+    try:
+        spark = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
+    except ImportError as exc:  # pyspark's PySparkImportError is one
+        raise ImportError(
+            f"--remote needs pyspark's Spark Connect client: pip install 'kraftlake[connect]' ({exc})"
+        ) from exc
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    log.info("spark.session", remote=url, version=spark.version)
+    return spark

@@ -9,6 +9,13 @@ the per-record audit (``replay``) word a violation with ``say``; so does the SQL
 and nowhere else.
 
 A template's fields are filled by ``words``: a sequence as ``[a, b]``, anything else as ``str``.
+
+A report's ``checked`` says how many times each invariant was asked, on every engine alike: the
+subjects it judges, each counted once, at the record that brings it (``counts`` names them where
+a rule judges more than records), not how often an engine looks at a subject again (the Python
+engine re-checks a partition at its brokers' records; the plan joins its states with intervals;
+neither counts that). The rules the replay enforces (L3, L4, L5, K2) count the records refused
+under them: every record is held to them as it is applied, and L1 counts those.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ class Invariant:
     """True: the state may be wrong for up to the grace (records and ms) before it counts."""
     messages: Mapping[str, str] = field(default_factory=dict)
     """Message templates by kind (``say``)."""
+    counts: str = ""
+    """What one check is, for the report's ``checked``, where it is not one per record the rule
+    applies to (the module's docstring)."""
 
 
 def say(invariant: str, kind: str, **fields: object) -> str:
@@ -92,6 +102,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "isr_outside_replicas": "ISR {isr} lists {outside}, not replicas {replicas}",
             "leader_outside_isr": "leader {leader} is not in the ISR {isr}",
         },
+        counts="each partition state a record makes (an applied Partition or PartitionChange record); a state re-judged at its brokers' records is not counted again",
     ),
     Invariant(
         "K2",
@@ -115,6 +126,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "partition_epoch_stuck": "partition epoch {new} does not move past {old}",
             "leader_epoch_stuck": "leader {old} -> {new} keeps leader epoch {epoch}",
         },
+        counts="each applied Partition or PartitionChange record of a partition that already exists (a change of its state)",
     ),
     Invariant(
         "K4",
@@ -127,6 +139,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "fenced": "leader {leader} is fenced",
             "offline_dir": "leader {leader} is on directory {directory}, which is offline",
         },
+        counts="each partition state a record makes (an applied Partition or PartitionChange record); a state re-judged at its brokers' records is not counted again",
     ),
     Invariant(
         "K5",
@@ -138,6 +151,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "offline_members": "ISR members on offline directories: {members}",
             "member": "{broker} on {directory}",
         },
+        counts="each partition state a record makes (an applied Partition or PartitionChange record); a state re-judged at its brokers' records is not counted again",
     ),
     Invariant(
         "K6",
@@ -158,6 +172,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "leads": "broker {broker} still leads it on removed directory {directory}",
             "in_isr": "broker {broker} is still in its ISR on removed directory {directory}",
         },
+        counts="each directory a BrokerRegistrationChange takes from a broker's LogDirs",
     ),
     Invariant(
         "K9",
@@ -166,6 +181,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "a replica directory its broker reports (AssignReplicasToDirs) is recorded within the grace",
         graced=True,
         messages={"unrecorded": "broker {broker} reported it in {reported}; recorded in {recorded}"},
+        counts="each replica directory an accepted AssignReplicasToDirs request reports (its broker registered, at its epoch)",
     ),
     Invariant(
         "K8",
@@ -174,6 +190,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "a multi-directory broker is not unfenced while replicas are UNASSIGNED (KIP-858 policy)",
         graced=True,
         messages={"unfenced": "unfenced with {unassigned} UNASSIGNED replica(s) on {dirs} directories"},
+        counts="each state of a broker: at each broker record applied, and at each record that takes the broker's UNASSIGNED replicas from none to some or back",
     ),
     Invariant(
         "K10",
@@ -182,6 +199,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "a live multi-directory broker (registered; unfenced, or not yet since it registered) leaves no replica UNASSIGNED beyond the grace: it reports where new replicas live",
         graced=True,
         messages={"unassigned": "{unassigned} replica(s) UNASSIGNED on a live broker with {dirs} directories"},
+        counts="as K8: each broker record applied, and each record that takes the broker's UNASSIGNED replicas from none to some or back",
     ),
     Invariant(
         "K11",
@@ -191,6 +209,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "asked": "asked to be unfenced with {unassigned} UNASSIGNED replica(s) and {counted} mismatching by its own count, on {dirs} directories"
         },
+        counts="each UnfenceRequested record",
     ),
     Invariant(
         "K12",

@@ -117,12 +117,23 @@ def test_per_entity_replay_of_real_kafka_logs_with_transactions(spark, tmp_path)
         assert _spark(spark, log_, offset) == _local(log_, offset)
 
 
-def test_spark_uri_names_s3_as_hadoop_does():
+def test_spark_uri_names_s3_as_hadoop_does_and_local_files_as_file_uris(monkeypatch, tmp_path):
     from kraftlake.spark.read import spark_uri
 
     assert spark_uri("s3://bucket/a/part-0.parquet") == "s3a://bucket/a/part-0.parquet"
-    assert spark_uri("/tmp/log/part-0.parquet") == "/tmp/log/part-0.parquet"
+    # A bare path would be resolved against a cluster's default file system (HDFS): file:// says where.
+    assert spark_uri("/tmp/log/part-0.parquet") == "file:///tmp/log/part-0.parquet"
+    monkeypatch.chdir(tmp_path)
+    assert spark_uri("my log/part-0.parquet") == f"file://{tmp_path}/my log/part-0.parquet"
+    assert spark_uri("file:///tmp/log") == "file:///tmp/log"
     assert spark_uri("gs://bucket/a") == "gs://bucket/a"
+
+
+def test_spark_reads_a_log_whose_path_has_a_space(spark, tmp_path):
+    """Hadoop takes a file:// URI's path unescaped: a log under "my log" reads whole."""
+    log_ = Log.create(tmp_path / "my log")
+    log_.append([r for b in generate(WorkloadConfig(seed=2), records=300) for r in b])
+    assert read_log(spark, log_.path, reader="files").count() == log_.at().last_offset + 1 > 0
 
 
 def test_a_log_on_s3_hands_spark_s3a_uris_not_local_paths(spark, s3_bucket):

@@ -109,10 +109,14 @@ def on_spark(
     from kraftlake.cli.progress import spark_progress
     from kraftlake.spark import read_log, session
     from kraftlake.spark.audit import audit
+    from kraftlake.spark.session import remote_session
 
     ours = SparkSession.getActiveSession() is None
     if remote is not None:
-        spark = SparkSession.builder.remote(remote).getOrCreate()
+        try:
+            spark = remote_session(remote)
+        except ImportError as exc:
+            abort(str(exc), EXIT_INPUT)
     else:
         spark = session(master=master, cores=cores)
     try:

@@ -141,12 +141,17 @@ def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> l
 
 
 def report_of(config, found, plane, n, first, last, state_hash, counts) -> AuditReport:
-    # What each engine counts as a check differs (the local audit counts re-checks per record);
-    # here: partition states for the partition invariants, the driver's counts for the rest.
+    # ``checked`` as the catalogue defines it (``counts``), as the Python engine counts it: the
+    # driver's counts (it runs that engine on the control plane), the partition states and
+    # changes, the brokers' UNASSIGNED crossings and the partition records refused, from the plan.
     checked = dict(plane.checked)
     for inv in ("K1", "K4", "K5"):
         checked[inv] = counts["rows"]
     checked["K3"] = counts["changes"]
+    for inv in ("K8", "K10"):
+        checked[inv] += counts["crossings"]
+    for v in counts["refused"]:
+        checked[v.invariant] += 1
     checked["L1"] = n
     return assemble_report(
         config,

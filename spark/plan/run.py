@@ -163,13 +163,14 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
     if n and end - first + 1 != n:
         found += _l1(engine, d)
-    found += [
+    refused = [
         _refused(*r)
         for r in engine.rows(
             "SELECT refused, record_key, off, topic_id, partition_id, assign_brokers, cur_replicas"
             " FROM judged WHERE refused IS NOT NULL"
         )
     ]
+    found += refused
     tell("K1: leader in ISR in replicas")
     wrong_k1 = (
         f"(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL AND NOT {elr_sql.k1_exempt(plane.elr_levels)}) s0"
@@ -259,8 +260,13 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         )  # fmt: skip
         view.partitions.setdefault(topic, {})[p] = reg
     ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
+    # K8/K10 judge a broker at its own records (the driver counted those) and where its
+    # UNASSIGNED count leaves or returns to zero: the counts' rows at other offsets.
+    at_events = set(events)
+    crossings = sum((off, b) not in at_events for off, b, _n in counts)
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
-    report = report_of(config, found, plane, n, first, last, view.state_hash(), {"rows": rows, "changes": changes})
+    tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused}
+    report = report_of(config, found, plane, n, first, last, view.state_hash(), tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
     log.info(
         "plan.audit",
