@@ -159,8 +159,9 @@ class KraftAudit:
         else:
             self.elr_applies.discard(pkey)
         entity = f"partition/{p.topic_id}/{p.partition_id}"
-        self._state("K13", entity, offset, ts, kinv.elr_is_sound(p) if applies else None)
-        self._state("K15", entity, offset, ts, kinv.elr_is_online(self.view, p) if applies else None)
+        # Counted only where judged (the catalogue's ``counts``): a state made with KIP-966 on.
+        self._state("K13", entity, offset, ts, kinv.elr_is_sound(p) if applies else None, count=applies)
+        self._state("K15", entity, offset, ts, kinv.elr_is_online(self.view, p) if applies else None, count=applies)
 
     def _index(self, key: tuple[str, int], old, new) -> None:
         """Keep ``by_replica`` and ``by_dir`` up to date for a partition that moved from ``old``
@@ -202,7 +203,8 @@ class KraftAudit:
                 continue
             if pkey in self.elr_applies:
                 # K15: the broker's directories (or registration) moved under an ELR member.
-                self._state("K15", f"partition/{pkey[0]}/{pkey[1]}", offset, ts, kinv.elr_is_online(view, p))
+                entity = f"partition/{pkey[0]}/{pkey[1]}"
+                self._state("K15", entity, offset, ts, kinv.elr_is_online(view, p), count=False)
             if pkey not in suspects and kinv.partition_is_sound(brokers, p):
                 continue
             entity = f"partition/{pkey[0]}/{pkey[1]}"
@@ -444,21 +446,29 @@ class KraftAudit:
             for entity in removed:
                 for inv in ("K1", "K4", "K5", "K13", "K15"):
                     if self.books.is_wrong(inv, entity):  # closed with the topic: not a new state
-                        self._state(inv, entity, offset, ts, None, count=inv in ("K13", "K15"))
+                        self._state(inv, entity, offset, ts, None, count=False)
         elif cls is ClearElr:
             # Each partition the ClearElr changed has a new state: its ELR empty (K13 and K15
             # close), an empty ISR judged by the feature in force now (K1).
             on = kinv.elr_enabled(view)
+            checked = self.books.checked
             for old in elr_before or ():
                 p = view.partitions[old.topic_id][old.partition_id]
                 entity = f"partition/{p.topic_id}/{p.partition_id}"
                 self.elr_applies.discard((p.topic_id, p.partition_id))
+                # A new state of the partition (its partition epoch moves): one check of each
+                # partition invariant, of K13/K15 where an ELR was judged away with the feature on.
+                for inv in ("K1", "K3", "K4", "K5"):
+                    checked[inv] += 1
+                if on and old.eligible_leader_replicas:
+                    checked["K13"] += 1
+                    checked["K15"] += 1
                 if not p.isr:
                     pkey = (p.topic_id, p.partition_id)
-                    self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, on), pkey)
+                    self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, on), pkey, count=False)
                 for inv in ("K13", "K15"):
                     if self.books.is_wrong(inv, entity):
-                        self._state(inv, entity, offset, ts, None)
+                        self._state(inv, entity, offset, ts, None, count=False)
         elif cls is AssignReplicasToDirsRequest:
             self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
         elif cls is LogDirFailed:

@@ -102,7 +102,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "isr_outside_replicas": "ISR {isr} lists {outside}, not replicas {replicas}",
             "leader_outside_isr": "leader {leader} is not in the ISR {isr}",
         },
-        counts="each partition state a record makes (an applied Partition or PartitionChange record); a state re-judged at its brokers' records is not counted again",
+        counts="each partition state a record makes (an applied Partition or PartitionChange record, and each partition a ClearElr changes); a state re-judged at its brokers' records is not counted again",
     ),
     Invariant(
         "K2",
@@ -126,7 +126,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "partition_epoch_stuck": "partition epoch {new} does not move past {old}",
             "leader_epoch_stuck": "leader {old} -> {new} keeps leader epoch {epoch}",
         },
-        counts="each applied Partition or PartitionChange record of a partition that already exists (a change of its state)",
+        counts="each applied Partition or PartitionChange record of a partition that already exists, and each partition a ClearElr changes (a change of its state)",
     ),
     Invariant(
         "K4",
@@ -139,7 +139,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "fenced": "leader {leader} is fenced",
             "offline_dir": "leader {leader} is on directory {directory}, which is offline",
         },
-        counts="each partition state a record makes (an applied Partition or PartitionChange record); a state re-judged at its brokers' records is not counted again",
+        counts="each partition state a record makes (an applied Partition or PartitionChange record, and each partition a ClearElr changes); a state re-judged at its brokers' records is not counted again",
     ),
     Invariant(
         "K5",
@@ -151,7 +151,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "offline_members": "ISR members on offline directories: {members}",
             "member": "{broker} on {directory}",
         },
-        counts="each partition state a record makes (an applied Partition or PartitionChange record); a state re-judged at its brokers' records is not counted again",
+        counts="each partition state a record makes (an applied Partition or PartitionChange record, and each partition a ClearElr changes); a state re-judged at its brokers' records is not counted again",
     ),
     Invariant(
         "K6",
@@ -231,6 +231,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "elr_outside_replicas": "ELR {elr} lists {outside}, not replicas {replicas}",
             "elr_in_isr": "ELR {elr} and ISR {isr} share {both}",
         },
+        counts="each partition state made with KIP-966 on (by a Partition, PartitionChange or ClearElr record) whose ELR is non-empty or was just before; a state re-judged at its brokers' records is not counted again",
     ),
     Invariant(
         "K14",
@@ -238,6 +239,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "with KIP-966 on, a new leader comes from the ISR, or from the ELR when the ISR is empty (from the new ISR when the change completes a reassignment), unless the election is unclean (the ISR forced to the leader alone, RECOVERING from 3.2-IV0)",
         messages={"not_eligible": "leader {leader} elected from outside ISR {isr} and ELR {elr} in a clean election"},
+        counts="each PartitionChange record that moves the leader with KIP-966 on",
     ),
     Invariant(
         "K15",
@@ -249,6 +251,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "offline_members": "ELR members on offline directories: {members}",
             "member": "{broker} on {directory}",
         },
+        counts="as K13",
     ),
     Invariant(
         "S1",

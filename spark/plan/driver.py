@@ -152,6 +152,7 @@ def report_of(config, found, plane, n, first, last, state_hash, counts) -> Audit
         checked[inv] += counts["crossings"]
     for v in counts["refused"]:
         checked[v.invariant] += 1
+    checked.update(counts["elr"])
     checked["L1"] = n
     return assemble_report(
         config,

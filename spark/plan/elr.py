@@ -146,6 +146,20 @@ def states(d: Dialect, levels: list[tuple[int, bool]], mv_levels: list[tuple[int
     """
 
 
+def judged_count(d: Dialect) -> str:
+    """How many states K13 and K15 judge (``checked``): those made with the feature on of a
+    partition whose ELR is or was just non-empty (a ClearElr's state among them)."""
+    ints = d.empty("INT")
+    return f"""SELECT count(*) FROM elr_states
+      WHERE on_ AND ({d.size("elr")} > 0 OR {d.size(f"coalesce(old_elr, {ints})")} > 0)"""
+
+
+def elections_count(levels: list[tuple[int, bool]]) -> str:
+    """How many leader changes K14 judges (``checked``): each PartitionChange that moves the
+    leader with the feature on."""
+    return f"SELECT count(*) FROM timeline WHERE NOT is_record AND leader <> old_leader AND {level_at(levels, False)}"
+
+
 def k15_states(d: Dialect) -> str:
     """K15's answer at each point where it can change: the ELR members (of states made with the
     feature on) whose replica is on a directory its broker has offline (``bad``, reason

@@ -216,9 +216,10 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
             found.append(violation("K7", partition_entity(lives, pk), at, at, words, [at]))
 
+    elr_checked = {}
     if any(on for _off, on in plane.elr_levels):
         tell("K13-K15: eligible leader replicas")
-        found += _elr(engine, d, plane, lives, held)
+        found += _elr(engine, d, plane, lives, held, elr_checked)
 
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
@@ -265,7 +266,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     at_events = set(events)
     crossings = sum((off, b) not in at_events for off, b, _n in counts)
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
-    tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused}
+    tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "elr": elr_checked}
     report = report_of(config, found, plane, n, first, last, view.state_hash(), tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
     log.info(
@@ -278,10 +279,14 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     return report
 
 
-def _elr(engine, d, plane, lives, held) -> list[Violation]:
-    """K13, K14 and K15 (``plan.elr``) of a log that turns KIP-966 on."""
+def _elr(engine, d, plane, lives, held, checked: dict[str, int]) -> list[Violation]:
+    """K13, K14 and K15 (``plan.elr``) of a log that turns KIP-966 on; ``checked`` gets their
+    counts (the catalogue's ``counts``)."""
     found = []
     engine.keep("elr_states", elr_sql.states(d, plane.elr_levels, plane.mv_levels, MV_3_0_IV1, MV_3_2_IV0))
+    ((judged,),) = engine.rows(elr_sql.judged_count(d))
+    ((elections,),) = engine.rows(elr_sql.elections_count(plane.elr_levels))
+    checked.update(K13=judged, K15=judged, K14=elections)
     wrong = "(SELECT pk, off, end_ FROM elr_states WHERE k13 IS NOT NULL) s13"
     k13 = _with_payload(sql.islands(d, wrong, "TRUE"), "elr_states", "s.k13, s.elr, s.replicas, s.isr")
     for pk, f, fixed, kind, elr_, replicas, isr in engine.rows(f"SELECT * FROM {k13}"):
