@@ -25,7 +25,7 @@ from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, s
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from ..control import replay_control_plane
+from ..control import AssignmentReport, replay_control_plane
 from . import sql
 from .driver import bad_intervals, interval, k8_candidates, k11_violations, partition_entity, partition_of, report_of
 
@@ -41,6 +41,8 @@ ENGINE_PARTS = (
 )
 """What ran where, for the report (``AuditReport.engine``)."""
 
+REPORT = "AssignReplicasToDirsRequest"
+
 LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"), ("removed", "BIGINT")]
 
 
@@ -52,23 +54,34 @@ def offset_bucket(last: int) -> int:
 
 
 def control_records(engine, first, last, count: int, window: int = CONTROL_WINDOW):
-    """The ``count`` non-partition records of offsets ``first..last``, decoded, in offset order,
-    a range of offsets holding about ``window`` of them at a time."""
+    """The ``count`` non-partition records of offsets ``first..last``, in offset order, a range
+    of offsets holding about ``window`` of them at a time: decoded, but for the
+    AssignReplicasToDirsRequests, read from their columns as ``AssignmentReport``s."""
+    import heapq
+
     from kraftlake.records.arrow import from_table
 
     if not count or first is None or last is None:
         return
     d = engine.dialect
     o, t = d.q("offset"), d.q("type")
+    req = d.q("assign_replicas_to_dirs_request")
     ranges = -(-count // window)
     span = -(-(last - first + 1) // ranges)
     for lo in range(first, last + 1, span):
+        within = f"{o} BETWEEN {lo} AND {lo + span - 1}"
         table = engine.arrow(
-            f"SELECT {o}, record FROM log WHERE {t} NOT IN ('Partition', 'PartitionChange')"
-            f" AND {o} BETWEEN {lo} AND {lo + span - 1}"
+            f"SELECT {o}, record FROM log WHERE {t} NOT IN ('Partition', 'PartitionChange', '{REPORT}') AND {within}"
         )
-        if table.num_rows:
-            yield from from_table(table.sort_by("offset"))
+        decoded = from_table(table.sort_by("offset")) if table.num_rows else []
+        reports = [
+            AssignmentReport(*row)
+            for row in engine.rows(
+                f"SELECT {o}, ts_ms, {req}.broker_id, {req}.broker_epoch FROM log"
+                f" WHERE {t} = '{REPORT}' AND {within} ORDER BY {o}"
+            )
+        ]
+        yield from heapq.merge(decoded, reports, key=lambda r: r.offset)
 
 
 def _refused(kind: str, key: str, off: int, topic: str, partition: int, brokers, replicas) -> Violation:
@@ -148,21 +161,13 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     # records are no state (``replay.transactions``).
     skip = plane.unpublished + ([] if plane.unfinished is None else [(plane.unfinished, end)])
     tell("forward-filling partition states")
-    engine.view("partition_rows", sql.partition_rows(d, skip))
-    engine.keep("judged", sql.judged(d))
-    engine.keep("timeline", sql.timeline(d, plane.mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+    build_timeline(engine, skip, plane.mv_levels)
 
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
     driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
     if n and end - first + 1 != n:
         found += _l1(engine, d)
-    found += [
-        _refused(*r)
-        for r in engine.rows(
-            "SELECT refused, record_key, off, topic_id, partition_id, assign_brokers, cur_replicas"
-            " FROM judged WHERE refused IS NOT NULL"
-        )
-    ]
+    found += [_refused(*r) for r in engine.rows(sql.refusals(d))] if engine.rows(sql.ANY_REFUSED) else []
     tell("K1: leader in ISR in replicas")
     wrong_k1 = "(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL) s0"
     k1 = _with_payload(sql.islands(d, wrong_k1, "TRUE"), "timeline", "s.k1, s.isr, s.replicas, s.leader")
@@ -179,7 +184,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     referenced: dict[int, set[str]] = {}
     for b, dd in engine.rows(
         f"WITH a AS (SELECT assign_dirs, {d.posexplode('assign_brokers', 'pos', 'broker')}"
-        f" FROM judged WHERE assign_brokers IS NOT NULL)"
+        f" FROM partition_rows WHERE assign_brokers IS NOT NULL)"
         f" SELECT DISTINCT broker, {d.at('assign_dirs', 'pos + 1')} FROM a"
     ):
         referenced.setdefault(b, set()).add(dd)
@@ -217,8 +222,9 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     found += k11_violations(plane, counts)
     if plane.accepted_assignments:
         engine.table("accepted", [(a,) for a in plane.accepted_assignments], [("off", "BIGINT")])
-        for _pk, topic, p, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
+        for pk, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
             words = say("K9", "unrecorded", broker=broker, reported=reported, recorded=recorded)
+            topic, p = partition_of(lives, pk)
             found.append(interval("K9", f"replica/{topic}/{p}/{broker}", f, words, fixed))
 
     tell("holding graced states to the grace")
@@ -257,6 +263,21 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         seconds=round(time.perf_counter() - started, 2),
     )
     return report
+
+
+def build_timeline(engine, skip: list[tuple[int, int]], mv_levels: list[tuple[int, int]]) -> None:
+    """The partition states (``timeline``) of the log's published partition records (``skip``:
+    offset ranges left out), from one window pass (``fills``), and for the few partitions it
+    cannot state (``unclean``) the general form."""
+    d = engine.dialect
+    engine.view("partition_rows", sql.partition_rows(d, skip))
+    engine.keep("fills", sql.fills(d, mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+    engine.keep("unclean", sql.unclean())
+    general = bool(engine.rows("SELECT 1 FROM unclean LIMIT 1"))
+    if general:
+        engine.view("judged", sql.judged(d))
+        engine.keep("general_states", sql.general_states(d, mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+    engine.view("timeline", sql.timeline(general))
 
 
 def families(engine) -> set[str]:
