@@ -161,16 +161,15 @@ def phase_cli(path: str, engine: str) -> dict:
 
 
 def phase_plan_k1(path: str, cores: int) -> dict:
-    """K1 alone by the plan's queries on DuckDB: the judged records, the timeline (with K3's and
-    the later invariants' facts, as the audit computes it) and K1's islands; the control plane
-    (topic lifetimes) replayed first, untimed."""
+    """K1 alone by the plan's queries on DuckDB: the timeline (with K3's and the later
+    invariants' facts, as the audit computes it) and K1's islands; the control plane (topic
+    lifetimes) replayed first, untimed."""
     from kraftlake.records import Log
     from kraftlake.replay.audit import AuditConfig
     from kraftlake.spark.control import replay_control_plane
     from kraftlake.spark.plan import sql
     from kraftlake.spark.plan.duck import DuckEngine
-    from kraftlake.spark.plan.run import LIVES, control_records
-    from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
+    from kraftlake.spark.plan.run import LIVES, build_timeline, control_records
 
     snap = Log.open(path).at()
     with DuckEngine(threads=cores) as e:
@@ -180,16 +179,15 @@ def phase_plan_k1(path: str, cores: int) -> dict:
         )
         plane = replay_control_plane(control_records(e, first, last, control), AuditConfig())
         e.table("lives", [(i, *life) for i, life in enumerate(plane.topics)], LIVES)
-        t = time.perf_counter()
-        e.view("partition_rows", sql.partition_rows(e.dialect, plane.unpublished))
-        e.keep("judged", sql.judged(e.dialect))
-        e.keep("timeline", sql.timeline(e.dialect, plane.mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+        t, cpu = time.perf_counter(), time.process_time()
+        build_timeline(e, plane.unpublished, plane.mv_levels)
         wrong = "(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL) s0"
         ((found,),) = e.rows(f"SELECT count(*) FROM ({sql.islands(e.dialect, wrong, 'TRUE')}) i")
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     return {
         "records": snap.last_offset + 1,
         "seconds": seconds,
+        "cpu": cpu,
         "violations": found,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
@@ -203,11 +201,12 @@ def phase_duckdb(path: str, cores: int) -> dict:
     snap = Log.open(path).at()
     con = duckdb.connect()
     con.execute(f"SET threads = {cores}")
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     (found,) = con.execute(K1_SQL, {"files": snap.files()}).fetchone()
     return {
         "records": snap.last_offset + 1,
         "seconds": time.perf_counter() - t,
+        "cpu": time.process_time() - cpu,
         "violations": found,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }

@@ -22,6 +22,7 @@ grown each stream-set object to hundreds of ranges).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kraftlake.logging import get_logger
 from kraftlake.records.kraft import (
@@ -97,8 +98,21 @@ class ControlPlane:
     """(offset, topic id; None = every topic) of each ClearElr the reducer applied."""
 
 
+class AssignmentReport(NamedTuple):
+    """An AssignReplicasToDirsRequest as the control plane reads it: the broker and epoch that
+    sent it. What it reports is checked by the plan (K9, in SQL); the driver only tells whether
+    the controller accepts it, so its records are read from the log's columns, not decoded (on
+    a JBOD history they are most of the control plane)."""
+
+    offset: int
+    ts_ms: int | None
+    broker_id: int
+    broker_epoch: int
+
+
 def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
-    """Replay ``records`` (the log's non-partition records, in offset order)."""
+    """Replay ``records`` (the log's non-partition records, in offset order; each
+    AssignReplicasToDirsRequest as an ``AssignmentReport`` or whole)."""
     # Transactions are held here, so that each record below is looked at as it is applied.
     audit = Audit.for_subset(config)
     transactions = Transactions()
@@ -110,10 +124,12 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
         broker = None
         if cls in _BROKER_RECORDS:
             broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
-        if cls is AssignReplicasToDirsRequest:
+        if cls is AssignReplicasToDirsRequest or cls is AssignmentReport:
             reg = view.brokers.get(r.broker_id)
             if reg is not None and reg.epoch == r.broker_epoch:
                 plane.accepted_assignments.append(r.offset)
+            if cls is AssignmentReport:  # an observation: the subset audit has nothing to check in it
+                continue
         if cls is UnfenceRequested:
             reg = view.brokers.get(r.broker_id)
             if reg is not None and reg.fenced and reg.epoch == r.broker_epoch and len(reg.log_dirs) >= 2:

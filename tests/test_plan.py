@@ -783,17 +783,73 @@ def test_the_registrations_other_fields_are_the_last_each_record_set(plan, tmp_p
     _same(local, remote)
 
 
+@pytest.mark.parametrize("bug", [None, "elect-offline-leader", "skip-dir-assignment"])
+def test_the_one_pass_timeline_equals_the_general_form(engine_of, tmp_path, bug):
+    """``fills`` states a partition in one window pass where ``unclean`` does not name it; the
+    general form (``judged``, ``states``) states every partition. Here every partition is
+    stated both ways: the rows are the same, column for column; and a partition registered
+    twice, one with a refused change and one whose replicas change without directories are
+    named unclean."""
+    from kraftlake.records import Partition, PartitionChange, ReplicaDirectory
+    from kraftlake.spark.control import replay_control_plane
+    from kraftlake.spark.plan import sql
+    from kraftlake.spark.plan.run import LIVES, build_timeline, control_records
+    from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
+
+    cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=12, seed=11, bug=bug)
+    log = Log.create(tmp_path / "log")
+    log.append([r for batch in generate(cfg, records=2000) for r in batch])
+    first = {}
+    for r in log.at().records():
+        if isinstance(r, Partition):
+            first.setdefault((r.topic_id, r.partition_id), r)
+    (t0, p0), (t1, p1), (t2, p2) = list(first)[:3]
+    again = msgspec.structs.replace(first[(t0, p0)], offset=None, ts_ms=None)
+    refused = PartitionChange(
+        topic_id=t1, partition_id=p1, isr=(9,), assignment=(ReplicaDirectory(broker=9, directory=uid("nine")),)
+    )
+    bare = PartitionChange(topic_id=t2, partition_id=p2, replicas=first[(t2, p2)].replicas[::-1])
+    log.append([again, refused, bare])
+    snap = log.at()
+    with engine_of(log) as engine:
+        control = sum(1 for r in snap.records() if not isinstance(r, (Partition, PartitionChange)))
+        plane = replay_control_plane(control_records(engine, 0, snap.last_offset, control), AuditConfig())
+        engine.table("lives", [(i, *life) for i, life in enumerate(plane.topics)], LIVES)
+        build_timeline(engine, plane.unpublished, plane.mv_levels)
+        d = engine.dialect
+        fast = engine.rows(f"SELECT {sql.TIMELINE} FROM fills WHERE pk NOT IN (SELECT pk FROM unclean)")
+        unclean = {pk for (pk,) in engine.rows("SELECT pk FROM unclean")}
+        engine.keep("unclean", "SELECT DISTINCT pk FROM fills")
+        engine.view("judged", sql.judged(d))
+        everything = engine.rows(f"SELECT * FROM ({sql.general_states(d, plane.mv_levels, MV_3_0_IV1, MV_3_6_IV0)}) g")
+    assert len(unclean) == 3
+    general = [r for r in everything if r[0] not in unclean]
+    assert len(fast) > 500
+    key = lambda r: (r[0], r[1])  # noqa: E731
+    assert sorted(map(tuple, fast), key=key) == sorted(map(tuple, general), key=key)
+
+
 def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(engine_of, tmp_path):
     """``plan.run.control_records`` reads a range of offsets at a time from the engine (an
     S3Stream log is nearly all control records): with a window of a few records, every
-    non-partition record comes once, in offset order, whatever the ranges' edges cut through."""
+    non-partition record comes once, in offset order, whatever the ranges' edges cut through;
+    an AssignReplicasToDirsRequest as its sender and epoch, read from the columns."""
+    from kraftlake.records.observations import AssignReplicasToDirsRequest
+    from kraftlake.spark.control import AssignmentReport
     from kraftlake.spark.plan.run import control_records
 
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(WorkloadConfig(brokers=4, partitions=6, seed=3), records=600) for r in batch])
     snap = log.at()
-    expected = [r for r in snap.records() if type(r).__name__ not in ("Partition", "PartitionChange")]
+    expected = [
+        AssignmentReport(r.offset, r.ts_ms, r.broker_id, r.broker_epoch)
+        if isinstance(r, AssignReplicasToDirsRequest)
+        else r
+        for r in snap.records()
+        if type(r).__name__ not in ("Partition", "PartitionChange")
+    ]
     assert 20 < len(expected) < 600
+    assert any(isinstance(r, AssignmentReport) for r in expected)
     with engine_of(log) as engine:
         for window in (7, 1000):
             got = list(control_records(engine, 0, snap.last_offset, len(expected), window=window))

@@ -51,8 +51,10 @@ class Dialect:
         return f"list_transform({a}, lambda v: {expr('v')})" if self.duck else f"transform({a}, v -> {expr('v')})"
 
     def outside(self, a: str, b: str) -> str:
-        """Whether ``a`` has an element that is not in ``b``."""
-        return f"{self.size(self.filter(a, lambda v: f'NOT {self.contains(b, v)}'))} > 0"
+        """Whether ``a`` has an element that is not in ``b`` (not true where either is null):
+        a set function of each engine's, not a filter with a lambda (several times faster on
+        DuckDB, where every partition state asks it)."""
+        return f"NOT list_has_all({b}, {a})" if self.duck else f"size(array_except({a}, {b})) > 0"
 
     def at(self, a: str, i: str) -> str:
         """``a``'s element at 1-based ``i``; null out of range."""

@@ -90,16 +90,14 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
         s, n = seg.get(b), count.get(b, 0)
         r = s.registration if s is not None else None
         multi = r is not None and len(r.log_dirs) >= 2 and n > 0
-        bad = {
-            "K8": say_text("K8", "unfenced", unassigned=n, dirs=len(r.log_dirs)) if multi and not r.fenced else None,
-            "K10": say_text("K10", "unassigned", unassigned=n, dirs=len(r.log_dirs))
-            if multi and k10_live(r, s.unfenced_since_registered)
-            else None,
-        }
-        for inv, message in bad.items():
-            if message is not None and (inv, b) not in open_:
-                open_[(inv, b)] = (offset, message)
-            elif message is None and (inv, b) in open_:
+        wrong = (
+            ("K8", "unfenced", multi and not r.fenced),
+            ("K10", "unassigned", multi and k10_live(r, s.unfenced_since_registered)),
+        )
+        for inv, kind, bad in wrong:
+            if bad and (inv, b) not in open_:  # worded where it opens (most checks change nothing)
+                open_[(inv, b)] = (offset, say_text(inv, kind, unassigned=n, dirs=len(r.log_dirs)))
+            elif not bad and (inv, b) in open_:
                 first, m = open_.pop((inv, b))
                 out.append(
                     {"invariant": inv, "entity": f"broker/{b}", "first_offset": first, "message": m, "fixed_by": offset}
@@ -152,7 +150,7 @@ def report_of(config, found, plane, n, first, last, state_hash, counts) -> Audit
         checked[inv] += counts["crossings"]
     for v in counts["refused"]:
         checked[v.invariant] += 1
-    checked.update(counts["elr"])
+    checked.update(counts["plan"])  # K9, K13-K15: counted in SQL
     checked["L1"] = n
     return assemble_report(
         config,

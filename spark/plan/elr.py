@@ -4,7 +4,7 @@ ELR needs, run only on a log that turns the feature on or clears an ELR.
 - ``level_at``: the feature's level at each row, from the driver's timeline of it
   (``ControlPlane.elr_levels``): K1, K13, K14 and K15 judge a state by the feature in force at the
   record that made it.
-- ``with_clears``: the judged partition records and a state per partition each ClearElr changes
+- ``with_clears``: the partition records and a row per partition each ClearElr changes
   (``clears``: at_, topic; null = every topic): Kafka's replay merges a change that empties the
   ELR and the LastKnownElr of every partition of the topic that has either, so its partition
   epoch goes up by one (``reducer._clear_elr``). The timeline is built over it.
@@ -24,11 +24,12 @@ from kraftlake.records.kraft import LRS_RECOVERING
 from .dialect import Dialect
 from .sql import change_points
 
-JUDGED = (
-    "pk",
+ROWS = (
     "off",
+    "record_key",
     "is_record",
-    "removed",
+    "topic_id",
+    "partition_id",
     "set_replicas",
     "set_isr",
     "set_leader",
@@ -42,10 +43,10 @@ JUDGED = (
     "sets_leader",
     "base_le",
     "base_pe",
-    "cur_replicas",
-    "refused",
+    "removed",
+    "pk",
 )
-"""The columns of ``judged`` the timeline reads, in the order ``with_clears`` gives them."""
+"""The columns of ``plan.sql.partition_rows``, in its order."""
 
 _BEFORE = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
 _UPTO = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
@@ -71,43 +72,46 @@ def k1_exempt(levels: list[tuple[int, bool]]) -> str:
 
 
 def with_clears(d: Dialect) -> str:
-    """``judged`` and, after each ClearElr, a state of every partition it changes: nothing set but
-    the two ELR fields, emptied (so the timeline counts a partition epoch)."""
+    """``partition_records`` (``plan.sql.partition_rows``) and, after each ClearElr, a row of
+    every partition it changes: nothing set but the two ELR fields, emptied (a change: the
+    timeline counts a partition epoch). Whether a partition has an ELR or a LastKnownElr at the
+    ClearElr is read from every record before it, a refused one's included: refusals are rare
+    and their ELR fields are Kafka's as written (a known approximation of the reducer)."""
     ints = d.empty("INT")
-    cols = ", ".join(JUDGED)
     clear = {
         "is_record": "FALSE",
         "set_elr": ints,
         "set_lkelr": ints,
         "sets_leader": "0",
-        "cur_replicas": "replicas",
     }
-    clear_cols = ", ".join(
-        f"{clear[c]} AS {c}" if c in clear else c if c in ("pk", "off", "removed") else f"NULL AS {c}" for c in JUDGED
-    )
+    kept = ("off", "pk", "removed", "topic_id", "partition_id")
+    clear_cols = ", ".join(f"{clear[c]} AS {c}" if c in clear else c if c in kept else f"NULL AS {c}" for c in ROWS)
     return f"""
     WITH parts AS (
-      SELECT pk, min(off) AS born, max(removed) AS removed FROM judged WHERE refused IS NULL GROUP BY pk
+      SELECT pk, min(off) AS born, max(removed) AS removed, min(topic_id) AS topic_id,
+        min(partition_id) AS partition_id
+      FROM partition_records WHERE pk <> -1 GROUP BY pk
     ),
     c AS (
-      SELECT p.pk, k.at_ AS off, p.removed
+      SELECT p.pk, k.at_ AS off, p.removed, p.topic_id, p.partition_id
       FROM clears k
         JOIN lives l ON (k.topic IS NULL OR k.topic = l.life_topic) AND k.at_ > l.life
           AND (l.removed IS NULL OR k.at_ < l.removed)
         JOIN parts p ON {d.idiv("p.pk", 4294967296)} = l.life_index AND p.born < k.at_
     ),
     u AS (
-      SELECT pk, off, FALSE AS is_clear, set_elr, set_lkelr, cur_replicas, removed FROM judged
-        WHERE refused IS NULL AND pk IN (SELECT pk FROM c)
-      UNION ALL SELECT pk, off, TRUE AS is_clear, {ints} AS set_elr, {ints} AS set_lkelr, NULL AS cur_replicas, removed
-        FROM c
+      SELECT pk, off, FALSE AS is_clear, set_elr, set_lkelr, NULL AS removed, NULL AS topic_id,
+        NULL AS partition_id
+      FROM partition_records WHERE pk IN (SELECT pk FROM c)
+      UNION ALL SELECT pk, off, TRUE AS is_clear, {ints} AS set_elr, {ints} AS set_lkelr, removed, topic_id,
+        partition_id
+      FROM c
     ),
     f AS (
-      SELECT *, {d.last("set_elr")} OVER {_BEFORE} AS elr, {d.last("set_lkelr")} OVER {_BEFORE} AS lkelr,
-        {d.last("cur_replicas")} OVER {_BEFORE} AS replicas
+      SELECT *, {d.last("set_elr")} OVER {_BEFORE} AS elr, {d.last("set_lkelr")} OVER {_BEFORE} AS lkelr
       FROM u
     )
-    SELECT {cols} FROM judged
+    SELECT {", ".join(ROWS)} FROM partition_records
     UNION ALL SELECT {clear_cols} FROM f
       WHERE is_clear AND ({d.size("elr")} > 0 OR {d.size("lkelr")} > 0)
     """
@@ -129,14 +133,21 @@ def states(d: Dialect, levels: list[tuple[int, bool]], mv_levels: list[tuple[int
           AND (coalesce(lrs, 0) = {LRS_RECOVERING} OR {level_at(mv_levels, mv_base)} < {mv_3_2}))"""
     in_isr = d.filter("elr", lambda v: d.contains("isr", v))
     return f"""
-    WITH s AS (
+    WITH tr AS (
+      -- The timeline carries no ELR (plan.sql.OTHER_FIELDS): its rows' own fields, joined back.
+      SELECT t.pk, t.off, t.end_, t.is_record, t.leader, t.isr, t.replicas, t.dirs, t.old_leader, t.old_isr,
+        t.old_replicas, r.set_elr, r.set_lrs
+      FROM timeline t JOIN partition_rows r ON r.pk = t.pk AND r.off = t.off
+      WHERE t.pk IN (SELECT pk FROM partition_rows WHERE {d.size("set_elr")} > 0)
+        OR t.pk IN (SELECT pk FROM timeline WHERE {candidate})
+    ),
+    s AS (
       SELECT pk, off, end_, is_record, leader, isr, replicas, dirs, old_leader, old_isr, old_replicas,
         {d.last("set_elr")} OVER {_UPTO} AS elr,
         {d.last("set_elr")} OVER {_BEFORE} AS old_elr,
         {d.last("set_lrs")} OVER {_UPTO} AS lrs,
         {on} AS on_
-      FROM timeline
-      WHERE pk IN (SELECT pk FROM timeline WHERE {d.size("set_elr")} > 0 OR {candidate})
+      FROM tr
     )
     SELECT pk, off, end_, on_, elr, old_elr, replicas, dirs, isr, leader, old_isr,
       CASE WHEN on_ AND {d.outside("elr", "replicas")} THEN 'elr_outside_replicas'

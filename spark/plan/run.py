@@ -25,7 +25,7 @@ from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, s
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from ..control import replay_control_plane
+from ..control import AssignmentReport, replay_control_plane
 from . import elr as elr_sql
 from . import sql
 from .driver import bad_intervals, interval, k8_candidates, k11_violations, partition_entity, partition_of, report_of
@@ -42,6 +42,8 @@ ENGINE_PARTS = (
 )
 """What ran where, for the report (``AuditReport.engine``)."""
 
+REPORT = "AssignReplicasToDirsRequest"
+
 LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"), ("removed", "BIGINT")]
 
 
@@ -53,23 +55,34 @@ def offset_bucket(last: int) -> int:
 
 
 def control_records(engine, first, last, count: int, window: int = CONTROL_WINDOW):
-    """The ``count`` non-partition records of offsets ``first..last``, decoded, in offset order,
-    a range of offsets holding about ``window`` of them at a time."""
+    """The ``count`` non-partition records of offsets ``first..last``, in offset order, a range
+    of offsets holding about ``window`` of them at a time: decoded, but for the
+    AssignReplicasToDirsRequests, read from their columns as ``AssignmentReport``s."""
+    import heapq
+
     from kraftlake.records.arrow import from_table
 
     if not count or first is None or last is None:
         return
     d = engine.dialect
     o, t = d.q("offset"), d.q("type")
+    req = d.q("assign_replicas_to_dirs_request")
     ranges = -(-count // window)
     span = -(-(last - first + 1) // ranges)
     for lo in range(first, last + 1, span):
+        within = f"{o} BETWEEN {lo} AND {lo + span - 1}"
         table = engine.arrow(
-            f"SELECT {o}, record FROM log WHERE {t} NOT IN ('Partition', 'PartitionChange')"
-            f" AND {o} BETWEEN {lo} AND {lo + span - 1}"
+            f"SELECT {o}, record FROM log WHERE {t} NOT IN ('Partition', 'PartitionChange', '{REPORT}') AND {within}"
         )
-        if table.num_rows:
-            yield from from_table(table.sort_by("offset"))
+        decoded = from_table(table.sort_by("offset")) if table.num_rows else []
+        reports = [
+            AssignmentReport(*row)
+            for row in engine.rows(
+                f"SELECT {o}, ts_ms, {req}.broker_id, {req}.broker_epoch FROM log"
+                f" WHERE {t} = '{REPORT}' AND {within} ORDER BY {o}"
+            )
+        ]
+        yield from heapq.merge(decoded, reports, key=lambda r: r.offset)
 
 
 def _refused(kind: str, key: str, off: int, topic: str, partition: int, brokers, replicas) -> Violation:
@@ -149,27 +162,16 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     # records are no state (``replay.transactions``).
     skip = plane.unpublished + ([] if plane.unfinished is None else [(plane.unfinished, end)])
     tell("forward-filling partition states")
-    engine.view("partition_rows", sql.partition_rows(d, skip))
-    engine.keep("judged", sql.judged(d))
-    # -- KIP-966 (plan.elr): ClearElr's states join the timeline ---------------------------------
-    timeline_source = "judged"
     if plane.clears:
+        # KIP-966 (plan.elr): a state per partition each ClearElr changes joins the records.
         engine.table("clears", plane.clears, [("at_", "BIGINT"), ("topic", "STRING")])
-        engine.view("judged_cleared", elr_sql.with_clears(d))
-        timeline_source = "judged_cleared"
-    engine.keep("timeline", sql.timeline(d, plane.mv_levels, MV_3_0_IV1, MV_3_6_IV0, timeline_source))
+    build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears))
 
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
     driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
     if n and end - first + 1 != n:
         found += _l1(engine, d)
-    refused = [
-        _refused(*r)
-        for r in engine.rows(
-            "SELECT refused, record_key, off, topic_id, partition_id, assign_brokers, cur_replicas"
-            " FROM judged WHERE refused IS NOT NULL"
-        )
-    ]
+    refused = [_refused(*r) for r in engine.rows(sql.refusals(d))] if engine.rows(sql.ANY_REFUSED) else []
     found += refused
     tell("K1: leader in ISR in replicas")
     wrong_k1 = (
@@ -189,7 +191,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     referenced: dict[int, set[str]] = {}
     for b, dd in engine.rows(
         f"WITH a AS (SELECT assign_dirs, {d.posexplode('assign_brokers', 'pos', 'broker')}"
-        f" FROM judged WHERE assign_brokers IS NOT NULL)"
+        f" FROM partition_rows WHERE assign_brokers IS NOT NULL)"
         f" SELECT DISTINCT broker, {d.at('assign_dirs', 'pos + 1')} FROM a"
     ):
         referenced.setdefault(b, set()).add(dd)
@@ -216,10 +218,10 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
             found.append(violation("K7", partition_entity(lives, pk), at, at, words, [at]))
 
-    elr_checked = {}
+    sql_checked = {}
     if any(on for _off, on in plane.elr_levels):
         tell("K13-K15: eligible leader replicas")
-        found += _elr(engine, d, plane, lives, held, elr_checked)
+        found += _elr(engine, d, plane, lives, held, sql_checked)
 
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
@@ -232,8 +234,11 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     found += k11_violations(plane, counts)
     if plane.accepted_assignments:
         engine.table("accepted", [(a,) for a in plane.accepted_assignments], [("off", "BIGINT")])
-        for _pk, topic, p, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
+        ((k9_checked,),) = engine.rows(sql.k9_checked(d))
+        sql_checked["K9"] = int(k9_checked)
+        for pk, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
             words = say("K9", "unrecorded", broker=broker, reported=reported, recorded=recorded)
+            topic, p = partition_of(lives, pk)
             found.append(interval("K9", f"replica/{topic}/{p}/{broker}", f, words, fixed))
 
     tell("holding graced states to the grace")
@@ -266,7 +271,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     at_events = set(events)
     crossings = sum((off, b) not in at_events for off, b, _n in counts)
     found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
-    tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "elr": elr_checked}
+    tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
     report = report_of(config, found, plane, n, first, last, view.state_hash(), tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
     log.info(
@@ -308,6 +313,28 @@ def _elr(engine, d, plane, lives, held, checked: dict[str, int]) -> list[Violati
             interval("K15", partition_entity(lives, pk), f, say("K15", "offline_members", members=members), fixed)
         )
     return found
+
+
+def build_timeline(
+    engine, skip: list[tuple[int, int]], mv_levels: list[tuple[int, int]], *, clears: bool = False
+) -> None:
+    """The partition states (``timeline``) of the log's published partition records (``skip``:
+    offset ranges left out), from one window pass (``fills``), and for the few partitions it
+    cannot state (``unclean``) the general form. ``clears``: the driver registered ``clears``
+    (ClearElr records), whose states join the records (``plan.elr.with_clears``)."""
+    d = engine.dialect
+    if clears:
+        engine.view("partition_records", sql.partition_rows(d, skip))
+        engine.keep("partition_rows", elr_sql.with_clears(d))
+    else:
+        engine.view("partition_rows", sql.partition_rows(d, skip))
+    engine.keep("fills", sql.fills(d, mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+    engine.keep("unclean", sql.unclean())
+    general = bool(engine.rows("SELECT 1 FROM unclean LIMIT 1"))
+    if general:
+        engine.view("judged", sql.judged(d))
+        engine.keep("general_states", sql.general_states(d, mv_levels, MV_3_0_IV1, MV_3_6_IV0))
+    engine.view("timeline", sql.timeline(general))
 
 
 def families(engine) -> set[str]:

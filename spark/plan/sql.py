@@ -5,11 +5,13 @@ statement. The same text runs on DuckDB and on Spark SQL.
 
 What each query computes is what Kafka's replay and the local audit compute per record:
 
-- ``partition_rows``, ``judged``, ``timeline``: every partition's state after each of its
+- ``partition_rows``, ``fills``, ``timeline``: every partition's state after each of its
   records (``statemachine.kraft.partitions.merge`` as forward fills per partition lifetime),
-  the records the reducer refuses (``judged.refused``), directories folded per replica where a
-  change sets replicas without naming them (``directories_from``), and per state what the
-  invariants read: K1's and K3's kind of wrongness, the state before, UNASSIGNED replicas.
+  the records the reducer refuses (``fills.refused``), and per state what the invariants read:
+  K1's and K3's kind of wrongness, the state before, UNASSIGNED replicas. One window pass
+  (``fills``) states nearly every partition; the few it cannot (``unclean``: registered twice,
+  a refused change, directories folded per replica where a change sets replicas without naming
+  them) take the general form (``judged``, ``states``).
 - ``members``, ``overlaps``, ``k4_k5_points``: leaders and ISR members joined with the
   intervals where their broker or directory is bad (interval joins cut into offset buckets),
   and where K4/K5's answer can change.
@@ -80,38 +82,102 @@ def partition_rows(d: Dialect, skip: list[tuple[int, int]]) -> str:
     """
 
 
+def _fits(d: Dialect, replicas: str) -> str:
+    """Whether a change's assignment names ``replicas`` in order (else the reducer refuses it)."""
+    return f"""({d.size("assign_brokers")} = {d.size(replicas)} AND
+        {d.size(d.filter_at("assign_brokers", lambda v, i: f"{v} <> {d.at(replicas, f'{i} + 1')}"))} = 0)"""
+
+
+def _refused(d: Dialect, replicas: str) -> str:
+    """Why the reducer refuses a row (null = applied), from ``segment`` (the partition's last
+    PartitionRecord so far) and ``replicas`` in force: refused rows never set replicas, so the
+    replicas in force at a row are the same counted over every row or over the applied ones."""
+    return f"""CASE
+          WHEN pk = -1 THEN 'topic'
+          WHEN segment IS NULL THEN 'partition'
+          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {_fits(d, replicas)} THEN 'directories'
+        END"""
+
+
+def _explicit_dirs(d: Dialect) -> str:
+    """The directories a row names: its assignment's, or MIGRATING per replica for a
+    PartitionRecord without one (as Kafka upcasts a v0 record)."""
+    return f"""CASE WHEN assign_dirs IS NOT NULL THEN assign_dirs
+        WHEN is_record THEN {d.repeat(f"'{MIGRATING}'", d.size("set_replicas"))} END"""
+
+
+_BEFORE = "before AS (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+
+
+def fills(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
+    """The forward fill of every partition record, in one window pass: each row's state after
+    it and before it (``STATE``), what the invariants read of it (``derived``), and why it is
+    refused (``refused``, null = applied).
+
+    One pass is exact for the partitions ``unclean`` does not name (every record applied, one
+    PartitionRecord, first, and directories never folded): there the epochs are the
+    PartitionRecord's plus the changes counted since. The others (a partition registered
+    twice, a refused change in the middle of its history, replicas changed without their
+    directories) go through ``judged`` and ``states``, the general form, two passes more."""
+    explicit = _explicit_dirs(d)
+    return f"""
+    WITH a AS (
+      SELECT pk, off, is_record, removed, set_replicas, sets_leader, assign_brokers,
+        (NOT is_record AND set_replicas IS NOT NULL AND assign_dirs IS NULL) AS folds,
+        {d.last("CASE WHEN is_record THEN off END")} OVER upto AS segment,
+        {d.last("set_replicas")} OVER upto AS replicas,
+        {d.last("set_replicas")} OVER before AS old_replicas,
+        {d.last("set_isr")} OVER upto AS isr,
+        {d.last("set_isr")} OVER before AS old_isr,
+        {d.last("set_leader")} OVER upto AS leader,
+        {d.last("set_leader")} OVER before AS old_leader,
+        {d.last(explicit)} OVER upto AS dirs,
+        {d.last(explicit)} OVER before AS old_dirs,
+        {d.last("base_le")} OVER upto + count(CASE WHEN sets_leader = 1 THEN 1 END) OVER upto AS leader_epoch,
+        {d.last("base_pe")} OVER upto + count(CASE WHEN NOT is_record THEN 1 END) OVER upto AS partition_epoch,
+        lead(off) OVER w AS next_off
+      FROM partition_rows {_window()}, {_BEFORE}
+    ),
+    b AS (
+      SELECT pk, off, coalesce(next_off, removed) AS end_, removed, is_record, leader, isr, replicas, dirs,
+        leader_epoch, partition_epoch, old_replicas, old_isr, old_leader, old_dirs,
+        CASE WHEN NOT is_record THEN leader_epoch - sets_leader END AS old_leader_epoch,
+        CASE WHEN NOT is_record THEN partition_epoch - 1 END AS old_partition_epoch,
+        segment, folds, assign_brokers, {_refused(d, "replicas")} AS refused
+      FROM a
+    )
+    {derived(d, "b", levels, mv_base, mv_3_6)}
+    """
+
+
+def unclean() -> str:
+    """The partitions ``fills`` cannot state in one pass: a PartitionRecord after another row
+    (a second registration, or changes refused before the first), a refused row, a change of
+    replicas without directories."""
+    return (
+        "SELECT DISTINCT pk FROM fills WHERE refused IS NOT NULL OR folds OR (is_record AND old_replicas IS NOT NULL)"
+    )
+
+
 def judged(d: Dialect) -> str:
-    """``partition_rows`` with what the reducer does with each (``refused``: null = applied;
-    ``topic``, ``partition`` or ``directories``) and the replicas in force at it."""
-    fits = f"""({d.size("assign_brokers")} = {d.size("cur_replicas")} AND
-        {d.size(d.filter_at("assign_brokers", lambda v, i: f"{v} <> {d.at('cur_replicas', f'{i} + 1')}"))} = 0)"""
+    """The partition records of the ``unclean`` partitions with what the reducer does with each
+    (``refused``: null = applied) and the replicas in force at it."""
     return f"""
     WITH s AS (
       SELECT *,
         {d.last("CASE WHEN is_record THEN off END")} OVER upto AS segment,
         {d.last("set_replicas")} OVER upto AS cur_replicas
-      FROM partition_rows {_window()}
+      FROM partition_rows WHERE pk IN (SELECT pk FROM unclean) {_window()}
     )
-    , r AS (
-      SELECT *, CASE
-          WHEN pk = -1 THEN 'topic'
-          WHEN segment IS NULL THEN 'partition'
-          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {fits} THEN 'directories'
-        END AS refused
-      FROM s
-    )
-    SELECT pk, off, is_record, removed, set_replicas, set_isr, set_leader, {", ".join(OTHER_FIELDS)},
-      assign_brokers, assign_dirs, sets_leader, base_le, base_pe, cur_replicas, refused,
-      CASE WHEN refused IS NOT NULL THEN record_key END AS record_key,
-      CASE WHEN refused IS NOT NULL THEN topic_id END AS topic_id,
-      CASE WHEN refused IS NOT NULL THEN partition_id END AS partition_id
-    FROM r
+    SELECT pk, off, is_record, removed, set_replicas, set_isr, set_leader, assign_brokers, assign_dirs, sets_leader,
+      base_le, base_pe, cur_replicas, {_refused(d, "cur_replicas")} AS refused
+    FROM s
     """
 
 
 OTHER_FIELDS = ("set_removing", "set_adding", "set_lrs", "set_elr", "set_lkelr")
 """The registration's fields no invariant reads: each record's own value (null = unchanged),
-folded for the final states only (``final_fields``)."""
+folded for the final states only (``final_states``)."""
 
 
 def _mv(levels: list[tuple[int, int]], base: int, column: str = "off") -> str:
@@ -149,33 +215,23 @@ def _case(kinds: dict[str, str]) -> str:
     return "CASE " + " ".join(f"WHEN {cond} THEN '{kind}'" for kind, cond in kinds.items()) + " END"
 
 
-def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int, source: str = "judged") -> str:
-    """One row per applied partition record: the state after it (leader, isr, replicas, dirs,
-    epochs), where it ends (``end_``: the partition's next record, its topic's removal, or
-    null), the state before (``old_*``), and what the invariants read of it: ``k1`` and ``k3``
-    (the kind of wrongness, null = right), ``moved``, ``left_`` (replicas that left), ``u`` and
-    ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``.
-    ``source``: ``judged``, or it with ClearElr's states (``plan.elr.with_clears``)."""
-    explicit = f"""CASE WHEN assign_dirs IS NOT NULL THEN assign_dirs
-        WHEN is_record THEN {d.repeat(f"'{MIGRATING}'", d.size("set_replicas"))} END"""
+def states(d: Dialect) -> str:
+    """The general form of ``fills``, for the ``unclean`` partitions (``judged``): the applied
+    rows' states after and before them, the epochs counted per PartitionRecord, and directories
+    folded per replica where a change sets replicas without naming them."""
+    explicit = _explicit_dirs(d)
     unassigned = "'" + UNASSIGNED + "'"
-    strings = d.empty("STRING")
     ints = d.empty("INT")
-
-    def u_of(replicas: str, dirs: str) -> str:
-        return d.filter_at(replicas, lambda v, i: f"{d.at(dirs, f'{i} + 1')} = {unassigned}")
-
+    strings = d.empty("STRING")
     # A replica a change adds without directories is UNASSIGNED, or MIGRATING when the
     # partition's directories were all MIGRATING (KAFKA-16583; ``partitions.merge``): judged by
     # the last directories a record named (exact unless a fold dropped every other replica).
     named = f"""CASE WHEN explicit_dirs IS NOT NULL THEN {d.at("explicit_dirs", "pos + 1")}
         WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")}
           THEN CASE WHEN migrating_before THEN '{MIGRATING}' ELSE {unassigned} END END"""
-    moved = "(NOT (replicas IS NOT DISTINCT FROM old_replicas) OR NOT (dirs IS NOT DISTINCT FROM old_dirs))"
-    touched = f"({d.contains('dirs', unassigned)} OR {d.contains(f'coalesce(old_dirs, {strings})', unassigned)})"
     return f"""
     WITH t0 AS (
-      SELECT pk, off, is_record, removed, set_replicas, sets_leader, {", ".join(OTHER_FIELDS)},
+      SELECT pk, off, is_record, removed, set_replicas, sets_leader,
         cur_replicas AS replicas,
         {d.last("set_replicas")} OVER before AS old_replicas,
         {d.last("set_isr")} OVER upto AS isr,
@@ -187,13 +243,12 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
         {d.last(explicit)} OVER before AS old_dirs,
         {d.last("CASE WHEN is_record THEN base_le END")} OVER upto AS base_le,
         {d.last("CASE WHEN is_record THEN base_pe END")} OVER upto AS base_pe,
-        sum(sets_leader) OVER upto AS n_leader,
-        sum(CASE WHEN is_record THEN 0 ELSE 1 END) OVER upto AS n_change,
+        count(CASE WHEN sets_leader = 1 THEN 1 END) OVER upto AS n_leader,
+        count(CASE WHEN NOT is_record THEN 1 END) OVER upto AS n_change,
         max(CASE WHEN NOT is_record AND set_replicas IS NOT NULL AND assign_dirs IS NULL THEN 1 ELSE 0 END)
           OVER (PARTITION BY pk) AS folds_dirs,
         lead(off) OVER w AS next_off
-      FROM {source} WHERE refused IS NULL {_window()}, before AS (PARTITION BY pk ORDER BY off
-        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+      FROM judged WHERE refused IS NULL {_window()}, {_BEFORE}
     ),
     t1 AS (
       -- Epochs: a PartitionRecord's, then +1 per change (partition) and per change that sets the
@@ -205,7 +260,7 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
         {d.last("CASE WHEN is_record THEN base_le - n_leader END")} OVER before + n_leader AS le_before_record,
         {d.last("CASE WHEN is_record THEN base_pe - n_change END")} OVER before + n_change AS pe_before_record,
         coalesce(next_off, removed) AS end_
-      FROM t0 {_window()}, before AS (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+      FROM t0 {_window()}, {_BEFORE}
     ),
     f0 AS (
       SELECT pk, off, replicas, explicit_dirs, set_replicas,
@@ -223,19 +278,44 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
       FROM f1
     ),
     f3 AS (SELECT pk, off, {d.ordered_list("dir", "pos", "TRUE")} AS folded FROM f2 GROUP BY pk, off),
-    f4 AS (SELECT pk, off, folded, lag(folded) OVER (PARTITION BY pk ORDER BY off) AS old_folded FROM f3),
-    t3 AS (
-      SELECT t1.pk, t1.off, end_, removed, is_record, leader, isr, replicas,
-        CASE WHEN f4.pk IS NULL THEN t1.dirs ELSE f4.folded END AS dirs,
-        leader_epoch, partition_epoch, {", ".join(OTHER_FIELDS)}, old_replicas, old_isr, old_leader,
-        CASE WHEN f4.pk IS NULL THEN t1.old_dirs ELSE f4.old_folded END AS old_dirs,
-        CASE WHEN is_record THEN le_before_record ELSE leader_epoch - sets_leader END AS old_leader_epoch,
-        CASE WHEN is_record THEN pe_before_record ELSE partition_epoch - 1 END AS old_partition_epoch,
-        {_mv(levels, mv_base, "t1.off")} AS mv
-      FROM t1 LEFT JOIN f4 ON t1.pk = f4.pk AND t1.off = f4.off
-    )
-    SELECT pk, off, end_, removed, is_record, leader, isr, replicas, dirs, leader_epoch, partition_epoch,
-      old_replicas, old_isr, old_leader, old_leader_epoch, old_partition_epoch, {", ".join(OTHER_FIELDS)},
+    f4 AS (SELECT pk, off, folded, lag(folded) OVER (PARTITION BY pk ORDER BY off) AS old_folded FROM f3)
+    SELECT t1.pk, t1.off, end_, removed, is_record, leader, isr, replicas,
+      CASE WHEN f4.pk IS NULL THEN t1.dirs ELSE f4.folded END AS dirs,
+      leader_epoch, partition_epoch, old_replicas, old_isr, old_leader,
+      CASE WHEN f4.pk IS NULL THEN t1.old_dirs ELSE f4.old_folded END AS old_dirs,
+      CASE WHEN is_record THEN le_before_record ELSE leader_epoch - sets_leader END AS old_leader_epoch,
+      CASE WHEN is_record THEN pe_before_record ELSE partition_epoch - 1 END AS old_partition_epoch
+    FROM t1 LEFT JOIN f4 ON t1.pk = f4.pk AND t1.off = f4.off
+    """
+
+
+STATE = (
+    "pk, off, end_, removed, is_record, leader, isr, replicas, dirs, leader_epoch, partition_epoch,"
+    " old_replicas, old_isr, old_leader, old_dirs, old_leader_epoch, old_partition_epoch"
+)
+"""A partition state's columns, as ``fills`` (for the partitions ``unclean`` does not name) and
+``states`` (for those it names) give them."""
+
+
+TIMELINE = STATE + ", k1, k3, moved, left_, u, old_u, changed"
+"""The timeline's columns: a state's and what the invariants read of it (``derived``)."""
+
+
+def derived(d: Dialect, source: str, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
+    """``source``'s states (``STATE``) with what the invariants read of each: ``k1`` and ``k3``
+    (the kind of wrongness, null = right), ``moved``, ``left_`` (replicas that left), ``u`` and
+    ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``."""
+    unassigned = "'" + UNASSIGNED + "'"
+    strings = d.empty("STRING")
+    ints = d.empty("INT")
+
+    def u_of(replicas: str, dirs: str) -> str:
+        return d.filter_at(replicas, lambda v, i: f"{d.at(dirs, f'{i} + 1')} = {unassigned}")
+
+    moved = "(NOT (replicas IS NOT DISTINCT FROM old_replicas) OR NOT (dirs IS NOT DISTINCT FROM old_dirs))"
+    touched = f"({d.contains('dirs', unassigned)} OR {d.contains(f'coalesce(old_dirs, {strings})', unassigned)})"
+    return f"""
+    SELECT *,
       {_case(k1_kinds(d))} AS k1,
       CASE WHEN old_replicas IS NOT NULL THEN {_case(k3_kinds(d, mv_3_6))} END AS k3,
       {moved} AS moved,
@@ -244,8 +324,26 @@ def timeline(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: in
       CASE WHEN {touched} THEN {u_of("replicas", "dirs")} END AS u,
       CASE WHEN {touched} THEN coalesce({u_of("old_replicas", "old_dirs")}, {ints}) END AS old_u,
       old_replicas IS NOT NULL AS changed
-    FROM t3
+    FROM (SELECT *, {_mv(levels, mv_base)} AS mv FROM {source}) t3
     """
+
+
+def general_states(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
+    """The ``unclean`` partitions' timeline rows, in the general form (``states``)."""
+    return f"SELECT {TIMELINE} FROM ({derived(d, f'({states(d)}) g', levels, mv_base, mv_3_6)}) x"
+
+
+def timeline(general: bool) -> str:
+    """One row per applied partition record (``TIMELINE``): the state after it (leader, isr,
+    replicas, dirs, epochs), where it ends (``end_``: the partition's next record, its topic's
+    removal, or null), the state before (``old_*``), and ``derived``'s facts. From ``fills``,
+    and where any partition is ``unclean`` (``general``), from ``general_states`` for those."""
+    if not general:
+        return f"SELECT {TIMELINE} FROM fills"
+    return (
+        f"SELECT {TIMELINE} FROM fills WHERE pk NOT IN (SELECT pk FROM unclean)"
+        f" UNION ALL SELECT {TIMELINE} FROM general_states"
+    )
 
 
 def islands(d: Dialect, source: str, wrong: str) -> str:
@@ -413,13 +511,29 @@ def unassigned_counts(d: Dialect) -> str:
     """
 
 
+def k9_checked(d: Dialect) -> str:
+    """How many replica directories the accepted AssignReplicasToDirs requests report: K9's
+    ``checked`` (the catalogue's ``counts``), read from the requests the driver does not decode."""
+    req = d.q("assign_replicas_to_dirs_request")
+    return f"""
+    WITH r0 AS (
+      SELECT {d.posexplode(f"{req}.directories", "dpos", "dd")}
+      FROM log l JOIN accepted a ON l.{d.q("offset")} = a.off
+      WHERE l.{d.q("type")} = 'AssignReplicasToDirsRequest'
+    ),
+    r1 AS (SELECT {d.posexplode("dd.topics", "tpos", "tp")} FROM r0)
+    SELECT coalesce(sum({d.size("tp.partitions")}), 0) FROM r1
+    """
+
+
 def k9_runs(d: Dialect) -> str:
     """K9's candidate intervals: a replica directory its broker reported (and the controller
     accepted: ``accepted``) that the partition does not record, until a state records it or
     drops the replica. A report that disagrees with the partition where it is made is
     effective; it holds until the first state that records the reported directory or drops the
     replica, or the next effective report (which continues the same wrong interval). Rows:
-    pk, topic_id, partition_id, broker, first_offset, reported, recorded, fixed_by."""
+    pk, broker, first_offset, reported, recorded, fixed_by. Only the replicas some accepted
+    report names are followed (the others cannot be wrong)."""
     req = d.q("assign_replicas_to_dirs_request")
     report = "reported IS NOT NULL"
     upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
@@ -438,21 +552,22 @@ def k9_runs(d: Dialect) -> str:
       FROM r1
     ),
     asks AS (
-      SELECT r2.at_, r2.broker, r2.reported, r2.topic_id, r2.pid AS partition_id, r2.pos0 + r2.ppos AS seq,
+      SELECT r2.at_, r2.broker, r2.reported, r2.pos0 + r2.ppos AS seq,
         l.life_index * 4294967296 + (CAST(r2.pid AS BIGINT) & 4294967295) AS pk
       FROM r2 JOIN lives l
         ON r2.topic_id = l.life_topic AND r2.at_ > l.life AND (l.removed IS NULL OR r2.at_ < l.removed)
     ),
-    st AS (
+    asked AS (SELECT DISTINCT pk, broker FROM asks),
+    st0 AS (
       SELECT pk, off, replicas, dirs, {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
-      FROM timeline WHERE moved
+      FROM timeline WHERE moved AND pk IN (SELECT pk FROM asked)
     ),
+    st AS (SELECT st0.* FROM st0 JOIN asked a ON st0.pk = a.pk AND st0.broker = a.broker),
     both_ AS (
-      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, {dir_of} AS dir,
-        CAST(NULL AS STRING) AS reported, CAST(NULL AS STRING) AS topic_id, CAST(NULL AS INT) AS partition_id
+      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, {dir_of} AS dir, CAST(NULL AS STRING) AS reported
       FROM st
-      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS STRING) AS dir, reported,
-        topic_id, partition_id FROM asks
+      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS STRING) AS dir, reported
+      FROM asks
     ),
     t0 AS (
       SELECT *, NULLIF({d.last(f"CASE WHEN NOT ({report}) THEN coalesce(dir, '') END")} OVER {before}, '') AS recorded
@@ -468,7 +583,6 @@ def k9_runs(d: Dialect) -> str:
       SELECT pk, broker, segment,
         max(CASE WHEN {report} THEN pos END) AS at_,
         max(reported) AS reported, max(CASE WHEN {report} THEN recorded END) AS recorded,
-        max(topic_id) AS topic_id, max(partition_id) AS partition_id,
         min(CASE WHEN NOT ({report}) AND (dir IS NULL OR dir = waits_for) THEN pos END) AS fix
       FROM t2 WHERE segment > 0 GROUP BY pk, broker, segment
     ),
@@ -481,7 +595,7 @@ def k9_runs(d: Dialect) -> str:
       SELECT pk, broker, island, min(segment) AS first_segment, max(segment) AS last_segment
       FROM e GROUP BY pk, broker, island
     )
-    SELECT f.pk, a.topic_id, a.partition_id, f.broker, a.at_ AS first_offset, a.reported, a.recorded, z.fix AS fixed_by
+    SELECT f.pk, f.broker, a.at_ AS first_offset, a.reported, a.recorded, z.fix AS fixed_by
     FROM firsts f
       JOIN e a ON a.pk = f.pk AND a.broker = f.broker AND a.segment = f.first_segment
       JOIN e z ON z.pk = f.pk AND z.broker = f.broker AND z.segment = f.last_segment
@@ -504,14 +618,32 @@ def held(d: Dialect, source: str, last: int, grace_records: int, grace_ms: int) 
 
 def final_states(d: Dialect) -> str:
     """The registrations of the partitions that exist at the end: the last state of each, and
-    the other fields as the last record that set each left them."""
+    the other fields as the last applied record that set each left them (read from the
+    records here, so that the timeline's windows do not carry them)."""
     lasts = ", ".join(f"{d.max_by(f, f'CASE WHEN {f} IS NOT NULL THEN off END')} AS {f}" for f in OTHER_FIELDS)
     return f"""
     WITH fin AS (SELECT pk, replicas, dirs, isr, leader, leader_epoch, partition_epoch FROM timeline WHERE end_ IS NULL),
     sets AS (
-      SELECT pk, {lasts} FROM timeline
-      WHERE {" OR ".join(f"{f} IS NOT NULL" for f in OTHER_FIELDS)} GROUP BY pk
+      SELECT pk, {lasts} FROM partition_rows
+      WHERE ({" OR ".join(f"{f} IS NOT NULL" for f in OTHER_FIELDS)})
+        AND off NOT IN (SELECT off FROM fills WHERE refused IS NOT NULL)
+      GROUP BY pk
     )
     SELECT fin.*, {", ".join(f"sets.{f}" for f in OTHER_FIELDS)}
     FROM fin LEFT JOIN sets ON fin.pk = sets.pk
+    """
+
+
+ANY_REFUSED = "SELECT 1 FROM fills WHERE refused IS NOT NULL LIMIT 1"
+
+
+def refusals(d: Dialect) -> str:
+    """The refused partition records (``fills.refused``) with what the driver words them by:
+    kind, key, offset, topic id, partition id, the assignment's brokers, the replicas in force."""
+    p, c, o = d.q("partition"), d.q("partition_change"), d.q("offset")
+    return f"""
+    SELECT f.refused, l.{d.q("key")}, f.off, coalesce(l.{p}.topic_id, l.{c}.topic_id),
+      coalesce(l.{p}.partition_id, l.{c}.partition_id), f.assign_brokers, f.replicas
+    FROM fills f JOIN log l ON l.{o} = f.off
+    WHERE f.refused IS NOT NULL
     """
