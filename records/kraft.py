@@ -99,6 +99,9 @@ NO_CHANGE = 0
 Leader = Annotated[int, Meta(ge=NO_LEADER, le=2**31 - 1, description="-1 = no leader")]
 ChangedLeader = Annotated[int, Meta(ge=LEADER_UNCHANGED, le=2**31 - 1, description="-2 = unchanged, -1 = no leader")]
 Brokers = tuple[BrokerId, ...]
+LastKnownElr = tuple[Leader, ...]
+"""Kafka's ``maybeUpdateLastKnownLeader`` writes the leader the partition had when its ISR
+emptied, which is -1 when it had none: its schema takes any int32, so the record takes -1."""
 
 
 class ReplicaDirectory(Part, frozen=True, kw_only=True):
@@ -298,7 +301,7 @@ class Partition(KraftRecord, frozen=True, kw_only=True):
     assignment: Assignment = ()
     """(broker, directory) per replica, in replica order."""
     eligible_leader_replicas: Brokers | None = None
-    last_known_elr: Brokers | None = None
+    last_known_elr: LastKnownElr | None = None
 
     def _validate(self) -> None:
         _check_partition(self)
@@ -325,7 +328,7 @@ class PartitionChange(KraftRecord, frozen=True, kw_only=True):
     leader_recovery_state: Annotated[int, Meta(ge=LRS_UNCHANGED, le=1)] = LRS_UNCHANGED
     """-1 = unchanged, 0 RECOVERED, 1 RECOVERING."""
     eligible_leader_replicas: Brokers | None = None
-    last_known_elr: Brokers | None = None
+    last_known_elr: LastKnownElr | None = None
     assignment: Assignment | None = None
     """The full new (broker, directory) list, in replica order; None = unchanged."""
 

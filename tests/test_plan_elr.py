@@ -22,9 +22,6 @@ from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadC
 from helpers.kraft import registration, uid, without_offsets
 
 ELR_BUGS = ("elr-overlaps-isr", "elect-outside-elr")
-LKELR_MINUS_ONE = ("keep-offline-replica-in-isr", "elect-offline-leader")
-"""Not with ELR on: their faulty controller empties an ISR whose leader is already -1, so
-Kafka's ``maybeUpdateLastKnownLeader`` writes LastKnownElr [-1], which the record type refuses."""
 
 
 ELR_FAULTS = FAULTS[:6]
@@ -53,7 +50,7 @@ def _log(tmp_path_factory, records) -> Log:
     return log
 
 
-@pytest.mark.parametrize("bug", [*ELR_BUGS, None, *(b for b in BUGS if b not in LKELR_MINUS_ONE), *BROKER_BUGS])
+@pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
 @settings(max_examples=2, deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(1, 3), grace=st.sampled_from([(0, 0), (20, 10**9), (5, 100)]))
 def test_every_bug_on_kafka_41_gives_the_same_report(tmp_path_factory, bug, seed, dirs, grace):

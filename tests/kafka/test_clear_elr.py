@@ -78,3 +78,32 @@ def test_testClearElrRecords():
 def test_clear_elr_of_an_unknown_topic_is_refused():
     with pytest.raises(ReplayError, match="baz"):
         reducer.replay([*_log(), ClearElr(topic_name="baz")])
+
+
+def test_last_known_elr_of_a_leaderless_partition_is_minus_one():
+    """Kafka's ``maybeUpdateLastKnownLeader`` sets LastKnownElr to ``[partition.leader]`` when the
+    ISR empties, -1 when the partition had no leader (its schema takes any int32): such a change
+    decodes from Kafka's bytes, round-trips through JSON Lines, Arrow and both append paths; a
+    broker id below -1 is still refused, naming the field."""
+    from kraftlake.records import PartitionChange, RecordError
+    from kraftlake.records.codec import from_builtins
+
+    change = PartitionChange(topic_id=FOO, partition_id=0, isr=(), leader=-1, last_known_elr=(-1,), version=2)
+    value = encode_value(change)
+    decoded = MetadataDecoder().decode(value, offset=3, ts_ms=1, source="kafka")
+    assert decoded.last_known_elr == (-1,) and encode_value(decoded) == value
+    assert decode_line(encode_line(change)) == change
+    assert from_table(to_table([change], first_offset=0, ts_ms=5))[0].last_known_elr == (-1,)
+    with pytest.raises(RecordError, match="last_known_elr"):
+        from_builtins({"type": "PartitionChange", "topic_id": FOO, "partition_id": 0, "last_known_elr": [-2]})
+
+
+def test_a_log_takes_a_minus_one_last_known_elr_from_records_and_json_lines(tmp_path):
+    from kraftlake.records import Log, PartitionChange
+    from kraftlake.records.columnar import from_lines
+
+    log = Log.create(tmp_path / "log")
+    records = [*_log()[:3], PartitionChange(topic_id=FOO, partition_id=0, isr=(), leader=-1, last_known_elr=(-1,))]
+    log.append(records)  # Python records
+    log.append(from_lines([encode_line(r) for r in records[3:]]), validated=True)  # JSON Lines, as the CLI does
+    assert [r.last_known_elr for r in log.read() if isinstance(r, PartitionChange)] == [(-1,), (-1,)]
