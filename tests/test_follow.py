@@ -159,7 +159,10 @@ def test_cli_log_follow_prints_json_lines_as_they_land(tmp_path):
         later = [json.loads(proc.stdout.readline()) for _ in range(3)]
         assert [r["offset"] for r in later] == [2, 3, 4]
         proc.send_signal(2)  # Ctrl-C
-        assert proc.wait(30) == 0
+        # communicate, not wait: the follower's pipes are drained while it ends (a full pipe
+        # would block it in a write), and what it said on stderr is in the message.
+        _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
     finally:
         if proc.poll() is None:
             proc.kill()

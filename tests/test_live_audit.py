@@ -142,7 +142,10 @@ def test_cli_audit_follow_prints_violations_as_records_land(tmp_path):
             msgspec.to_builtins(v) for v in want
         ]
         proc.send_signal(2)
-        assert proc.wait(30) == 0
+        # communicate, not wait: the follower's pipes are drained while it ends (a full pipe
+        # would block it in a write), and what it said on stderr is in the message.
+        _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
     finally:
         if proc.poll() is None:
             proc.kill()
