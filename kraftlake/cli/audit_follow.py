@@ -8,7 +8,7 @@ import threading
 
 import msgspec
 
-from kraftlake.cli.console import write_bytes
+from kraftlake.cli.console import end_on_ctrl_c, write_bytes
 
 
 def follow_audit(
@@ -33,7 +33,7 @@ def follow_audit(
             if events:
                 write_bytes(b"".join((_jsonl if jsonl else _text)(e) for e in events))
     except KeyboardInterrupt:
-        return
+        end_on_ctrl_c()
 
 
 def _jsonl(event) -> bytes:

@@ -47,3 +47,19 @@ def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
         return parse_storage_options(pairs) or None
     except ValueError as exc:
         abort(str(exc), EXIT_INPUT)
+
+
+def end_on_ctrl_c() -> None:
+    """End a ``--follow`` command at Ctrl-C: flush what it printed, then leave without the
+    interpreter's finalization, where native runtimes' worker threads (delta-rs's tokio, Arrow's
+    pools) can hold the exit back (delta-kernel-rs#1050, lancedb#4175 describe such stalls).
+    Exit status 0, as a follow ended by its user."""
+    import os
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)

@@ -6,7 +6,15 @@ from enum import Enum
 
 import typer
 
-from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, out, storage_options, write_bytes
+from kraftlake.cli.console import (
+    EXIT_INPUT,
+    STORAGE_OPTION,
+    abort,
+    end_on_ctrl_c,
+    out,
+    storage_options,
+    write_bytes,
+)
 
 
 class Format(str, Enum):
@@ -79,7 +87,7 @@ def _follow(log, from_offset: int, types: set[str], poll: float) -> None:
             if batch:
                 write_bytes(b"".join(encode_line(r) + b"\n" for r in batch))
     except KeyboardInterrupt:
-        return
+        end_on_ctrl_c()
 
 
 def _print_table(records: list) -> None:
