@@ -85,9 +85,9 @@ class KraftAudit:
         self.failed_unreported: set[tuple[int, str]] = set()
         """(broker, directory) a LogDirFailed named and no heartbeat has reported yet (K12)."""
         self.suspects: set[tuple[str, int]] = set()
+        """Partitions that may have an open K1/K4/K5 state: they skip the fast screen."""
         self.elr_applies: set[tuple[str, int]] = set()
         """Partitions with a non-empty ELR whose last state was made with KIP-966 on (K15)."""
-        """Partitions that may have an open K1/K4/K5 state: they skip the fast screen."""
         # The audit's own indexes, moved only when a partition's replicas or directories do (rare):
         # the view's ISR index would move on nearly every change and cost more than the checks.
         self.by_replica: dict[int, set[tuple[str, int]]] = {}
