@@ -321,6 +321,9 @@ def test_merge_epochs_and_fields(data, p):
     )
     if c.assignment:
         assert q.directories == tuple(a.directory for a in c.assignment)
+    elif c.replicas is not None and all(d == MIGRATING for d in p.directories):
+        # KAFKA-16583 (``defaultToMigrating``): a partition still all MIGRATING stays so, new replicas too.
+        assert q.directories == (MIGRATING,) * len(c.replicas)
     elif c.replicas is not None:
         # DirectoryId.createDirectoriesFrom: directories follow their replicas, new ones UNASSIGNED.
         where = dict(zip(p.replicas, p.directories))
