@@ -138,6 +138,30 @@ def _stream_ranges_array(values: list[StreamRanges | None], ftype: pa.ListType) 
     return pa.ListArray.from_arrays(offsets, child, type=ftype, mask=mask)
 
 
+def null_columns(n: int, types: Sequence[pa.DataType]) -> list[pa.Array]:
+    """``[pa.nulls(n, t) for t in types]`` (equal arrays), every buffer one shared zero buffer.
+
+    ``pa.nulls`` allocates a validity bitmap and a data buffer for every (nested) field: the
+    log's schema over 10 000 rows is 11 MB and 10 ms, paid by every append for the columns of
+    the record types its batch does not hold (which the data file then leaves out)."""
+    zeros = pa.py_buffer(bytes((n + 1) * 8))  # enough for any validity, offsets or 8-byte values
+    return [_null_array(t, n, zeros) for t in types]
+
+
+def _null_array(ftype: pa.DataType, n: int, zeros: pa.Buffer) -> pa.Array:
+    if pa.types.is_struct(ftype):
+        children = [_null_array(f.type, n, zeros) for f in ftype]
+        return pa.Array.from_buffers(ftype, n, [zeros], null_count=n, children=children)
+    if pa.types.is_list(ftype):  # every list empty: no child values
+        child = _null_array(ftype.value_type, 0, zeros)
+        return pa.Array.from_buffers(ftype, n, [zeros, zeros], null_count=n, children=[child])
+    if pa.types.is_string(ftype) or pa.types.is_binary(ftype):
+        return pa.Array.from_buffers(ftype, n, [zeros, zeros, zeros], null_count=n)
+    if pa.types.is_primitive(ftype) and ftype.bit_width <= 64:
+        return pa.Array.from_buffers(ftype, n, [zeros, zeros], null_count=n)
+    return pa.nulls(n, ftype)
+
+
 @cache
 def _is_nested(ftype: pa.DataType) -> bool:
     """Whether values of this type hold Structs (directly or in lists)."""
