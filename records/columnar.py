@@ -387,13 +387,23 @@ def _vouch(columns: Columns) -> bool:
     return True
 
 
-def _checked(records: list[Record], upcast: Callable[[int, Record], Record] | None = None) -> Validated | None:
+def _checked(
+    records: list[Record],
+    upcast: Callable[[int, Record], Record] | None = None,
+    payloads: dict[type[Record], pa.StructArray] | None = None,
+) -> Validated | None:
     """The records as a ``Validated`` batch, or None when the checks cannot vouch for them.
-    ``upcast(index, record)`` replaces records produced at an older version first."""
+    ``upcast(index, record)`` replaces records produced at an older version first. ``payloads``:
+    struct columns the caller already holds for some types (their records' fields, in the
+    batch's order, as ``_payload_array`` would build them), used instead of building them."""
     columns = Columns(records)
     if upcast is not None and any(min(g.fields[0]) < current_version(g.cls) for g in columns.groups):
         records = [r if r.version >= current_version(type(r)) else upcast(i, r) for i, r in enumerate(records)]
         columns = Columns(records)
+    elif payloads:
+        for g in columns.groups:
+            if g.cls in payloads:
+                g._payload = payloads[g.cls]
     if not _vouch(columns):
         return None
     # The columns hold the plain list, not the ``Validated`` one that holds them: no reference
