@@ -14,7 +14,9 @@ that follows: what a caller pays. ``--inputs`` picks the forms a batch arrives i
 row each: ``python`` (Structs built in Python), ``jsonl`` (the batch's JSON Lines bytes, split and
 decoded inside the timed call, as ``kraftlake append`` does), ``reference`` (Structs through the
 per-record path the columnar one replaced: ``normalize_batch`` and ``arrow.to_table``), ``arrow``
-(a pyarrow Table of the rows, ``records.arrow_input``). Raw: the same records converted once, untimed, with ``records.arrow.to_table``, then
+(a pyarrow Table of the rows, ``records.arrow_input``), ``msgpack`` (the records as msgpack bytes, decoded and
+checked as the HTTP service does, ``columnar.from_builtins_batch``). CPU ms per commit (``time.process_time``,
+all threads) is reported beside wall time. Raw: the same records converted once, untimed, with ``records.arrow.to_table``, then
 ``deltalake.write_deltalake(dt, table, mode="append")`` into a table created with the log's schema
 and table properties, reusing one ``DeltaTable`` object (the issue's baseline). A second raw row
 re-opens that object every ``REOPEN_EVERY`` commits, as the log does, because a long-lived
@@ -96,7 +98,7 @@ from kraftlake.records import (
 from kraftlake.records import arrow as arrow_module
 from kraftlake.records.arrow import LOG_SCHEMA, to_table
 from kraftlake.records.codec import encode_lines, normalize_batch
-from kraftlake.records.columnar import Validated, from_lines
+from kraftlake.records.columnar import Validated, from_builtins_batch, from_lines
 
 SIZES = (1, 10, 100, 1_000, 10_000)
 FULL_COMMITS = {1: 200, 10: 200, 100: 200, 1_000: 100, 10_000: 30}
@@ -108,12 +110,14 @@ INPUTS = {
     "jsonl": ("kraftlake_jsonl", "kraftlake JSON Lines"),
     "reference": ("kraftlake_reference", "kraftlake, per-record path"),
     "arrow": ("kraftlake_arrow", "kraftlake Arrow rows"),
+    "msgpack": ("kraftlake_msgpack", "kraftlake msgpack"),
 }
 """Batch forms kraftlake is timed with (``--inputs``): Python Structs, JSON Lines bytes (decoded
 inside the timed call, as ``kraftlake append`` does), and Python Structs through the per-record
 reference path that ``records.columnar`` replaced (``normalize_batch``, ``arrow.to_table``), and
 a pyarrow Table of the batch's rows (``records.arrow_input``: the raw rows' table without the
-columns the log computes, offsets and times included)."""
+columns the log computes, offsets and times included), and msgpack bytes of the records as the
+HTTP service receives them (decoded, then ``columnar.from_builtins_batch``)."""
 ARROW_DROPPED = ["offset", "ts_ms", "key", "producer", "producer_seq", "record"]
 OFFSET_TXN = getattr(log_module, "OFFSET_TXN", "kraftlake.offset")
 TABLE_PROPERTIES = dict(getattr(log_module, "TABLE_PROPERTIES", {}))
@@ -478,9 +482,11 @@ class Writer(abc.ABC):
     def __init__(self, name: str, label: str) -> None:
         self.name, self.label = name, label
         self.samples: list[float] = []
+        self.cpu: list[float] = []
+        """CPU seconds of this process (all its threads) per commit."""
 
     @abc.abstractmethod
-    def write(self, batch: list[Record], table: pa.Table, jsonl: bytes) -> None:
+    def write(self, batch: list[Record], table: pa.Table, jsonl: bytes, packed: bytes = b"") -> None:
         """Append one batch (kraftlake takes the records or their JSON Lines, raw delta-rs the
         Arrow table)."""
 
@@ -496,9 +502,11 @@ class KraftlakeWriter(Writer):
         self.log = Log.create(path)
         self.append = Appender(self.log, producer="bench").append if via == "appender" else self.log.append
 
-    def write(self, batch: list[Record], table: pa.Table, jsonl: bytes) -> None:
+    def write(self, batch: list[Record], table: pa.Table, jsonl: bytes, packed: bytes = b"") -> None:
         if self.form == "jsonl":
             self.append(from_lines(jsonl.splitlines()), validated=True)
+        elif self.form == "msgpack":
+            self.append(from_builtins_batch(msgspec.msgpack.decode(packed)), validated=True)
         elif self.form == "reference":
             with reference_path():
                 self.append(batch)
@@ -523,7 +531,7 @@ class RawWriter(Writer):
         self.props = writer_properties
         self.since_open = 0
 
-    def write(self, batch: list[Record], table: pa.Table, jsonl: bytes) -> None:
+    def write(self, batch: list[Record], table: pa.Table, jsonl: bytes, packed: bytes = b"") -> None:
         if self.reopen_every and self.since_open >= self.reopen_every:
             self.dt = DeltaTable(self.path)
             self.since_open = 0
@@ -569,7 +577,7 @@ def bench_size(
 ) -> dict[str, Any]:
     gen_s = 0.0
 
-    def generate(i: int) -> tuple[list[Record], pa.Table, bytes]:
+    def generate(i: int) -> tuple[list[Record], pa.Table, bytes, bytes]:
         """Batch i and its Arrow table for the raw rows, made just before use (untimed): a heap of
         pre-built batches would make the collector's full passes, inside the timed appends, cost
         what they would not cost in a service."""
@@ -578,8 +586,9 @@ def bench_size(
         batch = work.batch(size)
         table = to_table(batch, first_offset=i * size, ts_ms=time.time_ns() // 1_000_000)
         jsonl = encode_lines(batch)
+        packed = msgspec.msgpack.encode(batch)
         gen_s += time.perf_counter() - t
-        return batch, table, jsonl
+        return batch, table, jsonl, packed
 
     props = None if args.raw_compression == "default" else WriterProperties(compression=args.raw_compression.upper())
     base = os.path.join(workdir, f"append-{size}")
@@ -590,21 +599,23 @@ def bench_size(
         writers.append(
             RawWriter("raw_reopen", f"delta-rs, reopen/{REOPEN_EVERY}", base + "-raw-reopen", REOPEN_EVERY, props)
         )
-    batch, table, jsonl = generate(0)
+    batch, table, jsonl, packed = generate(0)
     for w in writers:  # warm-up commit, untimed
-        w.write(batch, table, jsonl)
-    perf = time.perf_counter
+        w.write(batch, table, jsonl, packed)
+    perf, cpu = time.perf_counter, time.process_time
     for i in range(1, commits + 1):
-        batch, table, jsonl = generate(i)
+        batch, table, jsonl, packed = generate(i)
         k = i % len(writers)
         for w in writers[k:] + writers[:k]:
-            t = perf()
-            w.write(batch, table, jsonl)
+            c, t = cpu(), perf()
+            w.write(batch, table, jsonl, packed)
             w.samples.append(perf() - t)
-    del batch, table, jsonl
+            w.cpu.append(cpu() - c)
+    del batch, table, jsonl, packed
     result: dict[str, Any] = {"batch": size, "commits": commits, "generate_s": gen_s, "writers": {}}
     for w in writers:
         s = summarize(w.samples, size)
+        s["cpu_ms_p50"] = statistics.median(w.cpu) * 1000
         s["label"] = w.label
         s["check"] = w.finish()
         s["samples_ms"] = [round(x * 1000, 3) for x in w.samples]
@@ -914,6 +925,7 @@ def print_append(console: Console, results: list[dict[str, Any]]) -> None:
         ("p95", "right"),
         ("p99", "right"),
         ("max", "right"),
+        ("CPU ms/commit p50", "right"),
         ("kraftlake ÷ this", "right"),
     ):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -929,6 +941,7 @@ def print_append(console: Console, results: list[dict[str, Any]]) -> None:
                 fmt_ms(s["ms_p95"]),
                 fmt_ms(s["ms_p99"]),
                 fmt_ms(s["ms_max"]),
+                fmt_ms(s.get("cpu_ms_p50")),
                 f"{s['ratio']:.2f}×" if "ratio" in s else "",
                 end_section=i == len(r["writers"]) - 1,
             )

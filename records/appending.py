@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from deltalake.schema import Schema as DeltaSchema
 
@@ -213,7 +214,9 @@ class AppendingMixin:
     ) -> AppendResult | None:
         n = data.num_rows
         last = first + n - 1
-        data = data.set_column(0, "offset", pa.array(range(first, first + n), pa.int64()))
+        data = data.set_column(
+            0, "offset", pa.array(np.arange(first, first + n, dtype=np.int64))
+        )  # not range(): 0.8 ms at 10 000
         file = write_data_file(self.location, data, f"part-{first:020d}-{batch_id}.zstd.parquet")
         txns = [(OFFSET_TXN, last)]
         meta = {

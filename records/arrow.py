@@ -10,15 +10,18 @@ bounds (``records.types``); there is no hand-kept second schema.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Sequence
 from functools import cache
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import msgspec
 import msgspec.inspect as mi
 import pyarrow as pa
 import pyarrow.compute as pc
-from msgspec.structs import astuple
+from msgspec.structs import astuple, force_setattr
 
 from .base import ENVELOPE_FIELDS, Record, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord
@@ -136,6 +139,30 @@ def _stream_ranges_array(values: list[StreamRanges | None], ftype: pa.ListType) 
     child = pa.StructArray.from_arrays([pa.array(flat[:, k], item.field(k).type) for k in range(3)], fields=list(item))
     mask = pa.array([v is None for v in values]) if any(v is None for v in values) else None
     return pa.ListArray.from_arrays(offsets, child, type=ftype, mask=mask)
+
+
+def null_columns(n: int, types: Sequence[pa.DataType]) -> list[pa.Array]:
+    """``[pa.nulls(n, t) for t in types]`` (equal arrays), every buffer one shared zero buffer.
+
+    ``pa.nulls`` allocates a validity bitmap and a data buffer for every (nested) field: the
+    log's schema over 10 000 rows is 11 MB and 10 ms, paid by every append for the columns of
+    the record types its batch does not hold (which the data file then leaves out)."""
+    zeros = pa.py_buffer(bytes((n + 1) * 8))  # enough for any validity, offsets or 8-byte values
+    return [_null_array(t, n, zeros) for t in types]
+
+
+def _null_array(ftype: pa.DataType, n: int, zeros: pa.Buffer) -> pa.Array:
+    if pa.types.is_struct(ftype):
+        children = [_null_array(f.type, n, zeros) for f in ftype]
+        return pa.Array.from_buffers(ftype, n, [zeros], null_count=n, children=children)
+    if pa.types.is_list(ftype):  # every list empty: no child values
+        child = _null_array(ftype.value_type, 0, zeros)
+        return pa.Array.from_buffers(ftype, n, [zeros, zeros], null_count=n, children=[child])
+    if pa.types.is_string(ftype) or pa.types.is_binary(ftype):
+        return pa.Array.from_buffers(ftype, n, [zeros, zeros, zeros], null_count=n)
+    if pa.types.is_primitive(ftype) and ftype.bit_width <= 64:
+        return pa.Array.from_buffers(ftype, n, [zeros, zeros], null_count=n)
+    return pa.nulls(n, ftype)
 
 
 @cache
@@ -263,6 +290,8 @@ def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
 
 
 _RAW_ITEMS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_copy = msgspec.Struct.__copy__
+_TS_MS, _OFFSET, _SOURCE_OFFSET = attrgetter("ts_ms"), attrgetter("offset"), attrgetter("source_offset")
 
 
 def record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -> pa.Array:
@@ -275,18 +304,21 @@ def record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -
     object per record, no conversion of them)."""
     import numpy as np
 
-    replace = msgspec.structs.replace
-    # The records were validated on their way in: replace() must not run those checks again.
-    with trusted():
-        stamped = [
-            replace(
-                r,
-                offset=first_offset + i,
-                ts_ms=ts_ms if r.ts_ms is None else r.ts_ms,
-                source_offset=r.offset if r.source_offset is None else r.source_offset,
-            )
-            for i, r in enumerate(records)
-        ]
+    n = len(records)
+    # Copies stamped in place, by C calls mapped over the batch: no Python per record (and no
+    # ``__post_init__``, which ``structs.replace`` calls for every copy). The records were
+    # validated on their way in.
+    stamped = list(map(_copy, records))
+    deque(map(force_setattr, stamped, repeat("offset"), range(first_offset, first_offset + n)), 0)
+    times = list(map(_TS_MS, records))
+    if times.count(None) == n:
+        deque(map(force_setattr, stamped, repeat("ts_ms"), repeat(ts_ms, n)), 0)
+    else:
+        deque(map(force_setattr, stamped, repeat("ts_ms"), [ts_ms if t is None else t for t in times]), 0)
+    offsets = list(map(_OFFSET, records))
+    if offsets.count(None) != n:  # copied from another log: the old offset is the source_offset
+        sources = [o if s is None else s for o, s in zip(offsets, map(_SOURCE_OFFSET, records))]
+        deque(map(force_setattr, stamped, repeat("source_offset"), sources), 0)
     message = _ENCODER.encode(stamped)
     lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, len(stamped))
     offsets = np.zeros(len(stamped) + 1, np.int64)

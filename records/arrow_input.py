@@ -28,7 +28,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow import RECORD_COLUMN, _droppable_nulls, column_name
+from .arrow import RECORD_COLUMN, _droppable_nulls, column_name, payload_type
 from .base import ENVELOPE_FIELDS, Record, current_version, gc_paused, payload_fields, trusted
 from .catalog import BY_NAME, RECORD_TYPES
 from .columnar import Validated, _checked, from_builtins_batch
@@ -121,6 +121,7 @@ def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
     envelope = [k for k in ENVELOPE_FIELDS if k in names]
     structs = [c for c in names if c in _COLUMNS and data.column(c).null_count < len(types)]  # set somewhere
     out: list[Record | None] = [None] * len(types)
+    payloads: dict[type[Record], pa.StructArray] = {}
     for name in pc.unique(types).to_pylist():
         cls = BY_NAME.get(name)
         if cls is None or name in SHAPES or packed_fields(cls):
@@ -137,8 +138,12 @@ def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
             values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
             if values.null_count:
                 return None
-            arrays += values.flatten()
+            children = values.flatten()
+            arrays += children
             fields += [f.name for f in values.type]
+            own = _own_column(cls, values.type, children)
+            if own is not None:
+                payloads[cls] = own
         arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
         if "version" in envelope and not pc.all(pc.equal(arrays[0], current_version(cls))).as_py():
             return None  # older versions are upcast record by record; a null is the reference's to judge
@@ -147,4 +152,48 @@ def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
             converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]
         for at, record in zip(rows_of.to_pylist(), converted):
             out[at] = record
-    return _checked(out)  # type: ignore[arg-type]
+    return _checked(out, payloads=payloads)  # type: ignore[arg-type]
+
+
+def _own_column(cls: type[Record], given: pa.StructType, children: list[pa.Array]) -> pa.StructArray | None:
+    """The rows' own struct column as the log's (``payload_type``: its field order and types),
+    when it holds exactly what the records converted from it do; None when building it from
+    the records is the safe way. It does when it has every field of the type, recursively (a
+    field it lacks takes the record's default), and no null where a null means the default
+    (``_droppable_nulls``); msgspec has checked every value, so the casts cannot fail."""
+    want = payload_type(cls)
+    if want is None or not _same_fields(given, want):
+        return None
+    by_name = dict(zip([f.name for f in given], children))
+    drop = _droppable_nulls(cls)
+    if any(by_name[name].null_count for name in drop if name in by_name):
+        return None
+    try:
+        arrays = [pc.cast(by_name[f.name], f.type) for f in want]
+    except (pa.ArrowException, TypeError, ValueError):  # e.g. nested fields in another order
+        return None
+    return pa.StructArray.from_arrays(arrays, fields=list(want))
+
+
+def _same_fields(given: pa.DataType, want: pa.DataType) -> bool:
+    """Whether ``given`` has exactly ``want``'s struct fields at every level, and leaves whose
+    values a cast keeps as msgspec does (an integer for an integer, a string for a string...;
+    not a string for bytes, which msgspec reads as base64)."""
+    if pa.types.is_struct(want):
+        if not pa.types.is_struct(given) or sorted(f.name for f in given) != sorted(f.name for f in want):
+            return False
+        return all(_same_fields(given.field(f.name).type, f.type) for f in want)
+    if pa.types.is_list(want):
+        return (pa.types.is_list(given) or pa.types.is_large_list(given)) and _same_fields(
+            given.value_type, want.value_type
+        )
+    if pa.types.is_null(given):  # no values
+        return True
+    for kind in (pa.types.is_integer, pa.types.is_boolean, pa.types.is_floating):
+        if kind(want):
+            return kind(given)
+    if pa.types.is_string(want):
+        return pa.types.is_string(given) or pa.types.is_large_string(given)
+    if pa.types.is_binary(want):
+        return pa.types.is_binary(given) or pa.types.is_large_binary(given)
+    return given == want

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -40,6 +41,7 @@ from .arrow import (
     _field_array,
     _stream_ranges_array,
     column_name,
+    null_columns,
     record_column,
 )
 from .base import PART, PARTS, UUID, UUIDS, Record, current_version, gc_paused, trusted, type_name, uuid_fields
@@ -178,10 +180,9 @@ class Columns:
                 where = np.full(n, -1, np.int64)
                 where[g.index] = np.arange(len(g.index))
                 columns[col] = compact.take(pa.array(where, mask=where < 0))
-        return pa.table(
-            [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema],
-            schema=schema,
-        )
+        absent = [f.type for f in schema if f.name not in columns]
+        nulls = iter(null_columns(n, absent))
+        return pa.table([columns[f.name] if f.name in columns else next(nulls) for f in schema], schema=schema)
 
 
 def _payload_array(
@@ -386,13 +387,23 @@ def _vouch(columns: Columns) -> bool:
     return True
 
 
-def _checked(records: list[Record], upcast: Callable[[int, Record], Record] | None = None) -> Validated | None:
+def _checked(
+    records: list[Record],
+    upcast: Callable[[int, Record], Record] | None = None,
+    payloads: dict[type[Record], pa.StructArray] | None = None,
+) -> Validated | None:
     """The records as a ``Validated`` batch, or None when the checks cannot vouch for them.
-    ``upcast(index, record)`` replaces records produced at an older version first."""
+    ``upcast(index, record)`` replaces records produced at an older version first. ``payloads``:
+    struct columns the caller already holds for some types (their records' fields, in the
+    batch's order, as ``_payload_array`` would build them), used instead of building them."""
     columns = Columns(records)
     if upcast is not None and any(min(g.fields[0]) < current_version(g.cls) for g in columns.groups):
         records = [r if r.version >= current_version(type(r)) else upcast(i, r) for i, r in enumerate(records)]
         columns = Columns(records)
+    elif payloads:
+        for g in columns.groups:
+            if g.cls in payloads:
+                g._payload = payloads[g.cls]
     if not _vouch(columns):
         return None
     # The columns hold the plain list, not the ``Validated`` one that holds them: no reference
@@ -405,6 +416,7 @@ def _checked(records: list[Record], upcast: Callable[[int, Record], Record] | No
 # -- the ways a batch arrives --------------------------------------------------------------------
 
 _MSGPACK = msgspec.msgpack.Encoder()
+_JSON = msgspec.json.Encoder()
 _BATCH_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])  # type: ignore[valid-type]
 
 
@@ -437,14 +449,65 @@ def from_lines(lines: Iterable[bytes | str]) -> Validated:
     lines = lines if isinstance(lines, list) else list(lines)
     try:
         with gc_paused():
-            with trusted():
-                out = [decode_line(line, line_no=no) for no, line in enumerate(lines, 1) if line.strip()]
-            checked = _checked(out)
-    except (TypeError, ValueError, msgspec.MsgspecError):
+            body = [line.encode() if isinstance(line, str) else line for line in lines if line.strip()]
+            out = _decode_lines(body)
+            checked = None if out is None else _checked(out, lambda i, _: _decode_one(body[i]))
+    except (TypeError, ValueError, RecursionError, msgspec.MsgspecError):
         checked = None
     if checked is None:
         return Validated(iter_lines(lines))  # raises the error naming line, type and field
     return checked
+
+
+_JSON_LIST = msgspec.json.Decoder(list[AnyRecord])  # type: ignore[valid-type]
+_RECORD_START = b'{"type":"'
+"""How every record's JSON encoding starts (msgspec writes the tag first)."""
+
+
+def _decode_one(line: bytes) -> Record:
+    with trusted():
+        return decode_line(line)
+
+
+def _decode_lines(body: list[bytes]) -> list[Record] | None:
+    """The records of non-blank JSON lines, each what ``decode_line`` makes of it (under
+    ``trusted()``); an error (or None) when some line does not decode.
+
+    One decode of the lines as one JSON array, then the records encoded again: a line equal to
+    its record's encoding is that record alone (so no line holds two records, or a piece of
+    one) and holds no key twice, as an encoding never does. That settles ``decode_line``'s
+    duplicate-key check (a generic decode and encode of every line) for lines as kraftlake
+    writes them (``encode_line``), in a fraction of its cost. A line that differs (other key
+    order, spaces, omitted fields) goes through ``decode_line`` alone.
+
+    The whole batch is compared at once first: when the encoding equals the joined lines, every
+    line starts like a record (``{"type":"``), and the encoding holds that text only where its
+    records start (a JSON string cannot hold an unescaped quote), the lines start exactly where
+    the records do, so each line is its record's encoding."""
+    joined = b"[" + b",".join(body) + b"]"
+    try:
+        with trusted():
+            out = _JSON_LIST.decode(joined)
+    except (msgspec.ValidationError, msgspec.DecodeError):  # another shape, an old version...
+        return [_decode_one(line) for line in body]  # ...or a bad line: decode_line says which
+    if len(out) != len(body):
+        return None
+    whole = _JSON.encode(out)
+    if (
+        whole == joined
+        and whole.count(_RECORD_START) == len(body)
+        and all(map(bytes.startswith, body, repeat(_RECORD_START)))
+    ):
+        return out
+    for i, (again, line) in enumerate(zip(map(_JSON.encode, out), body)):
+        if again != line:
+            out[i] = _decode_one(line)
+    return out
+
+
+def _from_builtins_trusted(raw: Any) -> Record:
+    with trusted():
+        return from_builtins(raw)
 
 
 def from_builtins_batch(raws: Sequence[Any]) -> Validated:
@@ -452,9 +515,13 @@ def from_builtins_batch(raws: Sequence[Any]) -> Validated:
     JSON or msgpack objects (an HTTP request's records) to checked records."""
     try:
         with gc_paused():
-            with trusted():
-                out = [from_builtins(raw, line=i) for i, raw in enumerate(raws, 1)]
-            checked = _checked(out)
+            try:  # one conversion of the whole batch (types and bounds in C)...
+                with trusted():
+                    out = msgspec.convert(raws, list[AnyRecord])  # type: ignore[valid-type]
+            except msgspec.ValidationError:  # ...or record by record: another shape, a bad record
+                with trusted():
+                    out = [from_builtins(raw, line=i) for i, raw in enumerate(raws, 1)]
+            checked = _checked(out, lambda i, _: _from_builtins_trusted(raws[i]))  # older versions upcast
     except (TypeError, ValueError, msgspec.MsgspecError):
         checked = None
     if checked is None:

@@ -4,6 +4,7 @@ the same error naming line, type and field."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -22,6 +23,7 @@ from kraftlake.records import (
     ReplicaDirectory,
     arrow,
     arrow_input,
+    codec,
     columnar,
     current_version,
     from_builtins,
@@ -334,6 +336,90 @@ def test_the_record_column_is_each_record_encoded_as_stored(batch, first):
     ]
     assert column.type == pa.binary()
     assert column.to_pylist() == [msgspec.msgpack.encode(r) for r in stored]
+
+
+# -- JSON Lines as kraftlake writes them, and otherwise (columnar._decode_lines) -------------------
+
+
+@st.composite
+def written_lines(draw: st.DrawFn) -> list[bytes]:
+    """A batch's JSON lines, each as kraftlake writes it (``encode_line``), or respaced, with
+    its keys in another order, a key repeated (at the top or in a nested object), or cut across
+    two lines; a blank line here and there."""
+    out: list[bytes] = []
+    for record in draw(batches(max_size=8)):
+        line = codec.encode_line(record)
+        how = draw(st.sampled_from(("as written", "as written", "spaced", "reordered", "repeat", "nested", "cut")))
+        raw = msgspec.json.decode(line)
+        if how == "spaced":
+            line = json.dumps(raw).encode()
+        elif how == "reordered":
+            line = msgspec.json.encode(dict(reversed(raw.items())))
+        elif how == "repeat":
+            key = draw(st.sampled_from(sorted(raw)))
+            line = (
+                b'{"'
+                + key.encode()
+                + b'":'
+                + msgspec.json.encode(draw(st.sampled_from((0, None, "NoOp"))))
+                + b","
+                + line[1:]
+            )
+        elif how == "nested" and b'{"broker":' in line:
+            line = line.replace(b'{"broker":', b'{"broker":0,"broker":', 1)
+        elif how == "cut" and out:
+            both = out.pop() + b"," + line
+            commas = [i for i, c in enumerate(both) if c == ord(",")]
+            at = draw(st.sampled_from(commas))  # joined with commas again, the pieces are valid JSON
+            out += [both[:at], both[at + 1 :]]
+            continue
+        if draw(st.integers(0, 9)) == 0:
+            out.append(b"  ")
+        out.append(line)
+    return out
+
+
+@settings(max_examples=300)
+@given(lines=written_lines())
+def test_json_lines_in_any_form_give_the_reference_records_or_error(lines):
+    want = _outcome(lambda: iter_lines(lines))
+    assert _outcome(lambda: columnar.from_lines(lines)) == want
+    if want[0] == "ok":
+        assert columnar.from_lines(lines).columns is not None
+        _same_tables(columnar.from_lines(lines), want[1])
+
+
+@pytest.mark.parametrize(
+    ("second", "field"),
+    [
+        (
+            b'{"type":"NoOp","type":"NoOp","version":0,"offset":null,"ts_ms":null,"source":null,"source_offset":null}',
+            "type",
+        ),
+        (
+            _line(replicas=[1], assignment=[{"broker": 1, "directory": DIR_A}]).replace(
+                b'{"broker"', b'{"broker":1,"broker"'
+            ),
+            "broker",
+        ),
+    ],
+)
+def test_a_repeated_key_is_refused_among_lines_as_kraftlake_writes_them(second, field):
+    first = codec.encode_line(PartitionChange(partition_id=0, topic_id=TOPIC, leader=1))
+    with pytest.raises(RecordError) as exc:
+        columnar.from_lines([first, second, first])
+    assert (exc.value.line, exc.value.field) == (2, field)
+    assert "duplicate key" in exc.value.message
+
+
+def test_a_record_cut_across_lines_or_two_on_one_line_is_refused():
+    a, b = (codec.encode_line(PartitionChange(partition_id=i, topic_id=TOPIC, leader=1)) for i in (0, 1))
+    both = a + b"," + b
+    cut = both.index(b',"leader"', len(a))  # joined with a comma, the two pieces are two records
+    for lines in ([both[:cut], both[cut + 1 :]], [a + b"," + b]):
+        with pytest.raises(RecordError) as exc:
+            columnar.from_lines(lines)
+        assert exc.value.line == 1 and "not JSON" in exc.value.message
 
 
 def test_an_empty_batch_is_an_empty_table():
