@@ -137,6 +137,74 @@ def test_delta_rs_writers_and_kraftlake_fence_each_other_on_s3(s3_bucket):
     assert [r.offset for r in Log.open(uri).read()] == list(range(8))
 
 
+RACE_WINDOW_S = 0.2
+"""How long the racing servers below wait between a conditional put's check and its store: long
+enough that writers released together all reach the check before the first store."""
+
+
+def race_conditional_puts(server: MotoServer, writers: int, rounds: int) -> list[int]:
+    """``writers`` threads, released together, each PUT their own body to one new key with
+    ``If-None-Match: *``, ``rounds`` times: per round, how many were answered 200 (the key then
+    holds one of their bodies)."""
+    import threading
+
+    from botocore.exceptions import ClientError
+
+    from helpers.object_store import Bucket
+
+    bucket = Bucket.new(server)
+    clients = [server.client() for _ in range(writers)]
+
+    def put(w: int, key: str, start: threading.Barrier, answers: list[str]) -> None:
+        start.wait()
+        try:
+            clients[w].put_object(Bucket=bucket.name, Key=key, Body=f"writer {w}".encode(), IfNoneMatch="*")
+            answers[w] = "200"
+        except ClientError as exc:
+            answers[w] = exc.response["Error"]["Code"]
+
+    out = []
+    for r in range(rounds):
+        key = f"_delta_log/{r:020d}.json"
+        start = threading.Barrier(writers)
+        answers = [""] * writers
+        threads = [threading.Thread(target=put, args=(w, key, start, answers)) for w in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(answers) <= {"200", "PreconditionFailed"}, answers
+        body = clients[0].get_object(Bucket=bucket.name, Key=key)["Body"].read()
+        out.append(answers.count("200"))
+        assert body in {f"writer {w}".encode() for w in range(writers) if answers[w] == "200"}, (answers, body)
+    return out
+
+
+def test_the_tests_s3_answers_exactly_one_of_racing_conditional_puts():
+    """AWS S3: "if multiple conditional writes occur for the same object name, the first write
+    operation to finish succeeds"; delta-rs's commit (so the fencing on a store) rests on it. The
+    tests' server does the same (helpers/moto_server.py), even with every racer inside the
+    window between check and store."""
+    server = MotoServer(conditional_put_delay=RACE_WINDOW_S)
+    try:
+        assert race_conditional_puts(server, writers=4, rounds=3) == [1, 1, 1]
+    finally:
+        server.stop()
+
+
+def test_moto_alone_lets_racing_conditional_puts_all_win():
+    """Why helpers/moto_server.py serialises conditional puts: moto checks ``If-None-Match`` and
+    stores the object in two steps, so writers racing into the window between them are all
+    answered 200 and the last store wins (what made two racing appends both report the same
+    version as theirs). When this fails, moto has made its conditional put atomic and the
+    launcher's lock can go."""
+    server = MotoServer(atomic=False, conditional_put_delay=RACE_WINDOW_S)
+    try:
+        assert all(n > 1 for n in race_conditional_puts(server, writers=4, rounds=3))
+    finally:
+        server.stop()
+
+
 def test_snapshots_live_beside_the_log_and_serve_replay(s3_bucket):
     from kraftlake.replay.snapshots import SnapshotStore
     from kraftlake.replay.state import state_at, take_snapshots
