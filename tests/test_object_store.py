@@ -20,7 +20,7 @@ import kraftlake
 from kraftlake.cli.app import app
 from kraftlake.records import Log, StorageError, iter_lines
 
-from helpers.object_store import REGION, MotoServer
+from helpers.object_store import REGION, MotoServer, race_conditional_puts
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
@@ -140,44 +140,6 @@ def test_delta_rs_writers_and_kraftlake_fence_each_other_on_s3(s3_bucket):
 RACE_WINDOW_S = 0.2
 """How long the racing servers below wait between a conditional put's check and its store: long
 enough that writers released together all reach the check before the first store."""
-
-
-def race_conditional_puts(server: MotoServer, writers: int, rounds: int) -> list[int]:
-    """``writers`` threads, released together, each PUT their own body to one new key with
-    ``If-None-Match: *``, ``rounds`` times: per round, how many were answered 200 (the key then
-    holds one of their bodies)."""
-    import threading
-
-    from botocore.exceptions import ClientError
-
-    from helpers.object_store import Bucket
-
-    bucket = Bucket.new(server)
-    clients = [server.client() for _ in range(writers)]
-
-    def put(w: int, key: str, start: threading.Barrier, answers: list[str]) -> None:
-        start.wait()
-        try:
-            clients[w].put_object(Bucket=bucket.name, Key=key, Body=f"writer {w}".encode(), IfNoneMatch="*")
-            answers[w] = "200"
-        except ClientError as exc:
-            answers[w] = exc.response["Error"]["Code"]
-
-    out = []
-    for r in range(rounds):
-        key = f"_delta_log/{r:020d}.json"
-        start = threading.Barrier(writers)
-        answers = [""] * writers
-        threads = [threading.Thread(target=put, args=(w, key, start, answers)) for w in range(writers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert set(answers) <= {"200", "PreconditionFailed"}, answers
-        body = clients[0].get_object(Bucket=bucket.name, Key=key)["Body"].read()
-        out.append(answers.count("200"))
-        assert body in {f"writer {w}".encode() for w in range(writers) if answers[w] == "200"}, (answers, body)
-    return out
 
 
 def test_the_tests_s3_answers_exactly_one_of_racing_conditional_puts():

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -134,3 +135,37 @@ class Bucket:
         name = f"kraftlake-{uuid.uuid4().hex[:12]}"
         server.client().create_bucket(Bucket=name)
         return cls(server, name)
+
+
+def race_conditional_puts(server: MotoServer, writers: int, rounds: int) -> list[int]:
+    """``writers`` threads, released together, each PUT their own body to one new key with
+    ``If-None-Match: *``, ``rounds`` times: per round, how many were answered 200 (the key then
+    holds one of their bodies)."""
+    from botocore.exceptions import ClientError
+
+    bucket = Bucket.new(server)
+    clients = [server.client() for _ in range(writers)]
+
+    def put(w: int, key: str, start: threading.Barrier, answers: list[str]) -> None:
+        start.wait()
+        try:
+            clients[w].put_object(Bucket=bucket.name, Key=key, Body=f"writer {w}".encode(), IfNoneMatch="*")
+            answers[w] = "200"
+        except ClientError as exc:
+            answers[w] = exc.response["Error"]["Code"]
+
+    out = []
+    for r in range(rounds):
+        key = f"_delta_log/{r:020d}.json"
+        start = threading.Barrier(writers)
+        answers = [""] * writers
+        threads = [threading.Thread(target=put, args=(w, key, start, answers)) for w in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(answers) <= {"200", "PreconditionFailed"}, answers
+        body = clients[0].get_object(Bucket=bucket.name, Key=key)["Body"].read()
+        out.append(answers.count("200"))
+        assert body in {f"writer {w}".encode() for w in range(writers) if answers[w] == "200"}, (answers, body)
+    return out
