@@ -14,6 +14,10 @@ S3 (moto's server: ``table_uri``, tests/conftest.py):
 - **Exactly-once, racing processes.** 4 processes send the same producer batch at once, round
   after round: each round lands once, all four get the same offsets, exactly one of them is told
   it wrote the batch.
+- **The same race at the store's conditional put.** With the S3 server holding every commit
+  file's ``If-None-Match`` check open (``RACE_WINDOW_S``), the writers meet at the put itself:
+  the store's one 200 decides, and the outcome is the same (tests/helpers/moto_server.py makes
+  moto answer one of racing puts, as AWS S3 does).
 
 Workers run in *spawned* processes: a process that has used delta-rs must not fork.
 """
@@ -318,7 +322,7 @@ def test_exactly_once_when_every_racing_commit_reaches_the_conditional_put(tmp_p
     ``RACE_WINDOW_S`` between a commit file's ``If-None-Match`` check and its store, so the
     writers of a round that pass delta-rs's listing all meet at the put itself, where S3's answer
     alone decides (one 200, the others 412). On moto without tests/helpers/moto_server.py's
-    lock every writer of a round was told it wrote the batch, at the same version."""
+    lock two or more writers of a round were told they wrote the batch, at the same version."""
     from helpers.object_store import Bucket, MotoServer
 
     request_log = str(tmp_path / "requests.log")
