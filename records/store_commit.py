@@ -4,7 +4,8 @@ The local commit (``delta_commit``) is put-if-absent by ``link(2)``; an object s
 link, and its put-if-absent is the conditional put (S3's ``If-None-Match: *``, GCS's and Azure's
 equivalents), which delta-rs's commit uses for the commit file: delta-rs 1.6 sends
 ``If-None-Match: *`` on every ``_delta_log/<version>.json`` it writes to S3, needing no lock
-service (tests/test_object_store.py checks it against moto's S3 server, which honours it).
+service as long as the store answers exactly one of several racing puts of a key (AWS S3 does;
+moto's server does not by itself: docs/object-storage.md, tests/helpers/moto_server.py).
 
 With ``max_commit_retries=0`` delta-rs writes exactly the version after the one its
 ``DeltaTable`` stands on, or refuses (``CommitFailedError``): it does not rebase the commit onto

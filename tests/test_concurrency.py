@@ -14,6 +14,10 @@ S3 (moto's server: ``table_uri``, tests/conftest.py):
 - **Exactly-once, racing processes.** 4 processes send the same producer batch at once, round
   after round: each round lands once, all four get the same offsets, exactly one of them is told
   it wrote the batch.
+- **The same race at the store's conditional put.** With the S3 server holding every commit
+  file's ``If-None-Match`` check open (``RACE_WINDOW_S``), the writers meet at the put itself:
+  the store's one 200 decides, and the outcome is the same (tests/helpers/moto_server.py makes
+  moto answer one of racing puts, as AWS S3 does).
 
 Workers run in *spawned* processes: a process that has used delta-rs must not fork.
 """
@@ -21,7 +25,9 @@ Workers run in *spawned* processes: a process that has used delta-rs must not fo
 from __future__ import annotations
 
 import multiprocessing
+import os
 import random
+import re
 import time
 import traceback
 from collections.abc import Callable
@@ -41,6 +47,7 @@ BATCHES_PER_WRITER_ON_S3 = 40
 batches race on S3, for a test of the same kind that ends in reasonable time."""
 ROUNDS = 10
 PRODUCER = "shared-producer"
+RACE_WINDOW_S = 0.1
 
 
 # -- batches ---------------------------------------------------------------------------------
@@ -284,13 +291,9 @@ def test_exactly_once_sequential(table_uri):
     assert log.version == 5
 
 
-@pytest.mark.slow
-def test_exactly_once_when_processes_race_with_the_same_batch(table_uri):
-    path = table_uri
-    Log.create(path)
-
-    reports = run_workers(append_shared_batches, path, WRITERS)
-
+def check_shared_rounds(path: str, reports: dict[int, Any]) -> None:
+    """Each of ``append_shared_batches``' rounds landed once, in order, and exactly one worker was
+    told it wrote it; all were given its offsets."""
     log = Log.open(path)
     records = log.read()
     offset = 0
@@ -305,6 +308,40 @@ def test_exactly_once_when_processes_race_with_the_same_batch(table_uri):
     assert [r.offset for r in records] == list(range(offset)), "each round lands exactly once"
     assert log.version == ROUNDS
     assert log.producer_seq(PRODUCER) == ROUNDS - 1
+
+
+@pytest.mark.slow
+def test_exactly_once_when_processes_race_with_the_same_batch(table_uri):
+    Log.create(table_uri)
+    check_shared_rounds(table_uri, run_workers(append_shared_batches, table_uri, WRITERS))
+
+
+@pytest.mark.slow
+def test_exactly_once_when_every_racing_commit_reaches_the_conditional_put(tmp_path, monkeypatch):
+    """The race above, with the store's conditional put held open: the S3 server waits
+    ``RACE_WINDOW_S`` between a commit file's ``If-None-Match`` check and its store, so the
+    writers of a round that pass delta-rs's listing all meet at the put itself, where S3's answer
+    alone decides (one 200, the others 412). On moto without tests/helpers/moto_server.py's
+    lock two or more writers of a round were told they wrote the batch, at the same version."""
+    from helpers.object_store import Bucket, MotoServer
+
+    request_log = str(tmp_path / "requests.log")
+    server = MotoServer(request_log=request_log, conditional_put_delay=RACE_WINDOW_S)
+    try:
+        bucket = Bucket.new(server)
+        for key in [k for k in os.environ if k.startswith("AWS_")]:
+            monkeypatch.delenv(key)
+        for key, value in bucket.env.items():
+            monkeypatch.setenv(key, value)
+        path = bucket.uri("log")
+        Log.create(path)
+        check_shared_rounds(path, run_workers(append_shared_batches, path, WRITERS))
+        with open(request_log, "rb") as f:
+            # werkzeug colours the line: ANSI codes around the request
+            refused = re.findall(rb'PUT /[^ ]+/_delta_log/\d{20}\.json[^"]*" 412', f.read())
+        assert refused, "no two writers met at a commit file's conditional put: the test raced nothing"
+    finally:
+        server.stop()
 
 
 def test_duplicate_reports_the_version_the_batch_landed_in(table_uri):

@@ -20,7 +20,7 @@ import kraftlake
 from kraftlake.cli.app import app
 from kraftlake.records import Log, StorageError, iter_lines
 
-from helpers.object_store import REGION, MotoServer
+from helpers.object_store import REGION, MotoServer, race_conditional_puts
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
@@ -135,6 +135,36 @@ def test_delta_rs_writers_and_kraftlake_fence_each_other_on_s3(s3_bucket):
     result = log.append(records()[5:8])
     assert result.version == stale_version + 2
     assert [r.offset for r in Log.open(uri).read()] == list(range(8))
+
+
+RACE_WINDOW_S = 0.2
+"""How long the racing servers below wait between a conditional put's check and its store: long
+enough that writers released together all reach the check before the first store."""
+
+
+def test_the_tests_s3_answers_exactly_one_of_racing_conditional_puts():
+    """AWS S3: "if multiple conditional writes occur for the same object name, the first write
+    operation to finish succeeds"; delta-rs's commit (so the fencing on a store) rests on it. The
+    tests' server does the same (helpers/moto_server.py), even with every racer inside the
+    window between check and store."""
+    server = MotoServer(conditional_put_delay=RACE_WINDOW_S)
+    try:
+        assert race_conditional_puts(server, writers=4, rounds=3) == [1, 1, 1]
+    finally:
+        server.stop()
+
+
+def test_moto_alone_lets_racing_conditional_puts_all_win():
+    """Why helpers/moto_server.py serialises conditional puts: moto checks ``If-None-Match`` and
+    stores the object in two steps, so writers racing into the window between them are all
+    answered 200 and the last store wins (what made two racing appends both report the same
+    version as theirs). When this fails, moto has made its conditional put atomic and the
+    launcher's lock can go."""
+    server = MotoServer(atomic=False, conditional_put_delay=RACE_WINDOW_S)
+    try:
+        assert all(n > 1 for n in race_conditional_puts(server, writers=4, rounds=3))
+    finally:
+        server.stop()
 
 
 def test_snapshots_live_beside_the_log_and_serve_replay(s3_bucket):
