@@ -35,6 +35,7 @@ per interval; and an empty log.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 from kraftlake.logging import get_logger
@@ -82,6 +83,8 @@ _DOWN = None
 _ANY = "*"
 """A broker registered without directories (any directory online but the failed ones), and in
 the ``inc_off`` table a whole broker down (never a directory id)."""
+RANK_BUCKETS = 64
+"""Offset buckets per rank table (``rank_rows``): a lookup reads one bucket's few offsets."""
 _NL, _UM, _LO, _IO = 8, 4, 2, 1
 """The availability flags as bits of one code (no leader, under min ISR, leader offline, ISR
 member offline)."""
@@ -171,28 +174,24 @@ class Observer:
                 changes.append((offset, n))
 
     def offline_rows(self, referenced: dict[int, set[str]]) -> list[tuple[int, str, int, int | None]]:
-        """(broker, directory or ``_ANY``, start, stop): the state after record ``start`` until
-        before ``stop`` (None: the end) where the broker is down (``_ANY``) or up with the
-        directory offline, as the tracker's ``_offline`` says, for every directory a partition
-        may name on it."""
-        rows = []
+        """(broker, directory, start, stop): the state after record ``start`` until before
+        ``stop`` (None: the end) where the broker is down (directory ``_ANY``), or up without
+        the directory (as the tracker's ``_offline`` says), for every directory a partition may
+        name on it (those it registered or reported, those partition records name, the reserved
+        ones); in start order per (broker, directory)."""
+        rows: list[tuple[int, str, int, int | None]] = []
         for b in sorted(self.states):
-            spans = [(-1, _DOWN)] + self.states[b]
-            spans = [(s, spans[i + 1][0] if i + 1 < len(spans) else None, st) for i, (s, st) in enumerate(spans)]
+            marks = [(-1, _DOWN), *self.states[b]]
+            spans = [(s, marks[i + 1][0] if i + 1 < len(marks) else None, st) for i, (s, st) in enumerate(marks)]
             candidates = self.ever.get(b, set()) | referenced.get(b, set()) | {MIGRATING, UNASSIGNED, LOST}
-
-            def cut(d: str, bad) -> None:
+            for d in (_ANY, *sorted(candidates)):
                 for start, stop, st in spans:
-                    if not bad(d, st):
+                    if not (st is _DOWN if d == _ANY else _dir_offline(d, st)):
                         continue
                     if rows and rows[-1][:2] == (b, d) and rows[-1][3] == start:
                         rows[-1] = (b, d, rows[-1][2], stop)
                     else:
                         rows.append((b, d, start, stop))
-
-            cut(_ANY, lambda _d, st: st is _DOWN)
-            for d in sorted(candidates):
-                cut(d, _dir_offline)
         return rows
 
     def min_isr_rows(self, lives: list[tuple[str, int, int | None]]) -> list[tuple[int, int, int | None, int]]:
@@ -206,8 +205,9 @@ class Observer:
 
 
 def _dir_offline(d: str, state) -> bool:
+    """Whether directory ``d`` is offline on a broker in ``state`` that is up."""
     if state is _DOWN:
-        return False  # the broker's own row (``_ANY``) covers it
+        return False  # the broker's own interval (``_ANY``) says it
     if state[0] == _ANY:
         return d in state[1] or not is_online(d, ())
     return d not in state[1] and d not in (MIGRATING, UNASSIGNED)
@@ -216,77 +216,142 @@ def _dir_offline(d: str, state) -> bool:
 # -- the partition side, in SQL ------------------------------------------------------------------
 
 
-def _buckets(d: Dialect, lo: str, hi: str, width: int) -> str:
-    """A select-list item: a row per offset bucket ``width`` records wide from ``lo`` to ``hi``."""
-    first = d.idiv(f"greatest({lo}, 0)", width)
-    return d.explode(d.seq(first, f"greatest({first}, {d.idiv(f'greatest({hi}, 0)', width)})"), "bucket")
+def rank_rows(marks: dict[tuple[int, str], list[list[int]]], width: int, last: int) -> list[tuple]:
+    """A table to rank offsets among sorted ones without a range join: per key (broker,
+    directory), for each of the key's sorted offset lists in ``marks``, how many lie in the
+    buckets before and those in the bucket (``_rank``). A directory's lists are short: one
+    bucket (0); a whole broker's (``_ANY``) can be long: buckets ``width`` records wide,
+    0 .. ``(last + 1) // width``. -1 counts in bucket 0."""
+    rows = []
+    for (b, d), lists in sorted(marks.items()):
+        nb = (last + 1) // width + 1 if d == _ANY else 1
+        w = width if d == _ANY else last + 2
+        edges = [[bisect.bisect_left(offsets, k * w) if k else 0 for k in range(nb + 1)] for offsets in lists]
+        for k in range(nb):
+            row: list = [b, d, k]
+            for offsets, at in zip(lists, edges):
+                hi = at[k + 1] if k + 1 < nb else len(offsets)
+                row += [at[k], offsets[at[k] : hi]]
+            rows.append(tuple(row))
+    return rows
 
 
-def effects(d: Dialect, width: int, last: int) -> str:
-    """Per request (``inc_req``: req, at_, broker, dir; dir null for a broker), the partitions
-    whose state at ``at_`` has the broker among its replicas (on ``dir``) and leading it (role
-    L) or in its ISR (role I), with the record that ends each (the first later state where the
-    broker is no replica, its replica left ``dir``, or lost the role; null: none), what that
-    state says (why, new leader) and its time. Requests and states meet in offset buckets."""
-    gone = "(NOT inr OR (mode <> '*' AND NOT (bdir IS NOT DISTINCT FROM mode)))"
-    frame = "OVER (PARTITION BY pk, broker, mode ORDER BY off ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
+def _rank(d: Dialect, table: str, column: str, position: str) -> str:
+    """How many of ``table``'s ``column`` offsets (``rank_rows``) are at most ``position``."""
+    return f"({table}.{column}_before + {d.size(d.filter(f'{table}.{column}_offs', lambda x: f'{x} <= {position}'))})"
+
+
+def members(d: Dialect) -> str:
+    """Per partition state, its leader and ISR members among its replicas, each with its
+    directory (``dir``) and whether it leads (``is_l``) or is in the ISR (``is_i``); twice,
+    ``probe`` the directory and ``*`` (the whole broker), the keys the rank tables join on."""
     return f"""
-    WITH q AS (SELECT req, at_, broker, dir, {d.idiv("at_", width)} AS bucket FROM inc_req),
-    tb AS (SELECT pk, off, end_, leader, isr, replicas, dirs, {_buckets(d, "off", f"coalesce(end_ - 1, {last})", width)}
-      FROM timeline),
-    at0 AS (
-      SELECT q.req, q.at_, q.broker, coalesce(q.dir, '*') AS mode, t.pk, t.off, t.leader, t.isr,
-        {d.at("t.dirs", d.position("t.replicas", "q.broker"))} AS bdir
-      FROM q JOIN tb t ON q.bucket = t.bucket AND t.off < q.at_ AND (t.end_ IS NULL OR t.end_ > q.at_)
-        AND {d.contains("t.replicas", "q.broker")}
-    ),
-    eff AS (
-      SELECT req, at_, broker, mode, pk, off, 'L' AS role FROM at0
-        WHERE leader = broker AND (mode = '*' OR bdir = mode)
-      UNION ALL SELECT req, at_, broker, mode, pk, off, 'I' AS role FROM at0
-        WHERE {d.contains("isr", "broker")} AND (mode = '*' OR bdir = mode)
-    ),
-    ep AS (SELECT pk, broker, mode, min(off) AS since FROM eff GROUP BY pk, broker, mode),
-    tr AS (
-      SELECT ep.pk, ep.broker, ep.mode, t.off, t.leader, {d.contains("t.isr", "ep.broker")} AS in_isr,
-        {d.contains("t.replicas", "ep.broker")} AS inr,
-        CASE WHEN {d.contains("t.replicas", "ep.broker")}
-          THEN {d.at("t.dirs", d.position("t.replicas", "ep.broker"))} END AS bdir
-      FROM ep JOIN timeline t ON t.pk = ep.pk AND t.off >= ep.since
-    ),
-    fl AS (
-      SELECT *, {gone} AS gone,
-        min(CASE WHEN {gone} OR leader <> broker THEN off END) {frame} AS end_l,
-        min(CASE WHEN {gone} OR NOT in_isr THEN off END) {frame} AS end_i
-      FROM tr
-    ),
-    ended AS (
-      SELECT e.req, e.pk, e.role, e.broker, e.mode, CASE WHEN e.role = 'L' THEN f.end_l ELSE f.end_i END AS ended_by
-      FROM eff e JOIN fl f ON f.pk = e.pk AND f.broker = e.broker AND f.mode = e.mode AND f.off = e.off
+    WITH m0 AS (SELECT pk, off, end_, leader, isr, dirs, {d.posexplode("replicas", "pos", "b")} FROM timeline)
+    , m1 AS (
+      SELECT pk, off, end_, b, {d.at("dirs", "pos + 1")} AS dir, b = leader AS is_l, {d.contains("isr", "b")} AS is_i
+      FROM m0 WHERE b = leader OR {d.contains("isr", "b")}
     )
-    SELECT x.req, x.pk, x.role, x.ended_by,
-      CASE WHEN z.gone AND NOT z.inr THEN 'replica removed' WHEN z.gone THEN 'replica moved'
-        WHEN x.role = 'I' THEN 'left the ISR' WHEN z.leader = -1 THEN 'no leader' ELSE 'leader moved' END AS why,
-      z.leader, l.ts_ms
-    FROM ended x
-      LEFT JOIN fl z ON z.pk = x.pk AND z.broker = x.broker AND z.mode = x.mode AND z.off = x.ended_by
-      LEFT JOIN log l ON l.{d.q("offset")} = x.ended_by
+    SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM m1
     """
 
 
-def departures(d: Dialect, width: int) -> str:
-    """Per fencing (``inc_dep``: at_, lo, broker), the partition changes after the control
-    record ``lo`` and before ``at_`` that took the broker out: it led before and not after
-    (role L), or was in the ISR before and not after (I); with the leader after and the time."""
+def _ranked(d: Dialect, table: str, width: int, last: int, columns: list[tuple[str, str]]) -> str:
+    """``inc_members`` with ``columns`` ((name, list)): the rank of each state's start among
+    ``table``'s ``list`` offsets (``lo``: at most ``off``) and of its last offset (``hi``: at
+    most ``end_ - 1``), keys without offsets left out."""
+    end = f"coalesce(m.end_, {last + 1}) - 1"
+
+    def bucket(position: str) -> str:
+        return f"CASE WHEN m.probe = '*' THEN {d.idiv(position, width)} ELSE 0 END"
+
+    ranks = ", ".join(
+        f"{_rank(d, 'r0', lst, 'm.off')} AS {name}_lo, {_rank(d, 'r1', lst, end)} AS {name}_hi" for name, lst in columns
+    )
     return f"""
-    WITH q AS (SELECT at_, lo, broker, {_buckets(d, "lo + 1", "at_ - 1", width)} FROM inc_dep),
-    t AS (SELECT pk, off, leader, isr, old_leader, old_isr, {d.idiv("off", width)} AS bucket FROM timeline),
+      SELECT m.*, {ranks}
+      FROM inc_members m
+        JOIN {table} r0 ON r0.b = m.b AND r0.dir = m.probe AND r0.bucket = {bucket("m.off")}
+        JOIN {table} r1 ON r1.b = m.b AND r1.dir = m.probe AND r1.bucket = {bucket(end)}"""
+
+
+def effects(d: Dialect, width: int, last: int) -> str:
+    """Per request (``inc_qi``: b, dir, idx, req, mode: at the ``idx``-th offset of ``inc_qb``'s
+    (b, dir) list; a broker's request under dir and mode ``*``), the
+    partitions whose state at its offset has the broker among its replicas (on the request's
+    directory) and leading it (role L) or in its ISR (role I), with the record that ends each:
+    the first later state where the broker is no replica, its replica left the directory, or
+    lost the role (null: none; the topic's removal is the driver's), what that state says (why,
+    new leader) and its time. A state holds the requests ranked after its start and up to its
+    end (``rank_rows``): no range join."""
+    gone = "(NOT inr OR (x.mode <> '*' AND NOT (bdir IS NOT DISTINCT FROM x.mode)))"
+    w = "(PARTITION BY pk, b, mode ORDER BY off)"
+    upto = "(PARTITION BY pk, b, mode ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    big = 1 << 62
+    return f"""
+    WITH c AS ({_ranked(d, "inc_qb", width, last, [("q", "q")])}),
+    hits AS (
+      SELECT pk, off, b, probe, is_l, is_i, {d.explode(d.seq("q_lo", "q_hi - 1"), "idx")} FROM c WHERE q_hi > q_lo
+    ),
+    eff AS (
+      SELECT qi.req, qi.mode, h.pk, h.off, h.b, h.is_l, h.is_i
+      FROM hits h JOIN inc_qi qi ON qi.b = h.b AND qi.dir = h.probe AND qi.idx = h.idx
+    ),
+    ep AS (SELECT pk, b, mode, min(off) AS since FROM eff GROUP BY pk, b, mode),
+    tr AS (
+      SELECT ep.mode, m.pk, m.b, m.off, coalesce(m.end_, {big}) AS end_,
+        m.is_l AND (ep.mode = '*' OR m.dir = ep.mode) AS hl, m.is_i AND (ep.mode = '*' OR m.dir = ep.mode) AS hi
+      FROM ep JOIN inc_members m ON m.pk = ep.pk AND m.b = ep.b AND m.probe = '*' AND m.off >= ep.since
+    ),
+    t1 AS (SELECT *, lag(end_) OVER {w} AS pend, lag(hl) OVER {w} AS phl, lag(hi) OVER {w} AS phi FROM tr),
+    t2 AS (
+      SELECT *,
+        sum(CASE WHEN NOT hl OR NOT coalesce(phl, FALSE) OR pend <> off THEN 1 ELSE 0 END) OVER {upto} AS run_l,
+        sum(CASE WHEN NOT hi OR NOT coalesce(phi, FALSE) OR pend <> off THEN 1 ELSE 0 END) OVER {upto} AS run_i
+      FROM t1
+    ),
+    t3 AS (
+      SELECT *, max(end_) OVER (PARTITION BY pk, b, mode, run_l) AS end_l,
+        max(end_) OVER (PARTITION BY pk, b, mode, run_i) AS end_i
+      FROM t2
+    ),
+    ended AS (
+      SELECT e.req, e.pk, e.b, e.mode, 'L' AS role, t.end_l AS ended_by FROM eff e
+        JOIN t3 t ON t.pk = e.pk AND t.b = e.b AND t.mode = e.mode AND t.off = e.off WHERE e.is_l
+      UNION ALL SELECT e.req, e.pk, e.b, e.mode, 'I' AS role, t.end_i AS ended_by FROM eff e
+        JOIN t3 t ON t.pk = e.pk AND t.b = e.b AND t.mode = e.mode AND t.off = e.off WHERE e.is_i
+    ),
+    x AS (
+      SELECT x0.*, z.leader, {d.contains("z.replicas", "x0.b")} AS inr,
+        CASE WHEN {d.contains("z.replicas", "x0.b")} THEN {d.at("z.dirs", d.position("z.replicas", "x0.b"))} END AS bdir
+      FROM ended x0 LEFT JOIN timeline z ON z.pk = x0.pk AND z.off = x0.ended_by
+    )
+    SELECT x.req, x.pk, x.role, CASE WHEN x.leader IS NOT NULL THEN x.ended_by END AS ended_by,
+      CASE WHEN {gone} AND NOT inr THEN 'replica removed' WHEN {gone} THEN 'replica moved'
+        WHEN x.role = 'I' THEN 'left the ISR' WHEN x.leader = -1 THEN 'no leader' ELSE 'leader moved' END AS why,
+      x.leader, l.ts_ms
+    FROM x LEFT JOIN log l ON l.{d.q("offset")} = x.ended_by AND x.leader IS NOT NULL
+    """
+
+
+def departures(d: Dialect) -> str:
+    """Per fencing (``inc_dep``: at_, broker, lo), the partition changes after the control
+    record ``lo`` and before ``at_`` that took the broker out: it led before and not after
+    (``led``), or was in the ISR before and not after (``was_in``); with the leader after and
+    the time. Between two control records there are only partition records (``rank`` of each
+    state falls between one such pair at most)."""
+    return f"""
+    WITH q AS (SELECT at_, broker, lo FROM inc_dep),
+    t AS (
+      SELECT pk, off, leader, isr, old_leader, old_isr FROM timeline
+      WHERE old_isr IS NOT NULL AND (
+        (old_leader <> leader AND old_leader <> -1) OR NOT ({d.size(d.filter("old_isr", lambda v: d.contains("isr", v)))}
+          = {d.size("old_isr")}))
+    ),
     hit AS (
       SELECT q.at_, q.broker, t.pk, t.off, t.leader,
         (t.old_leader = q.broker AND t.leader <> q.broker) AS led,
-        (t.old_isr IS NOT NULL AND {d.contains("t.old_isr", "q.broker")} AND NOT {d.contains("t.isr", "q.broker")})
-          AS was_in
-      FROM q JOIN t ON q.bucket = t.bucket AND t.off > q.lo AND t.off < q.at_
+        ({d.contains("t.old_isr", "q.broker")} AND NOT {d.contains("t.isr", "q.broker")}) AS was_in
+      FROM q JOIN t ON t.off > q.lo AND t.off < q.at_
     )
     SELECT h.at_, h.broker, h.pk, h.off, h.leader, h.led, h.was_in, l.ts_ms
     FROM hit h LEFT JOIN log l ON l.{d.q("offset")} = h.off
@@ -299,26 +364,22 @@ def availability_changes(d: Dialect, width: int, last: int, known: list[int]) ->
     ``_LO``, ``_IO``; from all clear before its first state), until the next change (``nxt``;
     the topic's removal; null: the end), with the leader's directory there and the times.
 
-    The flags at a point are a function of the state in force and of the brokers' (``inc_off``:
-    broker, dir (``*``: the whole broker), start_, stop_) and topics' (``inc_min_isr``: life,
-    start_, stop_, min_isr) intervals: evaluated at each state and at each edge of such an
-    interval inside it."""
+    The flags at a point are a function of the state in force and of the directories'
+    (``inc_off``: broker, dir, start_, stop_, numbered per key ``idx``; ranked by ``inc_ob``)
+    and topics' (``inc_min_isr``: life, start_, stop_, min_isr) intervals: evaluated at each
+    state and at each edge of such an interval inside it. A member's offline intervals are those
+    ranked from the last stop at most its start to the last start before its end."""
     unknown = f"b NOT IN ({', '.join(map(str, known))})" if known else "TRUE"
     return f"""
-    WITH m0 AS (SELECT pk, off, end_, leader, isr, dirs, {d.posexplode("replicas", "pos", "b")} FROM timeline),
-    m AS (
-      SELECT pk, off, end_, b, {d.at("dirs", "pos + 1")} AS dir, b = leader AS is_l, {d.contains("isr", "b")} AS is_i
-      FROM m0 WHERE b = leader OR {d.contains("isr", "b")}
+    WITH c AS ({_ranked(d, "inc_ob", width, last, [("sp", "sp"), ("st", "st")])}),
+    hits AS (
+      SELECT pk, off, end_, b, probe, is_l, is_i, {d.explode(d.seq("sp_lo", "st_hi - 1"), "idx")}
+      FROM c WHERE st_hi > sp_lo
     ),
-    mb AS (SELECT *, {_buckets(d, "off", f"coalesce(end_ - 1, {last})", width)} FROM m),
-    mp AS (SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM mb),
-    ob AS (SELECT *, {_buckets(d, "start_", f"coalesce(stop_ - 1, {last})", width)} FROM inc_off),
     ov AS (
-      SELECT mp.pk, mp.off, mp.end_, mp.is_l, mp.is_i, greatest(mp.off, ob.start_) AS s, least(mp.end_, ob.stop_) AS e
-      FROM mp JOIN ob ON mp.b = ob.broker AND mp.probe = ob.dir AND mp.bucket = ob.bucket
-        AND (mp.end_ IS NULL OR ob.start_ < mp.end_) AND (ob.stop_ IS NULL OR ob.stop_ > mp.off)
-        AND {d.idiv("greatest(mp.off, ob.start_, 0)", width)} = mp.bucket
-      UNION ALL SELECT pk, off, end_, is_l, is_i, off AS s, end_ AS e FROM m WHERE {unknown}
+      SELECT h.pk, h.off, h.end_, h.is_l, h.is_i, greatest(h.off, o.start_) AS s, least(h.end_, o.stop_) AS e
+      FROM hits h JOIN inc_off o ON o.broker = h.b AND o.dir = h.probe AND o.idx = h.idx
+      UNION ALL SELECT pk, off, end_, is_l, is_i, off AS s, end_ AS e FROM inc_members WHERE probe = '*' AND {unknown}
     ),
     edges AS (
       SELECT DISTINCT pk, t, row_off FROM (
@@ -335,7 +396,8 @@ def availability_changes(d: Dialect, width: int, last: int, known: list[int]) ->
     ),
     cov AS (
       SELECT p.pk, p.t, max(CASE WHEN ov.is_l THEN 1 ELSE 0 END) AS lo, max(CASE WHEN ov.is_i THEN 1 ELSE 0 END) AS io
-      FROM (SELECT pk, t, row_off FROM pts WHERE row_off IN (SELECT off FROM ov)) p
+      FROM (SELECT DISTINCT pk, off FROM ov) r
+      JOIN pts p ON p.pk = r.pk AND p.row_off = r.off
       JOIN ov ON ov.pk = p.pk AND ov.off = p.row_off AND ov.s <= p.t AND (ov.e IS NULL OR p.t < ov.e)
       GROUP BY p.pk, p.t
     ),
@@ -625,7 +687,8 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     ((first_ms,),) = engine.rows(f"SELECT ts_ms FROM log WHERE {o} = {first}")
     ((end_ms,),) = engine.rows(f"SELECT ts_ms FROM log WHERE {o} = {last}")
     lives = plane.topics
-    width = max(1024, (last + 1) // 256)
+    width = (last + 1) // RANK_BUCKETS + 1
+    engine.keep("inc_members", members(d))
 
     found_effects: dict = {}
     found_departures: dict = {}
@@ -636,11 +699,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
             break
         if replay.ask_effects:
             asked = sorted(replay.ask_effects, key=lambda k: (k[0], k[1], k[2] or ""))
-            engine.table(
-                "inc_req",
-                [(i, at, b, dd) for i, (at, b, dd) in enumerate(asked)],
-                [("req", "BIGINT"), ("at_", "BIGINT"), ("broker", "INT"), ("dir", "STRING")],
-            )
+            _register_requests(engine, asked, width, last)
             for key in asked:
                 found_effects[key] = []
             for req, pk, role, ended_by, why, leader, ts in engine.rows(effects(d, width, last)):
@@ -650,14 +709,20 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
             engine.table("inc_dep", asked_dep, [("at_", "BIGINT"), ("broker", "INT"), ("lo", "BIGINT")])
             for at, b, _lo in asked_dep:
                 found_departures[(at, b)] = []
-            for row in engine.rows(departures(d, width)):
+            for row in engine.rows(departures(d)):
                 found_departures[(row[0], row[1])].append(row)
 
+    offline = observer.offline_rows(referenced)
+    by_key: dict[tuple[int, str], list[tuple[int, int | None]]] = {}
+    for b, dd, start, stop in offline:
+        by_key.setdefault((b, dd), []).append((start, stop))
     engine.table(
         "inc_off",
-        observer.offline_rows(referenced),
-        [("broker", "INT"), ("dir", "STRING"), ("start_", "BIGINT"), ("stop_", "BIGINT")],
+        [(b, dd, i, start, stop) for (b, dd), spans in by_key.items() for i, (start, stop) in enumerate(spans)],
+        [("broker", "INT"), ("dir", "STRING"), ("idx", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT")],
     )
+    marks = {k: [[stop for _s, stop in v if stop is not None], [start for start, _e in v]] for k, v in by_key.items()}
+    engine.table("inc_ob", rank_rows(marks, width, last), _rank_columns("sp", "st"))
     engine.table(
         "inc_min_isr",
         observer.min_isr_rows(lives),
@@ -691,6 +756,30 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
         topics=dict(sorted(topics.items())),
         dir_paths=dict(sorted(replay.dir_paths.items())),
     )
+
+
+def _rank_columns(*names: str) -> list[tuple[str, str]]:
+    cols = [("b", "INT"), ("dir", "STRING"), ("bucket", "BIGINT")]
+    for n in names:
+        cols += [(f"{n}_before", "BIGINT"), (f"{n}_offs", "ARRAY<BIGINT>")]
+    return cols
+
+
+def _register_requests(engine, asked: list[tuple[int, int, str | None]], width: int, last: int) -> None:
+    """``inc_qb`` and ``inc_qi`` (``effects``) for the requests ``asked`` ((offset, broker,
+    directory or None), numbered by their place): a broker's under ``_ANY``."""
+    lists: dict[tuple[int, str], list[tuple[int, int, str]]] = {}
+    for req, (at, b, dd) in enumerate(asked):
+        lists.setdefault((b, _ANY if dd is None else dd), []).append((at, req, _ANY if dd is None else dd))
+    qi = []
+    for (b, dd), items in lists.items():
+        items.sort()
+        qi += [(b, dd, i, req, mode) for i, (_at, req, mode) in enumerate(items)]
+    engine.table(
+        "inc_qi", qi, [("b", "INT"), ("dir", "STRING"), ("idx", "BIGINT"), ("req", "BIGINT"), ("mode", "STRING")]
+    )
+    marks = {k: [[at for at, _r, _m in v]] for k, v in lists.items()}
+    engine.table("inc_qb", rank_rows(marks, width, last), _rank_columns("q"))
 
 
 def _availability(lives, names, changes, end_ms, steps) -> tuple[list[PartitionAvailability], list[Outage]]:
