@@ -35,10 +35,11 @@ def _fixture(tmp_path, path: Path) -> Log:
     return log
 
 
-def _simulated(tmp_path, **kw) -> Log:
-    records = kw.pop("records")
+def _simulated(tmp_path, records: int, **kw) -> Log:
+    """A simulated history: a JBOD cluster of 5 brokers, 2 topics of 12 partitions, unless ``kw`` says."""
+    cfg = {"brokers": 5, "topics": 2, "partitions": 12, **kw}
     log = Log.create(tmp_path / "log")
-    log.append([r for batch in generate(WorkloadConfig(**kw), records=records) for r in batch])
+    log.append([r for batch in generate(WorkloadConfig(**cfg), records=records) for r in batch])
     return log
 
 
@@ -116,10 +117,7 @@ def test_the_plans_incidents_are_the_trackers_on_simulated_histories(
 ):
     log = _simulated(
         tmp_path_factory.mktemp("sim"),
-        brokers=5,
         dirs_per_broker=dirs,
-        topics=2,
-        partitions=12,
         seed=seed,
         bug=bug,
         faults=tuple(sorted(faults)),
@@ -137,10 +135,7 @@ def test_the_plans_incidents_are_the_trackers_with_every_simulator_bug(tmp_path_
     mv = 23 if bug in ("elr-overlaps-isr", "elect-outside-elr") else 21
     log = _simulated(
         tmp_path_factory.mktemp("bug"),
-        brokers=5,
         dirs_per_broker=dirs,
-        topics=2,
-        partitions=12,
         seed=seed,
         bug=bug,
         faults=FAULTS,

@@ -285,7 +285,7 @@ def effects(d: Dialect, width: int, last: int) -> str:
     end (``rank_rows``): no range join."""
     gone = "(NOT inr OR (x.mode <> '*' AND NOT (bdir IS NOT DISTINCT FROM x.mode)))"
     w = "(PARTITION BY pk, b, mode ORDER BY off)"
-    upto = "(PARTITION BY pk, b, mode ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    after = "(PARTITION BY pk, b, mode ORDER BY off ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
     big = 1 << 62
     return f"""
     WITH c AS ({_ranked(d, "inc_qb", width, last, [("q", "q")])}),
@@ -302,17 +302,15 @@ def effects(d: Dialect, width: int, last: int) -> str:
         m.is_l AND (ep.mode = '*' OR m.dir = ep.mode) AS hl, m.is_i AND (ep.mode = '*' OR m.dir = ep.mode) AS hi
       FROM ep JOIN inc_members m ON m.pk = ep.pk AND m.b = ep.b AND m.probe = '*' AND m.off >= ep.since
     ),
-    t1 AS (SELECT *, lag(end_) OVER {w} AS pend, lag(hl) OVER {w} AS phl, lag(hi) OVER {w} AS phi FROM tr),
-    t2 AS (
-      SELECT *,
-        sum(CASE WHEN NOT hl OR NOT coalesce(phl, FALSE) OR pend <> off THEN 1 ELSE 0 END) OVER {upto} AS run_l,
-        sum(CASE WHEN NOT hi OR NOT coalesce(phi, FALSE) OR pend <> off THEN 1 ELSE 0 END) OVER {upto} AS run_i
-      FROM t1
-    ),
+    t1 AS (SELECT *, lag(end_) OVER {w} AS pend FROM tr),
     t3 AS (
-      SELECT *, max(end_) OVER (PARTITION BY pk, b, mode, run_l) AS end_l,
-        max(end_) OVER (PARTITION BY pk, b, mode, run_i) AS end_i
-      FROM t2
+      -- A state's role lasts until the first later state that breaks it: a state where it does
+      -- not hold (it starts where the last one ended), or a gap (a state not the broker's in
+      -- between, from where the last one ended): either way, where the state before it ended.
+      SELECT *,
+        coalesce(min(CASE WHEN NOT hl OR pend <> off THEN pend END) OVER {after}, last_end) AS end_l,
+        coalesce(min(CASE WHEN NOT hi OR pend <> off THEN pend END) OVER {after}, last_end) AS end_i
+      FROM (SELECT *, max(end_) OVER (PARTITION BY pk, b, mode) AS last_end FROM t1) t2
     ),
     ended AS (
       SELECT e.req, e.pk, e.b, e.mode, 'L' AS role, t.end_l AS ended_by FROM eff e
@@ -448,6 +446,7 @@ class _Incidents:
 
     def __init__(self, lives, names: dict[str, str], found_effects: dict, found_departures: dict) -> None:
         self.lives, self.names = lives, names
+        self.keys: dict[int, tuple[str, int]] = {}
         self.found_effects, self.found_departures = found_effects, found_departures
         self.ask_effects: set[tuple[int, int, str | None]] = set()
         self.ask_departures: set[tuple[int, int, int]] = set()
@@ -493,8 +492,14 @@ class _Incidents:
                 self._end(oe, at, ts, why, leader)
                 self._maybe_close(oe.inc, at, ts)
 
+    def _key(self, pk: int) -> tuple[str, int]:
+        key = self.keys.get(pk)
+        if key is None:
+            key = self.keys[pk] = partition_of(self.lives, pk)
+        return key
+
     def _open(self, inc: Incident, pk: int, role: str, end: tuple | None) -> None:
-        topic, p = partition_of(self.lives, pk)
+        topic, p = self._key(pk)
         e = Effect(topic_id=topic, topic=self.names.get(topic), partition=p, role=role, caused_by=inc.failed_at)
         inc.effects.append(e)
         oe = _Open(inc, e, pk)
@@ -511,9 +516,7 @@ class _Incidents:
         if rows is None:
             self.ask_effects.add(key)
             return
-        for pk, role, ended_by, why, leader, ts in sorted(
-            rows, key=lambda r: (partition_of(self.lives, r[0]), r[1] != "L")
-        ):
+        for pk, role, ended_by, why, leader, ts in sorted(rows, key=lambda r: (self._key(r[0]), r[1] != "L")):
             self._open(
                 inc, pk, "leader" if role == "L" else "isr", None if ended_by is None else (ended_by, why, leader, ts)
             )
@@ -619,7 +622,7 @@ class _Incidents:
                 first, first_ts = (gone[0][0], gone[0][4]) if gone else (offset, ts)
                 inc = self._broker_incident("broker-fenced", b, first, first_ts)
                 for at, role, pk, leader, at_ts in gone:
-                    topic, p = partition_of(self.lives, pk)
+                    topic, p = self._key(pk)
                     inc.effects.append(
                         Effect(
                             topic_id=topic,
@@ -665,7 +668,7 @@ class _Incidents:
 
     def _topic_removed(self, topic_id: str, offset: int, ts) -> None:
         for pk in sorted(self.opened):
-            if partition_of(self.lives, pk)[0] != topic_id:
+            if self._key(pk)[0] != topic_id:
                 continue
             for oe in list(self.opened.get(pk, ())):
                 self._end(oe, offset, ts, "topic removed", None)

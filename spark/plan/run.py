@@ -38,8 +38,9 @@ CONTROL_WINDOW = 500_000
 control records, so the driver holds a window's worth at a time, not the log's."""
 
 ENGINE_PARTS = (
-    "partition records (K1-K5, K7-K11, K13-K15, the timeline, the grace) in SQL;"
-    " the control plane (L1-L5, K6, K12, S3Stream, BookKeeper) by the Python engine on the driver"
+    "partition records (K1-K5, K7-K11, K13-K15, the timeline, the grace; incidents' effects and availability)"
+    " in SQL; the control plane (L1-L5, K6, K12, S3Stream, BookKeeper; which incidents) by the Python engine"
+    " on the driver"
 )
 """What ran where, for the report (``AuditReport.engine``)."""
 
