@@ -18,7 +18,9 @@ same answer is split along the plan's own line:
   under min.insync.replicas, leader on an offline directory, ISR member on one; the flags are a
   function of the partition's state and the brokers' at each point, so they are evaluated at
   each state and at each edge of an offline interval or a min.insync.replicas change inside
-  it). Both engines of the plan run the same text.
+  it). Both engines of the plan run the same text. States meet the few offsets they are
+  joined with (requests, offline intervals) through rank tables the driver builds
+  (``rank_rows``), not range joins: a partition state can span most of a history.
 
 Which incidents exist can hang on the partition side (a directory's incident that ended takes no
 more reports; a shutdown begun while the last incident is still open is part of it), so the
@@ -243,20 +245,17 @@ def _rank(d: Dialect, table: str, column: str, position: str) -> str:
 
 def members(d: Dialect) -> str:
     """Per partition state, its leader and ISR members among its replicas, each with its
-    directory (``dir``) and whether it leads (``is_l``) or is in the ISR (``is_i``); twice,
-    ``probe`` the directory and ``*`` (the whole broker), the keys the rank tables join on."""
+    directory (``dir``) and whether it leads (``is_l``) or is in the ISR (``is_i``)."""
     return f"""
     WITH m0 AS (SELECT pk, off, end_, leader, isr, dirs, {d.posexplode("replicas", "pos", "b")} FROM timeline)
-    , m1 AS (
-      SELECT pk, off, end_, b, {d.at("dirs", "pos + 1")} AS dir, b = leader AS is_l, {d.contains("isr", "b")} AS is_i
-      FROM m0 WHERE b = leader OR {d.contains("isr", "b")}
-    )
-    SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM m1
+    SELECT pk, off, end_, b, {d.at("dirs", "pos + 1")} AS dir, b = leader AS is_l, {d.contains("isr", "b")} AS is_i
+    FROM m0 WHERE b = leader OR {d.contains("isr", "b")}
     """
 
 
 def _ranked(d: Dialect, table: str, width: int, last: int, columns: list[tuple[str, str]]) -> str:
-    """``inc_members`` with ``columns`` ((name, list)): the rank of each state's start among
+    """``inc_members``, each under its directory and ``*`` (its whole broker: ``probe``, the key
+    of ``table``), with ``columns`` ((name, list)): the rank of each state's start among
     ``table``'s ``list`` offsets (``lo``: at most ``off``) and of its last offset (``hi``: at
     most ``end_ - 1``), keys without offsets left out."""
     end = f"coalesce(m.end_, {last + 1}) - 1"
@@ -269,7 +268,7 @@ def _ranked(d: Dialect, table: str, width: int, last: int, columns: list[tuple[s
     )
     return f"""
       SELECT m.*, {ranks}
-      FROM inc_members m
+      FROM (SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM inc_members) m
         JOIN {table} r0 ON r0.b = m.b AND r0.dir = m.probe AND r0.bucket = {bucket("m.off")}
         JOIN {table} r1 ON r1.b = m.b AND r1.dir = m.probe AND r1.bucket = {bucket(end)}"""
 
@@ -300,7 +299,7 @@ def effects(d: Dialect, width: int, last: int) -> str:
     tr AS (
       SELECT ep.mode, m.pk, m.b, m.off, coalesce(m.end_, {big}) AS end_,
         m.is_l AND (ep.mode = '*' OR m.dir = ep.mode) AS hl, m.is_i AND (ep.mode = '*' OR m.dir = ep.mode) AS hi
-      FROM ep JOIN inc_members m ON m.pk = ep.pk AND m.b = ep.b AND m.probe = '*' AND m.off >= ep.since
+      FROM ep JOIN inc_members m ON m.pk = ep.pk AND m.b = ep.b AND m.off >= ep.since
     ),
     t1 AS (SELECT *, lag(end_) OVER {w} AS pend FROM tr),
     t3 AS (
@@ -377,7 +376,7 @@ def availability_changes(d: Dialect, width: int, last: int, known: list[int]) ->
     ov AS (
       SELECT h.pk, h.off, h.end_, h.is_l, h.is_i, greatest(h.off, o.start_) AS s, least(h.end_, o.stop_) AS e
       FROM hits h JOIN inc_off o ON o.broker = h.b AND o.dir = h.probe AND o.idx = h.idx
-      UNION ALL SELECT pk, off, end_, is_l, is_i, off AS s, end_ AS e FROM inc_members WHERE probe = '*' AND {unknown}
+      UNION ALL SELECT pk, off, end_, is_l, is_i, off AS s, end_ AS e FROM inc_members WHERE {unknown}
     ),
     edges AS (
       SELECT DISTINCT pk, t, row_off FROM (
