@@ -110,9 +110,10 @@ class AssignmentReport(NamedTuple):
     broker_epoch: int
 
 
-def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
+def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlPlane:
     """Replay ``records`` (the log's non-partition records, in offset order; each
-    AssignReplicasToDirsRequest as an ``AssignmentReport`` or whole)."""
+    AssignReplicasToDirsRequest as an ``AssignmentReport`` or whole). ``observe(record, view)``,
+    if given, sees each record after it was applied (refused ones too: the view unchanged)."""
     # Transactions are held here, so that each record below is looked at as it is applied.
     audit = Audit.for_subset(config)
     transactions = Transactions()
@@ -129,6 +130,8 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
             if reg is not None and reg.epoch == r.broker_epoch:
                 plane.accepted_assignments.append(r.offset)
             if cls is AssignmentReport:  # an observation: the subset audit has nothing to check in it
+                if observe is not None:
+                    observe(r, view)
                 continue
         if cls is UnfenceRequested:
             reg = view.brokers.get(r.broker_id)
@@ -137,6 +140,8 @@ def replay_control_plane(records, config: AuditConfig) -> ControlPlane:
         topics_before = set(view.topics) if cls is Topic or cls is RemoveTopic else None
         before = view.brokers.get(broker) if broker is not None else None
         audit.feed((r,))
+        if observe is not None:
+            observe(r, view)
         if audit.kraft.refused == r.offset:
             continue
         if cls is ClearElr:

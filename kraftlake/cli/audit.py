@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
         if engine is not Engine.python:
             report = plan_audit(opened, to_offset, config, engine, from_offset)
             if report is not None:
-                # The incidents come from one pass over the records on the driver (replay.incidents).
+                # The plan attached its incidents (spark.plan.incidents): emit() has none to add.
                 emit(report, fmt, out_file, title=f"kraftlake audit of {log}", source=(snap, None, to_offset, None))
                 return
         with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:

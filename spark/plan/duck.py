@@ -29,7 +29,7 @@ PLAN_COLUMNS = {
 }
 """The log's columns the plan reads."""
 
-_TYPES = {"BIGINT": pa.int64(), "INT": pa.int32(), "STRING": pa.string()}
+_TYPES = {"BIGINT": pa.int64(), "INT": pa.int32(), "STRING": pa.string(), "ARRAY<BIGINT>": pa.list_(pa.int64())}
 
 
 class DuckEngine:
@@ -92,7 +92,7 @@ class DuckEngine:
         )
 
     def table(self, name: str, rows: list[tuple], columns: list[tuple[str, str]]) -> None:
-        """A small table from the driver: ``columns`` (name, BIGINT | INT | STRING)."""
+        """A small table from the driver: ``columns`` (name, BIGINT | INT | STRING | ARRAY<BIGINT>)."""
         cols = list(zip(*rows)) if rows else [[] for _ in columns]
         t = pa.table({c: pa.array(list(v), type=_TYPES[ty]) for (c, ty), v in zip(columns, cols)})
         self._held.append(t)

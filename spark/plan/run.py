@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable
 
 from kraftlake.logging import get_logger
-from kraftlake.replay.books import AuditConfig, AuditReport, Violation, violation
+from kraftlake.replay.books import AuditConfig, AuditReport, Violation, attach_incidents, violation
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from ..control import AssignmentReport, replay_control_plane
 from . import elr as elr_sql
+from . import incidents as incidents_sql
 from . import sql
 from .driver import bad_intervals, interval, k8_candidates, k11_violations, partition_entity, partition_of, report_of
 
@@ -37,8 +38,9 @@ CONTROL_WINDOW = 500_000
 control records, so the driver holds a window's worth at a time, not the log's."""
 
 ENGINE_PARTS = (
-    "partition records (K1-K5, K7-K11, K13-K15, the timeline, the grace) in SQL;"
-    " the control plane (L1-L5, K6, K12, S3Stream, BookKeeper) by the Python engine on the driver"
+    "partition records (K1-K5, K7-K11, K13-K15, the timeline, the grace; incidents' effects and availability)"
+    " in SQL; the control plane (L1-L5, K6, K12, S3Stream, BookKeeper; which incidents) by the Python engine"
+    " on the driver"
 )
 """What ran where, for the report (``AuditReport.engine``)."""
 
@@ -155,7 +157,8 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     )
     end = last if last is not None else -1
     tell("replaying brokers, topics and observations on the driver")
-    plane = replay_control_plane(control_records(engine, first, last, control), config)
+    observer = incidents_sql.Observer()
+    plane = replay_control_plane(control_records(engine, first, last, control), config, observer)
     lives = plane.topics
     engine.table("lives", [(i, *life) for i, life in enumerate(lives)], LIVES)
     # Aborted (or unfinished) metadata transactions are audited as NoOps: their partition
@@ -274,6 +277,10 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
     report = report_of(config, found, plane, n, first, last, view.state_hash(), tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
+    tell("incidents and availability")
+    attach_incidents(
+        report, incidents_sql.incidents(engine, plane, observer, first=first, last=last, referenced=referenced)
+    )
     log.info(
         "plan.audit",
         engine=engine.name,

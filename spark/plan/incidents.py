@@ -1,0 +1,835 @@
+"""Incidents and availability from the plan: the ``IncidentsResult`` that
+``replay.incidents.find_incidents`` gives for the same records, without a pass over every record.
+
+``find_incidents`` follows a ``ControllerView`` record by record (``IncidentTracker``). Here the
+same answer is split along the plan's own line:
+
+- **The broker side** (which incidents exist; failed, reported, removed, ended; the intervals
+  where a broker is down or a directory offline; min.insync.replicas per topic) is read off the
+  broker and observation records, a few percent of a history, as the driver replays the control
+  plane (``Observer``, called by ``spark.control.replay_control_plane``), and replayed here
+  (``_Incidents``) with the tracker's own rules.
+- **The partition side** is SQL over the plan's partition timeline (``timeline``: pk, off,
+  end_, removed, leader, isr, replicas, dirs, old_leader, old_isr), read by column name:
+  ``effects`` (the partitions a failed broker leads or is in the ISR of at the incident's start,
+  on the failed directory, and the record that ends each), ``departures`` (the changes just
+  before a crashed broker's fencing that took it out: Kafka writes them first), and
+  ``availability_changes`` (where a partition's four availability flags change: no leader,
+  under min.insync.replicas, leader on an offline directory, ISR member on one; the flags are a
+  function of the partition's state and the brokers' at each point, so they are evaluated at
+  each state and at each edge of an offline interval or a min.insync.replicas change inside
+  it). Both engines of the plan run the same text. States meet the few offsets they are
+  joined with (requests, offline intervals) through rank tables the driver builds
+  (``rank_rows``), not range joins: a partition state can span most of a history.
+
+Which incidents exist can hang on the partition side (a directory's incident that ended takes no
+more reports; a shutdown begun while the last incident is still open is part of it), so the
+broker side is replayed until the effects it asks for are all known (``incidents``): first with
+none, then with those asked, which ends in one or two rounds.
+
+Metadata transactions need nothing more: a committed one's records are looked at in offset order
+(at its end, with nothing between), an aborted one's are NoOps, which the timeline leaves out and
+the control plane sees as NoOps. Not relational, and so still the per-record pass
+(``find_incidents`` over the plan's records, ``FALLBACK``): a log with a record without a time
+(``ts_ms`` null), where the tracker's durations skip that record in a way that does not add up
+per interval; and an empty log.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+
+from kraftlake.logging import get_logger
+from kraftlake.records.kraft import (
+    LOST,
+    MIGRATING,
+    NO_LEADER,
+    UNASSIGNED,
+    BrokerRegistrationChange,
+    Config,
+    FenceBroker,
+    RegisterBroker,
+    RemoveTopic,
+    Topic,
+    UnfenceBroker,
+    UnregisterBroker,
+)
+from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
+from kraftlake.replay.incidents import (
+    BROKER_RESOURCE,
+    MIN_ISR,
+    TOPIC_RESOURCE,
+    Availability,
+    Effect,
+    Incident,
+    IncidentsResult,
+    Outage,
+    PartitionAvailability,
+    _finished,
+    find_incidents,
+    handling,
+)
+from kraftlake.statemachine.kraft.directory_ids import is_online
+
+from .dialect import Dialect
+from .driver import partition_of
+
+log = get_logger(__name__)
+
+FALLBACK = "records without a time: incidents by the per-record pass"
+"""Why a log's incidents came from ``find_incidents`` (logged)."""
+
+_BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
+_DOWN = None
+_ANY = "*"
+"""A broker registered without directories (any directory online but the failed ones), and in
+the ``inc_off`` table a whole broker down (never a directory id)."""
+RANK_BUCKETS = 64
+"""Offset buckets per rank table (``rank_rows``): a lookup reads one bucket's few offsets."""
+_NL, _UM, _LO, _IO = 8, 4, 2, 1
+"""The availability flags as bits of one code (no leader, under min ISR, leader offline, ISR
+member offline)."""
+
+
+# -- the driver: what the broker and observation records say ----------------------------------------
+
+
+class Observer:
+    """Called by the control-plane replay with each control record after it was applied (and
+    with each AssignReplicasToDirs report): keeps the events the incidents replay reads, the
+    brokers' states for the offline intervals, topic names and min.insync.replicas per topic."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+        self.names: dict[str, str] = {}
+        self.min_isr: dict[str, list[tuple[int, int]]] = {}
+        """Topic id -> (offset, min.insync.replicas from then on), from its creation."""
+        self.states: dict[int, list[tuple[int, object]]] = {}
+        """Broker -> (offset, state after it) wherever its state changed: None down, ``_ANY``
+        (registered without directories) with the failed ones, or its online directories."""
+        self.failed: set[tuple[int, str]] = set()
+        self.ever: dict[int, set[str]] = {}
+        """Broker -> every directory it registered or reported: offline intervals are cut for those."""
+        self.prev = -1
+        """The last control record's offset: a crash's departures are the partition changes after it."""
+
+    def __call__(self, r, view) -> None:
+        offset, ts, cls = r.offset, r.ts_ms, type(r)
+        prev, self.prev = self.prev, offset
+        if cls is LogDirFailed or cls is HeartbeatOfflineDirs or cls is LogDirsLoaded:
+            b = r.broker_id
+            if cls is LogDirsLoaded:
+                for d in r.online_dirs:
+                    self.failed.discard((b, d))
+                offline = tuple(r.offline_dirs)
+                self.events.append(("loaded", offset, ts, b, tuple(r.online_dirs), offline, tuple(r.paths)))
+            else:
+                offline = (r.directory,) if cls is LogDirFailed else tuple(r.offline_log_dirs)
+                self.events.append(("dir", offset, ts, b, offline, cls is HeartbeatOfflineDirs))
+            self.failed.update((b, d) for d in offline)
+            self.ever.setdefault(b, set()).update((*offline, *getattr(r, "online_dirs", ())))
+            self._state(view, b, offset)
+        elif cls in _BROKER_RECORDS:
+            b = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
+            self.events.append(("broker", offset, ts, b, prev))
+            self._state(view, b, offset)
+        elif cls is RemoveTopic:
+            self.events.append(("remove", offset, ts, r.topic_id))
+        elif cls is Topic:
+            self.names[r.topic_id] = r.name
+            self._min_isr(view, offset, [r.topic_id])
+        elif cls is Config and r.name == MIN_ISR:
+            self._min_isr(view, offset, list(view.topics))
+        if self.events and self.events[-1][1] == offset and self.events[-1][0] != "remove":
+            reg = view.brokers.get(self.events[-1][3])
+            self.events[-1] += (
+                (None, None) if reg is None else (reg.log_dirs, (reg.fenced, reg.in_controlled_shutdown)),
+            )
+
+    def _state(self, view, b: int, offset: int) -> None:
+        reg = view.brokers.get(b)
+        failed = frozenset(d for (x, d) in self.failed if x == b)
+        if reg is None or reg.fenced:
+            state = _DOWN
+        elif not reg.log_dirs:
+            state = (_ANY, failed)
+        else:
+            self.ever.setdefault(b, set()).update(reg.log_dirs)
+            state = ("dirs", frozenset(reg.log_dirs) - failed)
+        states = self.states.setdefault(b, [])
+        if not states or states[-1][1] != state:
+            states.append((offset, state))
+
+    def _min_isr(self, view, offset: int, topics: list[str]) -> None:
+        for t in topics:
+            info = view.topics.get(t)
+            value = None if info is None else view.config(TOPIC_RESOURCE, info.name, MIN_ISR)
+            if value is None:
+                value = view.config(BROKER_RESOURCE, "", MIN_ISR)
+            try:
+                n = int(value) if value is not None else 1
+            except ValueError:
+                n = 1
+            changes = self.min_isr.setdefault(t, [])
+            if not changes or changes[-1][1] != n:
+                changes.append((offset, n))
+
+    def offline_rows(self, referenced: dict[int, set[str]]) -> list[tuple[int, str, int, int | None]]:
+        """(broker, directory, start, stop): the state after record ``start`` until before
+        ``stop`` (None: the end) where the broker is down (directory ``_ANY``), or up without
+        the directory (as the tracker's ``_offline`` says), for every directory a partition may
+        name on it (those it registered or reported, those partition records name, the reserved
+        ones); in start order per (broker, directory)."""
+        rows: list[tuple[int, str, int, int | None]] = []
+        for b in sorted(self.states):
+            marks = [(-1, _DOWN), *self.states[b]]
+            spans = [(s, marks[i + 1][0] if i + 1 < len(marks) else None, st) for i, (s, st) in enumerate(marks)]
+            candidates = self.ever.get(b, set()) | referenced.get(b, set()) | {MIGRATING, UNASSIGNED, LOST}
+            for d in (_ANY, *sorted(candidates)):
+                for start, stop, st in spans:
+                    if not (st is _DOWN if d == _ANY else _dir_offline(d, st)):
+                        continue
+                    if rows and rows[-1][:2] == (b, d) and rows[-1][3] == start:
+                        rows[-1] = (b, d, rows[-1][2], stop)
+                    else:
+                        rows.append((b, d, start, stop))
+        return rows
+
+    def min_isr_rows(self, lives: list[tuple[str, int, int | None]]) -> list[tuple[int, int, int | None, int]]:
+        """(topic life, start, stop, min.insync.replicas) per topic lifetime."""
+        rows = []
+        for i, (t, created, removed) in enumerate(lives):
+            changes = [(o, n) for o, n in self.min_isr.get(t, []) if o >= created and (removed is None or o < removed)]
+            for j, (o, n) in enumerate(changes):
+                rows.append((i, o, changes[j + 1][0] if j + 1 < len(changes) else None, n))
+        return rows
+
+
+def _dir_offline(d: str, state) -> bool:
+    """Whether directory ``d`` is offline on a broker in ``state`` that is up."""
+    if state is _DOWN:
+        return False  # the broker's own interval (``_ANY``) says it
+    if state[0] == _ANY:
+        return d in state[1] or not is_online(d, ())
+    return d not in state[1] and d not in (MIGRATING, UNASSIGNED)
+
+
+# -- the partition side, in SQL ------------------------------------------------------------------
+
+
+def rank_rows(marks: dict[tuple[int, str], list[list[int]]], width: int, last: int) -> list[tuple]:
+    """A table to rank offsets among sorted ones without a range join: per key (broker,
+    directory), for each of the key's sorted offset lists in ``marks``, how many lie in the
+    buckets before and those in the bucket (``_rank``). A directory's lists are short: one
+    bucket (0); a whole broker's (``_ANY``) can be long: buckets ``width`` records wide,
+    0 .. ``(last + 1) // width``. -1 counts in bucket 0."""
+    rows = []
+    for (b, d), lists in sorted(marks.items()):
+        nb = (last + 1) // width + 1 if d == _ANY else 1
+        w = width if d == _ANY else last + 2
+        edges = [[bisect.bisect_left(offsets, k * w) if k else 0 for k in range(nb + 1)] for offsets in lists]
+        for k in range(nb):
+            row: list = [b, d, k]
+            for offsets, at in zip(lists, edges):
+                hi = at[k + 1] if k + 1 < nb else len(offsets)
+                row += [at[k], offsets[at[k] : hi]]
+            rows.append(tuple(row))
+    return rows
+
+
+def _rank(d: Dialect, table: str, column: str, position: str) -> str:
+    """How many of ``table``'s ``column`` offsets (``rank_rows``) are at most ``position``."""
+    return f"({table}.{column}_before + {d.size(d.filter(f'{table}.{column}_offs', lambda x: f'{x} <= {position}'))})"
+
+
+def members(d: Dialect) -> str:
+    """Per partition state, its leader and ISR members among its replicas, each with its
+    directory (``dir``) and whether it leads (``is_l``) or is in the ISR (``is_i``)."""
+    return f"""
+    WITH m0 AS (SELECT pk, off, end_, leader, isr, dirs, {d.posexplode("replicas", "pos", "b")} FROM timeline)
+    SELECT pk, off, end_, b, {d.at("dirs", "pos + 1")} AS dir, b = leader AS is_l, {d.contains("isr", "b")} AS is_i
+    FROM m0 WHERE b = leader OR {d.contains("isr", "b")}
+    """
+
+
+def _ranked(d: Dialect, table: str, width: int, last: int, columns: list[tuple[str, str]]) -> str:
+    """``inc_members``, each under its directory and ``*`` (its whole broker: ``probe``, the key
+    of ``table``), with ``columns`` ((name, list)): the rank of each state's start among
+    ``table``'s ``list`` offsets (``lo``: at most ``off``) and of its last offset (``hi``: at
+    most ``end_ - 1``), keys without offsets left out."""
+    end = f"coalesce(m.end_, {last + 1}) - 1"
+
+    def bucket(position: str) -> str:
+        return f"CASE WHEN m.probe = '*' THEN {d.idiv(position, width)} ELSE 0 END"
+
+    ranks = ", ".join(
+        f"{_rank(d, 'r0', lst, 'm.off')} AS {name}_lo, {_rank(d, 'r1', lst, end)} AS {name}_hi" for name, lst in columns
+    )
+    return f"""
+      SELECT m.*, {ranks}
+      FROM (SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM inc_members) m
+        JOIN {table} r0 ON r0.b = m.b AND r0.dir = m.probe AND r0.bucket = {bucket("m.off")}
+        JOIN {table} r1 ON r1.b = m.b AND r1.dir = m.probe AND r1.bucket = {bucket(end)}"""
+
+
+def effects(d: Dialect, width: int, last: int) -> str:
+    """Per request (``inc_qi``: b, dir, idx, req, mode: at the ``idx``-th offset of ``inc_qb``'s
+    (b, dir) list; a broker's request under dir and mode ``*``), the
+    partitions whose state at its offset has the broker among its replicas (on the request's
+    directory) and leading it (role L) or in its ISR (role I), with the record that ends each:
+    the first later state where the broker is no replica, its replica left the directory, or
+    lost the role (null: none; the topic's removal is the driver's), what that state says (why,
+    new leader) and its time. A state holds the requests ranked after its start and up to its
+    end (``rank_rows``): no range join."""
+    gone = "(NOT inr OR (x.mode <> '*' AND NOT (bdir IS NOT DISTINCT FROM x.mode)))"
+    w = "(PARTITION BY pk, b, mode ORDER BY off)"
+    after = "(PARTITION BY pk, b, mode ORDER BY off ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
+    big = 1 << 62
+    return f"""
+    WITH c AS ({_ranked(d, "inc_qb", width, last, [("q", "q")])}),
+    hits AS (
+      SELECT pk, off, b, probe, is_l, is_i, {d.explode(d.seq("q_lo", "q_hi - 1"), "idx")} FROM c WHERE q_hi > q_lo
+    ),
+    eff AS (
+      SELECT qi.req, qi.mode, h.pk, h.off, h.b, h.is_l, h.is_i
+      FROM hits h JOIN inc_qi qi ON qi.b = h.b AND qi.dir = h.probe AND qi.idx = h.idx
+    ),
+    ep AS (SELECT pk, b, mode, min(off) AS since FROM eff GROUP BY pk, b, mode),
+    tr AS (
+      SELECT ep.mode, m.pk, m.b, m.off, coalesce(m.end_, {big}) AS end_,
+        m.is_l AND (ep.mode = '*' OR m.dir = ep.mode) AS hl, m.is_i AND (ep.mode = '*' OR m.dir = ep.mode) AS hi
+      FROM ep JOIN inc_members m ON m.pk = ep.pk AND m.b = ep.b AND m.off >= ep.since
+    ),
+    t1 AS (SELECT *, lag(end_) OVER {w} AS pend FROM tr),
+    t3 AS (
+      -- A state's role lasts until the first later state that breaks it: a state where it does
+      -- not hold (it starts where the last one ended), or a gap (a state not the broker's in
+      -- between, from where the last one ended): either way, where the state before it ended.
+      SELECT *,
+        coalesce(min(CASE WHEN NOT hl OR pend <> off THEN pend END) OVER {after}, last_end) AS end_l,
+        coalesce(min(CASE WHEN NOT hi OR pend <> off THEN pend END) OVER {after}, last_end) AS end_i
+      FROM (SELECT *, max(end_) OVER (PARTITION BY pk, b, mode) AS last_end FROM t1) t2
+    ),
+    ended AS (
+      SELECT e.req, e.pk, e.b, e.mode, 'L' AS role, t.end_l AS ended_by FROM eff e
+        JOIN t3 t ON t.pk = e.pk AND t.b = e.b AND t.mode = e.mode AND t.off = e.off WHERE e.is_l
+      UNION ALL SELECT e.req, e.pk, e.b, e.mode, 'I' AS role, t.end_i AS ended_by FROM eff e
+        JOIN t3 t ON t.pk = e.pk AND t.b = e.b AND t.mode = e.mode AND t.off = e.off WHERE e.is_i
+    ),
+    x AS (
+      SELECT x0.*, z.leader, {d.contains("z.replicas", "x0.b")} AS inr,
+        CASE WHEN {d.contains("z.replicas", "x0.b")} THEN {d.at("z.dirs", d.position("z.replicas", "x0.b"))} END AS bdir
+      FROM ended x0 LEFT JOIN timeline z ON z.pk = x0.pk AND z.off = x0.ended_by
+    )
+    SELECT x.req, x.pk, x.role, CASE WHEN x.leader IS NOT NULL THEN x.ended_by END AS ended_by,
+      CASE WHEN {gone} AND NOT inr THEN 'replica removed' WHEN {gone} THEN 'replica moved'
+        WHEN x.role = 'I' THEN 'left the ISR' WHEN x.leader = -1 THEN 'no leader' ELSE 'leader moved' END AS why,
+      x.leader, l.ts_ms
+    FROM x LEFT JOIN log l ON l.{d.q("offset")} = x.ended_by AND x.leader IS NOT NULL
+    """
+
+
+def departures(d: Dialect) -> str:
+    """Per fencing (``inc_dep``: at_, broker, lo), the partition changes after the control
+    record ``lo`` and before ``at_`` that took the broker out: it led before and not after
+    (``led``), or was in the ISR before and not after (``was_in``); with the leader after and
+    the time. Between two control records there are only partition records (``rank`` of each
+    state falls between one such pair at most)."""
+    return f"""
+    WITH q AS (SELECT at_, broker, lo FROM inc_dep),
+    t AS (
+      SELECT pk, off, leader, isr, old_leader, old_isr FROM timeline
+      WHERE old_isr IS NOT NULL AND (
+        (old_leader <> leader AND old_leader <> -1) OR NOT ({d.size(d.filter("old_isr", lambda v: d.contains("isr", v)))}
+          = {d.size("old_isr")}))
+    ),
+    hit AS (
+      SELECT q.at_, q.broker, t.pk, t.off, t.leader,
+        (t.old_leader = q.broker AND t.leader <> q.broker) AS led,
+        ({d.contains("t.old_isr", "q.broker")} AND NOT {d.contains("t.isr", "q.broker")}) AS was_in
+      FROM q JOIN t ON t.off > q.lo AND t.off < q.at_
+    )
+    SELECT h.at_, h.broker, h.pk, h.off, h.leader, h.led, h.was_in, l.ts_ms
+    FROM hit h LEFT JOIN log l ON l.{d.q("offset")} = h.off
+    WHERE h.led OR h.was_in
+    """
+
+
+def availability_changes(d: Dialect, width: int, last: int, known: list[int]) -> str:
+    """Where each partition's availability flags change (``code``: bits ``_NL``, ``_UM``,
+    ``_LO``, ``_IO``; from all clear before its first state), until the next change (``nxt``;
+    the topic's removal; null: the end), with the leader's directory there and the times.
+
+    The flags at a point are a function of the state in force and of the directories'
+    (``inc_off``: broker, dir, start_, stop_, numbered per key ``idx``; ranked by ``inc_ob``)
+    and topics' (``inc_min_isr``: life, start_, stop_, min_isr) intervals: evaluated at each
+    state and at each edge of such an interval inside it. A member's offline intervals are those
+    ranked from the last stop at most its start to the last start before its end."""
+    unknown = f"b NOT IN ({', '.join(map(str, known))})" if known else "TRUE"
+    return f"""
+    WITH c AS ({_ranked(d, "inc_ob", width, last, [("sp", "sp"), ("st", "st")])}),
+    hits AS (
+      SELECT pk, off, end_, b, probe, is_l, is_i, {d.explode(d.seq("sp_lo", "st_hi - 1"), "idx")}
+      FROM c WHERE st_hi > sp_lo
+    ),
+    ov AS (
+      SELECT h.pk, h.off, h.end_, h.is_l, h.is_i, greatest(h.off, o.start_) AS s, least(h.end_, o.stop_) AS e
+      FROM hits h JOIN inc_off o ON o.broker = h.b AND o.dir = h.probe AND o.idx = h.idx
+      UNION ALL SELECT pk, off, end_, is_l, is_i, off AS s, end_ AS e FROM inc_members WHERE {unknown}
+    ),
+    edges AS (
+      SELECT DISTINCT pk, t, row_off FROM (
+        SELECT pk, s AS t, off AS row_off FROM ov WHERE s > off
+        UNION ALL SELECT pk, e AS t, off AS row_off FROM ov WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
+        UNION ALL SELECT tl.pk, mi.start_ AS t, tl.off AS row_off FROM timeline tl JOIN inc_min_isr mi
+          ON mi.life = {d.idiv("tl.pk", 4294967296)} AND mi.start_ > tl.off AND (tl.end_ IS NULL OR mi.start_ < tl.end_)
+      ) x
+    ),
+    pts AS (
+      SELECT pk, off AS t, off AS row_off, removed, leader, isr, replicas, dirs FROM timeline
+      UNION ALL SELECT x.pk, x.t, x.row_off, tl.removed, tl.leader, tl.isr, tl.replicas, tl.dirs
+      FROM edges x JOIN timeline tl ON tl.pk = x.pk AND tl.off = x.row_off
+    ),
+    cov AS (
+      SELECT p.pk, p.t, max(CASE WHEN ov.is_l THEN 1 ELSE 0 END) AS lo, max(CASE WHEN ov.is_i THEN 1 ELSE 0 END) AS io
+      FROM (SELECT DISTINCT pk, off FROM ov) r
+      JOIN pts p ON p.pk = r.pk AND p.row_off = r.off
+      JOIN ov ON ov.pk = p.pk AND ov.off = p.row_off AND ov.s <= p.t AND (ov.e IS NULL OR p.t < ov.e)
+      GROUP BY p.pk, p.t
+    ),
+    fl AS (
+      SELECT p.pk, p.t, p.removed, p.leader,
+        CASE WHEN p.leader <> -1 AND {d.contains("p.replicas", "p.leader")}
+          THEN {d.at("p.dirs", d.position("p.replicas", "p.leader"))} END AS ldir,
+        (CASE WHEN p.leader = -1 THEN {_NL} ELSE 0 END)
+        + (CASE WHEN {d.size("p.isr")} < coalesce(mi.min_isr, 1) THEN {_UM} ELSE 0 END)
+        + (CASE WHEN p.leader <> -1 AND (NOT {d.contains("p.replicas", "p.leader")} OR coalesce(c.lo, 0) = 1)
+             THEN {_LO} ELSE 0 END)
+        + (CASE WHEN coalesce(c.io, 0) = 1 THEN {_IO} ELSE 0 END) AS code
+      FROM pts p
+        LEFT JOIN cov c ON c.pk = p.pk AND c.t = p.t
+        LEFT JOIN inc_min_isr mi ON mi.life = {d.idiv("p.pk", 4294967296)} AND mi.start_ <= p.t
+          AND (mi.stop_ IS NULL OR p.t < mi.stop_)
+    ),
+    ch AS (
+      SELECT * FROM (SELECT *, coalesce(lag(code) OVER (PARTITION BY pk ORDER BY t), 0) AS before FROM fl) x
+      WHERE code <> before
+    ),
+    nx AS (SELECT *, coalesce(lead(t) OVER (PARTITION BY pk ORDER BY t), removed) AS nxt FROM ch)
+    SELECT nx.pk, nx.t, nx.code, nx.nxt, nx.removed, nx.leader, nx.ldir, l0.ts_ms AS t_ms, l1.ts_ms AS nxt_ms
+    FROM nx LEFT JOIN log l0 ON l0.{d.q("offset")} = nx.t LEFT JOIN log l1 ON l1.{d.q("offset")} = nx.nxt
+    """
+
+
+# -- the broker side, replayed with the partition side's answers ----------------------------------
+
+_SERVING = (True, False, False)
+
+
+class _Open:
+    """An effect not ended yet: its incident, its partition (pk) and its broker's role."""
+
+    __slots__ = ("inc", "effect", "pk")
+
+    def __init__(self, inc: Incident, effect: Effect, pk: int) -> None:
+        self.inc, self.effect, self.pk = inc, effect, pk
+
+
+class _Incidents:
+    """``IncidentTracker``'s incident rules over the broker side's events, with the partitions
+    each incident hits (``found_effects``: (at, broker, dir) -> rows of ``effects``) and the
+    changes before a fencing (``found_departures``: (at, broker) -> rows of ``departures``)
+    from the plan; what it needs and was not given, it asks for (``ask_effects``,
+    ``ask_departures``) and goes on as if it were nothing."""
+
+    def __init__(self, lives, names: dict[str, str], found_effects: dict, found_departures: dict) -> None:
+        self.lives, self.names = lives, names
+        self.keys: dict[int, tuple[str, int]] = {}
+        self.found_effects, self.found_departures = found_effects, found_departures
+        self.ask_effects: set[tuple[int, int, str | None]] = set()
+        self.ask_departures: set[tuple[int, int, int]] = set()
+        self.incidents: list[Incident] = []
+        self.failed: dict[tuple[int, str], Incident] = {}
+        self.open_dirs: dict[tuple[int, str], Incident] = {}
+        self.open_brokers: dict[int, Incident] = {}
+        self.unended: dict[str, int] = {}
+        self.brokers: dict[int, tuple[bool, bool, bool]] = {}
+        self.opened: dict[int, list[_Open]] = {}
+        self.seq = 0
+        self.ends: list[tuple[int, int, _Open, str, int | None, int | None]] = []
+        """A heap of the partition records that end open effects (``effects``' ended_by)."""
+        self.dir_paths: dict[str, str] = {}
+        self.steps: dict[tuple[int, str], int] = {}
+        """(offset, directory) -> the place of its failure among those one record brought: the
+        tracker measures the partitions again after each, so outages begin in that order."""
+
+    def run(self, events: list[tuple]) -> None:
+        for ev in events:
+            kind, offset, ts = ev[0], ev[1], ev[2]
+            self._partition_ends(offset)
+            if kind == "dir":
+                _, _, _, b, dirs, reported, reg = ev
+                for d in dirs:
+                    self._dir_failed(b, d, offset, ts, reg[0], reported=reported)
+            elif kind == "loaded":
+                self._loaded(*ev[3:], offset=offset, ts=ts)
+            elif kind == "broker":
+                _, _, _, b, prev, reg = ev
+                self._broker(b, offset, ts, prev, reg)
+            else:
+                self._topic_removed(ev[3], offset, ts)
+        self._partition_ends(None)
+
+    # -- effects ---------------------------------------------------------------------------
+
+    def _partition_ends(self, before: int | None) -> None:
+        ends = self.ends
+        while ends and (before is None or ends[0][0] < before):
+            at, _seq, oe, why, leader, ts = heapq.heappop(ends)
+            if oe.effect.ended_by is None:
+                self._end(oe, at, ts, why, leader)
+                self._maybe_close(oe.inc, at, ts)
+
+    def _key(self, pk: int) -> tuple[str, int]:
+        key = self.keys.get(pk)
+        if key is None:
+            key = self.keys[pk] = partition_of(self.lives, pk)
+        return key
+
+    def _open(self, inc: Incident, pk: int, role: str, end: tuple | None) -> None:
+        topic, p = self._key(pk)
+        e = Effect(topic_id=topic, topic=self.names.get(topic), partition=p, role=role, caused_by=inc.failed_at)
+        inc.effects.append(e)
+        oe = _Open(inc, e, pk)
+        self.opened.setdefault(pk, []).append(oe)
+        self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
+        if end is not None:
+            at, why, leader, ts = end
+            self.seq += 1
+            heapq.heappush(self.ends, (at, self.seq, oe, why, leader, ts))
+
+    def _open_effects(self, inc: Incident, offset: int, b: int, d: str | None) -> None:
+        key = (offset, b, d)
+        rows = self.found_effects.get(key)
+        if rows is None:
+            self.ask_effects.add(key)
+            return
+        for pk, role, ended_by, why, leader, ts in sorted(rows, key=lambda r: (self._key(r[0]), r[1] != "L")):
+            self._open(
+                inc, pk, "leader" if role == "L" else "isr", None if ended_by is None else (ended_by, why, leader, ts)
+            )
+
+    def _end(self, oe: _Open, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
+        e = oe.effect
+        if e.ended_by is None:
+            self.unended[oe.inc.id] -= 1
+        e.ended_by, e.outcome = offset, outcome
+        if e.role == "leader":
+            e.new_leader = leader
+        if ts is not None and oe.inc.failed_at_ms is not None:
+            e.time_to_move_ms = ts - oe.inc.failed_at_ms
+        opened = self.opened.get(oe.pk)
+        if opened is not None:
+            opened.remove(oe)
+            if not opened:
+                del self.opened[oe.pk]
+
+    def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
+        for pk in list(self.opened):
+            for oe in [oe for oe in self.opened.get(pk, ()) if oe.inc is inc]:
+                # An open leadership effect is one whose broker still leads: the leader after.
+                self._end(oe, offset, ts, outcome, inc.broker)
+
+    def _maybe_close(self, inc: Incident, offset: int, ts: int | None) -> None:
+        if inc.ended_at is not None or self.unended.get(inc.id, 0) or inc.removed_at is None:
+            return
+        self._close(inc, offset, ts)
+
+    def _close(self, inc: Incident, offset: int, ts: int | None) -> None:
+        if inc.ended_at is None:
+            inc.ended_at, inc.ended_at_ms = offset, ts
+        if inc.directory is not None:
+            if self.open_dirs.get((inc.broker, inc.directory)) is inc:
+                del self.open_dirs[(inc.broker, inc.directory)]
+        elif self.open_brokers.get(inc.broker) is inc:
+            del self.open_brokers[inc.broker]
+
+    # -- directories -----------------------------------------------------------------------
+
+    def _dir_failed(self, b: int, d: str, offset: int, ts, reg_dirs, *, reported: bool) -> None:
+        key = (b, d)
+        inc = self.open_dirs.get(key)
+        if inc is None:
+            if key in self.failed:
+                return
+            inc = Incident(
+                id=f"dir-failure/{b}/{d}@{offset}",
+                kind="dir-failure",
+                broker=b,
+                directory=d,
+                path=self.dir_paths.get(d),
+                failed_at=offset,
+                failed_at_ms=ts,
+            )
+            self.incidents.append(inc)
+            self.open_dirs[key] = self.failed[key] = inc
+            self.steps[(offset, d)] = len([k for k in self.steps if k[0] == offset])
+            self._open_effects(inc, offset, b, d)
+            self._removed_check(b, offset, ts, reg_dirs)
+        if reported and inc.reported_at is None:
+            inc.reported_at, inc.reported_at_ms = offset, ts
+
+    def _loaded(self, b, online, offline, paths, reg, *, offset: int, ts) -> None:
+        for d, path in zip((*online, *offline), paths):
+            if path:
+                self.dir_paths[d] = path
+        for d in online:
+            if (b, d) in self.failed:
+                del self.failed[(b, d)]
+                inc = self.open_dirs.get((b, d))
+                if inc is not None:
+                    self._end_effects(inc, offset, ts, "directory back")
+                    self._close(inc, offset, ts)
+        for d in offline:
+            self._dir_failed(b, d, offset, ts, reg[0], reported=True)
+
+    def _removed_check(self, b: int, offset: int, ts, reg_dirs) -> None:
+        for (x, d), inc in list(self.open_dirs.items()):
+            if x != b:
+                continue
+            if inc.removed_at is None and (reg_dirs is None or not is_online(d, reg_dirs)):
+                inc.removed_at, inc.removed_at_ms = offset, ts
+            if inc.removed_at is not None:
+                self._maybe_close(inc, offset, ts)
+
+    # -- brokers ---------------------------------------------------------------------------
+
+    def _broker(self, b: int, offset: int, ts, prev: int, reg) -> None:
+        reg_dirs, flags = reg
+        now = (False, False, False) if reg_dirs is None else (True, *flags)
+        was = self.brokers.get(b, (False, True, False))
+        self.brokers[b] = now
+        inc = self.open_brokers.get(b)
+        if now[2] and not was[2] and inc is None and now[0]:
+            inc = self._broker_incident("controlled-shutdown", b, offset, ts)
+            inc.reported_at, inc.reported_at_ms = offset, ts
+            self._open_effects(inc, offset, b, None)
+        elif was[0] and not was[1] and (not now[0] or now[1]):
+            if inc is None:
+                gone = self._departures(offset, b, prev) if was == _SERVING else []
+                first, first_ts = (gone[0][0], gone[0][4]) if gone else (offset, ts)
+                inc = self._broker_incident("broker-fenced", b, first, first_ts)
+                for at, role, pk, leader, at_ts in gone:
+                    topic, p = self._key(pk)
+                    inc.effects.append(
+                        Effect(
+                            topic_id=topic,
+                            topic=self.names.get(topic),
+                            partition=p,
+                            role=role,
+                            caused_by=first,
+                            ended_by=at,
+                            outcome=("no leader" if leader == NO_LEADER else "leader moved")
+                            if role == "leader"
+                            else "left the ISR",
+                            new_leader=leader if role == "leader" else None,
+                            time_to_move_ms=None if at_ts is None or first_ts is None else at_ts - first_ts,
+                        )
+                    )
+                self._open_effects(inc, offset, b, None)
+            if inc.removed_at is None:
+                inc.removed_at, inc.removed_at_ms = offset, ts
+            self._maybe_close(inc, offset, ts)
+        elif inc is not None and now == _SERVING:
+            self._end_effects(inc, offset, ts, "broker back")
+            self._close(inc, offset, ts)
+        self._removed_check(b, offset, ts, reg_dirs)
+
+    def _departures(self, offset: int, b: int, prev: int) -> list[tuple]:
+        rows = self.found_departures.get((offset, b))
+        if rows is None:
+            self.ask_departures.add((offset, b, prev))
+            return []
+        gone = []
+        for _at, _b, pk, off, leader, led, was_in, ts in sorted(rows, key=lambda r: (r[3], r[2])):
+            if led:
+                gone.append((off, "leader", pk, leader, ts))
+            if was_in:
+                gone.append((off, "isr", pk, leader, ts))
+        return gone
+
+    def _broker_incident(self, kind: str, b: int, offset: int, ts) -> Incident:
+        inc = Incident(id=f"{kind}/{b}@{offset}", kind=kind, broker=b, failed_at=offset, failed_at_ms=ts)
+        self.incidents.append(inc)
+        self.open_brokers[b] = inc
+        return inc
+
+    def _topic_removed(self, topic_id: str, offset: int, ts) -> None:
+        for pk in sorted(self.opened):
+            if self._key(pk)[0] != topic_id:
+                continue
+            for oe in list(self.opened.get(pk, ())):
+                self._end(oe, offset, ts, "topic removed", None)
+                self._maybe_close(oe.inc, offset, ts)
+
+
+# -- the whole ------------------------------------------------------------------------------------
+
+
+def incidents(engine, plane, observer: Observer, *, first, last, referenced: dict[int, set[str]]) -> IncidentsResult:
+    """The incidents and availability of the log ``engine`` reads (offsets ``first..last``),
+    whose control plane the driver replayed (``plane``) with ``observer``; ``referenced``: the
+    directories partition records name per broker."""
+    d = engine.dialect
+    o = d.q("offset")
+    ((untimed,),) = engine.rows("SELECT count(CASE WHEN ts_ms IS NULL THEN 1 END) FROM log")
+    if first is None or untimed:
+        return _per_record(engine)
+    ((first_ms,),) = engine.rows(f"SELECT ts_ms FROM log WHERE {o} = {first}")
+    ((end_ms,),) = engine.rows(f"SELECT ts_ms FROM log WHERE {o} = {last}")
+    lives = plane.topics
+    width = (last + 1) // RANK_BUCKETS + 1
+    engine.keep("inc_members", members(d))
+
+    found_effects: dict = {}
+    found_departures: dict = {}
+    while True:
+        replay = _Incidents(lives, observer.names, found_effects, found_departures)
+        replay.run(observer.events)
+        if not replay.ask_effects and not replay.ask_departures:
+            break
+        if replay.ask_effects:
+            asked = sorted(replay.ask_effects, key=lambda k: (k[0], k[1], k[2] or ""))
+            _register_requests(engine, asked, width, last)
+            for key in asked:
+                found_effects[key] = []
+            for req, pk, role, ended_by, why, leader, ts in engine.rows(effects(d, width, last)):
+                found_effects[asked[req]].append((pk, role, ended_by, why, leader, ts))
+        if replay.ask_departures:
+            asked_dep = sorted(replay.ask_departures)
+            engine.table("inc_dep", asked_dep, [("at_", "BIGINT"), ("broker", "INT"), ("lo", "BIGINT")])
+            for at, b, _lo in asked_dep:
+                found_departures[(at, b)] = []
+            for row in engine.rows(departures(d)):
+                found_departures[(row[0], row[1])].append(row)
+
+    offline = observer.offline_rows(referenced)
+    by_key: dict[tuple[int, str], list[tuple[int, int | None]]] = {}
+    for b, dd, start, stop in offline:
+        by_key.setdefault((b, dd), []).append((start, stop))
+    engine.table(
+        "inc_off",
+        [(b, dd, i, start, stop) for (b, dd), spans in by_key.items() for i, (start, stop) in enumerate(spans)],
+        [("broker", "INT"), ("dir", "STRING"), ("idx", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT")],
+    )
+    marks = {k: [[stop for _s, stop in v if stop is not None], [start for start, _e in v]] for k, v in by_key.items()}
+    engine.table("inc_ob", rank_rows(marks, width, last), _rank_columns("sp", "st"))
+    engine.table(
+        "inc_min_isr",
+        observer.min_isr_rows(lives),
+        [("life", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("min_isr", "INT")],
+    )
+    changes = engine.rows(availability_changes(d, width, last, sorted(observer.states)))
+    partitions, outages = _availability(lives, observer.names, changes, end_ms, replay.steps)
+    by_partition: dict[tuple[str, int], list[Outage]] = {}
+    for out in outages:
+        by_partition.setdefault((out.topic_id, out.partition), []).append(out)
+    found = [_finished(inc, by_partition, end_ms) for inc in replay.incidents]
+    topics = {t.id: t.name for t in plane.view.topics.values()}
+    for inc in found:
+        for e in inc.effects:
+            if e.topic is not None:
+                topics.setdefault(e.topic_id, e.topic)
+    return IncidentsResult(
+        incidents=found,
+        handling=handling(found),
+        availability=Availability(
+            from_ms=first_ms,
+            to_ms=end_ms,
+            no_leader_ms=sum(a.no_leader_ms for a in partitions),
+            under_min_isr_ms=sum(a.under_min_isr_ms for a in partitions),
+            leader_offline_ms=sum(a.leader_offline_ms for a in partitions),
+            isr_offline_ms=sum(a.isr_offline_ms for a in partitions),
+            unavailable_ms=sum(a.unavailable_ms for a in partitions),
+            partitions=partitions,
+            outages=outages,
+        ),
+        topics=dict(sorted(topics.items())),
+        dir_paths=dict(sorted(replay.dir_paths.items())),
+    )
+
+
+def _rank_columns(*names: str) -> list[tuple[str, str]]:
+    cols = [("b", "INT"), ("dir", "STRING"), ("bucket", "BIGINT")]
+    for n in names:
+        cols += [(f"{n}_before", "BIGINT"), (f"{n}_offs", "ARRAY<BIGINT>")]
+    return cols
+
+
+def _register_requests(engine, asked: list[tuple[int, int, str | None]], width: int, last: int) -> None:
+    """``inc_qb`` and ``inc_qi`` (``effects``) for the requests ``asked`` ((offset, broker,
+    directory or None), numbered by their place): a broker's under ``_ANY``."""
+    lists: dict[tuple[int, str], list[tuple[int, int, str]]] = {}
+    for req, (at, b, dd) in enumerate(asked):
+        lists.setdefault((b, _ANY if dd is None else dd), []).append((at, req, _ANY if dd is None else dd))
+    qi = []
+    for (b, dd), items in lists.items():
+        items.sort()
+        qi += [(b, dd, i, req, mode) for i, (_at, req, mode) in enumerate(items)]
+    engine.table(
+        "inc_qi", qi, [("b", "INT"), ("dir", "STRING"), ("idx", "BIGINT"), ("req", "BIGINT"), ("mode", "STRING")]
+    )
+    marks = {k: [[at for at, _r, _m in v]] for k, v in lists.items()}
+    engine.table("inc_qb", rank_rows(marks, width, last), _rank_columns("q"))
+
+
+def _availability(lives, names, changes, end_ms, steps) -> tuple[list[PartitionAvailability], list[Outage]]:
+    """Per partition, from where its flags change (``availability_changes``), the time in each
+    bad state (those of partitions still there at the end, worst first) and the outages (no
+    leader, leader offline) in the order the tracker opens them."""
+    by_pk: dict[int, list[tuple]] = {}
+    for row in changes:
+        by_pk.setdefault(row[0], []).append(row)
+    rows, outages = [], []
+    names_of = (("no_leader_ms", _NL), ("under_min_isr_ms", _UM), ("leader_offline_ms", _LO), ("isr_offline_ms", _IO))
+    for pk, points in by_pk.items():
+        points.sort(key=lambda r: r[1])
+        topic, p = partition_of(lives, pk)
+        avail = PartitionAvailability(topic_id=topic, topic=names.get(topic), partition=p)
+        out: Outage | None = None
+        removed = points[0][4]
+        for _pk, t, code, nxt, _removed, _leader, ldir, t_ms, nxt_ms in points:
+            to_ms = end_ms if nxt is None else nxt_ms
+            for name, bit in names_of:
+                if code & bit:
+                    setattr(avail, name, getattr(avail, name) + to_ms - t_ms)
+            why = "no leader" if code & _NL else "leader offline" if code & _LO else None
+            if out is not None and why != out.why:
+                out.last_offset, out.to_ms = t - 1, t_ms
+                out = None
+            if why is not None and out is None:
+                out = Outage(
+                    topic_id=topic, partition=p, why=why, first_offset=t, last_offset=None, from_ms=t_ms, to_ms=None
+                )
+                outages.append((t, steps.get((t, ldir), 0), topic, p, out))
+        if out is not None and removed is not None:
+            out.last_offset, out.to_ms = removed - 1, points[-1][8]
+        avail.unavailable_ms = avail.no_leader_ms + avail.leader_offline_ms
+        if removed is None and (
+            avail.no_leader_ms or avail.under_min_isr_ms or avail.leader_offline_ms or avail.isr_offline_ms
+        ):
+            rows.append(avail)
+    rows.sort(key=lambda a: (-a.unavailable_ms, -a.isr_offline_ms, a.topic or a.topic_id, a.partition))
+    outages.sort(key=lambda x: x[:4])
+    return rows, [x[4] for x in outages]
+
+
+def _per_record(engine) -> IncidentsResult:
+    """``find_incidents`` over the log's records, decoded in offset order (``FALLBACK``)."""
+    from kraftlake.records.arrow import from_table
+
+    log.info("plan.incidents", fallback=FALLBACK)
+    o = engine.dialect.q("offset")
+    table = engine.arrow(f"SELECT {o}, record FROM log")
+    return find_incidents(from_table(table.sort_by("offset")) if table.num_rows else [])

@@ -1,0 +1,245 @@
+"""The plan's incidents and availability (``spark.plan.incidents``) are ``find_incidents``'s: the
+same incidents with their effects, the same availability per partition and outages, the same
+handling stats, topics and directory paths, and the same violations tied to each incident
+(``link_violations``), on every KRaft fixture, on Kafka's own logs and on simulated histories
+with every fault and bug; without the per-record pass, but for logs it cannot serve
+(``FALLBACK``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftlake.records import Log, iter_lines
+from kraftlake.replay import incidents as tracker
+from kraftlake.replay.incidents import find_incidents, link_violations
+from kraftlake.spark import read_log
+from kraftlake.spark.plan import audit, audit_snapshot
+from kraftlake.spark.plan import incidents as plan_incidents
+from kraftlake.spark.plan.sparksql import SparkEngine
+from kraftlake.statemachine.kraft.bugs import BUGS
+from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
+
+from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
+
+FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft").rglob("*.jsonl"))
+
+
+def _fixture(tmp_path, path: Path) -> Log:
+    log = Log.create(tmp_path / "log")
+    log.append(list(iter_lines(path.open("rb"))))
+    return log
+
+
+def _simulated(tmp_path, records: int, **kw) -> Log:
+    """A simulated history: a JBOD cluster of 5 brokers, 2 topics of 12 partitions, unless ``kw`` says."""
+    cfg = {"brokers": 5, "topics": 2, "partitions": 12, **kw}
+    log = Log.create(tmp_path / "log")
+    log.append([r for batch in generate(WorkloadConfig(**cfg), records=records) for r in batch])
+    return log
+
+
+def _plan(log: Log, monkeypatch=None):
+    """The plan's report on DuckDB; with ``monkeypatch``, the per-record pass may not run."""
+    if monkeypatch is not None:
+
+        def refuse(*_a, **_kw):
+            raise AssertionError("the plan ran the per-record incidents pass")
+
+        monkeypatch.setattr(plan_incidents, "find_incidents", refuse)
+    return audit_snapshot(log.at(), threads=1)
+
+
+def _same(log: Log, report) -> None:
+    """``report``'s incidents and availability are those of ``find_incidents`` over the log."""
+    expected = find_incidents(log.at().records())
+    link_violations(expected.incidents, report.violations)
+    got = {
+        "incidents": report.incidents,
+        "handling": report.handling,
+        "availability": report.availability,
+        "topics": report.topics,
+        "dir_paths": report.dir_paths,
+    }
+    want = msgspec.to_builtins(expected)
+    have = msgspec.to_builtins(got)
+    for key in want:
+        assert have[key] == want[key], key
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_the_plans_incidents_are_the_trackers_on_every_kraft_fixture(tmp_path, monkeypatch, fixture):
+    log = _fixture(tmp_path, fixture)
+    report = _plan(log, monkeypatch)
+    _same(log, report)
+
+
+def test_the_fixtures_have_incidents_of_every_kind_and_availability_to_compare(tmp_path):
+    """The comparison above is not of empty lists."""
+    kinds, effects, outages, partitions = set(), 0, 0, 0
+    for i, fixture in enumerate(FIXTURES):
+        report = _plan(_fixture(tmp_path / str(i), fixture))
+        kinds |= {inc.kind for inc in report.incidents}
+        effects += sum(len(inc.effects) for inc in report.incidents)
+        outages += len(report.availability.outages)
+        partitions += len(report.availability.partitions)
+    assert kinds == {"dir-failure", "controlled-shutdown", "broker-fenced"}
+    assert effects > 20 and outages > 5 and partitions > 5
+
+
+@pytest.mark.parametrize("name", KAFKA_LOG_NAMES)
+def test_the_plans_incidents_are_the_trackers_on_kafkas_own_logs(tmp_path, name):
+    from kraftlake.records.kafka.importer import import_kafka
+
+    log = Log.create(tmp_path / "log")
+    import_kafka(KAFKA_LOGS / name, log)
+    _same(log, _plan(log))
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    records=st.integers(200, 2500),
+    dirs=st.integers(1, 3),
+    mv=st.sampled_from([7, 17, 21, 23]),
+    bug=st.sampled_from([None, *(b for b in BUGS if b not in ("elr-overlaps-isr", "elect-outside-elr")), *BROKER_BUGS]),
+    policy=st.booleans(),
+    faults=st.sets(st.sampled_from(FAULTS), min_size=1).map(
+        lambda f: f if f & {"controlled-shutdown", "broker-crash"} else f | {"broker-crash"}
+    ),
+)
+def test_the_plans_incidents_are_the_trackers_on_simulated_histories(
+    tmp_path_factory, seed, records, dirs, mv, bug, policy, faults
+):
+    log = _simulated(
+        tmp_path_factory.mktemp("sim"),
+        dirs_per_broker=dirs,
+        seed=seed,
+        bug=bug,
+        faults=tuple(sorted(faults)),
+        metadata_version=mv,
+        fence_policy=policy,
+        records=records,
+    )
+    _same(log, _plan(log))
+
+
+@pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
+@settings(max_examples=1, deadline=None)
+@given(seed=st.integers(0, 10_000), dirs=st.integers(2, 3))
+def test_the_plans_incidents_are_the_trackers_with_every_simulator_bug(tmp_path_factory, bug, seed, dirs):
+    mv = 23 if bug in ("elr-overlaps-isr", "elect-outside-elr") else 21
+    log = _simulated(
+        tmp_path_factory.mktemp("bug"),
+        dirs_per_broker=dirs,
+        seed=seed,
+        bug=bug,
+        faults=FAULTS,
+        metadata_version=mv,
+        fence_policy=True,
+        records=1200,
+    )
+    _same(log, _plan(log))
+
+
+def test_metadata_transactions_committed_aborted_and_unfinished(tmp_path, monkeypatch):
+    """A committed transaction's records count where they are (in offset order), an aborted
+    one's and an unfinished one's are NoOps: the plan's incidents are the tracker's, without
+    the per-record pass. The aborted transaction holds broker changes and partition changes."""
+    from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction
+
+    fixture = next(p for p in FIXTURES if p.name == "controlled-shutdown.jsonl")
+    records = [msgspec.structs.replace(r, offset=None) for r in iter_lines(fixture.open("rb"))]
+    n = len(records)
+    records = [
+        *records[:30],
+        BeginTransaction(name="a"),
+        *records[30:50],
+        EndTransaction(),
+        *records[50:70],
+        BeginTransaction(name="b"),
+        *records[70:90],
+        AbortTransaction(),
+        *records[90 : n - 10],
+        BeginTransaction(name="c"),
+        *records[n - 10 :],
+    ]
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    report = _plan(log, monkeypatch)
+    _same(log, report)
+    assert report.incidents
+
+
+def test_a_log_with_a_record_without_a_time_falls_back_to_the_per_record_pass(tmp_path, monkeypatch):
+    """The tracker skips an untimed record's durations in a way that does not add up per
+    interval: for such a table (kraftlake's appends always stamp a time; a table written by
+    something else may not), the plan runs ``find_incidents`` and says so; the same answer."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    log = _fixture(tmp_path, next(p for p in FIXTURES if p.name == "controlled-shutdown.jsonl"))
+    snap = log.at()
+    table = snap.dataset().to_table()
+    untimed = pc.equal(table["offset"], 57)
+    table = table.set_column(
+        table.schema.get_field_index("ts_ms"), "ts_ms", pc.if_else(untimed, pa.scalar(None, pa.int64()), table["ts_ms"])
+    )
+    calls = []
+    monkeypatch.setattr(plan_incidents, "find_incidents", lambda rs: calls.append(1) or find_incidents(rs))
+    report = audit_snapshot(snap, threads=1, dataset=table)
+    assert calls == [1]
+    records = [msgspec.structs.replace(r, ts_ms=None) if r.offset == 57 else r for r in snap.records()]
+    expected = find_incidents(records)
+    link_violations(expected.incidents, report.violations)
+    assert msgspec.to_builtins(report.availability) == msgspec.to_builtins(expected.availability)
+    assert msgspec.to_builtins(report.incidents) == msgspec.to_builtins(expected.incidents)
+
+
+def test_a_history_without_incidents_has_none_and_full_availability(tmp_path, monkeypatch):
+    """Reassignments and min.insync.replicas changes fail no broker: no incident; raising
+    min.insync.replicas above the ISR leaves partitions under it, measured as the tracker does."""
+    log = _simulated(
+        tmp_path, brokers=3, topics=1, partitions=4, seed=1, faults=("alter-min-isr", "reassign"), records=600
+    )
+    report = _plan(log, monkeypatch)
+    _same(log, report)
+    assert report.incidents == []
+
+
+def test_the_cli_does_not_run_the_per_record_pass_after_the_plan(tmp_path, monkeypatch):
+    """``kraftlake audit`` on DuckDB: the report carries the plan's incidents; ``emit`` leaves
+    them be."""
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+
+    log = _fixture(tmp_path, next(p for p in FIXTURES if p.name == "jbod-dir-failure.jsonl"))
+
+    def refuse(*_a, **_kw):
+        raise AssertionError("find_incidents ran")
+
+    monkeypatch.setattr(tracker, "find_incidents", refuse)
+    monkeypatch.setattr(plan_incidents, "find_incidents", refuse)
+    result = CliRunner().invoke(app, ["audit", str(log.path), "--format", "json", "--engine", "duckdb"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    doc = msgspec.json.decode(result.stdout.encode())
+    assert doc["incidents"] and doc["availability"]["partitions"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "name", ["jbod-dir-failure.jsonl", "controlled-shutdown.jsonl", "crash-last-replica-standing.jsonl"]
+)
+def test_the_plans_incidents_on_spark_are_the_trackers(spark, tmp_path, name):
+    log = _fixture(tmp_path, next(p for p in FIXTURES if p.name == name))
+    engine = SparkEngine(spark)
+    engine.read(read_log(spark, log.path))
+    with engine:
+        report = audit(engine)
+    assert report.incidents
+    _same(log, report)
