@@ -31,14 +31,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kraftlake.records.arrow import column_name, encoded_column, from_table
-from kraftlake.records.base import trusted
 from kraftlake.records.catalog import BY_NAME, RECORD_TYPES
 from kraftlake.records.columnar import key_column
 from kraftlake.records.data_files import write_data_file
@@ -144,12 +142,7 @@ def tile_file(table: pa.Table, records: list, tile: Tile, first: int, ts: np.nda
     rows ``first ..`` at times ``ts``."""
     n = table.num_rows
     offsets = pa.array(np.arange(first, first + n, dtype=np.int64))
-    replace = msgspec.structs.replace
-    with trusted():
-        stamped = [
-            replace(r, offset=first + i, ts_ms=t, source_offset=first + i)
-            for i, (r, t) in enumerate(zip(tile_records(records, tile), ts.tolist()))
-        ]
+    stamped = list(tile_records(records, tile, zip(range(first, first + n), ts.tolist())))
     columns: dict[str, pa.Array] = {}
     for name in table.column_names:
         col = table.column(name).combine_chunks()
