@@ -272,9 +272,7 @@ def tile(
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="source", required=True, help="the shard: a kraftlake log of one generated history")
     p.add_argument("--to", required=True, help="the new log (must not exist)")
     p.add_argument("--copies", type=int, required=True, help="copies of the shard, laid end to end")
