@@ -28,7 +28,7 @@ from .arrow_input import from_arrow
 from .base import Record, gc_paused
 from .columnar import Validated, from_python, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
-from .delta_commit import checkpoint, commit_json, put_if_absent
+from .delta_commit import DataFile, checkpoint, commit_json, put_if_absent
 from .errors import AppendConflictError, RecordError
 from .producer import ProducerSeq
 from .snapshot import OFFSET_TXN, arrow_schema
@@ -213,11 +213,43 @@ class AppendingMixin:
         group: list[tuple[str | None, int | None, int, int]] | None = None,
     ) -> AppendResult | None:
         n = data.num_rows
-        last = first + n - 1
         data = data.set_column(
             0, "offset", pa.array(np.arange(first, first + n, dtype=np.int64))
         )  # not range(): 0.8 ms at 10 000
         file = write_data_file(self.location, data, f"part-{first:020d}-{batch_id}.zstd.parquet")
+        return self._commit_file(file, first, n, version, producer, seq, batch_id, group)
+
+    def commit_data_file(self, file: DataFile, first: int, records: int, batch_id: str) -> AppendResult:
+        """Commit a data file already written into this local log's directory (``write_data_file``,
+        named ``part-<first, 20 digits>-<batch_id>.zstd.parquet``) holding rows ``first .. first +
+        records - 1`` exactly as an append writes them: for bulk builders that make the rows column
+        by column (``bench/tile.py``). The rows are not checked here. ``first`` must follow the
+        log's last offset; a commit lost to another writer raises ``AppendConflictError``."""
+        if self.location.local is None:
+            raise ValueError("commit_data_file writes local logs only")
+        if file.path != f"part-{first:020d}-{batch_id}.zstd.parquet":
+            raise ValueError(f"{file.path} is not the data file of offset {first} and batch {batch_id}")
+        if not self._schema_checked:
+            self._evolve_schema()
+        if first != self.last_offset + 1:
+            raise ValueError(f"the file starts at offset {first}, but the log's next offset is {self.last_offset + 1}")
+        result = self._commit_file(file, first, records, self._head, None, None, batch_id, None)
+        if result is None:
+            raise AppendConflictError(f"another writer committed version {self._head + 1} first")
+        return result
+
+    def _commit_file(
+        self,
+        file: DataFile,
+        first: int,
+        n: int,
+        version: int,
+        producer: str | None,
+        seq: int | None,
+        batch_id: str,
+        group: list[tuple[str | None, int | None, int, int]] | None,
+    ) -> AppendResult | None:
+        last = first + n - 1
         txns = [(OFFSET_TXN, last)]
         meta = {
             "kraftlake.operation": "append",

@@ -302,8 +302,6 @@ def record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -
     One encoding of the whole batch: a msgpack array's items lie end to end behind its header,
     so that encoding is the column's data and the items' lengths give its offsets (no bytes
     object per record, no conversion of them)."""
-    import numpy as np
-
     n = len(records)
     # Copies stamped in place, by C calls mapped over the batch: no Python per record (and no
     # ``__post_init__``, which ``structs.replace`` calls for every copy). The records were
@@ -319,13 +317,21 @@ def record_column(records: Sequence[Record], *, first_offset: int, ts_ms: int) -
     if offsets.count(None) != n:  # copied from another log: the old offset is the source_offset
         sources = [o if s is None else s for o, s in zip(offsets, map(_SOURCE_OFFSET, records))]
         deque(map(force_setattr, stamped, repeat("source_offset"), sources), 0)
-    message = _ENCODER.encode(stamped)
-    lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, len(stamped))
-    offsets = np.zeros(len(stamped) + 1, np.int64)
+    return encoded_column(stamped)
+
+
+def encoded_column(records: Sequence[Record]) -> pa.Array:
+    """The ``record`` column of ``records`` as they are (offsets, times and source offsets
+    already stamped): one encoding of the whole batch, whose items are the column's data."""
+    import numpy as np
+
+    message = _ENCODER.encode(records)
+    lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, len(records))
+    offsets = np.zeros(len(records) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     header = len(message) - int(offsets[-1])
     data = pa.py_buffer(message).slice(header)
-    column = pa.Array.from_buffers(pa.large_binary(), len(stamped), [None, pa.py_buffer(offsets), data])
+    column = pa.Array.from_buffers(pa.large_binary(), len(records), [None, pa.py_buffer(offsets), data])
     return column.cast(pa.binary())  # 32-bit offsets, as the schema says (a batch under 2 GiB)
 
 

@@ -238,17 +238,24 @@ def _key_parts(cls: type[Record]) -> tuple[tuple[bool, str], ...] | None:
 
 
 def _entity_keys(g: _Group) -> pa.Array:
-    parts = _key_parts(g.cls)
-    count = len(g.records)
-    if parts is None:
+    if _key_parts(g.cls) is None:
         return pa.array([r.entity_key() for r in g.records], pa.string())
-    if not any(is_field for is_field, _ in parts):
-        return pa.array([g.cls.KEY] * count, pa.string())
     position = {name: i for i, name in enumerate(g.cls.__struct_fields__)}
-    pieces = [
-        pc.cast(pa.array(g.fields[position[text]]), pa.string()) if is_field else pa.scalar(text)
-        for is_field, text in parts
-    ]
+    keys = key_column(g.cls, lambda name: pa.array(g.fields[position[name]]), len(g.records))
+    assert keys is not None
+    return keys
+
+
+def key_column(cls: type[Record], field: Callable[[str], pa.Array], count: int) -> pa.Array | None:
+    """The ``key`` column of ``count`` records of type ``cls`` whose fields are the arrays
+    ``field(name)`` gives (``KEY`` filled in by Arrow); None when the type computes its key in
+    Python (``entity_key`` overridden, or fields Arrow would write differently from ``str()``)."""
+    parts = _key_parts(cls)
+    if parts is None:
+        return None
+    if not any(is_field for is_field, _ in parts):
+        return pa.array([cls.KEY] * count, pa.string())
+    pieces = [pc.cast(field(text), pa.string()) if is_field else pa.scalar(text) for is_field, text in parts]
     return pc.binary_join_element_wise(*pieces, "")
 
 
