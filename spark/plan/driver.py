@@ -34,6 +34,13 @@ def interval(inv: str, entity: str, first: int, message: str, fixed_by: int | No
     return violation(inv, entity, first, last, message, [first] if fixed_by is None else [first, fixed_by])
 
 
+def driver_dirs(plane: ControlPlane) -> set[str]:
+    """The directory ids the driver registers in the plan's tables beside the log's partition
+    records and requests: the brokers' registered directories and the removed ones."""
+    dirs = {d for s in plane.segments if s.registration is not None for d in s.registration.log_dirs}
+    return dirs | {d for _off, _b, d in plane.dir_removals}
+
+
 def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
     """From the broker segments: ``(broker_bad, dir_bad, known)``. ``broker_bad``: (broker,
     start, stop, reason) where a broker is not registered or fenced; ``dir_bad``: (broker, dir,

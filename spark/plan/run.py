@@ -17,7 +17,7 @@ counts when a record in (f, x) is more than ``grace_records`` records or ``grace
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kraftlake.logging import get_logger
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, violation
@@ -28,7 +28,16 @@ from kraftlake.statemachine.kraft.view import PartitionRegistration
 from ..control import AssignmentReport, replay_control_plane
 from . import elr as elr_sql
 from . import sql
-from .driver import bad_intervals, interval, k8_candidates, k11_violations, partition_entity, partition_of, report_of
+from .driver import (
+    bad_intervals,
+    driver_dirs,
+    interval,
+    k8_candidates,
+    k11_violations,
+    partition_entity,
+    partition_of,
+    report_of,
+)
 
 log = get_logger(__name__)
 
@@ -165,7 +174,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     if plane.clears:
         # KIP-966 (plan.elr): a state per partition each ClearElr changes joins the records.
         engine.table("clears", plane.clears, [("at_", "BIGINT"), ("topic", "STRING")])
-    build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears))
+    build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears), dirs=driver_dirs(plane))
 
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
     driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
@@ -200,7 +209,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         "bad",
         [(b, sql.ANY_DIR, s, e, reason) for b, s, e, reason in broker_bad]
         + [(b, dd, s, e, "offline") for b, dd, s, e in dir_bad],
-        [("bad_broker", "INT"), ("bad_dir", "STRING"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("reason", "STRING")],
+        [("bad_broker", "INT"), ("bad_dir", "DIR"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("reason", "STRING")],
     )
     engine.view("members", sql.members(d))
     engine.keep("bad_overlaps", sql.overlaps(d, offset_bucket(end), end, known))
@@ -213,7 +222,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k5)):
         found.append(interval("K5", partition_entity(lives, pk), f, _k5_words(brokers, dirs), fixed))
     if plane.dir_removals:
-        engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "STRING")])
+        engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "DIR")])
         for pk, at, broker, dd, role in engine.rows(sql.k7_hits()):
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
             found.append(violation("K7", partition_entity(lives, pk), at, at, words, [at]))
@@ -316,13 +325,22 @@ def _elr(engine, d, plane, lives, held, checked: dict[str, int]) -> list[Violati
 
 
 def build_timeline(
-    engine, skip: list[tuple[int, int]], mv_levels: list[tuple[int, int]], *, clears: bool = False
+    engine,
+    skip: list[tuple[int, int]],
+    mv_levels: list[tuple[int, int]],
+    *,
+    clears: bool = False,
+    dirs: Iterable[str] = (),
 ) -> None:
     """The partition states (``timeline``) of the log's published partition records (``skip``:
     offset ranges left out), from one window pass (``fills``), and for the few partitions it
     cannot state (``unclean``) the general form. ``clears``: the driver registered ``clears``
-    (ClearElr records), whose states join the records (``plan.elr.with_clears``)."""
+    (ClearElr records), whose states join the records (``plan.elr.with_clears``). ``dirs``: the
+    directory ids the driver will name (``known_dirs``: the engine's dictionary of directory ids
+    is built first, from them and the log's)."""
     d = engine.dialect
+    engine.table("known_dirs", [(x,) for x in sorted({*sql.RESERVED_DIRS, *dirs})], [("dir", "STRING")])
+    engine.directories(sql.directories(d))
     if clears:
         engine.view("partition_records", sql.partition_rows(d, skip))
         engine.keep("partition_rows", elr_sql.with_clears(d))

@@ -25,13 +25,17 @@ catalogue's own ``say`` (``plan.run``), so that no template is written twice.
 
 from __future__ import annotations
 
-from kraftlake.records.kraft import MIGRATING, UNASSIGNED
+from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
 
 from .dialect import Dialect
 
 PARTITION_TYPES = ("Partition", "PartitionChange")
 ANY_DIR = "*"
 """A bad interval of a whole broker (unregistered, fenced): never a directory id."""
+NO_DIR = ""
+"""K9's mark of a state where the broker is no replica: never a directory id."""
+RESERVED_DIRS = (MIGRATING, UNASSIGNED, LOST, ANY_DIR, NO_DIR)
+"""The directory ids and marks the plan names itself (``directories``)."""
 
 
 def _window(by: str = "pk", order: str = "off") -> str:
@@ -70,7 +74,8 @@ def partition_rows(d: Dialect, skip: list[tuple[int, int]]) -> str:
         coalesce({p}.partition_id, {c}.partition_id) AS partition_id,
         {sets},
         CASE WHEN {d.size(assign)} > 0 THEN {d.transform(assign, lambda v: f"{v}.broker")} END AS assign_brokers,
-        CASE WHEN {d.size(assign)} > 0 THEN {d.transform(assign, lambda v: f"{v}.directory")} END AS assign_dirs,
+        CASE WHEN {d.size(assign)} > 0 THEN {d.as_dirs(d.transform(assign, lambda v: f"{v}.directory"))} END
+          AS assign_dirs,
         CASE WHEN NOT ({is_rec}) AND {c}.leader <> -2 THEN 1 ELSE 0 END AS sets_leader,
         {p}.leader_epoch AS base_le, {p}.partition_epoch AS base_pe
       FROM log WHERE {t} IN ('Partition', 'PartitionChange') AND {published(d, skip)}
@@ -79,6 +84,22 @@ def partition_rows(d: Dialect, skip: list[tuple[int, int]]) -> str:
       coalesce(l.life_index * 4294967296 + (CAST(r.partition_id AS BIGINT) & 4294967295), -1) AS pk
     FROM r LEFT JOIN lives l
       ON r.topic_id = l.life_topic AND r.off > l.life AND (l.removed IS NULL OR r.off < l.removed)
+    """
+
+
+def directories(d: Dialect) -> str:
+    """Every directory id the plan meets (``dir``, with repeats): the assignments' of the
+    partition records, the AssignReplicasToDirs requests', and what the driver registers
+    (``known_dirs``: the brokers' own, the reserved ids and the plan's marks). DuckDB's
+    dictionary of them is the plan's directory type (``dialect.DIR_TYPE``)."""
+    p, c, t = d.q("partition"), d.q("partition_change"), d.q("type")
+    req = d.q("assign_replicas_to_dirs_request")
+    assigned = d.transform(f"coalesce({p}.assignment, {c}.assignment)", lambda v: f"{v}.directory")
+    reported = d.transform(f"{req}.directories", lambda v: f"{v}.id")
+    return f"""
+    SELECT {d.explode(assigned, "dir")} FROM log WHERE {t} IN ('Partition', 'PartitionChange')
+    UNION ALL SELECT {d.explode(reported, "dir")} FROM log WHERE {t} = 'AssignReplicasToDirsRequest'
+    UNION ALL SELECT dir FROM known_dirs
     """
 
 
@@ -103,7 +124,7 @@ def _explicit_dirs(d: Dialect) -> str:
     """The directories a row names: its assignment's, or MIGRATING per replica for a
     PartitionRecord without one (as Kafka upcasts a v0 record)."""
     return f"""CASE WHEN assign_dirs IS NOT NULL THEN assign_dirs
-        WHEN is_record THEN {d.repeat(f"'{MIGRATING}'", d.size("set_replicas"))} END"""
+        WHEN is_record THEN {d.repeat(d.dir(MIGRATING), d.size("set_replicas"))} END"""
 
 
 _BEFORE = "before AS (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
@@ -220,15 +241,15 @@ def states(d: Dialect) -> str:
     rows' states after and before them, the epochs counted per PartitionRecord, and directories
     folded per replica where a change sets replicas without naming them."""
     explicit = _explicit_dirs(d)
-    unassigned = "'" + UNASSIGNED + "'"
+    unassigned = d.dir(UNASSIGNED)
     ints = d.empty("INT")
-    strings = d.empty("STRING")
+    strings = d.empty("DIR")
     # A replica a change adds without directories is UNASSIGNED, or MIGRATING when the
     # partition's directories were all MIGRATING (KAFKA-16583; ``partitions.merge``): judged by
     # the last directories a record named (exact unless a fold dropped every other replica).
     named = f"""CASE WHEN explicit_dirs IS NOT NULL THEN {d.at("explicit_dirs", "pos + 1")}
         WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")}
-          THEN CASE WHEN migrating_before THEN '{MIGRATING}' ELSE {unassigned} END END"""
+          THEN CASE WHEN migrating_before THEN {d.dir(MIGRATING)} ELSE {unassigned} END END"""
     return f"""
     WITH t0 AS (
       SELECT pk, off, is_record, removed, set_replicas, sets_leader,
@@ -265,7 +286,7 @@ def states(d: Dialect) -> str:
     f0 AS (
       SELECT pk, off, replicas, explicit_dirs, set_replicas,
         coalesce(lag(replicas) OVER w, {ints}) AS before,
-        {d.size(d.filter(f"coalesce(old_dirs, {strings})", lambda v: f"{v} <> '{MIGRATING}'"))} = 0 AS migrating_before
+        {d.size(d.filter(f"coalesce(old_dirs, {strings})", lambda v: f"{v} <> {d.dir(MIGRATING)}"))} = 0 AS migrating_before
       FROM t1 WHERE folds_dirs = 1 {_window()}
     ),
     f1 AS (
@@ -305,8 +326,8 @@ def derived(d: Dialect, source: str, levels: list[tuple[int, int]], mv_base: int
     """``source``'s states (``STATE``) with what the invariants read of each: ``k1`` and ``k3``
     (the kind of wrongness, null = right), ``moved``, ``left_`` (replicas that left), ``u`` and
     ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``."""
-    unassigned = "'" + UNASSIGNED + "'"
-    strings = d.empty("STRING")
+    unassigned = d.dir(UNASSIGNED)
+    strings = d.empty("DIR")
     ints = d.empty("INT")
 
     def u_of(replicas: str, dirs: str) -> str:
@@ -403,9 +424,9 @@ def overlaps(d: Dialect, width: int, last: int, known: list[int]) -> str:
     broker's bad intervals grow with the history; a join on the keys alone is quadratic in
     it). A pair is kept in the one bucket where its overlap begins."""
     first = f"{d.idiv('greatest(off, 0)', width)}"
-    probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(f"'{ANY_DIR}'")}
-        ELSE {d.array("dir", f"'{ANY_DIR}'")} END"""
-    unknown = f"r.role = 'L' AND r.probe = '{ANY_DIR}' AND r.bucket = {d.idiv('greatest(r.off, 0)', width)}"
+    probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(d.dir(ANY_DIR))}
+        ELSE {d.array("dir", d.dir(ANY_DIR))} END"""
+    unknown = f"r.role = 'L' AND r.probe = {d.dir(ANY_DIR)} AND r.bucket = {d.idiv('greatest(r.off, 0)', width)}"
     if known:
         unknown += f" AND r.broker NOT IN ({', '.join(map(str, known))})"
     bfirst = d.idiv("greatest(start_, 0)", width)
@@ -538,14 +559,19 @@ def k9_runs(d: Dialect) -> str:
     report = "reported IS NOT NULL"
     upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
     before = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-    dir_of = f"CASE WHEN {d.contains('replicas', 'broker')} THEN {d.at('dirs', d.position('replicas', 'broker'))} END"
+    dir_of = f"CASE WHEN {d.contains('replicas', 'st0.broker')} THEN {d.at('dirs', d.position('replicas', 'st0.broker'))} END"
+    dir_of_old = (
+        f"CASE WHEN {d.contains('old_replicas', 'st0.broker')}"
+        f" THEN {d.at('old_dirs', d.position('old_replicas', 'st0.broker'))} END"
+    )
+    none = d.dir(NO_DIR)
     return f"""
     WITH r0 AS (
       SELECT l.{d.q("offset")} AS at_, {req}.broker_id AS broker, {d.posexplode(f"{req}.directories", "dpos", "dd")}
       FROM log l JOIN accepted a ON l.{d.q("offset")} = a.off
       WHERE l.{d.q("type")} = 'AssignReplicasToDirsRequest'
     ),
-    r1 AS (SELECT at_, broker, dpos, dd.id AS reported, {d.posexplode("dd.topics", "tpos", "tp")} FROM r0),
+    r1 AS (SELECT at_, broker, dpos, {d.as_dir("dd.id")} AS reported, {d.posexplode("dd.topics", "tpos", "tp")} FROM r0),
     r2 AS (
       SELECT at_, broker, reported, tp.topic_id AS topic_id, dpos * 1000000 + tpos * 1000 AS pos0,
         {d.posexplode("tp.partitions", "ppos", "pid")}
@@ -559,18 +585,26 @@ def k9_runs(d: Dialect) -> str:
     ),
     asked AS (SELECT DISTINCT pk, broker FROM asks),
     st0 AS (
-      SELECT pk, off, replicas, dirs, {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
+      SELECT pk, off, replicas, dirs, old_replicas, old_dirs,
+        {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
       FROM timeline WHERE moved AND pk IN (SELECT pk FROM asked)
     ),
-    st AS (SELECT st0.* FROM st0 JOIN asked a ON st0.pk = a.pk AND st0.broker = a.broker),
+    -- A state that leaves the replica's directory as the state before did changes nothing here:
+    -- it neither records a reported directory first nor drops the replica.
+    st AS (
+      SELECT st0.pk, st0.off, st0.broker, {dir_of} AS dir
+      FROM st0 JOIN asked a ON st0.pk = a.pk AND st0.broker = a.broker
+      WHERE NOT ({dir_of} IS NOT DISTINCT FROM {dir_of_old})
+    ),
     both_ AS (
-      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, {dir_of} AS dir, CAST(NULL AS STRING) AS reported
+      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS {d.dir_type}) AS reported
       FROM st
-      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS STRING) AS dir, reported
+      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS {d.dir_type}) AS dir, reported
       FROM asks
     ),
     t0 AS (
-      SELECT *, NULLIF({d.last(f"CASE WHEN NOT ({report}) THEN coalesce(dir, '') END")} OVER {before}, '') AS recorded
+      SELECT *, NULLIF({d.last(f"CASE WHEN NOT ({report}) THEN coalesce(dir, {none}) END")} OVER {before}, {none})
+        AS recorded
       FROM both_
     ),
     t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND recorded <> reported)),
