@@ -13,7 +13,7 @@ dropped (a warning, then a wrong forward fill), and ``array_except`` as a nest o
 the checks it would take to trust a transpiler's output, and each engine's SQL can be read as is.
 
 Directory ids (22-character strings) are a DuckDB ENUM (``DIR_TYPE``) in the plan: a dictionary
-of the log's directories the engine builds first (``plan.sql.directories``), so that windows,
+of the directories the plan meets, built first (``plan.run.build_timeline``), so that windows,
 joins and arrays carry small integers (the window of the partition timeline costs a third less,
 bench/RESULTS.md), compared, collected and returned as the same strings. Spark keeps strings:
 there the spellings below (``dir``, ``as_dirs``, ``dir_type``) are the plain ones.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 
 from kraftlake.logging import get_logger
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, violation
@@ -174,10 +175,16 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     if plane.clears:
         # KIP-966 (plan.elr): a state per partition each ClearElr changes joins the records.
         engine.table("clears", plane.clears, [("at_", "BIGINT"), ("topic", "STRING")])
-    build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears), dirs=driver_dirs(plane))
+    referenced = build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears), dirs=driver_dirs(plane))
 
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
-    driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
+    # Graced candidates as (invariant, entity, first offset, message, fixed by): only the few
+    # held beyond the grace become violations.
+    driver_candidates = [
+        (v.invariant, v.entity, v.first_offset, v.message, None if v.last_offset is None else v.last_offset + 1)
+        for v in plane.violations
+        if BY_ID[v.invariant].graced
+    ]
     if n and end - first + 1 != n:
         found += _l1(engine, d)
     refused = [_refused(*r) for r in engine.rows(sql.refusals(d))] if engine.rows(sql.ANY_REFUSED) else []
@@ -197,13 +204,6 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         found.append(violation("K3", partition_entity(lives, pk), off, off, _k3_words(*fields), [off]))
 
     tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
-    referenced: dict[int, set[str]] = {}
-    for b, dd in engine.rows(
-        f"WITH a AS (SELECT assign_dirs, {d.posexplode('assign_brokers', 'pos', 'broker')}"
-        f" FROM partition_rows WHERE assign_brokers IS NOT NULL)"
-        f" SELECT DISTINCT broker, {d.at('assign_dirs', 'pos + 1')} FROM a"
-    ):
-        referenced.setdefault(b, set()).add(dd)
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
     engine.table(
         "bad",
@@ -236,10 +236,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
     engine.table("events", events, [("off", "BIGINT"), ("broker", "INT")])
     counts = sorted(tuple(r) for r in engine.rows(sql.unassigned_counts(d)))
-    driver_candidates += [
-        interval(c["invariant"], c["entity"], c["first_offset"], c["message"], c["fixed_by"])
-        for c in k8_candidates(plane, counts)
-    ]
+    driver_candidates += k8_candidates(plane, counts)
     found += k11_violations(plane, counts)
     if plane.accepted_assignments:
         engine.table("accepted", [(a,) for a in plane.accepted_assignments], [("off", "BIGINT")])
@@ -253,16 +250,11 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     tell("holding graced states to the grace")
     engine.table(
         "cands",
-        [
-            (i, v.first_offset, None if v.last_offset is None else v.last_offset + 1)
-            for i, v in enumerate(driver_candidates)
-        ],
+        [(i, first, fixed) for i, (_inv, _entity, first, _message, fixed) in enumerate(driver_candidates)],
         [("i", "BIGINT"), ("first_offset", "BIGINT"), ("fixed_by", "BIGINT")],
     )
-    for i, *_rest in engine.rows(held("cands")):
-        v = driver_candidates[i]
-        fixed = None if v.last_offset is None else v.last_offset + 1
-        found.append(interval(v.invariant, v.entity, v.first_offset, v.message, fixed))
+    for (i,) in engine.rows(f"SELECT i FROM ({held('cands')}) h"):
+        found.append(interval(*driver_candidates[i]))
 
     tell("state hash")
     view = plane.view
@@ -279,7 +271,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     # UNASSIGNED count leaves or returns to zero: the counts' rows at other offsets.
     at_events = set(events)
     crossings = sum((off, b) not in at_events for off, b, _n in counts)
-    found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
+    found.sort(key=attrgetter("first_offset", "invariant", "entity"))
     tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
     report = report_of(config, found, plane, n, first, last, view.state_hash(), tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
@@ -331,16 +323,21 @@ def build_timeline(
     *,
     clears: bool = False,
     dirs: Iterable[str] = (),
-) -> None:
+) -> dict[int, set[str]]:
     """The partition states (``timeline``) of the log's published partition records (``skip``:
     offset ranges left out), from one window pass (``fills``), and for the few partitions it
     cannot state (``unclean``) the general form. ``clears``: the driver registered ``clears``
     (ClearElr records), whose states join the records (``plan.elr.with_clears``). ``dirs``: the
     directory ids the driver will name (``known_dirs``: the engine's dictionary of directory ids
-    is built first, from them and the log's)."""
+    is built first, from them and the log's). Returns the directories the records assign to
+    each broker."""
     d = engine.dialect
-    engine.table("known_dirs", [(x,) for x in sorted({*sql.RESERVED_DIRS, *dirs})], [("dir", "STRING")])
-    engine.directories(sql.directories(d))
+    referenced: dict[int, set[str]] = {}
+    for b, dd in engine.rows(sql.assigned(d, skip)):
+        referenced.setdefault(b, set()).add(dd)
+    named = {*sql.RESERVED_DIRS, *dirs, *(dd for ds in referenced.values() for dd in ds)} - {None}
+    engine.table("known_dirs", [(x,) for x in sorted(named)], [("dir", "STRING")])
+    engine.directories("SELECT dir FROM known_dirs")
     if clears:
         engine.view("partition_records", sql.partition_rows(d, skip))
         engine.keep("partition_rows", elr_sql.with_clears(d))
@@ -353,6 +350,7 @@ def build_timeline(
         engine.view("judged", sql.judged(d))
         engine.keep("general_states", sql.general_states(d, mv_levels, MV_3_0_IV1, MV_3_6_IV0))
     engine.view("timeline", sql.timeline(general))
+    return referenced
 
 
 def families(engine) -> set[str]:

@@ -87,26 +87,21 @@ def partition_rows(d: Dialect, skip: list[tuple[int, int]]) -> str:
     """
 
 
-def directories(d: Dialect) -> str:
-    """Every directory id the plan meets (``dir``, with repeats): the assignments' of the
-    partition records, the AssignReplicasToDirs requests', and what the driver registers
-    (``known_dirs``: the brokers' own, the reserved ids and the plan's marks). DuckDB's
-    dictionary of them is the plan's directory type (``dialect.DIR_TYPE``)."""
+def assigned(d: Dialect, skip: list[tuple[int, int]]) -> str:
+    """(broker, dir): each replica directory the published partition records assign."""
     p, c, t = d.q("partition"), d.q("partition_change"), d.q("type")
-    req = d.q("assign_replicas_to_dirs_request")
-    assigned = d.transform(f"coalesce({p}.assignment, {c}.assignment)", lambda v: f"{v}.directory")
-    reported = d.transform(f"{req}.directories", lambda v: f"{v}.id")
     return f"""
-    SELECT {d.explode(assigned, "dir")} FROM log WHERE {t} IN ('Partition', 'PartitionChange')
-    UNION ALL SELECT {d.explode(reported, "dir")} FROM log WHERE {t} = 'AssignReplicasToDirsRequest'
-    UNION ALL SELECT dir FROM known_dirs
+    SELECT DISTINCT a.broker, a.directory FROM (
+      SELECT {d.explode(f"coalesce({p}.assignment, {c}.assignment)", "a")}
+      FROM log WHERE {t} IN ('Partition', 'PartitionChange') AND {published(d, skip)}
+    ) x
     """
 
 
-def _fits(d: Dialect, replicas: str) -> str:
-    """Whether a change's assignment names ``replicas`` in order (else the reducer refuses it)."""
-    return f"""({d.size("assign_brokers")} = {d.size(replicas)} AND
-        {d.size(d.filter_at("assign_brokers", lambda v, i: f"{v} <> {d.at(replicas, f'{i} + 1')}"))} = 0)"""
+def _fits(replicas: str) -> str:
+    """Whether a change's assignment names ``replicas`` in order (else the reducer refuses it):
+    the two arrays are equal (both engines compare arrays element by element)."""
+    return f"(assign_brokers = {replicas})"
 
 
 def _refused(d: Dialect, replicas: str) -> str:
@@ -116,7 +111,7 @@ def _refused(d: Dialect, replicas: str) -> str:
     return f"""CASE
           WHEN pk = -1 THEN 'topic'
           WHEN segment IS NULL THEN 'partition'
-          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {_fits(d, replicas)} THEN 'directories'
+          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {_fits(replicas)} THEN 'directories'
         END"""
 
 
@@ -422,33 +417,47 @@ def overlaps(d: Dialect, width: int, last: int, known: list[int]) -> str:
     Both sides are cut into offset buckets ``width`` records wide and joined on (broker,
     directory, bucket), so that a row is checked against the bad intervals near it only (a
     broker's bad intervals grow with the history; a join on the keys alone is quadratic in
-    it). A pair is kept in the one bucket where its overlap begins."""
+    it). A pair is kept in the one bucket where its overlap begins. Before that, a member is
+    dropped when no bad interval of its (broker, directory) falls between the first's start
+    and the last's stop (most states: a broker is bad for short spans)."""
     first = f"{d.idiv('greatest(off, 0)', width)}"
     probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(d.dir(ANY_DIR))}
         ELSE {d.array("dir", d.dir(ANY_DIR))} END"""
-    unknown = f"r.role = 'L' AND r.probe = {d.dir(ANY_DIR)} AND r.bucket = {d.idiv('greatest(r.off, 0)', width)}"
+    # A leader on a broker that never registered has no bad interval: unregistered, once a state.
+    unknown = "leader <> -1"
     if known:
-        unknown += f" AND r.broker NOT IN ({', '.join(map(str, known))})"
+        unknown += f" AND leader NOT IN ({', '.join(map(str, known))})"
+    leader_dir = (
+        f"CASE WHEN {d.contains('replicas', 'leader')} THEN {d.at('dirs', d.position('replicas', 'leader'))} END"
+    )
     bfirst = d.idiv("greatest(start_, 0)", width)
     return f"""
-    WITH m AS (
-      SELECT *, {d.explode(d.seq(first, f"greatest({first}, {d.idiv(f'coalesce(end_ - 1, {last})', width)})"), "bucket")}
-      FROM members
+    WITH keys AS (
+      SELECT bad_broker, bad_dir, min(start_) AS lo, max(coalesce(stop_, {last + 1})) AS hi
+      FROM bad GROUP BY bad_broker, bad_dir
     ),
-    r AS (SELECT *, {d.explode(probes, "probe")} FROM m),
+    p AS (SELECT *, {d.explode(probes, "probe")} FROM members),
+    q AS (
+      SELECT p.* FROM p JOIN keys k
+        ON p.broker = k.bad_broker AND p.probe = k.bad_dir AND (p.end_ IS NULL OR k.lo < p.end_) AND k.hi > p.off
+    ),
+    r AS (
+      SELECT *, {d.explode(d.seq(first, f"greatest({first}, {d.idiv(f'coalesce(end_ - 1, {last})', width)})"), "bucket")}
+      FROM q
+    ),
     b AS (
       SELECT *, {d.explode(d.seq(bfirst, f"greatest({bfirst}, {d.idiv(f'coalesce(stop_ - 1, {last})', width)})"), "bad_bucket")}
       FROM bad
     )
-    SELECT r.pk, r.off, r.end_, r.role, r.pos, r.broker, r.dir,
-      coalesce(b.reason, 'unregistered') AS reason,
-      CASE WHEN b.start_ IS NOT NULL THEN greatest(r.off, b.start_) ELSE r.off END AS s,
-      CASE WHEN b.start_ IS NOT NULL THEN least(r.end_, b.stop_) ELSE r.end_ END AS e
-    FROM r LEFT JOIN b
+    SELECT r.pk, r.off, r.end_, r.role, r.pos, r.broker, r.dir, b.reason,
+      greatest(r.off, b.start_) AS s, least(r.end_, b.stop_) AS e
+    FROM r JOIN b
       ON r.broker = b.bad_broker AND r.probe = b.bad_dir AND r.bucket = b.bad_bucket
       AND (r.end_ IS NULL OR b.start_ < r.end_) AND (b.stop_ IS NULL OR b.stop_ > r.off)
       AND {d.idiv("greatest(r.off, b.start_)", width)} = r.bucket
-    WHERE b.start_ IS NOT NULL OR ({unknown})
+    UNION ALL SELECT pk, off, end_, 'L' AS role, 0 AS pos, leader AS broker, {leader_dir} AS dir,
+      'unregistered' AS reason, off AS s, end_ AS e
+    FROM timeline WHERE {unknown}
     """
 
 
@@ -554,7 +563,8 @@ def k9_runs(d: Dialect) -> str:
     effective; it holds until the first state that records the reported directory or drops the
     replica, or the next effective report (which continues the same wrong interval). Rows:
     pk, broker, first_offset, reported, recorded, fixed_by. Only the replicas some accepted
-    report names are followed (the others cannot be wrong)."""
+    report names are followed (the others cannot be wrong). A reported directory is a string
+    (the log's, not of the plan's directory type: it may be no directory the plan knows)."""
     req = d.q("assign_replicas_to_dirs_request")
     report = "reported IS NOT NULL"
     upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
@@ -571,7 +581,7 @@ def k9_runs(d: Dialect) -> str:
       FROM log l JOIN accepted a ON l.{d.q("offset")} = a.off
       WHERE l.{d.q("type")} = 'AssignReplicasToDirsRequest'
     ),
-    r1 AS (SELECT at_, broker, dpos, {d.as_dir("dd.id")} AS reported, {d.posexplode("dd.topics", "tpos", "tp")} FROM r0),
+    r1 AS (SELECT at_, broker, dpos, dd.id AS reported, {d.posexplode("dd.topics", "tpos", "tp")} FROM r0),
     r2 AS (
       SELECT at_, broker, reported, tp.topic_id AS topic_id, dpos * 1000000 + tpos * 1000 AS pos0,
         {d.posexplode("tp.partitions", "ppos", "pid")}
@@ -597,7 +607,7 @@ def k9_runs(d: Dialect) -> str:
       WHERE NOT ({dir_of} IS NOT DISTINCT FROM {dir_of_old})
     ),
     both_ AS (
-      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS {d.dir_type}) AS reported
+      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS STRING) AS reported
       FROM st
       UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS {d.dir_type}) AS dir, reported
       FROM asks
@@ -607,7 +617,7 @@ def k9_runs(d: Dialect) -> str:
         AS recorded
       FROM both_
     ),
-    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND recorded <> reported)),
+    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND CAST(recorded AS STRING) <> reported)),
     t2 AS (
       SELECT *, sum(CASE WHEN {report} THEN 1 ELSE 0 END) OVER {upto} AS segment,
         {d.last("reported")} OVER {upto} AS waits_for
@@ -617,7 +627,7 @@ def k9_runs(d: Dialect) -> str:
       SELECT pk, broker, segment,
         max(CASE WHEN {report} THEN pos END) AS at_,
         max(reported) AS reported, max(CASE WHEN {report} THEN recorded END) AS recorded,
-        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR dir = waits_for) THEN pos END) AS fix
+        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR CAST(dir AS STRING) = waits_for) THEN pos END) AS fix
       FROM t2 WHERE segment > 0 GROUP BY pk, broker, segment
     ),
     e AS (
