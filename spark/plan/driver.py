@@ -87,6 +87,7 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
     events.sort(key=itemgetter(0, 1, 2))
     seg: dict[int, BrokerSegment] = {}
     open_: dict[tuple[str, int], tuple[int, str]] = {}
+    said: dict[tuple[str, int, int], str] = {}
     out = []
     for offset, b, kind, n in events:
         if kind == 0:
@@ -98,7 +99,11 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
         for inv, bad in (("K8", multi and not r.fenced), ("K10", multi and k10_live(r, s.unfenced_since_registered))):
             opened = open_.get((inv, b))
             if bad and opened is None:  # worded where it opens (most checks change nothing)
-                words = say_text(inv, "unfenced" if inv == "K8" else "unassigned", unassigned=n, dirs=len(r.log_dirs))
+                key = (inv, n, len(r.log_dirs))  # a few counts recur across the brokers
+                words = said.get(key)
+                if words is None:
+                    kind = "unfenced" if inv == "K8" else "unassigned"
+                    words = said[key] = say_text(inv, kind, unassigned=n, dirs=len(r.log_dirs))
                 open_[(inv, b)] = (offset, words)
             elif not bad and opened is not None:
                 del open_[(inv, b)]
