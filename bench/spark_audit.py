@@ -97,7 +97,7 @@ WITH rows AS (
          coalesce(partition.isr, partition_change.isr) AS set_isr,
          coalesce(partition.replicas, partition_change.replicas) AS set_replicas,
          coalesce(partition.leader, CASE WHEN partition_change.leader <> -2 THEN partition_change.leader END) AS set_leader
-  FROM read_parquet($files, union_by_name = true) WHERE type IN ('Partition', 'PartitionChange')
+  FROM log WHERE type IN ('Partition', 'PartitionChange')
 ), states AS (
   SELECT "offset", key,
          last_value(set_isr IGNORE NULLS) OVER w AS isr,
@@ -121,8 +121,7 @@ SELECT count(DISTINCT (key, island)) FROM islands WHERE wrong
 
 
 K1_SPARK_SQL = (
-    K1_SQL.replace("read_parquet($files, union_by_name = true)", "log")
-    .replace('"offset"', "`offset`")
+    K1_SQL.replace('"offset"', "`offset`")
     .replace(
         "len(list_filter(isr, lambda b: NOT list_contains(replicas, b)))",
         "size(filter(isr, b -> NOT array_contains(replicas, b)))",
@@ -168,6 +167,7 @@ def phase_plan_k1(path: str, cores: int) -> dict:
     from kraftlake.replay.audit import AuditConfig
     from kraftlake.spark.control import replay_control_plane
     from kraftlake.spark.plan import sql
+    from kraftlake.spark.plan.driver import driver_dirs
     from kraftlake.spark.plan.duck import DuckEngine
     from kraftlake.spark.plan.run import LIVES, build_timeline, control_records
 
@@ -180,7 +180,7 @@ def phase_plan_k1(path: str, cores: int) -> dict:
         plane = replay_control_plane(control_records(e, first, last, control), AuditConfig())
         e.table("lives", [(i, *life) for i, life in enumerate(plane.topics)], LIVES)
         t, cpu = time.perf_counter(), time.process_time()
-        build_timeline(e, plane.unpublished, plane.mv_levels)
+        build_timeline(e, plane.unpublished, plane.mv_levels, dirs=driver_dirs(plane))
         wrong = "(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL) s0"
         ((found,),) = e.rows(f"SELECT count(*) FROM ({sql.islands(e.dialect, wrong, 'TRUE')}) i")
         seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
@@ -194,19 +194,21 @@ def phase_plan_k1(path: str, cores: int) -> dict:
 
 
 def phase_duckdb(path: str, cores: int) -> dict:
-    import duckdb
-
+    """K1 alone by the hand-written query, on the plan's own connection (``DuckEngine``: the
+    same threads, memory settings and ``log`` view of the snapshot's files as ``plan-k1``)."""
     from kraftlake.records import Log
+    from kraftlake.spark.plan.duck import DuckEngine
 
     snap = Log.open(path).at()
-    con = duckdb.connect()
-    con.execute(f"SET threads = {cores}")
-    t, cpu = time.perf_counter(), time.process_time()
-    (found,) = con.execute(K1_SQL, {"files": snap.files()}).fetchone()
+    with DuckEngine(threads=cores) as e:
+        e.read_snapshot(snap)
+        t, cpu = time.perf_counter(), time.process_time()
+        ((found,),) = e.rows(K1_SQL)
+        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     return {
         "records": snap.last_offset + 1,
-        "seconds": time.perf_counter() - t,
-        "cpu": time.process_time() - cpu,
+        "seconds": seconds,
+        "cpu": cpu,
         "violations": found,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }

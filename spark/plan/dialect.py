@@ -11,12 +11,22 @@ Why not one dialect transpiled by sqlglot (30.30, measured on the plan's express
 dropped (a warning, then a wrong forward fill), and ``array_except`` as a nest of a
 ``LIST_DISTINCT`` and two ``LIST_FILTER``s per use. A table of a dozen spellings is smaller than
 the checks it would take to trust a transpiler's output, and each engine's SQL can be read as is.
+
+Directory ids (22-character strings) are a DuckDB ENUM (``DIR_TYPE``) in the plan: a dictionary
+of the directories the plan meets, built first (``plan.run.build_timeline``), so that windows,
+joins and arrays carry small integers (the window of the partition timeline costs a third less,
+bench/RESULTS.md), compared, collected and returned as the same strings. Spark keeps strings:
+there the spellings below (``dir``, ``as_dirs``, ``dir_type``) are the plain ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+DIR_TYPE = "kraftlake_dir"
+"""DuckDB's ENUM of the log's directory ids (``DuckEngine.directories``)."""
+_DUCK_TYPES = {"STRING": "VARCHAR", "DIR": DIR_TYPE}
 
 
 @dataclass(frozen=True)
@@ -65,10 +75,28 @@ class Dialect:
         return f"list_position({a}, {x})" if self.duck else f"CAST(array_position({a}, {x}) AS INT)"
 
     def empty(self, element: str) -> str:
-        """An empty array of ``element`` (``INT``, ``STRING``)."""
+        """An empty array of ``element`` (``INT``, ``STRING``, ``DIR``: directory ids)."""
         if self.duck:
-            return f"[]::{'VARCHAR' if element == 'STRING' else element}[]"
-        return f"CAST(array() AS ARRAY<{element}>)"
+            return f"[]::{_DUCK_TYPES.get(element, element)}[]"
+        return f"CAST(array() AS ARRAY<{'STRING' if element == 'DIR' else element}>)"
+
+    @property
+    def dir_type(self) -> str:
+        """The type of a directory id."""
+        return DIR_TYPE if self.duck else "STRING"
+
+    def dir(self, value: str) -> str:
+        """A directory id as a literal (of ``dir_type``: DuckDB compares an ENUM list with a
+        string by casting the whole list to strings)."""
+        return f"'{value}'::{DIR_TYPE}" if self.duck else f"'{value}'"
+
+    def as_dir(self, x: str) -> str:
+        """A string column read from the log as a directory id."""
+        return f"CAST({x} AS {DIR_TYPE})" if self.duck else x
+
+    def as_dirs(self, a: str) -> str:
+        """An array of strings read from the log as directory ids."""
+        return f"CAST({a} AS {DIR_TYPE}[])" if self.duck else a
 
     def repeat(self, x: str, n: str) -> str:
         return f"list_transform(range({n}), lambda _: {x})" if self.duck else f"array_repeat({x}, {n})"

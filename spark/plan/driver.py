@@ -6,6 +6,7 @@ engines find. Partitions are numbered per lifetime (``pk``) in the plan and name
 from __future__ import annotations
 
 import bisect
+from operator import itemgetter
 
 from kraftlake.records.kraft import LOST
 from kraftlake.replay.books import AuditReport, Violation, assemble_report, violation
@@ -32,6 +33,13 @@ def interval(inv: str, entity: str, first: int, message: str, fixed_by: int | No
     """An interval from ``first`` until the record ``fixed_by`` (None: still open)."""
     last = None if fixed_by is None else fixed_by - 1
     return violation(inv, entity, first, last, message, [first] if fixed_by is None else [first, fixed_by])
+
+
+def driver_dirs(plane: ControlPlane) -> set[str]:
+    """The directory ids the driver registers in the plan's tables beside the log's partition
+    records and requests: the brokers' registered directories and the removed ones."""
+    dirs = {d for s in plane.segments if s.registration is not None for d in s.registration.log_dirs}
+    return dirs | {d for _off, _b, d in plane.dir_removals}
 
 
 def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
@@ -68,44 +76,39 @@ def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
     return broker_bad, dir_bad, sorted(by_broker)
 
 
-def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[dict]:
-    """K8 (a warning) and K10 as candidate intervals: a multi-directory broker unfenced (K8) or
-    live (K10) while any of its replicas is UNASSIGNED, checked where the local audit checks
-    them (each broker record it applied, each count crossing zero)."""
-    events: list[tuple[int, int, int, object]] = []  # (offset, broker, kind, payload)
-    for s in plane.segments:
-        events.append((s.start, s.broker, 0, s))
-    for offset, broker, n in counts:
-        events.append((offset, broker, 1, n))
-    events.sort(key=lambda e: (e[0], e[1], e[2]))
+def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[tuple]:
+    """K8 (a warning) and K10 as candidate intervals (invariant, entity, first offset, message,
+    fixed by: None = still open): a multi-directory broker unfenced (K8) or live (K10) while any
+    of its replicas is UNASSIGNED, checked where the local audit checks them (each broker record
+    it applied, each count crossing zero)."""
+    # (offset, broker, kind, payload) in offset order; a broker's record before its count there.
+    events: list[tuple[int, int, int, object]] = [(s.start, s.broker, 0, s) for s in plane.segments]
+    events += [(offset, broker, 1, n) for offset, broker, n in counts]
+    events.sort(key=itemgetter(0, 1, 2))
     seg: dict[int, BrokerSegment] = {}
-    count: dict[int, int] = {}
     open_: dict[tuple[str, int], tuple[int, str]] = {}
+    said: dict[tuple[str, int, int], str] = {}
     out = []
-    for offset, b, kind, payload in events:
+    for offset, b, kind, n in events:
         if kind == 0:
-            seg[b] = payload  # type: ignore[assignment]
+            seg[b] = n  # type: ignore[assignment]
             continue
-        count[b] = payload  # type: ignore[assignment]
-        s, n = seg.get(b), count.get(b, 0)
+        s = seg.get(b)
         r = s.registration if s is not None else None
-        multi = r is not None and len(r.log_dirs) >= 2 and n > 0
-        wrong = (
-            ("K8", "unfenced", multi and not r.fenced),
-            ("K10", "unassigned", multi and k10_live(r, s.unfenced_since_registered)),
-        )
-        for inv, kind, bad in wrong:
-            if bad and (inv, b) not in open_:  # worded where it opens (most checks change nothing)
-                open_[(inv, b)] = (offset, say_text(inv, kind, unassigned=n, dirs=len(r.log_dirs)))
-            elif not bad and (inv, b) in open_:
-                first, m = open_.pop((inv, b))
-                out.append(
-                    {"invariant": inv, "entity": f"broker/{b}", "first_offset": first, "message": m, "fixed_by": offset}
-                )
-    out += [
-        {"invariant": inv, "entity": f"broker/{b}", "first_offset": f, "message": m, "fixed_by": None}
-        for (inv, b), (f, m) in open_.items()
-    ]
+        multi = r is not None and n > 0 and len(r.log_dirs) >= 2  # type: ignore[operator]
+        for inv, bad in (("K8", multi and not r.fenced), ("K10", multi and k10_live(r, s.unfenced_since_registered))):
+            opened = open_.get((inv, b))
+            if bad and opened is None:  # worded where it opens (most checks change nothing)
+                key = (inv, n, len(r.log_dirs))  # a few counts recur across the brokers
+                words = said.get(key)
+                if words is None:
+                    kind = "unfenced" if inv == "K8" else "unassigned"
+                    words = said[key] = say_text(inv, kind, unassigned=n, dirs=len(r.log_dirs))
+                open_[(inv, b)] = (offset, words)
+            elif not bad and opened is not None:
+                del open_[(inv, b)]
+                out.append((inv, f"broker/{b}", opened[0], opened[1], offset))
+    out += [(inv, f"broker/{b}", f, m, None) for (inv, b), (f, m) in open_.items()]
     return out
 
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from kraftlake.logging import get_logger
 
-from .dialect import DUCKDB
+from .dialect import DIR_TYPE, DUCKDB
 
 log = get_logger(__name__)
 
@@ -29,7 +29,13 @@ PLAN_COLUMNS = {
 }
 """The log's columns the plan reads."""
 
-_TYPES = {"BIGINT": pa.int64(), "INT": pa.int32(), "STRING": pa.string(), "ARRAY<BIGINT>": pa.list_(pa.int64())}
+_TYPES = {
+    "BIGINT": pa.int64(),
+    "INT": pa.int32(),
+    "STRING": pa.string(),
+    "DIR": pa.string(),
+    "ARRAY<BIGINT>": pa.list_(pa.int64()),
+}
 
 
 class DuckEngine:
@@ -92,12 +98,22 @@ class DuckEngine:
         )
 
     def table(self, name: str, rows: list[tuple], columns: list[tuple[str, str]]) -> None:
-        """A small table from the driver: ``columns`` (name, BIGINT | INT | STRING | ARRAY<BIGINT>)."""
+        """A small table from the driver: ``columns`` (name, BIGINT | INT | STRING | ARRAY<BIGINT> |
+        DIR: a directory id, of the dictionary ``directories`` made)."""
         cols = list(zip(*rows)) if rows else [[] for _ in columns]
         t = pa.table({c: pa.array(list(v), type=_TYPES[ty]) for (c, ty), v in zip(columns, cols)})
         self._held.append(t)
         self.con.register(f"{name}_arrow", t)
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
+        select = ", ".join(f"CAST({c} AS {DIR_TYPE}) AS {c}" if ty == "DIR" else c for c, ty in columns)
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select} FROM {name}_arrow")
+
+    def directories(self, sql: str) -> None:
+        """The plan's directory type (``dialect.DIR_TYPE``): an ENUM of the ids ``sql`` gives
+        (column ``dir``), in string order (so that it compares as the strings do)."""
+        self.con.execute(
+            f"CREATE OR REPLACE TYPE {DIR_TYPE} AS ENUM"
+            f" (SELECT DISTINCT dir FROM ({sql}) x WHERE dir IS NOT NULL ORDER BY dir)"
+        )
 
     def view(self, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")

@@ -17,9 +17,11 @@ counts when a record in (f, x) is more than ``grace_records`` records or ``grace
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from operator import attrgetter
 
 from kraftlake.logging import get_logger
+from kraftlake.records.base import gc_paused
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, attach_incidents, violation
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
@@ -29,7 +31,16 @@ from ..control import AssignmentReport, replay_control_plane
 from . import elr as elr_sql
 from . import incidents as incidents_sql
 from . import sql
-from .driver import bad_intervals, interval, k8_candidates, k11_violations, partition_entity, partition_of, report_of
+from .driver import (
+    bad_intervals,
+    driver_dirs,
+    interval,
+    k8_candidates,
+    k11_violations,
+    partition_entity,
+    partition_of,
+    report_of,
+)
 
 log = get_logger(__name__)
 
@@ -145,6 +156,14 @@ def _with_payload(islands_sql: str, source: str, columns: str) -> str:
 
 def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], None] | None = None) -> AuditReport:
     """Audit the log ``engine`` reads (its relation ``log``) with the plan."""
+    # The rows the engines return, the candidates and the violations are millions of Python
+    # objects in no reference cycle: collections that re-scan them all cost about a sixth of
+    # the audit at 10^6 records (bench/RESULTS.md), and free nothing.
+    with gc_paused():
+        return _audit(engine, config, step)
+
+
+def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | None) -> AuditReport:
     config = config or AuditConfig()
     tell = step or (lambda _name: None)
     d = engine.dialect
@@ -168,10 +187,16 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     if plane.clears:
         # KIP-966 (plan.elr): a state per partition each ClearElr changes joins the records.
         engine.table("clears", plane.clears, [("at_", "BIGINT"), ("topic", "STRING")])
-    build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears))
+    referenced = build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears), dirs=driver_dirs(plane))
 
     found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
-    driver_candidates = [v for v in plane.violations if BY_ID[v.invariant].graced]
+    # Graced candidates as (invariant, entity, first offset, message, fixed by): only the few
+    # held beyond the grace become violations.
+    driver_candidates = [
+        (v.invariant, v.entity, v.first_offset, v.message, None if v.last_offset is None else v.last_offset + 1)
+        for v in plane.violations
+        if BY_ID[v.invariant].graced
+    ]
     if n and end - first + 1 != n:
         found += _l1(engine, d)
     refused = [_refused(*r) for r in engine.rows(sql.refusals(d))] if engine.rows(sql.ANY_REFUSED) else []
@@ -191,19 +216,12 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
         found.append(violation("K3", partition_entity(lives, pk), off, off, _k3_words(*fields), [off]))
 
     tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
-    referenced: dict[int, set[str]] = {}
-    for b, dd in engine.rows(
-        f"WITH a AS (SELECT assign_dirs, {d.posexplode('assign_brokers', 'pos', 'broker')}"
-        f" FROM partition_rows WHERE assign_brokers IS NOT NULL)"
-        f" SELECT DISTINCT broker, {d.at('assign_dirs', 'pos + 1')} FROM a"
-    ):
-        referenced.setdefault(b, set()).add(dd)
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
     engine.table(
         "bad",
         [(b, sql.ANY_DIR, s, e, reason) for b, s, e, reason in broker_bad]
         + [(b, dd, s, e, "offline") for b, dd, s, e in dir_bad],
-        [("bad_broker", "INT"), ("bad_dir", "STRING"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("reason", "STRING")],
+        [("bad_broker", "INT"), ("bad_dir", "DIR"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("reason", "STRING")],
     )
     engine.view("members", sql.members(d))
     engine.keep("bad_overlaps", sql.overlaps(d, offset_bucket(end), end, known))
@@ -216,7 +234,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k5)):
         found.append(interval("K5", partition_entity(lives, pk), f, _k5_words(brokers, dirs), fixed))
     if plane.dir_removals:
-        engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "STRING")])
+        engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "DIR")])
         for pk, at, broker, dd, role in engine.rows(sql.k7_hits()):
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
             found.append(violation("K7", partition_entity(lives, pk), at, at, words, [at]))
@@ -230,10 +248,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
     engine.table("events", events, [("off", "BIGINT"), ("broker", "INT")])
     counts = sorted(tuple(r) for r in engine.rows(sql.unassigned_counts(d)))
-    driver_candidates += [
-        interval(c["invariant"], c["entity"], c["first_offset"], c["message"], c["fixed_by"])
-        for c in k8_candidates(plane, counts)
-    ]
+    driver_candidates += k8_candidates(plane, counts)
     found += k11_violations(plane, counts)
     if plane.accepted_assignments:
         engine.table("accepted", [(a,) for a in plane.accepted_assignments], [("off", "BIGINT")])
@@ -247,16 +262,11 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     tell("holding graced states to the grace")
     engine.table(
         "cands",
-        [
-            (i, v.first_offset, None if v.last_offset is None else v.last_offset + 1)
-            for i, v in enumerate(driver_candidates)
-        ],
+        [(i, first, fixed) for i, (_inv, _entity, first, _message, fixed) in enumerate(driver_candidates)],
         [("i", "BIGINT"), ("first_offset", "BIGINT"), ("fixed_by", "BIGINT")],
     )
-    for i, *_rest in engine.rows(held("cands")):
-        v = driver_candidates[i]
-        fixed = None if v.last_offset is None else v.last_offset + 1
-        found.append(interval(v.invariant, v.entity, v.first_offset, v.message, fixed))
+    for (i,) in engine.rows(f"SELECT i FROM ({held('cands')}) h"):
+        found.append(interval(*driver_candidates[i]))
 
     tell("state hash")
     view = plane.view
@@ -273,7 +283,7 @@ def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], No
     # UNASSIGNED count leaves or returns to zero: the counts' rows at other offsets.
     at_events = set(events)
     crossings = sum((off, b) not in at_events for off, b, _n in counts)
-    found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
+    found.sort(key=attrgetter("first_offset", "invariant", "entity"))
     tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
     report = report_of(config, found, plane, n, first, last, view.state_hash(), tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
@@ -323,13 +333,27 @@ def _elr(engine, d, plane, lives, held, checked: dict[str, int]) -> list[Violati
 
 
 def build_timeline(
-    engine, skip: list[tuple[int, int]], mv_levels: list[tuple[int, int]], *, clears: bool = False
-) -> None:
+    engine,
+    skip: list[tuple[int, int]],
+    mv_levels: list[tuple[int, int]],
+    *,
+    clears: bool = False,
+    dirs: Iterable[str] = (),
+) -> dict[int, set[str]]:
     """The partition states (``timeline``) of the log's published partition records (``skip``:
     offset ranges left out), from one window pass (``fills``), and for the few partitions it
     cannot state (``unclean``) the general form. ``clears``: the driver registered ``clears``
-    (ClearElr records), whose states join the records (``plan.elr.with_clears``)."""
+    (ClearElr records), whose states join the records (``plan.elr.with_clears``). ``dirs``: the
+    directory ids the driver will name (``known_dirs``: the engine's dictionary of directory ids
+    is built first, from them and the log's). Returns the directories the records assign to
+    each broker."""
     d = engine.dialect
+    referenced: dict[int, set[str]] = {}
+    for b, dd in engine.rows(sql.assigned(d, skip)):
+        referenced.setdefault(b, set()).add(dd)
+    named = {*sql.RESERVED_DIRS, *dirs, *(dd for ds in referenced.values() for dd in ds)} - {None}
+    engine.table("known_dirs", [(x,) for x in sorted(named)], [("dir", "STRING")])
+    engine.directories("SELECT dir FROM known_dirs")
     if clears:
         engine.view("partition_records", sql.partition_rows(d, skip))
         engine.keep("partition_rows", elr_sql.with_clears(d))
@@ -342,6 +366,7 @@ def build_timeline(
         engine.view("judged", sql.judged(d))
         engine.keep("general_states", sql.general_states(d, mv_levels, MV_3_0_IV1, MV_3_6_IV0))
     engine.view("timeline", sql.timeline(general))
+    return referenced
 
 
 def families(engine) -> set[str]:

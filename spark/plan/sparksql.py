@@ -28,8 +28,11 @@ class SparkEngine:
         df.createOrReplaceTempView("log")
 
     def table(self, name: str, rows: list[tuple], columns: list[tuple[str, str]]) -> None:
-        schema = ", ".join(f"{c} {t}" for c, t in columns)
+        schema = ", ".join(f"{c} {SPARK.dir_type if t == 'DIR' else t}" for c, t in columns)
         self.spark.createDataFrame(rows, schema).createOrReplaceTempView(name)
+
+    def directories(self, sql: str) -> None:
+        """Directory ids stay strings on Spark (``dialect``): no dictionary to build."""
 
     def view(self, name: str, sql: str) -> None:
         self.spark.sql(sql).createOrReplaceTempView(name)

@@ -25,13 +25,17 @@ catalogue's own ``say`` (``plan.run``), so that no template is written twice.
 
 from __future__ import annotations
 
-from kraftlake.records.kraft import MIGRATING, UNASSIGNED
+from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
 
 from .dialect import Dialect
 
 PARTITION_TYPES = ("Partition", "PartitionChange")
 ANY_DIR = "*"
 """A bad interval of a whole broker (unregistered, fenced): never a directory id."""
+NO_DIR = ""
+"""K9's mark of a state where the broker is no replica: never a directory id."""
+RESERVED_DIRS = (MIGRATING, UNASSIGNED, LOST, ANY_DIR, NO_DIR)
+"""The directory ids and marks the plan names itself (``directories``)."""
 
 
 def _window(by: str = "pk", order: str = "off") -> str:
@@ -70,7 +74,8 @@ def partition_rows(d: Dialect, skip: list[tuple[int, int]]) -> str:
         coalesce({p}.partition_id, {c}.partition_id) AS partition_id,
         {sets},
         CASE WHEN {d.size(assign)} > 0 THEN {d.transform(assign, lambda v: f"{v}.broker")} END AS assign_brokers,
-        CASE WHEN {d.size(assign)} > 0 THEN {d.transform(assign, lambda v: f"{v}.directory")} END AS assign_dirs,
+        CASE WHEN {d.size(assign)} > 0 THEN {d.as_dirs(d.transform(assign, lambda v: f"{v}.directory"))} END
+          AS assign_dirs,
         CASE WHEN NOT ({is_rec}) AND {c}.leader <> -2 THEN 1 ELSE 0 END AS sets_leader,
         {p}.leader_epoch AS base_le, {p}.partition_epoch AS base_pe
       FROM log WHERE {t} IN ('Partition', 'PartitionChange') AND {published(d, skip)}
@@ -82,10 +87,21 @@ def partition_rows(d: Dialect, skip: list[tuple[int, int]]) -> str:
     """
 
 
-def _fits(d: Dialect, replicas: str) -> str:
-    """Whether a change's assignment names ``replicas`` in order (else the reducer refuses it)."""
-    return f"""({d.size("assign_brokers")} = {d.size(replicas)} AND
-        {d.size(d.filter_at("assign_brokers", lambda v, i: f"{v} <> {d.at(replicas, f'{i} + 1')}"))} = 0)"""
+def assigned(d: Dialect, skip: list[tuple[int, int]]) -> str:
+    """(broker, dir): each replica directory the published partition records assign."""
+    p, c, t = d.q("partition"), d.q("partition_change"), d.q("type")
+    return f"""
+    SELECT DISTINCT a.broker, a.directory FROM (
+      SELECT {d.explode(f"coalesce({p}.assignment, {c}.assignment)", "a")}
+      FROM log WHERE {t} IN ('Partition', 'PartitionChange') AND {published(d, skip)}
+    ) x
+    """
+
+
+def _fits(replicas: str) -> str:
+    """Whether a change's assignment names ``replicas`` in order (else the reducer refuses it):
+    the two arrays are equal (both engines compare arrays element by element)."""
+    return f"(assign_brokers = {replicas})"
 
 
 def _refused(d: Dialect, replicas: str) -> str:
@@ -95,7 +111,7 @@ def _refused(d: Dialect, replicas: str) -> str:
     return f"""CASE
           WHEN pk = -1 THEN 'topic'
           WHEN segment IS NULL THEN 'partition'
-          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {_fits(d, replicas)} THEN 'directories'
+          WHEN set_replicas IS NULL AND assign_brokers IS NOT NULL AND NOT {_fits(replicas)} THEN 'directories'
         END"""
 
 
@@ -103,7 +119,7 @@ def _explicit_dirs(d: Dialect) -> str:
     """The directories a row names: its assignment's, or MIGRATING per replica for a
     PartitionRecord without one (as Kafka upcasts a v0 record)."""
     return f"""CASE WHEN assign_dirs IS NOT NULL THEN assign_dirs
-        WHEN is_record THEN {d.repeat(f"'{MIGRATING}'", d.size("set_replicas"))} END"""
+        WHEN is_record THEN {d.repeat(d.dir(MIGRATING), d.size("set_replicas"))} END"""
 
 
 _BEFORE = "before AS (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
@@ -220,15 +236,15 @@ def states(d: Dialect) -> str:
     rows' states after and before them, the epochs counted per PartitionRecord, and directories
     folded per replica where a change sets replicas without naming them."""
     explicit = _explicit_dirs(d)
-    unassigned = "'" + UNASSIGNED + "'"
+    unassigned = d.dir(UNASSIGNED)
     ints = d.empty("INT")
-    strings = d.empty("STRING")
+    strings = d.empty("DIR")
     # A replica a change adds without directories is UNASSIGNED, or MIGRATING when the
     # partition's directories were all MIGRATING (KAFKA-16583; ``partitions.merge``): judged by
     # the last directories a record named (exact unless a fold dropped every other replica).
     named = f"""CASE WHEN explicit_dirs IS NOT NULL THEN {d.at("explicit_dirs", "pos + 1")}
         WHEN set_replicas IS NOT NULL AND NOT {d.contains("before", "b")}
-          THEN CASE WHEN migrating_before THEN '{MIGRATING}' ELSE {unassigned} END END"""
+          THEN CASE WHEN migrating_before THEN {d.dir(MIGRATING)} ELSE {unassigned} END END"""
     return f"""
     WITH t0 AS (
       SELECT pk, off, is_record, removed, set_replicas, sets_leader,
@@ -265,7 +281,7 @@ def states(d: Dialect) -> str:
     f0 AS (
       SELECT pk, off, replicas, explicit_dirs, set_replicas,
         coalesce(lag(replicas) OVER w, {ints}) AS before,
-        {d.size(d.filter(f"coalesce(old_dirs, {strings})", lambda v: f"{v} <> '{MIGRATING}'"))} = 0 AS migrating_before
+        {d.size(d.filter(f"coalesce(old_dirs, {strings})", lambda v: f"{v} <> {d.dir(MIGRATING)}"))} = 0 AS migrating_before
       FROM t1 WHERE folds_dirs = 1 {_window()}
     ),
     f1 AS (
@@ -305,8 +321,8 @@ def derived(d: Dialect, source: str, levels: list[tuple[int, int]], mv_base: int
     """``source``'s states (``STATE``) with what the invariants read of each: ``k1`` and ``k3``
     (the kind of wrongness, null = right), ``moved``, ``left_`` (replicas that left), ``u`` and
     ``old_u`` (UNASSIGNED replicas after and before, where either has any), ``changed``."""
-    unassigned = "'" + UNASSIGNED + "'"
-    strings = d.empty("STRING")
+    unassigned = d.dir(UNASSIGNED)
+    strings = d.empty("DIR")
     ints = d.empty("INT")
 
     def u_of(replicas: str, dirs: str) -> str:
@@ -401,33 +417,47 @@ def overlaps(d: Dialect, width: int, last: int, known: list[int]) -> str:
     Both sides are cut into offset buckets ``width`` records wide and joined on (broker,
     directory, bucket), so that a row is checked against the bad intervals near it only (a
     broker's bad intervals grow with the history; a join on the keys alone is quadratic in
-    it). A pair is kept in the one bucket where its overlap begins."""
+    it). A pair is kept in the one bucket where its overlap begins. Before that, a member is
+    dropped when no bad interval of its (broker, directory) falls between the first's start
+    and the last's stop (most states: a broker is bad for short spans)."""
     first = f"{d.idiv('greatest(off, 0)', width)}"
-    probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(f"'{ANY_DIR}'")}
-        ELSE {d.array("dir", f"'{ANY_DIR}'")} END"""
-    unknown = f"r.role = 'L' AND r.probe = '{ANY_DIR}' AND r.bucket = {d.idiv('greatest(r.off, 0)', width)}"
+    probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(d.dir(ANY_DIR))}
+        ELSE {d.array("dir", d.dir(ANY_DIR))} END"""
+    # A leader on a broker that never registered has no bad interval: unregistered, once a state.
+    unknown = "leader <> -1"
     if known:
-        unknown += f" AND r.broker NOT IN ({', '.join(map(str, known))})"
+        unknown += f" AND leader NOT IN ({', '.join(map(str, known))})"
+    leader_dir = (
+        f"CASE WHEN {d.contains('replicas', 'leader')} THEN {d.at('dirs', d.position('replicas', 'leader'))} END"
+    )
     bfirst = d.idiv("greatest(start_, 0)", width)
     return f"""
-    WITH m AS (
-      SELECT *, {d.explode(d.seq(first, f"greatest({first}, {d.idiv(f'coalesce(end_ - 1, {last})', width)})"), "bucket")}
-      FROM members
+    WITH keys AS (
+      SELECT bad_broker, bad_dir, min(start_) AS lo, max(coalesce(stop_, {last + 1})) AS hi
+      FROM bad GROUP BY bad_broker, bad_dir
     ),
-    r AS (SELECT *, {d.explode(probes, "probe")} FROM m),
+    p AS (SELECT *, {d.explode(probes, "probe")} FROM members),
+    q AS (
+      SELECT p.* FROM p JOIN keys k
+        ON p.broker = k.bad_broker AND p.probe = k.bad_dir AND (p.end_ IS NULL OR k.lo < p.end_) AND k.hi > p.off
+    ),
+    r AS (
+      SELECT *, {d.explode(d.seq(first, f"greatest({first}, {d.idiv(f'coalesce(end_ - 1, {last})', width)})"), "bucket")}
+      FROM q
+    ),
     b AS (
       SELECT *, {d.explode(d.seq(bfirst, f"greatest({bfirst}, {d.idiv(f'coalesce(stop_ - 1, {last})', width)})"), "bad_bucket")}
       FROM bad
     )
-    SELECT r.pk, r.off, r.end_, r.role, r.pos, r.broker, r.dir,
-      coalesce(b.reason, 'unregistered') AS reason,
-      CASE WHEN b.start_ IS NOT NULL THEN greatest(r.off, b.start_) ELSE r.off END AS s,
-      CASE WHEN b.start_ IS NOT NULL THEN least(r.end_, b.stop_) ELSE r.end_ END AS e
-    FROM r LEFT JOIN b
+    SELECT r.pk, r.off, r.end_, r.role, r.pos, r.broker, r.dir, b.reason,
+      greatest(r.off, b.start_) AS s, least(r.end_, b.stop_) AS e
+    FROM r JOIN b
       ON r.broker = b.bad_broker AND r.probe = b.bad_dir AND r.bucket = b.bad_bucket
       AND (r.end_ IS NULL OR b.start_ < r.end_) AND (b.stop_ IS NULL OR b.stop_ > r.off)
       AND {d.idiv("greatest(r.off, b.start_)", width)} = r.bucket
-    WHERE b.start_ IS NOT NULL OR ({unknown})
+    UNION ALL SELECT pk, off, end_, 'L' AS role, 0 AS pos, leader AS broker, {leader_dir} AS dir,
+      'unregistered' AS reason, off AS s, end_ AS e
+    FROM timeline WHERE {unknown}
     """
 
 
@@ -533,12 +563,18 @@ def k9_runs(d: Dialect) -> str:
     effective; it holds until the first state that records the reported directory or drops the
     replica, or the next effective report (which continues the same wrong interval). Rows:
     pk, broker, first_offset, reported, recorded, fixed_by. Only the replicas some accepted
-    report names are followed (the others cannot be wrong)."""
+    report names are followed (the others cannot be wrong). A reported directory is a string
+    (the log's, not of the plan's directory type: it may be no directory the plan knows)."""
     req = d.q("assign_replicas_to_dirs_request")
     report = "reported IS NOT NULL"
     upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
     before = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-    dir_of = f"CASE WHEN {d.contains('replicas', 'broker')} THEN {d.at('dirs', d.position('replicas', 'broker'))} END"
+    dir_of = f"CASE WHEN {d.contains('replicas', 'st0.broker')} THEN {d.at('dirs', d.position('replicas', 'st0.broker'))} END"
+    dir_of_old = (
+        f"CASE WHEN {d.contains('old_replicas', 'st0.broker')}"
+        f" THEN {d.at('old_dirs', d.position('old_replicas', 'st0.broker'))} END"
+    )
+    none = d.dir(NO_DIR)
     return f"""
     WITH r0 AS (
       SELECT l.{d.q("offset")} AS at_, {req}.broker_id AS broker, {d.posexplode(f"{req}.directories", "dpos", "dd")}
@@ -559,21 +595,29 @@ def k9_runs(d: Dialect) -> str:
     ),
     asked AS (SELECT DISTINCT pk, broker FROM asks),
     st0 AS (
-      SELECT pk, off, replicas, dirs, {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
+      SELECT pk, off, replicas, dirs, old_replicas, old_dirs,
+        {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
       FROM timeline WHERE moved AND pk IN (SELECT pk FROM asked)
     ),
-    st AS (SELECT st0.* FROM st0 JOIN asked a ON st0.pk = a.pk AND st0.broker = a.broker),
+    -- A state that leaves the replica's directory as the state before did changes nothing here:
+    -- it neither records a reported directory first nor drops the replica.
+    st AS (
+      SELECT st0.pk, st0.off, st0.broker, {dir_of} AS dir
+      FROM st0 JOIN asked a ON st0.pk = a.pk AND st0.broker = a.broker
+      WHERE NOT ({dir_of} IS NOT DISTINCT FROM {dir_of_old})
+    ),
     both_ AS (
-      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, {dir_of} AS dir, CAST(NULL AS STRING) AS reported
+      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS STRING) AS reported
       FROM st
-      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS STRING) AS dir, reported
+      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS {d.dir_type}) AS dir, reported
       FROM asks
     ),
     t0 AS (
-      SELECT *, NULLIF({d.last(f"CASE WHEN NOT ({report}) THEN coalesce(dir, '') END")} OVER {before}, '') AS recorded
+      SELECT *, NULLIF({d.last(f"CASE WHEN NOT ({report}) THEN coalesce(dir, {none}) END")} OVER {before}, {none})
+        AS recorded
       FROM both_
     ),
-    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND recorded <> reported)),
+    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND CAST(recorded AS STRING) <> reported)),
     t2 AS (
       SELECT *, sum(CASE WHEN {report} THEN 1 ELSE 0 END) OVER {upto} AS segment,
         {d.last("reported")} OVER {upto} AS waits_for
@@ -583,7 +627,7 @@ def k9_runs(d: Dialect) -> str:
       SELECT pk, broker, segment,
         max(CASE WHEN {report} THEN pos END) AS at_,
         max(reported) AS reported, max(CASE WHEN {report} THEN recorded END) AS recorded,
-        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR dir = waits_for) THEN pos END) AS fix
+        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR CAST(dir AS STRING) = waits_for) THEN pos END) AS fix
       FROM t2 WHERE segment > 0 GROUP BY pk, broker, segment
     ),
     e AS (
