@@ -238,9 +238,17 @@ class IncidentTracker:
         self.incidents: list[Incident] = []
         self.failed: dict[tuple[int, str], Incident | None] = {}
         """(broker, directory) observed failed -> its open incident (None once it ended)."""
+        self.failed_of: dict[int, dict[str, None]] = {}
+        """Broker -> its directories in ``failed``, in the same order: an event reads its own
+        broker's, not every failed directory of the cluster (a long history keeps many)."""
         self.open_dirs: dict[tuple[int, str], Incident] = {}
+        self.open_dirs_of: dict[int, dict[str, Incident]] = {}
+        """Broker -> its entries of ``open_dirs``."""
         self.open_brokers: dict[int, Incident] = {}
         self.effects: dict[tuple[str, int], list[_OpenEffect]] = {}
+        self.effect_parts: dict[str, set[tuple[str, int]]] = {}
+        """Incident id -> the partitions it opened effects on (some may have ended since): ending
+        an incident's effects reads those, not every partition with an open effect."""
         self.unended: dict[str, int] = {}
         """Incident id -> its effects not ended yet."""
         self.brokers: dict[int, tuple[bool, bool, bool]] = {}
@@ -249,6 +257,8 @@ class IncidentTracker:
         """Broker -> (partition, role, offset, ts, leader after) of the partition changes that
         just took it out: Kafka writes them before the fencing of a broker whose session expired."""
         self.parts: dict[tuple[str, int], _Part] = {}
+        self.topic_parts: dict[str, dict[tuple[str, int], None]] = {}
+        """Topic id -> its keys of ``parts``, in the same order (outages open in that order)."""
         self.by_broker: dict[int, set[tuple[str, int]]] = {}
         self.min_isr_cache: dict[str, int] = {}
         self.online: dict[int, object] = {}
@@ -321,7 +331,9 @@ class IncidentTracker:
             )
             self.incidents.append(inc)
             self.open_dirs[key] = inc
+            self.open_dirs_of.setdefault(broker, {})[d] = inc
             self.failed[key] = inc
+            self.failed_of.setdefault(broker, {})[d] = None
             view = self.view
             for pkey in sorted(self.by_broker.get(broker, ())):
                 p = view.partition(*pkey)
@@ -340,6 +352,7 @@ class IncidentTracker:
         for d in r.online_dirs:
             if (r.broker_id, d) in self.failed:
                 del self.failed[(r.broker_id, d)]
+                del self.failed_of[r.broker_id][d]
                 inc = self.open_dirs.get((r.broker_id, d))
                 if inc is not None:
                     self._end_effects(inc, offset, ts, "directory back")
@@ -352,9 +365,7 @@ class IncidentTracker:
         """Mark open directory incidents of ``broker`` removed once its registration (if any)
         no longer lists the directory; end those with nothing left open."""
         reg = self.view.brokers.get(broker)
-        for (b, d), inc in list(self.open_dirs.items()):
-            if b != broker:
-                continue
+        for d, inc in list(self.open_dirs_of.get(broker, {}).items()):
             if inc.removed_at is None and (reg is None or not is_online(d, reg.log_dirs)):
                 inc.removed_at, inc.removed_at_ms = offset, ts
             if inc.removed_at is not None:
@@ -440,6 +451,7 @@ class IncidentTracker:
             )
             inc.effects.append(e)
             self.effects.setdefault(pkey, []).append(_OpenEffect(inc, e, broker, d, inc.failed_at_ms))
+            self.effect_parts.setdefault(inc.id, set()).add(pkey)
             self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
 
     def _check_effects(self, pkey: tuple[str, int], p, offset: int, ts: int | None) -> None:
@@ -479,8 +491,10 @@ class IncidentTracker:
             e.time_to_move_ms = ts - oe.since_ms
 
     def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
-        for pkey in list(self.effects):
-            opened = self.effects[pkey]
+        for pkey in sorted(self.effect_parts.pop(inc.id, ())):
+            opened = self.effects.get(pkey)
+            if opened is None:
+                continue
             keep = [oe for oe in opened if oe.incident is not inc]
             for oe in opened:
                 if oe.incident is inc:
@@ -503,14 +517,16 @@ class IncidentTracker:
     def _close_incident(self, inc: Incident, offset: int, ts: int | None) -> None:
         if inc.ended_at is None:
             inc.ended_at, inc.ended_at_ms = offset, ts
+        self.effect_parts.pop(inc.id, None)  # every effect of a closed incident ended
         if inc.directory is not None:
             if self.open_dirs.get((inc.broker, inc.directory)) is inc:
                 del self.open_dirs[(inc.broker, inc.directory)]
+                del self.open_dirs_of[inc.broker][inc.directory]
         elif self.open_brokers.get(inc.broker) is inc:
             del self.open_brokers[inc.broker]
 
     def _topic_removed(self, topic_id: str, offset: int, ts: int | None) -> None:
-        for pkey in [k for k in self.parts if k[0] == topic_id]:
+        for pkey in self.topic_parts.pop(topic_id, ()):
             for oe in self.effects.pop(pkey, []):
                 self._end(oe, offset, ts, "topic removed", None)
                 self._maybe_close(oe.incident, offset, ts)
@@ -529,6 +545,7 @@ class IncidentTracker:
                 PartitionAvailability(topic_id=p.topic_id, topic=self._topic(p.topic_id), partition=p.partition_id),
                 (),
             )
+            self.topic_parts.setdefault(p.topic_id, {})[pkey] = None
         if part.replicas is not p.replicas:
             for b in part.replicas:
                 if b not in p.replicas:
@@ -654,7 +671,7 @@ class IncidentTracker:
         reg = self.view.brokers.get(broker)
         sig = (
             None if reg is None else (reg.fenced, reg.log_dirs),
-            tuple(d for (b, d) in self.failed if b == broker),
+            tuple(self.failed_of.get(broker, ())),
         )
         if self.signature.get(broker) == sig:
             return

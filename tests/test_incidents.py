@@ -16,7 +16,7 @@ from kraftlake.records import iter_lines
 from kraftlake.records.kraft import Config, NoOp
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.incidents import find_incidents, percentile
-from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
+from kraftlake.statemachine.kraft.workload import FAULTS, WorkloadConfig, generate
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
@@ -286,3 +286,102 @@ def test_cli_text_report_of_a_log_without_kraft_topics_tells_no_incidents(tmp_pa
     assert res.exit_code == 1 and res.stdout.startswith("FAIL: ")
     assert "B8" in res.stdout
     assert "incident(s)" not in res.stdout and "partition-seconds" not in res.stdout
+
+
+SHARDED = WorkloadConfig(brokers=12, dirs_per_broker=3, topics=6, partitions=36, seed=5, faults=FAULTS)
+"""A history of shards with every fault (topics removed among them)."""
+
+
+def _shards(cfg: WorkloadConfig, shards: int, records: int) -> tuple[list[list], list]:
+    """Each shard of ``cfg`` alone (from offset 0) and the history laid end to end from them."""
+    from kraftlake.statemachine.kraft.workload import shard_config, sharded
+
+    alone = [[r for b in generate(shard_config(cfg, k, shards), records=records) for r in b] for k in range(shards)]
+    whole = [r for b in sharded(iter(alone), start_ms=cfg.start_ms, step_ms=cfg.step_ms) for r in b]
+    return alone, whole
+
+
+def _by_offsets(found, shift: int) -> tuple[list, list]:
+    """Incidents and outages with offsets moved by ``shift`` and times left out (``sharded``
+    redraws the times)."""
+    moved = lambda x: None if x is None else x + shift  # noqa: E731
+    incidents = [
+        (
+            i.kind,
+            i.broker,
+            i.directory,
+            moved(i.failed_at),
+            moved(i.reported_at),
+            moved(i.removed_at),
+            moved(i.ended_at),
+            [(e.topic, e.partition, e.role, moved(e.caused_by), moved(e.ended_by), e.outcome) for e in i.effects],
+        )
+        for i in found.incidents
+    ]
+    outages = sorted(
+        (o.partition, o.why, moved(o.first_offset), moved(o.last_offset)) for o in found.availability.outages
+    )
+    return incidents, outages
+
+
+def test_each_shard_of_a_sharded_history_has_the_incidents_it_has_alone():
+    """Shards have brokers and topics of their own: in the history laid end to end, each shard's
+    incidents, effects and outages are those it has alone, offsets shifted, though earlier
+    shards' failed directories, fenced brokers and open effects stay to the end of the log (the
+    tracker looks those up by broker, incident and topic), and topics are removed."""
+    alone, whole = _shards(SHARDED, 3, 2000)
+    found = find_incidents(whole)
+    start, left_open, outcomes = 0, 0, set()
+    for k, records in enumerate(alone):
+        own = find_incidents(records)
+        brokers = {r.broker_id for r in records if type(r).__name__ == "RegisterBroker"}
+        topics = {r.topic_id for r in records if type(r).__name__ == "Topic"}
+        mine = msgspec.structs.replace(
+            found,
+            incidents=[i for i in found.incidents if i.broker in brokers],
+            availability=msgspec.structs.replace(
+                found.availability, outages=[o for o in found.availability.outages if o.topic_id in topics]
+            ),
+        )
+        assert own.incidents and own.availability.outages, k
+        assert _by_offsets(mine, 0) == _by_offsets(own, start), k
+        left_open += sum(i.ended_at is None for i in own.incidents)
+        outcomes |= {e.outcome for i in own.incidents for e in i.effects}
+        start += len(records)
+    assert left_open  # incidents of one shard are still open while the next ones run
+    assert {"broker back", "topic removed", "replica moved", "open"} <= outcomes
+
+
+def back_and_dropped():
+    """The KIP-858 story's disk fails (offset 23, ts ...10000), comes back online while the broker
+    serves (24, ...11000), then leaves the registration (25, ...13000: the last record)."""
+    from kraftlake.records.kraft import BrokerRegistrationChange
+    from kraftlake.records.observations import LogDirFailed, LogDirsLoaded
+
+    dead, other, t = "Ot57GypJXW8c7tKGTPwsPg", "8FATlxS8D75deTGo-YggVg", 1_700_000_000_000
+    return fixture_records()[:23] + [
+        LogDirFailed(offset=23, ts_ms=t + 10_000, broker_id=101, directory=dead),
+        LogDirsLoaded(offset=24, ts_ms=t + 11_000, broker_id=101, online_dirs=(dead, other)),
+        BrokerRegistrationChange(
+            offset=25, ts_ms=t + 13_000, broker_id=101, broker_epoch=201, fenced=0, in_controlled_shutdown=0,
+            log_dirs=(other,),
+        ),
+    ]  # fmt: skip
+
+
+def test_a_directory_back_online_ends_its_incident_and_its_offline_time():
+    """What the directory indexes hold is dropped when the disk comes back: the incident ends
+    there with its effects (not marked removed by a later registration), and the partitions it
+    led are offline only while it was failed, until the registration drops it."""
+    found = find_incidents(back_and_dropped())
+    (inc,) = found.incidents
+    assert (inc.failed_at, inc.removed_at, inc.ended_at) == (23, None, 24)
+    assert {(e.topic, e.partition, e.role, e.ended_by, e.outcome) for e in inc.effects} == {
+        (t, 0, role, 24, "directory back") for t in "ab" for role in ("leader", "isr")
+    }
+    a = found.availability
+    assert (a.leader_offline_ms, a.isr_offline_ms) == (2000, 2000)  # a-0 and b-0, 10000..11000
+    assert [(o.topic_id[:2], o.first_offset, o.last_offset) for o in a.outages] == [("YW", 23, 23), ("dA", 23, 23)] + [
+        ("YW", 25, None),
+        ("dA", 25, None),
+    ]

@@ -243,3 +243,24 @@ def test_the_plans_incidents_on_spark_are_the_trackers(spark, tmp_path, name):
         report = audit(engine)
     assert report.incidents
     _same(log, report)
+
+
+def test_the_plans_incidents_are_the_trackers_on_a_history_of_shards(tmp_path, monkeypatch):
+    """Shards laid end to end: earlier shards' failed directories, fenced brokers and open
+    effects stay to the end while later ones fail, recover and remove topics (both sides index
+    them by broker, incident and topic)."""
+    from test_incidents import SHARDED, _shards
+
+    log = Log.create(tmp_path / "log")
+    log.append(_shards(SHARDED, 3, 2000)[1])
+    report = _plan(log, monkeypatch)
+    assert any(i.ended_at is None for i in report.incidents)
+    _same(log, report)
+
+
+def test_the_plans_incidents_are_the_trackers_when_a_directory_comes_back(tmp_path, monkeypatch):
+    from test_incidents import back_and_dropped
+
+    log = Log.create(tmp_path / "log")
+    log.append(back_and_dropped())
+    _same(log, _plan(log, monkeypatch))

@@ -108,7 +108,9 @@ class Observer:
         self.states: dict[int, list[tuple[int, object]]] = {}
         """Broker -> (offset, state after it) wherever its state changed: None down, ``_ANY``
         (registered without directories) with the failed ones, or its online directories."""
-        self.failed: set[tuple[int, str]] = set()
+        self.failed: dict[int, set[str]] = {}
+        """Broker -> its directories reported failed and not loaded online since (by broker: a
+        long history keeps many, and a broker's state reads only its own)."""
         self.ever: dict[int, set[str]] = {}
         """Broker -> every directory it registered or reported: offline intervals are cut for those."""
         self.prev = -1
@@ -120,14 +122,13 @@ class Observer:
         if cls is LogDirFailed or cls is HeartbeatOfflineDirs or cls is LogDirsLoaded:
             b = r.broker_id
             if cls is LogDirsLoaded:
-                for d in r.online_dirs:
-                    self.failed.discard((b, d))
+                self.failed.setdefault(b, set()).difference_update(r.online_dirs)
                 offline = tuple(r.offline_dirs)
                 self.events.append(("loaded", offset, ts, b, tuple(r.online_dirs), offline, tuple(r.paths)))
             else:
                 offline = (r.directory,) if cls is LogDirFailed else tuple(r.offline_log_dirs)
                 self.events.append(("dir", offset, ts, b, offline, cls is HeartbeatOfflineDirs))
-            self.failed.update((b, d) for d in offline)
+            self.failed.setdefault(b, set()).update(offline)
             self.ever.setdefault(b, set()).update((*offline, *getattr(r, "online_dirs", ())))
             self._state(view, b, offset)
         elif cls in _BROKER_RECORDS:
@@ -149,7 +150,7 @@ class Observer:
 
     def _state(self, view, b: int, offset: int) -> None:
         reg = view.brokers.get(b)
-        failed = frozenset(d for (x, d) in self.failed if x == b)
+        failed = frozenset(self.failed.get(b, ()))
         if reg is None or reg.fenced:
             state = _DOWN
         elif not reg.log_dirs:
@@ -452,15 +453,24 @@ class _Incidents:
         self.incidents: list[Incident] = []
         self.failed: dict[tuple[int, str], Incident] = {}
         self.open_dirs: dict[tuple[int, str], Incident] = {}
+        self.open_dirs_of: dict[int, dict[str, Incident]] = {}
+        """Broker -> its entries of ``open_dirs`` (a broker's event reads only its own)."""
         self.open_brokers: dict[int, Incident] = {}
         self.unended: dict[str, int] = {}
         self.brokers: dict[int, tuple[bool, bool, bool]] = {}
         self.opened: dict[int, list[_Open]] = {}
+        self.opened_by: dict[str, list[_Open]] = {}
+        """Incident id -> the effects it opened (some ended since): ending an incident's effects
+        reads those, not every partition with an open effect."""
+        self.topic_pks: dict[str, set[int]] = {}
+        """Topic id -> the partitions (pk) effects were opened on (some ended since)."""
         self.seq = 0
         self.ends: list[tuple[int, int, _Open, str, int | None, int | None]] = []
         """A heap of the partition records that end open effects (``effects``' ended_by)."""
         self.dir_paths: dict[str, str] = {}
         self.steps: dict[tuple[int, str], int] = {}
+        self.step_count: dict[int, int] = {}
+        """Offset -> its keys in ``steps``."""
         """(offset, directory) -> the place of its failure among those one record brought: the
         tracker measures the partitions again after each, so outages begin in that order."""
 
@@ -503,6 +513,8 @@ class _Incidents:
         inc.effects.append(e)
         oe = _Open(inc, e, pk)
         self.opened.setdefault(pk, []).append(oe)
+        self.opened_by.setdefault(inc.id, []).append(oe)
+        self.topic_pks.setdefault(topic, set()).add(pk)
         self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
         if end is not None:
             at, why, leader, ts = end
@@ -536,8 +548,8 @@ class _Incidents:
                 del self.opened[oe.pk]
 
     def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
-        for pk in list(self.opened):
-            for oe in [oe for oe in self.opened.get(pk, ()) if oe.inc is inc]:
+        for oe in self.opened_by.pop(inc.id, ()):
+            if oe.effect.ended_by is None:
                 # An open leadership effect is one whose broker still leads: the leader after.
                 self._end(oe, offset, ts, outcome, inc.broker)
 
@@ -549,9 +561,11 @@ class _Incidents:
     def _close(self, inc: Incident, offset: int, ts: int | None) -> None:
         if inc.ended_at is None:
             inc.ended_at, inc.ended_at_ms = offset, ts
+        self.opened_by.pop(inc.id, None)  # every effect of a closed incident ended
         if inc.directory is not None:
             if self.open_dirs.get((inc.broker, inc.directory)) is inc:
                 del self.open_dirs[(inc.broker, inc.directory)]
+                del self.open_dirs_of[inc.broker][inc.directory]
         elif self.open_brokers.get(inc.broker) is inc:
             del self.open_brokers[inc.broker]
 
@@ -574,7 +588,11 @@ class _Incidents:
             )
             self.incidents.append(inc)
             self.open_dirs[key] = self.failed[key] = inc
-            self.steps[(offset, d)] = len([k for k in self.steps if k[0] == offset])
+            self.open_dirs_of.setdefault(b, {})[d] = inc
+            n = self.step_count.get(offset, 0)
+            if (offset, d) not in self.steps:
+                self.step_count[offset] = n + 1
+            self.steps[(offset, d)] = n
             self._open_effects(inc, offset, b, d)
             self._removed_check(b, offset, ts, reg_dirs)
         if reported and inc.reported_at is None:
@@ -595,9 +613,7 @@ class _Incidents:
             self._dir_failed(b, d, offset, ts, reg[0], reported=True)
 
     def _removed_check(self, b: int, offset: int, ts, reg_dirs) -> None:
-        for (x, d), inc in list(self.open_dirs.items()):
-            if x != b:
-                continue
+        for d, inc in list(self.open_dirs_of.get(b, {}).items()):
             if inc.removed_at is None and (reg_dirs is None or not is_online(d, reg_dirs)):
                 inc.removed_at, inc.removed_at_ms = offset, ts
             if inc.removed_at is not None:
@@ -666,9 +682,7 @@ class _Incidents:
         return inc
 
     def _topic_removed(self, topic_id: str, offset: int, ts) -> None:
-        for pk in sorted(self.opened):
-            if self._key(pk)[0] != topic_id:
-                continue
+        for pk in sorted(self.topic_pks.pop(topic_id, ())):
             for oe in list(self.opened.get(pk, ())):
                 self._end(oe, offset, ts, "topic removed", None)
                 self._maybe_close(oe.inc, offset, ts)
