@@ -9,7 +9,10 @@ The measures are in bench/RESULTS.md (bench/spark_audit.py).
 
 The directory must be one every executor sees: a local temporary directory for a local session;
 on a cluster, under the SparkContext's checkpoint directory (``sc.setCheckpointDir``) or one the
-caller names. Without any, Spark's cache is used. The files go when the scratch is closed.
+caller names. Without any, the rows are kept in Spark's block store behind a plan that only
+scans them: a persisted DataFrame keeps its whole lineage in every plan that reads it, and the
+plans that read the timeline several times (the incidents) then grew past the driver's heap in
+the analyzer. The files, and the kept blocks, go when the scratch is closed.
 """
 
 from __future__ import annotations
@@ -32,26 +35,39 @@ class Scratch:
         self.root = directory if directory is not None else _default_directory(spark)
         # A temporary directory made here goes with the files; a named one stays.
         self._made: list[str] = [self.root] if directory is None and self.root is not None else []
-        self._cached: list = []
+        self._blocks: list = []  # the JVM's RDDs of kept rows
 
     def keep(self, df, name: str):
-        """``df`` computed now and read back from the scratch directory (or Spark's cache)."""
+        """``df`` computed now and read back from the scratch directory (or Spark's block store)."""
         if self.root is None:
-            df = df.persist()
-            df.count()
-            self._cached.append(df)
-            return df
+            return self._in_block_store(df)
         path = f"{self.root.rstrip('/')}/{name}-{uuid.uuid4().hex}"
         df.write.mode("errorifexists").parquet(path)
         self._made.insert(0, path)
         return self.spark.read.parquet(path)
 
+    def _in_block_store(self, df):
+        """``df``'s rows kept in the block store, behind a DataFrame whose plan is only a scan of
+        them. Not ``localCheckpoint``: its plan carries the original plan's constraints, and
+        Spark 4.2's optimizer then failed (``key not found``) on a union of two reads of it."""
+        from pyspark.sql import DataFrame
+
+        try:
+            context = df.sparkSession.sparkContext
+        except Exception:  # Spark Connect: no JVM here; the server drops it with the session
+            return df.localCheckpoint(eager=True)
+        level = context._jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK()
+        rows = df._jdf.javaRDD().persist(level)
+        rows.count()
+        self._blocks.append(rows)
+        return DataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, df._jdf.schema()), df.sparkSession)
+
     def close(self) -> None:
-        for df in self._cached:
-            df.unpersist()
+        for rows in self._blocks:
+            rows.unpersist(True)
         for path in self._made:
             _delete(self.spark, path)
-        self._made, self._cached = [], []
+        self._made, self._blocks = [], []
 
     def __enter__(self) -> Scratch:
         return self
