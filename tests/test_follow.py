@@ -5,7 +5,6 @@ to read) and a schema-free fallback; ``kraftlake log --follow``."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from kraftlake.records import FeatureLevel, Log
 from kraftlake.records.delta_commit import checkpoint
 from kraftlake.records.follow import Follower
+from tests.helpers.child import Child
 
 
 def feature(i: int) -> FeatureLevel:
@@ -146,27 +146,13 @@ def test_cli_log_follow_prints_json_lines_as_they_land(tmp_path):
     path = tmp_path / "log"
     log = Log.create(path)
     append(log, 2, 0)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kraftlake", "log", str(path), "--follow", "--from", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        first = json.loads(proc.stdout.readline())
+    with Child([sys.executable, "-m", "kraftlake", "log", str(path), "--follow", "--from", "1"]) as child:
+        first = json.loads(child.line())
         assert first["offset"] == 1 and first["name"] == "f1"
         append(log, 3, 2)  # lands after the follower caught up
-        later = [json.loads(proc.stdout.readline()) for _ in range(3)]
-        assert [r["offset"] for r in later] == [2, 3, 4]
-        proc.send_signal(2)  # Ctrl-C
-        # communicate, not wait: the follower's pipes are drained while it ends (a full pipe
-        # would block it in a write), and what it said on stderr is in the message.
-        _out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        assert [json.loads(child.line())["offset"] for _ in range(3)] == [2, 3, 4]
+        assert child.interrupt() == 0, child.stop()  # Ctrl-C
+        assert child.unread() == []
 
 
 def test_cli_follow_refuses_options_it_cannot_honour(tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.live_audit import LiveAudit
 from kraftlake.statemachine.invariants import BY_ID
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
+from tests.helpers.child import Child
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft").rglob("*.jsonl"))
 
@@ -122,31 +122,17 @@ def test_cli_audit_follow_prints_violations_as_records_land(tmp_path):
     log = Log.create(tmp_path / "log")
     half = min(v.first_offset for v in want)  # the first violation lands after the follower started
     log.append(records[:half])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kraftlake", "audit", str(tmp_path / "log"), "--follow", "--format", "jsonl"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with Child(
+        [sys.executable, "-m", "kraftlake", "audit", str(tmp_path / "log"), "--follow", "--format", "jsonl"]
+    ) as child:
         log.append(records[half:])
         opened, closed = {}, {}
         while len(opened) < len(want) or len(closed) < sum(v.last_offset is not None for v in want):
-            line = proc.stdout.readline()
-            assert line, proc.stderr.read()
-            event = json.loads(line)
+            event = json.loads(child.line())
             v = event["violation"]
             (opened if event["event"] == "open" else closed)[(v["invariant"], v["entity"], v["first_offset"])] = v
         final = {**opened, **closed}
         assert sorted(final.values(), key=lambda v: (v["first_offset"], v["invariant"], v["entity"])) == [
             msgspec.to_builtins(v) for v in want
         ]
-        proc.send_signal(2)
-        # communicate, not wait: the follower's pipes are drained while it ends (a full pipe
-        # would block it in a write), and what it said on stderr is in the message.
-        _out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        assert child.interrupt() == 0, child.stop()
