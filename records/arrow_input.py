@@ -11,10 +11,13 @@ appended get their own. So a table read from one log appends to another as its r
 A row is its type's struct plus the envelope, as a record's JSON object is. The reference,
 row by row: ``rows`` turns the table into those objects and ``codec.from_builtins`` checks each
 (through ``columnar.from_builtins_batch``), naming the first bad row, its type and its field.
-The fast path (``_by_type``): the rows of each record type in one piece, their envelope and
-struct fields as one Arrow struct array turned into Python in C++, and one ``msgspec.convert``
-per type (types and bounds checked in C); then the records' own checks as Arrow compute
-(``columnar``). A batch it cannot vouch for (an old version to upcast, a renamed or packed
+The fast path (``_by_type``) makes no Python object per row until the checks have passed:
+the rows of each record type keep their envelope and struct columns (cast to the log's types),
+which ``msgpack_columns`` encodes column by column into each record's msgpack; msgspec decodes
+those bytes into the records (types, bounds, required fields: checked in C), and the records'
+own checks run as Arrow compute over the columns (``columnar``). The same encoding, stamped
+with the append's offsets and times, is the rows' ``record`` column, and the columns are the
+table's. A batch it cannot vouch for (an old version to upcast, a renamed or packed
 type, a null, a failed check) goes to the reference, which raises its error or returns its own
 result. A null in a struct field that cannot be null but has a default means the default, as
 when the log reads its own rows; a null anywhere else is refused as the JSON ``null`` would be.
@@ -25,14 +28,17 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from msgspec.structs import astuple
 
-from .arrow import RECORD_COLUMN, _droppable_nulls, column_name, payload_type
-from .base import ENVELOPE_FIELDS, Record, current_version, gc_paused, payload_fields, trusted
+from .arrow import LOG_SCHEMA, RECORD_COLUMN, _droppable_nulls, column_name, payload_type
+from .base import ENVELOPE_FIELDS, Record, current_version, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES
-from .columnar import Validated, _checked, from_builtins_batch
+from .columnar import ArrowColumns, Validated, _Group, _payload_array, _vouch, from_builtins_batch
 from .errors import RecordError
+from .msgpack_columns import Stampable
 from .s3stream import packed_fields
 from .upcast import SHAPES
 
@@ -108,6 +114,57 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> Validated:
         raise _as_row_error(exc) from None
 
 
+_ENVELOPE_TYPES = {
+    "version": pa.types.is_integer,
+    "offset": pa.types.is_integer,
+    "ts_ms": pa.types.is_integer,
+    "source_offset": pa.types.is_integer,
+    "source": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+}
+"""The envelope columns' Arrow types whose values a cast keeps as msgspec reads them."""
+_DECODERS: dict[type[Record], msgspec.msgpack.Decoder] = {}
+
+
+class _ArrowGroup(_Group):
+    """The rows of one record type, as the batch gave them: their envelope and struct columns
+    (typed as the log's), their records decoded from the msgpack those columns encode to, and
+    that encoding, ready to be stamped with the offsets and times of the append."""
+
+    def __init__(
+        self,
+        cls: type[Record],
+        index: np.ndarray | None,
+        records: list[Record],
+        envelope: dict[str, pa.Array],
+        payload: pa.StructArray | None,
+        encoded: Stampable,
+    ) -> None:
+        self.cls, self.index, self.records = cls, index, records
+        self._envelope, self._payload, self._encoded = envelope, payload, encoded
+        self._fields: list[tuple[Any, ...]] | None = None
+
+    @property
+    def fields(self) -> list[tuple[Any, ...]]:  # type: ignore[override]  # only off the hot path
+        if self._fields is None:
+            self._fields = list(zip(*map(astuple, self.records)))
+        return self._fields
+
+    def envelope(self, name: str) -> pa.Array:
+        return self._envelope[name]
+
+    def versions(self) -> tuple[int, int]:
+        versions = self._envelope["version"]
+        return pc.min(versions).as_py(), pc.max(versions).as_py()
+
+    def field_array(self, name: str) -> pa.Array:
+        if name in self._envelope:
+            return self._envelope[name]
+        return pc.struct_field(self._payload, name)
+
+    def stamped(self, offsets: pa.Array, ts_ms: pa.Array, source_offsets: pa.Array) -> pa.Array:
+        return self._encoded.column(offsets, ts_ms, source_offsets)
+
+
 def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
     """The fast path (see the module's docstring); None where it cannot vouch for the batch."""
     names = data.schema.names
@@ -115,44 +172,110 @@ def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
         n != "type" and n not in ENVELOPE_FIELDS and n not in _DERIVED and n not in _COLUMNS for n in names
     ):
         return None
+    for name, accepts in _ENVELOPE_TYPES.items():
+        if name in names and not (
+            pa.types.is_null(data.schema.field(name).type) or accepts(data.schema.field(name).type)
+        ):
+            return None
     types = data.column("type")
-    if types.null_count or len(types) == 0:
+    if isinstance(types, pa.ChunkedArray):
+        types = types.combine_chunks()
+    n = len(types)
+    if types.null_count or n == 0:
         return None
-    envelope = [k for k in ENVELOPE_FIELDS if k in names]
-    structs = [c for c in names if c in _COLUMNS and data.column(c).null_count < len(types)]  # set somewhere
-    out: list[Record | None] = [None] * len(types)
-    payloads: dict[type[Record], pa.StructArray] = {}
-    for name in pc.unique(types).to_pylist():
+    envelope_given = [k for k in ENVELOPE_FIELDS if k in names]
+    structs = {_COLUMNS[c]: c for c in names if c in _COLUMNS and data.column(c).null_count < n}  # set somewhere
+    kinds = pc.unique(types).to_pylist()
+    for owner, column in structs.items():  # a row with another type's fields set
+        if pc.any(pc.and_(pc.is_valid(data.column(column)), pc.not_equal(types, type_name(owner)))).as_py():
+            return None
+    groups: list[_ArrowGroup] = []
+    for name in kinds:
         cls = BY_NAME.get(name)
         if cls is None or name in SHAPES or packed_fields(cls):
             return None
-        rows_of = pc.indices_nonzero(pc.equal(types, name))
-        arrays = [data.column(k).take(rows_of) for k in envelope]
-        fields = list(envelope)
-        for column in structs:
-            values = data.column(column).take(rows_of)
-            if _COLUMNS[column] is not cls:
-                if values.null_count != len(values):  # another type's fields on these rows
-                    return None
-                continue
-            values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        if len(kinds) == 1:
+            rows_of, index = None, None
+        else:
+            rows_of = pc.indices_nonzero(pc.equal(types, name))
+            index = rows_of.to_numpy()
+        count = n if rows_of is None else len(rows_of)
+
+        envelope = {k: _rows(data, k, rows_of).cast(LOG_SCHEMA.field(k).type) for k in envelope_given}
+        for k in ENVELOPE_FIELDS:
+            if k not in envelope:
+                envelope[k] = pa.nulls(count, LOG_SCHEMA.field(k).type)
+        version = envelope["version"]
+        if "version" not in envelope_given:
+            envelope["version"] = pa.array(np.full(count, current_version(cls), np.int32))
+        elif version.null_count or not pc.all(pc.equal(version, current_version(cls))).as_py():
+            return None  # older versions are upcast record by record; a null is the reference's to judge
+        payload = None
+        if cls in structs:
+            values = _rows(data, structs[cls], rows_of)
             if values.null_count:
                 return None
-            children = values.flatten()
-            arrays += children
-            fields += [f.name for f in values.type]
-            own = _own_column(cls, values.type, children)
-            if own is not None:
-                payloads[cls] = own
-        arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
-        if "version" in envelope and not pc.all(pc.equal(arrays[0], current_version(cls))).as_py():
-            return None  # older versions are upcast record by record; a null is the reference's to judge
-        dicts = pa.StructArray.from_arrays(arrays, fields).to_pylist() if arrays else [{}] * len(rows_of)
+            payload = _own_column(cls, values.type, values.flatten())
+            if payload is None:
+                return None
+        if payload is None and payload_type(cls) is not None:
+            if any(f.required for f in msgspec.structs.fields(cls)):  # no struct column: the reference says which field
+                return None
+            payload = _default_payload(cls, count)
+            if payload is None:
+                return None
+        encoded = Stampable.of(cls, envelope, payload, count)
+        if encoded is None:
+            return None
+        records = _decode(cls, encoded.column(envelope["offset"], envelope["ts_ms"], envelope["source_offset"]))
+        if records is None:
+            return None
+        groups.append(_ArrowGroup(cls, index, records, envelope, payload, encoded))
+    columns = ArrowColumns(groups, n)
+    if not _vouch(columns):
+        return None
+    out = Validated(columns.records)
+    out.columns = columns
+    return out
+
+
+def _rows(data: pa.Table | pa.RecordBatch, column: str, rows_of: pa.Array | None) -> pa.Array:
+    """A column's values on the rows ``rows_of`` (all rows for None), in one array."""
+    values = data.column(column)
+    values = values if rows_of is None else values.take(rows_of)
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _default_payload(cls: type[Record], count: int) -> pa.StructArray | None:
+    """The struct column of ``count`` records of ``cls`` holding only defaults (the batch has no
+    column for the type: every field takes its default), or None when a default is not a
+    constant Arrow holds."""
+    try:
+        default = cls(**{})  # type: ignore[call-arg]
+    except (TypeError, ValueError):
+        return None
+    with gc_paused():
+        one = _payload_array(cls, list(zip(*[astuple(default)])), 1)
+    if one is None:
+        return None
+    return one.take(pa.array(np.zeros(count, np.int64)))
+
+
+def _decode(cls: type[Record], blobs: pa.Array) -> list[Record] | None:
+    """The records of ``cls`` a binary column of msgpack encodes, checked by msgspec (types,
+    bounds, required fields: in C) and not by their Python checks (``trusted``); None when
+    some row is not a valid record (the reference then names it)."""
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _DECODERS[cls] = msgspec.msgpack.Decoder(list[cls])  # type: ignore[valid-type]
+    count = len(blobs)
+    offsets = np.frombuffer(blobs.buffers()[1], np.int32, count + 1, blobs.offset * 4)
+    data = memoryview(blobs.buffers()[2])[offsets[0] : offsets[-1]]
+    try:
         with trusted():
-            converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]
-        for at, record in zip(rows_of.to_pylist(), converted):
-            out[at] = record
-    return _checked(out, payloads=payloads)  # type: ignore[arg-type]
+            return decoder.decode(b"".join([b"\xdd", count.to_bytes(4, "big"), data]))
+    except msgspec.ValidationError:
+        return None
 
 
 def _own_column(cls: type[Record], given: pa.StructType, children: list[pa.Array]) -> pa.StructArray | None:

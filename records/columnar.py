@@ -44,15 +44,29 @@ from .arrow import (
     null_columns,
     record_column,
 )
-from .base import PART, PARTS, UUID, UUIDS, Record, current_version, gc_paused, trusted, type_name, uuid_fields
+from .base import (
+    ENVELOPE_FIELDS,
+    PART,
+    PARTS,
+    UUID,
+    UUIDS,
+    Record,
+    current_version,
+    gc_paused,
+    trusted,
+    type_name,
+    uuid_fields,
+)
 from .catalog import AnyRecord
 from .codec import decode_line, from_builtins, iter_lines, normalize, normalize_batch
 from .kraft import BrokerRegistrationChange, Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
 from .s3stream import packed_fields
 from .types import is_reserved
 
-__all__ = ["Columns", "Validated", "from_builtins_batch", "from_lines", "from_python", "to_table"]
+__all__ = ["ArrowColumns", "Columns", "Validated", "from_builtins_batch", "from_lines", "from_python", "to_table"]
 
+_ENVELOPE_AT = {name: i for i, name in enumerate(ENVELOPE_FIELDS)}
+"""Where each envelope field is in a record's fields (every record type starts with them)."""
 _UUID_RE = r"^[A-Za-z0-9_-]{21}[AQgw]$"
 """``types._UUID_RE`` as an anchored RE2 pattern (what ``check_uuid`` matches in full)."""
 _RESERVED_PREFIX = "A" * 20
@@ -88,6 +102,26 @@ class _Group:
         if self._payload is False:
             self._payload = _payload_array(self.cls, self.fields, len(self.records))
         return self._payload  # type: ignore[return-value]
+
+    @property
+    def count(self) -> int:
+        return len(self.records)
+
+    def envelope(self, name: str) -> pa.Array:
+        """An envelope field (``ENVELOPE_FIELDS``) of the group's records, typed as the log's."""
+        return pa.array(self.fields[_ENVELOPE_AT[name]], LOG_SCHEMA.field(name).type)
+
+    def versions(self) -> tuple[int, int]:
+        versions = self.fields[0]
+        return min(versions), max(versions)
+
+    def field_array(self, name: str) -> pa.Array:
+        return pa.array(self.fields[self.cls.__struct_fields__.index(name)])
+
+    def stamped(self, offsets: pa.Array, ts_ms: pa.Array, source_offsets: pa.Array) -> pa.Array | None:
+        """The group's ``record`` column at these offsets, times and source offsets, when it has its encoding at
+        hand (``arrow_input``'s groups); None: encode the batch's Structs."""
+        return None
 
 
 class Columns:
@@ -140,19 +174,24 @@ class Columns:
         if n == 0:
             return schema.empty_table()
         env: dict[str, list[pa.Array]] = {k: [] for k in ("ts_ms", "type", "version", "key", "source", "so")}
+        offsets = np.arange(first_offset, first_offset + n, dtype=np.int64)
+        blobs: list[pa.Array] | None = []
         for g in self.groups:
-            version, offset, ts, source, source_offset = g.fields[:5]
-            count = len(g.records)
-            env["ts_ms"].append(pc.fill_null(pa.array(ts, pa.int64()), ts_ms))
-            env["type"].append(pa.array([type_name(g.cls)] * count, pa.string()))
-            env["version"].append(pa.array(version, pa.int32()))
+            ts = pc.fill_null(g.envelope("ts_ms"), ts_ms)
+            env["ts_ms"].append(ts)
+            env["type"].append(pa.array([type_name(g.cls)] * g.count, pa.string()))
+            env["version"].append(g.envelope("version"))
             env["key"].append(_entity_keys(g))
-            env["source"].append(pa.array(source, pa.string()))
+            env["source"].append(g.envelope("source"))
             # A record copied from another log keeps its old offset as source_offset, unless it
             # already carries one from further upstream.
-            env["so"].append(pc.coalesce(pa.array(source_offset, pa.int64()), pa.array(offset, pa.int64())))
+            so = pc.coalesce(g.envelope("source_offset"), g.envelope("offset"))
+            env["so"].append(so)
+            if blobs is not None:
+                stamped = g.stamped(pa.array(offsets if g.index is None else offsets[g.index]), ts, so)
+                blobs = None if stamped is None else [*blobs, stamped]
         columns: dict[str, Any] = {
-            "offset": pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)),
+            "offset": pa.array(offsets),
             "ts_ms": self._in_row_order(env["ts_ms"]),
             "type": self._in_row_order(env["type"]),
             "version": self._in_row_order(env["version"]),
@@ -163,7 +202,9 @@ class Columns:
             "producer_seq": pa.nulls(n, pa.int64())
             if producer_seq is None
             else pa.array([producer_seq] * n, pa.int64()),
-            RECORD_COLUMN: record_column(self.records, first_offset=first_offset, ts_ms=ts_ms),
+            RECORD_COLUMN: record_column(self.records, first_offset=first_offset, ts_ms=ts_ms)
+            if blobs is None
+            else self._in_row_order(blobs),
         }
         for g in self.groups:
             col = column_name(g.cls)
@@ -173,7 +214,7 @@ class Columns:
             if compact is None:
                 continue
             if schema.field(col).type != compact.type:  # another table's schema: its own field types
-                compact = _payload_array(g.cls, g.fields, len(g.records), schema.field(col).type)
+                compact = _payload_array(g.cls, g.fields, g.count, schema.field(col).type)
             if g.index is None:
                 columns[col] = compact
             else:
@@ -183,6 +224,24 @@ class Columns:
         absent = [f.type for f in schema if f.name not in columns]
         nulls = iter(null_columns(n, absent))
         return pa.table([columns[f.name] if f.name in columns else next(nulls) for f in schema], schema=schema)
+
+
+class ArrowColumns(Columns):
+    """A batch that arrived as Arrow columns (``arrow_input``), grouped by record type: the
+    groups keep the columns they came in, and the records decoded from them."""
+
+    def __init__(self, groups: list[_Group], n: int) -> None:
+        self.groups = groups
+        self._inverse = None
+        if len(groups) == 1 and groups[0].index is None:
+            self.order = None
+            self.records = groups[0].records
+            return
+        self.order = np.concatenate([g.index for g in groups])
+        records = np.empty(n, object)
+        for g in groups:
+            records[g.index] = g.records
+        self.records = records.tolist()
 
 
 def _payload_array(
@@ -240,8 +299,7 @@ def _key_parts(cls: type[Record]) -> tuple[tuple[bool, str], ...] | None:
 def _entity_keys(g: _Group) -> pa.Array:
     if _key_parts(g.cls) is None:
         return pa.array([r.entity_key() for r in g.records], pa.string())
-    position = {name: i for i, name in enumerate(g.cls.__struct_fields__)}
-    keys = key_column(g.cls, lambda name: pa.array(g.fields[position[name]]), len(g.records))
+    keys = key_column(g.cls, g.field_array, g.count)
     assert keys is not None
     return keys
 
@@ -373,8 +431,8 @@ def _vouch(columns: Columns) -> bool:
     """Whether every record passes the checks ``Record.__post_init__`` makes (decoding under
     ``trusted()`` skipped them): False sends the batch to the reference path."""
     for g in columns.groups:
-        versions = g.fields[0]
-        if not g.cls.MIN_VERSION <= min(versions) <= max(versions) <= current_version(g.cls):
+        low, high = g.versions()
+        if not g.cls.MIN_VERSION <= low <= high <= current_version(g.cls):
             return False
         if not _columnar_checks(g.cls):
             try:

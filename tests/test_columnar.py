@@ -32,6 +32,8 @@ from kraftlake.records import (
 )
 from kraftlake.records.catalog import BY_NAME
 from kraftlake.records.codec import json_form, normalize_batch
+from kraftlake.records.s3stream import packed_fields
+from kraftlake.records.upcast import SHAPES
 from kraftlake.testing import batches, records_of
 
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
@@ -469,6 +471,14 @@ def test_arrow_rows_give_the_reference_records_and_table(batch, first, drop):
         _same_tables(got, want[1])
         if not drop:  # the log's own rows: the records they hold
             assert got == arrow.from_table(table)
+            columnar_types = all(
+                not packed_fields(type(r))
+                and type_name(type(r)) not in SHAPES
+                and r.version == current_version(type(r))
+                for r in batch
+            )
+            # ...read without a Python object per row (records.msgpack_columns), where it can
+            assert isinstance(got.columns, columnar.ArrowColumns) == columnar_types
         assert arrow_input.from_arrow(table.combine_chunks().to_batches()[0]) == want[1]  # a RecordBatch too
 
 
