@@ -10,7 +10,8 @@ records (bench/append.py's workload) is appended to one log per form: Python Str
 does), msgpack bytes decoded as the HTTP service does (``msgpack``: ``msgspec.msgpack.decode``
 then ``columnar.from_builtins_batch``) and a pyarrow Table of the rows (``arrow``), then the
 batch's Arrow table is written to a raw Delta table with ``write_deltalake`` (converted untimed,
-as in bench/append.py). The first round is a warm-up. Prints the median per form; ``--json``
+as in bench/append.py), and once more with ``WriterProperties(compression="ZSTD")`` (``raw_zstd``:
+the codec kraftlake's data files use; delta-rs's default is snappy). The first round is a warm-up. Prints the median per form; ``--json``
 prints one JSON object instead.
 """
 
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import msgspec  # noqa: E402
 import pyarrow as pa  # noqa: E402
 from append import ARROW_DROPPED, Workload  # noqa: E402 - bench/append.py's
-from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from deltalake import DeltaTable, WriterProperties, write_deltalake  # noqa: E402
 
 from kraftlake.records import Log  # noqa: E402
 from kraftlake.records.arrow import LOG_SCHEMA, to_table  # noqa: E402
@@ -39,6 +40,8 @@ from kraftlake.records.columnar import from_builtins_batch, from_lines  # noqa: 
 from kraftlake.records.log import TABLE_PROPERTIES  # noqa: E402
 
 FORMS = ("python", "jsonl", "msgpack", "arrow")
+RAW = {"raw": None, "raw_zstd": WriterProperties(compression="ZSTD")}
+"""Raw ``write_deltalake`` with delta-rs's default Parquet settings, and with kraftlake's codec."""
 
 
 def _append(form: str, log: Log, batch: list, rows: pa.Table, lines: bytes, packed: bytes) -> None:
@@ -62,16 +65,19 @@ def main() -> None:
     work = Workload(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         logs = {form: Log.create(os.path.join(tmp, form)) for form in FORMS}
-        raw = DeltaTable.create(os.path.join(tmp, "raw"), schema=LOG_SCHEMA, configuration=TABLE_PROPERTIES)
-        cpu: dict[str, list[float]] = {form: [] for form in (*FORMS, "raw")}
+        raws = {
+            name: DeltaTable.create(os.path.join(tmp, name), schema=LOG_SCHEMA, configuration=TABLE_PROPERTIES)
+            for name in RAW
+        }
+        cpu: dict[str, list[float]] = {form: [] for form in (*FORMS, *RAW)}
         for i in range(args.rounds + 1):
             batch = work.batch(args.size)
             table = to_table(batch, first_offset=i * args.size, ts_ms=time.time_ns() // 1_000_000)
             rows, lines, packed = table.drop_columns(ARROW_DROPPED), encode_lines(batch), msgspec.msgpack.encode(batch)
-            for form in (*FORMS, "raw"):
+            for form in (*FORMS, *RAW):
                 start = time.process_time()
-                if form == "raw":
-                    write_deltalake(raw, table, mode="append")
+                if form in RAW:
+                    write_deltalake(raws[form], table, mode="append", writer_properties=RAW[form])
                 else:
                     _append(form, logs[form], batch, rows, lines, packed)
                 if i:

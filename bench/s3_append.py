@@ -45,7 +45,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' moto server (helpers/object_store.py)
 
-from append import Workload, parse_commits, parse_sizes, percentile  # noqa: E402 - bench/append.py's
+from append import ARROW_DROPPED, Workload, parse_commits, parse_sizes, percentile  # noqa: E402 - bench/append.py's
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -79,7 +79,9 @@ def count_requests(request_log: str, bucket: str, prefix: str) -> int:
         return sum(1 for line in f.read().decode("utf-8", "replace").splitlines() if pattern.search(line))
 
 
-def bench_appends(bucket: Bucket, size: int, commits: int, work: Workload, request_log: str | None) -> dict[str, float]:
+def bench_appends(
+    bucket: Bucket, size: int, commits: int, work: Workload, request_log: str | None, form: str = "python"
+) -> dict[str, float]:
     ours_name, raw_name = f"kraftlake-{size}", f"raw-{size}"
     log = Log.create(bucket.uri(ours_name))
     raw_uri = bucket.uri(raw_name)
@@ -94,10 +96,11 @@ def bench_appends(bucket: Bucket, size: int, commits: int, work: Workload, reque
             before = [count_requests(request_log, bucket.name, name) for name in (ours_name, raw_name)]
         batch = work.batch(size)
         table = to_table(batch, first_offset=0, ts_ms=0)
+        given = batch if form == "python" else table.drop_columns(ARROW_DROPPED)  # converted untimed
         for turn in (0, 1) if i % 2 == 0 else (1, 0):
             m, c, t = moto_cpu_s(bucket.server), time.process_time(), time.perf_counter()
             if turn == 0:
-                log.append(batch)
+                log.append(given)
             else:
                 write_deltalake(raw, table, mode="append")
             took = time.perf_counter() - t
@@ -159,6 +162,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=parse_sizes, default=list(SIZES), help="records per batch, e.g. 1,100,1000")
     ap.add_argument("--commits", type=parse_commits, default={}, help="commits per size, e.g. 1=60,10000=10")
     ap.add_argument("--no-replay", action="store_true", help="appends only")
+    ap.add_argument(
+        "--input",
+        choices=("python", "arrow"),
+        default="python",
+        help="what kraftlake appends: the Python Structs, or the batch's rows as a pyarrow Table (bench/append.py's arrow form)",
+    )
     ap.add_argument("--replay-records", type=int, default=200_000)
     ap.add_argument("--snapshot-every", type=int, default=50_000)
     ap.add_argument("--points", type=int, default=10)
@@ -194,7 +203,7 @@ def main() -> None:
         ):
             table.add_column(col, justify="right")
         for size in args.sizes:
-            r = bench_appends(bucket, size, commits.get(size, 10), work, request_log)
+            r = bench_appends(bucket, size, commits.get(size, 10), work, request_log, args.input)
             table.add_row(
                 f"{size:,}",
                 str(commits.get(size, 10)),

@@ -36,7 +36,7 @@ from msgspec.structs import astuple
 from .arrow import LOG_SCHEMA, RECORD_COLUMN, _droppable_nulls, column_name, payload_type
 from .base import ENVELOPE_FIELDS, Record, current_version, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES
-from .columnar import ArrowColumns, Validated, _Group, _payload_array, _vouch, from_builtins_batch
+from .columnar import ArrowColumns, Validated, _checked, _Group, _payload_array, _vouch, from_builtins_batch
 from .errors import RecordError
 from .msgpack_columns import Stampable
 from .s3stream import packed_fields
@@ -123,6 +123,9 @@ _ENVELOPE_TYPES = {
 }
 """The envelope columns' Arrow types whose values a cast keeps as msgspec reads them."""
 _DECODERS: dict[type[Record], msgspec.msgpack.Decoder] = {}
+COLUMNS_FROM = 2_000
+"""Batches of this many rows or more are encoded column by column (``_by_type``); smaller ones
+row by row (``_by_rows``), which costs less there (bench/RESULTS.md, session 4)."""
 
 
 class _ArrowGroup(_Group):
@@ -167,6 +170,8 @@ class _ArrowGroup(_Group):
 
 def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
     """The fast path (see the module's docstring); None where it cannot vouch for the batch."""
+    if data.num_rows < COLUMNS_FROM:
+        return _by_rows(data)
     names = data.schema.names
     if "type" not in names or any(
         n != "type" and n not in ENVELOPE_FIELDS and n not in _DERIVED and n not in _COLUMNS for n in names
@@ -237,6 +242,55 @@ def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
     out = Validated(columns.records)
     out.columns = columns
     return out
+
+
+def _by_rows(data: pa.Table | pa.RecordBatch) -> Validated | None:
+    """The fast path for a small batch: each type's rows turned into Python in C++ and converted
+    by msgspec (for a few hundred rows, cheaper than encoding every column); None where it
+    cannot vouch for the batch."""
+    names = data.schema.names
+    if "type" not in names or any(
+        n != "type" and n not in ENVELOPE_FIELDS and n not in _DERIVED and n not in _COLUMNS for n in names
+    ):
+        return None
+    types = data.column("type")
+    if types.null_count or len(types) == 0:
+        return None
+    envelope = [k for k in ENVELOPE_FIELDS if k in names]
+    structs = [c for c in names if c in _COLUMNS and data.column(c).null_count < len(types)]  # set somewhere
+    out: list[Record | None] = [None] * len(types)
+    payloads: dict[type[Record], pa.StructArray] = {}
+    for name in pc.unique(types).to_pylist():
+        cls = BY_NAME.get(name)
+        if cls is None or name in SHAPES or packed_fields(cls):
+            return None
+        rows_of = pc.indices_nonzero(pc.equal(types, name))
+        arrays = [data.column(k).take(rows_of) for k in envelope]
+        fields = list(envelope)
+        for column in structs:
+            values = data.column(column).take(rows_of)
+            if _COLUMNS[column] is not cls:
+                if values.null_count != len(values):  # another type's fields on these rows
+                    return None
+                continue
+            values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+            if values.null_count:
+                return None
+            children = values.flatten()
+            arrays += children
+            fields += [f.name for f in values.type]
+            own = _own_column(cls, values.type, children)
+            if own is not None:
+                payloads[cls] = own
+        arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+        if "version" in envelope and not pc.all(pc.equal(arrays[0], current_version(cls))).as_py():
+            return None  # older versions are upcast record by record; a null is the reference's to judge
+        dicts = pa.StructArray.from_arrays(arrays, fields).to_pylist() if arrays else [{}] * len(rows_of)
+        with trusted():
+            converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]
+        for at, record in zip(rows_of.to_pylist(), converted):
+            out[at] = record
+    return _checked(out, payloads=payloads)  # type: ignore[arg-type]
 
 
 def _rows(data: pa.Table | pa.RecordBatch, column: str, rows_of: pa.Array | None) -> pa.Array:

@@ -44,7 +44,15 @@ def _forms(batch: list) -> dict[str, object]:
             validated=True,
         ),
         "arrow": lambda log: log.append(_arrow_rows(batch)),
+        "arrow, column by column": lambda log: _append_by_columns(log, _arrow_rows(batch)),
     }
+
+
+def _append_by_columns(log: Log, rows: pa.Table) -> None:
+    """Arrow rows through ``arrow_input``'s column path (``msgpack_columns``), whatever their number."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrow_input, "COLUMNS_FROM", 0)
+        log.append(rows)
 
 
 def _landed(root: Path, batch: list) -> dict[str, tuple[bytes, list]]:

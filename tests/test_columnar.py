@@ -5,6 +5,8 @@ the same error naming line, type and field."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -453,33 +455,46 @@ def _outcome_rows(table: pa.Table, fn: Any) -> tuple[Any, ...]:
         return ("error", str(exc), exc.to_dict())
 
 
+@contextmanager
+def _arrow_path(columns: bool) -> Iterator[None]:
+    """``arrow_input``'s column path (``columns``) or its row path, whatever the batch's size."""
+    was = arrow_input.COLUMNS_FROM
+    arrow_input.COLUMNS_FROM = 0 if columns else 2**62
+    try:
+        yield
+    finally:
+        arrow_input.COLUMNS_FROM = was
+
+
 @settings(max_examples=150)
 @given(
     batch=batches(max_size=30),
     first=st.sampled_from((0, 127, 2**31, 2**40)),
     drop=st.sets(st.sampled_from(("offset", "ts_ms", "version", "source", "source_offset", "key", "record"))),
+    columns=st.booleans(),
 )
-def test_arrow_rows_give_the_reference_records_and_table(batch, first, drop):
+def test_arrow_rows_give_the_reference_records_and_table(batch, first, drop, columns):
     table = arrow.to_table(batch, first_offset=first, ts_ms=5).drop_columns(sorted(drop))
     want = _outcome(lambda: _row_reference(table))
-    assert _outcome(lambda: arrow_input.from_arrow(table)) == want
-    # A row without its version is read at the current one, which a record produced at an
-    # older version may not fit (a field that version removed); with it, every row is valid.
-    assert want[0] == "ok" or "version" in drop
-    if want[0] == "ok":
-        got = arrow_input.from_arrow(table)
-        _same_tables(got, want[1])
-        if not drop:  # the log's own rows: the records they hold
-            assert got == arrow.from_table(table)
-            columnar_types = all(
-                not packed_fields(type(r))
-                and type_name(type(r)) not in SHAPES
-                and r.version == current_version(type(r))
-                for r in batch
-            )
-            # ...read without a Python object per row (records.msgpack_columns), where it can
-            assert isinstance(got.columns, columnar.ArrowColumns) == columnar_types
-        assert arrow_input.from_arrow(table.combine_chunks().to_batches()[0]) == want[1]  # a RecordBatch too
+    with _arrow_path(columns):
+        assert _outcome(lambda: arrow_input.from_arrow(table)) == want
+        # A row without its version is read at the current one, which a record produced at an
+        # older version may not fit (a field that version removed); with it, every row is valid.
+        assert want[0] == "ok" or "version" in drop
+        if want[0] == "ok":
+            got = arrow_input.from_arrow(table)
+            _same_tables(got, want[1])
+            if not drop:  # the log's own rows: the records they hold
+                assert got == arrow.from_table(table)
+                columnar_types = all(
+                    not packed_fields(type(r))
+                    and type_name(type(r)) not in SHAPES
+                    and r.version == current_version(type(r))
+                    for r in batch
+                )
+                # ...read without a Python object per row (records.msgpack_columns), where it can
+                assert isinstance(got.columns, columnar.ArrowColumns) == (columns and columnar_types)
+            assert arrow_input.from_arrow(table.combine_chunks().to_batches()[0]) == want[1]  # a RecordBatch too
 
 
 @st.composite
@@ -508,12 +523,13 @@ def broken_tables(draw: st.DrawFn) -> pa.Table:
 
 
 @settings(max_examples=300)
-@given(table=broken_tables())
-def test_broken_arrow_rows_give_the_reference_error(table):
+@given(table=broken_tables(), columns=st.booleans())
+def test_broken_arrow_rows_give_the_reference_error(table, columns):
     want = _outcome_rows(table, lambda: _row_reference(table))
-    assert _outcome_rows(table, lambda: arrow_input.from_arrow(table)) == want
-    if want[0] == "ok":
-        _same_tables(arrow_input.from_arrow(table), want[1])
+    with _arrow_path(columns):
+        assert _outcome_rows(table, lambda: arrow_input.from_arrow(table)) == want
+        if want[0] == "ok":
+            _same_tables(arrow_input.from_arrow(table), want[1])
 
 
 def _pc_table(**changes: Any) -> pa.Table:
@@ -536,8 +552,9 @@ def _pc_table(**changes: Any) -> pa.Table:
         (pa.table({"type": ["NoSuchRecord"]}), 1, None, "unknown record type"),
     ],
 )
-def test_bad_arrow_rows_are_refused_naming_row_and_field(table, where, field, words):
-    with pytest.raises(RecordError) as exc:
+@pytest.mark.parametrize("columns", [True, False], ids=["column path", "row path"])
+def test_bad_arrow_rows_are_refused_naming_row_and_field(table, where, field, words, columns):
+    with _arrow_path(columns), pytest.raises(RecordError) as exc:
         arrow_input.from_arrow(table)
     assert (exc.value.line, exc.value.field) == (where, field)
     assert words in exc.value.message
