@@ -935,3 +935,99 @@ def test_duckdb_reads_files_older_than_the_schema_through_an_arrow_dataset(tmp_p
         assert "read_parquet" not in engine.rows("SELECT sql FROM duckdb_views() WHERE view_name = 'log'")[0][0]
         assert engine.rows("SELECT count(*), count(a_later_column) FROM log") == [(n, 0)]
     assert n == snap.last_offset + 1
+
+
+def test_duckdb_runs_on_every_core_within_its_memory_limit_spilling_to_its_own_directory(tmp_path):
+    """The engine ``kraftlake audit`` runs: a thread per core this process may use, DuckDB held to
+    ``MEMORY_LIMIT`` (or the limit given), spilling to a temporary directory of its own that
+    ``close`` removes (or the one given, left in place)."""
+    import os
+
+    import duckdb
+
+    from kraftlake.spark.plan.duck import MEMORY_LIMIT
+
+    def setting(engine, name):
+        return engine.rows(f"SELECT current_setting('{name}')")[0][0]
+
+    def spelled(limit):  # as DuckDB reports a limit (in MiB/GiB)
+        return (
+            duckdb.connect(config={"memory_limit": limit})
+            .execute("SELECT current_setting('memory_limit')")
+            .fetchone()[0]
+        )
+
+    with DuckEngine() as engine:
+        assert setting(engine, "threads") == len(os.sched_getaffinity(0))
+        assert setting(engine, "memory_limit") == spelled(MEMORY_LIMIT) != spelled("10GB")
+        spill = Path(setting(engine, "temp_directory"))
+        assert spill.is_dir() and spill.name.startswith("kraftlake-duckdb-")
+    assert not spill.exists()
+    with DuckEngine(threads=1, memory_limit="200MB", temp_directory=tmp_path) as engine:
+        assert (setting(engine, "threads"), setting(engine, "memory_limit")) == (1, spelled("200MB"))
+        assert Path(setting(engine, "temp_directory")) == tmp_path
+    assert tmp_path.is_dir()
+
+
+def test_a_kept_table_beyond_the_memory_limit_spills_and_reads_back_whole(tmp_path):
+    """A table the plan keeps (``keep``) that outgrows DuckDB's memory limit is written to the
+    temporary directory, not refused, and reads back row for row."""
+    with DuckEngine(threads=1, memory_limit="32MB", temp_directory=tmp_path) as engine:
+        digits = " || ".join(f"md5(CAST(range + {i} AS VARCHAR))" for i in range(3))  # 96 bytes DuckDB cannot compress
+        engine.keep("big", f"SELECT range AS x, {digits} AS s FROM range(1000000)")
+        ((files, size),) = engine.rows("SELECT count(*), coalesce(sum(size), 0) FROM duckdb_temporary_files()")
+        assert files > 0 and size > 32 * 2**20  # more than the limit is on disk
+        assert any(tmp_path.iterdir())
+        assert engine.rows("SELECT count(*), sum(x), count(DISTINCT s), min(length(s)) FROM big") == [
+            (1_000_000, 999_999 * 1_000_000 // 2, 1_000_000, 96)
+        ]
+
+
+def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, monkeypatch):
+    """The plan held to 48 MB (the limit in force through every step) on a history where K6, K8
+    and K9 abound gives the Python engine's report; ``kraftlake audit --memory-limit`` gives the
+    report the default limit gives, and refuses a limit DuckDB cannot read (exit 2, the option
+    named)."""
+    import tempfile
+
+    import duckdb
+    from typer.testing import CliRunner
+
+    from kraftlake.cli.app import app
+    from kraftlake.spark.plan import audit as plan_audit
+
+    cfg = WorkloadConfig(
+        brokers=6,
+        dirs_per_broker=4,
+        topics=3,
+        partitions=30,
+        seed=5,
+        bug="skip-dir-assignment",
+        faults=("broker-crash", "controlled-shutdown", "dir-failure", "reassign"),
+    )
+    log = Log.create(tmp_path / "log")
+    log.append([r for batch in generate(cfg, records=3000) for r in batch])
+    limits = []
+    with DuckEngine(threads=1, memory_limit="48MB") as engine:
+        engine.read_snapshot(log.at())
+        limit = lambda _step: limits.append(
+            engine.con.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        )  # noqa: E731
+        remote = plan_audit(engine, step=limit)
+    local = Audit()
+    local.feed(log.at().records())
+    _same(local.report(), remote)
+    as_set = duckdb.connect(config={"memory_limit": "48MB"}).execute("SELECT current_setting('memory_limit')")
+    assert len(limits) > 5 and set(limits) == {as_set.fetchone()[0]}
+    runner = CliRunner()
+    args = ["audit", str(log.path), "--format", "json"]
+    default, small = runner.invoke(app, args), runner.invoke(app, [*args, "--memory-limit", "64MB"])
+    assert default.exit_code == small.exit_code == 1
+    assert json.loads(default.stdout) == json.loads(small.stdout)
+    assert json.loads(small.stdout)["violations"] == msgspec.to_builtins(remote.violations)
+    spills = tmp_path / "tmp"
+    spills.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spills))  # where the engine makes its directory
+    refused = runner.invoke(app, [*args, "--memory-limit", "lots"])
+    assert refused.exit_code == 2 and "--memory-limit lots" in refused.output
+    assert not any(spills.iterdir())  # none left behind

@@ -105,6 +105,11 @@ def register(app: typer.Typer) -> None:
         remote: str | None = typer.Option(
             None, "--remote", help="Run the plan on a Spark Connect server: sc://host:15002."
         ),
+        memory_limit: str | None = typer.Option(
+            None,
+            "--memory-limit",
+            help="The memory DuckDB may hold for the plan (e.g. 2GB, 512MB; default 1GB): beyond it the plan spills to a temporary directory.",
+        ),
         follow: bool = typer.Option(
             False,
             "--follow",
@@ -166,7 +171,7 @@ def register(app: typer.Typer) -> None:
             emit(report, fmt, out_file, title=f"kraftlake audit of {log}", source=(snap, None, to_offset, None))
             return
         if engine is not Engine.python:
-            report = plan_audit(opened, to_offset, config, engine, from_offset)
+            report = plan_audit(opened, to_offset, config, engine, from_offset, memory_limit=memory_limit)
             if report is not None:
                 # The plan attached its incidents (spark.plan.incidents): emit() has none to add.
                 emit(report, fmt, out_file, title=f"kraftlake audit of {log}", source=(snap, None, to_offset, None))
@@ -216,10 +221,15 @@ def resolve_times(
     return from_offset, to_offset
 
 
-def plan_audit(opened, to_offset: int | None, config, engine: Engine, from_offset: int | None):
+def plan_audit(
+    opened, to_offset: int | None, config, engine: Engine, from_offset: int | None, *, memory_limit: str | None = None
+):
     """The report of the audit plan on DuckDB, or None when ``--engine auto`` leaves the log to
     the Python engine (``--from``: the plan audits from the start; S3Stream or BookKeeper
-    records: their checks run per record either way, on the driver)."""
+    records: their checks run per record either way, on the driver). ``memory_limit``: DuckDB's
+    (default ``duck.MEMORY_LIMIT``)."""
+    import duckdb
+
     from kraftlake.cli.progress import step_progress
     from kraftlake.spark.plan import audit, families
     from kraftlake.spark.plan.duck import DuckEngine
@@ -229,7 +239,11 @@ def plan_audit(opened, to_offset: int | None, config, engine: Engine, from_offse
             abort("--from needs --engine python: the plan audits a log from its start", EXIT_INPUT)
         return None
     snap = opened.at(offset=to_offset)
-    with DuckEngine() as duck:
+    try:
+        duck = DuckEngine(memory_limit=memory_limit)
+    except duckdb.Error as exc:  # a limit DuckDB cannot read
+        abort(f"--memory-limit {memory_limit}: {exc}", EXIT_INPUT)
+    with duck:
         duck.read_snapshot(snap)
         if engine is Engine.auto and {"s3stream", "bookkeeper"} & families(duck):
             return None
@@ -257,7 +271,6 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
 
         snap, lo, hi, start = source
         attach_incidents(report, find_incidents(snap.iter_records(lo, hi), start))
-    doc = msgspec.json.encode(report) + b"\n"
     if fmt is Format.prometheus:
         from kraftlake.replay.prometheus import render as metrics
 
@@ -266,14 +279,19 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
         from kraftlake.replay.html import render
 
         _page(render(report, title=title).encode(), out_file, f"{report.verdict.upper()}: HTML report in {out_file}")
-    elif fmt is Format.json:
-        if out_file is not None:
-            out_file.write_bytes(doc)
-        write_bytes(doc)
     else:
+        # The JSON report (about 100 MB per 10^6 records audited) is written, then its newline:
+        # not copied into a buffer one byte longer.
+        doc = msgspec.json.encode(report)
         if out_file is not None:
-            out_file.write_bytes(doc)
-        _summary(report)
+            with out_file.open("wb") as f:
+                f.write(doc)
+                f.write(b"\n")
+        if fmt is Format.json:
+            write_bytes(doc)
+            write_bytes(b"\n")
+        else:
+            _summary(report)
     if report.verdict == "fail":
         raise typer.Exit(EXIT_FAILED)
 

@@ -88,6 +88,7 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
     seg: dict[int, BrokerSegment] = {}
     open_: dict[tuple[str, int], tuple[int, str]] = {}
     said: dict[tuple[str, int, int], str] = {}
+    entities: dict[int, str] = {}  # one string per broker, shared by its many intervals
     out = []
     for offset, b, kind, n in events:
         if kind == 0:
@@ -107,7 +108,8 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
                 open_[(inv, b)] = (offset, words)
             elif not bad and opened is not None:
                 del open_[(inv, b)]
-                out.append((inv, f"broker/{b}", opened[0], opened[1], offset))
+                entity = entities.get(b) or entities.setdefault(b, f"broker/{b}")
+                out.append((inv, entity, opened[0], opened[1], offset))
     out += [(inv, f"broker/{b}", f, m, None) for (inv, b), (f, m) in open_.items()]
     return out
 

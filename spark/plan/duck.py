@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -29,6 +30,22 @@ PLAN_COLUMNS = {
 }
 """The log's columns the plan reads."""
 
+MEMORY_LIMIT = "1GB"
+"""The memory DuckDB may hold by default (its own default is 80% of the machine's): beyond it the
+tables the plan keeps and the states of its joins, windows, sorts and aggregates spill to the
+temporary directory. The plan's kept tables grow with the history (250 MB per 10^6 records) while
+the driver's Python objects are the rest of the process: at 3 x 10^6 records the limit took the
+process's peak from 3.0 GB to 2.4 GB for the same CPU (bench/RESULTS.md, session 4)."""
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the platform says it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 _TYPES = {
     "BIGINT": pa.int64(),
     "INT": pa.int32(),
@@ -46,17 +63,26 @@ class DuckEngine:
     name = "duckdb"
 
     def __init__(self, *, threads: int | None = None, memory_limit: str | None = None, temp_directory=None):
+        """``threads``: default every core (``cores``); ``memory_limit``: DuckDB's spelling
+        (``2GB``, ``512MB``), default ``MEMORY_LIMIT``; ``temp_directory``: where it spills,
+        default a new directory removed on ``close``."""
         import duckdb
 
         self._tmp = None if temp_directory is not None else tempfile.mkdtemp(prefix="kraftlake-duckdb-")
         spill = temp_directory if temp_directory is not None else self._tmp
-        config = {"threads": threads or os.cpu_count() or 1, "temp_directory": str(spill)}
-        if memory_limit is not None:
-            config["memory_limit"] = memory_limit
+        config = {
+            "threads": threads or cores(),
+            "temp_directory": str(spill),
+            "memory_limit": memory_limit or MEMORY_LIMIT,
+        }
         # Rows come out of windows and joins in no particular order; the driver sorts what it
         # collects, so DuckDB need not keep insertion order (less memory, more parallelism).
         config["preserve_insertion_order"] = False
-        self.con = duckdb.connect(config=config)
+        try:
+            self.con = duckdb.connect(config=config)
+        except duckdb.Error:  # e.g. a memory limit DuckDB cannot read
+            self._remove_tmp()
+            raise
         self._held: list = []  # Arrow objects DuckDB scans: they must outlive their registration
 
     def read(self, dataset, last_offset: int) -> None:
@@ -125,12 +151,22 @@ class DuckEngine:
     def rows(self, sql: str) -> list[tuple]:
         return self.con.execute(sql).fetchall()
 
+    def iter_rows(self, sql: str, batch: int = 10_000) -> Iterator[tuple]:
+        """``rows`` a batch at a time, for a caller that keeps less than the rows (no other query
+        may run on the connection until the rows are all read)."""
+        result = self.con.execute(sql)
+        while chunk := result.fetchmany(batch):
+            yield from chunk
+
     def arrow(self, sql: str) -> pa.Table:
         return self.con.sql(sql).to_arrow_table()
 
     def close(self) -> None:
         self.con.close()
         self._held.clear()
+        self._remove_tmp()
+
+    def _remove_tmp(self) -> None:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 

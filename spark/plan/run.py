@@ -270,7 +270,9 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
 
     tell("state hash")
     view = plane.view
-    for row in engine.rows(sql.final_states(d)):
+    # A registration per partition stays (the view is hashed whole); the engine's rows are read
+    # a batch at a time, not all held beside them.
+    for row in engine.iter_rows(sql.final_states(d)):
         pk, replicas, dirs, isr, leader, le, pe, removing, adding, lrs, elr, lkelr = row
         topic, p = partition_of(lives, pk)
         reg = PartitionRegistration(

@@ -43,6 +43,11 @@ class SparkEngine:
     def rows(self, sql: str) -> list[tuple]:
         return [tuple(r) for r in self.spark.sql(sql).collect()]
 
+    def iter_rows(self, sql: str):
+        """``rows``, collected at once (``toLocalIterator`` would run a job per partition of the
+        result: hundreds after a shuffle)."""
+        return iter(self.rows(sql))
+
     def arrow(self, sql: str):
         return self.spark.sql(sql).toArrow()
 
