@@ -498,10 +498,9 @@ def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
     )
 
 
-def test_the_plan_and_python_agree_where_k6_k8_and_k9_abound(plan, tmp_path):
-    """A JBOD cluster whose controller acknowledges directory reports without recording them:
-    hundreds of K9 intervals, K8 warnings whose messages carry the count at each broker record,
-    K6 with no grace at all."""
+def _k6_k8_k9_log(tmp_path: Path) -> Log:
+    """3 000 records of a JBOD cluster whose controller acknowledges directory reports without
+    recording them (K6, K8 and K9 abound)."""
     cfg = WorkloadConfig(
         brokers=6,
         dirs_per_broker=4,
@@ -513,6 +512,14 @@ def test_the_plan_and_python_agree_where_k6_k8_and_k9_abound(plan, tmp_path):
     )
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(cfg, records=3000) for r in batch])
+    return log
+
+
+def test_the_plan_and_python_agree_where_k6_k8_and_k9_abound(plan, tmp_path):
+    """A JBOD cluster whose controller acknowledges directory reports without recording them:
+    hundreds of K9 intervals, K8 warnings whose messages carry the count at each broker record,
+    K6 with no grace at all."""
+    log = _k6_k8_k9_log(tmp_path)
     local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
     _same(local, remote)
     found = {i.id: i.violations for i in remote.invariants}
@@ -996,17 +1003,7 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     from kraftlake.cli.app import app
     from kraftlake.spark.plan import audit as plan_audit
 
-    cfg = WorkloadConfig(
-        brokers=6,
-        dirs_per_broker=4,
-        topics=3,
-        partitions=30,
-        seed=5,
-        bug="skip-dir-assignment",
-        faults=("broker-crash", "controlled-shutdown", "dir-failure", "reassign"),
-    )
-    log = Log.create(tmp_path / "log")
-    log.append([r for batch in generate(cfg, records=3000) for r in batch])
+    log = _k6_k8_k9_log(tmp_path)
     limits = []
     with DuckEngine(threads=1, memory_limit="48MB") as engine:
         engine.read_snapshot(log.at())
