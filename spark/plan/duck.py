@@ -35,7 +35,7 @@ MEMORY_LIMIT = "1GB"
 tables the plan keeps and the states of its joins, windows, sorts and aggregates spill to the
 temporary directory. The plan's kept tables grow with the history (250 MB per 10^6 records) while
 the driver's Python objects are the rest of the process: at 3 x 10^6 records the limit took the
-process's peak from 2 964 MB to 2 433 MB, the same report, about the same CPU (bench/RESULTS.md,
+process's peak from 2 962 MB to 2 346 MB, the same report, for 3% more CPU (bench/RESULTS.md,
 session 4)."""
 
 
