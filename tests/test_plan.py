@@ -993,8 +993,8 @@ def test_a_kept_table_beyond_the_memory_limit_spills_and_reads_back_whole(tmp_pa
 def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, monkeypatch):
     """The plan held to 48 MB (the limit in force through every step) on a history where K6, K8
     and K9 abound gives the Python engine's report; ``kraftlake audit --memory-limit`` gives the
-    report the default limit gives, and refuses a limit DuckDB cannot read (exit 2, the option
-    named)."""
+    report the default limit gives, and refuses a limit DuckDB cannot read or one too small for
+    the work (exit 2, the option named)."""
     import tempfile
 
     import duckdb
@@ -1029,4 +1029,8 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     monkeypatch.setattr(tempfile, "tempdir", str(spills))  # where the engine makes its directory
     refused = runner.invoke(app, [*args, "--memory-limit", "lots"])
     assert refused.exit_code == 2 and "--memory-limit lots" in refused.output
+    # A limit too small for the work: exit 2 saying which limit held and how to raise it.
+    starved = runner.invoke(app, [*args, "--memory-limit", "1MB"])
+    assert starved.exit_code == 2, starved.output
+    assert "more than DuckDB's memory limit" in starved.output and "raise it with --memory-limit" in starved.output
     assert not any(spills.iterdir())  # none left behind
