@@ -217,27 +217,43 @@ class _Part:
 
 
 class _OpenEffect:
-    __slots__ = ("incident", "effect", "broker", "directory", "since_ms")
+    """An effect not ended yet: its incident, its partition (``key``: whatever the follower
+    names partitions by) and the directory it is on (None: anywhere on the broker)."""
 
-    def __init__(self, incident: Incident, effect: Effect, broker: int, directory: str | None, since_ms) -> None:
-        self.incident, self.effect, self.broker, self.directory, self.since_ms = (
-            incident,
-            effect,
-            broker,
-            directory,
-            since_ms,
-        )
+    __slots__ = ("incident", "effect", "key", "directory")
+
+    def __init__(self, incident: Incident, effect: Effect, key, directory: str | None) -> None:
+        self.incident, self.effect, self.key, self.directory = incident, effect, key, directory
 
 
-class IncidentTracker:
-    """Follows a ``ControllerView`` record by record (``observe`` after each record is applied)
-    and keeps incidents and availability; ``result()`` at the end."""
+class IncidentRules:
+    """The incident rules, written once: which incidents the broker and directory records open,
+    report, remove and end, and the effects those records begin and end. Two followers feed it
+    the same events in offset order: ``IncidentTracker`` (a ``ControllerView``, record by record:
+    the reference) and the audit plan's driver (``spark.plan.incidents``: the control records,
+    with the partitions each incident hits from SQL). They differ only in where partitions come
+    from, the hooks:
 
-    def __init__(self, view: ControllerView) -> None:
-        self.view = view
+    - ``_open_effects(inc, offset, broker, directory)``: open (``_open``) the effects of an
+      incident that began at ``offset``: the partitions the broker leads or is in the ISR of (on
+      ``directory``; None: anywhere);
+    - ``_departures(broker, offset, prev)``: the partition changes (key, role, offset, ts, leader
+      after) that took a serving broker out just before its fencing at ``offset`` (after the
+      control record ``prev``): a crash's first records;
+    - ``_leader(key, inc)``: the partition's leader now (an effect ended by its incident's end);
+    - ``_partition_key(key)``: (topic id, partition); ``_name(topic_id)``: the topic's name;
+    - ``_remeasure(broker, offset, ts)`` and ``_dir_down(broker, directory, offset, ts)``: a
+      broker's availability may have changed (after each of its events; after each directory
+      incident it opens).
+
+    What ends an effect at a partition record (the replica left the directory or the replica
+    set, the broker lost the role) is the follower's too: ``IncidentTracker._check_effects`` at
+    each record, the plan's ``effects`` query in SQL; either calls ``_end``."""
+
+    def __init__(self) -> None:
         self.incidents: list[Incident] = []
-        self.failed: dict[tuple[int, str], Incident | None] = {}
-        """(broker, directory) observed failed -> its open incident (None once it ended)."""
+        self.failed: dict[tuple[int, str], Incident] = {}
+        """(broker, directory) observed failed and not loaded online since -> its incident."""
         self.failed_of: dict[int, dict[str, None]] = {}
         """Broker -> its directories in ``failed``, in the same order: an event reads its own
         broker's, not every failed directory of the cluster (a long history keeps many)."""
@@ -245,14 +261,219 @@ class IncidentTracker:
         self.open_dirs_of: dict[int, dict[str, Incident]] = {}
         """Broker -> its entries of ``open_dirs``."""
         self.open_brokers: dict[int, Incident] = {}
-        self.effects: dict[tuple[str, int], list[_OpenEffect]] = {}
-        self.effect_parts: dict[str, set[tuple[str, int]]] = {}
+        self.effects: dict = {}
+        """Partition key -> its open effects (``_OpenEffect``)."""
+        self.effect_parts: dict[str, set] = {}
         """Incident id -> the partitions it opened effects on (some may have ended since): ending
         an incident's effects reads those, not every partition with an open effect."""
+        self.topic_keys: dict[str, set] = {}
+        """Topic id -> the partitions effects were opened on (some ended since)."""
         self.unended: dict[str, int] = {}
         """Incident id -> its effects not ended yet."""
         self.brokers: dict[int, tuple[bool, bool, bool]] = {}
         """Broker -> (registered, fenced, in controlled shutdown) as last seen."""
+        self.dir_paths: dict[str, str] = {}
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def _open_effects(self, inc: Incident, offset: int, broker: int, directory: str | None) -> None:
+        raise NotImplementedError
+
+    def _departures(self, broker: int, offset: int, prev: int | None) -> list[tuple]:
+        raise NotImplementedError
+
+    def _leader(self, key, inc: Incident) -> int | None:
+        raise NotImplementedError
+
+    def _partition_key(self, key) -> tuple[str, int]:
+        return key
+
+    def _name(self, topic_id: str) -> str | None:
+        raise NotImplementedError
+
+    def _remeasure(self, broker: int, offset: int, ts: int | None) -> None:
+        pass
+
+    def _dir_down(self, broker: int, directory: str, offset: int, ts: int | None) -> None:
+        self._remeasure(broker, offset, ts)
+
+    # -- directories ---------------------------------------------------------------------------
+
+    def dir_failed(self, broker: int, d: str, offset: int, ts: int | None, reg_dirs, *, reported: bool) -> None:
+        """Directory ``d`` of ``broker`` said failed at ``offset``; ``reg_dirs``: the broker's
+        registered directories after the record (None: not registered)."""
+        key = (broker, d)
+        inc = self.open_dirs.get(key)
+        if inc is None:
+            if key in self.failed:
+                return  # a heartbeat repeating a failure already handled
+            inc = Incident(
+                id=f"dir-failure/{broker}/{d}@{offset}",
+                kind="dir-failure",
+                broker=broker,
+                directory=d,
+                path=self.dir_paths.get(d),
+                failed_at=offset,
+                failed_at_ms=ts,
+            )
+            self.incidents.append(inc)
+            self.open_dirs[key] = self.failed[key] = inc
+            self.open_dirs_of.setdefault(broker, {})[d] = inc
+            self.failed_of.setdefault(broker, {})[d] = None
+            self._open_effects(inc, offset, broker, d)
+            self._dir_down(broker, d, offset, ts)
+            self._removed_check(broker, offset, ts, reg_dirs)
+        if reported and inc.reported_at is None:
+            inc.reported_at, inc.reported_at_ms = offset, ts
+
+    def loaded(self, broker: int, online, offline, paths, reg_dirs, offset: int, ts: int | None) -> None:
+        """A ``LogDirsLoaded``: the broker started with ``online`` and ``offline`` directories."""
+        for d, path in zip((*online, *offline), paths):
+            if path:
+                self.dir_paths[d] = path
+        for d in online:
+            if (broker, d) in self.failed:
+                del self.failed[(broker, d)]
+                del self.failed_of[broker][d]
+                inc = self.open_dirs.get((broker, d))
+                if inc is not None:
+                    self._end_effects(inc, offset, ts, "directory back")
+                    self._close(inc, offset, ts)
+        for d in offline:
+            self.dir_failed(broker, d, offset, ts, reg_dirs, reported=True)
+        self._remeasure(broker, offset, ts)
+
+    def _removed_check(self, broker: int, offset: int, ts: int | None, reg_dirs) -> None:
+        """Mark open directory incidents of ``broker`` removed once its registration (if any)
+        no longer lists the directory; end those with nothing left open."""
+        for d, inc in list(self.open_dirs_of.get(broker, {}).items()):
+            if inc.removed_at is None and (reg_dirs is None or not is_online(d, reg_dirs)):
+                inc.removed_at, inc.removed_at_ms = offset, ts
+            if inc.removed_at is not None:
+                self._maybe_close(inc, offset, ts)
+
+    # -- brokers -------------------------------------------------------------------------------
+
+    def broker(self, broker: int, offset: int, ts: int | None, reg_dirs, flags, prev: int | None) -> None:
+        """A broker record at ``offset`` (the control record before it: ``prev``): after it the
+        broker is registered with ``reg_dirs`` (None: not registered) and ``flags`` (fenced, in
+        controlled shutdown)."""
+        now = (False, False, False) if reg_dirs is None else (True, *flags)
+        was = self.brokers.get(broker, (False, True, False))
+        self.brokers[broker] = now
+        inc = self.open_brokers.get(broker)
+        if now[2] and not was[2] and inc is None and now[0]:
+            inc = self._broker_incident("controlled-shutdown", broker, offset, ts)
+            inc.reported_at, inc.reported_at_ms = offset, ts
+            self._open_effects(inc, offset, broker, None)
+        elif was[0] and not was[1] and (not now[0] or now[1]):
+            if inc is None:
+                gone = self._departures(broker, offset, prev) if was == _SERVING else []
+                first, first_ts = (gone[0][2], gone[0][3]) if gone else (offset, ts)
+                inc = self._broker_incident("broker-fenced", broker, first, first_ts)
+                for key, role, at, at_ts, leader in gone:
+                    topic, p = self._partition_key(key)
+                    inc.effects.append(
+                        Effect(
+                            topic_id=topic,
+                            topic=self._name(topic),
+                            partition=p,
+                            role=role,
+                            caused_by=first,
+                            ended_by=at,
+                            outcome=("no leader" if leader == NO_LEADER else "leader moved")
+                            if role == "leader"
+                            else "left the ISR",
+                            new_leader=leader if role == "leader" else None,
+                            time_to_move_ms=None if at_ts is None or first_ts is None else at_ts - first_ts,
+                        )
+                    )
+                # Whatever it still leads or is in the ISR of stays an effect until moved.
+                self._open_effects(inc, offset, broker, None)
+            if inc.removed_at is None:
+                inc.removed_at, inc.removed_at_ms = offset, ts
+            self._maybe_close(inc, offset, ts)
+        elif inc is not None and now == _SERVING:
+            # Serving again (unfenced): whatever is still open ended by its return.
+            self._end_effects(inc, offset, ts, "broker back")
+            self._close(inc, offset, ts)
+        self._remeasure(broker, offset, ts)
+        self._removed_check(broker, offset, ts, reg_dirs)
+
+    def _broker_incident(self, kind: str, broker: int, offset: int, ts: int | None) -> Incident:
+        inc = Incident(id=f"{kind}/{broker}@{offset}", kind=kind, broker=broker, failed_at=offset, failed_at_ms=ts)
+        self.incidents.append(inc)
+        self.open_brokers[broker] = inc
+        return inc
+
+    def topic_removed(self, topic_id: str, offset: int, ts: int | None) -> None:
+        """A ``RemoveTopic``: every effect still open on its partitions ended."""
+        for key in sorted(self.topic_keys.pop(topic_id, ())):
+            for oe in list(self.effects.get(key, ())):
+                self._end(oe, offset, ts, "topic removed", None)
+                self._maybe_close(oe.incident, offset, ts)
+
+    # -- effects -------------------------------------------------------------------------------
+
+    def _open(self, inc: Incident, key, role: str, directory: str | None) -> _OpenEffect:
+        """A new effect of ``inc`` on partition ``key``, counted from the incident's start (a
+        fenced broker's are found at its fencing, after it began)."""
+        topic, p = self._partition_key(key)
+        e = Effect(topic_id=topic, topic=self._name(topic), partition=p, role=role, caused_by=inc.failed_at)
+        inc.effects.append(e)
+        oe = _OpenEffect(inc, e, key, directory)
+        self.effects.setdefault(key, []).append(oe)
+        self.effect_parts.setdefault(inc.id, set()).add(key)
+        self.topic_keys.setdefault(topic, set()).add(key)
+        self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
+        return oe
+
+    def _end(self, oe: _OpenEffect, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
+        e, inc = oe.effect, oe.incident
+        if e.ended_by is None:
+            self.unended[inc.id] -= 1
+        e.ended_by, e.outcome = offset, outcome
+        if e.role == "leader":
+            e.new_leader = leader
+        if ts is not None and inc.failed_at_ms is not None:
+            e.time_to_move_ms = ts - inc.failed_at_ms
+        opened = self.effects.get(oe.key)
+        if opened is not None and oe in opened:
+            opened.remove(oe)
+            if not opened:
+                del self.effects[oe.key]
+
+    def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
+        for key in sorted(self.effect_parts.pop(inc.id, ())):
+            for oe in [oe for oe in self.effects.get(key, ()) if oe.incident is inc]:
+                self._end(oe, offset, ts, outcome, self._leader(key, inc))
+
+    def _maybe_close(self, inc: Incident, offset: int, ts: int | None) -> None:
+        # A directory's incident ends once it left the registration, a broker's once it was
+        # fenced (a shutdown not fenced yet is under way), and either once every effect ended.
+        if inc.ended_at is not None or self.unended.get(inc.id, 0) or inc.removed_at is None:
+            return
+        self._close(inc, offset, ts)
+
+    def _close(self, inc: Incident, offset: int, ts: int | None) -> None:
+        if inc.ended_at is None:
+            inc.ended_at, inc.ended_at_ms = offset, ts
+        self.effect_parts.pop(inc.id, None)  # every effect of a closed incident ended
+        if inc.directory is not None:
+            if self.open_dirs.get((inc.broker, inc.directory)) is inc:
+                del self.open_dirs[(inc.broker, inc.directory)]
+                del self.open_dirs_of[inc.broker][inc.directory]
+        elif self.open_brokers.get(inc.broker) is inc:
+            del self.open_brokers[inc.broker]
+
+
+class IncidentTracker(IncidentRules):
+    """Follows a ``ControllerView`` record by record (``observe`` after each record is applied)
+    and keeps incidents and availability; ``result()`` at the end."""
+
+    def __init__(self, view: ControllerView) -> None:
+        super().__init__()
+        self.view = view
         self.departing: dict[int, list[tuple[tuple[str, int], str, int, int | None, int]]] = {}
         """Broker -> (partition, role, offset, ts, leader after) of the partition changes that
         just took it out: Kafka writes them before the fencing of a broker whose session expired."""
@@ -266,7 +487,6 @@ class IncidentTracker:
         self.signature: dict[int, object] = {}
         """Broker -> what its availability depended on when its partitions were last measured."""
         self.outages: list[Outage] = []
-        self.dir_paths: dict[str, str] = {}
         self.first_ms: int | None = None
         self.last_ms: int | None = None
         self.last_offset = view.offset
@@ -291,17 +511,20 @@ class IncidentTracker:
                 self._partition(p, offset, ts)
             return
         if cls is LogDirFailed:
-            self._dir_failed(r.broker_id, r.directory, offset, ts, reported=False)  # type: ignore[attr-defined]
+            self.dir_failed(r.broker_id, r.directory, offset, ts, self._dirs(r.broker_id), reported=False)  # type: ignore[attr-defined]
         elif cls is HeartbeatOfflineDirs:
             for d in r.offline_log_dirs:  # type: ignore[attr-defined]
-                self._dir_failed(r.broker_id, d, offset, ts, reported=True)  # type: ignore[attr-defined]
+                self.dir_failed(r.broker_id, d, offset, ts, self._dirs(r.broker_id), reported=True)  # type: ignore[attr-defined]
         elif cls is LogDirsLoaded:
-            self._loaded(r, offset, ts)  # type: ignore[arg-type]
+            b = r.broker_id  # type: ignore[attr-defined]
+            self.loaded(b, r.online_dirs, r.offline_dirs, r.paths, self._dirs(b), offset, ts)  # type: ignore[attr-defined]
         elif cls in _BROKER_RECORDS:
             broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
-            self._broker(broker, offset, ts)
+            reg = self.view.brokers.get(broker)
+            flags = None if reg is None else (reg.fenced, reg.in_controlled_shutdown)
+            self.broker(broker, offset, ts, None if reg is None else reg.log_dirs, flags, None)
         elif cls is RemoveTopic:
-            self._topic_removed(r.topic_id, offset, ts)  # type: ignore[attr-defined]
+            self.topic_removed(r.topic_id, offset, ts)  # type: ignore[attr-defined]
         elif cls is Config:
             self.min_isr_cache.clear()
             if r.name == MIN_ISR:  # type: ignore[attr-defined]
@@ -312,156 +535,37 @@ class IncidentTracker:
         if self.departing:  # crash departures are the changes right before the fencing
             self.departing.clear()
 
-    # -- directories -------------------------------------------------------------------------
-
-    def _dir_failed(self, broker: int, d: str, offset: int, ts: int | None, *, reported: bool) -> None:
-        key = (broker, d)
-        inc = self.open_dirs.get(key)
-        if inc is None:
-            if key in self.failed:
-                return  # a heartbeat repeating a failure already handled
-            inc = Incident(
-                id=f"dir-failure/{broker}/{d}@{offset}",
-                kind="dir-failure",
-                broker=broker,
-                directory=d,
-                path=self.dir_paths.get(d),
-                failed_at=offset,
-                failed_at_ms=ts,
-            )
-            self.incidents.append(inc)
-            self.open_dirs[key] = inc
-            self.open_dirs_of.setdefault(broker, {})[d] = inc
-            self.failed[key] = inc
-            self.failed_of.setdefault(broker, {})[d] = None
-            view = self.view
-            for pkey in sorted(self.by_broker.get(broker, ())):
-                p = view.partition(*pkey)
-                if p is None or broker not in p.replicas or p.directory(broker) != d:
-                    continue
-                self._open_effects(inc, p, broker, d, offset, ts)
-            self._remeasure(broker, offset, ts)
-            self._removed_check(broker, offset, ts)
-        if reported and inc.reported_at is None:
-            inc.reported_at, inc.reported_at_ms = offset, ts
-
-    def _loaded(self, r: LogDirsLoaded, offset: int, ts: int | None) -> None:
-        for d, path in zip((*r.online_dirs, *r.offline_dirs), r.paths):
-            if path:
-                self.dir_paths[d] = path
-        for d in r.online_dirs:
-            if (r.broker_id, d) in self.failed:
-                del self.failed[(r.broker_id, d)]
-                del self.failed_of[r.broker_id][d]
-                inc = self.open_dirs.get((r.broker_id, d))
-                if inc is not None:
-                    self._end_effects(inc, offset, ts, "directory back")
-                    self._close_incident(inc, offset, ts)
-        for d in r.offline_dirs:
-            self._dir_failed(r.broker_id, d, offset, ts, reported=True)
-        self._remeasure(r.broker_id, offset, ts)
-
-    def _removed_check(self, broker: int, offset: int, ts: int | None) -> None:
-        """Mark open directory incidents of ``broker`` removed once its registration (if any)
-        no longer lists the directory; end those with nothing left open."""
+    def _dirs(self, broker: int):
         reg = self.view.brokers.get(broker)
-        for d, inc in list(self.open_dirs_of.get(broker, {}).items()):
-            if inc.removed_at is None and (reg is None or not is_online(d, reg.log_dirs)):
-                inc.removed_at, inc.removed_at_ms = offset, ts
-            if inc.removed_at is not None:
-                self._maybe_close(inc, offset, ts)
+        return None if reg is None else reg.log_dirs
 
-    # -- brokers -----------------------------------------------------------------------------
+    # -- the rules' hooks: partitions from the view --------------------------------------------
 
-    def _broker(self, broker: int, offset: int, ts: int | None) -> None:
-        reg = self.view.brokers.get(broker)
-        now = (reg is not None, reg is not None and reg.fenced, reg is not None and reg.in_controlled_shutdown)
-        was = self.brokers.get(broker, (False, True, False))
-        self.brokers[broker] = now
-        serving_before = was[0] and not was[1]
-        inc = self.open_brokers.get(broker)
-        if now[2] and not was[2] and inc is None and now[0]:
-            inc = self._broker_incident("controlled-shutdown", broker, offset, ts)
-            inc.reported_at, inc.reported_at_ms = offset, ts
-            view = self.view
-            for pkey in sorted(self.by_broker.get(broker, ())):
-                p = view.partition(*pkey)
-                if p is not None:
-                    self._open_effects(inc, p, broker, None, offset, ts)
-        elif serving_before and (not now[0] or now[1]):
-            if inc is None:
-                gone = self.departing.pop(broker, [])
-                first, first_ts = (gone[0][2], gone[0][3]) if gone else (offset, ts)
-                inc = self._broker_incident("broker-fenced", broker, first, first_ts)
-                for pkey, role, at, at_ts, leader in gone:
-                    e = Effect(
-                        topic_id=pkey[0],
-                        topic=self._topic(pkey[0]),
-                        partition=pkey[1],
-                        role=role,
-                        caused_by=first,
-                        ended_by=at,
-                        outcome=("no leader" if leader == NO_LEADER else "leader moved")
-                        if role == "leader"
-                        else "left the ISR",
-                        new_leader=leader if role == "leader" else None,
-                        time_to_move_ms=None if at_ts is None or first_ts is None else at_ts - first_ts,
-                    )
-                    inc.effects.append(e)
-                # Whatever it still leads or is in the ISR of stays an effect until moved.
-                view = self.view
-                for pkey in sorted(self.by_broker.get(broker, ())):
-                    p = view.partition(*pkey)
-                    if p is not None:
-                        self._open_effects(inc, p, broker, None, offset, ts)
-            if inc.removed_at is None:
-                inc.removed_at, inc.removed_at_ms = offset, ts
-            self._maybe_close(inc, offset, ts)
-        elif inc is not None and now[0] and not now[1] and not now[2]:
-            # Serving again (unfenced): whatever is still open ended by its return.
-            self._end_effects(inc, offset, ts, "broker back")
-            self._close_incident(inc, offset, ts)
-        self._remeasure(broker, offset, ts)
-        self._removed_check(broker, offset, ts)
+    def _open_effects(self, inc: Incident, offset: int, broker: int, d: str | None) -> None:
+        view = self.view
+        for pkey in sorted(self.by_broker.get(broker, ())):
+            p = view.partition(*pkey)
+            if p is None or (d is not None and (broker not in p.replicas or p.directory(broker) != d)):
+                continue
+            if p.leader == broker:
+                self._open(inc, pkey, "leader", d)
+            if broker in p.isr:
+                self._open(inc, pkey, "isr", d)
 
-    def _broker_incident(self, kind: str, broker: int, offset: int, ts: int | None) -> Incident:
-        inc = Incident(id=f"{kind}/{broker}@{offset}", kind=kind, broker=broker, failed_at=offset, failed_at_ms=ts)
-        self.incidents.append(inc)
-        self.open_brokers[broker] = inc
-        return inc
+    def _departures(self, broker: int, offset: int, prev: int | None) -> list[tuple]:
+        return self.departing.pop(broker, [])
 
-    # -- effects -----------------------------------------------------------------------------
+    def _leader(self, key, inc: Incident) -> int | None:
+        p = self.view.partition(*key)
+        return None if p is None else p.leader
 
-    def _open_effects(self, inc: Incident, p, broker: int, d: str | None, offset: int, ts: int | None) -> None:
-        """Effects of ``inc`` on ``p`` where ``broker`` leads it or is in its ISR; they count from
-        the incident's start (a fenced broker's are found at its fencing, after it began)."""
-        pkey = (p.topic_id, p.partition_id)
-        roles = []
-        if p.leader == broker:
-            roles.append("leader")
-        if broker in p.isr:
-            roles.append("isr")
-        for role in roles:
-            e = Effect(
-                topic_id=p.topic_id,
-                topic=self._topic(p.topic_id),
-                partition=p.partition_id,
-                role=role,
-                caused_by=inc.failed_at,
-            )
-            inc.effects.append(e)
-            self.effects.setdefault(pkey, []).append(_OpenEffect(inc, e, broker, d, inc.failed_at_ms))
-            self.effect_parts.setdefault(inc.id, set()).add(pkey)
-            self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
+    def _name(self, topic_id: str) -> str | None:
+        return self._topic(topic_id)
 
     def _check_effects(self, pkey: tuple[str, int], p, offset: int, ts: int | None) -> None:
-        opened = self.effects.get(pkey)
-        if not opened:
-            return
-        keep = []
-        for oe in opened:
-            e, b = oe.effect, oe.broker
-            outcome = None
+        """End the open effects on ``p`` that its new state ends."""
+        for oe in list(self.effects.get(pkey, ())):
+            e, b = oe.effect, oe.incident.broker
             if b not in p.replicas:
                 outcome = "replica removed"
             elif oe.directory is not None and p.directory(b) != oe.directory:
@@ -470,66 +574,14 @@ class IncidentTracker:
                 outcome = "no leader" if p.leader == NO_LEADER else "leader moved"
             elif e.role == "isr" and b not in p.isr:
                 outcome = "left the ISR"
-            if outcome is None:
-                keep.append(oe)
+            else:
                 continue
             self._end(oe, offset, ts, outcome, p.leader)
             self._maybe_close(oe.incident, offset, ts)
-        if keep:
-            self.effects[pkey] = keep
-        else:
-            del self.effects[pkey]
 
-    def _end(self, oe: _OpenEffect, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
-        e = oe.effect
-        if e.ended_by is None:
-            self.unended[oe.incident.id] -= 1
-        e.ended_by, e.outcome = offset, outcome
-        if e.role == "leader":
-            e.new_leader = leader
-        if ts is not None and oe.since_ms is not None:
-            e.time_to_move_ms = ts - oe.since_ms
-
-    def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
-        for pkey in sorted(self.effect_parts.pop(inc.id, ())):
-            opened = self.effects.get(pkey)
-            if opened is None:
-                continue
-            keep = [oe for oe in opened if oe.incident is not inc]
-            for oe in opened:
-                if oe.incident is inc:
-                    p = self.view.partition(*pkey)
-                    self._end(oe, offset, ts, outcome, None if p is None else p.leader)
-            if keep:
-                self.effects[pkey] = keep
-            else:
-                del self.effects[pkey]
-
-    def _maybe_close(self, inc: Incident, offset: int, ts: int | None) -> None:
-        if inc.ended_at is not None or self.unended.get(inc.id, 0):
-            return
-        if inc.kind == "dir-failure" and inc.removed_at is None:
-            return
-        if inc.kind != "dir-failure" and inc.removed_at is None:
-            return  # a shutdown whose broker is not fenced yet is still under way
-        self._close_incident(inc, offset, ts)
-
-    def _close_incident(self, inc: Incident, offset: int, ts: int | None) -> None:
-        if inc.ended_at is None:
-            inc.ended_at, inc.ended_at_ms = offset, ts
-        self.effect_parts.pop(inc.id, None)  # every effect of a closed incident ended
-        if inc.directory is not None:
-            if self.open_dirs.get((inc.broker, inc.directory)) is inc:
-                del self.open_dirs[(inc.broker, inc.directory)]
-                del self.open_dirs_of[inc.broker][inc.directory]
-        elif self.open_brokers.get(inc.broker) is inc:
-            del self.open_brokers[inc.broker]
-
-    def _topic_removed(self, topic_id: str, offset: int, ts: int | None) -> None:
+    def topic_removed(self, topic_id: str, offset: int, ts: int | None) -> None:
+        super().topic_removed(topic_id, offset, ts)
         for pkey in self.topic_parts.pop(topic_id, ()):
-            for oe in self.effects.pop(pkey, []):
-                self._end(oe, offset, ts, "topic removed", None)
-                self._maybe_close(oe.incident, offset, ts)
             part = self.parts.pop(pkey)
             self._set_flags(part, (False, False, False, False), offset, ts)
             for b in part.replicas:

@@ -44,7 +44,6 @@ from kraftlake.logging import get_logger
 from kraftlake.records.kraft import (
     LOST,
     MIGRATING,
-    NO_LEADER,
     UNASSIGNED,
     BrokerRegistrationChange,
     Config,
@@ -61,8 +60,8 @@ from kraftlake.replay.incidents import (
     MIN_ISR,
     TOPIC_RESOURCE,
     Availability,
-    Effect,
     Incident,
+    IncidentRules,
     IncidentsResult,
     Outage,
     PartitionAvailability,
@@ -425,54 +424,29 @@ def availability_changes(d: Dialect, width: int, last: int, known: list[int]) ->
 
 # -- the broker side, replayed with the partition side's answers ----------------------------------
 
-_SERVING = (True, False, False)
 
-
-class _Open:
-    """An effect not ended yet: its incident, its partition (pk) and its broker's role."""
-
-    __slots__ = ("inc", "effect", "pk")
-
-    def __init__(self, inc: Incident, effect: Effect, pk: int) -> None:
-        self.inc, self.effect, self.pk = inc, effect, pk
-
-
-class _Incidents:
-    """``IncidentTracker``'s incident rules over the broker side's events, with the partitions
-    each incident hits (``found_effects``: (at, broker, dir) -> rows of ``effects``) and the
-    changes before a fencing (``found_departures``: (at, broker) -> rows of ``departures``)
-    from the plan; what it needs and was not given, it asks for (``ask_effects``,
-    ``ask_departures``) and goes on as if it were nothing."""
+class _Incidents(IncidentRules):
+    """The incident rules (``IncidentRules``) over the broker side's events, with the partitions
+    (named by the plan's ``pk``) each incident hits (``found_effects``: (at, broker, dir) -> rows
+    of ``effects``) and the changes before a fencing (``found_departures``: (at, broker) -> rows
+    of ``departures``) from the plan; what it needs and was not given, it asks for
+    (``ask_effects``, ``ask_departures``) and goes on as if it were nothing."""
 
     def __init__(self, lives, names: dict[str, str], found_effects: dict, found_departures: dict) -> None:
+        super().__init__()
         self.lives, self.names = lives, names
         self.keys: dict[int, tuple[str, int]] = {}
         self.found_effects, self.found_departures = found_effects, found_departures
         self.ask_effects: set[tuple[int, int, str | None]] = set()
         self.ask_departures: set[tuple[int, int, int]] = set()
-        self.incidents: list[Incident] = []
-        self.failed: dict[tuple[int, str], Incident] = {}
-        self.open_dirs: dict[tuple[int, str], Incident] = {}
-        self.open_dirs_of: dict[int, dict[str, Incident]] = {}
-        """Broker -> its entries of ``open_dirs`` (a broker's event reads only its own)."""
-        self.open_brokers: dict[int, Incident] = {}
-        self.unended: dict[str, int] = {}
-        self.brokers: dict[int, tuple[bool, bool, bool]] = {}
-        self.opened: dict[int, list[_Open]] = {}
-        self.opened_by: dict[str, list[_Open]] = {}
-        """Incident id -> the effects it opened (some ended since): ending an incident's effects
-        reads those, not every partition with an open effect."""
-        self.topic_pks: dict[str, set[int]] = {}
-        """Topic id -> the partitions (pk) effects were opened on (some ended since)."""
         self.seq = 0
-        self.ends: list[tuple[int, int, _Open, str, int | None, int | None]] = []
+        self.ends: list[tuple] = []
         """A heap of the partition records that end open effects (``effects``' ended_by)."""
-        self.dir_paths: dict[str, str] = {}
         self.steps: dict[tuple[int, str], int] = {}
-        self.step_count: dict[int, int] = {}
-        """Offset -> its keys in ``steps``."""
         """(offset, directory) -> the place of its failure among those one record brought: the
         tracker measures the partitions again after each, so outages begin in that order."""
+        self.step_count: dict[int, int] = {}
+        """Offset -> its keys in ``steps``."""
 
     def run(self, events: list[tuple]) -> None:
         for ev in events:
@@ -481,45 +455,45 @@ class _Incidents:
             if kind == "dir":
                 _, _, _, b, dirs, reported, reg = ev
                 for d in dirs:
-                    self._dir_failed(b, d, offset, ts, reg[0], reported=reported)
+                    self.dir_failed(b, d, offset, ts, reg[0], reported=reported)
             elif kind == "loaded":
-                self._loaded(*ev[3:], offset=offset, ts=ts)
+                _, _, _, b, online, offline, paths, reg = ev
+                self.loaded(b, online, offline, paths, reg[0], offset, ts)
             elif kind == "broker":
-                _, _, _, b, prev, reg = ev
-                self._broker(b, offset, ts, prev, reg)
+                _, _, _, b, prev, (reg_dirs, flags) = ev
+                self.broker(b, offset, ts, reg_dirs, flags, prev)
             else:
-                self._topic_removed(ev[3], offset, ts)
+                self.topic_removed(ev[3], offset, ts)
         self._partition_ends(None)
 
-    # -- effects ---------------------------------------------------------------------------
-
     def _partition_ends(self, before: int | None) -> None:
+        """End the open effects whose end (``effects``' ended_by) comes before offset ``before``."""
         ends = self.ends
         while ends and (before is None or ends[0][0] < before):
             at, _seq, oe, why, leader, ts = heapq.heappop(ends)
             if oe.effect.ended_by is None:
                 self._end(oe, at, ts, why, leader)
-                self._maybe_close(oe.inc, at, ts)
+                self._maybe_close(oe.incident, at, ts)
 
-    def _key(self, pk: int) -> tuple[str, int]:
+    # -- the rules' hooks: partitions from the plan ----------------------------------------------
+
+    def _partition_key(self, pk: int) -> tuple[str, int]:
         key = self.keys.get(pk)
         if key is None:
             key = self.keys[pk] = partition_of(self.lives, pk)
         return key
 
-    def _open(self, inc: Incident, pk: int, role: str, end: tuple | None) -> None:
-        topic, p = self._key(pk)
-        e = Effect(topic_id=topic, topic=self.names.get(topic), partition=p, role=role, caused_by=inc.failed_at)
-        inc.effects.append(e)
-        oe = _Open(inc, e, pk)
-        self.opened.setdefault(pk, []).append(oe)
-        self.opened_by.setdefault(inc.id, []).append(oe)
-        self.topic_pks.setdefault(topic, set()).add(pk)
-        self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
-        if end is not None:
-            at, why, leader, ts = end
-            self.seq += 1
-            heapq.heappush(self.ends, (at, self.seq, oe, why, leader, ts))
+    def _name(self, topic_id: str) -> str | None:
+        return self.names.get(topic_id)
+
+    def _leader(self, key, inc: Incident) -> int | None:
+        return inc.broker  # an effect still open at its incident's end: its broker still leads
+
+    def _dir_down(self, broker: int, d: str, offset: int, ts: int | None) -> None:
+        n = self.step_count.get(offset, 0)
+        if (offset, d) not in self.steps:
+            self.step_count[offset] = n + 1
+        self.steps[(offset, d)] = n
 
     def _open_effects(self, inc: Incident, offset: int, b: int, d: str | None) -> None:
         key = (offset, b, d)
@@ -527,142 +501,13 @@ class _Incidents:
         if rows is None:
             self.ask_effects.add(key)
             return
-        for pk, role, ended_by, why, leader, ts in sorted(rows, key=lambda r: (self._key(r[0]), r[1] != "L")):
-            self._open(
-                inc, pk, "leader" if role == "L" else "isr", None if ended_by is None else (ended_by, why, leader, ts)
-            )
+        for pk, role, ended_by, why, leader, ts in sorted(rows, key=lambda r: (self._partition_key(r[0]), r[1] != "L")):
+            oe = self._open(inc, pk, "leader" if role == "L" else "isr", d)
+            if ended_by is not None:
+                self.seq += 1
+                heapq.heappush(self.ends, (ended_by, self.seq, oe, why, leader, ts))
 
-    def _end(self, oe: _Open, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
-        e = oe.effect
-        if e.ended_by is None:
-            self.unended[oe.inc.id] -= 1
-        e.ended_by, e.outcome = offset, outcome
-        if e.role == "leader":
-            e.new_leader = leader
-        if ts is not None and oe.inc.failed_at_ms is not None:
-            e.time_to_move_ms = ts - oe.inc.failed_at_ms
-        opened = self.opened.get(oe.pk)
-        if opened is not None:
-            opened.remove(oe)
-            if not opened:
-                del self.opened[oe.pk]
-
-    def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
-        for oe in self.opened_by.pop(inc.id, ()):
-            if oe.effect.ended_by is None:
-                # An open leadership effect is one whose broker still leads: the leader after.
-                self._end(oe, offset, ts, outcome, inc.broker)
-
-    def _maybe_close(self, inc: Incident, offset: int, ts: int | None) -> None:
-        if inc.ended_at is not None or self.unended.get(inc.id, 0) or inc.removed_at is None:
-            return
-        self._close(inc, offset, ts)
-
-    def _close(self, inc: Incident, offset: int, ts: int | None) -> None:
-        if inc.ended_at is None:
-            inc.ended_at, inc.ended_at_ms = offset, ts
-        self.opened_by.pop(inc.id, None)  # every effect of a closed incident ended
-        if inc.directory is not None:
-            if self.open_dirs.get((inc.broker, inc.directory)) is inc:
-                del self.open_dirs[(inc.broker, inc.directory)]
-                del self.open_dirs_of[inc.broker][inc.directory]
-        elif self.open_brokers.get(inc.broker) is inc:
-            del self.open_brokers[inc.broker]
-
-    # -- directories -----------------------------------------------------------------------
-
-    def _dir_failed(self, b: int, d: str, offset: int, ts, reg_dirs, *, reported: bool) -> None:
-        key = (b, d)
-        inc = self.open_dirs.get(key)
-        if inc is None:
-            if key in self.failed:
-                return
-            inc = Incident(
-                id=f"dir-failure/{b}/{d}@{offset}",
-                kind="dir-failure",
-                broker=b,
-                directory=d,
-                path=self.dir_paths.get(d),
-                failed_at=offset,
-                failed_at_ms=ts,
-            )
-            self.incidents.append(inc)
-            self.open_dirs[key] = self.failed[key] = inc
-            self.open_dirs_of.setdefault(b, {})[d] = inc
-            n = self.step_count.get(offset, 0)
-            if (offset, d) not in self.steps:
-                self.step_count[offset] = n + 1
-            self.steps[(offset, d)] = n
-            self._open_effects(inc, offset, b, d)
-            self._removed_check(b, offset, ts, reg_dirs)
-        if reported and inc.reported_at is None:
-            inc.reported_at, inc.reported_at_ms = offset, ts
-
-    def _loaded(self, b, online, offline, paths, reg, *, offset: int, ts) -> None:
-        for d, path in zip((*online, *offline), paths):
-            if path:
-                self.dir_paths[d] = path
-        for d in online:
-            if (b, d) in self.failed:
-                del self.failed[(b, d)]
-                inc = self.open_dirs.get((b, d))
-                if inc is not None:
-                    self._end_effects(inc, offset, ts, "directory back")
-                    self._close(inc, offset, ts)
-        for d in offline:
-            self._dir_failed(b, d, offset, ts, reg[0], reported=True)
-
-    def _removed_check(self, b: int, offset: int, ts, reg_dirs) -> None:
-        for d, inc in list(self.open_dirs_of.get(b, {}).items()):
-            if inc.removed_at is None and (reg_dirs is None or not is_online(d, reg_dirs)):
-                inc.removed_at, inc.removed_at_ms = offset, ts
-            if inc.removed_at is not None:
-                self._maybe_close(inc, offset, ts)
-
-    # -- brokers ---------------------------------------------------------------------------
-
-    def _broker(self, b: int, offset: int, ts, prev: int, reg) -> None:
-        reg_dirs, flags = reg
-        now = (False, False, False) if reg_dirs is None else (True, *flags)
-        was = self.brokers.get(b, (False, True, False))
-        self.brokers[b] = now
-        inc = self.open_brokers.get(b)
-        if now[2] and not was[2] and inc is None and now[0]:
-            inc = self._broker_incident("controlled-shutdown", b, offset, ts)
-            inc.reported_at, inc.reported_at_ms = offset, ts
-            self._open_effects(inc, offset, b, None)
-        elif was[0] and not was[1] and (not now[0] or now[1]):
-            if inc is None:
-                gone = self._departures(offset, b, prev) if was == _SERVING else []
-                first, first_ts = (gone[0][0], gone[0][4]) if gone else (offset, ts)
-                inc = self._broker_incident("broker-fenced", b, first, first_ts)
-                for at, role, pk, leader, at_ts in gone:
-                    topic, p = self._key(pk)
-                    inc.effects.append(
-                        Effect(
-                            topic_id=topic,
-                            topic=self.names.get(topic),
-                            partition=p,
-                            role=role,
-                            caused_by=first,
-                            ended_by=at,
-                            outcome=("no leader" if leader == NO_LEADER else "leader moved")
-                            if role == "leader"
-                            else "left the ISR",
-                            new_leader=leader if role == "leader" else None,
-                            time_to_move_ms=None if at_ts is None or first_ts is None else at_ts - first_ts,
-                        )
-                    )
-                self._open_effects(inc, offset, b, None)
-            if inc.removed_at is None:
-                inc.removed_at, inc.removed_at_ms = offset, ts
-            self._maybe_close(inc, offset, ts)
-        elif inc is not None and now == _SERVING:
-            self._end_effects(inc, offset, ts, "broker back")
-            self._close(inc, offset, ts)
-        self._removed_check(b, offset, ts, reg_dirs)
-
-    def _departures(self, offset: int, b: int, prev: int) -> list[tuple]:
+    def _departures(self, b: int, offset: int, prev: int | None) -> list[tuple]:
         rows = self.found_departures.get((offset, b))
         if rows is None:
             self.ask_departures.add((offset, b, prev))
@@ -670,22 +515,10 @@ class _Incidents:
         gone = []
         for _at, _b, pk, off, leader, led, was_in, ts in sorted(rows, key=lambda r: (r[3], r[2])):
             if led:
-                gone.append((off, "leader", pk, leader, ts))
+                gone.append((pk, "leader", off, ts, leader))
             if was_in:
-                gone.append((off, "isr", pk, leader, ts))
+                gone.append((pk, "isr", off, ts, leader))
         return gone
-
-    def _broker_incident(self, kind: str, b: int, offset: int, ts) -> Incident:
-        inc = Incident(id=f"{kind}/{b}@{offset}", kind=kind, broker=b, failed_at=offset, failed_at_ms=ts)
-        self.incidents.append(inc)
-        self.open_brokers[b] = inc
-        return inc
-
-    def _topic_removed(self, topic_id: str, offset: int, ts) -> None:
-        for pk in sorted(self.topic_pks.pop(topic_id, ())):
-            for oe in list(self.opened.get(pk, ())):
-                self._end(oe, offset, ts, "topic removed", None)
-                self._maybe_close(oe.inc, offset, ts)
 
 
 # -- the whole ------------------------------------------------------------------------------------
