@@ -497,15 +497,16 @@ class _Incidents(IncidentRules):
 
     def _open_effects(self, inc: Incident, offset: int, b: int, d: str | None) -> None:
         key = (offset, b, d)
-        rows = self.found_effects.get(key)
-        if rows is None:
+        got = self.found_effects.get(key)
+        if got is None:
             self.ask_effects.add(key)
             return
-        for pk, role, ended_by, why, leader, ts in sorted(rows, key=lambda r: (self._partition_key(r[0]), r[1] != "L")):
-            oe = self._open(inc, pk, "leader" if role == "L" else "isr", d)
-            if ended_by is not None:
+        (pks, roles, ended, whys, leaders, times), lo, hi = got
+        for i in range(lo, hi):  # in partition order, leadership first (``effect_rows``)
+            oe = self._open(inc, pks[i], "leader" if roles[i] == "L" else "isr", d)
+            if ended[i] is not None:
                 self.seq += 1
-                heapq.heappush(self.ends, (ended_by, self.seq, oe, why, leader, ts))
+                heapq.heappush(self.ends, (ended[i], self.seq, oe, whys[i], leaders[i], times[i]))
 
     def _departures(self, b: int, offset: int, prev: int | None) -> list[tuple]:
         rows = self.found_departures.get((offset, b))
@@ -549,10 +550,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
         if replay.ask_effects:
             asked = sorted(replay.ask_effects, key=lambda k: (k[0], k[1], k[2] or ""))
             _register_requests(engine, asked, width, last)
-            for key in asked:
-                found_effects[key] = []
-            for req, pk, role, ended_by, why, leader, ts in engine.rows(effects(d, width, last)):
-                found_effects[asked[req]].append((pk, role, ended_by, why, leader, ts))
+            found_effects.update(effect_rows(engine, asked, width, last))
         if replay.ask_departures:
             asked_dep = sorted(replay.ask_departures)
             engine.table("inc_dep", asked_dep, [("at_", "BIGINT"), ("broker", "INT"), ("lo", "BIGINT")])
@@ -612,6 +610,24 @@ def _rank_columns(*names: str) -> list[tuple[str, str]]:
     for n in names:
         cols += [(f"{n}_before", "BIGINT"), (f"{n}_offs", "ARRAY<BIGINT>")]
     return cols
+
+
+def effect_rows(engine, asked: list[tuple[int, int, str | None]], width: int, last: int) -> dict:
+    """Request ``asked[i]`` -> (columns, lo, hi): the rows ``lo..hi - 1`` of the columns (pk,
+    role, ended_by, why, leader, ts_ms) of the ``effects`` it opens, as the tracker opens them (by
+    topic id and partition, leadership first): sorted by the engine, fetched a column at a time
+    (no row objects), one Python object per value the replay reads."""
+    d = engine.dialect
+    part = f"(e.pk - {d.idiv('e.pk', 1 << 32)} * {1 << 32})"
+    table = engine.arrow(
+        f"SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM ({effects(d, width, last)}) e"
+        f" JOIN lives ON lives.life_index = {d.idiv('e.pk', 1 << 32)}"
+        f" ORDER BY e.req, lives.life_topic, CASE WHEN {part} >= {1 << 31} THEN {part} - {1 << 32} ELSE {part} END,"
+        " e.role DESC"
+    )
+    reqs = table.column(0).to_pylist()
+    columns = tuple(table.column(i).to_pylist() for i in range(1, 7))
+    return {key: (columns, bisect.bisect_left(reqs, i), bisect.bisect_right(reqs, i)) for i, key in enumerate(asked)}
 
 
 def _register_requests(engine, asked: list[tuple[int, int, str | None]], width: int, last: int) -> None:
