@@ -26,6 +26,9 @@ directory is offline from the first record that says it failed until the broker 
 with it online, and whenever the controller's registration does not list it (fenced and
 unregistered brokers included).
 
+The rules (which incidents a broker's or a directory's records open, report, remove and end,
+and the effects they begin and end) are written once, ``IncidentRules``, for the two that follow
+them: ``IncidentTracker`` here and the audit plan's driver (``spark.plan.incidents``).
 ``IncidentTracker.observe(record, offset)`` reads a ``ControllerView`` after the record was
 applied: the per-record audit calls it on its own view (no second replay); ``find_incidents``
 replays records itself, so that any engine's report can carry the same incidents

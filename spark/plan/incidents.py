@@ -8,7 +8,8 @@ same answer is split along the plan's own line:
   where a broker is down or a directory offline; min.insync.replicas per topic) is read off the
   broker and observation records, a few percent of a history, as the driver replays the control
   plane (``Observer``, called by ``spark.control.replay_control_plane``), and replayed here
-  (``_Incidents``) with the tracker's own rules.
+  (``_Incidents``) by the tracker's own rules (``replay.incidents.IncidentRules``, written once
+  for both), the effects an incident opens read from the engine as columns (``effect_rows``).
 - **The partition side** is SQL over the plan's partition timeline (``timeline``: pk, off,
   end_, removed, leader, isr, replicas, dirs, old_leader, old_isr), read by column name:
   ``effects`` (the partitions a failed broker leads or is in the ISR of at the incident's start,
