@@ -385,3 +385,17 @@ def test_a_directory_back_online_ends_its_incident_and_its_offline_time():
         ("YW", 25, None),
         ("dA", 25, None),
     ]
+
+
+def test_the_plans_driver_follows_the_trackers_own_rules():
+    """The incident rules are written once (``IncidentRules``): the plan's driver and the tracker
+    only say where partitions come from; neither defines a rule of its own again."""
+    from kraftlake.replay.incidents import IncidentRules, IncidentTracker
+    from kraftlake.spark.plan.incidents import _Incidents
+
+    rules = {"dir_failed", "loaded", "broker", "_removed_check", "_open", "_end", "_end_effects", "_maybe_close"}
+    rules |= {"_close", "_broker_incident"}
+    for follower in (IncidentTracker, _Incidents):
+        assert issubclass(follower, IncidentRules)
+        assert not rules & set(vars(follower)), follower
+    assert "topic_removed" not in vars(_Incidents)  # the tracker adds its availability to it
