@@ -7,14 +7,34 @@ from __future__ import annotations
 
 import queue
 import subprocess
+import sys
 import threading
 
 import pytest
 
+# Ctrl-C reaches the child as it reaches a command started from a terminal: SIGINT at its default
+# disposition and not blocked, whatever the test process had done with it (a child inherits an
+# ignored disposition and the signal mask through exec). A small exec wrapper, not preexec_fn,
+# which is unsafe in a process with threads (the test process has the JVM's and others').
+_AS_A_SHELL_STARTS_IT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def _signals(pid: int) -> str:
+    """The child's ignored, blocked and caught signal masks, for a failure's message."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return " ".join(line.strip() for line in status if line.startswith(("SigIgn", "SigBlk", "SigCgt")))
+    except OSError:
+        return "(no /proc)"
+
 
 class Child:
     def __init__(self, args: list[str]):
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wrapped = [sys.executable, "-c", _AS_A_SHELL_STARTS_IT, *args]
+        self.proc = subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._errors: list[str] = []
         self._readers = [
@@ -45,7 +65,8 @@ class Child:
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the child did not end within {timeout} s of Ctrl-C; stderr: {self.stop()}")
+            masks = _signals(self.proc.pid)
+            pytest.fail(f"the child did not end within {timeout} s of Ctrl-C ({masks}); stderr: {self.stop()}")
 
     def unread(self) -> list[str]:
         """The lines the child printed that were not read (after it ended)."""
