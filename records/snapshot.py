@@ -39,6 +39,11 @@ def open_table(location: str | Location, version: int | None = None) -> DeltaTab
     """The log's Delta table (at ``version``); ``LogNotFoundError``/``TimeTravelError`` when
     there is none, ``StorageError`` when its store cannot be used."""
     where = resolve(location)
+    if where.local is not None and os.path.isfile(where.local):
+        raise LogNotFoundError(
+            f"{where.uri} is a file, not a kraftlake log (a log is a directory: create one with "
+            "`kraftlake init`; `kraftlake append LOG FILE` appends a JSON Lines file to it)"
+        )
     try:
         with storage_errors(where):
             return listed(lambda: DeltaTable(where.uri, version=version, storage_options=where.options))

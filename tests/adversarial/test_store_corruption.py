@@ -168,3 +168,12 @@ def test_commit_damaged_under_an_open_log(tmp_path):
     (tmp_path / "log" / "_delta_log" / f"{2:020d}.json").write_bytes(b"garbage{\n")
     with pytest.raises(CorruptStoreError, match=f"{2:020d}.json"):
         log.append([NoOp()])
+
+
+@pytest.mark.parametrize("command", ["audit", "log", "view", "history"])
+def test_a_jsonl_file_given_as_the_log_is_refused_by_name(tmp_path, command):
+    """Not a damaged store but a common slip: the fixture file itself given where its log goes."""
+    result = run(command, FIXTURE)
+    assert result.exit_code == 2, result.output
+    assert f"{FIXTURE} is a file, not a kraftlake log" in result.output
+    assert "Traceback" not in result.output
