@@ -425,7 +425,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "B7",
         BOOKKEEPER,
         ERROR,
-        "placement follows the capped free-disk weights: over the history, no bookie is drawn more than 5 standard deviations away from its expected count (BookKeeper's WeightedRandomSelectionImpl; checked from 100 draws)",
+        "placement follows the capped free-disk weights: over the history, no bookie's count of draws is further from its expected count than 5 standard deviations would be (the one-sided tail probability of a Poisson law with the expected count as mean, beyond the normal law's at 5 sigma; BookKeeper's WeightedRandomSelectionImpl; checked from 100 draws)",
         messages={
             "skewed": "chosen {observed} times in {draws} draws; the capped weights expect {expected} ({z} sigma, tolerance {sigmas})"
         },

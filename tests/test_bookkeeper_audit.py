@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 from pathlib import Path
+from statistics import NormalDist
 
 import msgspec
 import pytest
@@ -23,7 +25,7 @@ from kraftlake.statemachine.bookkeeper import commands as c
 from kraftlake.statemachine.bookkeeper import replay
 from kraftlake.statemachine.bookkeeper.bugs import BUGS, CAUGHT_BY
 from kraftlake.statemachine.bookkeeper.decider import decide
-from kraftlake.statemachine.bookkeeper.invariants import check_view
+from kraftlake.statemachine.bookkeeper.invariants import check_view, tail_sigmas
 from kraftlake.statemachine.bookkeeper.workload import Cluster, WorkloadConfig, generate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bookkeeper" / "audit"
@@ -39,7 +41,9 @@ def _report(records):
 @pytest.mark.parametrize("bug", sorted(BUGS))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_bug_is_caught_by_its_invariant(bug, seed):
-    n = 8000 if bug == "unweighted-placement" else 2000
+    # Capped weights are close to uniform: the uniform draws of the bug stand out past 5 sigma only
+    # after a few thousand draws.
+    n = 32_000 if bug == "unweighted-placement" else 2000
     report = _report(r for b in generate(WorkloadConfig(seed=seed, bug=bug), records=n) for r in b)
     found = collections.Counter(v.invariant for v in report.violations)
     assert report.verdict == "fail" and found[CAUGHT_BY[bug]] > 0, found
@@ -53,6 +57,35 @@ def test_correct_histories_pass(seed, bookies, delay):
     assert report.violations == [], report.violations[:3]
     checked = {i.id: i.checked for i in report.invariants}
     assert all(checked[i] > 0 for i in ("B1", "B2", "B3", "B5", "B6", "B8")), checked
+
+
+def test_a_bookie_almost_never_due_and_drawn_once_is_no_outlier():
+    """Hypothesis found this history (seed 802): bookie-8, nearly full, was due 0.03 times in 257
+    draws and drawn once. The normal approximation called that +5.3 sigma, a B7 failure in a
+    correct history; under its real (Poisson-like) law it happens in 3% of such histories."""
+    report = _report(
+        r for b in generate(WorkloadConfig(seed=802, bookies=9, recovery_delay_ms=0), records=2500) for r in b
+    )
+    assert report.violations == [], report.violations[:3]
+    assert {i.id: i.checked for i in report.invariants}["B7"] > 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(expected=st.floats(0.001, 300), observed=st.integers(0, 700))
+def test_tail_sigmas_is_the_poisson_tail_as_a_normal_z(expected, observed):
+    pmf = [math.exp(i * math.log(expected) - expected - math.lgamma(i + 1)) for i in range(observed + 2000)]
+    z = tail_sigmas(observed, expected)
+    if observed > expected:
+        p = math.fsum(pmf[observed:])
+    else:
+        p = math.fsum(pmf[: observed + 1])
+    if p >= 0.5:
+        assert z == 0.0
+    elif p > 1e-300:
+        assert math.isclose(abs(z), -NormalDist().inv_cdf(p), rel_tol=1e-6, abs_tol=1e-6)
+        assert (z > 0) == (observed > expected)
+    else:
+        assert abs(z) > 37
 
 
 def test_simulator_is_deterministic():
