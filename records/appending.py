@@ -23,10 +23,10 @@ from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
-from .arrow import LOG_SCHEMA, RECORD_COLUMN, record_column
+from .arrow import LOG_SCHEMA, RECORD_COLUMN
 from .arrow_input import from_arrow
 from .base import Record, gc_paused
-from .columnar import Validated, from_python, to_table
+from .columnar import ColumnBatch, Validated, from_python, stamped, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
 from .delta_commit import DataFile, checkpoint, commit_json, put_if_absent
 from .errors import AppendConflictError, RecordError
@@ -166,13 +166,17 @@ class AppendingMixin:
     ) -> AppendResult:
         ProducerSeq.of(producer, seq)
         if isinstance(records, (pa.Table, pa.RecordBatch)):
-            records, validated = from_arrow(records), True
+            records, validated = from_arrow(records, decode=False), True
         if not records:
             raise RecordError("a batch holds at least one record")
         self._load_in_background()
         # Checked and converted column by column (records.columnar); a ``Validated`` batch
         # brings its columns along.
-        batch = (records if isinstance(records, Validated) else list(records)) if validated else from_python(records)
+        batch = (
+            (records if isinstance(records, (Validated, ColumnBatch)) else list(records))
+            if validated
+            else from_python(records)
+        )
         if not self._schema_checked:
             self._evolve_schema()
         ts_ms = now_ms()
@@ -188,8 +192,9 @@ class AppendingMixin:
             first = self.last_offset + 1
             version = self._head
             if first != encoded_at:  # another writer took our offsets: re-encode the records
-                blobs = record_column(batch, first_offset=first, ts_ms=ts_ms)
-                data = data.set_column(data.schema.get_field_index(RECORD_COLUMN), RECORD_COLUMN, blobs)
+                data = data.set_column(
+                    data.schema.get_field_index(RECORD_COLUMN), RECORD_COLUMN, stamped(batch, first, ts_ms)
+                )
                 encoded_at = first
             result = self._try_commit(data, first, version, producer, seq, batch_id)
             if result is not None:

@@ -36,7 +36,19 @@ from msgspec.structs import astuple
 from .arrow import LOG_SCHEMA, RECORD_COLUMN, _droppable_nulls, column_name, payload_type
 from .base import ENVELOPE_FIELDS, Record, current_version, gc_paused, payload_fields, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES
-from .columnar import ArrowColumns, Validated, _checked, _Group, _payload_array, _vouch, from_builtins_batch
+from .column_checks import Uncovered, record_breaks
+from .columnar import (
+    ArrowColumns,
+    ColumnBatch,
+    Validated,
+    _checked,
+    _columnar_checks,
+    _Group,
+    _key_parts,
+    _payload_array,
+    _vouch,
+    from_builtins_batch,
+)
 from .errors import RecordError
 from .msgpack_columns import Stampable
 from .s3stream import packed_fields
@@ -96,14 +108,18 @@ def rows(data: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
     return out
 
 
-def from_arrow(data: pa.Table | pa.RecordBatch) -> Validated:
+def from_arrow(data: pa.Table | pa.RecordBatch, *, decode: bool = True) -> Validated | ColumnBatch:
     """The rows of ``data`` as checked records (columnar; upcast like any input). The first bad
-    row raises ``RecordError`` naming the row (1-based), its record type and field."""
+    row raises ``RecordError`` naming the row (1-based), its record type and field.
+    ``decode=False`` (an append): a batch the column path checked comes back as its columns
+    (``ColumnBatch``), its records decoded only if something asks for them."""
     if not isinstance(data, (pa.Table, pa.RecordBatch)):
         raise TypeError(f"expected a pyarrow Table or RecordBatch, got {type(data).__name__}")
     try:
         with gc_paused():
             fast = _by_type(data)
+            if isinstance(fast, ColumnBatch) and decode:
+                fast = fast.decoded()
     except (TypeError, ValueError, msgspec.MsgspecError, pa.ArrowException):
         fast = None
     if fast is not None:
@@ -133,18 +149,41 @@ class _ArrowGroup(_Group):
     (typed as the log's), their records decoded from the msgpack those columns encode to, and
     that encoding, ready to be stamped with the offsets and times of the append."""
 
+    stampable = True
+
     def __init__(
         self,
         cls: type[Record],
         index: np.ndarray | None,
-        records: list[Record],
+        records: list[Record] | None,
         envelope: dict[str, pa.Array],
         payload: pa.StructArray | None,
         encoded: Stampable,
+        count: int,
     ) -> None:
-        self.cls, self.index, self.records = cls, index, records
+        self.cls, self.index, self._records, self._count = cls, index, records, count
         self._envelope, self._payload, self._encoded = envelope, payload, encoded
         self._fields: list[tuple[Any, ...]] | None = None
+
+    @property
+    def records(self) -> list[Record]:  # type: ignore[override]
+        """The group's records, decoded from their encoding when first asked for (the column
+        checks vouched for them: ``column_checks``)."""
+        if self._records is None:
+            records = _decode(self.cls, self._stamped_as_given())
+            if records is None:
+                raise ValueError(f"rows of {type_name(self.cls)} the column checks passed do not decode")
+            self._records = records
+        return self._records
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def _stamped_as_given(self) -> pa.Array:
+        """The rows' encoding with the offsets and times they came with."""
+        env = self._envelope
+        return self._encoded.column(env["offset"], env["ts_ms"], env["source_offset"])
 
     @property
     def fields(self) -> list[tuple[Any, ...]]:  # type: ignore[override]  # only off the hot path
@@ -232,16 +271,26 @@ def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
         encoded = Stampable.of(cls, envelope, payload, count)
         if encoded is None:
             return None
-        records = _decode(cls, encoded.column(envelope["offset"], envelope["ts_ms"], envelope["source_offset"]))
-        if records is None:
-            return None
-        groups.append(_ArrowGroup(cls, index, records, envelope, payload, encoded))
+        group = _ArrowGroup(cls, index, None, envelope, payload, encoded, count)
+        if not _columnar_checks(cls) or _key_parts(cls) is None:
+            # Python code reads these records (their own checks, their keys): decode them
+            # now, which checks them as well.
+            group._records = _decode(cls, group._stamped_as_given())
+            if group._records is None:
+                return None
+        else:
+            try:
+                if record_breaks(cls, envelope, payload):
+                    return None
+            except Uncovered:  # a type the column checks do not model: decoding is the check
+                group._records = _decode(cls, group._stamped_as_given())
+                if group._records is None:
+                    return None
+        groups.append(group)
     columns = ArrowColumns(groups, n)
     if not _vouch(columns):
         return None
-    out = Validated(columns.records)
-    out.columns = columns
-    return out
+    return ColumnBatch(columns)
 
 
 def _by_rows(data: pa.Table | pa.RecordBatch) -> Validated | None:

@@ -63,7 +63,16 @@ from .kraft import BrokerRegistrationChange, Partition, PartitionChange, Registe
 from .s3stream import packed_fields
 from .types import is_reserved
 
-__all__ = ["ArrowColumns", "Columns", "Validated", "from_builtins_batch", "from_lines", "from_python", "to_table"]
+__all__ = [
+    "ArrowColumns",
+    "ColumnBatch",
+    "Columns",
+    "Validated",
+    "from_builtins_batch",
+    "from_lines",
+    "from_python",
+    "to_table",
+]
 
 _ENVELOPE_AT = {name: i for i, name in enumerate(ENVELOPE_FIELDS)}
 """Where each envelope field is in a record's fields (every record type starts with them)."""
@@ -77,6 +86,23 @@ class Validated(list):
     """A checked batch (a list of records) that keeps its ``Columns`` for ``to_table``."""
 
     columns: Columns | None = None
+
+
+class ColumnBatch:
+    """A checked batch held as columns (Arrow rows, ``arrow_input``): ``to_table`` reads them,
+    and no record is made unless ``decoded`` asks for them."""
+
+    def __init__(self, columns: ArrowColumns) -> None:
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return self.columns.size
+
+    def decoded(self) -> Validated:
+        """The batch as its records (a ``Validated`` list keeping these columns)."""
+        out = Validated(self.columns.records)
+        out.columns = self.columns
+        return out
 
 
 # -- the batch as columns ----------------------------------------------------------------------
@@ -118,6 +144,9 @@ class _Group:
     def field_array(self, name: str) -> pa.Array:
         return pa.array(self.fields[self.cls.__struct_fields__.index(name)])
 
+    stampable = False
+    """Whether ``stamped`` gives the group's ``record`` column (its encoding is at hand)."""
+
     def stamped(self, offsets: pa.Array, ts_ms: pa.Array, source_offsets: pa.Array) -> pa.Array | None:
         """The group's ``record`` column at these offsets, times and source offsets, when it has its encoding at
         hand (``arrow_input``'s groups); None: encode the batch's Structs."""
@@ -150,6 +179,11 @@ class Columns:
             self.groups.append(_Group(cls, index, [records[i] for i in index.tolist()]))
             start = end
 
+    @property
+    def size(self) -> int:
+        """The batch's number of records."""
+        return len(self.records)
+
     def _in_row_order(self, arrays: list[pa.Array]) -> pa.Array:
         """Per-group arrays (in group order) as one column in the batch's row order."""
         if self.order is None:
@@ -170,28 +204,19 @@ class Columns:
         schema: pa.Schema = LOG_SCHEMA,
     ) -> pa.Table:
         """The rows ``arrow.to_table`` makes of these records, built column by column."""
-        n = len(self.records)
+        n = self.size
         if n == 0:
             return schema.empty_table()
         env: dict[str, list[pa.Array]] = {k: [] for k in ("ts_ms", "type", "version", "key", "source", "so")}
-        offsets = np.arange(first_offset, first_offset + n, dtype=np.int64)
-        blobs: list[pa.Array] | None = []
         for g in self.groups:
-            ts = pc.fill_null(g.envelope("ts_ms"), ts_ms)
-            env["ts_ms"].append(ts)
+            env["ts_ms"].append(pc.fill_null(g.envelope("ts_ms"), ts_ms))
             env["type"].append(pa.array([type_name(g.cls)] * g.count, pa.string()))
             env["version"].append(g.envelope("version"))
             env["key"].append(_entity_keys(g))
             env["source"].append(g.envelope("source"))
-            # A record copied from another log keeps its old offset as source_offset, unless it
-            # already carries one from further upstream.
-            so = pc.coalesce(g.envelope("source_offset"), g.envelope("offset"))
-            env["so"].append(so)
-            if blobs is not None:
-                stamped = g.stamped(pa.array(offsets if g.index is None else offsets[g.index]), ts, so)
-                blobs = None if stamped is None else [*blobs, stamped]
+            env["so"].append(_source_offsets(g))
         columns: dict[str, Any] = {
-            "offset": pa.array(offsets),
+            "offset": pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)),
             "ts_ms": self._in_row_order(env["ts_ms"]),
             "type": self._in_row_order(env["type"]),
             "version": self._in_row_order(env["version"]),
@@ -202,9 +227,7 @@ class Columns:
             "producer_seq": pa.nulls(n, pa.int64())
             if producer_seq is None
             else pa.array([producer_seq] * n, pa.int64()),
-            RECORD_COLUMN: record_column(self.records, first_offset=first_offset, ts_ms=ts_ms)
-            if blobs is None
-            else self._in_row_order(blobs),
+            RECORD_COLUMN: self.record_column(first_offset, ts_ms),
         }
         for g in self.groups:
             col = column_name(g.cls)
@@ -225,6 +248,37 @@ class Columns:
         nulls = iter(null_columns(n, absent))
         return pa.table([columns[f.name] if f.name in columns else next(nulls) for f in schema], schema=schema)
 
+    def record_column(self, first_offset: int, ts_ms: int) -> pa.Array:
+        """The ``record`` column at offsets from ``first_offset`` (``arrow.record_column``): stamped
+        into the groups' encodings where they hold one, else encoded from stamped copies."""
+        if not all(g.stampable for g in self.groups):
+            return record_column(self.records, first_offset=first_offset, ts_ms=ts_ms)
+        offsets = np.arange(first_offset, first_offset + self.size, dtype=np.int64)
+        blobs = [
+            g.stamped(
+                pa.array(offsets if g.index is None else offsets[g.index]),
+                pc.fill_null(g.envelope("ts_ms"), ts_ms),
+                _source_offsets(g),
+            )
+            for g in self.groups
+        ]
+        return self._in_row_order(blobs)  # type: ignore[arg-type]
+
+
+def _source_offsets(g: _Group) -> pa.Array:
+    # A record copied from another log keeps its old offset as source_offset, unless it
+    # already carries one from further upstream.
+    return pc.coalesce(g.envelope("source_offset"), g.envelope("offset"))
+
+
+def stamped(batch: Sequence[Record] | ColumnBatch, first_offset: int, ts_ms: int) -> pa.Array:
+    """The ``record`` column of a checked batch at offsets from ``first_offset`` (a retried
+    append's, after another writer took its offsets)."""
+    columns = getattr(batch, "columns", None)
+    if columns is None:
+        return record_column(batch, first_offset=first_offset, ts_ms=ts_ms)  # type: ignore[arg-type]
+    return columns.record_column(first_offset, ts_ms)
+
 
 class ArrowColumns(Columns):
     """A batch that arrived as Arrow columns (``arrow_input``), grouped by record type: the
@@ -233,15 +287,26 @@ class ArrowColumns(Columns):
     def __init__(self, groups: list[_Group], n: int) -> None:
         self.groups = groups
         self._inverse = None
-        if len(groups) == 1 and groups[0].index is None:
-            self.order = None
-            self.records = groups[0].records
-            return
-        self.order = np.concatenate([g.index for g in groups])
-        records = np.empty(n, object)
-        for g in groups:
-            records[g.index] = g.records
-        self.records = records.tolist()
+        self._size = n
+        self._records: list[Record] | None = None
+        self.order = None if len(groups) == 1 and groups[0].index is None else np.concatenate([g.index for g in groups])
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def records(self) -> list[Record]:  # type: ignore[override]
+        """The batch's records in row order, decoded group by group when first asked for."""
+        if self._records is None:
+            if self.order is None:
+                self._records = list(self.groups[0].records)
+            else:
+                records = np.empty(self._size, object)
+                for g in self.groups:
+                    records[g.index] = g.records
+                self._records = records.tolist()
+        return self._records
 
 
 def _payload_array(
