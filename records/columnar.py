@@ -60,6 +60,7 @@ from .base import (
 from .catalog import AnyRecord
 from .codec import decode_line, from_builtins, iter_lines, normalize, normalize_batch
 from .kraft import BrokerRegistrationChange, Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
+from .msgpack_columns import head_length, stamp_blank
 from .s3stream import packed_fields
 from .types import is_reserved
 
@@ -157,6 +158,10 @@ class Columns:
     """A batch grouped by record type, each group transposed once; the checks and the table
     both read these columns."""
 
+    message: bytes | None = None
+    """msgspec's encoding of the records (a list), when the batch was checked through it
+    (``from_python``): the ``record`` column is stamped into it."""
+
     def __init__(self, records: Sequence[Record]) -> None:
         self.records = records
         n = len(records)
@@ -251,6 +256,10 @@ class Columns:
     def record_column(self, first_offset: int, ts_ms: int) -> pa.Array:
         """The ``record`` column at offsets from ``first_offset`` (``arrow.record_column``): stamped
         into the groups' encodings where they hold one, else encoded from stamped copies."""
+        if self.message is not None:
+            column = self._stamp_message(first_offset, ts_ms)
+            if column is not None:
+                return column
         if not all(g.stampable for g in self.groups):
             return record_column(self.records, first_offset=first_offset, ts_ms=ts_ms)
         offsets = np.arange(first_offset, first_offset + self.size, dtype=np.int64)
@@ -263,6 +272,20 @@ class Columns:
             for g in self.groups
         ]
         return self._in_row_order(blobs)  # type: ignore[arg-type]
+
+    def _stamp_message(self, first_offset: int, ts_ms: int) -> pa.Array | None:
+        """The ``record`` column stamped into ``message`` (``msgpack_columns.stamp_blank``), or
+        None where it cannot be (a version above 127, a type it does not write, a record
+        with an offset, time, source or source offset of its own)."""
+        heads = np.empty(self.size, np.int64)
+        for g in self.groups:
+            head = head_length(g.cls)
+            low, high = g.versions()
+            if head is None or not 0 <= low <= high < 128:
+                return None
+            heads[slice(None) if g.index is None else g.index] = head
+        offsets = np.arange(first_offset, first_offset + self.size, dtype=np.int64)
+        return stamp_blank(self.message, heads, offsets, ts_ms)
 
 
 def _source_offsets(g: _Group) -> pa.Array:
@@ -389,11 +412,28 @@ def _any(mask: pa.Array) -> bool:
     return bool(pc.any(mask).as_py())
 
 
+_UUID_BODY = np.zeros(256, bool)
+_UUID_BODY[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")] = True
+_UUID_LAST = np.zeros(256, bool)
+_UUID_LAST[list(b"AQgw")] = True
+"""``_UUID_RE``'s two character classes as byte tables (a uuid is 22 ASCII bytes)."""
+
+
 def _bad_uuids(strings: pa.Array) -> bool:
     """Whether some non-null string is not a Kafka uuid's text form (``check_uuid``)."""
     if len(strings) == 0 or strings.null_count == len(strings):
         return False
-    return _any(pc.invert(pc.match_substring_regex(strings, _UUID_RE)))
+    if not pa.types.is_string(strings.type):
+        return _any(pc.invert(pc.match_substring_regex(strings, _UUID_RE)))
+    if strings.null_count:
+        strings = strings.drop_null()
+    # 22 bytes each, every byte in its class: the regex's full match, on a grid of the bytes.
+    n = len(strings)
+    offsets = np.frombuffer(strings.buffers()[1], np.int32, n + 1, strings.offset * 4)
+    if offsets[-1] - offsets[0] != 22 * n or (np.diff(offsets) != 22).any():
+        return True
+    grid = np.frombuffer(strings.buffers()[2], np.uint8, 22 * n, int(offsets[0])).reshape(n, 22)
+    return not (_UUID_BODY[grid[:, :21]].all() and _UUID_LAST[grid[:, 21]].all())
 
 
 def _bad_real_uuids(strings: pa.Array) -> bool:
@@ -564,9 +604,14 @@ def from_python(records: Sequence[Record]) -> Validated:
         # The collector would scan the batch's tuples again and again as they are made
         # (``gc_paused``: no reference cycles here).
         with gc_paused():
+            message = _MSGPACK.encode(records)
             with trusted():
-                out = _BATCH_DECODER.decode(_MSGPACK.encode(records))
+                out = _BATCH_DECODER.decode(message)
             checked = _checked(out, _upcast)
+            # The message is the decoded records' encoding too when none was upcast and each
+            # equals the one given (not, say, a mapping where a nested Struct is meant).
+            if checked is not None and checked.columns.records is out and out == records:
+                checked.columns.message = message
     except (TypeError, ValueError, msgspec.MsgspecError):
         checked = None
     if checked is None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from functools import cache
 
 import msgspec
+import msgspec.inspect as mi
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -307,3 +308,68 @@ class Stampable:
             self.tail,
         ]
         return _as_array(_join(parts, self.count), self.count)
+
+
+_RAW_ITEMS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_BLANK = b"".join(_key(name) + _NIL for name in _STAMPED)
+"""A record's offset, time, source and source offset when it has none of them (each nil)."""
+
+
+@cache
+def head_length(cls: type[Record]) -> int | None:
+    """How many bytes of a record of ``cls`` come before its ``offset`` key, at a version below
+    128 (its map header, tag and version); None when this encoder does not write the type."""
+    names = list(cls.__struct_encode_fields__)
+    if not _tag(cls) or names[:5] != ["version", *_STAMPED] or list(cls.__struct_fields__) != names:
+        return None
+    if _holds_float(mi.type_info(cls)):  # an int given for a float decodes as a float: other bytes
+        return None
+    return len(_map_header(len(names) + 1)) + len(_tag(cls)) + len(_key("version")) + 1
+
+
+def _holds_float(t: mi.Type) -> bool:
+    if isinstance(t, mi.Metadata):
+        return _holds_float(t.type)
+    if isinstance(t, mi.FloatType):
+        return True
+    if isinstance(t, mi.UnionType):
+        return any(map(_holds_float, t.types))
+    if isinstance(t, (mi.VarTupleType, mi.ListType)):
+        return _holds_float(t.item_type)
+    if isinstance(t, mi.StructType):
+        return any(_holds_float(f.type) for f in t.fields)
+    return False
+
+
+def stamp_blank(message: bytes, heads: np.ndarray, offsets: np.ndarray, ts_ms: int) -> pa.Array | None:
+    """The ``record`` column of the records ``message`` encodes (one msgpack array, as
+    ``msgspec.msgpack.encode`` writes a list of records), stamped with ``offsets`` and the time
+    ``ts_ms``: each record's bytes with its blank offset, time, source and source offset
+    (``_BLANK``, ``heads[i]`` bytes into it) replaced. None when some record's bytes there are
+    not blank (the caller encodes stamped copies)."""
+    n = len(heads)
+    lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, n)
+    if n == 0 or len(message) >= 2**31:
+        return None
+    ends = np.cumsum(lengths)
+    starts = ends - lengths + (len(message) - int(ends[-1]))  # behind the array's header
+    ends += len(message) - int(ends[-1])
+    at = starts + heads
+    if (at + len(_BLANK) > ends).any():
+        return None
+    # The message cut at every record's start, blank and blank's end: heads, blanks and tails
+    # are every third piece of it (no copy until the takes).
+    cuts = np.empty(3 * n + 1, np.int32)
+    cuts[0:-1:3], cuts[1:-1:3], cuts[2:-1:3], cuts[-1] = starts, at, at + len(_BLANK), ends[-1]
+    pieces = pa.Array.from_buffers(pa.binary(), 3 * n, [None, pa.py_buffer(cuts), pa.py_buffer(message)])
+    if not pc.equal(pieces, pa.scalar(_BLANK, pa.binary())).to_numpy(zero_copy_only=False)[1::3].all():
+        return None
+    stamp = _key("ts_ms") + msgspec.msgpack.encode(ts_ms) + _key("source") + _NIL + _key("source_offset") + _NIL
+    parts = [
+        pieces.take(pa.array(np.arange(0, 3 * n, 3))),
+        _key("offset"),
+        _value_bytes(pa.array(offsets)),
+        stamp,
+        pieces.take(pa.array(np.arange(2, 3 * n, 3))),
+    ]
+    return _as_array(_join(parts, n), n)

@@ -5,15 +5,16 @@ integer and length boundaries where msgpack changes form, and on nulls."""
 from __future__ import annotations
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlake.records import RECORD_TYPES, NoOp, PartitionChange, ReplicaDirectory, arrow, type_name
+from kraftlake.records import RECORD_TYPES, NoOp, PartitionChange, ReplicaDirectory, arrow, columnar, type_name
 from kraftlake.records.base import ENVELOPE_FIELDS
-from kraftlake.records.msgpack_columns import Stampable, encode_rows
+from kraftlake.records.msgpack_columns import Stampable, encode_rows, head_length, stamp_blank
 from kraftlake.records.s3stream import packed_fields
 from kraftlake.testing import batches
 
@@ -105,3 +106,38 @@ def test_records_encoded_once_are_stamped_with_any_offsets_and_times(batch, firs
             continue
         got = encoded.column(*[stored.column(k).take(rows) for k in ("offset", "ts_ms", "source_offset")])
         assert got.to_pylist() == stored.column(arrow.RECORD_COLUMN).take(rows).to_pylist()
+
+
+def _blank(record):
+    return msgspec.structs.replace(record, offset=None, ts_ms=None, source=None, source_offset=None)
+
+
+@settings(max_examples=100)
+@given(batch=batches(max_size=25), first=st.sampled_from((0, 127, 128, 65_536, 2**40)), blank=st.booleans())
+def test_python_records_stamped_into_their_round_trip_encoding(batch, first, blank):
+    """``from_python`` keeps the batch's msgpack; the ``record`` column stamped into it is the one
+    encoded from stamped copies, byte for byte (or, where a record has an offset, time or
+    source of its own, or a type the stamping does not write, that column itself)."""
+    batch = [_blank(r) for r in batch] if blank else batch
+    checked = columnar.from_python(batch)
+    want = arrow.record_column(list(checked), first_offset=first, ts_ms=1_700_000_000_000)
+    assert checked.columns.record_column(first, 1_700_000_000_000).equals(want)
+    heads = np.array([head_length(type(r)) or 0 for r in checked], np.int64)
+    stamped = stamp_blank(msgspec.msgpack.encode(list(checked)), heads, np.arange(first, first + len(batch)), 5)
+    if blank and all(head_length(type(r)) for r in checked):
+        assert stamped is not None
+        assert stamped.equals(arrow.record_column(list(checked), first_offset=first, ts_ms=5))
+    elif stamped is not None:  # stamped where every record was blank anyway
+        assert all(r.offset is r.ts_ms is r.source is r.source_offset is None for r in checked)
+        assert stamped.equals(arrow.record_column(list(checked), first_offset=first, ts_ms=5))
+
+
+def test_records_not_as_decoded_are_encoded_from_copies():
+    """A field given as a list where the record holds a tuple encodes alike, but the records
+    decoded from the round trip are not the ones given: the batch's msgpack is not kept."""
+    record = PartitionChange(topic_id=TOPIC, partition_id=3, isr=[1, 2])  # type: ignore[arg-type]
+    checked = columnar.from_python([record])
+    assert checked.columns.message is None
+    assert checked.columns.record_column(0, 1).equals(arrow.record_column(list(checked), first_offset=0, ts_ms=1))
+    kept = columnar.from_python([PartitionChange(topic_id=TOPIC, partition_id=3, isr=(1, 2))])
+    assert kept.columns.message is not None
