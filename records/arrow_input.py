@@ -13,11 +13,12 @@ row by row: ``rows`` turns the table into those objects and ``codec.from_builtin
 (through ``columnar.from_builtins_batch``), naming the first bad row, its type and its field.
 The fast path (``_by_type``) makes no Python object per row until the checks have passed:
 the rows of each record type keep their envelope and struct columns (cast to the log's types),
-which ``msgpack_columns`` encodes column by column into each record's msgpack; msgspec decodes
-those bytes into the records (types, bounds, required fields: checked in C), and the records'
-own checks run as Arrow compute over the columns (``columnar``). The same encoding, stamped
-with the append's offsets and times, is the rows' ``record`` column, and the columns are the
-table's. A batch it cannot vouch for (an old version to upcast, a renamed or packed
+which ``msgpack_columns`` encodes column by column into each record's msgpack. What msgspec's
+decode of those bytes would check (types, bounds, required fields) is checked over the columns
+(``column_checks``), and the records' own checks run as Arrow compute too (``columnar``): no
+Struct is made unless a type's checks need one or a caller asks for the records. The same
+encoding, stamped with the append's offsets and times, is the rows' ``record`` column, and the
+columns are the table's. A batch it cannot vouch for (an old version to upcast, a renamed or packed
 type, a null, a failed check) goes to the reference, which raises its error or returns its own
 result. A null in a struct field that cannot be null but has a default means the default, as
 when the log reads its own rows; a null anywhere else is refused as the JSON ``null`` would be.
