@@ -59,6 +59,7 @@ from .base import (
 )
 from .catalog import AnyRecord
 from .codec import decode_line, from_builtins, iter_lines, normalize, normalize_batch
+from .errors import RecordError
 from .kraft import BrokerRegistrationChange, Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
 from .msgpack_columns import head_length, stamp_blank
 from .s3stream import packed_fields
@@ -71,6 +72,7 @@ __all__ = [
     "Validated",
     "from_builtins_batch",
     "from_lines",
+    "from_msgpack_items",
     "from_python",
     "to_table",
 ]
@@ -683,6 +685,25 @@ def _decode_lines(body: list[bytes]) -> list[Record] | None:
 def _from_builtins_trusted(raw: Any) -> Record:
     with trusted():
         return from_builtins(raw)
+
+
+def from_msgpack_items(items: Sequence[bytes | msgspec.Raw]) -> Validated | None:
+    """Records each sent as one whole msgpack object (an HTTP request's records, as
+    ``msgspec.Raw``): ``from_builtins_batch`` of their decoded objects, without making those
+    objects. One typed decode of the items as one array (types and bounds in C; a repeated key
+    is taken as a dict would take it, the last), the Python checks per column, older versions
+    upcast from their objects. None where it cannot vouch for the batch: the caller decodes
+    each item and calls ``from_builtins_batch``, which names the bad record."""
+    try:
+        with gc_paused():
+            joined = b"".join([b"\xdd", len(items).to_bytes(4, "big"), *items])
+            with trusted():
+                out = _BATCH_DECODER.decode(joined)
+            if len(out) != len(items):
+                return None
+            return _checked(out, lambda i, _: _from_builtins_trusted(msgspec.msgpack.decode(items[i])))
+    except (TypeError, ValueError, OverflowError, RecordError, msgspec.MsgspecError):
+        return None
 
 
 def from_builtins_batch(raws: Sequence[Any]) -> Validated:

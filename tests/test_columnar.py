@@ -32,7 +32,7 @@ from kraftlake.records import (
     iter_lines,
     type_name,
 )
-from kraftlake.records.catalog import BY_NAME
+from kraftlake.records.catalog import BY_NAME, AnyRecord
 from kraftlake.records.codec import json_form, normalize_batch
 from kraftlake.records.s3stream import packed_fields
 from kraftlake.records.upcast import SHAPES
@@ -577,3 +577,50 @@ def test_a_log_appends_arrow_rows_as_it_appends_their_records(tmp_path):
     with pytest.raises(RecordError, match="row 2: PartitionChange.isr"):
         by_rows.append(bad)
     assert by_rows.last_offset == 49  # nothing of the refused batch landed
+
+
+# -- records sent as msgpack items (the service's measured requests) ----------------------------
+
+
+@settings(max_examples=300)
+@given(raws=broken())
+def test_msgpack_items_give_the_reference_records_or_leave_it_to_the_reference(raws):
+    """``from_msgpack_items`` decodes each record's msgpack typed, in one call: it gives the
+    records and table ``from_builtins_batch`` gives for the decoded objects, or None (then the
+    caller takes that path, whose error names the record)."""
+    try:
+        items = [msgspec.msgpack.encode(raw) for raw in raws]
+    except OverflowError:  # an integer msgpack cannot hold: the body never decodes
+        return
+    want = _outcome(lambda: columnar.from_builtins_batch([msgspec.msgpack.decode(i) for i in items]))
+    got = columnar.from_msgpack_items([msgspec.Raw(i) for i in items])
+    if got is None:
+        return
+    assert want[0] == "ok", want
+    assert list(got) == want[1]
+    _same_tables(got, want[1])
+
+
+def test_a_repeated_key_in_a_msgpack_item_is_taken_as_a_dict_takes_it():
+    pairs = [("type", "PartitionChange"), ("partition_id", 1), ("topic_id", TOPIC), ("leader", 1), ("leader", 5)]
+    item = bytes([0x80 | len(pairs)]) + b"".join(
+        msgspec.msgpack.encode(k) + msgspec.msgpack.encode(v) for k, v in pairs
+    )
+    got = columnar.from_msgpack_items([item])
+    assert got is not None and got == columnar.from_builtins_batch([msgspec.msgpack.decode(item)])
+    assert got[0].leader == 5
+
+
+@settings(max_examples=100)
+@given(batch=batches(max_size=20))
+def test_valid_msgpack_items_are_decoded_in_one_call(batch):
+    raws = [_builtins(r) for r in batch]
+    items = [msgspec.Raw(msgspec.msgpack.encode(raw)) for raw in raws]
+    got = columnar.from_msgpack_items(items)
+    want = columnar.from_builtins_batch(raws)
+    if got is None:  # only where the typed decode refuses the JSON form (packed fields, bytes as base64)
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.msgpack.decode(msgspec.msgpack.encode(raws), type=list[AnyRecord])
+        return
+    assert list(got) == list(want)
+    _same_tables(got, want)

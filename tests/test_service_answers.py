@@ -207,3 +207,41 @@ def test_metrics_keep_counting_past_ten_thousand_commits():
     buckets = sorted((float(dict(k[1])["le"]), v) for k, v in m.items() if k[0] == "kraftlake_commit_records_bucket")
     assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
     assert dict(buckets)[1.0] == commits // 3 and dict(buckets)[10.0] == commits == dict(buckets)[float("inf")]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "litestar"])
+def test_a_measured_msgpack_batch_lands_and_is_refused_as_json_is(tmp_path, fast, monkeypatch):
+    """A msgpack body over ``max_record_bytes`` is decoded typed in one call
+    (``columnar.from_msgpack_items``): its records land as the same batch sent as JSON does, and
+    a bad record gets the JSON body's answer (status, message, index, type and field)."""
+    from kraftlake.service import append as append_module
+
+    typed = []
+    real = append_module.from_msgpack_items
+    monkeypatch.setattr(append_module, "from_msgpack_items", lambda items: typed.append(real(items)) or typed[-1])
+    good = [config(i) for i in range(40)]
+    bad = [*good[:7], {"type": "Topic", "name": "t"}, *good[7:]]
+    answers = {}
+    for kind in ("json", "msgpack"):
+        path = tmp_path / kind
+        Log.create(path)
+        app = create_app(path, limits=Limits(max_record_bytes=300), fast=fast, commit_process=False)
+        with TestClient(app=app) as c:
+            for seq, records in enumerate((good, bad)):
+                body = {"producer": "p", "seq": seq, "records": records}
+                if kind == "json":
+                    r = c.post("/v1/records", json=body)
+                else:
+                    packed = msgspec.msgpack.encode(body)
+                    r = c.post("/v1/records", content=packed, headers={"content-type": "application/msgpack"})
+                answers[kind, seq] = (r.status_code, r.json())
+        answers[kind] = Log.open(path).read()
+    assert answers["json", 0][0] == 200 and answers["json", 1][0] == 400
+    assert answers["msgpack", 0] == answers["json", 0]
+    assert answers["msgpack", 1] == answers["json", 1]
+    assert answers["json", 1][1]["index"] == 7 and answers["json", 1][1]["field"] == "topic_id"
+    assert [r.value for r in answers["msgpack"]] == [str(i) for i in range(40)]
+    assert [msgspec.structs.replace(r, ts_ms=None) for r in answers["msgpack"]] == [
+        msgspec.structs.replace(r, ts_ms=None) for r in answers["json"]
+    ]
+    assert len(typed) == 2 and typed[0] is not None and typed[1] is None  # the good batch decoded typed
