@@ -7,8 +7,7 @@ all its threads) follows it far less, so this is the number to compare code vers
 two checkouts one after the other, several times). For each round one batch of ``--size``
 records (bench/append.py's workload) is appended to one log per form: Python Structs
 (``python``), JSON Lines split and decoded in the call (``jsonl``, as ``kraftlake append``
-does), msgpack bytes decoded as the HTTP service does (``msgpack``: ``msgspec.msgpack.decode``
-then ``columnar.from_builtins_batch``) and a pyarrow Table of the rows (``arrow``), then the
+does), msgpack bytes decoded as the HTTP service does (``msgpack``: ``append.service_msgpack``) and a pyarrow Table of the rows (``arrow``), then the
 batch's Arrow table is written to a raw Delta table with ``write_deltalake`` (converted untimed,
 as in bench/append.py), and once more with ``WriterProperties(compression="ZSTD")`` (``raw_zstd``:
 the codec kraftlake's data files use; delta-rs's default is snappy). The first round is a warm-up. Prints the median per form; ``--json``
@@ -30,13 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import msgspec  # noqa: E402
 import pyarrow as pa  # noqa: E402
-from append import ARROW_DROPPED, Workload  # noqa: E402 - bench/append.py's
+from append import ARROW_DROPPED, Workload, service_msgpack  # noqa: E402 - bench/append.py's
 from deltalake import DeltaTable, WriterProperties, write_deltalake  # noqa: E402
 
 from kraftlake.records import Log  # noqa: E402
 from kraftlake.records.arrow import LOG_SCHEMA, to_table  # noqa: E402
 from kraftlake.records.codec import encode_lines  # noqa: E402
-from kraftlake.records.columnar import from_builtins_batch, from_lines  # noqa: E402
+from kraftlake.records.columnar import from_lines  # noqa: E402
 from kraftlake.records.log import TABLE_PROPERTIES  # noqa: E402
 
 FORMS = ("python", "jsonl", "msgpack", "arrow")
@@ -50,7 +49,7 @@ def _append(form: str, log: Log, batch: list, rows: pa.Table, lines: bytes, pack
     elif form == "jsonl":
         log.append(from_lines(lines.splitlines()), validated=True)
     elif form == "msgpack":
-        log.append(from_builtins_batch(msgspec.msgpack.decode(packed)), validated=True)
+        log.append(service_msgpack(packed), validated=True)
     else:
         log.append(rows)
 
