@@ -650,16 +650,7 @@ class IncidentTracker(IncidentRules):
     def _min_isr(self, topic_id: str) -> int:
         got = self.min_isr_cache.get(topic_id)
         if got is None:
-            view = self.view
-            info = view.topics.get(topic_id)
-            value = None if info is None else view.config(TOPIC_RESOURCE, info.name, MIN_ISR)
-            if value is None:
-                value = view.config(BROKER_RESOURCE, "", MIN_ISR)
-            try:
-                got = int(value) if value is not None else 1
-            except ValueError:
-                got = 1
-            self.min_isr_cache[topic_id] = got
+            got = self.min_isr_cache[topic_id] = min_isr(self.view, topic_id)
         return got
 
     def _measure(self, pkey, p, offset: int, ts: int | None, part: _Part | None = None) -> None:
@@ -790,6 +781,19 @@ class IncidentTracker(IncidentRules):
             topics=dict(sorted(topics.items())),
             dir_paths=dict(sorted(self.dir_paths.items())),
         )
+
+
+def min_isr(view, topic_id: str) -> int:
+    """The min.insync.replicas in force for topic ``topic_id`` in ``view`` (a ``ControllerView``):
+    the topic's config, else the cluster default, else 1 (also for a value that is not a number)."""
+    info = view.topics.get(topic_id)
+    value = None if info is None else view.config(TOPIC_RESOURCE, info.name, MIN_ISR)
+    if value is None:
+        value = view.config(BROKER_RESOURCE, "", MIN_ISR)
+    try:
+        return int(value) if value is not None else 1
+    except ValueError:
+        return 1
 
 
 def _finished(inc: Incident, outages: dict[tuple[str, int], list[Outage]], end_ms: int | None) -> Incident:

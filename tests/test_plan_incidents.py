@@ -264,3 +264,113 @@ def test_the_plans_incidents_are_the_trackers_when_a_directory_comes_back(tmp_pa
     log = Log.create(tmp_path / "log")
     log.append(back_and_dropped())
     _same(log, _plan(log, monkeypatch))
+
+
+def _ends_and_comebacks() -> list:
+    """The KIP-858 story's set-up (brokers 101 and 102 with two directories each; topics a and b
+    of two partitions, all led by 101, both in every ISR; 101's replicas of a-0 and b-0 on ``d0``,
+    of a-1 and b-1 on ``d1``), then effects ended at the edges (``effects``' ended_by):
+
+    - 23: 101's ``d0`` fails (a-0, b-0: leader and ISR effects under ``d0``);
+    - 24: a-0 moves its leader and ISR to 102: two effects ended by one record;
+    - 25, 26: b-0's leader moves to 102 (ends leadership) and back to 101 (does not reopen it);
+    - 27: b-0's ISR drops 101 (its ISR effect ends here, not at 25 or 26);
+    - 28: 102 starts a controlled shutdown (a-0, b-0: leader and ISR; a-1, b-1: ISR; any directory);
+    - 29, 30: 102 leaves a-1's ISR (ends it) and comes back;
+    - 31, 32: b-1 moves 102's replica to another directory (ends nothing: the effect is the
+      broker's, not a directory's), then drops 102 from its ISR (ends it);
+    - 33, 34: a-0 drops 102 from its replicas (ends leadership and ISR at once), then takes it back;
+    - 35: 101's ``d1`` fails (a-1, b-1: leader and ISR);
+    - 36, 37: a-1 moves 101's replica off ``d1`` (ends both) and back (reopens nothing)."""
+    from test_incidents import fixture_records
+
+    from kraftlake.records.kraft import BrokerRegistrationChange, PartitionChange, ReplicaDirectory
+    from kraftlake.records.observations import LogDirFailed
+
+    a, b = "YW6soxYeId5Lgf56lnEg3g", "dAMvN9tlpM4l1TsGqSyGsA"
+    d0, d1 = "Ot57GypJXW8c7tKGTPwsPg", "8FATlxS8D75deTGo-YggVg"
+    e0, e1 = "sEFAvcev_iE-QOdjsFNH7Q", "5LXlCV8-Nx0cMeDCNWf-hg"
+    t = 1_700_000_010_000
+
+    def dirs(*pairs):
+        return tuple(ReplicaDirectory(broker=x, directory=y) for x, y in pairs)
+
+    def change(offset, topic, p, **kw):
+        return PartitionChange(offset=offset, ts_ms=t + offset * 1000, topic_id=topic, partition_id=p, **kw)
+
+    return fixture_records()[:23] + [
+        LogDirFailed(offset=23, ts_ms=t + 23_000, broker_id=101, directory=d0),
+        change(24, a, 0, leader=102, isr=(102,)),
+        change(25, b, 0, leader=102),
+        change(26, b, 0, leader=101),
+        change(27, b, 0, leader=102, isr=(102,)),
+        BrokerRegistrationChange(
+            offset=28, ts_ms=t + 28_000, broker_id=102, broker_epoch=202, fenced=0, in_controlled_shutdown=1,
+        ),
+        change(29, a, 1, isr=(101,)),
+        change(30, a, 1, isr=(101, 102)),
+        change(31, b, 1, assignment=dirs((101, d1), (102, e0))),
+        change(32, b, 1, isr=(101,)),
+        change(33, a, 0, replicas=(101,), isr=(101,), leader=101, assignment=dirs((101, d0))),
+        change(34, a, 0, replicas=(101, 102), isr=(101, 102), leader=102, assignment=dirs((101, d0), (102, e0))),
+        LogDirFailed(offset=35, ts_ms=t + 35_000, broker_id=101, directory=d1),
+        change(36, a, 1, assignment=dirs((101, d0), (102, e1))),
+        change(37, a, 1, assignment=dirs((101, d1), (102, e1))),
+    ]  # fmt: skip
+
+
+ENDS = {
+    ("dir-failure", 23): {
+        ("a", 0, "leader", 24, "leader moved"),
+        ("a", 0, "isr", 24, "left the ISR"),
+        ("b", 0, "leader", 25, "leader moved"),
+        ("b", 0, "isr", 27, "left the ISR"),
+    },
+    ("controlled-shutdown", 28): {
+        ("a", 0, "leader", 33, "replica removed"),
+        ("a", 0, "isr", 33, "replica removed"),
+        ("b", 0, "leader", None, "open"),
+        ("b", 0, "isr", None, "open"),
+        ("a", 1, "isr", 29, "left the ISR"),
+        ("b", 1, "isr", 32, "left the ISR"),
+    },
+    ("dir-failure", 35): {
+        ("a", 1, "leader", 36, "replica moved"),
+        ("a", 1, "isr", 36, "replica moved"),
+        ("b", 1, "leader", None, "open"),
+        ("b", 1, "isr", None, "open"),
+    },
+}
+"""Each incident of ``_ends_and_comebacks`` (kind, failed at): its effects (topic, partition,
+role, ended by, outcome)."""
+
+
+def _ends(report) -> dict:
+    return {
+        (inc.kind, inc.failed_at): {(e.topic, e.partition, e.role, e.ended_by, e.outcome) for e in inc.effects}
+        for inc in report.incidents
+    }
+
+
+def test_effects_end_at_the_first_record_that_breaks_them_and_stay_ended(tmp_path, monkeypatch):
+    """Each effect ends at the first later record that takes the broker's role (on the failed
+    directory) away, also when one record ends several, and a broker that leaves and comes back
+    does not reopen or extend an effect: the plan's ``effects`` says so as the tracker does."""
+    log = Log.create(tmp_path / "log")
+    log.append(_ends_and_comebacks())
+    assert _ends(find_incidents(log.at().records())) == ENDS
+    report = _plan(log, monkeypatch)
+    assert _ends(report) == ENDS
+    _same(log, report)
+
+
+@pytest.mark.spark
+def test_effects_end_at_the_first_record_that_breaks_them_on_spark(spark, tmp_path):
+    log = Log.create(tmp_path / "log")
+    log.append(_ends_and_comebacks())
+    engine = SparkEngine(spark)
+    engine.read(read_log(spark, log.path))
+    with engine:
+        report = audit(engine)
+    assert _ends(report) == ENDS
+    _same(log, report)

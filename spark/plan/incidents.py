@@ -57,9 +57,7 @@ from kraftlake.records.kraft import (
 )
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
 from kraftlake.replay.incidents import (
-    BROKER_RESOURCE,
     MIN_ISR,
-    TOPIC_RESOURCE,
     Availability,
     Incident,
     IncidentRules,
@@ -69,6 +67,7 @@ from kraftlake.replay.incidents import (
     _finished,
     find_incidents,
     handling,
+    min_isr,
 )
 from kraftlake.statemachine.kraft.directory_ids import is_online
 
@@ -164,14 +163,7 @@ class Observer:
 
     def _min_isr(self, view, offset: int, topics: list[str]) -> None:
         for t in topics:
-            info = view.topics.get(t)
-            value = None if info is None else view.config(TOPIC_RESOURCE, info.name, MIN_ISR)
-            if value is None:
-                value = view.config(BROKER_RESOURCE, "", MIN_ISR)
-            try:
-                n = int(value) if value is not None else 1
-            except ValueError:
-                n = 1
+            n = min_isr(view, t)
             changes = self.min_isr.setdefault(t, [])
             if not changes or changes[-1][1] != n:
                 changes.append((offset, n))
@@ -282,11 +274,21 @@ def effects(d: Dialect, width: int, last: int) -> str:
     the first later state where the broker is no replica, its replica left the directory, or
     lost the role (null: none; the topic's removal is the driver's), what that state says (why,
     new leader) and its time. A state holds the requests ranked after its start and up to its
-    end (``rank_rows``): no range join."""
+    end (``rank_rows``): no range join.
+
+    An effect ends at the first later break point of its (partition, broker) of its kind: a
+    state whose state before had the broker leading (in the ISR) and which has it no longer, or
+    on another directory (for a directory's request). The break points are read off each
+    state and the one before it (the timeline's ``old_*``: no window, no join with later
+    states), listed in order per (partition, broker), and each effect takes the first one after
+    its state from that list."""
     gone = "(NOT inr OR (x.mode <> '*' AND NOT (bdir IS NOT DISTINCT FROM x.mode)))"
-    w = "(PARTITION BY pk, b, mode ORDER BY off)"
-    after = "(PARTITION BY pk, b, mode ORDER BY off ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
-    big = 1 << 62
+    now_in = d.contains("replicas", "b")
+    same_dir = f"(CASE WHEN {now_in} THEN {d.at('dirs', d.position('replicas', 'b'))} END) IS NOT DISTINCT FROM old_dir"
+
+    def nxt(offs: str) -> str:
+        return d.at(d.filter(f"k.{offs}", lambda v: f"{v} > e.off"), "1")
+
     return f"""
     WITH c AS ({_ranked(d, "inc_qb", width, last, [("q", "q")])}),
     hits AS (
@@ -296,27 +298,42 @@ def effects(d: Dialect, width: int, last: int) -> str:
       SELECT qi.req, qi.mode, h.pk, h.off, h.b, h.is_l, h.is_i
       FROM hits h JOIN inc_qi qi ON qi.b = h.b AND qi.dir = h.probe AND qi.idx = h.idx
     ),
-    ep AS (SELECT pk, b, mode, min(off) AS since FROM eff GROUP BY pk, b, mode),
-    tr AS (
-      SELECT ep.mode, m.pk, m.b, m.off, coalesce(m.end_, {big}) AS end_,
-        m.is_l AND (ep.mode = '*' OR m.dir = ep.mode) AS hl, m.is_i AND (ep.mode = '*' OR m.dir = ep.mode) AS hi
-      FROM ep JOIN inc_members m ON m.pk = ep.pk AND m.b = ep.b AND m.off >= ep.since
+    was AS (
+      -- Per state, each broker that led the partition or was in its ISR in the state before.
+      SELECT pk, off, leader, isr, replicas, dirs, old_leader, old_isr, b, {d.at("old_dirs", "pos + 1")} AS old_dir
+      FROM (SELECT pk, off, leader, isr, replicas, dirs, old_leader, old_isr, old_dirs,
+              {d.posexplode("old_replicas", "pos", "b")}
+            FROM timeline WHERE old_replicas IS NOT NULL AND pk IN (SELECT pk FROM eff)) w
+      WHERE b = old_leader OR {d.contains("old_isr", "b")}
     ),
-    t1 AS (SELECT *, lag(end_) OVER {w} AS pend FROM tr),
-    t3 AS (
-      -- A state's role lasts until the first later state that breaks it: a state where it does
-      -- not hold (it starts where the last one ended), or a gap (a state not the broker's in
-      -- between, from where the last one ended): either way, where the state before it ended.
-      SELECT *,
-        coalesce(min(CASE WHEN NOT hl OR pend <> off THEN pend END) OVER {after}, last_end) AS end_l,
-        coalesce(min(CASE WHEN NOT hi OR pend <> off THEN pend END) OVER {after}, last_end) AS end_i
-      FROM (SELECT *, max(end_) OVER (PARTITION BY pk, b, mode) AS last_end FROM t1) t2
+    brk AS (
+      -- Where such a broker's role breaks: it no longer leads (``bl``) or is in the ISR (``bi``)
+      -- as a replica, or (``bld``, ``bid``) does on another directory.
+      SELECT pk, off, b, hl AND NOT nl AS bl, hl AND NOT (nl AND nd) AS bld, hi AND NOT ni AS bi,
+        hi AND NOT (ni AND nd) AS bid
+      FROM (
+        SELECT pk, off, b, b = old_leader AS hl, {d.contains("old_isr", "b")} AS hi,
+          b = leader AND {now_in} AS nl, {d.contains("isr", "b")} AND {now_in} AS ni, {same_dir} AS nd
+        FROM was
+      ) x
+      WHERE (hl AND NOT (nl AND nd)) OR (hi AND NOT (ni AND nd))
+    ),
+    lists AS (
+      -- Per (partition, broker), its break points of each kind in order: an effect's end is
+      -- the first one after its state (also when the broker comes back later).
+      SELECT pk, b, {d.ordered_list("off", "off", "bl")} AS l_offs, {d.ordered_list("off", "off", "bld")} AS ld_offs,
+        {d.ordered_list("off", "off", "bi")} AS i_offs, {d.ordered_list("off", "off", "bid")} AS id_offs
+      FROM brk GROUP BY pk, b
+    ),
+    ranked AS (
+      SELECT e.req, e.pk, e.b, e.mode, e.is_l, e.is_i,
+        CASE WHEN e.mode = '*' THEN {nxt("l_offs")} ELSE {nxt("ld_offs")} END AS end_l,
+        CASE WHEN e.mode = '*' THEN {nxt("i_offs")} ELSE {nxt("id_offs")} END AS end_i
+      FROM eff e LEFT JOIN lists k ON k.pk = e.pk AND k.b = e.b
     ),
     ended AS (
-      SELECT e.req, e.pk, e.b, e.mode, 'L' AS role, t.end_l AS ended_by FROM eff e
-        JOIN t3 t ON t.pk = e.pk AND t.b = e.b AND t.mode = e.mode AND t.off = e.off WHERE e.is_l
-      UNION ALL SELECT e.req, e.pk, e.b, e.mode, 'I' AS role, t.end_i AS ended_by FROM eff e
-        JOIN t3 t ON t.pk = e.pk AND t.b = e.b AND t.mode = e.mode AND t.off = e.off WHERE e.is_i
+      SELECT req, pk, b, mode, 'L' AS role, end_l AS ended_by FROM ranked WHERE is_l
+      UNION ALL SELECT req, pk, b, mode, 'I' AS role, end_i FROM ranked WHERE is_i
     ),
     x AS (
       SELECT x0.*, z.leader, {d.contains("z.replicas", "x0.b")} AS inr,
