@@ -399,3 +399,22 @@ def test_the_plans_driver_follows_the_trackers_own_rules():
         assert issubclass(follower, IncidentRules)
         assert not rules & set(vars(follower)), follower
     assert "topic_removed" not in vars(_Incidents)  # the tracker adds its availability to it
+
+
+def test_min_insync_replicas_is_the_topics_else_the_clusters_else_one():
+    """One lookup (``min_isr``) for the tracker and the plan's driver: the topic's config, else the
+    cluster default (a broker config with no name), else 1; a value that is not a number is 1."""
+    from kraftlake.replay.incidents import min_isr
+    from kraftlake.statemachine.kraft.reducer import replay
+    from kraftlake.statemachine.kraft.view import ControllerView
+
+    records = fixture_records()
+    a, b = (r.topic_id for r in records if type(r).__name__ == "Topic")
+    view = ControllerView()
+    replay(records, view)
+    assert (min_isr(view, a), min_isr(view, b), min_isr(view, "no-such-topic")) == (1, 1, 1)
+    replay([Config(resource_type=4, resource_name="", name="min.insync.replicas", value="3", ts_ms=1)], view)
+    replay([Config(resource_type=2, resource_name="a", name="min.insync.replicas", value="2", ts_ms=1)], view)
+    assert (min_isr(view, a), min_isr(view, b), min_isr(view, "no-such-topic")) == (2, 3, 3)
+    replay([Config(resource_type=2, resource_name="b", name="min.insync.replicas", value="two", ts_ms=1)], view)
+    assert min_isr(view, b) == 1
