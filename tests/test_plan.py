@@ -578,7 +578,7 @@ def test_checked_counts_what_the_catalogue_says_a_check_is(plan, tmp_path):
 
 @pytest.mark.parametrize("width", [1, 7, 100])
 def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, width):
-    """K4/K5's interval joins are cut into offset buckets (``offset_bucket``, 2^20 records and
+    """K4/K5's ranked lookups are cut into offset buckets (``offset_bucket``, 2^20 records and
     more on real logs): buckets far narrower than a partition state or a bad interval, each
     straddled by many, give the same violations as the local audit (the whole report: K7's
     instants on the same history too)."""

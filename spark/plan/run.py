@@ -41,6 +41,7 @@ from .driver import (
     partition_of,
     report_of,
 )
+from .incidents import rank_rows
 
 log = get_logger(__name__)
 
@@ -56,6 +57,12 @@ ENGINE_PARTS = (
 """What ran where, for the report (``AuditReport.engine``)."""
 
 REPORT = "AssignReplicasToDirsRequest"
+
+RANK_COLUMNS = [
+    ("b", "INT"), ("dir", "DIR"), ("bucket", "BIGINT"),
+    ("sp_before", "BIGINT"), ("sp_offs", "ARRAY<BIGINT>"), ("st_before", "BIGINT"), ("st_offs", "ARRAY<BIGINT>"),
+]  # fmt: skip
+"""``bad_ranks``' columns (``incidents.rank_rows`` of the bad intervals' stops and starts)."""
 
 LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"), ("removed", "BIGINT")]
 
@@ -217,14 +224,24 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
 
     tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
+    by_key: dict[tuple[int, str], list[tuple[int, int | None, str]]] = {}
+    for b, s, e, reason in broker_bad:
+        by_key.setdefault((b, sql.ANY_DIR), []).append((s, e, reason))
+    for b, dd, s, e in dir_bad:
+        by_key.setdefault((b, dd), []).append((s, e, "offline"))
     engine.table(
         "bad",
-        [(b, sql.ANY_DIR, s, e, reason) for b, s, e, reason in broker_bad]
-        + [(b, dd, s, e, "offline") for b, dd, s, e in dir_bad],
-        [("bad_broker", "INT"), ("bad_dir", "DIR"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("reason", "STRING")],
-    )
+        [(b, dd, i, *span) for (b, dd), spans in by_key.items() for i, span in enumerate(spans)],
+        [
+            ("bad_broker", "INT"), ("bad_dir", "DIR"), ("idx", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT"),
+            ("reason", "STRING"),
+        ],
+    )  # fmt: skip
+    marks = {k: [[e for _s, e, _r in v if e is not None], [s for s, _e, _r in v]] for k, v in by_key.items()}
+    engine.table("bad_ranks", rank_rows(marks, offset_bucket(end), end), RANK_COLUMNS)
     engine.view("members", sql.members(d))
-    engine.keep("bad_overlaps", sql.overlaps(d, offset_bucket(end), end, known))
+    engine.table("known", [(b,) for b in known], [("b", "INT")])
+    engine.keep("bad_overlaps", sql.overlaps(d, offset_bucket(end), end))
     engine.keep("k4k5", sql.k4_k5_states(d))
     held = lambda source: sql.held(d, source, end, config.grace_records, config.grace_ms)  # noqa: E731
     k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")

@@ -13,8 +13,8 @@ What each query computes is what Kafka's replay and the local audit compute per 
   a refused change, directories folded per replica where a change sets replicas without naming
   them) take the general form (``judged``, ``states``).
 - ``members``, ``overlaps``, ``k4_k5_points``: leaders and ISR members joined with the
-  intervals where their broker or directory is bad (interval joins cut into offset buckets),
-  and where K4/K5's answer can change.
+  intervals where their broker or directory is bad (ranked lookups, no range join), and where
+  K4/K5's answer can change.
 - ``islands``: runs of wrong states (gaps and islands), any invariant.
 - ``k7_hits``, ``unassigned_counts``, ``k9_runs``, ``held``: K7 at directory removals, the
   UNASSIGNED count per broker (K8, K10, K11), K9's reports until recorded, the grace.
@@ -408,56 +408,48 @@ def members(d: Dialect) -> str:
     """
 
 
-def overlaps(d: Dialect, width: int, last: int, known: list[int]) -> str:
-    """Members joined with the bad intervals (``bad``: bad_broker, bad_dir, start_, stop_,
+def overlaps(d: Dialect, width: int, last: int) -> str:
+    """Members joined with the bad intervals (``bad``: bad_broker, bad_dir, idx, start_, stop_,
     reason) they overlap: a leader with its broker's (``bad_dir`` ``ANY_DIR``) and its
     directory's, an ISR member with its directory's; a leader on a broker that never registered
-    (not in ``known``) is unregistered for its whole state. ``s``/``e``: the overlap.
+    (not in ``known``: b; an anti join, where a list of the brokers in the text cost a comparison
+    per broker and state) is unregistered for its whole state. ``s``/``e``: the overlap.
 
-    Both sides are cut into offset buckets ``width`` records wide and joined on (broker,
-    directory, bucket), so that a row is checked against the bad intervals near it only (a
-    broker's bad intervals grow with the history; a join on the keys alone is quadratic in
-    it). A pair is kept in the one bucket where its overlap begins. Before that, a member is
-    dropped when no bad interval of its (broker, directory) falls between the first's start
-    and the last's stop (most states: a broker is bad for short spans)."""
-    first = f"{d.idiv('greatest(off, 0)', width)}"
+    A key's (broker, directory) bad intervals are disjoint, numbered ``idx`` in offset order:
+    those a state overlaps are the ones from the number that stop at most at its start to the
+    number that start before its end, ranked by ``bad_ranks`` (``incidents.rank_rows``: per
+    key and bucket, how many lie in the buckets before, and the bucket's own offsets; a whole
+    broker's in buckets ``width`` records wide). A state is exploded into the intervals it
+    overlaps only, never into buckets: a long state (a partition's last) meets a long interval
+    (a broker left bad to the end) once, not once per bucket they share."""
+
+    def bucket(position: str) -> str:
+        return f"CASE WHEN p.probe = {d.dir(ANY_DIR)} THEN {d.idiv(position, width)} ELSE 0 END"
+
+    def rank(r: str, column: str, position: str) -> str:
+        return f"({r}.{column}_before + {d.size(d.filter(f'{r}.{column}_offs', lambda x: f'{x} <= {position}'))})"
+
     probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(d.dir(ANY_DIR))}
         ELSE {d.array("dir", d.dir(ANY_DIR))} END"""
-    # A leader on a broker that never registered has no bad interval: unregistered, once a state.
-    unknown = "leader <> -1"
-    if known:
-        unknown += f" AND leader NOT IN ({', '.join(map(str, known))})"
     leader_dir = (
         f"CASE WHEN {d.contains('replicas', 'leader')} THEN {d.at('dirs', d.position('replicas', 'leader'))} END"
     )
-    bfirst = d.idiv("greatest(start_, 0)", width)
+    end = f"coalesce(p.end_, {last + 1}) - 1"
     return f"""
-    WITH keys AS (
-      SELECT bad_broker, bad_dir, min(start_) AS lo, max(coalesce(stop_, {last + 1})) AS hi
-      FROM bad GROUP BY bad_broker, bad_dir
+    WITH p AS (SELECT *, {d.explode(probes, "probe")} FROM members),
+    c AS (
+      SELECT p.*, {rank("r0", "sp", "p.off")} AS lo, {rank("r1", "st", end)} AS hi
+      FROM p
+        JOIN bad_ranks r0 ON r0.b = p.broker AND r0.dir = p.probe AND r0.bucket = {bucket("p.off")}
+        JOIN bad_ranks r1 ON r1.b = p.broker AND r1.dir = p.probe AND r1.bucket = {bucket(end)}
     ),
-    p AS (SELECT *, {d.explode(probes, "probe")} FROM members),
-    q AS (
-      SELECT p.* FROM p JOIN keys k
-        ON p.broker = k.bad_broker AND p.probe = k.bad_dir AND (p.end_ IS NULL OR k.lo < p.end_) AND k.hi > p.off
-    ),
-    r AS (
-      SELECT *, {d.explode(d.seq(first, f"greatest({first}, {d.idiv(f'coalesce(end_ - 1, {last})', width)})"), "bucket")}
-      FROM q
-    ),
-    b AS (
-      SELECT *, {d.explode(d.seq(bfirst, f"greatest({bfirst}, {d.idiv(f'coalesce(stop_ - 1, {last})', width)})"), "bad_bucket")}
-      FROM bad
-    )
-    SELECT r.pk, r.off, r.end_, r.role, r.pos, r.broker, r.dir, b.reason,
-      greatest(r.off, b.start_) AS s, least(r.end_, b.stop_) AS e
-    FROM r JOIN b
-      ON r.broker = b.bad_broker AND r.probe = b.bad_dir AND r.bucket = b.bad_bucket
-      AND (r.end_ IS NULL OR b.start_ < r.end_) AND (b.stop_ IS NULL OR b.stop_ > r.off)
-      AND {d.idiv("greatest(r.off, b.start_)", width)} = r.bucket
+    h AS (SELECT *, {d.explode(d.seq("lo", "hi - 1"), "idx")} FROM c WHERE hi > lo)
+    SELECT h.pk, h.off, h.end_, h.role, h.pos, h.broker, h.dir, b.reason,
+      greatest(h.off, b.start_) AS s, least(h.end_, b.stop_) AS e
+    FROM h JOIN bad b ON b.bad_broker = h.broker AND b.bad_dir = h.probe AND b.idx = h.idx
     UNION ALL SELECT pk, off, end_, 'L' AS role, 0 AS pos, leader AS broker, {leader_dir} AS dir,
       'unregistered' AS reason, off AS s, end_ AS e
-    FROM timeline WHERE {unknown}
+    FROM timeline t WHERE leader <> -1 AND NOT EXISTS (SELECT 1 FROM known k WHERE k.b = t.leader)
     """
 
 
