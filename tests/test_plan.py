@@ -602,6 +602,42 @@ def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, width
     assert found["K4"] > 10 and found["K5"] > 10 and found["K7"] > 10, found
 
 
+@pytest.mark.parametrize("width", [1, 1 << 20])
+def test_leaders_on_brokers_never_registered_or_left_fenced_to_the_end(plan, tmp_path, monkeypatch, width):
+    """K4 on a leader whose broker never registered (no bad interval: the known brokers' anti
+    join) and on one whose broker is fenced to the log's end while the partition's last state
+    lasts to the end too (a long state meeting a long interval, in one bucket or across many):
+    each found once, as the local audit finds them."""
+    import kraftlake.spark.plan.run as plan_run
+    from kraftlake.records import FenceBroker, Partition, PartitionChange, ReplicaDirectory, Topic
+
+    monkeypatch.setattr(plan_run, "offset_bucket", lambda last: width)
+    t = uid("t")
+    d = {b: uid(f"d{b}") for b in (1, 2, 9)}
+
+    def partition(p: int, replicas: tuple[int, ...]) -> Partition:
+        assignment = tuple(ReplicaDirectory(broker=b, directory=d[b]) for b in replicas)
+        return Partition(topic_id=t, partition_id=p, replicas=replicas, isr=replicas, leader=replicas[0],
+                         leader_epoch=0, partition_epoch=0, assignment=assignment)  # fmt: skip
+
+    records = [
+        *bootstrap(),
+        *(registration(b, [d[b]], epoch=b, fenced=False) for b in (1, 2)),
+        Topic(name="t", topic_id=t),
+        partition(0, (1, 2)),
+        partition(1, (9, 1)),  # broker 9 never registers
+        FenceBroker(id=2, epoch=2),  # fenced to the end
+        PartitionChange(topic_id=t, partition_id=0, leader=2),
+        *(PartitionChange(topic_id=t, partition_id=2 + i % 2, isr=(1,)) for i in range(6)),  # L3: filler
+    ]
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
+    k4 = sorted((v.entity, v.first_offset, v.last_offset) for v in local.violations if v.invariant == "K4")
+    assert k4 == [(f"partition/{t}/0", 7, None), (f"partition/{t}/1", 5, None)]
+    _same(local, remote)
+
+
 def test_a_history_generated_in_shards_is_one_history(plan, tmp_path):
     """Shards (parts of the cluster with their own brokers, topics and seeds) generated apart and
     laid end to end make one log: gapless, times never going back, the same records on every
