@@ -67,18 +67,52 @@ def phase_spark(path: str, cores: int, what: str) -> dict:
 
 
 def phase_steps(path: str) -> dict:
-    """The plan on DuckDB in this process, timed per step (``plan.audit``'s ``step`` names): what
-    each group of invariants costs, K13-K15 (ELR) included."""
+    """The plan on DuckDB in this process, timed per step (``plan.audit``'s ``step`` names: wall
+    and process CPU seconds): what each group of invariants costs, K13-K15 (ELR) included; and
+    each statement the engine ran for longer than ``SLOW`` seconds (step, wall, CPU, its start)."""
     from kraftlake.records import Log
     from kraftlake.spark.plan import audit_snapshot
+    from kraftlake.spark.plan.duck import DuckEngine
 
-    marks: list[tuple[str, float]] = []
+    marks: list[tuple[str, float, float]] = []
+    slow: list[tuple[str, float, float, str]] = []
+
+    def timed(method):
+        def run(self, sql, *args, **kwargs):
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = method(self, sql, *args, **kwargs)
+            if method is DuckEngine.iter_rows:
+                out = iter(list(out))  # the statement runs as it is read
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if wall > SLOW:
+                slow.append((marks[-1][0] if marks else "", round(wall, 2), round(cpu, 2), " ".join(sql.split())[:60]))
+            return out
+
+        return run
+
+    originals = {m: getattr(DuckEngine, m) for m in ("keep", "rows", "iter_rows", "arrow")}
+    for m, f in originals.items():
+        setattr(DuckEngine, m, timed(f))
     snap = Log.open(path).at()
     t = time.perf_counter()
-    report = audit_snapshot(snap, step=lambda name: marks.append((name, time.perf_counter())))
-    end = time.perf_counter()
-    steps = {name: round(b - a, 2) for (name, a), (_next, b) in zip(marks, [*marks[1:], ("end", end)])}
-    return {"records": snap.last_offset + 1, "seconds": end - t, "steps": steps, "violations": len(report.violations)}
+    report = audit_snapshot(snap, step=lambda name: marks.append((name, time.perf_counter(), time.process_time())))
+    end = (time.perf_counter(), time.process_time())
+    for m, f in originals.items():
+        setattr(DuckEngine, m, f)
+    spans = zip(marks, [*(m[1:] for m in marks[1:]), end])
+    steps = {name: (round(b - a, 2), round(cb - ca, 2)) for (name, a, ca), (b, cb) in spans}
+    return {
+        "records": snap.last_offset + 1,
+        "seconds": end[0] - t,
+        "steps": steps,
+        "statements": slow,
+        "violations": len(report.violations),
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+SLOW = 0.3
+"""``--phase steps`` lists the statements that ran longer than this (seconds)."""
 
 
 def _peak_mb(pid: int) -> float:
@@ -335,7 +369,8 @@ def main() -> None:
             with console.status("the plan on DuckDB, step by step"):
                 steps = _run("--phase", "steps", "--log", log)
             console.print(
-                "the plan on DuckDB, seconds per step: " + ", ".join(f"{k}: {v}" for k, v in steps["steps"].items())
+                "the plan on DuckDB, seconds per step (wall, CPU): "
+                + ", ".join(f"{k}: {w} / {c}" for k, (w, c) in steps["steps"].items())
             )
             if 1 in rates and 2 in rates:
                 console.print(f"Spark SQL local[2] / local[1] = {rates[2] / rates[1]:.2f}x (goal >= 1.6x)")
