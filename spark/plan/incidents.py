@@ -374,7 +374,7 @@ def departures(d: Dialect) -> str:
     """
 
 
-def availability_changes(d: Dialect, width: int, last: int, known: list[int]) -> str:
+def availability_changes(d: Dialect, width: int, last: int) -> str:
     """Where each partition's availability flags change (``code``: bits ``_NL``, ``_UM``,
     ``_LO``, ``_IO``; from all clear before its first state), until the next change (``nxt``;
     the topic's removal; null: the end), with the leader's directory there and the times.
@@ -383,8 +383,9 @@ def availability_changes(d: Dialect, width: int, last: int, known: list[int]) ->
     (``inc_off``: broker, dir, start_, stop_, numbered per key ``idx``; ranked by ``inc_ob``)
     and topics' (``inc_min_isr``: life, start_, stop_, min_isr) intervals: evaluated at each
     state and at each edge of such an interval inside it. A member's offline intervals are those
-    ranked from the last stop at most its start to the last start before its end."""
-    unknown = f"b NOT IN ({', '.join(map(str, known))})" if known else "TRUE"
+    ranked from the last stop at most its start to the last start before its end. A member on a
+    broker the driver never saw (not in ``inc_known``) is offline throughout: an anti join, where
+    a list of every broker in the text cost each row a comparison per broker."""
     return f"""
     WITH c AS ({_ranked(d, "inc_ob", width, last, [("sp", "sp"), ("st", "st")])}),
     hits AS (
@@ -394,7 +395,8 @@ def availability_changes(d: Dialect, width: int, last: int, known: list[int]) ->
     ov AS (
       SELECT h.pk, h.off, h.end_, h.is_l, h.is_i, greatest(h.off, o.start_) AS s, least(h.end_, o.stop_) AS e
       FROM hits h JOIN inc_off o ON o.broker = h.b AND o.dir = h.probe AND o.idx = h.idx
-      UNION ALL SELECT pk, off, end_, is_l, is_i, off AS s, end_ AS e FROM inc_members WHERE {unknown}
+      UNION ALL SELECT pk, off, end_, is_l, is_i, off AS s, end_ AS e FROM inc_members m
+        WHERE NOT EXISTS (SELECT 1 FROM inc_known k WHERE k.b = m.b)
     ),
     edges AS (
       SELECT DISTINCT pk, t, row_off FROM (
@@ -593,7 +595,8 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
         observer.min_isr_rows(lives),
         [("life", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("min_isr", "INT")],
     )
-    changes = engine.rows(availability_changes(d, width, last, sorted(observer.states)))
+    engine.table("inc_known", [(b,) for b in sorted(observer.states)], [("b", "INT")])
+    changes = engine.rows(availability_changes(d, width, last))
     partitions, outages = _availability(lives, observer.names, changes, end_ms, replay.steps)
     by_partition: dict[tuple[str, int], list[Outage]] = {}
     for out in outages:
