@@ -901,10 +901,3 @@ def link_violations(incidents: list[Incident], violations: list) -> None:
                 inc.invariants[v.invariant] = inc.invariants.get(v.invariant, 0) + 1
     for inc in incidents:
         inc.invariants = dict(sorted(inc.invariants.items()))
-
-
-def incident_at(incidents: list[Incident], offset: int) -> list[Incident]:
-    """The incidents open at ``offset``, by their start."""
-    starts = [inc.failed_at for inc in incidents]
-    hi = bisect.bisect_right(starts, offset)
-    return [inc for inc in incidents[:hi] if inc.ended_at is None or inc.ended_at >= offset]
