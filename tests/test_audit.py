@@ -134,6 +134,10 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
     out = tmp_path / "report.json"
     res = runner.invoke(app, ["audit", str(bad), "--format", "json", "--out", str(out)])
     assert res.exit_code == 1
+    assert res.stdout == ""  # the report goes to the file instead (10^7 records: 1 GB)
+    assert f"FAIL: JSON report in {out}" in " ".join(res.stderr.split())
+    res = runner.invoke(app, ["audit", str(bad), "--format", "json"])
+    assert res.exit_code == 1
     doc = json.loads(res.stdout)
     assert json.loads(out.read_text()) == doc
     assert list(doc) == [

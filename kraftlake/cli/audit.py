@@ -293,9 +293,11 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
             with out_file.open("wb") as f:
                 f.write(doc)
                 f.write(b"\n")
-        if fmt is Format.json:
+        if fmt is Format.json and out_file is None:
             write_bytes(doc)
             write_bytes(b"\n")
+        elif fmt is Format.json:
+            err.print(f"{report.verdict.upper()}: JSON report in {out_file}")
         else:
             _summary(report)
     if report.verdict == "fail":
