@@ -640,8 +640,11 @@ def effect_rows(engine, asked: list[tuple[int, int, str | None]], width: int, la
     (no row objects), one Python object per value the replay reads."""
     d = engine.dialect
     part = f"(e.pk - {d.idiv('e.pk', 1 << 32)} * {1 << 32})"
+    # Kept before it is sorted: as one statement, the effects' joins and the sort held more
+    # than DuckDB's limit at once (10^7 records under 1 GB), where each spills on its own.
+    engine.keep("inc_effects", effects(d, width, last))
     table = engine.arrow(
-        f"SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM ({effects(d, width, last)}) e"
+        "SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM inc_effects e"
         f" JOIN lives ON lives.life_index = {d.idiv('e.pk', 1 << 32)}"
         f" ORDER BY e.req, lives.life_topic, CASE WHEN {part} >= {1 << 31} THEN {part} - {1 << 32} ELSE {part} END,"
         " e.role DESC"

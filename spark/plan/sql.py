@@ -670,6 +670,18 @@ def final_states(d: Dialect) -> str:
     """
 
 
+def final_states_ordered(d: Dialect) -> str:
+    """``final_states`` in the order the view's image lists partitions: topic id, then partition
+    id (signed, from ``pk``'s low 32 bits); then lifetime."""
+    life = d.idiv("f.pk", 4294967296)
+    low = f"(f.pk - {life} * 4294967296)"
+    return f"""
+    SELECT f.* FROM ({final_states(d)}) f JOIN lives l ON l.life_index = {life}
+    WHERE f.pk >= 0
+    ORDER BY l.life_topic, CASE WHEN {low} >= 2147483648 THEN {low} - 4294967296 ELSE {low} END, f.pk
+    """
+
+
 ANY_REFUSED = "SELECT 1 FROM fills WHERE refused IS NOT NULL LIMIT 1"
 
 

@@ -13,6 +13,8 @@ in, byte-identical image out, in every process.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -235,6 +237,23 @@ def state_hash_of(image_without_hash: Any) -> str:
     return hashlib.sha256(_ENCODER.encode(image_without_hash)).hexdigest()
 
 
+def streamed_state_hash(fields: dict[str, Any], key: str, items: Iterable[Any], batch: int = 4096) -> str:
+    """``state_hash_of({**fields, key: tuple(items)})``, the items encoded and hashed a batch at a
+    time: the same bytes are hashed, but the millions of partitions a long history ends with are
+    never held together (the columnar audit reads them from its engine)."""
+    # The canonical encoding sorts a dict's keys: the fields before ``key``, then the items'
+    # array, then the fields after it, each piece spliced without its braces.
+    before = _ENCODER.encode({k: v for k, v in fields.items() if k < key})
+    after = _ENCODER.encode({k: v for k, v in fields.items() if k > key})
+    h = hashlib.sha256(before[:-1] + (b"," if len(before) > 2 else b"") + _ENCODER.encode(key) + b":[")
+    items, sep = iter(items), b""
+    while chunk := list(islice(items, batch)):
+        h.update(sep + _ENCODER.encode(chunk)[1:-1])
+        sep = b","
+    h.update(b"]" + (b"," + after[1:] if len(after) > 2 else b"}"))
+    return h.hexdigest()
+
+
 # -- the mutable view the reducer folds into ------------------------------------------------------
 
 
@@ -363,13 +382,12 @@ class ControllerView:
         assert before is not None
         return before
 
-    def _image_fields(self) -> dict[str, Any]:
-        return {
+    def _image_fields(self, partitions: bool = True) -> dict[str, Any]:
+        fields = {
             "features": dict(sorted(self.features.items())),
             "brokers": tuple(broker_image(b) for _, b in sorted(self.brokers.items())),
             "controllers": tuple(c for _, c in sorted(self.controllers.items())),
             "topics": tuple(t for _, t in sorted(self.topics.items())),
-            "partitions": tuple(partition_image(p) for p in self.iter_partitions()),
             "configs": tuple(
                 ConfigImage(resource_type=t, resource_name=n, configs=dict(sorted(c.items())))
                 for (t, n), c in sorted(self.configs.items())
@@ -378,14 +396,22 @@ class ControllerView:
             "zk_migration_state": self.zk_migration_state,
             "transaction": self.transaction,
         }
+        if partitions:
+            fields["partitions"] = tuple(partition_image(p) for p in self.iter_partitions())
+        return fields
 
     def image(self) -> ControllerImage:
         """The canonical, frozen form of this view, with its state hash."""
         fields = self._image_fields()
         return ControllerImage(offset=self.offset, state_hash=state_hash_of(fields), **fields)
 
-    def state_hash(self) -> str:
-        return state_hash_of(self._image_fields())
+    def state_hash(self, partitions: Iterable[PartitionRegistration] | None = None) -> str:
+        """sha256 of the image without its offset. ``partitions``: the view's partitions given
+        instead of its own, in (topic id, partition id) order, hashed as they come and not held
+        (``streamed_state_hash``)."""
+        if partitions is None:
+            return state_hash_of(self._image_fields())
+        return streamed_state_hash(self._image_fields(partitions=False), "partitions", map(partition_image, partitions))
 
     def state(self) -> ControllerState:
         """The view's data, sorted (what a snapshot stores). Refused inside a transaction: the
