@@ -90,8 +90,8 @@ def run(log: str, master: str, cluster=None) -> dict:
     stdout, stderr = proc.communicate()
     seconds = time.perf_counter() - t
     cpu, peak = sampler.stop(daemons)
-    if proc.returncode not in (0, 1):
-        raise SystemExit(stderr[-3000:])
+    if proc.returncode not in (0, 1) or not stdout.strip():  # exit 1 is also an uncaught error's
+        raise SystemExit(f"{' '.join(cli)}: exit {proc.returncode}\n{stderr[-3000:]}")
     report = json.loads(stdout)
     return {
         "records": records,
