@@ -576,15 +576,15 @@ def test_checked_counts_what_the_catalogue_says_a_check_is(plan, tmp_path):
     assert checked["K8"] == checked["K10"] > 0
 
 
-@pytest.mark.parametrize("width", [1, 7, 100])
-def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, width):
-    """K4/K5's ranked lookups are cut into offset buckets (``offset_bucket``, 2^20 records and
-    more on real logs): buckets far narrower than a partition state or a bad interval, each
-    straddled by many, give the same violations as the local audit (the whole report: K7's
-    instants on the same history too)."""
-    import kraftlake.spark.plan.run as plan_run
+@pytest.mark.parametrize("per", [1, 2, 100])
+def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, per):
+    """K4/K5's ranked lookups are cut into buckets per key (``ranks.PER_BUCKET`` offsets to a
+    bucket): buckets far narrower than a partition state or a bad interval, each straddled by
+    many (one or two offsets each), or one per key, give the same violations as the local audit
+    (the whole report: K7's instants on the same history too)."""
+    import kraftlake.spark.plan.ranks as plan_ranks
 
-    monkeypatch.setattr(plan_run, "offset_bucket", lambda last: width)
+    monkeypatch.setattr(plan_ranks, "PER_BUCKET", per)
     cfg = WorkloadConfig(
         brokers=5,
         dirs_per_broker=3,
@@ -602,16 +602,16 @@ def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, width
     assert found["K4"] > 10 and found["K5"] > 10 and found["K7"] > 10, found
 
 
-@pytest.mark.parametrize("width", [1, 1 << 20])
-def test_leaders_on_brokers_never_registered_or_left_fenced_to_the_end(plan, tmp_path, monkeypatch, width):
+@pytest.mark.parametrize("per", [1, 8])
+def test_leaders_on_brokers_never_registered_or_left_fenced_to_the_end(plan, tmp_path, monkeypatch, per):
     """K4 on a leader whose broker never registered (no bad interval: the known brokers' anti
     join) and on one whose broker is fenced to the log's end while the partition's last state
     lasts to the end too (a long state meeting a long interval, in one bucket or across many):
     each found once, as the local audit finds them."""
-    import kraftlake.spark.plan.run as plan_run
+    import kraftlake.spark.plan.ranks as plan_ranks
     from kraftlake.records import FenceBroker, Partition, PartitionChange, ReplicaDirectory, Topic
 
-    monkeypatch.setattr(plan_run, "offset_bucket", lambda last: width)
+    monkeypatch.setattr(plan_ranks, "PER_BUCKET", per)
     t = uid("t")
     d = {b: uid(f"d{b}") for b in (1, 2, 9)}
 

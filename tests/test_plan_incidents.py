@@ -245,11 +245,17 @@ def test_the_plans_incidents_on_spark_are_the_trackers(spark, tmp_path, name):
     _same(log, report)
 
 
-def test_the_plans_incidents_are_the_trackers_on_a_history_of_shards(tmp_path, monkeypatch):
+@pytest.mark.parametrize("per", [1, 3, 8])
+def test_the_plans_incidents_are_the_trackers_on_a_history_of_shards(tmp_path, monkeypatch, per):
     """Shards laid end to end: earlier shards' failed directories, fenced brokers and open
     effects stay to the end while later ones fail, recover and remove topics (both sides index
-    them by broker, incident and topic)."""
+    them by broker, incident and topic); a broker's requests and offline intervals, all in its
+    shard, ranked through buckets of its own of ``per`` offsets (``ranks.PER_BUCKET``)."""
     from test_incidents import SHARDED, _shards
+
+    from kraftlake.spark.plan import ranks
+
+    monkeypatch.setattr(ranks, "PER_BUCKET", per)
 
     log = Log.create(tmp_path / "log")
     log.append(_shards(SHARDED, 3, 2000)[1])

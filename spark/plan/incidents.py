@@ -21,7 +21,7 @@ same answer is split along the plan's own line:
   each state and at each edge of an offline interval or a min.insync.replicas change inside
   it). Both engines of the plan run the same text. States meet the few offsets they are
   joined with (requests, offline intervals) through rank tables the driver builds
-  (``rank_rows``), not range joins: a partition state can span most of a history.
+  (``ranks``), not range joins: a partition state can span most of a history.
 
 Which incidents exist can hang on the partition side (a directory's incident that ended takes no
 more reports; a shutdown begun while the last incident is still open is part of it), so the
@@ -73,6 +73,7 @@ from kraftlake.statemachine.kraft.directory_ids import is_online
 
 from .dialect import Dialect
 from .driver import partition_of
+from .ranks import lookup, rank, register
 
 log = get_logger(__name__)
 
@@ -84,8 +85,8 @@ _DOWN = None
 _ANY = "*"
 """A broker registered without directories (any directory online but the failed ones), and in
 the ``inc_off`` table a whole broker down (never a directory id)."""
-RANK_BUCKETS = 64
-"""Offset buckets per rank table (``rank_rows``): a lookup reads one bucket's few offsets."""
+_RANK_KEY = [("b", "INT"), ("dir", "STRING")]
+"""The rank tables' key (``ranks.register``): broker, directory or ``_ANY``."""
 _NL, _UM, _LO, _IO = 8, 4, 2, 1
 """The availability flags as bits of one code (no leader, under min ISR, leader offline, ISR
 member offline)."""
@@ -211,31 +212,6 @@ def _dir_offline(d: str, state) -> bool:
 # -- the partition side, in SQL ------------------------------------------------------------------
 
 
-def rank_rows(marks: dict[tuple[int, str], list[list[int]]], width: int, last: int) -> list[tuple]:
-    """A table to rank offsets among sorted ones without a range join: per key (broker,
-    directory), for each of the key's sorted offset lists in ``marks``, how many lie in the
-    buckets before and those in the bucket (``_rank``). A directory's lists are short: one
-    bucket (0); a whole broker's (``_ANY``) can be long: buckets ``width`` records wide,
-    0 .. ``(last + 1) // width``. -1 counts in bucket 0."""
-    rows = []
-    for (b, d), lists in sorted(marks.items()):
-        nb = (last + 1) // width + 1 if d == _ANY else 1
-        w = width if d == _ANY else last + 2
-        edges = [[bisect.bisect_left(offsets, k * w) if k else 0 for k in range(nb + 1)] for offsets in lists]
-        for k in range(nb):
-            row: list = [b, d, k]
-            for offsets, at in zip(lists, edges):
-                hi = at[k + 1] if k + 1 < nb else len(offsets)
-                row += [at[k], offsets[at[k] : hi]]
-            rows.append(tuple(row))
-    return rows
-
-
-def _rank(d: Dialect, table: str, column: str, position: str) -> str:
-    """How many of ``table``'s ``column`` offsets (``rank_rows``) are at most ``position``."""
-    return f"({table}.{column}_before + {d.size(d.filter(f'{table}.{column}_offs', lambda x: f'{x} <= {position}'))})"
-
-
 def members(d: Dialect) -> str:
     """Per partition state, its leader and ISR members among its replicas, each with its
     directory (``dir``) and whether it leads (``is_l``) or is in the ISR (``is_i``)."""
@@ -246,27 +222,22 @@ def members(d: Dialect) -> str:
     """
 
 
-def _ranked(d: Dialect, table: str, width: int, last: int, columns: list[tuple[str, str]]) -> str:
+def _ranked(d: Dialect, table: str, last: int, columns: list[tuple[str, str]]) -> str:
     """``inc_members``, each under its directory and ``*`` (its whole broker: ``probe``, the key
     of ``table``), with ``columns`` ((name, list)): the rank of each state's start among
     ``table``'s ``list`` offsets (``lo``: at most ``off``) and of its last offset (``hi``: at
-    most ``end_ - 1``), keys without offsets left out."""
+    most ``end_ - 1``) (``ranks.lookup``), keys without offsets left out."""
     end = f"coalesce(m.end_, {last + 1}) - 1"
-
-    def bucket(position: str) -> str:
-        return f"CASE WHEN m.probe = '*' THEN {d.idiv(position, width)} ELSE 0 END"
-
     ranks = ", ".join(
-        f"{_rank(d, 'r0', lst, 'm.off')} AS {name}_lo, {_rank(d, 'r1', lst, end)} AS {name}_hi" for name, lst in columns
+        f"{rank(d, 'r0', lst, 'm.off')} AS {name}_lo, {rank(d, 'r1', lst, end)} AS {name}_hi" for name, lst in columns
     )
     return f"""
       SELECT m.*, {ranks}
       FROM (SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM inc_members) m
-        JOIN {table} r0 ON r0.b = m.b AND r0.dir = m.probe AND r0.bucket = {bucket("m.off")}
-        JOIN {table} r1 ON r1.b = m.b AND r1.dir = m.probe AND r1.bucket = {bucket(end)}"""
+        {lookup(d, table, "{r}.b = m.b AND {r}.dir = m.probe", "m.off", end)}"""
 
 
-def effects(d: Dialect, width: int, last: int) -> str:
+def effects(d: Dialect, last: int) -> str:
     """Per request (``inc_qi``: b, dir, idx, req, mode: at the ``idx``-th offset of ``inc_qb``'s
     (b, dir) list; a broker's request under dir and mode ``*``), the
     partitions whose state at its offset has the broker among its replicas (on the request's
@@ -274,7 +245,7 @@ def effects(d: Dialect, width: int, last: int) -> str:
     the first later state where the broker is no replica, its replica left the directory, or
     lost the role (null: none; the topic's removal is the driver's), what that state says (why,
     new leader) and its time. A state holds the requests ranked after its start and up to its
-    end (``rank_rows``): no range join.
+    end (``ranks``): no range join.
 
     An effect ends at the first later break point of its (partition, broker) of its kind: a
     state whose state before had the broker leading (in the ISR) and which has it no longer, or
@@ -290,7 +261,7 @@ def effects(d: Dialect, width: int, last: int) -> str:
         return d.at(d.filter(f"k.{offs}", lambda v: f"{v} > e.off"), "1")
 
     return f"""
-    WITH c AS ({_ranked(d, "inc_qb", width, last, [("q", "q")])}),
+    WITH c AS ({_ranked(d, "inc_qb", last, [("q", "q")])}),
     hits AS (
       SELECT pk, off, b, probe, is_l, is_i, {d.explode(d.seq("q_lo", "q_hi - 1"), "idx")} FROM c WHERE q_hi > q_lo
     ),
@@ -352,10 +323,12 @@ def departures(d: Dialect) -> str:
     """Per fencing (``inc_dep``: at_, broker, lo), the partition changes after the control
     record ``lo`` and before ``at_`` that took the broker out: it led before and not after
     (``led``), or was in the ISR before and not after (``was_in``); with the leader after and
-    the time. Between two control records there are only partition records (``rank`` of each
-    state falls between one such pair at most)."""
+    the time. Between two control records there are only partition records: each fencing is
+    exploded into the offsets between them (each offset in one such pair at most: as many rows
+    as partition records at most) and joined on the offset, not a range join (which grew with
+    the square of the history)."""
     return f"""
-    WITH q AS (SELECT at_, broker, lo FROM inc_dep),
+    WITH q AS (SELECT at_, broker, {d.explode(d.seq("lo + 1", "at_ - 1"), "off")} FROM inc_dep WHERE at_ > lo + 1),
     t AS (
       SELECT pk, off, leader, isr, old_leader, old_isr FROM timeline
       WHERE old_isr IS NOT NULL AND (
@@ -366,7 +339,7 @@ def departures(d: Dialect) -> str:
       SELECT q.at_, q.broker, t.pk, t.off, t.leader,
         (t.old_leader = q.broker AND t.leader <> q.broker) AS led,
         ({d.contains("t.old_isr", "q.broker")} AND NOT {d.contains("t.isr", "q.broker")}) AS was_in
-      FROM q JOIN t ON t.off > q.lo AND t.off < q.at_
+      FROM q JOIN t ON t.off = q.off
     )
     SELECT h.at_, h.broker, h.pk, h.off, h.leader, h.led, h.was_in, l.ts_ms
     FROM hit h LEFT JOIN log l ON l.{d.q("offset")} = h.off
@@ -374,7 +347,7 @@ def departures(d: Dialect) -> str:
     """
 
 
-def availability_changes(d: Dialect, width: int, last: int) -> str:
+def availability_changes(d: Dialect, last: int) -> str:
     """Where each partition's availability flags change (``code``: bits ``_NL``, ``_UM``,
     ``_LO``, ``_IO``; from all clear before its first state), until the next change (``nxt``;
     the topic's removal; null: the end), with the leader's directory there and the times.
@@ -387,7 +360,7 @@ def availability_changes(d: Dialect, width: int, last: int) -> str:
     broker the driver never saw (not in ``inc_known``) is offline throughout: an anti join, where
     a list of every broker in the text cost each row a comparison per broker."""
     return f"""
-    WITH c AS ({_ranked(d, "inc_ob", width, last, [("sp", "sp"), ("st", "st")])}),
+    WITH c AS ({_ranked(d, "inc_ob", last, [("sp", "sp"), ("st", "st")])}),
     hits AS (
       SELECT pk, off, end_, b, probe, is_l, is_i, {d.explode(d.seq("sp_lo", "st_hi - 1"), "idx")}
       FROM c WHERE st_hi > sp_lo
@@ -557,7 +530,6 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     ((first_ms,),) = engine.rows(f"SELECT ts_ms FROM log WHERE {o} = {first}")
     ((end_ms,),) = engine.rows(f"SELECT ts_ms FROM log WHERE {o} = {last}")
     lives = plane.topics
-    width = (last + 1) // RANK_BUCKETS + 1
     engine.keep("inc_members", members(d))
 
     found_effects: dict = {}
@@ -569,8 +541,8 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
             break
         if replay.ask_effects:
             asked = sorted(replay.ask_effects, key=lambda k: (k[0], k[1], k[2] or ""))
-            _register_requests(engine, asked, width, last)
-            found_effects.update(effect_rows(engine, asked, width, last))
+            _register_requests(engine, asked)
+            found_effects.update(effect_rows(engine, asked, last))
         if replay.ask_departures:
             asked_dep = sorted(replay.ask_departures)
             engine.table("inc_dep", asked_dep, [("at_", "BIGINT"), ("broker", "INT"), ("lo", "BIGINT")])
@@ -589,14 +561,14 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
         [("broker", "INT"), ("dir", "STRING"), ("idx", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT")],
     )
     marks = {k: [[stop for _s, stop in v if stop is not None], [start for start, _e in v]] for k, v in by_key.items()}
-    engine.table("inc_ob", rank_rows(marks, width, last), _rank_columns("sp", "st"))
+    register(engine, "inc_ob", marks, _RANK_KEY, ["sp", "st"])
     engine.table(
         "inc_min_isr",
         observer.min_isr_rows(lives),
         [("life", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("min_isr", "INT")],
     )
     engine.table("inc_known", [(b,) for b in sorted(observer.states)], [("b", "INT")])
-    changes = engine.rows(availability_changes(d, width, last))
+    changes = engine.rows(availability_changes(d, last))
     partitions, outages = _availability(lives, observer.names, changes, end_ms, replay.steps)
     by_partition: dict[tuple[str, int], list[Outage]] = {}
     for out in outages:
@@ -626,14 +598,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     )
 
 
-def _rank_columns(*names: str) -> list[tuple[str, str]]:
-    cols = [("b", "INT"), ("dir", "STRING"), ("bucket", "BIGINT")]
-    for n in names:
-        cols += [(f"{n}_before", "BIGINT"), (f"{n}_offs", "ARRAY<BIGINT>")]
-    return cols
-
-
-def effect_rows(engine, asked: list[tuple[int, int, str | None]], width: int, last: int) -> dict:
+def effect_rows(engine, asked: list[tuple[int, int, str | None]], last: int) -> dict:
     """Request ``asked[i]`` -> (columns, lo, hi): the rows ``lo..hi - 1`` of the columns (pk,
     role, ended_by, why, leader, ts_ms) of the ``effects`` it opens, as the tracker opens them (by
     topic id and partition, leadership first): sorted by the engine, fetched a column at a time
@@ -642,7 +607,7 @@ def effect_rows(engine, asked: list[tuple[int, int, str | None]], width: int, la
     part = f"(e.pk - {d.idiv('e.pk', 1 << 32)} * {1 << 32})"
     # Kept before it is sorted: as one statement, the effects' joins and the sort held more
     # than DuckDB's limit at once (10^7 records under 1 GB), where each spills on its own.
-    engine.keep("inc_effects", effects(d, width, last))
+    engine.keep("inc_effects", effects(d, last))
     table = engine.arrow(
         "SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM inc_effects e"
         f" JOIN lives ON lives.life_index = {d.idiv('e.pk', 1 << 32)}"
@@ -654,7 +619,7 @@ def effect_rows(engine, asked: list[tuple[int, int, str | None]], width: int, la
     return {key: (columns, bisect.bisect_left(reqs, i), bisect.bisect_right(reqs, i)) for i, key in enumerate(asked)}
 
 
-def _register_requests(engine, asked: list[tuple[int, int, str | None]], width: int, last: int) -> None:
+def _register_requests(engine, asked: list[tuple[int, int, str | None]]) -> None:
     """``inc_qb`` and ``inc_qi`` (``effects``) for the requests ``asked`` ((offset, broker,
     directory or None), numbered by their place): a broker's under ``_ANY``."""
     lists: dict[tuple[int, str], list[tuple[int, int, str]]] = {}
@@ -668,7 +633,7 @@ def _register_requests(engine, asked: list[tuple[int, int, str | None]], width: 
         "inc_qi", qi, [("b", "INT"), ("dir", "STRING"), ("idx", "BIGINT"), ("req", "BIGINT"), ("mode", "STRING")]
     )
     marks = {k: [[at for at, _r, _m in v]] for k, v in lists.items()}
-    engine.table("inc_qb", rank_rows(marks, width, last), _rank_columns("q"))
+    register(engine, "inc_qb", marks, _RANK_KEY, ["q"])
 
 
 def _availability(lives, names, changes, end_ms, steps) -> tuple[list[PartitionAvailability], list[Outage]]:

@@ -30,7 +30,7 @@ from kraftlake.statemachine.kraft.view import PartitionRegistration
 from ..control import AssignmentReport, replay_control_plane
 from . import elr as elr_sql
 from . import incidents as incidents_sql
-from . import sql
+from . import ranks, sql
 from .driver import (
     bad_intervals,
     driver_dirs,
@@ -41,7 +41,6 @@ from .driver import (
     partition_of,
     report_of,
 )
-from .incidents import rank_rows
 
 log = get_logger(__name__)
 
@@ -58,20 +57,7 @@ ENGINE_PARTS = (
 
 REPORT = "AssignReplicasToDirsRequest"
 
-RANK_COLUMNS = [
-    ("b", "INT"), ("dir", "DIR"), ("bucket", "BIGINT"),
-    ("sp_before", "BIGINT"), ("sp_offs", "ARRAY<BIGINT>"), ("st_before", "BIGINT"), ("st_offs", "ARRAY<BIGINT>"),
-]  # fmt: skip
-"""``bad_ranks``' columns (``incidents.rank_rows`` of the bad intervals' stops and starts)."""
-
 LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"), ("removed", "BIGINT")]
-
-
-def offset_bucket(last: int) -> int:
-    """The width of the offset buckets interval joins are cut into: a 64th of the log, at least
-    2^20 records (a partition state spans about as many records as there are partitions, so a
-    state falls in one bucket or two)."""
-    return max(1 << 20, (last + 1) // 64)
 
 
 def control_records(engine, first, last, count: int, window: int = CONTROL_WINDOW):
@@ -238,10 +224,10 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
         ],
     )  # fmt: skip
     marks = {k: [[e for _s, e, _r in v if e is not None], [s for s, _e, _r in v]] for k, v in by_key.items()}
-    engine.table("bad_ranks", rank_rows(marks, offset_bucket(end), end), RANK_COLUMNS)
+    ranks.register(engine, "bad_ranks", marks, [("b", "INT"), ("dir", "DIR")], ["sp", "st"])
     engine.view("members", sql.members(d))
     engine.table("known", [(b,) for b in known], [("b", "INT")])
-    engine.keep("bad_overlaps", sql.overlaps(d, offset_bucket(end), end))
+    engine.keep("bad_overlaps", sql.overlaps(d, end))
     engine.keep("k4k5", sql.k4_k5_states(d))
     held = lambda source: sql.held(d, source, end, config.grace_records, config.grace_ms)  # noqa: E731
     k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")

@@ -28,6 +28,7 @@ from __future__ import annotations
 from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
 
 from .dialect import Dialect
+from .ranks import lookup, rank
 
 PARTITION_TYPES = ("Partition", "PartitionChange")
 ANY_DIR = "*"
@@ -408,7 +409,7 @@ def members(d: Dialect) -> str:
     """
 
 
-def overlaps(d: Dialect, width: int, last: int) -> str:
+def overlaps(d: Dialect, last: int) -> str:
     """Members joined with the bad intervals (``bad``: bad_broker, bad_dir, idx, start_, stop_,
     reason) they overlap: a leader with its broker's (``bad_dir`` ``ANY_DIR``) and its
     directory's, an ISR member with its directory's; a leader on a broker that never registered
@@ -417,17 +418,10 @@ def overlaps(d: Dialect, width: int, last: int) -> str:
 
     A key's (broker, directory) bad intervals are disjoint, numbered ``idx`` in offset order:
     those a state overlaps are the ones from the number that stop at most at its start to the
-    number that start before its end, ranked by ``bad_ranks`` (``incidents.rank_rows``: per
-    key and bucket, how many lie in the buckets before, and the bucket's own offsets; a whole
-    broker's in buckets ``width`` records wide). A state is exploded into the intervals it
+    number that start before its end, ranked by ``bad_ranks`` (``ranks.lookup``: per
+    key and bucket of its own, how many lie in the buckets before, and the bucket's own offsets). A state is exploded into the intervals it
     overlaps only, never into buckets: a long state (a partition's last) meets a long interval
     (a broker left bad to the end) once, not once per bucket they share."""
-
-    def bucket(position: str) -> str:
-        return f"CASE WHEN p.probe = {d.dir(ANY_DIR)} THEN {d.idiv(position, width)} ELSE 0 END"
-
-    def rank(r: str, column: str, position: str) -> str:
-        return f"({r}.{column}_before + {d.size(d.filter(f'{r}.{column}_offs', lambda x: f'{x} <= {position}'))})"
 
     probes = f"""CASE WHEN role = 'I' THEN {d.array("dir")} WHEN dir IS NULL THEN {d.array(d.dir(ANY_DIR))}
         ELSE {d.array("dir", d.dir(ANY_DIR))} END"""
@@ -438,10 +432,8 @@ def overlaps(d: Dialect, width: int, last: int) -> str:
     return f"""
     WITH p AS (SELECT *, {d.explode(probes, "probe")} FROM members),
     c AS (
-      SELECT p.*, {rank("r0", "sp", "p.off")} AS lo, {rank("r1", "st", end)} AS hi
-      FROM p
-        JOIN bad_ranks r0 ON r0.b = p.broker AND r0.dir = p.probe AND r0.bucket = {bucket("p.off")}
-        JOIN bad_ranks r1 ON r1.b = p.broker AND r1.dir = p.probe AND r1.bucket = {bucket(end)}
+      SELECT p.*, {rank(d, "r0", "sp", "p.off")} AS lo, {rank(d, "r1", "st", end)} AS hi
+      FROM p {lookup(d, "bad_ranks", "{r}.b = p.broker AND {r}.dir = p.probe", "p.off", end)}
     ),
     h AS (SELECT *, {d.explode(d.seq("lo", "hi - 1"), "idx")} FROM c WHERE hi > lo)
     SELECT h.pk, h.off, h.end_, h.role, h.pos, h.broker, h.dir, b.reason,
