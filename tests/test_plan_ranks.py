@@ -36,12 +36,9 @@ def _ranks_by_sql(marks, probes, per):
             [("id", "BIGINT"), ("b", "INT"), ("dir", "STRING"), ("lo", "BIGINT"), ("hi", "BIGINT")],
         )
         d = engine.dialect
-        cols = ", ".join(ranks.rank(d, r, c, p) for c in ("a", "z") for r, p in (("r0", "p.lo"), ("r1", "p.hi")))
         on = "{r}.b = p.b AND {r}.dir = p.dir"
-        return {
-            row[0]: row[1:]
-            for row in engine.rows(f"SELECT p.id, {cols} FROM probe p {ranks.lookup(d, 'rk_t', on, 'p.lo', 'p.hi')}")
-        }
+        ranked = ranks.lookup(d, "rk_t", "probe", "p", on, "p.lo", "p.hi", ["a", "z"], ["a", "z"])
+        return {row[0]: row[1:] for row in engine.rows(f"SELECT id, a_lo, a_hi, z_lo, z_hi FROM {ranked}")}
 
 
 @settings(max_examples=60, deadline=None)

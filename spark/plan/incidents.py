@@ -73,7 +73,7 @@ from kraftlake.statemachine.kraft.directory_ids import is_online
 
 from .dialect import Dialect
 from .driver import partition_of
-from .ranks import lookup, rank, register
+from .ranks import lookup, register
 
 log = get_logger(__name__)
 
@@ -222,19 +222,15 @@ def members(d: Dialect) -> str:
     """
 
 
-def _ranked(d: Dialect, table: str, last: int, columns: list[tuple[str, str]]) -> str:
+def _ranked(d: Dialect, table: str, last: int, lo_lists: list[str], hi_lists: list[str]) -> str:
     """``inc_members``, each under its directory and ``*`` (its whole broker: ``probe``, the key
-    of ``table``), with ``columns`` ((name, list)): the rank of each state's start among
-    ``table``'s ``list`` offsets (``lo``: at most ``off``) and of its last offset (``hi``: at
-    most ``end_ - 1``) (``ranks.lookup``), keys without offsets left out."""
+    of ``table``), with the rank of each state's start among ``table``'s offsets of each list of
+    ``lo_lists`` (``x_lo``: at most ``off``) and of its last offset among each of ``hi_lists``
+    (``x_hi``: at most ``end_ - 1``) (``ranks.lookup``), keys without offsets left out."""
     end = f"coalesce(m.end_, {last + 1}) - 1"
-    ranks = ", ".join(
-        f"{rank(d, 'r0', lst, 'm.off')} AS {name}_lo, {rank(d, 'r1', lst, end)} AS {name}_hi" for name, lst in columns
-    )
-    return f"""
-      SELECT m.*, {ranks}
-      FROM (SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM inc_members) m
-        {lookup(d, table, "{r}.b = m.b AND {r}.dir = m.probe", "m.off", end)}"""
+    probe = f"""(SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM inc_members)"""
+    on = "{r}.b = m.b AND {r}.dir = m.probe"
+    return f"SELECT * FROM {lookup(d, table, probe, 'm', on, 'm.off', end, lo_lists, hi_lists)}"
 
 
 def effects(d: Dialect, last: int) -> str:
@@ -261,7 +257,7 @@ def effects(d: Dialect, last: int) -> str:
         return d.at(d.filter(f"k.{offs}", lambda v: f"{v} > e.off"), "1")
 
     return f"""
-    WITH c AS ({_ranked(d, "inc_qb", last, [("q", "q")])}),
+    WITH c AS ({_ranked(d, "inc_qb", last, ["q"], ["q"])}),
     hits AS (
       SELECT pk, off, b, probe, is_l, is_i, {d.explode(d.seq("q_lo", "q_hi - 1"), "idx")} FROM c WHERE q_hi > q_lo
     ),
@@ -360,7 +356,7 @@ def availability_changes(d: Dialect, last: int) -> str:
     broker the driver never saw (not in ``inc_known``) is offline throughout: an anti join, where
     a list of every broker in the text cost each row a comparison per broker."""
     return f"""
-    WITH c AS ({_ranked(d, "inc_ob", last, [("sp", "sp"), ("st", "st")])}),
+    WITH c AS ({_ranked(d, "inc_ob", last, ["sp"], ["st"])}),
     hits AS (
       SELECT pk, off, end_, b, probe, is_l, is_i, {d.explode(d.seq("sp_lo", "st_hi - 1"), "idx")}
       FROM c WHERE st_hi > sp_lo

@@ -58,18 +58,34 @@ def register(engine, name: str, marks: dict[tuple, list[list[int]]], keys: list[
     engine.table(f"{name}_keys", key_rows, [*keys, ("first_", "BIGINT"), ("width", "BIGINT"), ("nb", "BIGINT")])
 
 
-def lookup(d: Dialect, table: str, on: str, lo: str, hi: str) -> str:
-    """The joins that bring the rank table ``table``'s buckets of positions ``lo`` (as ``r0``)
-    and ``hi`` (as ``r1``) to a probe: ``on`` (a condition on ``{r}`` naming the probe's key
-    columns, e.g. ``{r}.b = m.b AND {r}.dir = m.probe``) picks the key."""
+def lookup(
+    d: Dialect, table: str, probe: str, alias: str, on: str, lo: str, hi: str, lo_lists: list[str], hi_lists: list[str]
+) -> str:
+    """A relation, named ``alias``: the relation ``probe`` (as ``alias``) with, per list ``x`` of
+    ``lo_lists``, ``x_lo``: how many of the key's ``x`` offsets of the rank table ``table`` are at
+    most position ``lo``; per list of ``hi_lists``, ``x_hi``: at most ``hi``. ``on`` (a
+    condition on ``{r}`` naming the probe's key columns, e.g. ``{r}.b = m.b AND {r}.dir =
+    m.probe``) picks the key; keys without offsets are left out.
+
+    The key table, then each position's bucket, are joined one at a time, each in a subquery of
+    its own: in one join tree the engine joined a key's buckets with each other first (every
+    pair of them, the square of the key's buckets) and each probe with those pairs."""
 
     def bucket(position: str) -> str:
         return f"least(greatest({d.idiv(f'{position} - rk.first_', 'rk.width')}, 0), rk.nb - 1)"
 
-    return f"""
-        JOIN {table}_keys rk ON {on.format(r="rk")}
-        JOIN {table} r0 ON {on.format(r="r0")} AND r0.bucket = {bucket(lo)}
-        JOIN {table} r1 ON {on.format(r="r1")} AND r1.bucket = {bucket(hi)}"""
+    def ranks(r: str, lists: list[str], position: str, suffix: str) -> str:
+        return "".join(f", {rank(d, r, x, position)} AS {x}_{suffix}" for x in lists)
+
+    keyed = f"""(
+          SELECT {alias}.*, {bucket(lo)} AS bucket_lo_, {bucket(hi)} AS bucket_hi_
+          FROM {probe} {alias} JOIN {table}_keys rk ON {on.format(r="rk")})"""
+    at_lo = f"""(
+          SELECT {alias}.*{ranks("r0", lo_lists, lo, "lo")}
+          FROM {keyed} {alias} JOIN {table} r0 ON {on.format(r="r0")} AND r0.bucket = {alias}.bucket_lo_)"""
+    return f"""(
+          SELECT {alias}.*{ranks("r1", hi_lists, hi, "hi")}
+          FROM {at_lo} {alias} JOIN {table} r1 ON {on.format(r="r1")} AND r1.bucket = {alias}.bucket_hi_) {alias}"""
 
 
 def rank(d: Dialect, r: str, column: str, position: str) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
 
 from .dialect import Dialect
-from .ranks import lookup, rank
+from .ranks import lookup
 
 PARTITION_TYPES = ("Partition", "PartitionChange")
 ANY_DIR = "*"
@@ -432,8 +432,8 @@ def overlaps(d: Dialect, last: int) -> str:
     return f"""
     WITH p AS (SELECT *, {d.explode(probes, "probe")} FROM members),
     c AS (
-      SELECT p.*, {rank(d, "r0", "sp", "p.off")} AS lo, {rank(d, "r1", "st", end)} AS hi
-      FROM p {lookup(d, "bad_ranks", "{r}.b = p.broker AND {r}.dir = p.probe", "p.off", end)}
+      SELECT *, sp_lo AS lo, st_hi AS hi
+      FROM {lookup(d, "bad_ranks", "p", "p", "{r}.b = p.broker AND {r}.dir = p.probe", "p.off", end, ["sp"], ["st"])}
     ),
     h AS (SELECT *, {d.explode(d.seq("lo", "hi - 1"), "idx")} FROM c WHERE hi > lo)
     SELECT h.pk, h.off, h.end_, h.role, h.pos, h.broker, h.dir, b.reason,
