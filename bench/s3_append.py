@@ -10,7 +10,8 @@ raw table (the log's schema and table properties) in one bucket. kraftlake: the 
 ``log.append(batch)`` (validation, Arrow conversion, the Parquet PUT, the fenced commit through
 delta-rs with its app transactions): what a caller pays. Raw: the same records converted once,
 untimed, with ``records.arrow.to_table``, then ``write_deltalake(dt, table, mode="append")``
-reusing one ``DeltaTable``. The two take turns commit by commit; one untimed warm-up commit each.
+reusing one ``DeltaTable``, with zstd as kraftlake's files (``--raw-codec snappy``: delta-rs's
+default codec, as the bench wrote before session 6). The two take turns commit by commit; one untimed warm-up commit each.
 Records/s over the timed commits, ms per commit p50/p99, ratio = kraftlake / raw. Beside them,
 per commit: the HTTP requests each writer made (counted in moto's access log, by the table's
 prefix), the CPU milliseconds of this process (``time.process_time``: delta-rs's and pyarrow's
@@ -46,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' moto server (helpers/object_store.py)
 
 from append import ARROW_DROPPED, Workload, parse_commits, parse_sizes, percentile  # noqa: E402 - bench/append.py's
-from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from deltalake import DeltaTable, WriterProperties, write_deltalake  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -80,13 +81,21 @@ def count_requests(request_log: str, bucket: str, prefix: str) -> int:
 
 
 def bench_appends(
-    bucket: Bucket, size: int, commits: int, work: Workload, request_log: str | None, form: str = "python"
+    bucket: Bucket,
+    size: int,
+    commits: int,
+    work: Workload,
+    request_log: str | None,
+    form: str = "python",
+    raw_codec: str = "zstd",
 ) -> dict[str, float]:
     ours_name, raw_name = f"kraftlake-{size}", f"raw-{size}"
     log = Log.create(bucket.uri(ours_name))
     raw_uri = bucket.uri(raw_name)
     DeltaTable.create(raw_uri, schema=LOG_SCHEMA, configuration=TABLE_PROPERTIES)
     raw = DeltaTable(raw_uri)
+    # delta-rs writes snappy by default; kraftlake's data files are zstd (the like-for-like default)
+    raw_properties = WriterProperties(compression=raw_codec.upper())
     wall: dict[int, list[float]] = {0: [], 1: []}
     cpu: dict[int, list[float]] = {0: [], 1: []}
     moto: dict[int, list[float]] = {0: [], 1: []}
@@ -102,7 +111,7 @@ def bench_appends(
             if turn == 0:
                 log.append(given)
             else:
-                write_deltalake(raw, table, mode="append")
+                write_deltalake(raw, table, mode="append", writer_properties=raw_properties)
             took = time.perf_counter() - t
             if i:  # the first commit of each is a warm-up
                 wall[turn].append(took)
@@ -168,6 +177,12 @@ def main() -> None:
         default="python",
         help="what kraftlake appends: the Python Structs, or the batch's rows as a pyarrow Table (bench/append.py's arrow form)",
     )
+    ap.add_argument(
+        "--raw-codec",
+        choices=("zstd", "snappy"),
+        default="zstd",
+        help="raw write_deltalake's Parquet codec: zstd (kraftlake's, like for like) or snappy (delta-rs's default)",
+    )
     ap.add_argument("--replay-records", type=int, default=200_000)
     ap.add_argument("--snapshot-every", type=int, default=50_000)
     ap.add_argument("--points", type=int, default=10)
@@ -185,7 +200,10 @@ def main() -> None:
         work = Workload(seed=7)
         console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
-        table = Table(title="appends on S3 (moto, loopback): kraftlake vs raw write_deltalake", title_justify="left")
+        table = Table(
+            title=f"appends on S3 (moto, loopback): kraftlake vs raw write_deltalake ({args.raw_codec})",
+            title_justify="left",
+        )
         for col in (
             "records/batch",
             "commits",
@@ -203,7 +221,7 @@ def main() -> None:
         ):
             table.add_column(col, justify="right")
         for size in args.sizes:
-            r = bench_appends(bucket, size, commits.get(size, 10), work, request_log, args.input)
+            r = bench_appends(bucket, size, commits.get(size, 10), work, request_log, args.input, args.raw_codec)
             table.add_row(
                 f"{size:,}",
                 str(commits.get(size, 10)),
