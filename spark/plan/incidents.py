@@ -74,6 +74,7 @@ from kraftlake.statemachine.kraft.directory_ids import is_online
 from .dialect import Dialect
 from .driver import partition_of
 from .ranks import lookup, register
+from .sql import in_partition_order
 
 log = get_logger(__name__)
 
@@ -600,15 +601,13 @@ def effect_rows(engine, asked: list[tuple[int, int, str | None]], last: int) -> 
     topic id and partition, leadership first): sorted by the engine, fetched a column at a time
     (no row objects), one Python object per value the replay reads."""
     d = engine.dialect
-    part = f"(e.pk - {d.idiv('e.pk', 1 << 32)} * {1 << 32})"
+    join, order = in_partition_order(d, "e.pk")
     # Kept before it is sorted: as one statement, the effects' joins and the sort held more
     # than DuckDB's limit at once (10^7 records under 1 GB), where each spills on its own.
     engine.keep("inc_effects", effects(d, last))
     table = engine.arrow(
-        "SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM inc_effects e"
-        f" JOIN lives ON lives.life_index = {d.idiv('e.pk', 1 << 32)}"
-        f" ORDER BY e.req, lives.life_topic, CASE WHEN {part} >= {1 << 31} THEN {part} - {1 << 32} ELSE {part} END,"
-        " e.role DESC"
+        f"SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM inc_effects e {join}"
+        f" ORDER BY e.req, {order}, e.role DESC"
     )
     reqs = table.column(0).to_pylist()
     columns = tuple(table.column(i).to_pylist() for i in range(1, 7))

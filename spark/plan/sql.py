@@ -662,16 +662,20 @@ def final_states(d: Dialect) -> str:
     """
 
 
+def in_partition_order(d: Dialect, pk: str) -> tuple[str, str]:
+    """(the join with ``lives`` as ``l``, the ORDER BY terms) that sort rows of partition ``pk``
+    as the view's image lists partitions: topic id, then partition id (signed, ``pk``'s low 32
+    bits)."""
+    life = d.idiv(pk, 1 << 32)
+    low = f"({pk} - {life} * {1 << 32})"
+    partition = f"CASE WHEN {low} >= {1 << 31} THEN {low} - {1 << 32} ELSE {low} END"
+    return f"JOIN lives l ON l.life_index = {life}", f"l.life_topic, {partition}"
+
+
 def final_states_ordered(d: Dialect) -> str:
-    """``final_states`` in the order the view's image lists partitions: topic id, then partition
-    id (signed, from ``pk``'s low 32 bits); then lifetime."""
-    life = d.idiv("f.pk", 4294967296)
-    low = f"(f.pk - {life} * 4294967296)"
-    return f"""
-    SELECT f.* FROM ({final_states(d)}) f JOIN lives l ON l.life_index = {life}
-    WHERE f.pk >= 0
-    ORDER BY l.life_topic, CASE WHEN {low} >= 2147483648 THEN {low} - 4294967296 ELSE {low} END, f.pk
-    """
+    """``final_states`` in the view's partition order (``in_partition_order``), then lifetime."""
+    join, order = in_partition_order(d, "f.pk")
+    return f"SELECT f.* FROM ({final_states(d)}) f {join} WHERE f.pk >= 0 ORDER BY {order}, f.pk"
 
 
 ANY_REFUSED = "SELECT 1 FROM fills WHERE refused IS NOT NULL LIMIT 1"
