@@ -3,6 +3,7 @@ exit code and a report."""
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from pathlib import Path
 
@@ -269,7 +270,6 @@ def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int
 def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None) -> None:
     """Print or write ``report`` in ``fmt``; exit 1 when its verdict is fail. ``source``
     (snapshot, from, to, start view): where an engine that left out the incidents gets them."""
-    import msgspec
 
     if report.incidents is None and source is not None:
         from kraftlake.replay.books import attach_incidents
@@ -286,15 +286,16 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
 
         _page(render(report, title=title).encode(), out_file, f"{report.verdict.upper()}: HTML report in {out_file}")
     else:
-        # The JSON report (about 100 MB per 10^6 records audited) is written, then its newline:
-        # not copied into a buffer one byte longer.
-        doc = msgspec.json.encode(report)
+        # The JSON report (about 100 MB per 10^6 records audited) is written a chunk at a time:
+        # never whole in one buffer beside the report's objects.
+        from kraftlake.replay.report_json import write_json
+
         if out_file is not None:
             with out_file.open("wb") as f:
-                f.write(doc)
+                write_json(report, f.write)
                 f.write(b"\n")
         if fmt is Format.json and out_file is None:
-            write_bytes(doc)
+            write_json(report, sys.stdout.buffer.write)
             write_bytes(b"\n")
         elif fmt is Format.json:
             err.print(f"{report.verdict.upper()}: JSON report in {out_file}")
