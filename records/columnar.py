@@ -57,7 +57,7 @@ from .base import (
     type_name,
     uuid_fields,
 )
-from .catalog import AnyRecord
+from .catalog import RECORD_TYPES, AnyRecord
 from .codec import decode_line, from_builtins, iter_lines, normalize, normalize_batch
 from .errors import RecordError
 from .kraft import BrokerRegistrationChange, Partition, PartitionChange, RegisterBroker, RemoveTopic, Topic
@@ -162,7 +162,13 @@ class Columns:
 
     message: bytes | None = None
     """msgspec's encoding of the records (a list), when the batch was checked through it
-    (``from_python``): the ``record`` column is stamped into it."""
+    (``from_python``) or encoded for the stamping (``encodes``): the ``record`` column is
+    stamped into it."""
+    lengths: np.ndarray | None = None
+    """Each record's length in ``message``, when known (``from_msgpack_items``: the items')."""
+    encodes = False
+    """Whether ``record_column`` encodes the records once to stamp into (their encoding, with
+    offset, time and source blank, is the stored one: records decoded from the wire)."""
 
     def __init__(self, records: Sequence[Record]) -> None:
         self.records = records
@@ -258,6 +264,10 @@ class Columns:
     def record_column(self, first_offset: int, ts_ms: int) -> pa.Array:
         """The ``record`` column at offsets from ``first_offset`` (``arrow.record_column``): stamped
         into the groups' encodings where they hold one, else encoded from stamped copies."""
+        if self.message is None and self.encodes:
+            # One encoding (~2 ms at 10 000 records) and the stamping, against copies stamped
+            # and encoded (bench/RESULTS.md, session 7).
+            self.message = _MSGPACK.encode(self.records)
         if self.message is not None:
             column = self._stamp_message(first_offset, ts_ms)
             if column is not None:
@@ -287,7 +297,7 @@ class Columns:
                 return None
             heads[slice(None) if g.index is None else g.index] = head
         offsets = np.arange(first_offset, first_offset + self.size, dtype=np.int64)
-        return stamp_blank(self.message, heads, offsets, ts_ms)
+        return stamp_blank(self.message, heads, offsets, ts_ms, self.lengths)
 
 
 def _source_offsets(g: _Group) -> pa.Array:
@@ -629,6 +639,8 @@ def from_lines(lines: Iterable[bytes | str]) -> Validated:
             body = [line.encode() if isinstance(line, str) else line for line in lines if line.strip()]
             out = _decode_lines(body)
             checked = None if out is None else _checked(out, lambda i, _: _decode_one(body[i]))
+            if checked is not None:
+                checked.columns.encodes = True
     except (TypeError, ValueError, RecursionError, msgspec.MsgspecError):
         checked = None
     if checked is None:
@@ -672,14 +684,61 @@ def _decode_lines(body: list[bytes]) -> list[Record] | None:
     whole = _JSON.encode(out)
     if (
         whole == joined
-        and whole.count(_RECORD_START) == len(body)
         and all(map(bytes.startswith, body, repeat(_RECORD_START)))
+        and (_starts_only_records() or whole.count(_RECORD_START) == len(body))
     ):
         return out
     for i, (again, line) in enumerate(zip(map(_JSON.encode, out), body)):
         if again != line:
             out[i] = _decode_one(line)
     return out
+
+
+_PLAIN = (
+    mi.BoolType,
+    mi.IntType,
+    mi.FloatType,
+    mi.StrType,
+    mi.BytesType,
+    mi.ByteArrayType,
+    mi.NoneType,
+    mi.EnumType,
+    mi.LiteralType,
+    mi.UUIDType,
+    mi.DateTimeType,
+    mi.DateType,
+    mi.TimeType,
+    mi.TimeDeltaType,
+    mi.DecimalType,
+)
+"""Types whose JSON holds no object (so no ``{``: a string escapes every quote in it)."""
+
+
+@cache
+def _starts_only_records() -> bool:
+    """Whether ``{"type":"`` starts only records in any JSON msgspec writes of a record list:
+    no record type holds, at any depth, an object that could have a ``type`` key (a nested
+    Struct with a field or tag named so, a dict, a value of any type). Then ``_decode_lines``
+    need not count that text to know where records start."""
+    return all(_no_inner_type_key(mi.type_info(cls), top=True) for cls in RECORD_TYPES)
+
+
+def _no_inner_type_key(t: mi.Type, top: bool = False) -> bool:
+    if isinstance(t, mi.Metadata):
+        return _no_inner_type_key(t.type)
+    if isinstance(t, _PLAIN):
+        return True
+    if isinstance(t, mi.UnionType):
+        return all(map(_no_inner_type_key, t.types))
+    if isinstance(t, (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)):
+        return _no_inner_type_key(t.item_type)
+    if isinstance(t, mi.TupleType):
+        return all(map(_no_inner_type_key, t.item_types))
+    if isinstance(t, mi.StructType):
+        # Any field may be first in the object (``omit_defaults`` leaves out those before it).
+        names = {f.encode_name for f in t.fields} | {t.tag_field}
+        return (top or "type" not in names) and all(_no_inner_type_key(f.type) for f in t.fields)
+    return False  # a dict, Any, Raw, a custom type: its JSON may be any object
 
 
 def _from_builtins_trusted(raw: Any) -> Record:
@@ -701,9 +760,29 @@ def from_msgpack_items(items: Sequence[bytes | msgspec.Raw]) -> Validated | None
                 out = _BATCH_DECODER.decode(joined)
             if len(out) != len(items):
                 return None
-            return _checked(out, lambda i, _: _from_builtins_trusted(msgspec.msgpack.decode(items[i])))
+            checked = _checked(out, lambda i, _: _from_builtins_trusted(msgspec.msgpack.decode(items[i])))
+            if checked is not None:
+                _keep_encoding(checked.columns, joined, items)
+            return checked
     except (TypeError, ValueError, OverflowError, RecordError, msgspec.MsgspecError):
         return None
+
+
+def _keep_encoding(columns: Columns, joined: bytes, items: Sequence[bytes | msgspec.Raw]) -> None:
+    """Give ``columns`` the records' encoding to stamp the ``record`` column into. Where the
+    items are that encoding (as msgspec wrote it: the records encode to the items end to end),
+    each record's length there is its item's, and no decode looks for them."""
+    message = _MSGPACK.encode(columns.records)
+    columns.message = message
+    body = memoryview(joined)[5:]  # behind the array header ``from_msgpack_items`` wrote
+    if len(message) - len(body) == _array_header(len(items)) and message.endswith(body):
+        # msgpack objects delimit themselves: equal bytes end to end, equal boundaries.
+        columns.lengths = np.fromiter(map(len, items), np.int64, len(items))
+
+
+def _array_header(n: int) -> int:
+    """The length of the msgpack array header msgspec writes for ``n`` items."""
+    return 1 if n < 16 else 3 if n < 2**16 else 5
 
 
 def from_builtins_batch(raws: Sequence[Any]) -> Validated:

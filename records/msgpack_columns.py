@@ -341,14 +341,18 @@ def _holds_float(t: mi.Type) -> bool:
     return False
 
 
-def stamp_blank(message: bytes, heads: np.ndarray, offsets: np.ndarray, ts_ms: int) -> pa.Array | None:
+def stamp_blank(
+    message: bytes, heads: np.ndarray, offsets: np.ndarray, ts_ms: int, lengths: np.ndarray | None = None
+) -> pa.Array | None:
     """The ``record`` column of the records ``message`` encodes (one msgpack array, as
     ``msgspec.msgpack.encode`` writes a list of records), stamped with ``offsets`` and the time
     ``ts_ms``: each record's bytes with its blank offset, time, source and source offset
     (``_BLANK``, ``heads[i]`` bytes into it) replaced. None when some record's bytes there are
-    not blank (the caller encodes stamped copies)."""
+    not blank (the caller encodes stamped copies). ``lengths``: each record's length in
+    ``message`` when the caller knows them (else one ``list[Raw]`` decode finds them)."""
     n = len(heads)
-    lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, n)
+    if lengths is None:
+        lengths = np.fromiter(map(len, _RAW_ITEMS.decode(message)), np.int64, n)
     if n == 0 or len(message) >= 2**31:
         return None
     ends = np.cumsum(lengths)
