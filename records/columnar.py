@@ -671,8 +671,9 @@ def _decode_lines(body: list[bytes]) -> list[Record] | None:
 
     The whole batch is compared at once first: when the encoding equals the joined lines, every
     line starts like a record (``{"type":"``), and the encoding holds that text only where its
-    records start (a JSON string cannot hold an unescaped quote), the lines start exactly where
-    the records do, so each line is its record's encoding."""
+    records start (a JSON string cannot hold an unescaped quote; counted, unless no record type
+    can hold an object with a ``type`` key: ``_starts_only_records``), the lines start exactly
+    where the records do, so each line is its record's encoding."""
     joined = b"[" + b",".join(body) + b"]"
     try:
         with trusted():
