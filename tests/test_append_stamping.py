@@ -150,3 +150,8 @@ def test_a_repeated_key_among_many_lines_names_its_line_type_and_field():
         columnar.from_lines([*good[:17], bad, *good[18:]])
     assert (exc.value.line, exc.value.record_type, exc.value.field) == (18, "PartitionChange", "leader")
     assert "duplicate key" in exc.value.message
+
+
+@given(body=st.lists(st.binary(max_size=8), max_size=6))
+def test_lines_join_as_one_json_array(body):
+    assert columnar._json_array(body) == b"[" + b",".join(body) + b"]"
