@@ -138,13 +138,21 @@ class _Group:
 
     def envelope(self, name: str) -> pa.Array:
         """An envelope field (``ENVELOPE_FIELDS``) of the group's records, typed as the log's."""
-        return pa.array(self.fields[_ENVELOPE_AT[name]], LOG_SCHEMA.field(name).type)
+        values = self.fields[_ENVELOPE_AT[name]]
+        if values.count(None) == len(values):  # the common case (no time, source, offset): no conversion
+            return pa.nulls(len(values), LOG_SCHEMA.field(name).type)
+        return pa.array(values, LOG_SCHEMA.field(name).type)
 
     def versions(self) -> tuple[int, int]:
         versions = self.fields[0]
         return min(versions), max(versions)
 
     def field_array(self, name: str) -> pa.Array:
+        """A payload field's values (from the struct column when it holds the field: built
+        already, no second conversion of the Python values)."""
+        payload = self.payload()
+        if payload is not None and payload.type.get_field_index(name) >= 0 and name not in packed_fields(self.cls):
+            return payload.field(name)
         return pa.array(self.fields[self.cls.__struct_fields__.index(name)])
 
     stampable = False
@@ -201,6 +209,8 @@ class Columns:
         """Per-group arrays (in group order) as one column in the batch's row order."""
         if self.order is None:
             return arrays[0]
+        if all(a.null_count == len(a) for a in arrays):  # nothing to put in order
+            return pa.nulls(len(self.order), arrays[0].type)
         if self._inverse is None:
             inverse = np.empty(len(self.order), np.intp)
             inverse[self.order] = np.arange(len(self.order))
@@ -222,7 +232,7 @@ class Columns:
             return schema.empty_table()
         env: dict[str, list[pa.Array]] = {k: [] for k in ("ts_ms", "type", "version", "key", "source", "so")}
         for g in self.groups:
-            env["ts_ms"].append(pc.fill_null(g.envelope("ts_ms"), ts_ms))
+            env["ts_ms"].append(g.envelope("ts_ms"))
             env["type"].append(pa.array([type_name(g.cls)] * g.count, pa.string()))
             env["version"].append(g.envelope("version"))
             env["key"].append(_entity_keys(g))
@@ -230,7 +240,7 @@ class Columns:
             env["so"].append(_source_offsets(g))
         columns: dict[str, Any] = {
             "offset": pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)),
-            "ts_ms": self._in_row_order(env["ts_ms"]),
+            "ts_ms": _times(self._in_row_order(env["ts_ms"]), ts_ms),
             "type": self._in_row_order(env["type"]),
             "version": self._in_row_order(env["version"]),
             "key": self._in_row_order(env["key"]),
@@ -298,6 +308,13 @@ class Columns:
             heads[slice(None) if g.index is None else g.index] = head
         offsets = np.arange(first_offset, first_offset + self.size, dtype=np.int64)
         return stamp_blank(self.message, heads, offsets, ts_ms, self.lengths)
+
+
+def _times(given: pa.Array, ts_ms: int) -> pa.Array:
+    """The ``ts_ms`` column: each record's own time, or the append's."""
+    if given.null_count == len(given):  # no record has a time of its own
+        return pa.array(np.full(len(given), ts_ms, np.int64))
+    return pc.fill_null(given, ts_ms)
 
 
 def _source_offsets(g: _Group) -> pa.Array:
