@@ -1,7 +1,16 @@
 """The plan on Spark: the same SQL through ``spark.sql``, on a local session, a cluster
 (``spark://``, YARN, Kubernetes) or a Spark Connect server. Tables the plan reads more than once
 (the judged partition records, the timeline, the members' bad overlaps) are kept by
-``spark.scratch`` (Parquet in a directory every executor sees, or Spark's cache)."""
+``spark.scratch`` (Parquet in a directory every executor sees, or Spark's cache).
+
+Joins are broadcast only at run time, by adaptive execution, from the sizes of the shuffles it
+has run, never from the planner's estimates. Those estimates are the Parquet files' compressed
+sizes (the log's, the kept tables'), and they are far smaller than the rows: at 10^7 records
+Spark chose to broadcast the log's (offset, ts_ms) in the grace, its AssignReplicasToDirs
+requests and the timeline's moved states in K9's runs, and the driver ran out of memory building
+the table ("Not enough memory to build and broadcast the table", 5g driver). The tables made
+from the driver's rows have no estimate at all and were never broadcast statically either.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +20,9 @@ from ..scratch import Scratch
 from .dialect import SPARK
 
 log = get_logger(__name__)
+
+STATIC_BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
+RUNTIME_BROADCAST = "spark.sql.adaptive.autoBroadcastJoinThreshold"
 
 
 class SparkEngine:
@@ -22,6 +34,7 @@ class SparkEngine:
     def __init__(self, spark, *, scratch: str | None = None):
         self.spark = spark
         self._scratch = Scratch(spark, scratch)
+        self._conf = _broadcast_at_run_time(spark)
 
     def read(self, df) -> None:
         """The log's rows (``spark.read_log``, already cut)."""
@@ -53,9 +66,28 @@ class SparkEngine:
 
     def close(self) -> None:
         self._scratch.close()
+        for key, value in self._conf.items():  # the session as the caller gave it
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
+        self._conf = {}
 
     def __enter__(self) -> SparkEngine:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _broadcast_at_run_time(spark) -> dict[str, str | None]:
+    """Turn the planner's broadcasts off and leave adaptive execution's on, with the threshold
+    the session had (Spark's 10 MB by default; an explicit runtime threshold, or a session with
+    broadcasts off, is kept as it is). Returns the settings before, for ``close``."""
+    conf = spark.conf
+    before = {key: conf.get(key, None) for key in (STATIC_BROADCAST, RUNTIME_BROADCAST)}
+    if before[RUNTIME_BROADCAST] is None:  # unset: it falls back to the static threshold
+        conf.set(RUNTIME_BROADCAST, before[STATIC_BROADCAST] or "10MB")
+    conf.set(STATIC_BROADCAST, "-1")
+    log.info("spark.broadcast", static="off", runtime=conf.get(RUNTIME_BROADCAST))
+    return before
