@@ -32,17 +32,17 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
             write_json(getattr(value, name), write, chunk_bytes=chunk_bytes)
         write(b"}")
     elif isinstance(value, list) and len(value) > PROBE:
-        _chunks(value, len(value), lambda lo, hi: value[lo:hi], b"[", b"]", write, chunk_bytes)
+        _chunks(len(value), lambda lo, hi: value[lo:hi], b"[", b"]", write, chunk_bytes)
     elif isinstance(value, dict) and len(value) > PROBE:
         items = iter(value.items())
-        _chunks(value, len(value), lambda lo, hi: dict(islice(items, hi - lo)), b"{", b"}", write, chunk_bytes)
+        _chunks(len(value), lambda lo, hi: dict(islice(items, hi - lo)), b"{", b"}", write, chunk_bytes)
     else:
         write(_encode(value))
 
 
-def _chunks(value, n: int, take, opening: bytes, closing: bytes, write, chunk_bytes: int) -> None:
-    """``n`` items of ``value`` (a list or dict), ``take(lo, hi)`` giving items lo..hi-1 in
-    order, encoded a chunk at a time, each chunk's own brackets dropped."""
+def _chunks(n: int, take, opening: bytes, closing: bytes, write, chunk_bytes: int) -> None:
+    """``n`` items of a list or dict, ``take(lo, hi)`` giving items lo..hi-1 in order (as a list
+    or dict), encoded a chunk at a time, each chunk's own brackets dropped."""
     write(opening)
     lo, size = 0, PROBE
     while lo < n:
