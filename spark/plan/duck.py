@@ -129,10 +129,16 @@ class DuckEngine:
         DIR: a directory id, of the dictionary ``directories`` made)."""
         cols = list(zip(*rows)) if rows else [[] for _ in columns]
         t = pa.table({c: pa.array(list(v), type=_TYPES[ty]) for (c, ty), v in zip(columns, cols)})
-        self._held.append(t)
+        del cols
         self.con.register(f"{name}_arrow", t)
         select = ", ".join(f"CAST({c} AS {DIR_TYPE}) AS {c}" if ty == "DIR" else c for c, ty in columns)
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select} FROM {name}_arrow")
+        try:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select} FROM {name}_arrow")
+        finally:
+            # The table is DuckDB's copy now (within its memory limit, spilled beyond it): the
+            # Arrow one would be held to the end beside it (the grace's candidates alone are
+            # 3 columns x 17 million rows at 10^8 records).
+            self.con.unregister(f"{name}_arrow")
 
     def directories(self, sql: str) -> None:
         """The plan's directory type (``dialect.DIR_TYPE``): an ENUM of the ids ``sql`` gives
