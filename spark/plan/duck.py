@@ -79,6 +79,12 @@ class DuckEngine:
         # Rows come out of windows and joins in no particular order; the driver sorts what it
         # collects, so DuckDB need not keep insertion order (less memory, more parallelism).
         config["preserve_insertion_order"] = False
+        # The plan writes each join with its small side (the driver's tables, the rank tables)
+        # on the right, where DuckDB builds the hash table. Its optimizer swaps the sides where it
+        # estimates the left smaller, and the estimate of an exploded, joined relation can be
+        # a few rows for tens of millions: the hash table is then built on those, beyond the
+        # memory limit (K4/K5's overlaps at 10^8 records under 1 GB, bench/RESULTS.md).
+        config["disabled_optimizers"] = "build_side_probe_side"
         try:
             self.con = duckdb.connect(config=config)
         except duckdb.Error:  # e.g. a memory limit DuckDB cannot read
