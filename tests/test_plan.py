@@ -1069,4 +1069,5 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     starved = runner.invoke(app, [*args, "--memory-limit", "1MB"])
     assert starved.exit_code == 2, starved.output
     assert "more than DuckDB's memory limit" in starved.output and "raise it with --memory-limit" in starved.output
+    assert "in the step 'reading the log'" in starved.output  # where it ran out: before any audit step
     assert not any(spills.iterdir())  # none left behind

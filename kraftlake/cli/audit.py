@@ -244,18 +244,27 @@ def plan_audit(
         duck = DuckEngine(memory_limit=memory_limit)
     except duckdb.Error as exc:  # a limit DuckDB cannot read
         abort(f"--memory-limit {memory_limit}: {exc}", EXIT_INPUT)
+    steps = ["reading the log"]
     with duck:
         try:
             duck.read_snapshot(snap)
             if engine is Engine.auto and {"s3stream", "bookkeeper"} & families(duck):
                 return None
             with step_progress() as step:
-                return audit(duck, config, step=step)
+
+                def tell(name: str) -> None:
+                    steps.append(name)
+                    step(name)
+
+                return audit(duck, config, step=tell)
         except duckdb.OutOfMemoryException as exc:
-            # Not every operator can spill (DuckDB's own list): say which limit held and how to
-            # raise it, rather than a traceback.
+            # Not every operator can spill (DuckDB's own list): say which limit held, in which
+            # step, and how to raise it, rather than a traceback.
             limit = duck.rows("SELECT current_setting('memory_limit')")[0][0]
-            abort(f"the plan needed more than DuckDB's memory limit ({limit}); raise it with --memory-limit: {exc}")
+            abort(
+                f"the plan needed more than DuckDB's memory limit ({limit}) in the step {steps[-1]!r};"
+                f" raise it with --memory-limit: {exc}"
+            )
 
 
 def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int | None:

@@ -79,12 +79,6 @@ class DuckEngine:
         # Rows come out of windows and joins in no particular order; the driver sorts what it
         # collects, so DuckDB need not keep insertion order (less memory, more parallelism).
         config["preserve_insertion_order"] = False
-        # The plan writes each join with its small side (the driver's tables, the rank tables)
-        # on the right, where DuckDB builds the hash table. Its optimizer swaps the sides where it
-        # estimates the left smaller, and the estimate of an exploded, joined relation can be
-        # a few rows for tens of millions: the hash table is then built on those, beyond the
-        # memory limit (K4/K5's overlaps at 10^8 records under 1 GB, bench/RESULTS.md).
-        config["disabled_optimizers"] = "build_side_probe_side"
         try:
             self.con = duckdb.connect(config=config)
         except duckdb.Error:  # e.g. a memory limit DuckDB cannot read
@@ -157,9 +151,22 @@ class DuckEngine:
     def view(self, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
 
-    def keep(self, name: str, sql: str) -> None:
-        """``sql`` computed once, kept as a table (read by several queries)."""
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
+    def keep(self, name: str, sql: str, *, sides_as_written: bool = False) -> None:
+        """``sql`` computed once, kept as a table (read by several queries). ``sides_as_written``:
+        each join's hash table built on its right side, as the statement writes it."""
+        if not sides_as_written:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
+            return
+        # DuckDB swaps a join's sides where it estimates the left one smaller; its estimate of
+        # an exploded, joined relation can be a few rows for tens of millions, and the hash
+        # table is then built on those, beyond the memory limit (K4/K5's overlaps at 10^8
+        # records under 1 GB, bench/RESULTS.md). Only for a statement written for it: elsewhere
+        # the swap is what keeps a join within the limit (the incidents' effects).
+        self.con.execute("SET disabled_optimizers = 'build_side_probe_side'")
+        try:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
+        finally:
+            self.con.execute("RESET disabled_optimizers")
 
     def rows(self, sql: str) -> list[tuple]:
         return self.con.execute(sql).fetchall()

@@ -227,7 +227,8 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     ranks.register(engine, "bad_ranks", marks, [("b", "INT"), ("dir", "DIR")], ["sp", "st"])
     engine.view("members", sql.members(d))
     engine.table("known", [(b,) for b in known], [("b", "INT")])
-    engine.keep("bad_overlaps", sql.overlaps(d, end))
+    # Every join of the overlaps has its small side (rank tables, intervals) on the right.
+    engine.keep("bad_overlaps", sql.overlaps(d, end), sides_as_written=True)
     engine.keep("k4k5", sql.k4_k5_states(d))
     held = lambda source: sql.held(d, source, end, config.grace_records, config.grace_ms)  # noqa: E731
     k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")

@@ -50,7 +50,9 @@ class SparkEngine:
     def view(self, name: str, sql: str) -> None:
         self.spark.sql(sql).createOrReplaceTempView(name)
 
-    def keep(self, name: str, sql: str) -> None:
+    def keep(self, name: str, sql: str, *, sides_as_written: bool = False) -> None:
+        """``sql`` computed once, kept (``spark.scratch``). ``sides_as_written`` is DuckDB's
+        concern: Spark picks a join's strategy at run time from measured sizes."""
         self._scratch.keep(self.spark.sql(sql), name).createOrReplaceTempView(name)
 
     def rows(self, sql: str) -> list[tuple]:
