@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -177,6 +178,8 @@ class Columns:
     encodes = False
     """Whether ``record_column`` encodes the records once to stamp into (their encoding, with
     offset, time and source blank, is the stored one: records decoded from the wire)."""
+    _group_of: pa.Array | None = None
+    """Each row's group (its index in ``groups``), once asked for (``_by_group``)."""
 
     def __init__(self, records: Sequence[Record]) -> None:
         self.records = records
@@ -197,7 +200,9 @@ class Columns:
         start = 0
         for cls, end in zip(kinds, ends.tolist()):
             index = order[start:end]
-            self.groups.append(_Group(cls, index, [records[i] for i in index.tolist()]))
+            # itemgetter picks the group's records in one C call (a tuple when it picks two or more)
+            picked = itemgetter(*index.tolist())(records) if len(index) > 1 else [records[int(index[0])]]
+            self.groups.append(_Group(cls, index, picked))
             start = end
 
     @property
@@ -217,6 +222,25 @@ class Columns:
             self._inverse = pa.array(inverse)
         return pa.concat_arrays(arrays).take(self._inverse)
 
+    def _by_group(self, values: list[Any], dtype: pa.DataType) -> pa.Array:
+        """A column holding ``values[i]`` in every row of group ``i``: one take from the groups'
+        values by each row's group, where the groups' columns would be joined and put in row
+        order."""
+        if self._group_of is None:
+            codes = np.zeros(self.size, np.int32)
+            if len(self.groups) > 1:
+                for i, g in enumerate(self.groups):
+                    codes[g.index] = i
+            self._group_of = pa.array(codes)
+        return pa.array(values, dtype).take(self._group_of)
+
+    def _versions(self) -> pa.Array:
+        """The ``version`` column (each group's one version, the usual case, by ``_by_group``)."""
+        versions = [g.versions() for g in self.groups]
+        if all(low == high for low, high in versions):
+            return self._by_group([low for low, _ in versions], LOG_SCHEMA.field("version").type)
+        return self._in_row_order([g.envelope("version") for g in self.groups])
+
     def table(
         self,
         *,
@@ -230,19 +254,17 @@ class Columns:
         n = self.size
         if n == 0:
             return schema.empty_table()
-        env: dict[str, list[pa.Array]] = {k: [] for k in ("ts_ms", "type", "version", "key", "source", "so")}
+        env: dict[str, list[pa.Array]] = {k: [] for k in ("ts_ms", "key", "source", "so")}
         for g in self.groups:
             env["ts_ms"].append(g.envelope("ts_ms"))
-            env["type"].append(pa.array([type_name(g.cls)] * g.count, pa.string()))
-            env["version"].append(g.envelope("version"))
             env["key"].append(_entity_keys(g))
             env["source"].append(g.envelope("source"))
             env["so"].append(_source_offsets(g))
         columns: dict[str, Any] = {
             "offset": pa.array(np.arange(first_offset, first_offset + n, dtype=np.int64)),
             "ts_ms": _times(self._in_row_order(env["ts_ms"]), ts_ms),
-            "type": self._in_row_order(env["type"]),
-            "version": self._in_row_order(env["version"]),
+            "type": self._by_group([type_name(g.cls) for g in self.groups], pa.string()),
+            "version": self._versions(),
             "key": self._in_row_order(env["key"]),
             "source": self._in_row_order(env["source"]),
             "source_offset": self._in_row_order(env["so"]),

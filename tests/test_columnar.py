@@ -624,3 +624,16 @@ def test_valid_msgpack_items_are_decoded_in_one_call(batch):
         return
     assert list(got) == list(want)
     _same_tables(got, want)
+
+
+@settings(max_examples=100)
+@given(batch=batches(max_size=30), versions=st.lists(st.integers(0, 2), min_size=1, max_size=30))
+def test_type_and_version_columns_by_group_equal_the_reference(batch, versions):
+    """``type`` and ``version`` are taken from each row's group (one version per group) or, where
+    a group holds several versions, joined and put in row order: both as ``arrow.to_table``."""
+    changes = [PartitionChange(topic_id=TOPIC, partition_id=i, version=v) for i, v in enumerate(versions)]
+    batch = [r for pair in zip(batch, changes) for r in pair] + batch[len(changes) :] + changes[len(batch) :]
+    table = columnar.to_table(batch, first_offset=3, ts_ms=5)
+    assert table.column("type").to_pylist() == [type_name(type(r)) for r in batch]
+    assert table.column("version").to_pylist() == [r.version for r in batch]
+    assert table.equals(arrow.to_table(batch, first_offset=3, ts_ms=5))
