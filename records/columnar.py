@@ -487,10 +487,9 @@ def _bad_uuids(strings: pa.Array) -> bool:
     return not (_UUID_BODY[grid[:, :21]].all() and _UUID_LAST[grid[:, 21]].all())
 
 
-def _bad_real_uuids(strings: pa.Array) -> bool:
-    """``check_real_uuid`` over a column: a uuid, and not a reserved id."""
-    if _bad_uuids(strings):
-        return True
+def _reserved_uuids(strings: pa.Array) -> bool:
+    """Whether some uuid of the column is a reserved id: ``check_real_uuid`` over uuids already
+    checked as uuids (``_vouch`` runs ``_bad_nested_uuids`` over every uuid field first)."""
     candidates = strings.filter(pc.fill_null(pc.starts_with(strings, _RESERVED_PREFIX), False))
     return any(is_reserved(u) for u in candidates.to_pylist())
 
@@ -537,7 +536,7 @@ def _has_duplicates(lists: pa.Array) -> bool:
 def _bad_partition(p: pa.StructArray) -> bool:
     """``kraft._check_partition``: a real topic id, no broker twice in replicas or isr, and an
     assignment (when given with replicas) naming the replicas' brokers in order."""
-    if _bad_real_uuids(pc.struct_field(p, "topic_id")):
+    if _reserved_uuids(pc.struct_field(p, "topic_id")):
         return True
     replicas = pc.struct_field(p, "replicas")
     if _has_duplicates(replicas) or _has_duplicates(pc.struct_field(p, "isr")):
@@ -556,8 +555,8 @@ def _bad_partition(p: pa.StructArray) -> bool:
 def _bad_register_broker(p: pa.StructArray) -> bool:
     log_dirs = pc.struct_field(p, "log_dirs")
     return (
-        _bad_real_uuids(pc.struct_field(p, "incarnation_id"))
-        or _bad_real_uuids(pc.list_flatten(log_dirs))
+        _reserved_uuids(pc.struct_field(p, "incarnation_id"))
+        or _reserved_uuids(pc.list_flatten(log_dirs))
         or _has_duplicates(log_dirs)
     )
 
@@ -566,11 +565,13 @@ _CHECKS: dict[type[Record], Callable[[pa.StructArray], bool]] = {
     Partition: _bad_partition,
     PartitionChange: _bad_partition,
     RegisterBroker: _bad_register_broker,
-    BrokerRegistrationChange: lambda p: _bad_real_uuids(pc.list_flatten(pc.struct_field(p, "log_dirs"))),
-    Topic: lambda p: _bad_real_uuids(pc.struct_field(p, "topic_id")),
-    RemoveTopic: lambda p: _bad_real_uuids(pc.struct_field(p, "topic_id")),
+    BrokerRegistrationChange: lambda p: _reserved_uuids(pc.list_flatten(pc.struct_field(p, "log_dirs"))),
+    Topic: lambda p: _reserved_uuids(pc.struct_field(p, "topic_id")),
+    RemoveTopic: lambda p: _reserved_uuids(pc.struct_field(p, "topic_id")),
 }
-"""Each type's ``_validate`` as Arrow compute over its struct column: True when a row breaks it."""
+"""Each type's ``_validate`` as Arrow compute over its struct column: True when a row breaks it.
+The uuids' form is checked before (``_bad_nested_uuids``, by ``_vouch``): these look for
+reserved ids only, where ``check_real_uuid`` checks the form again."""
 
 
 @cache
