@@ -116,7 +116,7 @@ class _Group:
     """The records of one type in a batch: where they are (``index``; None when the batch holds
     only this type) and their fields as columns (a tuple of values per struct field)."""
 
-    __slots__ = ("cls", "index", "records", "fields", "_payload")
+    __slots__ = ("cls", "index", "records", "fields", "_payload", "_versions")
 
     def __init__(self, cls: type[Record], index: np.ndarray | None, records: Sequence[Record]) -> None:
         self.cls = cls
@@ -125,6 +125,7 @@ class _Group:
         # One C call per record to get its values, one transposition for the whole group.
         self.fields: list[tuple[Any, ...]] = list(zip(*map(astuple, records)))
         self._payload: pa.StructArray | None | bool = False
+        self._versions: tuple[int, int] | None = None
 
     def payload(self) -> pa.StructArray | None:
         """The group's struct column (compact: one row per record of the group), or None when
@@ -145,8 +146,12 @@ class _Group:
         return pa.array(values, LOG_SCHEMA.field(name).type)
 
     def versions(self) -> tuple[int, int]:
-        versions = self.fields[0]
-        return min(versions), max(versions)
+        """The lowest and highest version among the group's records (asked for by the checks,
+        the upcast, the stamping and the table: found once)."""
+        if self._versions is None:
+            versions = self.fields[0]
+            self._versions = min(versions), max(versions)
+        return self._versions
 
     def field_array(self, name: str) -> pa.Array:
         """A payload field's values (from the struct column when it holds the field: built
@@ -619,7 +624,7 @@ def _checked(
     struct columns the caller already holds for some types (their records' fields, in the
     batch's order, as ``_payload_array`` would build them), used instead of building them."""
     columns = Columns(records)
-    if upcast is not None and any(min(g.fields[0]) < current_version(g.cls) for g in columns.groups):
+    if upcast is not None and any(g.versions()[0] < current_version(g.cls) for g in columns.groups):
         records = [r if r.version >= current_version(type(r)) else upcast(i, r) for i, r in enumerate(records)]
         columns = Columns(records)
     elif payloads:
