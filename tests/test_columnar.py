@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import force_setattr
 
@@ -652,14 +652,10 @@ def test_a_bad_uuid_in_a_ported_type_is_refused_as_the_reference_refuses_it(data
     cls, name = at
     record = data.draw(records_of(cls))
     value = getattr(record, name)
-    if isinstance(value, tuple):
-        if not value or not isinstance(value[0], str):
-            return  # nested Structs: the uuid pass is the same one, covered by the assignment rules
-        value = (*value[:-1], bad)
-    elif not isinstance(value, str):
-        return
-    else:
-        value = bad
+    # Nested Structs (the same uuid pass, covered by the assignment rules) and unset fields
+    # are not this test's: hypothesis draws again.
+    assume(isinstance(value, str) or (isinstance(value, tuple) and value and isinstance(value[0], str)))
+    value = (*value[:-1], bad) if isinstance(value, tuple) else bad
     broken = msgspec.structs.replace(record)
     force_setattr(broken, name, value)  # past the record's own checks, as a caller could
     batch = [normalize_batch([record])[0], broken]
