@@ -526,6 +526,44 @@ def test_the_plan_and_python_agree_where_k6_k8_and_k9_abound(plan, tmp_path):
     assert found["K9"] > 50 and found["K8"] > 20 and found["K6"] > 20
 
 
+def test_k9_names_a_reported_directory_no_record_knows(plan, tmp_path):
+    """A broker reports a replica in a directory that no partition record, registration or
+    other report names: the plan carries reported directories in its dictionary of directory
+    ids, and this one must come back as the same string in K9's words as the Python engine's."""
+    from kraftlake.records import NoOp
+    from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
+    from kraftlake.statemachine.kraft.reducer import apply
+    from kraftlake.statemachine.kraft.view import ControllerView
+
+    log = _k6_k8_k9_log(tmp_path)
+    records = list(log.at().records())
+    view = ControllerView()
+    for r in records:
+        apply(view, r)
+    before = Audit(AuditConfig(grace_records=0, grace_ms=0))
+    before.feed(records)
+    still_open = {v.entity for v in before.report().violations if v.invariant == "K9" and v.last_offset is None}
+    # A replica of a registered broker that is not wrong already: a new K9 interval opens there.
+    topic, pid, broker = next(
+        (p.topic_id, p.partition_id, b)
+        for p in view.iter_partitions()
+        for b in p.replicas
+        if b in view.brokers and f"replica/{p.topic_id}/{p.partition_id}/{b}" not in still_open
+    )
+    stranger = uid("a directory nobody else names")
+    assert all(stranger not in msgspec.json.encode(r).decode() for r in records)
+    report = AssignReplicasToDirsRequest(
+        broker_id=broker,
+        broker_epoch=view.brokers[broker].epoch,
+        directories=(DirectoryReplicas(id=stranger, topics=(TopicPartitions(topic_id=topic, partitions=(pid,)),)),),
+    )
+    log.append([report, NoOp()])  # a record after it: an interval lasts beyond its first offset
+    local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
+    _same(local, remote)
+    (named,) = [v for v in remote.violations if v.invariant == "K9" and stranger in v.message]
+    assert named.entity == f"replica/{topic}/{pid}/{broker}" and named.last_offset is None
+
+
 def test_checked_counts_what_the_catalogue_says_a_check_is(plan, tmp_path):
     """``checked`` per the catalogue's ``counts``, computed here from the records themselves: a
     partition state per partition record (K1, K4, K5), a change per record of an existing

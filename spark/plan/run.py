@@ -363,7 +363,7 @@ def build_timeline(
     cannot state (``unclean``) the general form. ``clears``: the driver registered ``clears``
     (ClearElr records), whose states join the records (``plan.elr.with_clears``). ``dirs``: the
     directory ids the driver will name (``known_dirs``: the engine's dictionary of directory ids
-    is built first, from them and the log's). Returns the directories the records assign to
+    is built first, from them, the partition records' and the requests' reports). Returns the directories the records assign to
     each broker."""
     d = engine.dialect
     referenced: dict[int, set[str]] = {}
@@ -371,7 +371,7 @@ def build_timeline(
         referenced.setdefault(b, set()).add(dd)
     named = {*sql.RESERVED_DIRS, *dirs, *(dd for ds in referenced.values() for dd in ds)} - {None}
     engine.table("known_dirs", [(x,) for x in sorted(named)], [("dir", "STRING")])
-    engine.directories("SELECT dir FROM known_dirs")
+    engine.directories(f"SELECT dir FROM known_dirs UNION ALL {sql.reported_dirs(d)}")
     if clears:
         engine.view("partition_records", sql.partition_rows(d, skip))
         engine.keep("partition_rows", elr_sql.with_clears(d))

@@ -99,6 +99,17 @@ def assigned(d: Dialect, skip: list[tuple[int, int]]) -> str:
     """
 
 
+def reported_dirs(d: Dialect) -> str:
+    """(dir): each directory id an ``AssignReplicasToDirsRequest`` reports, for the plan's
+    dictionary of directory ids: K9 carries the reported directory as one (``k9_runs``)."""
+    req, t = d.q("assign_replicas_to_dirs_request"), d.q("type")
+    return f"""
+    SELECT DISTINCT x.dd.id AS dir FROM (
+      SELECT {d.explode(f"{req}.directories", "dd")} FROM log WHERE {t} = 'AssignReplicasToDirsRequest'
+    ) x
+    """
+
+
 def _fits(replicas: str) -> str:
     """Whether a change's assignment names ``replicas`` in order (else the reducer refuses it):
     the two arrays are equal (both engines compare arrays element by element)."""
@@ -547,8 +558,10 @@ def k9_runs(d: Dialect) -> str:
     effective; it holds until the first state that records the reported directory or drops the
     replica, or the next effective report (which continues the same wrong interval). Rows:
     pk, broker, first_offset, reported, recorded, fixed_by. Only the replicas some accepted
-    report names are followed (the others cannot be wrong). A reported directory is a string
-    (the log's, not of the plan's directory type: it may be no directory the plan knows)."""
+    report names are followed (the others cannot be wrong). A reported directory is of the
+    plan's directory type (``reported_dirs`` puts every one in the dictionary, known to the
+    plan or not), returned as a string: the windows then carry a small integer, not a string
+    of 22 characters (faster, and within less memory: bench/RESULTS.md)."""
     req = d.q("assign_replicas_to_dirs_request")
     report = "reported IS NOT NULL"
     upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
@@ -572,7 +585,7 @@ def k9_runs(d: Dialect) -> str:
       FROM r1
     ),
     asks AS (
-      SELECT r2.at_, r2.broker, r2.reported, r2.pos0 + r2.ppos AS seq,
+      SELECT r2.at_, r2.broker, CAST(r2.reported AS {d.dir_type}) AS reported, r2.pos0 + r2.ppos AS seq,
         l.life_index * 4294967296 + (CAST(r2.pid AS BIGINT) & 4294967295) AS pk
       FROM r2 JOIN lives l
         ON r2.topic_id = l.life_topic AND r2.at_ > l.life AND (l.removed IS NULL OR r2.at_ < l.removed)
@@ -601,7 +614,7 @@ def k9_runs(d: Dialect) -> str:
         AS recorded
       FROM both_
     ),
-    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND CAST(recorded AS STRING) <> reported)),
+    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND recorded <> reported)),
     t2 AS (
       SELECT *, sum(CASE WHEN {report} THEN 1 ELSE 0 END) OVER {upto} AS segment,
         {d.last("reported")} OVER {upto} AS waits_for
@@ -611,7 +624,7 @@ def k9_runs(d: Dialect) -> str:
       SELECT pk, broker, segment,
         max(CASE WHEN {report} THEN pos END) AS at_,
         max(reported) AS reported, max(CASE WHEN {report} THEN recorded END) AS recorded,
-        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR CAST(dir AS STRING) = waits_for) THEN pos END) AS fix
+        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR dir = waits_for) THEN pos END) AS fix
       FROM t2 WHERE segment > 0 GROUP BY pk, broker, segment
     ),
     e AS (
@@ -623,7 +636,8 @@ def k9_runs(d: Dialect) -> str:
       SELECT pk, broker, island, min(segment) AS first_segment, max(segment) AS last_segment
       FROM e GROUP BY pk, broker, island
     )
-    SELECT f.pk, f.broker, a.at_ AS first_offset, a.reported, a.recorded, z.fix AS fixed_by
+    SELECT f.pk, f.broker, a.at_ AS first_offset, CAST(a.reported AS STRING) AS reported, a.recorded,
+      z.fix AS fixed_by
     FROM firsts f
       JOIN e a ON a.pk = f.pk AND a.broker = f.broker AND a.segment = f.first_segment
       JOIN e z ON z.pk = f.pk AND z.broker = f.broker AND z.segment = f.last_segment
