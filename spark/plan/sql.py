@@ -648,13 +648,27 @@ def held(d: Dialect, source: str, last: int, grace_records: int, grace_ms: int) 
     """The rows of ``source`` (candidate intervals: first_offset, fixed_by null = still open,
     and any payload) that lasted beyond the grace: a record in (first, fixed_by) more than
     ``grace_records`` records or ``grace_ms`` ms (the records' ``ts_ms``) after the first."""
+    c = f"SELECT *, coalesce(fixed_by - 1, {last}) AS hi FROM {source}"
+    times = f"SELECT {d.q('offset')} AS off, ts_ms FROM log"
+    timed = f"t1.ts_ms - t0.ts_ms > {grace_ms}"
+    if not d.duck:
+        return f"""
+        WITH c AS ({c}), times AS ({times})
+        SELECT c.* FROM c
+          LEFT JOIN times t0 ON t0.off = c.first_offset
+          LEFT JOIN times t1 ON t1.off = c.hi
+        WHERE c.hi > c.first_offset AND (c.hi - c.first_offset > {grace_records} OR {timed})
+        """
+    # Only the intervals within the grace in records need their times: joined with the log
+    # apart, so that the join's hash table holds those, not every candidate (K9's at 10^7
+    # records: millions). DuckDB computes a CTE read twice once; Spark would compute it twice,
+    # so there the one join above stays.
     return f"""
-    WITH c AS (SELECT *, coalesce(fixed_by - 1, {last}) AS hi FROM {source}),
-    times AS (SELECT {d.q("offset")} AS off, ts_ms FROM log)
-    SELECT c.* FROM c
-      LEFT JOIN times t0 ON t0.off = c.first_offset
-      LEFT JOIN times t1 ON t1.off = c.hi
-    WHERE c.hi > c.first_offset AND (c.hi - c.first_offset > {grace_records} OR t1.ts_ms - t0.ts_ms > {grace_ms})
+    WITH c AS ({c}), times AS ({times})
+    SELECT * FROM c WHERE c.hi - c.first_offset > {grace_records}
+    UNION ALL
+    SELECT c.* FROM c JOIN times t0 ON t0.off = c.first_offset JOIN times t1 ON t1.off = c.hi
+    WHERE c.hi > c.first_offset AND c.hi - c.first_offset <= {grace_records} AND {timed}
     """
 
 
