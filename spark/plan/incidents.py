@@ -236,15 +236,28 @@ def _ranked(d: Dialect, table: str, last: int, lo_lists: list[str], hi_lists: li
     return f"SELECT * FROM {lookup(d, table, probe, 'm', on, 'm.off', end, lo_lists, hi_lists)}"
 
 
-def effects(d: Dialect, last: int) -> str:
+def effect_hits(d: Dialect, last: int) -> str:
     """Per request (``inc_qi``: b, dir, idx, req, mode: at the ``idx``-th offset of ``inc_qb``'s
-    (b, dir) list; a broker's request under dir and mode ``*``), the
-    partitions whose state at its offset has the broker among its replicas (on the request's
-    directory) and leading it (role L) or in its ISR (role I), with the record that ends each:
+    (b, dir) list; a broker's request under dir and mode ``*``), the partitions whose state at
+    its offset has the broker among its replicas (on the request's directory), leading it
+    (``is_l``) or in its ISR (``is_i``): (req, mode, pk, off, b, is_l, is_i). A state holds the
+    requests ranked after its start and up to its end (``ranks``): no range join."""
+    return f"""
+    WITH c AS ({_ranked(d, "inc_qb", last, ["q"], ["q"])}),
+    hits AS (
+      SELECT pk, off, b, probe, is_l, is_i, {d.explode(d.seq("q_lo", "q_hi - 1"), "idx")} FROM c WHERE q_hi > q_lo
+    )
+    SELECT qi.req, qi.mode, h.pk, h.off, h.b, h.is_l, h.is_i
+    FROM hits h JOIN inc_qi qi ON qi.b = h.b AND qi.dir = h.probe AND qi.idx = h.idx
+    """
+
+
+def effects(d: Dialect) -> str:
+    """The effects of the requests' hits (``inc_eff``: ``effect_hits``), role L where the broker
+    led the partition and I where it was in its ISR, with the record that ends each:
     the first later state where the broker is no replica, its replica left the directory, or
     lost the role (null: none; the topic's removal is the driver's), what that state says (why,
-    new leader) and its time. A state holds the requests ranked after its start and up to its
-    end (``ranks``): no range join.
+    new leader) and its time.
 
     An effect ends at the first later break point of its (partition, broker) of its kind: a
     state whose state before had the broker leading (in the ISR) and which has it no longer, or
@@ -260,14 +273,7 @@ def effects(d: Dialect, last: int) -> str:
         return d.at(d.filter(f"k.{offs}", lambda v: f"{v} > e.off"), "1")
 
     return f"""
-    WITH c AS ({_ranked(d, "inc_qb", last, ["q"], ["q"])}),
-    hits AS (
-      SELECT pk, off, b, probe, is_l, is_i, {d.explode(d.seq("q_lo", "q_hi - 1"), "idx")} FROM c WHERE q_hi > q_lo
-    ),
-    eff AS (
-      SELECT qi.req, qi.mode, h.pk, h.off, h.b, h.is_l, h.is_i
-      FROM hits h JOIN inc_qi qi ON qi.b = h.b AND qi.dir = h.probe AND qi.idx = h.idx
-    ),
+    WITH eff AS (SELECT * FROM inc_eff),
     was AS (
       -- Per state, each broker that led the partition or was in its ISR in the state before.
       SELECT pk, off, leader, isr, replicas, dirs, old_leader, old_isr, b, {d.at("old_dirs", "pos + 1")} AS old_dir
@@ -602,9 +608,10 @@ def effect_rows(engine, asked: list[tuple[int, int, str | None]], last: int) -> 
     (no row objects), one Python object per value the replay reads."""
     d = engine.dialect
     join, order = in_partition_order(d, "e.pk")
-    # Kept before it is sorted: as one statement, the effects' joins and the sort held more
-    # than DuckDB's limit at once (10^7 records under 1 GB), where each spills on its own.
-    engine.keep("inc_effects", effects(d, last))
+    # Kept apart, the hits, the effects and their sort each spill on their own: as one
+    # statement, their joins and the sort held more than DuckDB's limit at once.
+    engine.keep("inc_eff", effect_hits(d, last))
+    engine.keep("inc_effects", effects(d))
     table = engine.arrow(
         f"SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM inc_effects e {join}"
         f" ORDER BY e.req, {order}, e.role DESC"
