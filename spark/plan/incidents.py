@@ -364,6 +364,7 @@ def availability_changes(d: Dialect, last: int) -> str:
     ranked from the last stop at most its start to the last start before its end. A member on a
     broker the driver never saw (not in ``inc_known``) is offline throughout: an anti join, where
     a list of every broker in the text cost each row a comparison per broker."""
+    o = d.q("offset")
     return f"""
     WITH c AS ({_ranked(d, "inc_ob", last, ["sp"], ["st"])}),
     hits AS (
@@ -414,9 +415,14 @@ def availability_changes(d: Dialect, last: int) -> str:
       SELECT * FROM (SELECT *, coalesce(lag(code) OVER (PARTITION BY pk ORDER BY t), 0) AS before FROM fl) x
       WHERE code <> before
     ),
-    nx AS (SELECT *, coalesce(lead(t) OVER (PARTITION BY pk ORDER BY t), removed) AS nxt FROM ch)
+    nx AS (SELECT *, coalesce(lead(t) OVER (PARTITION BY pk ORDER BY t), removed) AS nxt FROM ch),
+    -- The times of the change points alone: joined with the whole log, the join's hash table
+    -- could be built on the log's offsets (every record) instead of the points.
+    tt AS (
+      SELECT {o} AS off, ts_ms FROM log WHERE {o} IN (SELECT t FROM nx UNION ALL SELECT nxt FROM nx)
+    )
     SELECT nx.pk, nx.t, nx.code, nx.nxt, nx.removed, nx.leader, nx.ldir, l0.ts_ms AS t_ms, l1.ts_ms AS nxt_ms
-    FROM nx LEFT JOIN log l0 ON l0.{d.q("offset")} = nx.t LEFT JOIN log l1 ON l1.{d.q("offset")} = nx.nxt
+    FROM nx LEFT JOIN tt l0 ON l0.off = nx.t LEFT JOIN tt l1 ON l1.off = nx.nxt
     """
 
 
