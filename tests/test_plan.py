@@ -1068,7 +1068,8 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     """The plan held to 48 MB (the limit in force through every step) on a history where K6, K8
     and K9 abound gives the Python engine's report; ``kraftlake audit --memory-limit`` gives the
     report the default limit gives, and refuses a limit DuckDB cannot read or one too small for
-    the work (exit 2, the option named)."""
+    the work (exit 2, the option named); ``--temp-directory`` spills where it says, and a place
+    it cannot spill to ends the plan the same way."""
     import tempfile
 
     import duckdb
@@ -1109,3 +1110,17 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     assert "more than DuckDB's memory limit" in starved.output and "raise it with --memory-limit" in starved.output
     assert "in the step 'reading the log'" in starved.output  # where it ran out: before any audit step
     assert not any(spills.iterdir())  # none left behind
+    # --temp-directory: where it spills. A place it can spill to gives the same report and is
+    # kept; one it cannot write (a file) ends the plan with exit 2 naming it, not a traceback.
+    chosen = tmp_path / "spill-here"
+    chosen.mkdir()
+    spilled = runner.invoke(app, [*args, "--memory-limit", "48MB", "--temp-directory", str(chosen)])
+    assert spilled.exit_code == 1, spilled.output
+    assert json.loads(spilled.stdout) == json.loads(default.stdout)
+    assert chosen.is_dir()  # the user's directory: not removed with the engine's files
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    stuck = runner.invoke(app, [*args, "--memory-limit", "8MB", "--temp-directory", str(blocked)])
+    assert stuck.exit_code == 2, stuck.output
+    assert f"could not spill to {blocked}" in stuck.output and "--temp-directory" in stuck.output
+    assert "Traceback" not in stuck.output

@@ -111,6 +111,11 @@ def register(app: typer.Typer) -> None:
             "--memory-limit",
             help="The memory DuckDB may hold for the plan (e.g. 2GB, 512MB; default 1GB): beyond it the plan spills to a temporary directory.",
         ),
+        temp_directory: Path | None = typer.Option(
+            None,
+            "--temp-directory",
+            help="Where the plan spills beyond --memory-limit (default: a new directory under the system's temporary one, removed after). At 10^8 records it can take tens of GB.",
+        ),
         follow: bool = typer.Option(
             False,
             "--follow",
@@ -172,7 +177,9 @@ def register(app: typer.Typer) -> None:
             emit(report, fmt, out_file, title=f"kraftlake audit of {log}", source=(snap, None, to_offset, None))
             return
         if engine is not Engine.python:
-            report = plan_audit(opened, to_offset, config, engine, from_offset, memory_limit=memory_limit)
+            report = plan_audit(
+                opened, to_offset, config, engine, from_offset, memory_limit=memory_limit, temp_directory=temp_directory
+            )
             if report is not None:
                 # The plan attached its incidents (spark.plan.incidents): emit() has none to add.
                 emit(report, fmt, out_file, title=f"kraftlake audit of {log}", source=(snap, None, to_offset, None))
@@ -223,12 +230,19 @@ def resolve_times(
 
 
 def plan_audit(
-    opened, to_offset: int | None, config, engine: Engine, from_offset: int | None, *, memory_limit: str | None = None
+    opened,
+    to_offset: int | None,
+    config,
+    engine: Engine,
+    from_offset: int | None,
+    *,
+    memory_limit: str | None = None,
+    temp_directory: Path | None = None,
 ):
     """The report of the audit plan on DuckDB, or None when ``--engine auto`` leaves the log to
     the Python engine (``--from``: the plan audits from the start; S3Stream or BookKeeper
     records: their checks run per record either way, on the driver). ``memory_limit``: DuckDB's
-    (default ``duck.MEMORY_LIMIT``)."""
+    (default ``duck.MEMORY_LIMIT``); ``temp_directory``: where it spills (default its own)."""
     import duckdb
 
     from kraftlake.cli.progress import step_progress
@@ -241,7 +255,7 @@ def plan_audit(
         return None
     snap = opened.at(offset=to_offset)
     try:
-        duck = DuckEngine(memory_limit=memory_limit)
+        duck = DuckEngine(memory_limit=memory_limit, temp_directory=temp_directory)
     except duckdb.Error as exc:  # a limit DuckDB cannot read
         abort(f"--memory-limit {memory_limit}: {exc}", EXIT_INPUT)
     steps = ["reading the log"]
@@ -264,6 +278,13 @@ def plan_audit(
             abort(
                 f"the plan needed more than DuckDB's memory limit ({limit}) in the step {steps[-1]!r};"
                 f" raise it with --memory-limit: {exc}"
+            )
+        except duckdb.IOException as exc:
+            # Spilling beyond the limit writes to the temporary directory: a full or unusable
+            # disk there ends the plan (a 10^8-record log can spill tens of GB).
+            abort(
+                f"the plan could not spill to {duck.spill} in the step {steps[-1]!r}; give it another"
+                f" place with --temp-directory, or more memory with --memory-limit: {exc}"
             )
 
 

@@ -71,6 +71,8 @@ class DuckEngine:
 
         self._tmp = None if temp_directory is not None else tempfile.mkdtemp(prefix="kraftlake-duckdb-")
         spill = temp_directory if temp_directory is not None else self._tmp
+        self.spill = str(spill)
+        """Where DuckDB spills beyond its memory limit."""
         config = {
             "threads": threads or cores(),
             "temp_directory": str(spill),
