@@ -1050,6 +1050,35 @@ def test_duckdb_runs_on_every_core_within_its_memory_limit_spilling_to_its_own_d
     assert tmp_path.is_dir()
 
 
+def test_an_engine_removes_the_spills_of_engines_whose_process_is_gone(tmp_path, monkeypatch):
+    """A process killed mid-audit never closes its engine: the next engine removes that spill
+    directory (its process id is gone), and leaves those of running processes and directories
+    not named as its own."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    orphan = tmp_path / f"kraftlake-duckdb-{dead}-abc123"
+    (orphan / "nested").mkdir(parents=True)
+    (orphan / "nested" / "duckdb_temp_block.tmp").write_bytes(b"x" * 1000)
+    running = tmp_path / f"kraftlake-duckdb-{os.getpid()}-def456"
+    running.mkdir()
+    unnamed = tmp_path / "kraftlake-duckdb-xyz789"  # no process id: not the engine's naming
+    unnamed.mkdir()
+    other = tmp_path / f"someone-else-{dead}-abc"
+    other.mkdir()
+    with DuckEngine(threads=1) as engine:
+        own = Path(engine.spill)
+        assert own.parent == tmp_path and own.name.startswith(f"kraftlake-duckdb-{os.getpid()}-")
+        assert not orphan.exists()
+        assert running.is_dir() and unnamed.is_dir() and other.is_dir()
+    assert not own.exists()
+
+
 def test_a_kept_table_beyond_the_memory_limit_spills_and_reads_back_whole(tmp_path):
     """A table the plan keeps (``keep``) that outgrows DuckDB's memory limit is written to the
     temporary directory, not refused, and reads back row for row."""

@@ -69,7 +69,9 @@ class DuckEngine:
         default a new directory removed on ``close``."""
         import duckdb
 
-        self._tmp = None if temp_directory is not None else tempfile.mkdtemp(prefix="kraftlake-duckdb-")
+        if temp_directory is None:
+            _remove_orphaned_spills()
+        self._tmp = None if temp_directory is not None else tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
         spill = temp_directory if temp_directory is not None else self._tmp
         self.spill = str(spill)
         """Where DuckDB spills beyond its memory limit."""
@@ -197,6 +199,40 @@ class DuckEngine:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+SPILL_PREFIX = "kraftlake-duckdb-"
+"""The engine's own spill directories: ``kraftlake-duckdb-<pid>-<random>`` under the system's
+temporary directory."""
+
+
+def _remove_orphaned_spills() -> None:
+    """Remove the spill directories of engines whose process is gone: one killed (``kill -9``,
+    the kernel's OOM killer) never ran ``close``, and its spill can be tens of GB (10^8
+    records). A directory whose process still runs, or whose name carries no process id, is
+    left alone."""
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid, sep, _rest = name.removeprefix(SPILL_PREFIX).partition("-")
+        if not name.startswith(SPILL_PREFIX) or not sep or not pid.isdigit() or _alive(int(pid)):
+            continue
+        path = os.path.join(root, name)
+        log.info("duckdb.orphaned_spill_removed", path=path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def snapshot_dataset(snap):
