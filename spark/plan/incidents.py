@@ -266,6 +266,7 @@ def effects(d: Dialect) -> str:
     states), listed in order per (partition, broker), and each effect takes the first one after
     its state from that list."""
     gone = "(NOT inr OR (x.mode <> '*' AND NOT (bdir IS NOT DISTINCT FROM x.mode)))"
+    o = d.q("offset")
     now_in = d.contains("replicas", "b")
     same_dir = f"(CASE WHEN {now_in} THEN {d.at('dirs', d.position('replicas', 'b'))} END) IS NOT DISTINCT FROM old_dir"
 
@@ -311,16 +312,20 @@ def effects(d: Dialect) -> str:
       SELECT req, pk, b, mode, 'L' AS role, end_l AS ended_by FROM ranked WHERE is_l
       UNION ALL SELECT req, pk, b, mode, 'I' AS role, end_i FROM ranked WHERE is_i
     ),
+    -- The states and times at the effects' ends alone (semi joins built on the ends): joined
+    -- with the whole timeline or log, the hash table could be built on every state or record.
+    zs AS (SELECT pk, off, leader, replicas, dirs FROM timeline WHERE off IN (SELECT ended_by FROM ended)),
+    zt AS (SELECT {o} AS off, ts_ms FROM log WHERE {o} IN (SELECT ended_by FROM ended)),
     x AS (
       SELECT x0.*, z.leader, {d.contains("z.replicas", "x0.b")} AS inr,
         CASE WHEN {d.contains("z.replicas", "x0.b")} THEN {d.at("z.dirs", d.position("z.replicas", "x0.b"))} END AS bdir
-      FROM ended x0 LEFT JOIN timeline z ON z.pk = x0.pk AND z.off = x0.ended_by
+      FROM ended x0 LEFT JOIN zs z ON z.pk = x0.pk AND z.off = x0.ended_by
     )
     SELECT x.req, x.pk, x.role, CASE WHEN x.leader IS NOT NULL THEN x.ended_by END AS ended_by,
       CASE WHEN {gone} AND NOT inr THEN 'replica removed' WHEN {gone} THEN 'replica moved'
         WHEN x.role = 'I' THEN 'left the ISR' WHEN x.leader = -1 THEN 'no leader' ELSE 'leader moved' END AS why,
       x.leader, l.ts_ms
-    FROM x LEFT JOIN log l ON l.{d.q("offset")} = x.ended_by AND x.leader IS NOT NULL
+    FROM x LEFT JOIN zt l ON l.off = x.ended_by AND x.leader IS NOT NULL
     """
 
 
