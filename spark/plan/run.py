@@ -363,8 +363,8 @@ def build_timeline(
     cannot state (``unclean``) the general form. ``clears``: the driver registered ``clears``
     (ClearElr records), whose states join the records (``plan.elr.with_clears``). ``dirs``: the
     directory ids the driver will name (``known_dirs``: the engine's dictionary of directory ids
-    is built first, from them, the partition records' and the requests' reports). Returns the directories the records assign to
-    each broker."""
+    is built first, from them, the partition records' and the requests' reports). Returns the
+    directories the records assign to each broker."""
     d = engine.dialect
     referenced: dict[int, set[str]] = {}
     for b, dd in engine.rows(sql.assigned(d, skip)):
