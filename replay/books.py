@@ -12,13 +12,14 @@ and counts into the report, for the per-record engine and the Spark plan alike.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import msgspec
 
 from kraftlake.records.errors import ReplayError
 from kraftlake.replay.incidents import Availability, Handling, Incident, IncidentsResult, link_violations
+from kraftlake.replay.violations import Violation, ViolationList
 from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES, say
 
 
@@ -41,16 +42,6 @@ class AuditConfig:
     ``s3.object.delete.retention.minutes``, default 1)."""
 
 
-class Violation(msgspec.Struct, kw_only=True):
-    invariant: str
-    severity: str
-    entity: str
-    first_offset: int
-    last_offset: int | None
-    message: str
-    evidence: list[int]
-
-
 class InvariantResult(msgspec.Struct, kw_only=True):
     id: str
     severity: str
@@ -69,7 +60,9 @@ class AuditReport(msgspec.Struct, kw_only=True):
     grace_records: int
     grace_ms: int
     invariants: list[InvariantResult]
-    violations: list[Violation]
+    violations: Sequence[Violation]
+    """In report order (first offset, invariant, entity); ``assemble_report`` holds them in a
+    ``ViolationList`` (columns), a list where the report was decoded."""
     streams_state_hash: str | None = None
     """The S3Stream view's hash, when the log has S3Stream records."""
     bookies_state_hash: str | None = None
@@ -217,7 +210,7 @@ class Books:
 
 def assemble_report(
     config: AuditConfig,
-    violations: list[Violation],
+    violations: Sequence[Violation],
     checked: Mapping[str, int],
     *,
     records: int,
@@ -232,11 +225,11 @@ def assemble_report(
     severe, or partitions were unavailable longer than ``fail_on_unavailable_ms``) and one row
     per catalogue invariant, whichever engine found the violations; ``incidents`` attached
     (``attach_incidents`` does it later for an engine that computes them in another pass)."""
-    counts = dict.fromkeys(BY_ID, 0)
-    for v in violations:
-        counts[v.invariant] += 1
+    if not isinstance(violations, ViolationList):
+        violations = ViolationList(violations)
+    counts = dict.fromkeys(BY_ID, 0) | violations.counts()
     threshold = SEVERITIES.index(config.fail_on)
-    failed = any(SEVERITIES.index(v.severity) >= threshold for v in violations)
+    failed = any(SEVERITIES.index(s) >= threshold for s in violations.severities())
     report = AuditReport(
         verdict="fail" if failed else "pass",
         records=records,

@@ -39,7 +39,7 @@ by overlapping offsets, whichever engine found them.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
@@ -58,6 +58,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
+from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED, is_online
 from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.view import ControllerView
@@ -882,7 +883,7 @@ def find_incidents(
     return tracker.result()
 
 
-def link_violations(incidents: list[Incident], violations: list) -> None:
+def link_violations(incidents: list[Incident], violations: Sequence) -> None:
     """Tie each violation to the incidents during which one of their entities was wrong: same
     entity, offsets overlapping the incident's ``[failed_at, ended_at]``."""
     if not incidents:
@@ -892,7 +893,9 @@ def link_violations(incidents: list[Incident], violations: list) -> None:
         inc.violations, inc.invariants = [], {}
         for ent in inc.entities:
             by_entity.setdefault(ent, []).append(inc)
-    for i, v in enumerate(violations):
+    # A columnar list builds only the violations of the incidents' entities.
+    rows = violations.of_entities(by_entity) if isinstance(violations, ViolationList) else enumerate(violations)
+    for i, v in rows:
         for inc in by_entity.get(v.entity, ()):
             end = inc.ended_at
             v_end = v.last_offset

@@ -14,6 +14,8 @@ from itertools import islice
 
 import msgspec
 
+from kraftlake.replay.violations import ViolationList
+
 CHUNK_BYTES = 4 << 20
 """About how many bytes of a list (or dict) are encoded at once."""
 
@@ -31,13 +33,23 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
             write(b'"' + name.encode() + b'":' if i == 0 else b',"' + name.encode() + b'":')
             write_json(getattr(value, name), write, chunk_bytes=chunk_bytes)
         write(b"}")
-    elif isinstance(value, list) and len(value) > PROBE:
+    elif isinstance(value, list | ViolationList) and len(value) > PROBE:
         _chunks(len(value), lambda lo, hi: value[lo:hi], b"[", b"]", write, chunk_bytes)
+    elif isinstance(value, ViolationList):
+        write(_encode(value[:]))
     elif isinstance(value, dict) and len(value) > PROBE:
         items = iter(value.items())
         _chunks(len(value), lambda lo, hi: dict(islice(items, hi - lo)), b"{", b"}", write, chunk_bytes)
     else:
         write(_encode(value))
+
+
+def encode(value: object) -> bytes:
+    """``write_json``'s bytes in one buffer (a report too small to be worth writing in pieces,
+    or one holding a ``ViolationList``, which msgspec does not encode by itself)."""
+    pieces: list[bytes] = []
+    write_json(value, pieces.append)
+    return b"".join(pieces)
 
 
 def _chunks(n: int, take, opening: bytes, closing: bytes, write, chunk_bytes: int) -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kraftlake.records import iter_lines
 from kraftlake.records.kraft import Config, NoOp
+from kraftlake.replay import report_json
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.incidents import find_incidents, percentile
 from kraftlake.statemachine.kraft.workload import FAULTS, WorkloadConfig, generate
@@ -64,7 +65,7 @@ def test_the_kip858_dir_failure_is_one_incident_with_its_story():
     assert {(p.topic, p.partition, p.unavailable_ms) for p in a.partitions} == {("a", 0, 600), ("b", 0, 600)}
     assert inc.unavailable_ms == 1200
     assert report.topics == {"YW6soxYeId5Lgf56lnEg3g": "a", "dAMvN9tlpM4l1TsGqSyGsA": "b"}
-    doc = msgspec.json.decode(msgspec.json.encode(report))
+    doc = msgspec.json.decode(report_json.encode(report))
     assert doc["incidents"][0]["effects"][0]["topic"] == "a" and doc["handling"]["isr"]["p99_ms"] == 600
 
 

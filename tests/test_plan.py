@@ -1127,7 +1127,7 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     default, small = runner.invoke(app, args), runner.invoke(app, [*args, "--memory-limit", "64MB"])
     assert default.exit_code == small.exit_code == 1
     assert json.loads(default.stdout) == json.loads(small.stdout)
-    assert json.loads(small.stdout)["violations"] == msgspec.to_builtins(remote.violations)
+    assert json.loads(small.stdout)["violations"] == [msgspec.to_builtins(v) for v in remote.violations]
     spills = tmp_path / "tmp"
     spills.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spills))  # where the engine makes its directory

@@ -44,6 +44,7 @@ from kraftlake.logging import get_logger
 from kraftlake.records import Log, Record, TimeTravelError
 from kraftlake.records.catalog import BY_NAME
 from kraftlake.records.codec import encode_line, encode_lines
+from kraftlake.replay import report_json
 from kraftlake.statemachine.invariants import SEVERITIES
 
 from .append import Answer, Appending, body_timeout, fast_path, internal_error, too_large
@@ -386,7 +387,7 @@ def create_app(
                 start = state_at(reader, offset=data.from_offset - 1)
             cfg = AuditConfig(grace_records=data.grace_records, grace_ms=data.grace_ms, fail_on=data.fail_on)
             report = audit_log(snap, config=cfg, from_offset=data.from_offset, to_offset=data.to_offset, start=start)
-            return msgspec.json.encode(report)
+            return report_json.encode(report)
 
         return Response(await pool.run(client_of(request.scope), work), media_type="application/json")
 

@@ -5,12 +5,14 @@ engines find. Partitions are numbered per lifetime (``pk``) in the plan and name
 
 from __future__ import annotations
 
-import bisect
+import heapq
+from collections.abc import Iterable
 from operator import itemgetter
 
 from kraftlake.records.kraft import LOST
 from kraftlake.replay.books import AuditReport, Violation, assemble_report, violation
 from kraftlake.replay.kraft_audit import k10_live, k11_message
+from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import say as say_text
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED
 
@@ -76,26 +78,42 @@ def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
     return broker_bad, dir_bad, sorted(by_broker)
 
 
-def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[tuple]:
-    """K8 (a warning) and K10 as candidate intervals (invariant, entity, first offset, message,
-    fixed by: None = still open): a multi-directory broker unfenced (K8) or live (K10) while any
-    of its replicas is UNASSIGNED, checked where the local audit checks them (each broker record
-    it applied, each count crossing zero)."""
-    # (offset, broker, kind, payload) in offset order; a broker's record before its count there.
-    events: list[tuple[int, int, int, object]] = [(s.start, s.broker, 0, s) for s in plane.segments]
-    events += [(offset, broker, 1, n) for offset, broker, n in counts]
-    events.sort(key=itemgetter(0, 1, 2))
+def broker_checks(
+    plane: ControlPlane, counts: Iterable[tuple[int, int, int]], events: set[tuple[int, int]], found: ViolationList
+) -> tuple[ViolationList, int]:
+    """K8, K10 and K11 in one pass over the brokers' UNASSIGNED counts (``sql.unassigned_counts``,
+    in (offset, broker, count) order, read as they come) merged with the broker segments and the
+    requests to be unfenced. Returns K8 (a warning) and K10 as candidate intervals, for the grace
+    (a multi-directory broker unfenced, K8, or live, K10, while any of its replicas is UNASSIGNED,
+    checked where the local audit checks them: each broker record it applied, each count crossing
+    zero), and how many counts are such crossings rather than at a broker's own record
+    (``events``). K11, at each request to be unfenced the driver kept, goes to ``found``: the
+    broker's count and registration in force there, or its own count of mismatches."""
+    # (offset, broker, kind): at one offset a broker's record, then its count, then its request.
+    segments = sorted(((s.start, s.broker, 0, s) for s in plane.segments), key=itemgetter(0, 1))
+    requests = sorted((o, b, 2, counted) for o, b, counted in plane.unfence_requests)
+    merged = heapq.merge(segments, ((o, b, 1, n) for o, b, n in counts), requests, key=itemgetter(0, 1, 2))
     seg: dict[int, BrokerSegment] = {}
+    count: dict[int, int] = {}
     open_: dict[tuple[str, int], tuple[int, str]] = {}
     said: dict[tuple[str, int, int], str] = {}
     entities: dict[int, str] = {}  # one string per broker, shared by its many intervals
-    out = []
-    for offset, b, kind, n in events:
+    candidates = ViolationList()
+    crossings = 0
+    for offset, b, kind, x in merged:
         if kind == 0:
-            seg[b] = n  # type: ignore[assignment]
+            seg[b] = x
             continue
         s = seg.get(b)
         r = s.registration if s is not None else None
+        entity = entities.get(b) or entities.setdefault(b, f"broker/{b}")
+        if kind == 2:
+            message = k11_message(len(r.log_dirs) if r is not None else 0, count.get(b, 0), x)
+            if message is not None:
+                found.add("K11", entity, offset, offset, message, (offset,))
+            continue
+        count[b] = n = x
+        crossings += (offset, b) not in events
         multi = r is not None and n > 0 and len(r.log_dirs) >= 2  # type: ignore[operator]
         for inv, bad in (("K8", multi and not r.fenced), ("K10", multi and k10_live(r, s.unfenced_since_registered))):
             opened = open_.get((inv, b))
@@ -103,44 +121,15 @@ def k8_candidates(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> li
                 key = (inv, n, len(r.log_dirs))  # a few counts recur across the brokers
                 words = said.get(key)
                 if words is None:
-                    kind = "unfenced" if inv == "K8" else "unassigned"
-                    words = said[key] = say_text(inv, kind, unassigned=n, dirs=len(r.log_dirs))
+                    wording = "unfenced" if inv == "K8" else "unassigned"
+                    words = said[key] = say_text(inv, wording, unassigned=n, dirs=len(r.log_dirs))
                 open_[(inv, b)] = (offset, words)
             elif not bad and opened is not None:
                 del open_[(inv, b)]
-                entity = entities.get(b) or entities.setdefault(b, f"broker/{b}")
-                out.append((inv, entity, opened[0], opened[1], offset))
-    out += [(inv, f"broker/{b}", f, m, None) for (inv, b), (f, m) in open_.items()]
-    return out
-
-
-def k11_violations(plane: ControlPlane, counts: list[tuple[int, int, int]]) -> list[Violation]:
-    """K11 at each request to be unfenced the driver kept: the broker's UNASSIGNED count there
-    (``counts`` has a value at each of those offsets) or its own count of mismatches."""
-    # Per broker, in offset order: each request finds the count and registration in force by
-    # bisection (scanning them per request was quadratic in the history).
-    latest: dict[int, tuple[list[int], list[int]]] = {}
-    for offset, b, n in counts:
-        at, ns = latest.setdefault(b, ([], []))
-        at.append(offset)
-        ns.append(n)
-    segments: dict[int, tuple[list[int], list]] = {}
-    for s in plane.segments:
-        at, regs = segments.setdefault(s.broker, ([], []))
-        at.append(s.start)
-        regs.append(s.registration)
-    out = []
-    for offset, b, counted in plane.unfence_requests:
-        at, ns = latest.get(b, ([], []))
-        i = bisect.bisect_right(at, offset)
-        starts, regs = segments.get(b, ([], []))
-        j = bisect.bisect_right(starts, offset)
-        reg = regs[j - 1] if j else None
-        dirs = len(reg.log_dirs) if reg is not None else 0
-        message = k11_message(dirs, ns[i - 1] if i else 0, counted)
-        if message is not None:
-            out.append(violation("K11", f"broker/{b}", offset, offset, message, [offset]))
-    return out
+                candidates.add_interval(inv, entity, opened[0], opened[1], offset)
+    for (inv, b), (f, m) in open_.items():
+        candidates.add_interval(inv, f"broker/{b}", f, m, None)
+    return candidates, crossings
 
 
 def report_of(config, found, plane, n, first, last, state_hash, counts) -> AuditReport:

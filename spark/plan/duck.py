@@ -152,6 +152,14 @@ class DuckEngine:
             f" (SELECT DISTINCT dir FROM ({sql}) x WHERE dir IS NOT NULL ORDER BY dir)"
         )
 
+    def arrow_table(self, name: str, table: pa.Table) -> None:
+        """A table from the driver's Arrow columns (``table``'s names and types)."""
+        self.con.register(f"{name}_arrow", table)
+        try:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_arrow")
+        finally:
+            self.con.unregister(f"{name}_arrow")
+
     def view(self, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
 

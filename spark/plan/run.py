@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from operator import attrgetter
 
 from kraftlake.logging import get_logger
 from kraftlake.records.base import gc_paused
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, attach_incidents, violation
+from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
 from kraftlake.statemachine.kraft.view import PartitionRegistration
@@ -33,10 +33,9 @@ from . import incidents as incidents_sql
 from . import ranks, sql
 from .driver import (
     bad_intervals,
+    broker_checks,
     driver_dirs,
     interval,
-    k8_candidates,
-    k11_violations,
     partition_entity,
     partition_of,
     report_of,
@@ -182,31 +181,32 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
         engine.table("clears", plane.clears, [("at_", "BIGINT"), ("topic", "STRING")])
     referenced = build_timeline(engine, skip, plane.mv_levels, clears=bool(plane.clears), dirs=driver_dirs(plane))
 
-    found: list[Violation] = [v for v in plane.violations if not BY_ID[v.invariant].graced]
-    # Graced candidates as (invariant, entity, first offset, message, fixed by): only the few
-    # held beyond the grace become violations.
-    driver_candidates = [
-        (v.invariant, v.entity, v.first_offset, v.message, None if v.last_offset is None else v.last_offset + 1)
-        for v in plane.violations
-        if BY_ID[v.invariant].graced
-    ]
+    # The violations (and the graced candidates) as columns: a broker's bug can make them tens
+    # of millions (``replay.violations``).
+    found = ViolationList(v for v in plane.violations if not BY_ID[v.invariant].graced)
+    # Graced candidates as intervals: only those held beyond the grace become violations.
+    candidates = ViolationList()
+    for v in plane.violations:
+        if BY_ID[v.invariant].graced:
+            fixed = None if v.last_offset is None else v.last_offset + 1
+            candidates.add_interval(v.invariant, v.entity, v.first_offset, v.message, fixed)
     if n and end - first + 1 != n:
-        found += _l1(engine, d)
+        found.extend(_l1(engine, d))
     refused = [_refused(*r) for r in engine.rows(sql.refusals(d))] if engine.rows(sql.ANY_REFUSED) else []
-    found += refused
+    found.extend(refused)
     tell("K1: leader in ISR in replicas")
     wrong_k1 = (
         f"(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL AND NOT {elr_sql.k1_exempt(plane.elr_levels)}) s0"
     )
     k1 = _with_payload(sql.islands(d, wrong_k1, "TRUE"), "timeline", "s.k1, s.isr, s.replicas, s.leader")
     for pk, f, fixed, kind, isr, replicas, leader in engine.rows(f"SELECT * FROM {k1}"):
-        found.append(interval("K1", partition_entity(lives, pk), f, _k1_words(kind, isr, replicas, leader), fixed))
+        found.add_interval("K1", partition_entity(lives, pk), f, _k1_words(kind, isr, replicas, leader), fixed)
     tell("K3: epochs")
     for pk, off, *fields in engine.rows(
         "SELECT pk, off, k3, replicas, old_replicas, isr, old_isr, leader, old_leader, leader_epoch,"
         " partition_epoch, old_partition_epoch FROM timeline WHERE k3 IS NOT NULL"
     ):
-        found.append(violation("K3", partition_entity(lives, pk), off, off, _k3_words(*fields), [off]))
+        found.add("K3", partition_entity(lives, pk), off, off, _k3_words(*fields), (off,))
 
     tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
@@ -233,27 +233,30 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     held = lambda source: sql.held(d, source, end, config.grace_records, config.grace_ms)  # noqa: E731
     k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")
     for pk, f, fixed, rank, broker, dd, _hi in engine.rows(held(k4)):
-        found.append(interval("K4", partition_entity(lives, pk), f, _k4_words(rank, broker, dd), fixed))
+        found.add_interval("K4", partition_entity(lives, pk), f, _k4_words(rank, broker, dd), fixed)
     k5 = _with_payload(sql.islands(d, "k4k5", "k5_brokers IS NOT NULL"), "k4k5", "s.k5_brokers, s.k5_dirs")
     for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k5)):
-        found.append(interval("K5", partition_entity(lives, pk), f, _k5_words(brokers, dirs), fixed))
+        found.add_interval("K5", partition_entity(lives, pk), f, _k5_words(brokers, dirs), fixed)
     if plane.dir_removals:
         engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "DIR")])
         for pk, at, broker, dd, role in engine.rows(sql.k7_hits()):
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
-            found.append(violation("K7", partition_entity(lives, pk), at, at, words, [at]))
+            found.add("K7", partition_entity(lives, pk), at, at, words, (at,))
 
     sql_checked = {}
     if any(on for _off, on in plane.elr_levels):
         tell("K13-K15: eligible leader replicas")
-        found += _elr(engine, d, plane, lives, held, sql_checked)
+        found.extend(_elr(engine, d, plane, lives, held, sql_checked))
 
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
     engine.table("events", events, [("off", "BIGINT"), ("broker", "INT")])
-    counts = sorted(tuple(r) for r in engine.rows(sql.unassigned_counts(d)))
-    driver_candidates += k8_candidates(plane, counts)
-    found += k11_violations(plane, counts)
+    # Read as they come, in the order the checks take them: held whole, the counts would be the
+    # driver's largest list (two rows per K8/K10 interval).
+    counts = engine.iter_rows(f"SELECT * FROM ({sql.unassigned_counts(d)}) c ORDER BY off, broker, after")
+    k8_k10, crossings = broker_checks(plane, counts, set(events), found)
+    candidates.extend(k8_k10)
+    del k8_k10
     if plane.accepted_assignments:
         engine.table("accepted", [(a,) for a in plane.accepted_assignments], [("off", "BIGINT")])
         ((k9_checked,),) = engine.rows(sql.k9_checked(d))
@@ -261,16 +264,13 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
         for pk, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
             words = say("K9", "unrecorded", broker=broker, reported=reported, recorded=recorded)
             topic, p = partition_of(lives, pk)
-            found.append(interval("K9", f"replica/{topic}/{p}/{broker}", f, words, fixed))
+            found.add_interval("K9", f"replica/{topic}/{p}/{broker}", f, words, fixed)
 
     tell("holding graced states to the grace")
-    engine.table(
-        "cands",
-        [(i, first, fixed) for i, (_inv, _entity, first, _message, fixed) in enumerate(driver_candidates)],
-        [("i", "BIGINT"), ("first_offset", "BIGINT"), ("fixed_by", "BIGINT")],
-    )
-    for (i,) in engine.rows(f"SELECT i FROM ({held('cands')}) h"):
-        found.append(interval(*driver_candidates[i]))
+    engine.arrow_table("cands", candidates.interval_columns())
+    held_ones = engine.arrow(f"SELECT i FROM ({held('cands')}) h ORDER BY i").column(0).combine_chunks()
+    found.extend_rows(candidates, held_ones)
+    del candidates, held_ones
 
     tell("state hash")
     view = plane.view
@@ -281,10 +281,8 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     state_hash = view.state_hash(_registrations(lives, engine.iter_rows(sql.final_states_ordered(d))))
     ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
     # K8/K10 judge a broker at its own records (the driver counted those) and where its
-    # UNASSIGNED count leaves or returns to zero: the counts' rows at other offsets.
-    at_events = set(events)
-    crossings = sum((off, b) not in at_events for off, b, _n in counts)
-    found.sort(key=attrgetter("first_offset", "invariant", "entity"))
+    # UNASSIGNED count leaves or returns to zero: ``crossings``, the counts' rows at other offsets.
+    found.sort()
     tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
     report = report_of(config, found, plane, n, first, last, state_hash, tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"

@@ -44,6 +44,10 @@ class SparkEngine:
         schema = ", ".join(f"{c} {SPARK.dir_type if t == 'DIR' else t}" for c, t in columns)
         self.spark.createDataFrame(rows, schema).createOrReplaceTempView(name)
 
+    def arrow_table(self, name: str, table) -> None:
+        """A table from the driver's Arrow columns (``table``'s names and types)."""
+        self.spark.createDataFrame(table).createOrReplaceTempView(name)
+
     def directories(self, sql: str) -> None:
         """Directory ids stay strings on Spark (``dialect``): no dictionary to build."""
 
