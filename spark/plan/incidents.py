@@ -38,10 +38,11 @@ per interval; and an empty log.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 from operator import itemgetter
+
+import pyarrow.compute as pc
 
 from kraftlake.logging import get_logger
 from kraftlake.records.kraft import (
@@ -510,8 +511,8 @@ class _Incidents(IncidentRules):
         if got is None:
             self.ask_effects.add(key)
             return
-        (pks, roles, ended, whys, leaders, times), lo, hi = got
-        for i in range(lo, hi):  # in partition order, leadership first (``effect_rows``)
+        pks, roles, ended, whys, leaders, times = got.columns()
+        for i in range(len(pks)):  # in partition order, leadership first (``effect_rows``)
             oe = self._open(inc, pks[i], "leader" if roles[i] == "L" else "isr", d)
             if ended[i] is not None:
                 self.seq += 1
@@ -522,9 +523,9 @@ class _Incidents(IncidentRules):
         if rows is None:
             self.ask_departures.add((offset, b, prev))
             return []
-        (pks, offs, leaders, led, was_in, times), lo, hi = rows
+        pks, offs, leaders, led, was_in, times = rows.columns()
         gone = []
-        for i in range(lo, hi):  # by offset (``departure_rows``)
+        for i in range(len(pks)):  # by offset (``departure_rows``)
             if led[i]:
                 gone.append((pks[i], "leader", offs[i], times[i], leaders[i]))
             if was_in[i]:
@@ -646,12 +647,34 @@ def departure_rows(engine, asked: list[tuple[int, int, int]]) -> dict:
     return _by_request(table, [(at, b) for at, b, _lo in asked])
 
 
+class _Rows:
+    """One request's rows of a table the engine returned: Arrow until the replay reads them. At
+    10^8 records the incidents' effects are tens of millions of rows; as Python lists all at
+    once they held more than the machine (bench/RESULTS.md)."""
+
+    __slots__ = ("table", "lo", "hi")
+
+    def __init__(self, table, lo: int, hi: int) -> None:
+        self.table, self.lo, self.hi = table, lo, hi
+
+    def columns(self) -> tuple[list, ...]:
+        """The rows' columns after the first (the request's number), as Python lists."""
+        part = self.table.slice(self.lo, self.hi - self.lo)
+        return tuple(part.column(i).to_pylist() for i in range(1, part.num_columns))
+
+
 def _by_request(table, keys: list) -> dict:
-    """``keys[i]`` -> (columns, lo, hi): ``table``'s rows of request ``i`` (its first column,
-    sorted) are ``lo..hi - 1`` of its other columns, as Python lists."""
-    reqs = table.column(0).to_pylist()
-    columns = tuple(table.column(i).to_pylist() for i in range(1, table.num_columns))
-    return {key: (columns, bisect.bisect_left(reqs, i), bisect.bisect_right(reqs, i)) for i, key in enumerate(keys)}
+    """``keys[i]`` -> ``_Rows``: ``table``'s rows of request ``i`` (its first column, sorted)."""
+    table = table.combine_chunks()
+    bounds = [(0, 0)] * len(keys)
+    if table.num_rows:
+        # Each request's rows from the runs of its number (no Python list of the numbers).
+        runs = pc.run_end_encode(table.column(0).chunk(0))
+        lo = 0
+        for req, hi in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
+            bounds[req] = (lo, hi)
+            lo = hi
+    return {key: _Rows(table, lo, hi) for key, (lo, hi) in zip(keys, bounds, strict=True)}
 
 
 def _register_requests(engine, asked: list[tuple[int, int, str | None]]) -> None:
