@@ -39,7 +39,7 @@ by overlapping offsets, whichever engine found them.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
@@ -58,6 +58,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
+from kraftlake.replay.columns import NONE_INT, NONE_STR, Strings, StructColumns
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED, is_online
 from kraftlake.statemachine.kraft.reducer import apply
@@ -92,6 +93,59 @@ class Effect(msgspec.Struct, kw_only=True):
     """``ts_ms`` of ``ended_by`` minus that of ``caused_by``."""
 
 
+class EffectList(StructColumns[Effect]):
+    """An incident's effects in columns (``replay.columns``): a long history's incidents hit
+    tens of millions of partitions (bench/RESULTS.md)."""
+
+    struct = Effect
+    __slots__ = ()
+
+    def pairs(self) -> set[tuple[str, int]]:
+        """The (topic id, partition) of every effect."""
+        table = self.strings.table
+        return {(table[t], p) for t, p in set(zip(self._cols["topic_id"], self._cols["partition"], strict=True))}
+
+    def topic_names(self) -> Iterator[tuple[str, str]]:
+        """(topic id, name) of the effects that name their topic."""
+        table = self.strings.table
+        for t, n in set(zip(self._cols["topic_id"], self._cols["topic"], strict=True)):
+            if n != NONE_STR:
+                yield table[t], table[n]
+
+    def moves(self, into: dict[str, list]) -> None:
+        """Add this list's effects to ``into``: role -> [ended, still open, the times to move of
+        those ended with one]."""
+        table = self.strings.table
+        cols = self._cols
+        for role, ended, took in zip(cols["role"], cols["ended_by"], cols["time_to_move_ms"], strict=True):
+            got = into.get(table[role])
+            if got is None:
+                continue
+            if ended == NONE_INT:
+                got[1] += 1
+                continue
+            got[0] += 1
+            if took != NONE_INT:
+                got[2].append(took)
+
+
+def _columns(effects: Sequence[Effect]) -> EffectList:
+    """``effects`` as columns (a decoded incident's are a list)."""
+    return effects if isinstance(effects, EffectList) else EffectList(effects)
+
+
+def effect_pairs(effects: Sequence[Effect]) -> set[tuple[str, int]]:
+    """The (topic id, partition) of every effect."""
+    return _columns(effects).pairs()
+
+
+def effect_topics(incidents: Iterable[Incident], topics: dict[str, str]) -> None:
+    """Add to ``topics`` (topic id -> name) the names of the topics effects name."""
+    for inc in incidents:
+        for topic_id, name in sorted(_columns(inc.effects).topic_names()):
+            topics.setdefault(topic_id, name)
+
+
 class Incident(msgspec.Struct, kw_only=True):
     id: str
     kind: str
@@ -109,7 +163,8 @@ class Incident(msgspec.Struct, kw_only=True):
     removed_at_ms: int | None = None
     ended_at: int | None = None
     ended_at_ms: int | None = None
-    effects: list[Effect] = []
+    effects: Sequence[Effect] = []
+    """An ``EffectList`` where the incident rules made it; a list where it was decoded."""
     unavailable_ms: int = 0
     """Partition-milliseconds without a leader or with the leader on an offline directory, of
     the partitions it hit, between ``failed_at`` and ``ended_at``."""
@@ -119,14 +174,20 @@ class Incident(msgspec.Struct, kw_only=True):
     """Invariant id -> violations of it during this incident."""
 
     @property
-    def entities(self) -> set[str]:
-        """The audit entities this incident concerns (violations name them)."""
+    def own_entities(self) -> set[str]:
+        """The incident's broker and directory as audit entities."""
         out = {f"broker/{self.broker}"}
         if self.directory is not None:
             out.add(f"dir/{self.broker}/{self.directory}")
-        for e in self.effects:
-            out.add(f"partition/{e.topic_id}/{e.partition}")
-            out.add(f"replica/{e.topic_id}/{e.partition}/{self.broker}")
+        return out
+
+    @property
+    def entities(self) -> set[str]:
+        """The audit entities this incident concerns (violations name them)."""
+        out = self.own_entities
+        for topic, p in effect_pairs(self.effects):
+            out.add(f"partition/{topic}/{p}")
+            out.add(f"replica/{topic}/{p}/{self.broker}")
         return out
 
 
@@ -221,13 +282,18 @@ class _Part:
 
 
 class _OpenEffect:
-    """An effect not ended yet: its incident, its partition (``key``: whatever the follower
-    names partitions by) and the directory it is on (None: anywhere on the broker)."""
+    """An effect not ended yet: its incident and its row in the incident's effects, its role,
+    its partition (``key``: whatever the follower names partitions by) and the directory it is
+    on (None: anywhere on the broker)."""
 
-    __slots__ = ("incident", "effect", "key", "directory")
+    __slots__ = ("incident", "row", "role", "key", "directory")
 
-    def __init__(self, incident: Incident, effect: Effect, key, directory: str | None) -> None:
-        self.incident, self.effect, self.key, self.directory = incident, effect, key, directory
+    def __init__(self, incident: Incident, row: int, role: str, key, directory: str | None) -> None:
+        self.incident, self.row, self.role, self.key, self.directory = incident, row, role, key, directory
+
+    @property
+    def ended(self) -> bool:
+        return self.incident.effects.get(self.row, "ended_by") is not None
 
 
 class IncidentRules:
@@ -258,6 +324,8 @@ class IncidentRules:
         self.incidents: list[Incident] = []
         self.failed: dict[tuple[int, str], Incident] = {}
         """(broker, directory) observed failed and not loaded online since -> its incident."""
+        self.strings = Strings()
+        """The strings of every incident's effects (``EffectList``), interned once."""
         self.failed_of: dict[int, dict[str, None]] = {}
         """Broker -> its directories in ``failed``, in the same order: an event reads its own
         broker's, not every failed directory of the cluster (a long history keeps many)."""
@@ -319,6 +387,7 @@ class IncidentRules:
                 path=self.dir_paths.get(d),
                 failed_at=offset,
                 failed_at_ms=ts,
+                effects=EffectList(strings=self.strings),
             )
             self.incidents.append(inc)
             self.open_dirs[key] = self.failed[key] = inc
@@ -405,7 +474,14 @@ class IncidentRules:
         self._removed_check(broker, offset, ts, reg_dirs)
 
     def _broker_incident(self, kind: str, broker: int, offset: int, ts: int | None) -> Incident:
-        inc = Incident(id=f"{kind}/{broker}@{offset}", kind=kind, broker=broker, failed_at=offset, failed_at_ms=ts)
+        inc = Incident(
+            id=f"{kind}/{broker}@{offset}",
+            kind=kind,
+            broker=broker,
+            failed_at=offset,
+            failed_at_ms=ts,
+            effects=EffectList(strings=self.strings),
+        )
         self.incidents.append(inc)
         self.open_brokers[broker] = inc
         return inc
@@ -423,9 +499,9 @@ class IncidentRules:
         """A new effect of ``inc`` on partition ``key``, counted from the incident's start (a
         fenced broker's are found at its fencing, after it began)."""
         topic, p = self._partition_key(key)
-        e = Effect(topic_id=topic, topic=self._name(topic), partition=p, role=role, caused_by=inc.failed_at)
-        inc.effects.append(e)
-        oe = _OpenEffect(inc, e, key, directory)
+        effects = inc.effects
+        effects.add_row(topic, self._name(topic), p, role, inc.failed_at, None, "open", None, None)
+        oe = _OpenEffect(inc, len(effects) - 1, role, key, directory)
         self.effects.setdefault(key, []).append(oe)
         self.effect_parts.setdefault(inc.id, set()).add(key)
         self.topic_keys.setdefault(topic, set()).add(key)
@@ -433,14 +509,15 @@ class IncidentRules:
         return oe
 
     def _end(self, oe: _OpenEffect, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
-        e, inc = oe.effect, oe.incident
-        if e.ended_by is None:
+        inc = oe.incident
+        if not oe.ended:
             self.unended[inc.id] -= 1
-        e.ended_by, e.outcome = offset, outcome
-        if e.role == "leader":
-            e.new_leader = leader
+        ended = {"ended_by": offset, "outcome": outcome}
+        if oe.role == "leader":
+            ended["new_leader"] = leader
         if ts is not None and inc.failed_at_ms is not None:
-            e.time_to_move_ms = ts - inc.failed_at_ms
+            ended["time_to_move_ms"] = ts - inc.failed_at_ms
+        inc.effects.set(oe.row, **ended)
         opened = self.effects.get(oe.key)
         if opened is not None and oe in opened:
             opened.remove(oe)
@@ -569,14 +646,14 @@ class IncidentTracker(IncidentRules):
     def _check_effects(self, pkey: tuple[str, int], p, offset: int, ts: int | None) -> None:
         """End the open effects on ``p`` that its new state ends."""
         for oe in list(self.effects.get(pkey, ())):
-            e, b = oe.effect, oe.incident.broker
+            b = oe.incident.broker
             if b not in p.replicas:
                 outcome = "replica removed"
             elif oe.directory is not None and p.directory(b) != oe.directory:
                 outcome = "replica moved"
-            elif e.role == "leader" and p.leader != b:
+            elif oe.role == "leader" and p.leader != b:
                 outcome = "no leader" if p.leader == NO_LEADER else "leader moved"
-            elif e.role == "isr" and b not in p.isr:
+            elif oe.role == "isr" and b not in p.isr:
                 outcome = "left the ISR"
             else:
                 continue
@@ -771,10 +848,7 @@ class IncidentTracker(IncidentRules):
             outages=outages,
         )
         topics = {t.id: t.name for t in self.view.topics.values()}
-        for inc in incidents:  # names of topics removed since
-            for e in inc.effects:
-                if e.topic is not None:
-                    topics.setdefault(e.topic_id, e.topic)
+        effect_topics(incidents, topics)  # names of topics removed since
         return IncidentsResult(
             incidents=incidents,
             handling=handling(incidents),
@@ -804,7 +878,7 @@ def _finished(inc: Incident, outages: dict[tuple[str, int], list[Outage]], end_m
     hi = inc.ended_at_ms if inc.ended_at is not None else end_ms
     total = 0
     if lo is not None and hi is not None:
-        for key in {(e.topic_id, e.partition) for e in inc.effects}:
+        for key in effect_pairs(inc.effects):
             got = outages.get(key)
             if not got:
                 continue
@@ -828,11 +902,11 @@ def percentile(sorted_values: list[int], q: float) -> int | None:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-def _stats(effects: list[Effect]) -> MoveStats:
-    times = sorted(e.time_to_move_ms for e in effects if e.ended_by is not None and e.time_to_move_ms is not None)
+def _stats(moved: int, still_open: int, times: list[int]) -> MoveStats:
+    times.sort()
     return MoveStats(
-        moved=sum(e.ended_by is not None for e in effects),
-        open=sum(e.ended_by is None for e in effects),
+        moved=moved,
+        open=still_open,
         p50_ms=percentile(times, 0.5),
         p99_ms=percentile(times, 0.99),
         max_ms=times[-1] if times else None,
@@ -841,15 +915,16 @@ def _stats(effects: list[Effect]) -> MoveStats:
 
 def handling(incidents: list[Incident]) -> Handling:
     """How fast the incidents' effects were ended: leadership and ISR, p50/p99/max."""
-    effects = [e for inc in incidents for e in inc.effects]
+    moves: dict[str, list] = {"leader": [0, 0, []], "isr": [0, 0, []]}
     by_kind: dict[str, int] = {}
     for inc in incidents:
         by_kind[inc.kind] = by_kind.get(inc.kind, 0) + 1
+        _columns(inc.effects).moves(moves)
     return Handling(
         incidents=len(incidents),
         by_kind=dict(sorted(by_kind.items())),
-        leadership=_stats([e for e in effects if e.role == "leader"]),
-        isr=_stats([e for e in effects if e.role == "isr"]),
+        leadership=_stats(*moves["leader"]),
+        isr=_stats(*moves["isr"]),
     )
 
 
@@ -888,13 +963,19 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
     entity, offsets overlapping the incident's ``[failed_at, ended_at]``."""
     if not incidents:
         return
+    columns = isinstance(violations, ViolationList)
+    named = violations.entities() if columns else {v.entity for v in violations}
+    # An incident's partitions and replicas are many (every effect); they are named only when
+    # some violation is of a partition or a replica.
+    deep = any(e.startswith(("partition/", "replica/")) for e in named)
     by_entity: dict[str, list[Incident]] = {}
     for inc in incidents:
         inc.violations, inc.invariants = [], {}
-        for ent in inc.entities:
-            by_entity.setdefault(ent, []).append(inc)
+        for ent in inc.entities if deep else inc.own_entities:
+            if ent in named:
+                by_entity.setdefault(ent, []).append(inc)
     # A columnar list builds only the violations of the incidents' entities.
-    rows = violations.of_entities(by_entity) if isinstance(violations, ViolationList) else enumerate(violations)
+    rows = violations.of_entities(by_entity) if columns else enumerate(violations)
     for i, v in rows:
         for inc in by_entity.get(v.entity, ()):
             end = inc.ended_at

@@ -14,7 +14,7 @@ from itertools import islice
 
 import msgspec
 
-from kraftlake.replay.violations import ViolationList
+from kraftlake.replay.columns import StructColumns
 
 CHUNK_BYTES = 4 << 20
 """About how many bytes of a list (or dict) are encoded at once."""
@@ -22,7 +22,20 @@ CHUNK_BYTES = 4 << 20
 PROBE = 64
 """Items encoded first, to size a list's chunks from their bytes per item."""
 
-_encode = msgspec.json.Encoder().encode
+
+def _columns_as_list(value: object) -> object:
+    """msgspec's hook for what it cannot encode by itself: Structs in columns become a list."""
+    if isinstance(value, StructColumns):
+        return value[:]
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+_encode = msgspec.json.Encoder(enc_hook=_columns_as_list).encode
+
+
+def to_builtins(value: object) -> object:
+    """``msgspec.to_builtins`` of a report or a part of it (its Structs in columns as lists)."""
+    return msgspec.to_builtins(value, enc_hook=_columns_as_list)
 
 
 def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: int = CHUNK_BYTES) -> None:
@@ -33,10 +46,8 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
             write(b'"' + name.encode() + b'":' if i == 0 else b',"' + name.encode() + b'":')
             write_json(getattr(value, name), write, chunk_bytes=chunk_bytes)
         write(b"}")
-    elif isinstance(value, list | ViolationList) and len(value) > PROBE:
+    elif isinstance(value, list | StructColumns) and len(value) > PROBE:
         _chunks(len(value), lambda lo, hi: value[lo:hi], b"[", b"]", write, chunk_bytes)
-    elif isinstance(value, ViolationList):
-        write(_encode(value[:]))
     elif isinstance(value, dict) and len(value) > PROBE:
         items = iter(value.items())
         _chunks(len(value), lambda lo, hi: dict(islice(items, hi - lo)), b"{", b"}", write, chunk_bytes)
@@ -46,7 +57,7 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
 
 def encode(value: object) -> bytes:
     """``write_json``'s bytes in one buffer (a report too small to be worth writing in pieces,
-    or one holding a ``ViolationList``, which msgspec does not encode by itself)."""
+    or one holding ``StructColumns``)."""
     pieces: list[bytes] = []
     write_json(value, pieces.append)
     return b"".join(pieces)

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 import kraftlake
 from kraftlake.cli.app import app
 from kraftlake.records import Log, StorageError, iter_lines
+from kraftlake.replay import report_json
 
 from helpers.object_store import REGION, MotoServer, race_conditional_puts
 
@@ -104,7 +105,7 @@ def test_python_audit_report_on_s3_equals_the_one_on_local_disk(s3_bucket, tmp_p
         log.append(records(), producer="p", seq=0)
     remote, local = audit_log(Log.open(uri).at()), audit_log(Log.open(tmp_path / "audited").at())
     assert remote.records == len(records()) and remote.invariants
-    assert msgspec.to_builtins(remote) == msgspec.to_builtins(local)
+    assert report_json.to_builtins(remote) == report_json.to_builtins(local)
 
 
 @pytest.mark.parametrize("name", ["correct", "ignore-offline-dirs", "keep-offline-replica-in-isr"])

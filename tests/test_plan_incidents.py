@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from kraftlake.records import Log, iter_lines
 from kraftlake.replay import incidents as tracker
+from kraftlake.replay import report_json
 from kraftlake.replay.incidents import find_incidents, link_violations
 from kraftlake.spark import read_log
 from kraftlake.spark.plan import audit, audit_snapshot
@@ -65,8 +66,8 @@ def _same(log: Log, report) -> None:
         "topics": report.topics,
         "dir_paths": report.dir_paths,
     }
-    want = msgspec.to_builtins(expected)
-    have = msgspec.to_builtins(got)
+    want = report_json.to_builtins(expected)
+    have = report_json.to_builtins(got)
     for key in want:
         assert have[key] == want[key], key
 
@@ -197,7 +198,7 @@ def test_a_log_with_a_record_without_a_time_falls_back_to_the_per_record_pass(tm
     expected = find_incidents(records)
     link_violations(expected.incidents, report.violations)
     assert msgspec.to_builtins(report.availability) == msgspec.to_builtins(expected.availability)
-    assert msgspec.to_builtins(report.incidents) == msgspec.to_builtins(expected.incidents)
+    assert report_json.to_builtins(report.incidents) == report_json.to_builtins(expected.incidents)
 
 
 def test_a_history_without_incidents_has_none_and_full_availability(tmp_path, monkeypatch):

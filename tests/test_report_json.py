@@ -102,6 +102,10 @@ def test_an_audit_report_with_incidents_is_written_byte_for_byte(bug):
     assert report.incidents and report.availability.partitions
     if bug:
         assert len(report.violations) > PROBE
-    # msgspec encodes the violations' columns (``ViolationList``) once they are a list.
-    whole = msgspec.json.encode(msgspec.structs.replace(report, violations=list(report.violations)))
+    # msgspec encodes the Structs in columns (the violations, each incident's effects) once
+    # they are lists.
+    incidents = [msgspec.structs.replace(i, effects=list(i.effects)) for i in report.incidents]
+    whole = msgspec.json.encode(
+        msgspec.structs.replace(report, violations=list(report.violations), incidents=incidents)
+    )
     assert streamed(report, chunk_bytes=256) == whole == encode(report)

@@ -68,6 +68,7 @@ from kraftlake.replay.incidents import (
     Outage,
     PartitionAvailability,
     _finished,
+    effect_topics,
     find_incidents,
     handling,
     min_isr,
@@ -481,7 +482,7 @@ class _Incidents(IncidentRules):
         ends = self.ends
         while ends and (before is None or ends[0][0] < before):
             at, _seq, oe, why, leader, ts = heapq.heappop(ends)
-            if oe.effect.ended_by is None:
+            if not oe.ended:
                 self._end(oe, at, ts, why, leader)
                 self._maybe_close(oe.incident, at, ts)
 
@@ -590,10 +591,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
         by_partition.setdefault((out.topic_id, out.partition), []).append(out)
     found = [_finished(inc, by_partition, end_ms) for inc in replay.incidents]
     topics = {t.id: t.name for t in plane.view.topics.values()}
-    for inc in found:
-        for e in inc.effects:
-            if e.topic is not None:
-                topics.setdefault(e.topic_id, e.topic)
+    effect_topics(found, topics)
     return IncidentsResult(
         incidents=found,
         handling=handling(found),

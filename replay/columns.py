@@ -1,0 +1,239 @@
+"""Structs of one type held as columns: a ``Sequence`` of the Struct at a few dozen bytes a row
+instead of an object, its strings and its integers apiece.
+
+The report of a long history lists tens of millions of violations and incidents' effects
+(bench/RESULTS.md); as Structs they alone outgrow the machine. Here each field is an integer
+array: strings are interned (one table, shared by every list given it), ``None`` is a sentinel,
+a ``list[int]`` is a slice of one flat array. A Struct is built only when a row is read (an index,
+a slice, iteration), and a row can be changed in place (``set``: an effect ends after it began).
+Taking rows by index runs on Arrow's kernels over the same buffers, without an object per row.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, TypeVar, overload
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+NONE_INT = -(2**63)
+"""An ``int | None`` field's None."""
+NONE_STR = 2**32 - 1
+"""A ``str | None`` field's None (as a string's number)."""
+
+_ARROW = {"q": pa.int64(), "I": pa.uint32()}
+
+
+def wrap(a: array) -> pa.Array:
+    """``a``'s buffer as an Arrow array (no copy; ``a`` must not grow while it is used)."""
+    return pa.Array.from_buffers(_ARROW[a.typecode], len(a), [None, pa.py_buffer(a)])
+
+
+def unwrap(arr: pa.Array, typecode: str) -> array:
+    """An Arrow array of ``typecode``'s type (no nulls) as an ``array``."""
+    out = array(typecode)
+    size = out.itemsize
+    out.frombytes(memoryview(arr.buffers()[1])[arr.offset * size : (arr.offset + len(arr)) * size])
+    return out
+
+
+class Strings:
+    """Interned strings: each a number into one table."""
+
+    __slots__ = ("table", "codes")
+
+    def __init__(self) -> None:
+        self.table: list[str] = []
+        self.codes: dict[str, int] = {}
+
+    def code(self, s: str) -> int:
+        code = self.codes.get(s)
+        if code is None:
+            code = self.codes[s] = len(self.table)
+            self.table.append(s)
+        return code
+
+
+_STR, _OPT_STR, _INT, _OPT_INT, _INTS = range(5)
+
+
+def _kinds(cls: type) -> tuple[tuple[str, int], ...]:
+    """(field, kind) of each of ``cls``'s fields; a field of another type is refused."""
+    out = []
+    for f in msgspec.inspect.type_info(cls).fields:
+        t = f.type
+        options = set(type(x) for x in t.types) if isinstance(t, msgspec.inspect.UnionType) else {type(t)}
+        kind = {
+            frozenset({msgspec.inspect.StrType}): _STR,
+            frozenset({msgspec.inspect.StrType, msgspec.inspect.NoneType}): _OPT_STR,
+            frozenset({msgspec.inspect.IntType}): _INT,
+            frozenset({msgspec.inspect.IntType, msgspec.inspect.NoneType}): _OPT_INT,
+        }.get(frozenset(options))
+        if (
+            kind is None
+            and isinstance(t, msgspec.inspect.ListType)
+            and isinstance(t.item_type, msgspec.inspect.IntType)
+        ):
+            kind = _INTS
+        if kind is None:
+            raise TypeError(f"{cls.__name__}.{f.name}: a column holds str, int (or None) or list[int], not {t}")
+        out.append((f.name, kind))
+    return tuple(out)
+
+
+class StructColumns(Sequence[T], Generic[T]):
+    """Rows of the Struct ``struct`` (a subclass sets it) in columns."""
+
+    struct: type[T]
+    _fields: tuple[tuple[str, int], ...]
+
+    __slots__ = ("strings", "_cols", "_ends")
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        cls._fields = _kinds(cls.struct)
+
+    def __init__(self, items: Iterable[T] = (), *, strings: Strings | None = None) -> None:
+        self.strings = strings or Strings()
+        self._cols: dict[str, array] = {
+            name: array("I" if kind in (_STR, _OPT_STR) else "q") for name, kind in self._fields
+        }
+        self._ends: dict[str, array] = {name: array("q") for name, kind in self._fields if kind == _INTS}
+        """A ``list[int]`` field's row i is ``_cols[f][_ends[f][i - 1]:_ends[f][i]]``."""
+        for item in items:
+            self.append(item)
+
+    # -- rows in -------------------------------------------------------------------------------
+
+    def append(self, item: T) -> None:
+        self.add_row(*(getattr(item, name) for name, _ in self._fields))
+
+    def add_row(self, *values) -> None:
+        """A row from its fields' values, in the Struct's order."""
+        code = self.strings.code
+        for (name, kind), v in zip(self._fields, values, strict=True):
+            col = self._cols[name]
+            if kind == _STR:
+                col.append(code(v))
+            elif kind == _OPT_STR:
+                col.append(NONE_STR if v is None else code(v))
+            elif kind == _INT:
+                col.append(v)
+            elif kind == _OPT_INT:
+                col.append(NONE_INT if v is None else v)
+            else:
+                col.extend(v)
+                self._ends[name].append(len(col))
+
+    def set(self, i: int, **values) -> None:
+        """Change row ``i``'s scalar fields (not a ``list[int]``)."""
+        kinds = dict(self._fields)
+        for name, v in values.items():
+            kind = kinds[name]
+            if kind == _INTS:
+                raise TypeError(f"{name}: a list field is not changed in place")
+            if kind in (_STR, _OPT_STR):
+                v = NONE_STR if v is None else self.strings.code(v)
+            elif v is None:
+                v = NONE_INT
+            self._cols[name][i] = v
+
+    def get(self, i: int, name: str):
+        """Row ``i``'s field ``name``."""
+        return self._value(name, dict(self._fields)[name], i)
+
+    def extend(self, items: Iterable[T]) -> None:
+        if isinstance(items, StructColumns):
+            self.extend_rows(items, pa.array(range(len(items)), pa.int64()))
+            return
+        for item in items:
+            self.append(item)
+
+    def extend_rows(self, other: StructColumns[T], rows: pa.Array) -> None:
+        """Append ``other``'s rows at the indices ``rows`` (an Arrow integer array), in that order."""
+        if not len(rows):
+            return
+        mapping = None
+        if other.strings is not self.strings:
+            # ``other``'s string numbers in this list's table (None stays None).
+            mapped = array("I", [self.strings.code(s) for s in other.strings.table])
+            mapped.append(NONE_STR)
+            mapping = wrap(mapped)
+        for name, kind in self._fields:
+            col = self._cols[name]
+            if kind == _INTS:
+                values = pc.take(other._list(name), rows)
+                offsets = unwrap(values.offsets, "q")
+                base, start = len(col), offsets[0]
+                col.extend(unwrap(values.flatten(), "q"))
+                self._ends[name].extend(unwrap(pc.add(wrap(offsets[1:]), base - start), "q"))
+                continue
+            taken = pc.take(wrap(other._cols[name]), rows)
+            if kind in (_STR, _OPT_STR) and mapping is not None:
+                # NONE_STR maps through the table's last entry.
+                taken = pc.take(mapping, pc.min_element_wise(taken, pa.scalar(len(mapping) - 1, pa.uint32())))
+            col.extend(unwrap(taken, col.typecode))
+
+    def _list(self, name: str) -> pa.LargeListArray:
+        offsets = array("q", [0])
+        offsets.extend(self._ends[name])
+        return pa.LargeListArray.from_arrays(wrap(offsets), wrap(self._cols[name]))
+
+    def reorder(self, rows: pa.Array) -> None:
+        """Keep the rows at the indices ``rows``, in that order."""
+        taken = type(self)(strings=self.strings)
+        taken.extend_rows(self, rows)
+        self._cols, self._ends = taken._cols, taken._ends
+
+    # -- Sequence ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._cols[self._fields[0][0]])
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._row(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"{self.struct.__name__} index out of range")
+        return self._row(i)
+
+    def __iter__(self) -> Iterator[T]:
+        return map(self._row, range(len(self)))
+
+    def _value(self, name: str, kind: int, i: int):
+        v = self._cols[name]
+        if kind == _STR:
+            return self.strings.table[v[i]]
+        if kind == _OPT_STR:
+            return None if v[i] == NONE_STR else self.strings.table[v[i]]
+        if kind == _INT:
+            return v[i]
+        if kind == _OPT_INT:
+            return None if v[i] == NONE_INT else v[i]
+        ends = self._ends[name]
+        return v[ends[i - 1] if i else 0 : ends[i]].tolist()
+
+    def _row(self, i: int) -> T:
+        return self.struct(**{name: self._value(name, kind, i) for name, kind in self._fields})
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} row(s))"

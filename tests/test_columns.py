@@ -1,0 +1,98 @@
+"""Structs in columns (``replay.columns``): what goes in comes out, a row changed in place reads
+changed, rows taken across string tables keep their strings, and a field the columns cannot
+hold is refused by name."""
+
+from __future__ import annotations
+
+import msgspec
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftlake.replay.columns import Strings, StructColumns
+from kraftlake.replay.incidents import Effect, EffectList, effect_pairs, effect_topics
+
+
+class Row(msgspec.Struct, kw_only=True):
+    name: str
+    note: str | None
+    n: int
+    m: int | None
+    xs: list[int]
+
+
+class Rows(StructColumns[Row]):
+    struct = Row
+    __slots__ = ()
+
+
+texts = st.sampled_from(["", "a", "b", "ü", "a b"]) | st.text(max_size=3)
+big = st.integers(-(2**63) + 1, 2**63 - 1)
+rows = st.builds(Row, name=texts, note=st.none() | texts, n=big, m=st.none() | big, xs=st.lists(big, max_size=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(rows, max_size=30), st.data())
+def test_rows_read_back_and_change_in_place(items, data):
+    held = Rows(items)
+    assert held == items and held[1:4] == items[1:4]
+    if not items:
+        return
+    i = data.draw(st.integers(0, len(items) - 1))
+    changes = data.draw(
+        st.fixed_dictionaries({}, optional={"name": texts, "note": st.none() | texts, "m": st.none() | big})
+    )
+    held.set(i, **changes)
+    items[i] = msgspec.structs.replace(items[i], **changes)
+    assert list(held) == items
+    assert all(held.get(i, f) == getattr(items[i], f) for f in Row.__struct_fields__)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rows, max_size=20), st.lists(rows, min_size=1, max_size=20), st.data())
+def test_rows_taken_across_string_tables_keep_their_strings(head, other, data):
+    picks = data.draw(st.lists(st.integers(0, len(other) - 1), max_size=20))
+    held = Rows(head)
+    held.extend_rows(Rows(other), pa.array(picks, pa.int64()))
+    assert list(held) == head + [other[i] for i in picks]
+    shared = Strings()
+    a, b = Rows(head, strings=shared), Rows(other, strings=shared)
+    a.extend_rows(b, pa.array(picks, pa.int64()))
+    assert list(a) == head + [other[i] for i in picks]
+
+
+def test_a_list_field_is_not_changed_in_place_and_other_types_are_refused():
+    held = Rows([Row(name="a", note=None, n=1, m=None, xs=[1])])
+    with pytest.raises(TypeError, match="xs"):
+        held.set(0, xs=[2])
+
+    class Odd(msgspec.Struct):
+        when: float
+
+    with pytest.raises(TypeError, match=r"Odd\.when"):
+
+        class Odds(StructColumns[Odd]):
+            struct = Odd
+
+
+effects = st.builds(
+    Effect,
+    topic_id=st.sampled_from(["t1", "t2", "t3"]),
+    topic=st.none() | st.sampled_from(["a", "b"]),
+    partition=st.integers(0, 3),
+    role=st.sampled_from(["leader", "isr"]),
+    caused_by=st.integers(0, 100),
+)
+
+
+@given(st.lists(effects, max_size=30))
+def test_an_incidents_effects_give_their_partitions_and_topic_names(items):
+    held = EffectList(items)
+    assert effect_pairs(held) == effect_pairs(items) == {(e.topic_id, e.partition) for e in items}
+    from kraftlake.replay.incidents import Incident
+
+    named: dict[str, str] = {}
+    effect_topics([Incident(id="i", kind="dir-failure", broker=1, failed_at=0, effects=held)], named)
+    assert set(named.items()) <= {(e.topic_id, e.topic) for e in items if e.topic is not None}
+    assert set(named) == {e.topic_id for e in items if e.topic is not None}
