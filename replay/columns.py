@@ -91,12 +91,14 @@ class StructColumns(Sequence[T], Generic[T]):
 
     struct: type[T]
     _fields: tuple[tuple[str, int], ...]
+    _kind_of: dict[str, int]
 
     __slots__ = ("strings", "_cols", "_ends")
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
         cls._fields = _kinds(cls.struct)
+        cls._kind_of = dict(cls._fields)
 
     def __init__(self, items: Iterable[T] = (), *, strings: Strings | None = None) -> None:
         self.strings = strings or Strings()
@@ -132,9 +134,8 @@ class StructColumns(Sequence[T], Generic[T]):
 
     def set(self, i: int, **values) -> None:
         """Change row ``i``'s scalar fields (not a ``list[int]``)."""
-        kinds = dict(self._fields)
         for name, v in values.items():
-            kind = kinds[name]
+            kind = self._kind_of[name]
             if kind == _INTS:
                 raise TypeError(f"{name}: a list field is not changed in place")
             if kind in (_STR, _OPT_STR):
@@ -145,7 +146,7 @@ class StructColumns(Sequence[T], Generic[T]):
 
     def get(self, i: int, name: str):
         """Row ``i``'s field ``name``."""
-        return self._value(name, dict(self._fields)[name], i)
+        return self._value(name, self._kind_of[name], i)
 
     def extend(self, items: Iterable[T]) -> None:
         if isinstance(items, StructColumns):
