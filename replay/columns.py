@@ -226,6 +226,29 @@ class StructColumns(Sequence[T], Generic[T]):
         ends = self._ends[name]
         return v[ends[i - 1] if i else 0 : ends[i]].tolist()
 
+    def dicts(self, lo: int, hi: int) -> list[dict]:
+        """Rows ``lo..hi - 1`` as dicts of their fields in the Struct's order (msgspec encodes
+        such a dict as it encodes the Struct, when no field is renamed or left out), built a
+        column at a time."""
+        table = self.strings.table
+        values = []
+        for name, kind in self._fields:
+            col = self._cols[name][lo:hi]
+            if kind == _STR:
+                values.append([table[c] for c in col])
+            elif kind == _OPT_STR:
+                values.append([None if c == NONE_STR else table[c] for c in col])
+            elif kind == _INT:
+                values.append(col.tolist())
+            elif kind == _OPT_INT:
+                values.append([None if v == NONE_INT else v for v in col])
+            else:
+                ends, flat = self._ends[name], self._cols[name]
+                bounds = [ends[lo - 1] if lo else 0, *ends[lo:hi]]
+                values.append([flat[a:b].tolist() for a, b in zip(bounds, bounds[1:], strict=False)])
+        names = [name for name, _ in self._fields]
+        return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
     def _row(self, i: int) -> T:
         return self.struct(**{name: self._value(name, kind, i) for name, kind in self._fields})
 

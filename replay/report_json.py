@@ -26,7 +26,7 @@ PROBE = 64
 def _columns_as_list(value: object) -> object:
     """msgspec's hook for what it cannot encode by itself: Structs in columns become a list."""
     if isinstance(value, StructColumns):
-        return value[:]
+        return value.dicts(0, len(value)) if _plain(value.struct) else value[:]
     raise NotImplementedError(f"cannot encode {type(value).__name__}")
 
 
@@ -46,6 +46,8 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
             write(b'"' + name.encode() + b'":' if i == 0 else b',"' + name.encode() + b'":')
             write_json(getattr(value, name), write, chunk_bytes=chunk_bytes)
         write(b"}")
+    elif isinstance(value, StructColumns) and len(value) > PROBE and _plain(value.struct):
+        _chunks(len(value), value.dicts, b"[", b"]", write, chunk_bytes)
     elif isinstance(value, list | StructColumns) and len(value) > PROBE:
         _chunks(len(value), lambda lo, hi: value[lo:hi], b"[", b"]", write, chunk_bytes)
     elif isinstance(value, dict) and len(value) > PROBE:

@@ -96,3 +96,14 @@ def test_an_incidents_effects_give_their_partitions_and_topic_names(items):
     effect_topics([Incident(id="i", kind="dir-failure", broker=1, failed_at=0, effects=held)], named)
     assert set(named.items()) <= {(e.topic_id, e.topic) for e in items if e.topic is not None}
     assert set(named) == {e.topic_id for e in items if e.topic is not None}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rows, max_size=30), st.data())
+def test_rows_as_dicts_are_the_structs_fields_and_encode_alike(items, data):
+    held = Rows(items)
+    lo = data.draw(st.integers(0, len(items)))
+    hi = data.draw(st.integers(lo, len(items)))
+    got = held.dicts(lo, hi)
+    assert got == [msgspec.structs.asdict(r) for r in items[lo:hi]]
+    assert msgspec.json.encode(got) == msgspec.json.encode(items[lo:hi])
