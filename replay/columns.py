@@ -12,7 +12,7 @@ Taking rows by index runs on Arrow's kernels over the same buffers, without an o
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar, overload
 
 import msgspec
@@ -86,12 +86,39 @@ def _kinds(cls: type) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def _row_adder(fields: tuple[tuple[str, int], ...]):
+    """``add_row`` for ``fields``: one statement per field, no branch per value (the hot path of
+    the audit's violations and effects; written out as dataclasses write ``__init__``)."""
+    body = []
+    for i, (name, kind) in enumerate(fields):
+        col, v = f"cols[{name!r}]", f"v{i}"
+        body.append(
+            {
+                _STR: f"{col}.append(code({v}))",
+                _OPT_STR: f"{col}.append(NONE_STR if {v} is None else code({v}))",
+                _INT: f"{col}.append({v})",
+                _OPT_INT: f"{col}.append(NONE_INT if {v} is None else {v})",
+                _INTS: f"{col}.extend({v}); self._ends[{name!r}].append(len({col}))",
+            }[kind]
+        )
+    args = ", ".join(f"v{i}" for i in range(len(fields)))
+    source = f"def add_row(self, {args}):\n    cols, code = self._cols, self.strings.code\n"
+    source += "".join(f"    {line}\n" for line in body)
+    namespace = {"NONE_STR": NONE_STR, "NONE_INT": NONE_INT}
+    exec(source, namespace)  # noqa: S102 - the source is built from the Struct's own field names
+    adder = namespace["add_row"]
+    adder.__doc__ = "A row from its fields' values, in the Struct's order."
+    return adder
+
+
 class StructColumns(Sequence[T], Generic[T]):
     """Rows of the Struct ``struct`` (a subclass sets it) in columns."""
 
     struct: type[T]
     _fields: tuple[tuple[str, int], ...]
     _kind_of: dict[str, int]
+    add_row: Callable[..., None]
+    """A row from its fields' values, in the Struct's order (``_row_adder``, per subclass)."""
 
     __slots__ = ("strings", "_cols", "_ends")
 
@@ -99,6 +126,7 @@ class StructColumns(Sequence[T], Generic[T]):
         super().__init_subclass__(**kw)
         cls._fields = _kinds(cls.struct)
         cls._kind_of = dict(cls._fields)
+        cls.add_row = _row_adder(cls._fields)  # type: ignore[method-assign]
 
     def __init__(self, items: Iterable[T] = (), *, strings: Strings | None = None) -> None:
         self.strings = strings or Strings()
@@ -114,23 +142,6 @@ class StructColumns(Sequence[T], Generic[T]):
 
     def append(self, item: T) -> None:
         self.add_row(*(getattr(item, name) for name, _ in self._fields))
-
-    def add_row(self, *values) -> None:
-        """A row from its fields' values, in the Struct's order."""
-        code = self.strings.code
-        for (name, kind), v in zip(self._fields, values, strict=True):
-            col = self._cols[name]
-            if kind == _STR:
-                col.append(code(v))
-            elif kind == _OPT_STR:
-                col.append(NONE_STR if v is None else code(v))
-            elif kind == _INT:
-                col.append(v)
-            elif kind == _OPT_INT:
-                col.append(NONE_INT if v is None else v)
-            else:
-                col.extend(v)
-                self._ends[name].append(len(col))
 
     def set(self, i: int, **values) -> None:
         """Change row ``i``'s scalar fields (not a ``list[int]``)."""
