@@ -128,7 +128,7 @@ def broker_checks(
                 del open_[(inv, b)]
                 candidates.add_interval(inv, entity, opened[0], opened[1], offset)
     for (inv, b), (f, m) in open_.items():
-        candidates.add_interval(inv, f"broker/{b}", f, m, None)
+        candidates.add_interval(inv, entities.get(b) or f"broker/{b}", f, m, None)
     return candidates, crossings
 
 
