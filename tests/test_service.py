@@ -369,7 +369,8 @@ def test_concurrent_clients_with_timeouts_and_retries_exactly_once(log_path):
         proc.terminate()
         proc.wait(30)
     _check(log_path, acked, 25)
-    assert Log.open(log_path).version < len(acked)  # requests shared commits
+    # Whether these requests shared commits depends on timing; the sharing itself is checked,
+    # with a commit held back on purpose, by test_group_commit_shares_commits_and_the_queue_is_bounded.
 
 
 @pytest.mark.slow
