@@ -336,10 +336,10 @@ class IncidentRules:
         self.effects: dict = {}
         """Partition key -> its open effects (``_OpenEffect``)."""
         self.effect_parts: dict[str, set] = {}
-        """Incident id -> the partitions it opened effects on (some may have ended since): ending
-        an incident's effects reads those, not every partition with an open effect."""
+        """Incident id -> the partitions it has open effects on: ending an incident's effects
+        reads those, not every partition with an open effect."""
         self.topic_keys: dict[str, set] = {}
-        """Topic id -> the partitions effects were opened on (some ended since)."""
+        """Topic id -> its partitions with open effects."""
         self.unended: dict[str, int] = {}
         """Incident id -> its effects not ended yet."""
         self.brokers: dict[int, tuple[bool, bool, bool]] = {}
@@ -518,11 +518,21 @@ class IncidentRules:
         if ts is not None and inc.failed_at_ms is not None:
             ended["time_to_move_ms"] = ts - inc.failed_at_ms
         inc.effects.set(oe.row, **ended)
-        opened = self.effects.get(oe.key)
+        key = oe.key
+        opened = self.effects.get(key)
         if opened is not None and oe in opened:
             opened.remove(oe)
+            # The partition leaves the incident's and the topic's keys with its last open
+            # effect of each: a long history's ended effects are not held to its end.
+            if not any(o.incident is inc for o in opened):
+                parts = self.effect_parts.get(inc.id)
+                if parts is not None:
+                    parts.discard(key)
             if not opened:
-                del self.effects[oe.key]
+                del self.effects[key]
+                keys = self.topic_keys.get(self._partition_key(key)[0])
+                if keys is not None:
+                    keys.discard(key)
 
     def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
         for key in sorted(self.effect_parts.pop(inc.id, ())):

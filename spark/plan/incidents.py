@@ -446,7 +446,6 @@ class _Incidents(IncidentRules):
     def __init__(self, lives, names: dict[str, str], found_effects: dict, found_departures: dict) -> None:
         super().__init__()
         self.lives, self.names = lives, names
-        self.keys: dict[int, tuple[str, int]] = {}
         self.found_effects, self.found_departures = found_effects, found_departures
         self.ask_effects: set[tuple[int, int, str | None]] = set()
         self.ask_departures: set[tuple[int, int, int]] = set()
@@ -489,10 +488,8 @@ class _Incidents(IncidentRules):
     # -- the rules' hooks: partitions from the plan ----------------------------------------------
 
     def _partition_key(self, pk: int) -> tuple[str, int]:
-        key = self.keys.get(pk)
-        if key is None:
-            key = self.keys[pk] = partition_of(self.lives, pk)
-        return key
+        # Computed each time: a cache would hold every partition any incident touched.
+        return partition_of(self.lives, pk)
 
     def _name(self, topic_id: str) -> str | None:
         return self.names.get(topic_id)
@@ -564,6 +561,9 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
             found_effects.update(effect_rows(engine, asked, last))
         if replay.ask_departures:
             found_departures.update(departure_rows(engine, sorted(replay.ask_departures)))
+    # The partition side's rows are all in the incidents now: not held through availability.
+    del found_effects, found_departures
+    replay.found_effects = replay.found_departures = {}
 
     offline = observer.offline_rows(referenced)
     by_key: dict[tuple[int, str], list[tuple[int, int | None]]] = {}
