@@ -196,6 +196,15 @@ class StructColumns(Sequence[T], Generic[T]):
         offsets.extend(self._ends[name])
         return pa.LargeListArray.from_arrays(wrap(offsets), wrap(self._cols[name]))
 
+    def _string_ranks(self) -> pa.Array:
+        """Each string's place in the string table sorted (by its number): sorting by these
+        sorts by the strings."""
+        table = self.strings.table
+        rank = array("q", bytes(8 * len(table)))
+        for r, code in enumerate(sorted(range(len(table)), key=table.__getitem__)):
+            rank[code] = r
+        return wrap(rank)
+
     def reorder(self, rows: pa.Array) -> None:
         """Keep the rows at the indices ``rows``, in that order."""
         taken = type(self)(strings=self.strings)

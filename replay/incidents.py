@@ -39,9 +39,13 @@ by overlapping offsets, whichever engine found them.
 from __future__ import annotations
 
 import bisect
+import itertools
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from kraftlake.records.base import Record
 from kraftlake.records.errors import ReplayError
@@ -58,7 +62,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
-from kraftlake.replay.columns import NONE_INT, NONE_STR, Strings, StructColumns
+from kraftlake.replay.columns import NONE_INT, NONE_STR, Strings, StructColumns, unwrap, wrap
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED, is_online
 from kraftlake.statemachine.kraft.reducer import apply
@@ -233,6 +237,70 @@ class Outage(msgspec.Struct, kw_only=True, array_like=True):
     to_ms: int | None
 
 
+class OutageList(StructColumns[Outage]):
+    """Outages in columns (``replay.columns``): a long history's are millions."""
+
+    struct = Outage
+    __slots__ = ()
+
+    def spans(self, end_ms: int) -> Spans:
+        """``Spans`` of these outages, held as a partition's rows in time order (a topic id's
+        later life after its earlier), all timed; those still open at the end until ``end_ms``."""
+        topics, parts = wrap(self._cols["topic_id"]), wrap(self._cols["partition"])
+        # Grouped by partition, stably: each partition's rows keep their time order.
+        order = pc.sort_indices(pa.table({"t": topics, "p": parts}), sort_keys=[("t", "ascending"), ("p", "ascending")])
+        to = wrap(self._cols["to_ms"])
+        froms = unwrap(pc.take(wrap(self._cols["from_ms"]), order), "q")
+        tos = unwrap(pc.take(pc.if_else(pc.equal(to, NONE_INT), pa.scalar(end_ms, pa.int64()), to), order), "q")
+        t, p = pc.take(topics, order), pc.take(parts, order)
+        n = len(self)
+        changed = pc.or_(pc.not_equal(t[1:], t[:-1]), pc.not_equal(p[1:], p[:-1])) if n else pa.array([], pa.bool_())
+        starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n] if n else [0]
+        table, topic_codes, partitions = self.strings.table, t.to_pylist(), p.to_pylist()
+        ranges = {(table[topic_codes[lo]], partitions[lo]): (lo, hi) for lo, hi in itertools.pairwise(starts)}
+        return Spans(froms, tos, ranges)
+
+    def sort(self, steps: array) -> None:
+        """Into the order the tracker opens them, stably: by first offset, ``steps`` (each row's
+        place among the directory failures its record brought), topic id, partition."""
+        keys = pa.table(
+            {
+                "first": wrap(self._cols["first_offset"]),
+                "step": wrap(steps),
+                "topic": pc.take(self._string_ranks(), wrap(self._cols["topic_id"])),
+                "partition": wrap(self._cols["partition"]),
+            }
+        )
+        self.reorder(pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in keys.column_names]))
+
+
+class Spans:
+    """Per (topic id, partition), its outages' ``from_ms`` and ``to_ms`` in time order: rows
+    ``lo..hi - 1`` (``ranges``) of two columns shared by all."""
+
+    __slots__ = ("froms", "tos", "ranges")
+
+    def __init__(
+        self, froms: Sequence[int | None], tos: Sequence[int | None], ranges: dict[tuple[str, int], tuple[int, int]]
+    ) -> None:
+        self.froms, self.tos, self.ranges = froms, tos, ranges
+
+
+def outage_spans(outages: Iterable[Outage]) -> Spans:
+    """``Spans`` of ``outages`` (in time order per partition)."""
+    rows: dict[tuple[str, int], list[Outage]] = {}
+    for o in outages:
+        rows.setdefault((o.topic_id, o.partition), []).append(o)
+    froms: list[int | None] = []
+    tos: list[int | None] = []
+    ranges = {}
+    for key, got in rows.items():
+        ranges[key] = (len(froms), len(froms) + len(got))
+        froms += [o.from_ms for o in got]
+        tos += [o.to_ms for o in got]
+    return Spans(froms, tos, ranges)
+
+
 class Availability(msgspec.Struct, kw_only=True):
     """Availability over the audited records; totals are partition-milliseconds."""
 
@@ -245,7 +313,8 @@ class Availability(msgspec.Struct, kw_only=True):
     unavailable_ms: int = 0
     partitions: list[PartitionAvailability] = []
     """Partitions with any time in a bad state, worst (most unavailable) first."""
-    outages: list[Outage] = []
+    outages: Sequence[Outage] = []
+    """In the order they began (an ``OutageList`` where the audit plan found them)."""
 
 
 class IncidentsResult(msgspec.Struct, kw_only=True):
@@ -525,14 +594,10 @@ class IncidentRules:
             # The partition leaves the incident's and the topic's keys with its last open
             # effect of each: a long history's ended effects are not held to its end.
             if not any(o.incident is inc for o in opened):
-                parts = self.effect_parts.get(inc.id)
-                if parts is not None:
-                    parts.discard(key)
+                _discard(self.effect_parts, inc.id, key)
             if not opened:
                 del self.effects[key]
-                keys = self.topic_keys.get(self._partition_key(key)[0])
-                if keys is not None:
-                    keys.discard(key)
+                _discard(self.topic_keys, self._partition_key(key)[0], key)
 
     def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
         for key in sorted(self.effect_parts.pop(inc.id, ())):
@@ -556,6 +621,16 @@ class IncidentRules:
                 del self.open_dirs_of[inc.broker][inc.directory]
         elif self.open_brokers.get(inc.broker) is inc:
             del self.open_brokers[inc.broker]
+
+
+def _discard(sets: dict, name, key) -> None:
+    """``key`` out of ``sets[name]``, and the set out of ``sets`` once empty (a set keeps its
+    size as it empties)."""
+    keys = sets.get(name)
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del sets[name]
 
 
 class IncidentTracker(IncidentRules):
@@ -842,10 +917,8 @@ class IncidentTracker(IncidentRules):
                 rows.append(a)
         rows.sort(key=lambda a: (-a.unavailable_ms, -a.isr_offline_ms, a.topic or a.topic_id, a.partition))
         outages = self.outages
-        by_partition: dict[tuple[str, int], list[Outage]] = {}
-        for o in outages:
-            by_partition.setdefault((o.topic_id, o.partition), []).append(o)
-        incidents = [_finished(inc, by_partition, end_ms) for inc in self.incidents]
+        spans = outage_spans(outages)
+        incidents = [_finished(inc, spans, end_ms) for inc in self.incidents]
         availability = Availability(
             from_ms=self.first_ms,
             to_ms=end_ms,
@@ -881,27 +954,34 @@ def min_isr(view, topic_id: str) -> int:
         return 1
 
 
-def _finished(inc: Incident, outages: dict[tuple[str, int], list[Outage]], end_ms: int | None) -> Incident:
+def _finished(inc: Incident, spans: Spans, end_ms: int | None) -> Incident:
     """``inc`` with the unavailability of its partitions during it summed (a partition's
-    outages are disjoint and in time order)."""
+    outages, ``spans``, are disjoint and in time order)."""
     lo = inc.failed_at_ms
     hi = inc.ended_at_ms if inc.ended_at is not None else end_ms
     total = 0
     if lo is not None and hi is not None:
+        froms, tos, ranges = spans.froms, spans.tos, spans.ranges
         for key in effect_pairs(inc.effects):
-            got = outages.get(key)
-            if not got:
+            got = ranges.get(key)
+            if got is None:
                 continue
-            i = bisect.bisect_right(got, hi, key=lambda o: -1 if o.from_ms is None else o.from_ms)
-            while i > 0:
+            first, stop = got
+            i = bisect.bisect_right(froms, hi, first, stop, key=_low_none)
+            while i > first:
                 i -= 1
-                o = got[i]
-                to = end_ms if o.to_ms is None else o.to_ms
-                if o.from_ms is None or to is None or to < lo:
+                start, to = froms[i], tos[i]
+                if to is None:
+                    to = end_ms
+                if start is None or to is None or to < lo:
                     break
-                total += max(0, min(to, hi) - max(o.from_ms, lo))
+                total += max(0, min(to, hi) - max(start, lo))
     inc.unavailable_ms = total
     return inc
+
+
+def _low_none(value: int | None) -> int:
+    return -1 if value is None else value
 
 
 def percentile(sorted_values: list[int], q: float) -> int | None:

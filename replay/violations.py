@@ -9,7 +9,6 @@ kernels, counts per invariant, the grace's intervals as Arrow columns.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Iterator
 
 import msgspec
@@ -57,11 +56,7 @@ class ViolationList(StructColumns[Violation]):
         """Into report order, stably: by first offset, invariant, entity (``Books.violations``)."""
         if len(self) < 2:
             return
-        table = self.strings.table
-        rank = array("q", bytes(8 * len(table)))
-        for r, code in enumerate(sorted(range(len(table)), key=table.__getitem__)):
-            rank[code] = r
-        ranks = wrap(rank)
+        ranks = self._string_ranks()
         keys = pa.table(
             {
                 "first": wrap(self._cols["first_offset"]),

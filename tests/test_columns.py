@@ -4,6 +4,8 @@ hold is refused by name."""
 
 from __future__ import annotations
 
+from array import array
+
 import msgspec
 import pyarrow as pa
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlake.replay.columns import Strings, StructColumns
-from kraftlake.replay.incidents import Effect, EffectList, effect_pairs, effect_topics
+from kraftlake.replay.incidents import Effect, EffectList, Outage, OutageList, effect_pairs, effect_topics, outage_spans
 
 
 class Row(msgspec.Struct, kw_only=True):
@@ -107,3 +109,49 @@ def test_rows_as_dicts_are_the_structs_fields_and_encode_alike(items, data):
     got = held.dicts(lo, hi)
     assert got == [msgspec.structs.asdict(r) for r in items[lo:hi]]
     assert msgspec.json.encode(got) == msgspec.json.encode(items[lo:hi])
+
+
+# -- outages: the plan's spans and order against the tracker's ----------------------------------
+
+topic_ids = st.sampled_from(["b-topic", "a-topic", "c", "ü"])
+ms = st.integers(0, 10**13)
+
+
+@st.composite
+def partition_outages(draw):
+    """Outages as the plan finds them: a partition's one after another in time order (a topic
+    id's later life later), every one timed, the last maybe still open."""
+    keys = draw(st.lists(st.tuples(topic_ids, st.integers(0, 5)), max_size=8))
+    out = []
+    t = 0
+    for topic, p in keys:
+        for _ in range(draw(st.integers(1, 4))):
+            t += draw(st.integers(1, 1000))
+            end = draw(st.none() | st.integers(t, t + 1000))
+            out.append(Outage(topic_id=topic, partition=p, why=draw(st.sampled_from(["no leader", "leader offline"])),
+                              first_offset=draw(st.integers(0, 50)), last_offset=None if end is None else end,
+                              from_ms=t, to_ms=end))  # fmt: skip
+            if end is None:
+                break
+            t = end
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(partition_outages(), ms, st.data())
+def test_outage_spans_and_order_are_the_trackers(outages, end_ms, data):
+    held = OutageList(outages)
+    want = outage_spans(outages)
+    got = held.spans(end_ms)
+    assert sorted(got.ranges) == sorted(want.ranges)
+    for key, (lo, hi) in want.ranges.items():
+        glo, ghi = got.ranges[key]
+        assert list(got.froms[glo:ghi]) == want.froms[lo:hi]
+        assert list(got.tos[glo:ghi]) == [end_ms if x is None else x for x in want.tos[lo:hi]]
+    steps = data.draw(st.lists(st.integers(0, 3), min_size=len(outages), max_size=len(outages)))
+    held.sort(array("q", steps))
+    order = sorted(
+        range(len(outages)),
+        key=lambda i: (outages[i].first_offset, steps[i], outages[i].topic_id, outages[i].partition),
+    )
+    assert list(held) == [outages[i] for i in order]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from array import array
 from operator import itemgetter
 
 import pyarrow.compute as pc
@@ -65,8 +66,9 @@ from kraftlake.replay.incidents import (
     Incident,
     IncidentRules,
     IncidentsResult,
-    Outage,
+    OutageList,
     PartitionAvailability,
+    Spans,
     _finished,
     effect_topics,
     find_incidents,
@@ -585,11 +587,8 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     # By partition and point, a batch at a time: a partition's points are all the pass holds
     # (at 10^7 records, 1.2 million rows held as tuples took 0.5 GB).
     changes = engine.iter_rows(f"SELECT * FROM ({availability_changes(d, last)}) c ORDER BY pk, t")
-    partitions, outages = _availability(lives, observer.names, changes, end_ms, replay.steps)
-    by_partition: dict[tuple[str, int], list[Outage]] = {}
-    for out in outages:
-        by_partition.setdefault((out.topic_id, out.partition), []).append(out)
-    found = [_finished(inc, by_partition, end_ms) for inc in replay.incidents]
+    partitions, outages, spans = _availability(lives, observer.names, changes, end_ms, replay.steps)
+    found = [_finished(inc, spans, end_ms) for inc in replay.incidents]
     topics = {t.id: t.name for t in plane.view.topics.values()}
     effect_topics(found, topics)
     return IncidentsResult(
@@ -692,18 +691,22 @@ def _register_requests(engine, asked: list[tuple[int, int, str | None]]) -> None
     register(engine, "inc_qb", marks, _RANK_KEY, ["q"])
 
 
-def _availability(lives, names, changes, end_ms, steps) -> tuple[list[PartitionAvailability], list[Outage]]:
+def _availability(lives, names, changes, end_ms, steps) -> tuple[list[PartitionAvailability], OutageList, Spans]:
     """Per partition, from where its flags change (``availability_changes``'s rows, by
     partition and point), the time in each bad state (those of partitions still there at the
-    end, worst first) and the outages (no leader, leader offline) in the order the tracker opens
-    them."""
-    rows, outages = [], []
+    end, worst first), the outages (no leader, leader offline) in the order the tracker opens
+    them, and their ``Spans``."""
+    rows = []
+    outages = OutageList()
+    order = array("q")
+    """Each outage's place among the directory failures its record brought (``steps``)."""
     names_of = (("no_leader_ms", _NL), ("under_min_isr_ms", _UM), ("leader_offline_ms", _LO), ("isr_offline_ms", _IO))
     for pk, group in itertools.groupby(changes, key=itemgetter(0)):
         points = list(group)
         topic, p = partition_of(lives, pk)
         avail = PartitionAvailability(topic_id=topic, topic=names.get(topic), partition=p)
-        out: Outage | None = None
+        out: int | None = None  # the open outage's row
+        out_why = None
         removed = points[0][4]
         for _pk, t, code, nxt, _removed, _leader, ldir, t_ms, nxt_ms in points:
             to_ms = end_ms if nxt is None else nxt_ms
@@ -711,24 +714,24 @@ def _availability(lives, names, changes, end_ms, steps) -> tuple[list[PartitionA
                 if code & bit:
                     setattr(avail, name, getattr(avail, name) + to_ms - t_ms)
             why = "no leader" if code & _NL else "leader offline" if code & _LO else None
-            if out is not None and why != out.why:
-                out.last_offset, out.to_ms = t - 1, t_ms
+            if out is not None and why != out_why:
+                outages.set(out, last_offset=t - 1, to_ms=t_ms)
                 out = None
             if why is not None and out is None:
-                out = Outage(
-                    topic_id=topic, partition=p, why=why, first_offset=t, last_offset=None, from_ms=t_ms, to_ms=None
-                )
-                outages.append((t, steps.get((t, ldir), 0), topic, p, out))
+                out, out_why = len(outages), why
+                outages.add_row(topic, p, why, t, None, t_ms, None)
+                order.append(steps.get((t, ldir), 0))
         if out is not None and removed is not None:
-            out.last_offset, out.to_ms = removed - 1, points[-1][8]
+            outages.set(out, last_offset=removed - 1, to_ms=points[-1][8])
         avail.unavailable_ms = avail.no_leader_ms + avail.leader_offline_ms
         if removed is None and (
             avail.no_leader_ms or avail.under_min_isr_ms or avail.leader_offline_ms or avail.isr_offline_ms
         ):
             rows.append(avail)
     rows.sort(key=lambda a: (-a.unavailable_ms, -a.isr_offline_ms, a.topic or a.topic_id, a.partition))
-    outages.sort(key=lambda x: x[:4])
-    return rows, [x[4] for x in outages]
+    spans = outages.spans(end_ms)  # before the sort: a partition's rows are together
+    outages.sort(order)
+    return rows, outages, spans
 
 
 def _per_record(engine) -> IncidentsResult:
