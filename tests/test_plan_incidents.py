@@ -381,3 +381,35 @@ def test_effects_end_at_the_first_record_that_breaks_them_on_spark(spark, tmp_pa
         report = audit(engine)
     assert _ends(report) == ENDS
     _same(log, report)
+
+
+# -- the effects' rows streamed to the replay ------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=12), st.integers(1, 7), st.randoms(use_true_random=False))
+def test_streamed_rows_are_each_requests_whatever_the_order_asked(counts, batch_rows, rnd):
+    """``_Streamed`` gives each request exactly its rows, in any order of asking (the replay asks
+    in about the requests' order), across batch boundaries and for requests without rows; a
+    key never registered is None (the replay asks for it), and a second ask is refused."""
+    import pyarrow as pa
+
+    keys = [(i * 10, i % 3, None if i % 2 else f"d{i}") for i in range(len(counts))]
+    reqs = [r for r, n in enumerate(counts) for _ in range(n)]
+    table = pa.table({"req": pa.array(reqs, pa.int64()), "value": pa.array([r * 100 + j for r, n in enumerate(counts) for j in range(n)], pa.int64())})  # fmt: skip
+    started = []
+
+    def reader():
+        started.append(1)
+        return pa.RecordBatchReader.from_batches(table.schema, table.to_batches(batch_rows))
+
+    streamed = plan_incidents._Streamed(keys, reader)
+    assert streamed.get((-1, 0, None)) is None and not started  # the statement waits for a real ask
+    order = list(range(len(keys)))
+    rnd.shuffle(order)
+    for r in order:
+        (values,) = streamed.get(keys[r]).columns()
+        assert values == [r * 100 + j for j in range(counts[r])]
+    assert started == [1]
+    with pytest.raises(RuntimeError, match="asked twice"):
+        streamed.get(keys[order[0]])

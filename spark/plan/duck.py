@@ -193,6 +193,11 @@ class DuckEngine:
     def arrow(self, sql: str) -> pa.Table:
         return self.con.sql(sql).to_arrow_table()
 
+    def arrow_batches(self, sql: str, rows: int = 100_000) -> pa.RecordBatchReader:
+        """``arrow`` a batch of about ``rows`` at a time, streamed (no other statement may run
+        on the connection until the batches are all read)."""
+        return self.con.sql(sql).to_arrow_reader(rows)
+
     def close(self) -> None:
         self.con.close()
         self._held.clear()

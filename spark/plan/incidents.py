@@ -41,8 +41,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from array import array
+from collections.abc import Callable
 from operator import itemgetter
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from kraftlake.logging import get_logger
@@ -550,19 +552,22 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     lives = plane.topics
     engine.keep("inc_members", members(d))
 
-    found_effects: dict = {}
+    found_effects: dict | _Streamed = {}
     found_departures: dict = {}
+    asked_effects: set[tuple[int, int, str | None]] = set()
     while True:
         replay = _Incidents(lives, observer.names, found_effects, found_departures)
         replay.run(observer.events)
         if not replay.ask_effects and not replay.ask_departures:
             break
-        if replay.ask_effects:
-            asked = sorted(replay.ask_effects, key=lambda k: (k[0], k[1], k[2] or ""))
-            _register_requests(engine, asked)
-            found_effects.update(effect_rows(engine, asked, last))
         if replay.ask_departures:
             found_departures.update(departure_rows(engine, sorted(replay.ask_departures)))
+        if replay.ask_effects:
+            # Read again from the first request in the next round: a stream gives rows once.
+            asked_effects |= replay.ask_effects
+            asked = sorted(asked_effects, key=lambda k: (k[0], k[1], k[2] or ""))
+            _register_requests(engine, asked)
+            found_effects = effect_rows(engine, asked, last)
     # The partition side's rows are all in the incidents now: not held through availability.
     del found_effects, found_departures
     replay.found_effects = replay.found_departures = {}
@@ -610,22 +615,24 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     )
 
 
-def effect_rows(engine, asked: list[tuple[int, int, str | None]], last: int) -> dict:
-    """Request ``asked[i]`` -> (columns, lo, hi): the rows ``lo..hi - 1`` of the columns (pk,
-    role, ended_by, why, leader, ts_ms) of the ``effects`` it opens, as the tracker opens them (by
-    topic id and partition, leadership first): sorted by the engine, fetched a column at a time
-    (no row objects), one Python object per value the replay reads."""
+def effect_rows(engine, asked: list[tuple[int, int, str | None]], last: int) -> _Streamed:
+    """Request ``asked[i]`` -> the rows (pk, role, ended_by, why, leader, ts_ms) of the
+    ``effects`` it opens, as the tracker opens them (by topic id and partition, leadership
+    first): sorted by the engine and read a batch at a time as the replay asks for them
+    (``_Streamed``), one Python object per value the replay reads."""
     d = engine.dialect
     join, order = in_partition_order(d, "e.pk")
     # Kept apart, the hits, the effects and their sort each spill on their own: as one
     # statement, their joins and the sort held more than DuckDB's limit at once.
     engine.keep("inc_eff", effect_hits(d, last))
     engine.keep("inc_effects", effects(d))
-    table = engine.arrow(
-        f"SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM inc_effects e {join}"
-        f" ORDER BY e.req, {order}, e.role DESC"
+    return _Streamed(
+        asked,
+        lambda: engine.arrow_batches(
+            f"SELECT e.req, e.pk, e.role, e.ended_by, e.why, e.leader, e.ts_ms FROM inc_effects e {join}"
+            f" ORDER BY e.req, {order}, e.role DESC"
+        ),
     )
-    return _by_request(table, asked)
 
 
 def departure_rows(engine, asked: list[tuple[int, int, int]]) -> dict:
@@ -672,6 +679,59 @@ def _by_request(table, keys: list) -> dict:
             bounds[req] = (lo, hi)
             lo = hi
     return {key: _Rows(table, lo, hi) for key, (lo, hi) in zip(keys, bounds, strict=True)}
+
+
+class _Streamed:
+    """Requests' rows read from the engine's batches (their first column the request's number,
+    sorted) as the replay asks for them: ``get(key)`` as a dict's, a request's rows given once.
+
+    The replay asks in its events' order, which is the requests' (numbered in offset order)
+    but for the requests of one record: those read on the way are held until asked. So the
+    driver holds a batch or two, not the tens of millions of rows a long history's incidents
+    open (bench/RESULTS.md). The statement runs at the first ``get``: the replay runs no other
+    statement meanwhile."""
+
+    def __init__(self, keys: list, reader: Callable[[], pa.RecordBatchReader]) -> None:
+        self.number = {key: i for i, key in enumerate(keys)}
+        self.start = reader
+        self.reader: pa.RecordBatchReader | None = None
+        self.pieces: dict[int, list] = {}
+        """Request -> its rows read so far (slices of batches)."""
+        self.complete = 0
+        """The requests below this number have all their rows read."""
+        self.given: set[int] = set()
+
+    def get(self, key) -> _Rows | None:
+        req = self.number.get(key)
+        if req is None:
+            return None
+        if req in self.given:
+            raise RuntimeError(f"the incidents' replay asked twice for the effects of {key}")
+        self.given.add(req)
+        if self.reader is None:
+            self.reader = self.start()
+        while req >= self.complete:
+            self._read()
+        rows = pa.Table.from_batches(self.pieces.pop(req, ()), schema=self.reader.schema)
+        return _Rows(rows, 0, rows.num_rows)
+
+    def _read(self) -> None:
+        try:
+            batch = self.reader.read_next_batch()  # type: ignore[union-attr]
+        except StopIteration:
+            batch = None
+        if batch is None:
+            self.complete = len(self.number)
+            return
+        if not batch.num_rows:
+            return
+        runs = pc.run_end_encode(batch.column(0))
+        lo = 0
+        for req, hi in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
+            self.pieces.setdefault(req, []).append(batch.slice(lo, hi - lo))
+            lo = hi
+        # The last request of the batch may go on in the next one.
+        self.complete = max(self.complete, req)
 
 
 def _register_requests(engine, asked: list[tuple[int, int, str | None]]) -> None:

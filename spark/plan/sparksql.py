@@ -70,6 +70,14 @@ class SparkEngine:
     def arrow(self, sql: str):
         return self.spark.sql(sql).toArrow()
 
+    def arrow_batches(self, sql: str, rows: int = 100_000):
+        """``arrow`` as a reader of batches of at most ``rows``, collected at once (as
+        ``iter_rows``)."""
+        import pyarrow as pa
+
+        table = self.arrow(sql)
+        return pa.RecordBatchReader.from_batches(table.schema, table.to_batches(rows))
+
     def close(self) -> None:
         self._scratch.close()
         for key, value in self._conf.items():  # the session as the caller gave it
