@@ -413,3 +413,19 @@ def test_streamed_rows_are_each_requests_whatever_the_order_asked(counts, batch_
     assert started == [1]
     with pytest.raises(RuntimeError, match="asked twice"):
         streamed.get(keys[order[0]])
+
+
+def test_a_closed_stream_leaves_duckdb_free_for_the_next_statement():
+    """A round of the replay may leave requests unread (it asks for fewer than the round before):
+    DuckDB refuses any statement while a result is open, so the stream is closed after each
+    round (``_Streamed.close``)."""
+    from kraftlake.spark.plan.duck import DuckEngine
+
+    with DuckEngine(threads=1) as engine:
+        keys = list(range(5000))
+        streamed = plan_incidents._Streamed(
+            keys, lambda: engine.arrow_batches("SELECT range // 2 AS req, range AS v FROM range(10000) ORDER BY 1", 100)
+        )
+        assert streamed.get(3).columns() == ([6, 7],)
+        streamed.close()
+        assert engine.rows("SELECT 42") == [(42,)]

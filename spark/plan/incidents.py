@@ -558,6 +558,8 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     while True:
         replay = _Incidents(lives, observer.names, found_effects, found_departures)
         replay.run(observer.events)
+        if isinstance(found_effects, _Streamed):
+            found_effects.close()  # before any other statement: this round has read its rows
         if not replay.ask_effects and not replay.ask_departures:
             break
         if replay.ask_departures:
@@ -714,6 +716,13 @@ class _Streamed:
             self._read()
         rows = pa.Table.from_batches(self.pieces.pop(req, ()), schema=self.reader.schema)
         return _Rows(rows, 0, rows.num_rows)
+
+    def close(self) -> None:
+        """Let go of the rows not read: DuckDB runs no other statement on the connection while a
+        result is open."""
+        if self.reader is not None:
+            self.reader.close()
+        self.pieces.clear()
 
     def _read(self) -> None:
         try:
