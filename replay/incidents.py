@@ -246,6 +246,9 @@ class OutageList(StructColumns[Outage]):
     def spans(self, end_ms: int) -> Spans:
         """``Spans`` of these outages, held as a partition's rows in time order (a topic id's
         later life after its earlier), all timed; those still open at the end until ``end_ms``."""
+        n = len(self)
+        if not n:
+            return Spans([], [], {})
         topics, parts = wrap(self._cols["topic_id"]), wrap(self._cols["partition"])
         # Grouped by partition, stably: each partition's rows keep their time order.
         order = pc.sort_indices(pa.table({"t": topics, "p": parts}), sort_keys=[("t", "ascending"), ("p", "ascending")])
@@ -253,9 +256,8 @@ class OutageList(StructColumns[Outage]):
         froms = unwrap(pc.take(wrap(self._cols["from_ms"]), order), "q")
         tos = unwrap(pc.take(pc.if_else(pc.equal(to, NONE_INT), pa.scalar(end_ms, pa.int64()), to), order), "q")
         t, p = pc.take(topics, order), pc.take(parts, order)
-        n = len(self)
-        changed = pc.or_(pc.not_equal(t[1:], t[:-1]), pc.not_equal(p[1:], p[:-1])) if n else pa.array([], pa.bool_())
-        starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n] if n else [0]
+        changed = pc.or_(pc.not_equal(t[1:], t[:-1]), pc.not_equal(p[1:], p[:-1]))
+        starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
         table, topic_codes, partitions = self.strings.table, t.to_pylist(), p.to_pylist()
         ranges = {(table[topic_codes[lo]], partitions[lo]): (lo, hi) for lo, hi in itertools.pairwise(starts)}
         return Spans(froms, tos, ranges)
