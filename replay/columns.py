@@ -42,6 +42,23 @@ def unwrap(arr: pa.Array, typecode: str) -> array:
     return out
 
 
+class _Codes(dict):
+    """String -> its number in ``table``; a string not seen yet is numbered as it is looked up
+    (``__missing__``): a string seen before is one lookup in C, no Python call (the report's
+    rows intern several strings each)."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: list[str]) -> None:
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, s: str) -> int:
+        code = self[s] = len(self.table)
+        self.table.append(s)
+        return code
+
+
 class Strings:
     """Interned strings: each a number into one table."""
 
@@ -49,14 +66,11 @@ class Strings:
 
     def __init__(self) -> None:
         self.table: list[str] = []
-        self.codes: dict[str, int] = {}
+        self.codes: dict[str, int] = _Codes(self.table)
+        """String -> its number; looking a string up numbers it."""
 
     def code(self, s: str) -> int:
-        code = self.codes.get(s)
-        if code is None:
-            code = self.codes[s] = len(self.table)
-            self.table.append(s)
-        return code
+        return self.codes[s]
 
 
 _STR, _OPT_STR, _INT, _OPT_INT, _INTS = range(5)
@@ -94,15 +108,15 @@ def _row_adder(fields: tuple[tuple[str, int], ...]):
         col, v = f"cols[{name!r}]", f"v{i}"
         body.append(
             {
-                _STR: f"{col}.append(code({v}))",
-                _OPT_STR: f"{col}.append(NONE_STR if {v} is None else code({v}))",
+                _STR: f"{col}.append(code[{v}])",
+                _OPT_STR: f"{col}.append(NONE_STR if {v} is None else code[{v}])",
                 _INT: f"{col}.append({v})",
                 _OPT_INT: f"{col}.append(NONE_INT if {v} is None else {v})",
                 _INTS: f"{col}.extend({v}); self._ends[{name!r}].append(len({col}))",
             }[kind]
         )
     args = ", ".join(f"v{i}" for i in range(len(fields)))
-    source = f"def add_row(self, {args}):\n    cols, code = self._cols, self.strings.code\n"
+    source = f"def add_row(self, {args}):\n    cols, code = self._cols, self.strings.codes\n"
     source += "".join(f"    {line}\n" for line in body)
     namespace = {"NONE_STR": NONE_STR, "NONE_INT": NONE_INT}
     exec(source, namespace)  # noqa: S102 - the source is built from the Struct's own field names
@@ -141,7 +155,7 @@ class StructColumns(Sequence[T], Generic[T]):
     # -- rows in -------------------------------------------------------------------------------
 
     def append(self, item: T) -> None:
-        self.add_row(*(getattr(item, name) for name, _ in self._fields))
+        self.add_row(*msgspec.structs.astuple(item))
 
     def set(self, i: int, **values) -> None:
         """Change row ``i``'s scalar fields (not a ``list[int]``)."""

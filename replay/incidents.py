@@ -104,6 +104,18 @@ class EffectList(StructColumns[Effect]):
     struct = Effect
     __slots__ = ()
 
+    def end(self, i: int, ended_by: int, outcome: str, leads: bool, new_leader: int | None, took: int | None) -> None:
+        """Row ``i`` ended by the record ``ended_by`` with ``outcome``; a leadership effect
+        (``leads``) names the leader after it; the time to move is kept when known (the hot
+        path of a long history's incidents: ``set`` without its per-field dispatch)."""
+        cols = self._cols
+        cols["ended_by"][i] = ended_by
+        cols["outcome"][i] = self.strings.code(outcome)
+        if leads:
+            cols["new_leader"][i] = NONE_INT if new_leader is None else new_leader
+        if took is not None:
+            cols["time_to_move_ms"][i] = took
+
     def pairs(self) -> set[tuple[str, int]]:
         """The (topic id, partition) of every effect."""
         table = self.strings.table
@@ -357,14 +369,14 @@ class _OpenEffect:
     its partition (``key``: whatever the follower names partitions by) and the directory it is
     on (None: anywhere on the broker)."""
 
-    __slots__ = ("incident", "row", "role", "key", "directory")
+    __slots__ = ("incident", "row", "role", "key", "directory", "topic", "ended")
 
-    def __init__(self, incident: Incident, row: int, role: str, key, directory: str | None) -> None:
+    def __init__(self, incident: Incident, row: int, role: str, key, directory: str | None, topic: str) -> None:
         self.incident, self.row, self.role, self.key, self.directory = incident, row, role, key, directory
-
-    @property
-    def ended(self) -> bool:
-        return self.incident.effects.get(self.row, "ended_by") is not None
+        self.topic = topic
+        """The partition's topic id (``key``'s, kept: ending it looks up the topic's keys)."""
+        self.ended = False
+        """Ended (``IncidentRules._end``, the only writer of its row's end)."""
 
 
 class IncidentRules:
@@ -375,7 +387,7 @@ class IncidentRules:
     with the partitions each incident hits from SQL). They differ only in where partitions come
     from, the hooks:
 
-    - ``_open_effects(inc, offset, broker, directory)``: open (``_open``) the effects of an
+    - ``_open_effects(inc, offset, broker, directory)``: open (``_open_all``) the effects of an
       incident that began at ``offset``: the partitions the broker leads or is in the ISR of (on
       ``directory``; None: anywhere);
     - ``_departures(broker, offset, prev)``: the partition changes (key, role, offset, ts, leader
@@ -517,20 +529,17 @@ class IncidentRules:
                 inc = self._broker_incident("broker-fenced", broker, first, first_ts)
                 for key, role, at, at_ts, leader in gone:
                     topic, p = self._partition_key(key)
-                    inc.effects.append(
-                        Effect(
-                            topic_id=topic,
-                            topic=self._name(topic),
-                            partition=p,
-                            role=role,
-                            caused_by=first,
-                            ended_by=at,
-                            outcome=("no leader" if leader == NO_LEADER else "leader moved")
-                            if role == "leader"
-                            else "left the ISR",
-                            new_leader=leader if role == "leader" else None,
-                            time_to_move_ms=None if at_ts is None or first_ts is None else at_ts - first_ts,
-                        )
+                    leads = role == "leader"
+                    inc.effects.add_row(  # an ``Effect``, the fields in its order
+                        topic,
+                        self._name(topic),
+                        p,
+                        role,
+                        first,
+                        at,
+                        ("no leader" if leader == NO_LEADER else "leader moved") if leads else "left the ISR",
+                        leader if leads else None,
+                        None if at_ts is None or first_ts is None else at_ts - first_ts,
                     )
                 # Whatever it still leads or is in the ISR of stays an effect until moved.
                 self._open_effects(inc, offset, broker, None)
@@ -566,40 +575,53 @@ class IncidentRules:
 
     # -- effects -------------------------------------------------------------------------------
 
-    def _open(self, inc: Incident, key, role: str, directory: str | None) -> _OpenEffect:
-        """A new effect of ``inc`` on partition ``key``, counted from the incident's start (a
-        fenced broker's are found at its fencing, after it began)."""
-        topic, p = self._partition_key(key)
+    def _open_all(self, inc: Incident, opening: Iterable[tuple], directory: str | None) -> list[_OpenEffect]:
+        """New effects of ``inc``, one per (partition key, role) of ``opening`` in that order,
+        counted from the incident's start (a fenced broker's are found at its fencing, after it
+        began). All of an incident's at once: a long history's incidents open tens of millions."""
         effects = inc.effects
-        effects.add_row(topic, self._name(topic), p, role, inc.failed_at, None, "open", None, None)
-        oe = _OpenEffect(inc, len(effects) - 1, role, key, directory)
-        self.effects.setdefault(key, []).append(oe)
-        self.effect_parts.setdefault(inc.id, set()).add(key)
-        self.topic_keys.setdefault(topic, set()).add(key)
-        self.unended[inc.id] = self.unended.get(inc.id, 0) + 1
-        return oe
+        add, row, at = effects.add_row, len(effects), inc.failed_at
+        key_of, name_of = self._partition_key, self._name
+        by_key, topic_keys = self.effects, self.topic_keys
+        opened: list[_OpenEffect] = []
+        for key, role in opening:
+            topic, p = key_of(key)
+            add(topic, name_of(topic), p, role, at, None, "open", None, None)
+            oe = _OpenEffect(inc, row, role, key, directory, topic)
+            row += 1
+            opened.append(oe)
+            by_key.setdefault(key, []).append(oe)
+            topic_keys.setdefault(topic, set()).add(key)
+        if opened:
+            self.effect_parts.setdefault(inc.id, set()).update(oe.key for oe in opened)
+            self.unended[inc.id] = self.unended.get(inc.id, 0) + len(opened)
+        return opened
 
     def _end(self, oe: _OpenEffect, offset: int, ts: int | None, outcome: str, leader: int | None) -> None:
         inc = oe.incident
         if not oe.ended:
+            oe.ended = True
             self.unended[inc.id] -= 1
-        ended = {"ended_by": offset, "outcome": outcome}
-        if oe.role == "leader":
-            ended["new_leader"] = leader
-        if ts is not None and inc.failed_at_ms is not None:
-            ended["time_to_move_ms"] = ts - inc.failed_at_ms
-        inc.effects.set(oe.row, **ended)
+        inc.effects.end(
+            oe.row,
+            offset,
+            outcome,
+            oe.role == "leader",
+            leader,
+            None if ts is None or inc.failed_at_ms is None else ts - inc.failed_at_ms,
+        )
         key = oe.key
         opened = self.effects.get(key)
         if opened is not None and oe in opened:
             opened.remove(oe)
             # The partition leaves the incident's and the topic's keys with its last open
             # effect of each: a long history's ended effects are not held to its end.
-            if not any(o.incident is inc for o in opened):
-                _discard(self.effect_parts, inc.id, key)
             if not opened:
                 del self.effects[key]
-                _discard(self.topic_keys, self._partition_key(key)[0], key)
+                _discard(self.effect_parts, inc.id, key)
+                _discard(self.topic_keys, oe.topic, key)
+            elif not any(o.incident is inc for o in opened):
+                _discard(self.effect_parts, inc.id, key)
 
     def _end_effects(self, inc: Incident, offset: int, ts: int | None, outcome: str) -> None:
         for key in sorted(self.effect_parts.pop(inc.id, ())):
@@ -711,14 +733,16 @@ class IncidentTracker(IncidentRules):
 
     def _open_effects(self, inc: Incident, offset: int, broker: int, d: str | None) -> None:
         view = self.view
+        opening = []
         for pkey in sorted(self.by_broker.get(broker, ())):
             p = view.partition(*pkey)
             if p is None or (d is not None and (broker not in p.replicas or p.directory(broker) != d)):
                 continue
             if p.leader == broker:
-                self._open(inc, pkey, "leader", d)
+                opening.append((pkey, "leader"))
             if broker in p.isr:
-                self._open(inc, pkey, "isr", d)
+                opening.append((pkey, "isr"))
+        self._open_all(inc, opening, d)
 
     def _departures(self, broker: int, offset: int, prev: int | None) -> list[tuple]:
         return self.departing.pop(broker, [])

@@ -100,6 +100,33 @@ def test_an_incidents_effects_give_their_partitions_and_topic_names(items):
     assert set(named) == {e.topic_id for e in items if e.topic is not None}
 
 
+@given(st.lists(texts, max_size=30), texts)
+def test_strings_are_numbered_as_first_seen_and_a_get_numbers_nothing(words, other):
+    strings = Strings()
+    codes = [strings.code(w) for w in words]
+    first = list(dict.fromkeys(words))
+    assert strings.table == first and codes == [first.index(w) for w in words]
+    assert strings.codes.get(other) == (first.index(other) if other in first else None)
+    assert strings.table == first
+
+
+@given(st.lists(effects, min_size=1, max_size=10), st.data())
+def test_an_effect_ended_reads_as_its_fields_set(items, data):
+    i = data.draw(st.integers(0, len(items) - 1))
+    ended_by, outcome, leads = data.draw(st.integers(0, 100)), data.draw(texts), data.draw(st.booleans())
+    new_leader, took = data.draw(st.none() | st.integers(-1, 9)), data.draw(st.none() | big)
+    ended, expected = EffectList(items), EffectList(items)
+    ended.end(i, ended_by, outcome, leads, new_leader, took)
+    fields = {"ended_by": ended_by, "outcome": outcome}
+    if leads:
+        fields["new_leader"] = new_leader
+    if took is not None:
+        fields["time_to_move_ms"] = took
+    expected.set(i, **fields)
+    assert list(ended) == list(expected)
+    assert ended[i] == msgspec.structs.replace(items[i], **fields)
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(rows, max_size=30), st.data())
 def test_rows_as_dicts_are_the_structs_fields_and_encode_alike(items, data):

@@ -514,11 +514,14 @@ class _Incidents(IncidentRules):
             self.ask_effects.add(key)
             return
         pks, roles, ended, whys, leaders, times = got.columns()
-        for i in range(len(pks)):  # in partition order, leadership first (``effect_rows``)
-            oe = self._open(inc, pks[i], "leader" if roles[i] == "L" else "isr", d)
-            if ended[i] is not None:
-                self.seq += 1
-                heapq.heappush(self.ends, (ended[i], self.seq, oe, whys[i], leaders[i], times[i]))
+        # In partition order, leadership first (``effect_rows``).
+        opened = self._open_all(inc, zip(pks, ["leader" if r == "L" else "isr" for r in roles]), d)
+        ends, seq = self.ends, self.seq
+        for oe, at, why, leader, ts in zip(opened, ended, whys, leaders, times, strict=True):
+            if at is not None:
+                seq += 1
+                heapq.heappush(ends, (at, seq, oe, why, leader, ts))
+        self.seq = seq
 
     def _departures(self, b: int, offset: int, prev: int | None) -> list[tuple]:
         rows = self.found_departures.get((offset, b))
