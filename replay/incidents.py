@@ -1091,13 +1091,16 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
             if ent in named:
                 by_entity.setdefault(ent, []).append(inc)
     # A columnar list builds only the violations of the incidents' entities.
-    rows = violations.of_entities(by_entity) if columns else enumerate(violations)
-    for i, v in rows:
-        for inc in by_entity.get(v.entity, ()):
+    rows = (
+        violations.of_entities(by_entity)
+        if columns
+        else ((i, v.invariant, v.entity, v.first_offset, v.last_offset) for i, v in enumerate(violations))
+    )
+    for i, invariant, entity, first, v_end in rows:
+        for inc in by_entity.get(entity, ()):
             end = inc.ended_at
-            v_end = v.last_offset
-            if (end is None or v.first_offset <= end) and (v_end is None or v_end >= inc.failed_at):
+            if (end is None or first <= end) and (v_end is None or v_end >= inc.failed_at):
                 inc.violations.append(i)
-                inc.invariants[v.invariant] = inc.invariants.get(v.invariant, 0) + 1
+                inc.invariants[invariant] = inc.invariants.get(invariant, 0) + 1
     for inc in incidents:
         inc.invariants = dict(sorted(inc.invariants.items()))

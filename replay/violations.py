@@ -87,15 +87,20 @@ class ViolationList(StructColumns[Violation]):
     def severities(self) -> set[str]:
         return {self.strings.table[c] for c in pc.unique(wrap(self._cols["severity"])).to_pylist()}
 
-    def of_entities(self, entities: Iterable[str]) -> Iterator[tuple[int, Violation]]:
-        """(index, violation) of the violations of any of ``entities``, in order."""
+    def of_entities(self, entities: Iterable[str]) -> Iterator[tuple[int, str, str, int, int | None]]:
+        """(index, invariant, entity, first offset, last offset) of the violations of any of
+        ``entities``, in order: read off the columns, no ``Violation`` built (a long history's
+        incidents span millions of violations)."""
         codes = self.strings.codes
         wanted = [codes[e] for e in entities if e in codes]
         if not wanted:
             return
         hits = pc.indices_nonzero(pc.is_in(wrap(self._cols["entity"]), value_set=pa.array(wanted, pa.uint32())))
-        for i in hits.to_pylist():
-            yield i, self._row(i)
+        cols, table = self._cols, self.strings.table
+        taken = [pc.take(wrap(cols[name]), hits).to_pylist() for name in ("invariant", "entity", "first_offset")]
+        lasts = [None if v == NONE_INT else v for v in pc.take(wrap(cols["last_offset"]), hits).to_pylist()]
+        for i, inv, ent, first, last in zip(hits.to_pylist(), *taken, lasts, strict=True):
+            yield i, table[inv], table[ent], first, last
 
     def entities(self) -> set[str]:
         """The entities some violation names."""

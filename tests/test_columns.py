@@ -13,7 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlake.replay.columns import Strings, StructColumns
-from kraftlake.replay.incidents import Effect, EffectList, Outage, OutageList, effect_pairs, effect_topics, outage_spans
+from kraftlake.replay.incidents import (
+    Effect,
+    EffectList,
+    Incident,
+    Outage,
+    OutageList,
+    effect_pairs,
+    effect_topics,
+    link_violations,
+    outage_spans,
+)
+from kraftlake.replay.violations import Violation, ViolationList
 
 
 class Row(msgspec.Struct, kw_only=True):
@@ -92,7 +103,6 @@ effects = st.builds(
 def test_an_incidents_effects_give_their_partitions_and_topic_names(items):
     held = EffectList(items)
     assert effect_pairs(held) == effect_pairs(items) == {(e.topic_id, e.partition) for e in items}
-    from kraftlake.replay.incidents import Incident
 
     named: dict[str, str] = {}
     effect_topics([Incident(id="i", kind="dir-failure", broker=1, failed_at=0, effects=held)], named)
@@ -182,3 +192,50 @@ def test_outage_spans_and_order_are_the_trackers(outages, end_ms, data):
         key=lambda i: (outages[i].first_offset, steps[i], outages[i].topic_id, outages[i].partition),
     )
     assert list(held) == [outages[i] for i in order]
+
+
+violations = st.builds(
+    Violation,
+    invariant=st.sampled_from(["K1", "K4", "K8"]),
+    severity=st.just("error"),
+    entity=st.sampled_from(["broker/1", "broker/2", "dir/1/d", "partition/t1/0", "replica/t1/0/1", "partition/t2/1"]),
+    first_offset=st.integers(0, 50),
+    last_offset=st.none() | st.integers(0, 50),
+    message=st.just("m"),
+    evidence=st.lists(st.integers(0, 50), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(violations, max_size=30),
+    st.lists(
+        st.tuples(st.integers(1, 2), st.none() | st.just("d"), st.integers(0, 40), st.none() | st.integers(0, 60)),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(effects, max_size=4),
+)
+def test_violations_in_columns_link_to_incidents_as_a_list_does(found, shapes, hit):
+    def incidents():
+        return [
+            Incident(
+                id=f"i{n}",
+                kind="dir-failure" if d else "broker-fenced",
+                broker=b,
+                directory=d,
+                failed_at=at,
+                ended_at=None if end is None else max(at, end),
+                effects=EffectList(hit),
+            )
+            for n, (b, d, at, end) in enumerate(shapes)
+        ]
+
+    as_list, as_columns = incidents(), incidents()
+    link_violations(as_list, found)
+    link_violations(as_columns, ViolationList(found))
+    assert [(i.violations, i.invariants) for i in as_columns] == [(i.violations, i.invariants) for i in as_list]
+    for inc in as_list:  # and each link is a violation of the incident's entities, in its span
+        for i in inc.violations:
+            v = found[i]
+            assert v.entity in inc.entities and v.first_offset <= (inc.ended_at if inc.ended_at is not None else 99)
