@@ -11,6 +11,9 @@ Taking rows by index runs on Arrow's kernels over the same buffers, without an o
 
 from __future__ import annotations
 
+import mmap
+import os
+import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar, overload
@@ -29,9 +32,11 @@ NONE_STR = 2**32 - 1
 _ARROW = {"q": pa.int64(), "I": pa.uint32()}
 
 
-def wrap(a: array) -> pa.Array:
-    """``a``'s buffer as an Arrow array (no copy; ``a`` must not grow while it is used)."""
-    return pa.Array.from_buffers(_ARROW[a.typecode], len(a), [None, pa.py_buffer(a)])
+def wrap(a: array | memoryview) -> pa.Array:
+    """``a``'s buffer as an Arrow array (no copy; ``a`` must not grow while it is used); ``a`` a
+    column (an ``array``, or its ``memoryview`` once ``spill``ed)."""
+    code = a.typecode if isinstance(a, array) else a.format
+    return pa.Array.from_buffers(_ARROW[code], len(a), [None, pa.py_buffer(a)])
 
 
 def unwrap(arr: pa.Array, typecode: str) -> array:
@@ -134,7 +139,7 @@ class StructColumns(Sequence[T], Generic[T]):
     add_row: Callable[..., None]
     """A row from its fields' values, in the Struct's order (``_row_adder``, per subclass)."""
 
-    __slots__ = ("strings", "_cols", "_ends")
+    __slots__ = ("strings", "_cols", "_ends", "_pages")
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
@@ -149,6 +154,8 @@ class StructColumns(Sequence[T], Generic[T]):
         }
         self._ends: dict[str, array] = {name: array("q") for name, kind in self._fields if kind == _INTS}
         """A ``list[int]`` field's row i is ``_cols[f][_ends[f][i - 1]:_ends[f][i]]``."""
+        self._pages: list[tuple[mmap.mmap, int, int]] = []
+        """Once ``spill``ed: each column's memory map and its byte range there."""
         for item in items:
             self.append(item)
 
@@ -168,6 +175,21 @@ class StructColumns(Sequence[T], Generic[T]):
             elif v is None:
                 v = NONE_INT
             self._cols[name][i] = v
+
+    def drop_pages(self) -> None:
+        """Let the kernel take back the pages of a spilled list read so far (its file keeps
+        them, and a later read pages them in again): a pass over millions of spilled rows then
+        holds none of them after it. Nothing to do for a list in memory."""
+        size = mmap.PAGESIZE
+        for mapped, lo, hi in self._pages:
+            start = lo - lo % size
+            if hi > start:
+                mapped.madvise(mmap.MADV_DONTNEED, start, hi - start)
+
+    @property
+    def spilled(self) -> bool:
+        """The columns are in a file (``spill``), not in memory: no row can be added."""
+        return not isinstance(self._cols[self._fields[0][0]], array)
 
     def get(self, i: int, name: str):
         """Row ``i``'s field ``name``."""
@@ -223,7 +245,7 @@ class StructColumns(Sequence[T], Generic[T]):
         """Keep the rows at the indices ``rows``, in that order."""
         taken = type(self)(strings=self.strings)
         taken.extend_rows(self, rows)
-        self._cols, self._ends = taken._cols, taken._ends
+        self._cols, self._ends, self._pages = taken._cols, taken._ends, []
 
     # -- Sequence ------------------------------------------------------------------------------
 
@@ -295,3 +317,40 @@ class StructColumns(Sequence[T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} row(s))"
+
+
+def spill(lists: Iterable[StructColumns], directory: str | os.PathLike | None = None) -> None:
+    """Move the columns of ``lists`` (lists of one Struct) out of the process's memory: each
+    field's columns, one list after another, into one file under ``directory`` (default the
+    system's temporary directory), unlinked as it is created and read back through a memory map.
+    The rows read, and change in place, as before (the kernel pages them in and out, and the
+    file is gone with the last reference); none can be added. A long history's report (tens of
+    millions of violations and effects, bench/RESULTS.md) is then not held in memory while the
+    plan's later steps run; a list already spilled or empty is left as it is."""
+    held = [c for c in lists if len(c) and not c.spilled]
+    if not held:
+        return
+    for name, kind in held[0]._fields:
+        for part in ("_cols", "_ends") if kind == _INTS else ("_cols",):
+            columns = [getattr(c, part)[name] for c in held]
+            mapped = _mapped(columns, directory)
+            if mapped is None:
+                continue
+            view, itemsize, lo = memoryview(mapped).cast(columns[0].typecode), columns[0].itemsize, 0
+            for c, col in zip(held, columns, strict=True):
+                getattr(c, part)[name] = view[lo : lo + len(col)]
+                c._pages.append((mapped, lo * itemsize, (lo + len(col)) * itemsize))
+                lo += len(col)
+
+
+def _mapped(columns: list[array], directory) -> mmap.mmap | None:
+    """``columns`` written one after another to an unlinked file, mapped writable (None: all
+    empty, nothing to map)."""
+    with tempfile.TemporaryFile(dir=directory) as f:
+        for col in columns:
+            f.write(col)  # the array's own buffer, not a copy
+        size = f.tell()
+        if not size:
+            return None
+        f.flush()
+        return mmap.mmap(f.fileno(), size)  # keeps its own handle: the file may close

@@ -44,6 +44,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -130,7 +131,7 @@ class EffectList(StructColumns[Effect]):
 
     def moves(self, into: dict[str, list]) -> None:
         """Add this list's effects to ``into``: role -> [ended, still open, the times to move of
-        those ended with one]."""
+        those ended with one (an ``array``: tens of millions at 10^8 records)]."""
         table = self.strings.table
         cols = self._cols
         for role, ended, took in zip(cols["role"], cols["ended_by"], cols["time_to_move_ms"], strict=True):
@@ -158,8 +159,10 @@ def effect_pairs(effects: Sequence[Effect]) -> set[tuple[str, int]]:
 def effect_topics(incidents: Iterable[Incident], topics: dict[str, str]) -> None:
     """Add to ``topics`` (topic id -> name) the names of the topics effects name."""
     for inc in incidents:
-        for topic_id, name in sorted(_columns(inc.effects).topic_names()):
+        effects = _columns(inc.effects)
+        for topic_id, name in sorted(effects.topic_names()):
             topics.setdefault(topic_id, name)
+        effects.drop_pages()  # spilled effects read are not held (``columns.spill``)
 
 
 class Incident(msgspec.Struct, kw_only=True):
@@ -1002,6 +1005,7 @@ def _finished(inc: Incident, spans: Spans, end_ms: int | None) -> Incident:
                 if start is None or to is None or to < lo:
                     break
                 total += max(0, min(to, hi) - max(start, lo))
+        _columns(inc.effects).drop_pages()
     inc.unavailable_ms = total
     return inc
 
@@ -1018,8 +1022,8 @@ def percentile(sorted_values: list[int], q: float) -> int | None:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-def _stats(moved: int, still_open: int, times: list[int]) -> MoveStats:
-    times.sort()
+def _stats(moved: int, still_open: int, times: array) -> MoveStats:
+    np.frombuffer(times, dtype=np.int64).sort()  # in place: a sorted copy would double them
     return MoveStats(
         moved=moved,
         open=still_open,
@@ -1031,11 +1035,13 @@ def _stats(moved: int, still_open: int, times: list[int]) -> MoveStats:
 
 def handling(incidents: list[Incident]) -> Handling:
     """How fast the incidents' effects were ended: leadership and ISR, p50/p99/max."""
-    moves: dict[str, list] = {"leader": [0, 0, []], "isr": [0, 0, []]}
+    moves: dict[str, list] = {"leader": [0, 0, array("q")], "isr": [0, 0, array("q")]}
     by_kind: dict[str, int] = {}
     for inc in incidents:
         by_kind[inc.kind] = by_kind.get(inc.kind, 0) + 1
-        _columns(inc.effects).moves(moves)
+        effects = _columns(inc.effects)
+        effects.moves(moves)
+        effects.drop_pages()
     return Handling(
         incidents=len(incidents),
         by_kind=dict(sorted(by_kind.items())),
@@ -1090,6 +1096,8 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
         for ent in inc.entities if deep else inc.own_entities:
             if ent in named:
                 by_entity.setdefault(ent, []).append(inc)
+        if deep:
+            _columns(inc.effects).drop_pages()
     # A columnar list builds only the violations of the incidents' entities.
     rows = (
         violations.of_entities(by_entity)
@@ -1102,5 +1110,7 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
             if (end is None or first <= end) and (v_end is None or v_end >= inc.failed_at):
                 inc.violations.append(i)
                 inc.invariants[invariant] = inc.invariants.get(invariant, 0) + 1
+    if columns:
+        violations.drop_pages()
     for inc in incidents:
         inc.invariants = dict(sorted(inc.invariants.items()))

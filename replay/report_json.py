@@ -47,7 +47,7 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
             write_json(getattr(value, name), write, chunk_bytes=chunk_bytes)
         write(b"}")
     elif isinstance(value, StructColumns) and len(value) > PROBE and _plain(value.struct):
-        _chunks(len(value), value.dicts, b"[", b"]", write, chunk_bytes)
+        _chunks(len(value), value.dicts, b"[", b"]", write, chunk_bytes, after=value.drop_pages)
     elif isinstance(value, list | StructColumns) and len(value) > PROBE:
         _chunks(len(value), lambda lo, hi: value[lo:hi], b"[", b"]", write, chunk_bytes)
     elif isinstance(value, dict) and len(value) > PROBE:
@@ -55,6 +55,8 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
         _chunks(len(value), lambda lo, hi: dict(islice(items, hi - lo)), b"{", b"}", write, chunk_bytes)
     else:
         write(_encode(value))
+        if isinstance(value, StructColumns):
+            value.drop_pages()
 
 
 def encode(value: object) -> bytes:
@@ -65,14 +67,17 @@ def encode(value: object) -> bytes:
     return b"".join(pieces)
 
 
-def _chunks(n: int, take, opening: bytes, closing: bytes, write, chunk_bytes: int) -> None:
+def _chunks(n: int, take, opening: bytes, closing: bytes, write, chunk_bytes: int, after=None) -> None:
     """``n`` items of a list or dict, ``take(lo, hi)`` giving items lo..hi-1 in order (as a list
-    or dict), encoded a chunk at a time, each chunk's own brackets dropped."""
+    or dict), encoded a chunk at a time, each chunk's own brackets dropped; ``after()`` after
+    each chunk is taken (a spilled list's pages let go: ``StructColumns.drop_pages``)."""
     write(opening)
     lo, size = 0, PROBE
     while lo < n:
         hi = min(n, lo + size)
         doc = _encode(take(lo, hi))
+        if after is not None:
+            after()
         write(doc[1:-1] if lo == 0 else b"," + doc[1:-1])
         if lo == 0:
             # The probe's bytes per item size the rest: about chunk_bytes each.

@@ -33,6 +33,10 @@ class Violation(msgspec.Struct, kw_only=True):
     evidence: list[int]
 
 
+_HITS_AT_ONCE = 65_536
+"""``of_entities`` reads the hits' columns this many rows at a time."""
+
+
 class ViolationList(StructColumns[Violation]):
     """Violations in columns (``replay.columns``), appended one at a time or taken from another
     list by index, sorted into report order."""
@@ -97,10 +101,12 @@ class ViolationList(StructColumns[Violation]):
             return
         hits = pc.indices_nonzero(pc.is_in(wrap(self._cols["entity"]), value_set=pa.array(wanted, pa.uint32())))
         cols, table = self._cols, self.strings.table
-        taken = [pc.take(wrap(cols[name]), hits).to_pylist() for name in ("invariant", "entity", "first_offset")]
-        lasts = [None if v == NONE_INT else v for v in pc.take(wrap(cols["last_offset"]), hits).to_pylist()]
-        for i, inv, ent, first, last in zip(hits.to_pylist(), *taken, lasts, strict=True):
-            yield i, table[inv], table[ent], first, last
+        for lo in range(0, len(hits), _HITS_AT_ONCE):  # as Python values, a slice at a time
+            part = hits.slice(lo, _HITS_AT_ONCE)
+            taken = [pc.take(wrap(cols[name]), part).to_pylist() for name in ("invariant", "entity", "first_offset")]
+            lasts = [None if v == NONE_INT else v for v in pc.take(wrap(cols["last_offset"]), part).to_pylist()]
+            for i, inv, ent, first, last in zip(part.to_pylist(), *taken, lasts, strict=True):
+                yield i, table[inv], table[ent], first, last
 
     def entities(self) -> set[str]:
         """The entities some violation names."""

@@ -5,6 +5,7 @@ hold is refused by name."""
 from __future__ import annotations
 
 from array import array
+from unittest.mock import patch
 
 import msgspec
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlake.replay.columns import Strings, StructColumns
+from kraftlake.replay.columns import Strings, StructColumns, spill
 from kraftlake.replay.incidents import (
     Effect,
     EffectList,
@@ -233,9 +234,90 @@ def test_violations_in_columns_link_to_incidents_as_a_list_does(found, shapes, h
 
     as_list, as_columns = incidents(), incidents()
     link_violations(as_list, found)
-    link_violations(as_columns, ViolationList(found))
+    with patch("kraftlake.replay.violations._HITS_AT_ONCE", 3):  # read across several slices
+        link_violations(as_columns, ViolationList(found))
     assert [(i.violations, i.invariants) for i in as_columns] == [(i.violations, i.invariants) for i in as_list]
     for inc in as_list:  # and each link is a violation of the incident's entities, in its span
         for i in inc.violations:
             v = found[i]
             assert v.entity in inc.entities and v.first_offset <= (inc.ended_at if inc.ended_at is not None else 99)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(rows, max_size=12), min_size=1, max_size=4), st.data())
+def test_spilled_rows_read_change_and_take_as_in_memory(lists, data):
+    shared = Strings()
+    held = [Rows(items, strings=shared) for items in lists]
+    spill(held, None)
+    assert [list(h) for h in held] == lists
+    assert all(h.spilled for h, items in zip(held, lists, strict=True) if items)
+    assert [h.dicts(0, len(h)) for h in held] == [[msgspec.to_builtins(r) for r in items] for items in lists]
+    which = data.draw(st.sampled_from([i for i, items in enumerate(lists) if items] or [None]))
+    if which is None:
+        return
+    items, h = lists[which], held[which]
+    i = data.draw(st.integers(0, len(items) - 1))
+    changes = data.draw(st.fixed_dictionaries({}, optional={"name": texts, "m": st.none() | big}))
+    h.set(i, **changes)
+    items[i] = msgspec.structs.replace(items[i], **changes)
+    assert [list(x) for x in held] == lists  # the change is the row's alone
+    for x in held:  # the pages let go are read back from the file, the change with them
+        x.drop_pages()
+    assert [list(x) for x in held] == lists
+    picks = data.draw(st.lists(st.integers(0, len(items) - 1), max_size=10))
+    taken = Rows()
+    taken.extend_rows(h, pa.array(picks, pa.int64()))
+    assert list(taken) == [items[j] for j in picks]
+    with pytest.raises(AttributeError):
+        h.append(items[0])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(violations, max_size=30))
+def test_a_spilled_violation_list_sorts_counts_and_links_as_before(found):
+    held, spilled = ViolationList(found), ViolationList(found)
+    spill([spilled], None)
+    assert spilled.counts() == held.counts() and spilled.entities() == held.entities()
+    assert list(spilled.of_entities(["broker/1", "partition/t1/0"])) == list(
+        held.of_entities(["broker/1", "partition/t1/0"])
+    )
+    held.sort()
+    spilled.sort()
+    assert list(spilled) == list(held)
+
+
+ended_effects = st.builds(
+    Effect,
+    topic_id=st.just("t1"),
+    topic=st.none(),
+    partition=st.integers(0, 3),
+    role=st.sampled_from(["leader", "isr"]),
+    caused_by=st.just(0),
+    ended_by=st.none() | st.integers(1, 9),
+    time_to_move_ms=st.none() | st.integers(-5, 10**12),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(ended_effects, max_size=15), max_size=4), st.booleans())
+def test_handling_counts_and_nearest_rank_percentiles(lists, spilled):
+    import math
+
+    from kraftlake.replay.incidents import handling
+
+    incs = [
+        Incident(id=f"i{n}", kind="broker-fenced", broker=1, failed_at=0, effects=EffectList(items))
+        for n, items in enumerate(lists)
+    ]
+    if spilled:
+        spill([i.effects for i in incs], None)
+    got = handling(incs)
+    for role, stats in (("leader", got.leadership), ("isr", got.isr)):
+        mine = [e for items in lists for e in items if e.role == role]
+        times = sorted(e.time_to_move_ms for e in mine if e.ended_by is not None and e.time_to_move_ms is not None)
+        rank = {q: times[max(1, math.ceil(q * len(times))) - 1] if times else None for q in (0.5, 0.99)}
+        assert (stats.moved, stats.open) == (
+            sum(e.ended_by is not None for e in mine),
+            sum(e.ended_by is None for e in mine),
+        )
+        assert (stats.p50_ms, stats.p99_ms, stats.max_ms) == (rank[0.5], rank[0.99], times[-1] if times else None)

@@ -74,7 +74,8 @@ class DuckEngine:
         self._tmp = None if temp_directory is not None else tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
         spill = temp_directory if temp_directory is not None else self._tmp
         self.spill = str(spill)
-        """Where DuckDB spills beyond its memory limit."""
+        """Where DuckDB spills beyond its memory limit, and the driver its report's columns
+        (``columns.spill``)."""
         config = {
             "threads": threads or cores(),
             "temp_directory": str(spill),

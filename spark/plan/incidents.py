@@ -62,6 +62,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
+from kraftlake.replay.columns import spill
 from kraftlake.replay.incidents import (
     MIN_ISR,
     Availability,
@@ -573,9 +574,11 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
             asked = sorted(asked_effects, key=lambda k: (k[0], k[1], k[2] or ""))
             _register_requests(engine, asked)
             found_effects = effect_rows(engine, asked, last)
-    # The partition side's rows are all in the incidents now: not held through availability.
+    # The partition side's rows are all in the incidents now: not held through availability,
+    # and the effects (tens of millions at 10^8 records) are spilled out of memory.
     del found_effects, found_departures
     replay.found_effects = replay.found_departures = {}
+    spill([inc.effects for inc in replay.incidents], engine.spill)
 
     offline = observer.offline_rows(referenced)
     by_key: dict[tuple[int, str], list[tuple[int, int | None]]] = {}

@@ -34,6 +34,9 @@ class SparkEngine:
     def __init__(self, spark, *, scratch: str | None = None):
         self.spark = spark
         self._scratch = Scratch(spark, scratch)
+        self.spill: str | None = None
+        """Where the driver's report columns spill (``columns.spill``): the system's temporary
+        directory."""
         self._conf = _broadcast_at_run_time(spark)
 
     def read(self, df) -> None:
