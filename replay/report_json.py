@@ -24,9 +24,12 @@ PROBE = 64
 
 
 def _columns_as_list(value: object) -> object:
-    """msgspec's hook for what it cannot encode by itself: Structs in columns become a list."""
+    """msgspec's hook for what it cannot encode by itself: Structs in columns become a list (a
+    spilled list's pages are let go once read: an incident's effects, encoded inside it)."""
     if isinstance(value, StructColumns):
-        return value.dicts(0, len(value)) if _plain(value.struct) else value[:]
+        rows = value.dicts(0, len(value)) if _plain(value.struct) else value[:]
+        value.drop_pages()
+        return rows
     raise NotImplementedError(f"cannot encode {type(value).__name__}")
 
 
@@ -55,8 +58,6 @@ def write_json(value: object, write: Callable[[bytes], object], *, chunk_bytes: 
         _chunks(len(value), lambda lo, hi: dict(islice(items, hi - lo)), b"{", b"}", write, chunk_bytes)
     else:
         write(_encode(value))
-        if isinstance(value, StructColumns):
-            value.drop_pages()
 
 
 def encode(value: object) -> bytes:

@@ -265,6 +265,33 @@ def test_the_plans_incidents_are_the_trackers_on_a_history_of_shards(tmp_path, m
     _same(log, report)
 
 
+@pytest.mark.parametrize("rows", [1, 7])
+def test_closed_incidents_effects_spilled_during_the_replay_are_the_trackers(tmp_path, monkeypatch, rows):
+    """Effects of incidents that closed are spilled out of memory as the replay goes, once
+    ``SPILL_ROWS`` of them are held (``_Incidents._close``), not only after the replay; the
+    report is the tracker's all the same."""
+    from test_incidents import SHARDED, _shards
+
+    monkeypatch.setattr(plan_incidents, "SPILL_ROWS", rows)
+    spills = []
+    real = plan_incidents.spill
+
+    def counted(lists, directory=None):
+        lists = list(lists)
+        spills.append(sum(len(x) for x in lists if not x.spilled))
+        real(lists, directory)
+
+    monkeypatch.setattr(plan_incidents, "spill", counted)
+    log = Log.create(tmp_path / "log")
+    log.append(_shards(SHARDED, 3, 2000)[1])
+    report = _plan(log, monkeypatch)
+    during = spills[:-1]  # the last: what was still held after the replay
+    assert len(during) >= 2 and all(n >= rows for n in during)
+    assert sum(spills) == sum(len(i.effects) for i in report.incidents)
+    assert any(i.ended_at is not None and i.effects for i in report.incidents)
+    _same(log, report)
+
+
 def test_the_plans_incidents_are_the_trackers_when_a_directory_comes_back(tmp_path, monkeypatch):
     from test_incidents import back_and_dropped
 

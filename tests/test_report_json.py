@@ -109,3 +109,32 @@ def test_an_audit_report_with_incidents_is_written_byte_for_byte(bug):
         msgspec.structs.replace(report, violations=list(report.violations), incidents=incidents)
     )
     assert streamed(report, chunk_bytes=256) == whole == encode(report)
+
+
+def test_spilled_effects_encoded_inside_their_incidents_let_their_pages_go(monkeypatch):
+    """An incident's effects (``EffectList``, spilled by the plan) are encoded inside the
+    incident, through msgspec's hook: their pages are let go once read, as a long list's are
+    chunk by chunk, and the bytes are the same."""
+    from kraftlake.replay.columns import StructColumns, spill
+
+    cfg = WorkloadConfig(brokers=6, dirs_per_broker=3, topics=3, partitions=24, seed=5)
+    audit = Audit(AuditConfig())
+    audit.feed([r for batch in generate(cfg, records=3000) for r in batch])
+    report = audit.report()
+    incidents = [msgspec.structs.replace(i, effects=list(i.effects)) for i in report.incidents]
+    whole = msgspec.json.encode(
+        msgspec.structs.replace(report, violations=list(report.violations), incidents=incidents)
+    )
+    spill([i.effects for i in report.incidents])
+    held = [i.effects for i in report.incidents if len(i.effects)]
+    assert held and all(e.spilled for e in held)
+    dropped: list[int] = []
+    real = StructColumns.drop_pages
+
+    def counted(self):
+        dropped.append(id(self))
+        real(self)
+
+    monkeypatch.setattr(StructColumns, "drop_pages", counted)
+    assert streamed(report, chunk_bytes=256) == whole
+    assert {id(e) for e in held} <= set(dropped)

@@ -89,6 +89,9 @@ log = get_logger(__name__)
 
 FALLBACK = "records without a time: incidents by the per-record pass"
 """Why a log's incidents came from ``find_incidents`` (logged)."""
+SPILL_ROWS = 1 << 20
+"""Closed incidents' effects held in memory before they are spilled together (a file per field
+for the lot: a long history's tens of millions make a few dozen files, not one per incident)."""
 
 _BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
 _DOWN = None
@@ -448,9 +451,17 @@ class _Incidents(IncidentRules):
     rows of ``departure_rows``) from the plan; what it needs and was not given, it asks for
     (``ask_effects``, ``ask_departures``) and goes on as if it were nothing."""
 
-    def __init__(self, lives, names: dict[str, str], found_effects: dict, found_departures: dict) -> None:
+    def __init__(
+        self, lives, names: dict[str, str], found_effects: dict, found_departures: dict, spill_dir=None
+    ) -> None:
         super().__init__()
         self.lives, self.names = lives, names
+        self.spill_dir = spill_dir
+        """Where closed incidents' effects are spilled (``columns.spill``; None: the system's
+        temporary directory)."""
+        self.closed: list[Incident] = []
+        """Closed incidents whose effects are still in memory, ``closed_rows`` effects in all."""
+        self.closed_rows = 0
         self.found_effects, self.found_departures = found_effects, found_departures
         self.ask_effects: set[tuple[int, int, str | None]] = set()
         self.ask_departures: set[tuple[int, int, int]] = set()
@@ -489,6 +500,19 @@ class _Incidents(IncidentRules):
             if not oe.ended:
                 self._end(oe, at, ts, why, leader)
                 self._maybe_close(oe.incident, at, ts)
+
+    def _close(self, inc: Incident, offset: int, ts: int | None) -> None:
+        closing = inc.ended_at is None
+        super()._close(inc, offset, ts)
+        if not closing or not len(inc.effects):
+            return
+        # A closed incident's effects only change in place (``end``) from here: out of memory
+        # once enough are held, not at the replay's end with every incident's.
+        self.closed.append(inc)
+        self.closed_rows += len(inc.effects)
+        if self.closed_rows >= SPILL_ROWS:
+            spill([i.effects for i in self.closed], self.spill_dir)
+            self.closed, self.closed_rows = [], 0
 
     # -- the rules' hooks: partitions from the plan ----------------------------------------------
 
@@ -560,7 +584,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     found_departures: dict = {}
     asked_effects: set[tuple[int, int, str | None]] = set()
     while True:
-        replay = _Incidents(lives, observer.names, found_effects, found_departures)
+        replay = _Incidents(lives, observer.names, found_effects, found_departures, engine.spill)
         replay.run(observer.events)
         if isinstance(found_effects, _Streamed):
             found_effects.close()  # before any other statement: this round has read its rows
