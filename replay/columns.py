@@ -213,23 +213,28 @@ class StructColumns(Sequence[T], Generic[T]):
             mapped.append(NONE_STR)
             mapping = wrap(mapped)
         for name, kind in self._fields:
-            col = self._cols[name]
-            if kind == _INTS:
-                values = pc.take(other._list(name), rows)
-                offsets = unwrap(values.offsets, "q")
-                base, start = len(col), offsets[0]
-                col.extend(unwrap(values.flatten(), "q"))
-                self._ends[name].extend(unwrap(pc.add(wrap(offsets[1:]), base - start), "q"))
-                continue
-            taken = pc.take(wrap(other._cols[name]), rows)
-            if kind in (_STR, _OPT_STR) and mapping is not None:
-                # NONE_STR maps through the table's last entry.
-                taken = pc.take(mapping, pc.min_element_wise(taken, pa.scalar(len(mapping) - 1, pa.uint32())))
-            col.extend(unwrap(taken, col.typecode))
+            self._extend_field(other, rows, name, kind, mapping)
+
+    def _extend_field(self, other: StructColumns[T], rows: pa.Array, name: str, kind: int, mapping) -> None:
+        """``extend_rows`` of one field (``mapping``: ``other``'s string numbers in this list's
+        table, None when the two share one)."""
+        col = self._cols[name]
+        if kind == _INTS:
+            values = pc.take(other._list(name), rows)
+            offsets = unwrap(values.offsets, "q")
+            base, start = len(col), offsets[0]
+            col.extend(unwrap(values.flatten(), "q"))
+            self._ends[name].extend(unwrap(pc.add(wrap(offsets[1:]), base - start), "q"))
+            return
+        taken = pc.take(wrap(other._cols[name]), rows)
+        if kind in (_STR, _OPT_STR) and mapping is not None:
+            # NONE_STR maps through the table's last entry.
+            taken = pc.take(mapping, pc.min_element_wise(taken, pa.scalar(len(mapping) - 1, pa.uint32())))
+        col.extend(unwrap(taken, col.typecode))
 
     def _list(self, name: str) -> pa.LargeListArray:
         offsets = array("q", [0])
-        offsets.extend(self._ends[name])
+        offsets.frombytes(memoryview(self._ends[name]).cast("B"))  # a spilled list's view too, in C
         return pa.LargeListArray.from_arrays(wrap(offsets), wrap(self._cols[name]))
 
     def _string_ranks(self) -> pa.Array:
@@ -241,11 +246,24 @@ class StructColumns(Sequence[T], Generic[T]):
             rank[code] = r
         return wrap(rank)
 
-    def reorder(self, rows: pa.Array) -> None:
-        """Keep the rows at the indices ``rows``, in that order."""
+    def reorder(self, rows: pa.Array, *, spill_to: str | os.PathLike | None | bool = False) -> None:
+        """Keep the rows at the indices ``rows``, in that order. ``spill_to`` (a directory, or
+        None for the system's temporary one): the rows kept are ``spill``ed there a field at a
+        time, each as soon as it is taken, and this list's own column let go: the list and one
+        field's copy are held at once, never two copies of it."""
         taken = type(self)(strings=self.strings)
-        taken.extend_rows(self, rows)
-        self._cols, self._ends, self._pages = taken._cols, taken._ends, []
+        if spill_to is False:
+            taken.extend_rows(self, rows)
+            self._cols, self._ends, self._pages = taken._cols, taken._ends, []
+            return
+        pages = []
+        for name, kind in self._fields:
+            taken._extend_field(self, rows, name, kind, None)
+            pages += [page for _list, page in _spill_field([taken], name, kind, spill_to)]
+            self._cols[name] = taken._cols[name]
+            if kind == _INTS:
+                self._ends[name] = taken._ends[name]
+        self._pages = pages
 
     # -- Sequence ------------------------------------------------------------------------------
 
@@ -331,16 +349,25 @@ def spill(lists: Iterable[StructColumns], directory: str | os.PathLike | None = 
     if not held:
         return
     for name, kind in held[0]._fields:
-        for part in ("_cols", "_ends") if kind == _INTS else ("_cols",):
-            columns = [getattr(c, part)[name] for c in held]
-            mapped = _mapped(columns, directory)
-            if mapped is None:
-                continue
-            view, itemsize, lo = memoryview(mapped).cast(columns[0].typecode), columns[0].itemsize, 0
-            for c, col in zip(held, columns, strict=True):
-                getattr(c, part)[name] = view[lo : lo + len(col)]
-                c._pages.append((mapped, lo * itemsize, (lo + len(col)) * itemsize))
-                lo += len(col)
+        for c, page in _spill_field(held, name, kind, directory):
+            c._pages.append(page)
+
+
+def _spill_field(held: list[StructColumns], name: str, kind: int, directory) -> list:
+    """``spill`` of one field of the lists ``held``: their columns of it moved to one file.
+    Returns (list, its page range) for each column moved."""
+    pages = []
+    for part in ("_cols", "_ends") if kind == _INTS else ("_cols",):
+        columns = [getattr(c, part)[name] for c in held]
+        mapped = _mapped(columns, directory)
+        if mapped is None:
+            continue
+        view, itemsize, lo = memoryview(mapped).cast(columns[0].typecode), columns[0].itemsize, 0
+        for c, col in zip(held, columns, strict=True):
+            getattr(c, part)[name] = view[lo : lo + len(col)]
+            pages.append((c, (mapped, lo * itemsize, (lo + len(col)) * itemsize)))
+            lo += len(col)
+    return pages
 
 
 def _mapped(columns: list[array], directory) -> mmap.mmap | None:

@@ -9,13 +9,14 @@ kernels, counts per invariant, the grace's intervals as Arrow columns.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kraftlake.replay.columns import NONE_INT, StructColumns, wrap
+from kraftlake.replay.columns import NONE_INT, StructColumns, spill, wrap
 from kraftlake.statemachine.invariants import BY_ID
 
 
@@ -56,9 +57,12 @@ class ViolationList(StructColumns[Violation]):
         else:
             self.add_row(inv, BY_ID[inv].severity, entity, first, fixed_by - 1, message, (first, fixed_by))
 
-    def sort(self) -> None:
-        """Into report order, stably: by first offset, invariant, entity (``Books.violations``)."""
+    def sort(self, *, spill_to: str | os.PathLike | None | bool = False) -> None:
+        """Into report order, stably: by first offset, invariant, entity (``Books.violations``).
+        ``spill_to``: the sorted rows spilled there a field at a time (``reorder``)."""
         if len(self) < 2:
+            if spill_to is not False:
+                spill([self], spill_to)
             return
         ranks = self._string_ranks()
         keys = pa.table(
@@ -68,7 +72,9 @@ class ViolationList(StructColumns[Violation]):
                 "entity": pc.take(ranks, wrap(self._cols["entity"])),
             }
         )
-        self.reorder(pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in ("first", "inv", "entity")]))
+        order = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in ("first", "inv", "entity")])
+        del keys, ranks
+        self.reorder(order, spill_to=spill_to)
 
     def interval_columns(self) -> pa.Table:
         """``i`` (the row), ``first_offset`` and ``fixed_by`` (the record after ``last_offset``;

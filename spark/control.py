@@ -21,6 +21,7 @@ grown each stream-set object to hundreds of ranges).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -75,9 +76,10 @@ class ControlPlane:
     """(topic id, created at, removed at or None) per lifetime."""
     dir_removals: list[tuple[int, int, str]] = field(default_factory=list)
     """(offset, broker, directory) per directory a BrokerRegistrationChange took away."""
-    accepted_assignments: list[int] = field(default_factory=list)
+    accepted_assignments: array = field(default_factory=lambda: array("q"))
     """Offsets of the AssignReplicasToDirsRequests the controller accepts (registered broker,
-    current epoch): K9 holds the partitions to what they report."""
+    current epoch): K9 holds the partitions to what they report. An ``array``, not Python ints:
+    a long history holds millions (bench/RESULTS.md, session 13)."""
     mv_levels: list[tuple[int, int]] = field(default_factory=list)
     """(offset, metadata.version in force after it) wherever it changed."""
     streams_state_hash: str | None = None

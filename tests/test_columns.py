@@ -321,3 +321,28 @@ def test_handling_counts_and_nearest_rank_percentiles(lists, spilled):
             sum(e.ended_by is None for e in mine),
         )
         assert (stats.p50_ms, stats.p99_ms, stats.max_ms) == (rank[0.5], rank[0.99], times[-1] if times else None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(rows, max_size=25), st.data())
+def test_rows_reordered_into_files_a_field_at_a_time_are_those_reordered_in_memory(items, data):
+    picks = data.draw(st.lists(st.integers(0, max(0, len(items) - 1)), max_size=25) if items else st.just([]))
+    order = pa.array(picks, pa.int64())
+    in_memory, spilled = Rows(items), Rows(items)
+    in_memory.reorder(order)
+    spilled.reorder(order, spill_to=None)
+    assert list(spilled) == list(in_memory) == [items[i] for i in picks]
+    if picks:
+        assert spilled.spilled and not in_memory.spilled
+        spilled.drop_pages()
+        assert list(spilled) == [items[i] for i in picks]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(violations, max_size=30))
+def test_violations_sorted_into_files_are_those_sorted_in_memory(found):
+    held, spilled = ViolationList(found), ViolationList(found)
+    held.sort()
+    spilled.sort(spill_to=None)
+    assert list(spilled) == list(held)
+    assert spilled.spilled or not found

@@ -19,10 +19,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+import pyarrow as pa
+
 from kraftlake.logging import get_logger
 from kraftlake.records.base import gc_paused
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, attach_incidents, violation
-from kraftlake.replay.columns import spill
+from kraftlake.replay.columns import spill, wrap
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
@@ -258,8 +260,12 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     k8_k10, crossings = broker_checks(plane, counts, set(events), found)
     candidates.extend(k8_k10)
     del k8_k10
+    # Only read from here on (the grace's intervals, the rows held beyond it): out of memory
+    # while K9 and the grace run (two per replica a broker leaves UNASSIGNED: tens of millions
+    # in a long history, bench/RESULTS.md).
+    spill([candidates], engine.spill)
     if plane.accepted_assignments:
-        engine.table("accepted", [(a,) for a in plane.accepted_assignments], [("off", "BIGINT")])
+        engine.arrow_table("accepted", pa.table({"off": wrap(plane.accepted_assignments)}))
         ((k9_checked,),) = engine.rows(sql.k9_checked(d))
         sql_checked["K9"] = int(k9_checked)
         for pk, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
@@ -283,10 +289,10 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
     # K8/K10 judge a broker at its own records (the driver counted those) and where its
     # UNASSIGNED count leaves or returns to zero: ``crossings``, the counts' rows at other offsets.
-    found.sort()
     # Out of memory from here on: the incidents' and availability's statements and the driver's
-    # replay run beside it (at 10^8 records, 17 million violations held about 1 GB).
-    spill([found], engine.spill)
+    # replay run beside it (a long history's violations are tens of millions, bench/RESULTS.md).
+    # Sorted into files a field at a time: never two copies of them held.
+    found.sort(spill_to=engine.spill)
     tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
     report = report_of(config, found, plane, n, first, last, state_hash, tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
