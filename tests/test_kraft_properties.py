@@ -40,12 +40,7 @@ from kraftlake.records.observations import OBSERVATION_RECORDS
 from kraftlake.records.types import uuid_from_bytes
 from kraftlake.statemachine.kraft import Election, PartitionChangeBuilder, PartitionRegistration, merge, replay
 from kraftlake.statemachine.kraft.features import partition_record_version
-from kraftlake.statemachine.kraft.view import (
-    encoded_state_hash,
-    partition_image,
-    state_hash_of,
-    streamed_state_hash,
-)
+from kraftlake.statemachine.kraft.view import partition_image, state_hash_of, streamed_state_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
@@ -453,26 +448,6 @@ def test_streamed_state_hash_hashes_the_whole_encoding(fields, key, items, batch
     wherever the key sorts among the others (first, last, alone) and whatever the items."""
     fields.pop(key, None)
     assert streamed_state_hash(fields, key, iter(items), batch) == state_hash_of({**fields, key: items})
-
-
-@given(
-    fields=st.dictionaries(st.text(max_size=4), _json_values, max_size=5),
-    key=st.text(max_size=4),
-    items=st.lists(_json_values, max_size=12),
-    cuts=st.lists(st.integers(0, 12), max_size=6),
-    empties=st.lists(st.integers(0, 12), max_size=3),
-)
-def test_encoded_state_hash_hashes_items_given_as_their_json(fields, key, items, cuts, empties):
-    """Items given already encoded (the columnar audit's partitions, each written by its engine),
-    comma-joined in pieces cut anywhere, empty pieces among them: the same hash as the whole
-    dict's canonical encoding."""
-    fields.pop(key, None)
-    encoded = [msgspec.json.encode(i, order="deterministic") for i in items]
-    bounds = sorted({0, len(encoded), *(c for c in cuts if c <= len(encoded))})
-    pieces = [b",".join(encoded[a:b]) for a, b in zip(bounds, bounds[1:])]
-    for e in empties:
-        pieces.insert(min(e, len(pieces)), b"")
-    assert encoded_state_hash(fields, key, pieces) == state_hash_of({**fields, key: items})
 
 
 # -- the audit's fast screen ---------------------------------------------------------------------

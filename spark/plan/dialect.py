@@ -145,30 +145,6 @@ class Dialect:
         collected = f"array_sort(collect_list(CASE WHEN {where} THEN struct({by} AS k, {value} AS x) END))"
         return f"CASE WHEN count(CASE WHEN {where} THEN 1 END) > 0 THEN transform({collected}, s -> s.x) END"
 
-    def text(self, x: str) -> str:
-        """``x`` as a string (an integer's decimal digits)."""
-        return f"CAST({x} AS VARCHAR)" if self.duck else f"CAST({x} AS STRING)"
-
-    def concat(self, *parts: str) -> str:
-        """The strings ``parts`` end to end (null if any is null)."""
-        return "(" + " || ".join(parts) + ")" if self.duck else f"concat({', '.join(parts)})"
-
-    def json_ints(self, a: str) -> str:
-        """The integer array ``a`` as compact JSON: ``[1,2]``."""
-        if self.duck:
-            return f"('[' || array_to_string({a}, ',') || ']')"
-        return f"concat('[', array_join(transform({a}, v -> CAST(v AS STRING)), ','), ']')"
-
-    def json_pairs(self, a: str, b: str, first: str, second: str) -> str:
-        """``a`` and ``b`` paired element by element (to the shorter's length, as Python's
-        ``zip``) as a compact JSON array of objects ``{first: integer, second: string}``."""
-        head, mid = f"""'{{"{first}":'""", f"""',"{second}":"'"""
-        if self.duck:
-            item = f"""{head} || CAST(x AS VARCHAR) || {mid} || CAST({b}[i] AS VARCHAR) || '"}}'"""
-            return f"('[' || array_to_string(list_transform({a}, lambda x, i: {item}), ',') || ']')"
-        item = f"""concat({head}, CAST(x AS STRING), {mid}, y, '"}}')"""
-        return f"concat('[', array_join(zip_with({a}, {b}, (x, y) -> {item}), ','), ']')"
-
     def max_by(self, value: str, by: str) -> str:
         """``value`` of the row with the greatest ``by`` (``value`` never null here)."""
         return f"arg_max({value}, {by})" if self.duck else f"max_by({value}, {by})"

@@ -695,46 +695,15 @@ def in_partition_order(d: Dialect, pk: str) -> tuple[str, str]:
     as the view's image lists partitions: topic id, then partition id (signed, ``pk``'s low 32
     bits)."""
     life = d.idiv(pk, 1 << 32)
-    return f"JOIN lives l ON l.life_index = {life}", f"l.life_topic, {_partition_id(d, pk)}"
+    low = f"({pk} - {life} * {1 << 32})"
+    partition = f"CASE WHEN {low} >= {1 << 31} THEN {low} - {1 << 32} ELSE {low} END"
+    return f"JOIN lives l ON l.life_index = {life}", f"l.life_topic, {partition}"
 
 
-def _partition_id(d: Dialect, pk: str) -> str:
-    """The partition id ``pk`` numbers (its low 32 bits, signed)."""
-    low = f"({pk} - {d.idiv(pk, 1 << 32)} * {1 << 32})"
-    return f"CASE WHEN {low} >= {1 << 31} THEN {low} - {1 << 32} ELSE {low} END"
-
-
-def partition_images(d: Dialect) -> str:
-    """The partitions that exist at the end, each as its canonical JSON (``view.partition_image``
-    as ``state_hash_of`` encodes it: the fields in the Struct's order, no spaces), column
-    ``j``, in the view's partition order (``in_partition_order``); of two lives of one partition
-    (a topic id registered again), the later, as the reducer keeps it. Topic and directory ids
-    are ids of the log's uuid form, which JSON writes as they are. The driver hashes the rows
-    as they come (``state_hash``), building no object per partition."""
-    join, _ = in_partition_order(d, "f.pk")
-    p = _partition_id(d, "f.pk")
-    ints = {"replicas": "f.replicas", "isr": "f.isr"}
-    j = d.concat(
-        """'{"topic_id":"'""", "l.life_topic", """'","partition":'""", d.text(p),
-        *[piece for name, col in ints.items() for piece in (f"""',"{name}":'""", d.json_ints(col))],
-        """',"leader":'""", d.text("f.leader"),
-        """',"leader_epoch":'""", d.text("f.leader_epoch"),
-        """',"partition_epoch":'""", d.text("f.partition_epoch"),
-        """',"leader_recovery_state":'""", f"coalesce({d.text('f.set_lrs')}, 'null')",
-        """',"assignment":'""", d.json_pairs("f.replicas", "f.dirs", "broker", "directory"),
-        """',"removing_replicas":'""", d.json_ints("f.set_removing"),
-        """',"adding_replicas":'""", d.json_ints("f.set_adding"),
-        """',"eligible_leader_replicas":'""", d.json_ints("f.set_elr"),
-        """',"last_known_elr":'""", d.json_ints("f.set_lkelr"),
-        "'}'",
-    )  # fmt: skip
-    return f"""
-    SELECT j FROM (
-      SELECT {j} AS j, l.life_topic AS t_, {p} AS p_,
-        row_number() OVER (PARTITION BY l.life_topic, {p} ORDER BY f.pk DESC) AS later_
-      FROM ({final_states(d)}) f {join} WHERE f.pk >= 0
-    ) s WHERE later_ = 1 ORDER BY t_, p_
-    """
+def final_states_ordered(d: Dialect) -> str:
+    """``final_states`` in the view's partition order (``in_partition_order``), then lifetime."""
+    join, order = in_partition_order(d, "f.pk")
+    return f"SELECT f.* FROM ({final_states(d)}) f {join} WHERE f.pk >= 0 ORDER BY {order}, f.pk"
 
 
 ANY_REFUSED = "SELECT 1 FROM fills WHERE refused IS NOT NULL LIMIT 1"

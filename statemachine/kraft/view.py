@@ -241,27 +241,15 @@ def streamed_state_hash(fields: dict[str, Any], key: str, items: Iterable[Any], 
     """``state_hash_of({**fields, key: tuple(items)})``, the items encoded and hashed a batch at a
     time: the same bytes are hashed, but the millions of partitions a long history ends with are
     never held together (the columnar audit reads them from its engine)."""
-    items = iter(items)
-    return encoded_state_hash(fields, key, iter(lambda: _ENCODER.encode(list(islice(items, batch)))[1:-1], b""))
-
-
-def encoded_state_hash(fields: dict[str, Any], key: str, pieces: Iterable[Any]) -> str:
-    """``streamed_state_hash`` of items given already encoded: ``pieces`` are their canonical
-    JSON, comma-separated within a piece (bytes-like; an empty one is skipped), in order (the
-    columnar audit has its engine write each partition's: no object per partition)."""
     # The canonical encoding sorts a dict's keys: the fields before ``key``, then the items'
     # array, then the fields after it, each piece spliced without its braces.
     before = _ENCODER.encode({k: v for k, v in fields.items() if k < key})
     after = _ENCODER.encode({k: v for k, v in fields.items() if k > key})
     h = hashlib.sha256(before[:-1] + (b"," if len(before) > 2 else b"") + _ENCODER.encode(key) + b":[")
-    first = True
-    for piece in pieces:
-        if not len(piece):
-            continue
-        if not first:
-            h.update(b",")
-        h.update(piece)
-        first = False
+    items, sep = iter(items), b""
+    while chunk := list(islice(items, batch)):
+        h.update(sep + _ENCODER.encode(chunk)[1:-1])
+        sep = b","
     h.update(b"]" + (b"," + after[1:] if len(after) > 2 else b"}"))
     return h.hexdigest()
 
@@ -417,15 +405,10 @@ class ControllerView:
         fields = self._image_fields()
         return ControllerImage(offset=self.offset, state_hash=state_hash_of(fields), **fields)
 
-    def state_hash(
-        self, partitions: Iterable[PartitionRegistration] | None = None, *, encoded: Iterable[Any] | None = None
-    ) -> str:
+    def state_hash(self, partitions: Iterable[PartitionRegistration] | None = None) -> str:
         """sha256 of the image without its offset. ``partitions``: the view's partitions given
         instead of its own, in (topic id, partition id) order, hashed as they come and not held
-        (``streamed_state_hash``); ``encoded``: the same, already as their canonical JSON
-        (``encoded_state_hash``)."""
-        if encoded is not None:
-            return encoded_state_hash(self._image_fields(partitions=False), "partitions", encoded)
+        (``streamed_state_hash``)."""
         if partitions is None:
             return state_hash_of(self._image_fields())
         return streamed_state_hash(self._image_fields(partitions=False), "partitions", map(partition_image, partitions))
