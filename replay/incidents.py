@@ -449,6 +449,9 @@ class IncidentRules:
     def _name(self, topic_id: str) -> str | None:
         raise NotImplementedError
 
+    def _closed(self, inc: Incident) -> None:
+        """``inc`` has just closed: its effects change only in place from here (``end``)."""
+
     def _remeasure(self, broker: int, offset: int, ts: int | None) -> None:
         pass
 
@@ -641,6 +644,7 @@ class IncidentRules:
     def _close(self, inc: Incident, offset: int, ts: int | None) -> None:
         if inc.ended_at is None:
             inc.ended_at, inc.ended_at_ms = offset, ts
+            self._closed(inc)
         self.effect_parts.pop(inc.id, None)  # every effect of a closed incident ended
         if inc.directory is not None:
             if self.open_dirs.get((inc.broker, inc.directory)) is inc:

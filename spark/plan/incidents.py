@@ -501,10 +501,8 @@ class _Incidents(IncidentRules):
                 self._end(oe, at, ts, why, leader)
                 self._maybe_close(oe.incident, at, ts)
 
-    def _close(self, inc: Incident, offset: int, ts: int | None) -> None:
-        closing = inc.ended_at is None
-        super()._close(inc, offset, ts)
-        if not closing or not len(inc.effects):
+    def _closed(self, inc: Incident) -> None:
+        if not len(inc.effects):
             return
         # A closed incident's effects only change in place (``end``) from here: out of memory
         # once enough are held, not at the replay's end with every incident's.
