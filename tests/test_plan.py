@@ -1093,6 +1093,35 @@ def test_a_kept_table_beyond_the_memory_limit_spills_and_reads_back_whole(tmp_pa
         ]
 
 
+def test_the_violations_are_sorted_into_files_before_the_state_hash(tmp_path, monkeypatch):
+    """Nothing is found after the grace: from there on the violations are sorted into files, so
+    the state hash, the incidents and availability never run beside them held in memory."""
+    from kraftlake.replay.violations import ViolationList
+    from kraftlake.statemachine.kraft.view import ControllerView
+
+    steps = []
+    sort, state_hash = ViolationList.sort, ControllerView.state_hash
+
+    def sorted_(self, *, spill_to=False):
+        sort(self, spill_to=spill_to)
+        steps.append(("sorted", len(self), self.spilled))
+
+    def hashed(self, partitions=None):
+        steps.append(("hash",))
+        return state_hash(self, partitions)
+
+    monkeypatch.setattr(ViolationList, "sort", sorted_)
+    monkeypatch.setattr(ControllerView, "state_hash", hashed)
+    log = _k6_k8_k9_log(tmp_path)
+    local = Audit(AuditConfig(grace_records=0, grace_ms=0))
+    local.feed(log.at().records())
+    steps.clear()  # the Python engine's own, if any
+    remote = _duckdb(log, AuditConfig(grace_records=0, grace_ms=0))
+    # The last hash is the plan's (the control plane's own audit hashes its partitionless view).
+    assert steps[-2:] == [("sorted", len(remote.violations), True), ("hash",)]
+    _same(local.report(), remote)
+
+
 def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, monkeypatch):
     """The plan held to 48 MB (the limit in force through every step) on a history where K6, K8
     and K9 abound gives the Python engine's report; ``kraftlake audit --memory-limit`` gives the

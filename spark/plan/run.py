@@ -278,6 +278,11 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     held_ones = engine.arrow(f"SELECT i FROM ({held('cands')}) h ORDER BY i").column(0).combine_chunks()
     found.extend_rows(candidates, held_ones)
     del candidates, held_ones
+    # Nothing is found after the grace. Out of memory from here on: the state hash, the
+    # incidents' and availability's statements and the driver's replay run beside them (a long
+    # history's violations are tens of millions, bench/RESULTS.md). Sorted into files a field at
+    # a time: never two copies of them held.
+    found.sort(spill_to=engine.spill)
 
     tell("state hash")
     view = plane.view
@@ -289,10 +294,6 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
     # K8/K10 judge a broker at its own records (the driver counted those) and where its
     # UNASSIGNED count leaves or returns to zero: ``crossings``, the counts' rows at other offsets.
-    # Out of memory from here on: the incidents' and availability's statements and the driver's
-    # replay run beside it (a long history's violations are tens of millions, bench/RESULTS.md).
-    # Sorted into files a field at a time: never two copies of them held.
-    found.sort(spill_to=engine.spill)
     tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
     report = report_of(config, found, plane, n, first, last, state_hash, tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
