@@ -456,3 +456,42 @@ def test_a_closed_stream_leaves_duckdb_free_for_the_next_statement():
         assert streamed.get(3).columns() == ([6, 7],)
         streamed.close()
         assert engine.rows("SELECT 42") == [(42,)]
+
+
+_dirs = st.lists(st.sampled_from(["d0", "d1", "d2", "LOST"]), max_size=3).map(tuple)
+_reg = st.one_of(st.just((None, None)), st.tuples(_dirs, st.tuples(st.booleans(), st.booleans())))
+_times = st.one_of(st.none(), st.integers(-(1 << 62), 1 << 62))
+_event = st.one_of(
+    st.tuples(st.just("dir"), st.integers(0, 1 << 40), _times, st.integers(0, 9), _dirs, st.booleans(), _reg),
+    st.tuples(
+        st.just("loaded"),
+        st.integers(0, 1 << 40),
+        _times,
+        st.integers(0, 9),
+        _dirs,
+        _dirs,
+        st.lists(st.sampled_from(["", "/a", "/b"]), max_size=6).map(tuple),
+        _reg,
+    ),
+    st.tuples(st.just("broker"), st.integers(0, 1 << 40), _times, st.integers(0, 9), st.integers(-1, 1 << 40), _reg),
+    st.tuples(st.just("remove"), st.integers(0, 1 << 40), _times, st.sampled_from(["t1", "t2", "t3"])),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_event, max_size=40))
+def test_the_observers_events_as_columns_iterate_as_the_tuples_they_were_given(events):
+    """``Events`` keeps the broker side's events as columns (what repeats once) and gives back,
+    in order, the very tuples the incidents' replay reads, a missing time included."""
+    kept = plan_incidents.Events()
+    for ev in events:
+        kind, offset, ts = ev[:3]
+        if kind == "remove":
+            kept.add(kind, offset, ts, ev[3], None, None)
+        elif kind == "broker":
+            kept.add(kind, offset, ts, ev[3], ev[4], ev[5])
+        else:
+            kept.add(kind, offset, ts, ev[3], ev[4:-1], ev[-1])
+    assert len(kept) == len(events)
+    assert list(kept) == events
+    assert list(kept) == events  # read again: iterating does not consume them

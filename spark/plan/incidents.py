@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 
 import pyarrow as pa
@@ -108,13 +108,97 @@ member offline)."""
 # -- the driver: what the broker and observation records say ----------------------------------------
 
 
+class Events:
+    """The broker side's events in record order, as columns: a long history has millions, and
+    kept as tuples they were the control plane's largest holding (each with its own offsets,
+    times and flags, pinning the arenas the records were decoded in). A broker's registered
+    directories repeat from one of its events to the next and are kept once. Iterated, they are the tuples
+    the incidents' replay reads (``_Incidents.run``):
+
+    - ``("dir", offset, ts, broker, offline, reported, reg)``: a failure or a heartbeat's offline
+      directories (``reported``: the heartbeat);
+    - ``("loaded", offset, ts, broker, online, offline, paths, reg)``: a ``LogDirsLoaded``;
+    - ``("broker", offset, ts, broker, prev, reg)``: a broker record (``prev``: the control
+      record before it);
+    - ``("remove", offset, ts, topic_id)``: a ``RemoveTopic``;
+
+    where ``reg`` is the broker's (log_dirs, (fenced, in controlled shutdown)) after the record,
+    (None, None) when it is not registered."""
+
+    _KINDS = ("dir", "loaded", "broker", "remove")
+    _NO_TS = -(1 << 63)
+    """A record without a time (``ts`` None): incidents are then computed record by record, but
+    the events are kept all the same."""
+
+    def __init__(self) -> None:
+        self.kind, self.offset, self.ts = array("b"), array("q"), array("q")
+        self.subject = array("q")
+        """The broker; for a removed topic, its id's place in ``values``."""
+        self.detail = array("q")
+        """A broker record's ``prev``; otherwise the place of the event's directories in ``values``."""
+        self.dirs = array("q")
+        """The place of the broker's registered directories in ``values``; -1: not registered
+        (or a removed topic)."""
+        self.flags = array("b")
+        """The broker's (fenced, in controlled shutdown) as two bits."""
+        self.values: list = []
+        self._last_dirs: dict[int, tuple[tuple, int]] = {}
+        """Broker -> its last registered directories and their place in ``values``."""
+
+    def _keep(self, value) -> int:
+        self.values.append(value)
+        return len(self.values) - 1
+
+    def add(self, kind: str, offset: int, ts: int | None, subject, detail, reg) -> None:
+        self.kind.append(self._KINDS.index(kind))
+        self.offset.append(offset)
+        self.ts.append(self._NO_TS if ts is None else ts)
+        if kind == "remove":
+            self.subject.append(self._keep(subject))
+            self.detail.append(0)
+            self.dirs.append(-1)
+            self.flags.append(0)
+            return
+        self.subject.append(subject)
+        self.detail.append(detail if kind == "broker" else self._keep(detail))
+        dirs, flags = reg
+        if dirs is None:
+            self.dirs.append(-1)
+            self.flags.append(0)
+            return
+        last = self._last_dirs.get(subject)
+        if last is None or last[0] != dirs:
+            last = self._last_dirs[subject] = (dirs, self._keep(dirs))
+        self.dirs.append(last[1])
+        self.flags.append(2 * flags[0] + flags[1])
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def __iter__(self):
+        values, kinds, no_ts = self.values, self._KINDS, self._NO_TS
+        flagged = [(False, False), (False, True), (True, False), (True, True)]
+        for k, offset, ts, subject, detail, dirs, flags in zip(
+            self.kind, self.offset, self.ts, self.subject, self.detail, self.dirs, self.flags
+        ):
+            kind, ts = kinds[k], None if ts == no_ts else ts
+            if kind == "remove":
+                yield (kind, offset, ts, values[subject])
+                continue
+            reg = (None, None) if dirs < 0 else (values[dirs], flagged[flags])
+            if kind == "broker":
+                yield (kind, offset, ts, subject, detail, reg)
+            else:
+                yield (kind, offset, ts, subject, *values[detail], reg)
+
+
 class Observer:
     """Called by the control-plane replay with each control record after it was applied (and
     with each AssignReplicasToDirs report): keeps the events the incidents replay reads, the
     brokers' states for the offline intervals, topic names and min.insync.replicas per topic."""
 
     def __init__(self) -> None:
-        self.events: list[tuple] = []
+        self.events = Events()
         self.names: dict[str, str] = {}
         self.min_isr: dict[str, list[tuple[int, int]]] = {}
         """Topic id -> (offset, min.insync.replicas from then on), from its creation."""
@@ -135,31 +219,32 @@ class Observer:
         if cls is LogDirFailed or cls is HeartbeatOfflineDirs or cls is LogDirsLoaded:
             b = r.broker_id
             if cls is LogDirsLoaded:
-                self.failed.setdefault(b, set()).difference_update(r.online_dirs)
-                offline = tuple(r.offline_dirs)
-                self.events.append(("loaded", offset, ts, b, tuple(r.online_dirs), offline, tuple(r.paths)))
+                online, offline = tuple(r.online_dirs), tuple(r.offline_dirs)
+                self.failed.setdefault(b, set()).difference_update(online)
+                kind, detail = "loaded", (online, offline, tuple(r.paths))
             else:
                 offline = (r.directory,) if cls is LogDirFailed else tuple(r.offline_log_dirs)
-                self.events.append(("dir", offset, ts, b, offline, cls is HeartbeatOfflineDirs))
+                kind, detail = "dir", (offline, cls is HeartbeatOfflineDirs)
             self.failed.setdefault(b, set()).update(offline)
             self.ever.setdefault(b, set()).update((*offline, *getattr(r, "online_dirs", ())))
             self._state(view, b, offset)
         elif cls in _BROKER_RECORDS:
             b = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
-            self.events.append(("broker", offset, ts, b, prev))
+            kind, detail = "broker", prev
             self._state(view, b, offset)
         elif cls is RemoveTopic:
-            self.events.append(("remove", offset, ts, r.topic_id))
-        elif cls is Topic:
-            self.names[r.topic_id] = r.name
-            self._min_isr(view, offset, [r.topic_id])
-        elif cls is Config and r.name == MIN_ISR:
-            self._min_isr(view, offset, list(view.topics))
-        if self.events and self.events[-1][1] == offset and self.events[-1][0] != "remove":
-            reg = view.brokers.get(self.events[-1][3])
-            self.events[-1] += (
-                (None, None) if reg is None else (reg.log_dirs, (reg.fenced, reg.in_controlled_shutdown)),
-            )
+            self.events.add("remove", offset, ts, r.topic_id, None, None)
+            return
+        else:
+            if cls is Topic:
+                self.names[r.topic_id] = r.name
+                self._min_isr(view, offset, [r.topic_id])
+            elif cls is Config and r.name == MIN_ISR:
+                self._min_isr(view, offset, list(view.topics))
+            return
+        reg = view.brokers.get(b)
+        registered = (None, None) if reg is None else (reg.log_dirs, (reg.fenced, reg.in_controlled_shutdown))
+        self.events.add(kind, offset, ts, b, detail, registered)
 
     def _state(self, view, b: int, offset: int) -> None:
         reg = view.brokers.get(b)
@@ -474,7 +559,7 @@ class _Incidents(IncidentRules):
         self.step_count: dict[int, int] = {}
         """Offset -> its keys in ``steps``."""
 
-    def run(self, events: list[tuple]) -> None:
+    def run(self, events: Iterable[tuple]) -> None:
         for ev in events:
             kind, offset, ts = ev[0], ev[1], ev[2]
             self._partition_ends(offset)
