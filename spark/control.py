@@ -49,7 +49,7 @@ log = get_logger(__name__)
 _BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerSegment:
     """Broker ``broker``'s registration from ``start`` (the record that set it) until the next
     segment's start; ``registration`` None = not registered."""
