@@ -4,8 +4,9 @@ order by the local audit (``Audit.for_subset``) and the local reducer.
 What it owns is small next to the partition records (brokers, topics, features, transactions,
 observations: a few percent of a history) and is what the plan's partition invariants are joined
 with (small tables the driver registers): broker segments (the registration in force between two offsets), topic
-lifetimes, directory removals (K7), the AssignReplicasToDirs requests the controller accepts
-(K9), the metadata.version timeline (K3). Its own violations (L3/L4 of broker and topic records,
+lifetimes, directory removals (K7), the metadata.version timeline (K3). The
+AssignReplicasToDirs requests (most of a JBOD history's control records) are not decoded:
+the plan reads what they report, and which the controller accepts (K9), from their columns. Its own violations (L3/L4 of broker and topic records,
 L5, K6) come from the local audit itself, graced ones reported whole for the caller to hold to
 the grace with the times of every record.
 
@@ -21,7 +22,6 @@ grown each stream-set object to hundreds of ranges).
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -36,7 +36,7 @@ from kraftlake.records.kraft import (
     UnfenceBroker,
     UnregisterBroker,
 )
-from kraftlake.records.observations import AssignReplicasToDirsRequest, UnfenceRequested
+from kraftlake.records.observations import UnfenceRequested
 from kraftlake.replay.audit import Audit
 from kraftlake.replay.books import AuditConfig, Violation
 from kraftlake.replay.transactions import Transactions, published
@@ -76,10 +76,6 @@ class ControlPlane:
     """(topic id, created at, removed at or None) per lifetime."""
     dir_removals: list[tuple[int, int, str]] = field(default_factory=list)
     """(offset, broker, directory) per directory a BrokerRegistrationChange took away."""
-    accepted_assignments: array = field(default_factory=lambda: array("q"))
-    """Offsets of the AssignReplicasToDirsRequests the controller accepts (registered broker,
-    current epoch): K9 holds the partitions to what they report. An ``array``, not Python ints:
-    a long history holds millions (bench/RESULTS.md, session 13)."""
     mv_levels: list[tuple[int, int]] = field(default_factory=list)
     """(offset, metadata.version in force after it) wherever it changed."""
     streams_state_hash: str | None = None
@@ -100,21 +96,20 @@ class ControlPlane:
     """(offset, topic id; None = every topic) of each ClearElr the reducer applied."""
 
 
-class AssignmentReport(NamedTuple):
-    """An AssignReplicasToDirsRequest as the control plane reads it: the broker and epoch that
-    sent it. What it reports is checked by the plan (K9, in SQL); the driver only tells whether
-    the controller accepts it, so its records are read from the log's columns, not decoded (on
-    a JBOD history they are most of the control plane)."""
+class Reports(NamedTuple):
+    """The AssignReplicasToDirsRequests between two other control records, as the control plane
+    reads them: where the last one is. A record that names the control record before it (a
+    fencing's departures start there) may name one of them; what they report, and whether the
+    controller accepts them (registered at their broker epoch), is the plan's (K9, in SQL).
+    On a JBOD history they are most of the control records: neither decoded nor held here."""
 
     offset: int
     ts_ms: int | None
-    broker_id: int
-    broker_epoch: int
 
 
 def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlPlane:
-    """Replay ``records`` (the log's non-partition records, in offset order; each
-    AssignReplicasToDirsRequest as an ``AssignmentReport`` or whole). ``observe(record, view)``,
+    """Replay ``records`` (the log's non-partition records, in offset order; the
+    AssignReplicasToDirsRequests as ``Reports``). ``observe(record, view)``,
     if given, sees each record after it was applied (refused ones too: the view unchanged)."""
     # Transactions are held here, so that each record below is looked at as it is applied.
     audit = Audit.for_subset(config)
@@ -127,14 +122,10 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
         broker = None
         if cls in _BROKER_RECORDS:
             broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
-        if cls is AssignReplicasToDirsRequest or cls is AssignmentReport:
-            reg = view.brokers.get(r.broker_id)
-            if reg is not None and reg.epoch == r.broker_epoch:
-                plane.accepted_assignments.append(r.offset)
-            if cls is AssignmentReport:  # an observation: the subset audit has nothing to check in it
-                if observe is not None:
-                    observe(r, view)
-                continue
+        if cls is Reports:  # observations: the subset audit has nothing to check in them
+            if observe is not None:
+                observe(r, view)
+            continue
         if cls is UnfenceRequested:
             reg = view.brokers.get(r.broker_id)
             if reg is not None and reg.fenced and reg.epoch == r.broker_epoch and len(reg.log_dirs) >= 2:

@@ -268,6 +268,65 @@ def test_metadata_transactions_aborted_committed_and_unfinished(plan, tmp_path):
     _same(local, remote)
 
 
+def test_the_reports_the_controller_accepts_are_the_local_audits(plan, tmp_path):
+    """The plan tells which AssignReplicasToDirsRequests the controller accepts (K9 follows only
+    those) from the brokers' registration epochs, as the local audit does record by record: a
+    registered broker at its epoch, not a stale epoch, a broker never registered or
+    unregistered, nor a request inside an aborted transaction or one still open at the end; one
+    inside a committed transaction after the broker registered again there, at the new epoch."""
+    from kraftlake.records import NoOp, Partition, ReplicaDirectory, Topic
+    from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction, UnregisterBroker
+    from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
+
+    t, d = uid("t"), {b: [uid(f"d{b}a"), uid(f"d{b}b")] for b in (1, 2, 3, 9)}
+
+    def report(broker, epoch, p):  # replica ``p`` of ``broker`` in its other directory: wrong
+        moved = DirectoryReplicas(id=d[broker][1], topics=(TopicPartitions(topic_id=t, partitions=(p,)),))
+        return AssignReplicasToDirsRequest(broker_id=broker, broker_epoch=epoch, directories=(moved,))
+
+    records = [
+        *bootstrap(),
+        *(registration(b, d[b], epoch=b, fenced=False) for b in (1, 2, 3)),
+        Topic(name="t", topic_id=t),
+        *(
+            Partition(
+                topic_id=t,
+                partition_id=p,
+                replicas=(1, 2, 3),
+                isr=(1, 2, 3),
+                leader=1,
+                leader_epoch=0,
+                partition_epoch=0,
+                assignment=tuple(ReplicaDirectory(broker=b, directory=d[b][0]) for b in (1, 2, 3)),
+            )
+            for p in range(7)
+        ),
+        report(1, 1, 0),  # accepted
+        report(2, 7, 1),  # a stale epoch
+        report(9, 9, 2),  # never registered
+        UnregisterBroker(broker_id=3, broker_epoch=3),
+        report(3, 3, 3),  # unregistered
+        BeginTransaction(name="aborted"),
+        report(2, 2, 4),
+        AbortTransaction(),
+        BeginTransaction(name="committed"),
+        registration(2, d[2], epoch=20, fenced=False),
+        report(2, 2, 5),  # the old epoch: refused
+        report(2, 20, 5),  # accepted
+        EndTransaction(),
+        NoOp(),
+        BeginTransaction(name="open"),
+        report(1, 1, 6),
+    ]
+    log = Log.create(tmp_path / "log")
+    log.append(records)
+    local, remote = _both(plan, log, AuditConfig(grace_records=0, grace_ms=0))
+    _same(local, remote)
+    k9 = sorted(v.entity for v in remote.violations if v.invariant == "K9")
+    assert k9 == [f"replica/{t}/0/1", f"replica/{t}/5/2"]
+    assert {i.id: i.checked for i in remote.invariants}["K9"] == 2
+
+
 def test_refused_partition_records_and_directories_that_follow_replicas(plan, tmp_path):
     """The records the reducer refuses (a partition of a missing topic, a change of a missing
     partition, an assignment that does not fit the replicas) are left out of the state on Spark
@@ -914,23 +973,27 @@ def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(engine_
     """``plan.run.control_records`` reads a range of offsets at a time from the engine (an
     S3Stream log is nearly all control records): with a window of a few records, every
     non-partition record comes once, in offset order, whatever the ranges' edges cut through;
-    an AssignReplicasToDirsRequest as its sender and epoch, read from the columns."""
+    of each run of AssignReplicasToDirsRequests between two of the others, where it ends
+    (``Reports``: the last one's offset and time), read from the columns."""
     from kraftlake.records.observations import AssignReplicasToDirsRequest
-    from kraftlake.spark.control import AssignmentReport
+    from kraftlake.spark.control import Reports
     from kraftlake.spark.plan.run import control_records
 
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(WorkloadConfig(brokers=4, partitions=6, seed=3), records=600) for r in batch])
     snap = log.at()
-    expected = [
-        AssignmentReport(r.offset, r.ts_ms, r.broker_id, r.broker_epoch)
-        if isinstance(r, AssignReplicasToDirsRequest)
-        else r
-        for r in snap.records()
-        if type(r).__name__ not in ("Partition", "PartitionChange")
-    ]
+    expected = []
+    for r in snap.records():
+        if type(r).__name__ in ("Partition", "PartitionChange"):
+            continue
+        if isinstance(r, AssignReplicasToDirsRequest):
+            if expected and isinstance(expected[-1], Reports):
+                expected.pop()
+            r = Reports(r.offset, r.ts_ms)
+        expected.append(r)
     assert 20 < len(expected) < 600
-    assert any(isinstance(r, AssignmentReport) for r in expected)
+    requests = sum(isinstance(r, AssignReplicasToDirsRequest) for r in snap.records())
+    assert requests > sum(isinstance(r, Reports) for r in expected) > 3  # runs of several among them
     with engine_of(log) as engine:
         for window in (7, 1000):
             got = list(control_records(engine, 0, snap.last_offset, len(expected), window=window))

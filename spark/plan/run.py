@@ -6,7 +6,7 @@ BookKeeper records) is replayed on the driver by the local audit (``spark.contro
 the engine a range of offsets at a time. The partition records (nine in ten of a KRaft history)
 are audited by the plan's SQL (``plan.sql``), joined with what the driver registers: topic
 lifetimes, the intervals where brokers and directories are bad, directory removals, broker
-events, accepted AssignReplicasToDirs requests. The engine returns kinds and fields of the
+events, the brokers' registration epochs. The engine returns kinds and fields of the
 few wrong rows; they are worded here with the catalogue's ``say``.
 
 Graced invariants (K4, K5, K6, K8, K9, K10, K12) are held to the grace in SQL, where the
@@ -24,13 +24,13 @@ import pyarrow as pa
 from kraftlake.logging import get_logger
 from kraftlake.records.base import gc_paused
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, attach_incidents, violation
-from kraftlake.replay.columns import spill, wrap
+from kraftlake.replay.columns import spill
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from ..control import AssignmentReport, replay_control_plane
+from ..control import Reports, replay_control_plane
 from . import elr as elr_sql
 from . import incidents as incidents_sql
 from . import ranks, sql
@@ -65,16 +65,29 @@ LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"),
 def control_records(engine, first, last, count: int, window: int = CONTROL_WINDOW):
     """The ``count`` non-partition records of offsets ``first..last``, in offset order, a range
     of offsets holding about ``window`` of them at a time: decoded, but for the
-    AssignReplicasToDirsRequests, read from their columns as ``AssignmentReport``s."""
+    AssignReplicasToDirsRequests, of which only where each run of them between two other
+    records ends is given (``Reports``)."""
+    if not count or first is None or last is None:
+        return
+    held = None
+    for r in _control_windows(engine, first, last, count, window):
+        # A run cut by a window's edge is one run: the later part stands for it.
+        if held is not None and not (type(r) is Reports and type(held) is Reports):
+            yield held
+        held = r
+    if held is not None:
+        yield held
+
+
+def _control_windows(engine, first: int, last: int, count: int, window: int):
     import heapq
+
+    import numpy as np
 
     from kraftlake.records.arrow import from_table
 
-    if not count or first is None or last is None:
-        return
     d = engine.dialect
     o, t = d.q("offset"), d.q("type")
-    req = d.q("assign_replicas_to_dirs_request")
     ranges = -(-count // window)
     span = -(-(last - first + 1) // ranges)
     for lo in range(first, last + 1, span):
@@ -83,14 +96,16 @@ def control_records(engine, first, last, count: int, window: int = CONTROL_WINDO
             f"SELECT {o}, record FROM log WHERE {t} NOT IN ('Partition', 'PartitionChange', '{REPORT}') AND {within}"
         )
         decoded = from_table(table.sort_by("offset")) if table.num_rows else []
-        reports = [
-            AssignmentReport(*row)
-            for row in engine.rows(
-                f"SELECT {o}, ts_ms, {req}.broker_id, {req}.broker_epoch FROM log"
-                f" WHERE {t} = '{REPORT}' AND {within} ORDER BY {o}"
-            )
-        ]
-        yield from heapq.merge(decoded, reports, key=lambda r: r.offset)
+        reports = engine.arrow(f"SELECT {o}, ts_ms FROM log WHERE {t} = '{REPORT}' AND {within} ORDER BY {o}")
+        runs = []
+        if reports.num_rows:
+            offsets = reports.column(0).to_numpy()
+            # A run ends at each report the next one of which has another record before it.
+            before = np.searchsorted(np.array([r.offset for r in decoded], dtype=np.int64), offsets)
+            ends = np.flatnonzero(np.append(before[1:] != before[:-1], True))
+            times = reports.column(1).take(pa.array(ends)).to_pylist()
+            runs = [Reports(off, ts) for off, ts in zip(offsets[ends].tolist(), times, strict=True)]
+        yield from heapq.merge(decoded, runs, key=lambda r: r.offset)
 
 
 def _refused(kind: str, key: str, off: int, topic: str, partition: int, brokers, replicas) -> Violation:
@@ -264,8 +279,11 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     # while K9 and the grace run (two per replica a broker leaves UNASSIGNED: tens of millions
     # in a long history, bench/RESULTS.md).
     spill([candidates], engine.spill)
-    if plane.accepted_assignments:
-        engine.arrow_table("accepted", pa.table({"off": wrap(plane.accepted_assignments)}))
+    epochs = [(s.start, s.broker, None if s.registration is None else s.registration.epoch) for s in plane.segments]
+    engine.table("reg_epochs", epochs, [("off", "BIGINT"), ("broker", "INT"), ("epoch", "BIGINT")])
+    del epochs
+    engine.keep("accepted", sql.accepted(d, skip))
+    if engine.rows("SELECT 1 FROM accepted LIMIT 1"):
         ((k9_checked,),) = engine.rows(sql.k9_checked(d))
         sql_checked["K9"] = int(k9_checked)
         for pk, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):

@@ -1,6 +1,6 @@
 """The audit's partition side as SQL: named queries over the log (a relation ``log`` with the log
 table's columns) and the small tables the driver registers (``lives``, ``bad``, ``removals``,
-``events``, ``accepted``), each a function of the dialect (``plan.dialect``) returning one
+``events``, ``reg_epochs``), each a function of the dialect (``plan.dialect``) returning one
 statement. The same text runs on DuckDB and on Spark SQL.
 
 What each query computes is what Kafka's replay and the local audit compute per record:
@@ -16,8 +16,9 @@ What each query computes is what Kafka's replay and the local audit compute per 
   intervals where their broker or directory is bad (ranked lookups, no range join), and where
   K4/K5's answer can change.
 - ``islands``: runs of wrong states (gaps and islands), any invariant.
-- ``k7_hits``, ``unassigned_counts``, ``k9_runs``, ``held``: K7 at directory removals, the
-  UNASSIGNED count per broker (K8, K10, K11), K9's reports until recorded, the grace.
+- ``k7_hits``, ``unassigned_counts``, ``accepted``, ``k9_runs``, ``held``: K7 at directory
+  removals, the UNASSIGNED count per broker (K8, K10, K11), the reports the controller
+  accepts and K9's until recorded, the grace.
 
 Queries return kinds and fields, not words: the driver words the few rows it collects with the
 catalogue's own ``say`` (``plan.run``), so that no template is written twice.
@@ -533,6 +534,27 @@ def unassigned_counts(d: Dialect) -> str:
       FROM grouped
     )
     SELECT off, broker, after FROM counted WHERE event OR ((after = 0) <> (after - step = 0))
+    """
+
+
+def accepted(d: Dialect, skip: list[tuple[int, int]]) -> str:
+    """(off): the published AssignReplicasToDirsRequests the controller accepts, those from a
+    broker registered, at the request, with the epoch it gives (``reg_epochs``: each broker's
+    registration epoch from the record that set it, null where it is not registered), as the
+    local audit tells them. Each request takes the last of its broker's records before it."""
+    o, t = d.q("offset"), d.q("type")
+    req = d.q("assign_replicas_to_dirs_request")
+    since = "(PARTITION BY broker ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    return f"""
+    WITH ev AS (
+      SELECT off, broker, off AS seg, CAST(NULL AS BIGINT) AS asked FROM reg_epochs
+      UNION ALL
+      SELECT {o} AS off, {req}.broker_id AS broker, CAST(NULL AS BIGINT) AS seg, {req}.broker_epoch AS asked
+      FROM log WHERE {t} = 'AssignReplicasToDirsRequest' AND {published(d, skip)}
+    ),
+    f AS (SELECT off, broker, asked, {d.last("seg")} OVER {since} AS seg FROM ev)
+    SELECT f.off FROM f JOIN reg_epochs r ON r.broker = f.broker AND r.off = f.seg
+    WHERE f.asked IS NOT NULL AND r.epoch = f.asked
     """
 
 
