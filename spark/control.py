@@ -3,12 +3,13 @@ order by the local audit (``Audit.for_subset``) and the local reducer.
 
 What it owns is small next to the partition records (brokers, topics, features, transactions,
 observations: a few percent of a history) and is what the plan's partition invariants are joined
-with (small tables the driver registers): broker segments (the registration in force between two offsets), topic
-lifetimes, directory removals (K7), the metadata.version timeline (K3). The
-AssignReplicasToDirs requests (most of a JBOD history's control records) are not decoded:
-the plan reads what they report, and which the controller accepts (K9), from their columns. Its own violations (L3/L4 of broker and topic records,
-L5, K6) come from the local audit itself, graced ones reported whole for the caller to hold to
-the grace with the times of every record.
+with (small tables the driver registers): broker segments (the registration in force between
+two offsets, and its epoch), topic lifetimes, directory removals (K7), the metadata.version
+timeline (K3). The AssignReplicasToDirs requests (most of a JBOD history's control records) are
+not decoded: the plan reads what they report, and which the controller accepts (K9), from their
+columns. Its own violations (L3/L4 of broker and topic records, L5, K6) come from the local
+audit itself, graced ones reported whole for the caller to hold to the grace with the times of
+every record.
 
 S3Stream and BookKeeper records are control plane too: their audits (S1-S12, B1-B8) run here,
 fed a window of offsets at a time (``spark.plan.run.control_records``), not per entity in the
