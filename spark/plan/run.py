@@ -95,13 +95,14 @@ def _control_windows(engine, first: int, last: int, count: int, window: int):
         table = engine.arrow(
             f"SELECT {o}, record FROM log WHERE {t} NOT IN ('Partition', 'PartitionChange', '{REPORT}') AND {within}"
         )
-        decoded = from_table(table.sort_by("offset")) if table.num_rows else []
+        table = table.sort_by("offset")
+        decoded = from_table(table) if table.num_rows else []
         reports = engine.arrow(f"SELECT {o}, ts_ms FROM log WHERE {t} = '{REPORT}' AND {within} ORDER BY {o}")
         runs = []
         if reports.num_rows:
             offsets = reports.column(0).to_numpy()
             # A run ends at each report the next one of which has another record before it.
-            before = np.searchsorted(np.array([r.offset for r in decoded], dtype=np.int64), offsets)
+            before = np.searchsorted(table.column("offset").to_numpy(), offsets)
             ends = np.flatnonzero(np.append(before[1:] != before[:-1], True))
             times = reports.column(1).take(pa.array(ends)).to_pylist()
             runs = [Reports(off, ts) for off, ts in zip(offsets[ends].tolist(), times, strict=True)]
