@@ -112,8 +112,8 @@ class Events:
     """The broker side's events in record order, as columns: a long history has millions, and
     kept as tuples they were the control plane's largest holding (each with its own offsets,
     times and flags, pinning the arenas the records were decoded in). A broker's registered
-    directories repeat from one of its events to the next and are kept once. Iterated, they are the tuples
-    the incidents' replay reads (``_Incidents.run``):
+    directories repeat from one of its events to the next and are kept once. Iterated, they are
+    the tuples the incidents' replay reads (``_Incidents.run``):
 
     - ``("dir", offset, ts, broker, offline, reported, reg)``: a failure or a heartbeat's offline
       directories (``reported``: the heartbeat);
