@@ -5,6 +5,7 @@ offsets gapless, no partial batch."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import signal
@@ -25,7 +26,7 @@ from kraftlake.records import Config, Log, NoOp, RecordError
 from kraftlake.records.codec import encode_lines
 from kraftlake.records.log import Batch
 from kraftlake.service.app import create_app
-from kraftlake.service.commit_process import CommitProcess
+from kraftlake.service.commit_process import CommitProcess, WriterUnavailable
 from kraftlake.service.committer import CommitConfig, GroupCommitter, Overloaded
 
 
@@ -354,6 +355,34 @@ def test_the_commit_process_commits_answers_errors_and_ends_with_its_parent(log_
         time.sleep(0.01)
     assert proc.restarts >= 1 and proc.last_exit_code == 0
     proc.close()
+
+
+def test_a_commit_that_loses_its_pipe_leaves_the_child_to_the_supervisor(log_path):
+    # Reading a child's exit code reaps it; if a failed commit read it while the supervisor was
+    # reaping the same child, the supervisor could read nothing and report no exit code. So a
+    # failed commit must not touch the process; a live child whose pipe broke makes that
+    # deterministic (no death for the supervisor to race on).
+    proc = CommitProcess(str(log_path))
+    proc.append_group([Batch([NoOp()], None, None)])
+    child, conn = proc._proc, proc._conn
+    asked: list[str] = []
+
+    class Watched:
+        def __getattr__(self, name: str):
+            asked.append(name)
+            return getattr(child, name)
+
+    ours, theirs = multiprocessing.Pipe()
+    theirs.close()
+    with proc._lock:
+        proc._proc, proc._conn = Watched(), ours
+    with pytest.raises(WriterUnavailable, match="died during this commit"):
+        proc.append_group([Batch([NoOp()], None, None)])
+    assert asked == [] and child.is_alive()
+    with proc._lock:
+        proc._proc, proc._conn = child, conn
+    proc.close()
+    assert child.exitcode == 0 and [r.offset for r in Log.open(log_path).read()] == [0]
 
 
 @pytest.mark.slow

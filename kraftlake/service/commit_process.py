@@ -222,8 +222,10 @@ class CommitProcess:
                 reply = self._decoder.decode(self._conn.recv_bytes())
             except (EOFError, OSError) as exc:
                 self._ready.clear()
-                code = self._proc.exitcode
-                raise WriterUnavailable(f"the commit process died during this commit (exit code {code})") from exc
+                # Not ``self._proc.exitcode``: reading it reaps the child, and two threads reaping
+                # at once can leave the supervisor's own read empty. The supervisor alone reaps,
+                # and records and logs the exit code.
+                raise WriterUnavailable("the commit process died during this commit") from exc
         if reply.error is not None:
             if reply.kind in _ERRORS:
                 raise _ERRORS[reply.kind](reply.error)
