@@ -379,6 +379,7 @@ def test_a_commit_that_loses_its_pipe_leaves_the_child_to_the_supervisor(log_pat
     with pytest.raises(WriterUnavailable, match="died during this commit"):
         proc.append_group([Batch([NoOp()], None, None)])
     assert asked == [] and child.is_alive()
+    ours.close()
     with proc._lock:
         proc._proc, proc._conn = child, conn
     proc.close()
