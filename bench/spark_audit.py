@@ -227,14 +227,15 @@ def phase_plan_k1(path: str, cores: int) -> dict:
     }
 
 
-def phase_duckdb(path: str, cores: int) -> dict:
+def phase_duckdb(path: str, cores: int, memory_limit: str | None = None) -> dict:
     """K1 alone by the hand-written query, on the plan's own connection (``DuckEngine``: the
-    same threads, memory settings and ``log`` view of the snapshot's files as ``plan-k1``)."""
+    same threads, memory settings and ``log`` view of the snapshot's files as ``plan-k1``);
+    ``memory_limit``: DuckDB's, default the plan's."""
     from kraftlake.records import Log
     from kraftlake.spark.plan.duck import DuckEngine
 
     snap = Log.open(path).at()
-    with DuckEngine(threads=cores) as e:
+    with DuckEngine(threads=cores, memory_limit=memory_limit) as e:
         e.read_snapshot(snap)
         t, cpu = time.perf_counter(), time.process_time()
         ((found,),) = e.rows(K1_SQL)
@@ -285,6 +286,7 @@ def main() -> None:
     p.add_argument("--what", choices=["audit", "k1sql"], default="audit", help=argparse.SUPPRESS)
     p.add_argument("--cores", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--log", help=argparse.SUPPRESS)
+    p.add_argument("--memory-limit", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.phase == "spark":
         print(json.dumps(phase_spark(args.log, args.cores, args.what)))
@@ -296,7 +298,7 @@ def main() -> None:
         print(json.dumps(phase_plan_k1(args.log, args.cores)))
         return
     if args.phase == "duckdb":
-        print(json.dumps(phase_duckdb(args.log, args.cores)))
+        print(json.dumps(phase_duckdb(args.log, args.cores, args.memory_limit)))
         return
     if args.phase == "steps":
         print(json.dumps(phase_steps(args.log)))
