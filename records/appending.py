@@ -28,7 +28,7 @@ from .arrow_input import from_arrow
 from .base import Record, gc_paused
 from .columnar import ColumnBatch, Validated, from_python, stamped, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
-from .delta_commit import DataFile, checkpoint, commit_json, put_if_absent
+from .delta_commit import DataFile, checkpoint, commit_json
 from .errors import AppendConflictError, RecordError
 from .producer import ProducerSeq
 from .snapshot import OFFSET_TXN, arrow_schema
@@ -276,12 +276,12 @@ class AppendingMixin:
             for p, (q, lo, hi) in sorted(newest.items()):
                 txns += _producer_txns(p, q, lo, hi, version + 1)
             meta["kraftlake.batches"] = json.dumps(group)
-        if self.location.local is None:
+        if not self.location.commits_by_put:
             landed = self._commit_on_store(version, [file], txns, meta)
         else:
             body = commit_json([file], txns, meta, now_ms(), ENGINE_VERSION)
             with self._commit_lock:
-                landed = version == self._head and put_if_absent(self.path, version + 1, body)
+                landed = version == self._head and self._put_commit(version + 1, body)
                 if landed:
                     self._head = version + 1
                     self._commits_since_open += 1

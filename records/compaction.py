@@ -15,7 +15,7 @@ from deltalake import CommitProperties
 from kraftlake.logging import get_logger
 
 from .data_files import ENGINE_VERSION, now_ms, parquet_schema, read_parquet, write_data_file
-from .delta_commit import DataFile, appends_after, commit_json, put_if_absent
+from .delta_commit import DataFile, appends_after, commit_json
 from .snapshot import arrow_schema, open_table
 
 log = get_logger("kraftlake.log")
@@ -100,22 +100,22 @@ class CompactionMixin:
             added.append(file)
             removed += [(f[3], f[4]) for f in run]
         meta = {"kraftlake.operation": "compact", "kraftlake.files": str(len(removed))}
-        if where.local is None:
+        if not where.commits_by_put:
             return self._compact_on_store(dt.version(), added, removed, written)
         body = commit_json(added, [], meta, now_ms(), ENGINE_VERSION, removed=removed)
         with self._commit_lock:
             while True:
                 # After the snapshot compacted, appends only (another compaction would have
                 # removed files this one removes again); this object follows whatever came.
-                followed = appends_after(self.path, dt.version(), compactions=False)
-                mine = appends_after(self.path, self._head)
+                followed = appends_after(where, dt.version(), compactions=False)
+                mine = appends_after(where, self._head)
                 if followed is None or mine is None:
                     for rel in written:
                         where.delete(rel)
                     return None
                 self._head, txns = mine
                 self._txn_cache.update(txns)
-                if put_if_absent(self.path, self._head + 1, body):
+                if self._put_commit(self._head + 1, body):
                     break
             self._head += 1
             version = self._head

@@ -16,9 +16,9 @@ Put-if-absent is ``link(2)`` of a fully written temporary file: atomic on a POSI
 it fails when another writer (delta-rs or this code) already took the version. So the fencing of
 ``Log`` stays what it was: a commit lands on exactly the version it read, or is refused.
 
-Only local tables (a path) are written this way (an object store's commits go through delta-rs:
-``store_commit``); table creation, schema changes, checkpoints,
-``maintain``'s compaction and vacuum, and every read stay with delta-rs.
+S3 tables get the same commit file by a conditional put (``Location.put_new``); other object
+stores commit through delta-rs (``store_commit``). Table creation, schema changes,
+checkpoints, vacuum and every read stay with delta-rs.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ standard environment variables, ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``…).
 reads and writes beside delta-rs (data files, commit files read while following other writers,
 the snapshots' Parquet files) go through a ``pyarrow.fs`` file system built from the same options:
 pyarrow's native S3 client for ``s3://``, delta-rs's own object store (``DeltaStorageHandler``) for
-the others. An unknown scheme is refused before anything is created, instead of becoming a local
+the others. On S3 the table's own files (data and commit files) go through obstore instead
+(object_store, as in delta-rs): one request each, and the conditional put that creates a
+commit file only if absent. An unknown scheme is refused before anything is created, instead of becoming a local
 folder named after it (``Path("s3://b/x")`` is ``s3:/b/x``).
 """
 
@@ -100,6 +102,51 @@ class Location:
         handler = DeltaStorageHandler(self.uri, dict(self.storage_options))
         return pafs.PyFileSystem(handler), ""
 
+    @cached_property
+    def commits_by_put(self) -> bool:
+        """Whether the log writes its commit files itself, each created only if absent: on
+        local disk (``link(2)``), and on S3 (a conditional put, ``If-None-Match: *``), unless
+        the options or the environment ask for delta-rs's commit (``S3_COMMIT_VARIABLE``, or a
+        locking provider or unsafe renames: what a store without conditional puts needs, which
+        delta-rs then does). Elsewhere, and then, delta-rs commits (``store_commit``)."""
+        if self.local is not None:
+            return True
+        if not self._on_s3:
+            return False
+        choice = os.environ.get(S3_COMMIT_VARIABLE, "put").strip().lower()
+        if choice not in ("put", "delta-rs"):
+            raise UnsupportedLocationError(f"{S3_COMMIT_VARIABLE}={choice!r}: expected put or delta-rs")
+        if choice == "delta-rs":
+            return False
+        settings = {k.lower().removeprefix("aws_"): v for k, v in os.environ.items() if k.upper().startswith("AWS_")}
+        settings |= {k.lower().removeprefix("aws_"): v for k, v in self.storage_options.items()}
+        return not settings.get("s3_locking_provider") and not _true(settings.get("s3_allow_unsafe_rename"))
+
+    def put_new(self, rel: str, body: bytes) -> bool:
+        """Create the table's file ``rel`` holding ``body`` unless it exists, on an object store
+        where ``commits_by_put``: True when this call created it; False when it was there
+        before. A put whose answer was lost and that object_store retried finds its own bytes
+        there: that is this call's file, and True."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError
+
+        try:
+            obstore.put(self._object_store, rel, body, mode="create")
+        except AlreadyExistsError:
+            return self.read(rel) == body
+        return True
+
+    @cached_property
+    def _on_s3(self) -> bool:
+        """Whether the table's own files (data and commit files) go through obstore's S3 client:
+        one request each, where pyarrow's reads with two and re-creates a directory marker
+        after a delete (bench/RESULTS.md)."""
+        return self.local is None and self.uri.split("://", 1)[0].lower() in ("s3", "s3a")
+
+    @cached_property
+    def _object_store(self) -> Any:
+        return s3_object_store(self.uri, self.storage_options)
+
     @property
     def filesystem(self) -> pafs.FileSystem:
         """A ``pyarrow.fs`` file system holding the table (paths from ``join``)."""
@@ -117,6 +164,14 @@ class Location:
                     return f.read()
             except FileNotFoundError:
                 return None
+        if self._on_s3:
+            import obstore
+            from obstore.exceptions import NotFoundError
+
+            try:
+                return obstore.get(self._object_store, unquote(rel)).bytes().to_bytes()
+            except (NotFoundError, FileNotFoundError):  # obstore raises the latter for a 404
+                return None
         try:
             with self.filesystem.open_input_stream(self.join(rel)) as f:
                 return f.read()
@@ -129,6 +184,13 @@ class Location:
 
     def write(self, rel: str, body: Any) -> None:
         """Write the table's file ``rel`` (an object store's put is atomic: whole or absent)."""
+        if self._on_s3:
+            import obstore
+
+            obstore.put(
+                self._object_store, unquote(rel), body if isinstance(body, bytes) else memoryview(body).tobytes()
+            )
+            return
         with self.filesystem.open_output_stream(self.join(rel)) as f:
             f.write(body)
 
@@ -137,6 +199,10 @@ class Location:
         try:
             if self.local is not None:
                 os.remove(os.path.join(self.local, rel))
+            elif self._on_s3:
+                import obstore
+
+                obstore.delete(self._object_store, unquote(rel))  # one DELETE; S3 answers 204 for a missing key too
             else:
                 self.filesystem.delete_file(self.join(rel))
         except FileNotFoundError:
@@ -170,18 +236,29 @@ class Location:
             pass
 
 
-def s3_filesystem(storage_options: Mapping[str, str]) -> pafs.S3FileSystem:
-    """pyarrow's S3 client configured as delta-rs would be by the same ``storage_options`` and
-    the AWS environment variables (the options win). Path-style addressing, as delta-rs's
-    default."""
-    import pyarrow.fs as pafs
-
+def _s3_settings(storage_options: Mapping[str, str]) -> dict[str, str]:
+    """The S3 settings (``_S3_KEYS``' values) the AWS environment variables and
+    ``storage_options`` give, the options winning."""
     found: dict[str, str] = {}
     for source in (os.environ, storage_options):
         for key, value in source.items():
             ours = _s3_option(key)
             if ours is not None and (source is storage_options or key.upper().startswith("AWS_")):
                 found[ours] = value
+    return found
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "1", "yes")
+
+
+def s3_filesystem(storage_options: Mapping[str, str]) -> pafs.S3FileSystem:
+    """pyarrow's S3 client configured as delta-rs would be by the same ``storage_options`` and
+    the AWS environment variables (the options win). Path-style addressing, as delta-rs's
+    default."""
+    import pyarrow.fs as pafs
+
+    found = _s3_settings(storage_options)
     kwargs: dict[str, object] = {}
     if "access_key" in found and "secret_key" in found:
         kwargs |= {"access_key": found["access_key"], "secret_key": found["secret_key"]}
@@ -196,7 +273,7 @@ def s3_filesystem(storage_options: Mapping[str, str]) -> pafs.S3FileSystem:
             kwargs["scheme"] = parts.scheme
             endpoint = parts.netloc + parts.path.rstrip("/")
         kwargs["endpoint_override"] = endpoint
-    if found.get("allow_http", "").lower() in ("true", "1", "yes") and "scheme" not in kwargs:
+    if _true(found.get("allow_http")) and "scheme" not in kwargs:
         kwargs["scheme"] = "http"
     # Fail fast instead of retrying for minutes: kraftlake says what is wrong and changes nothing.
     kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=3)
@@ -207,6 +284,31 @@ def s3_filesystem(storage_options: Mapping[str, str]) -> pafs.S3FileSystem:
     # bucket is then reported by the write, still as an error of the put.
     kwargs["allow_delayed_open"] = True
     return pafs.S3FileSystem(**kwargs)
+
+
+def s3_object_store(uri: str, storage_options: Mapping[str, str]) -> Any:
+    """obstore's S3 client (object_store, the crate under delta-rs) for the table at ``uri``,
+    configured from the same settings as ``s3_filesystem``; its conditional put is what
+    pyarrow's S3 client does not offer."""
+    from obstore.store import S3Store
+
+    found = _s3_settings(storage_options)
+    names = {
+        "access_key": "access_key_id",
+        "secret_key": "secret_access_key",
+        "session_token": "session_token",
+        "region": "region",
+        "endpoint": "endpoint",
+    }
+    config = {names[k]: v for k, v in found.items() if k in names}
+    # Fail fast, as s3_filesystem does: kraftlake says what is wrong and changes nothing.
+    client = {"allow_http": _true(found.get("allow_http")), "connect_timeout": "5s", "timeout": "30s"}
+    return S3Store.from_url(uri, config=config, client_options=client, retry_config={"max_retries": 2})
+
+
+S3_COMMIT_VARIABLE = "KRAFTLAKE_S3_COMMIT"
+"""``put`` (the default): an S3 log's commit files are conditional puts kraftlake makes (two
+requests an append); ``delta-rs``: delta-rs's commit makes them (nine; bench/RESULTS.md)."""
 
 
 def resolve(location: str | os.PathLike[str] | Location, storage_options: Mapping[str, str] | None = None) -> Location:
@@ -293,7 +395,7 @@ def storage_cause(exc: BaseException) -> str:
 
 class storage_errors:  # noqa: N801 - used as ``with storage_errors(location):``
     """Turns an object store's errors (delta-rs's and pyarrow's ``OSError``s, delta-rs's
-    ``DeltaError``s other than "not a table") into a ``StorageError`` naming the URI and the
+    ``DeltaError``s other than "not a table", obstore's) into a ``StorageError`` naming the URI and the
     cause. Local paths keep their own errors."""
 
     def __init__(self, location: Location) -> None:
@@ -309,7 +411,11 @@ class storage_errors:  # noqa: N801 - used as ``with storage_errors(location):``
 
         from .errors import KraftlakeError, StorageError
 
-        if isinstance(exc, (KraftlakeError, TableNotFoundError, CommitFailedError, FileNotFoundError)):
+        if isinstance(exc, KraftlakeError):
+            return False
+        if type(exc).__module__.startswith("obstore"):  # the conditional put's client
+            raise StorageError(f"{self.location.uri}: {storage_cause(exc)}") from exc
+        if isinstance(exc, (TableNotFoundError, CommitFailedError, FileNotFoundError)):
             return False
         if isinstance(exc, (OSError, DeltaError)):
             raise StorageError(f"{self.location.uri}: {storage_cause(exc)}") from exc

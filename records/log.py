@@ -6,10 +6,11 @@ What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-t
   of the version it read, and carries the new last offset as the app transaction
   ``kraftlake.offset``. A plain delta-rs append would silently rebase onto a newer version and
   repeat offsets; a fenced one fails, follows the commits it lost to, and retries. On a local
-  path the log writes the commit file itself, put-if-absent (``delta_commit``: durable and far
-  cheaper than delta-rs's commit, whose cost grows with the log; bench/RESULTS.md); on an object
-  store (``s3://``…, ``location``) delta-rs commits with no retries, its commit file a
-  conditional put (``store_commit``). delta-rs does everything else (creation, schema changes,
+  path and on S3 the log writes the commit file itself, put-if-absent (``delta_commit``: by
+  ``link(2)``, durable; ``location``: S3's conditional put), far cheaper than delta-rs's commit
+  (bench/RESULTS.md); on the other object stores, and on S3 where a locking provider stands in
+  for conditional puts, delta-rs commits with no retries (``store_commit``). delta-rs does
+  everything else (creation, schema changes,
   checkpoints, compaction, snapshots and time travel).
 - **A batch lands whole or not at all**, as one Parquet file in one Delta commit. A commit that
   loses the race deletes the file it wrote; a process killed before its commit leaves an
@@ -52,7 +53,7 @@ from .arrow import LOG_SCHEMA
 from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
 from .data_files import now_ms
-from .delta_commit import DataFile, Upkeep, appends_after, listed
+from .delta_commit import DataFile, Upkeep, appends_after, listed, put_if_absent
 from .errors import LogExistsError, StorageError
 from .follow import Follower, FollowMixin
 from .history import Commit, HistoryMixin
@@ -184,7 +185,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         the append that started it waits for it before it returns (``_settle_load``): nothing
         runs on after the call. A failure here is left to the commit's own move, which reports
         it."""
-        if self.location.local is not None:
+        if self.location.commits_by_put:
             return
         with self._loading_lock:
             if self._loading is not None:
@@ -287,6 +288,15 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
             if self.location.read(f"_delta_log/{version + 1:020d}.json") is None:
                 raise StorageError(f"{self.path}: delta-rs refused the commit of version {version + 1}")
             return False
+
+    def _put_commit(self, version: int, body: bytes) -> bool:
+        """Create the commit file of ``version`` holding ``body`` unless another writer did
+        first (False): ``link(2)`` on local disk (durable: ``delta_commit``), a conditional put
+        on S3 (``Location.put_new``)."""
+        if self.location.local is not None:
+            return put_if_absent(self.location.local, version, body)
+        with storage_errors(self.location):
+            return self.location.put_new(f"_delta_log/{version:020d}.json", body)
 
     def _fresh(self) -> DeltaTable:
         self.refresh()

@@ -1,4 +1,7 @@
-"""Committing to a table on an object store (``s3://``, ``gs://``, ``az://``…) through delta-rs.
+"""Committing to a table on an object store (``gs://``, ``az://``…) through delta-rs: the path
+of every store but S3, and of S3 where ``Location.commits_by_put`` is False (a locking provider,
+or ``KRAFTLAKE_S3_COMMIT=delta-rs``). S3 otherwise gets kraftlake's own commit file by a
+conditional put: two requests an append where this path makes nine (bench/RESULTS.md).
 
 The local commit (``delta_commit``) is put-if-absent by ``link(2)``; an object store has no
 link, and its put-if-absent is the conditional put (S3's ``If-None-Match: *``, GCS's and Azure's

@@ -72,9 +72,15 @@ def s3_bucket(moto_server, monkeypatch):
     return bucket
 
 
-@pytest.fixture(params=["local", "s3"])
-def table_uri(request, tmp_path):
-    """Where a test's log goes: a local path, or ``s3://`` on moto's server."""
+@pytest.fixture(params=["local", "s3", "s3-delta-rs"])
+def table_uri(request, tmp_path, monkeypatch):
+    """Where a test's log goes: a local path, or ``s3://`` on moto's server, its commit files
+    made by kraftlake's conditional put (``s3``) or by delta-rs's commit (``s3-delta-rs``: the
+    path a store without conditional puts takes; processes the test spawns inherit the choice)."""
     if request.param == "local":
         return str(tmp_path / "log")
+    if request.param == "s3-delta-rs":
+        from kraftlake.records.location import S3_COMMIT_VARIABLE
+
+        monkeypatch.setenv(S3_COMMIT_VARIABLE, "delta-rs")
     return request.getfixturevalue("s3_bucket").uri("log")

@@ -149,6 +149,7 @@ def unreferenced_files(log: Log) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("table_uri", ["local", "s3"], indirect=True)  # the slowest test: S3's default commit only
 def test_kill_9_during_appends(tmp_path, table_uri):
     path = table_uri
     Log.create(path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import msgspec
@@ -19,9 +20,11 @@ from typer.testing import CliRunner
 import kraftlake
 from kraftlake.cli.app import app
 from kraftlake.records import Log, StorageError, iter_lines
+from kraftlake.records.errors import UnsupportedLocationError
+from kraftlake.records.location import S3_COMMIT_VARIABLE, resolve
 from kraftlake.replay import report_json
 
-from helpers.object_store import REGION, MotoServer, race_conditional_puts
+from helpers.object_store import REGION, Bucket, MotoServer, race_conditional_puts
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
@@ -125,10 +128,18 @@ def test_duckdb_plan_on_s3_gives_the_python_engines_report(s3_bucket, name):
     assert [(i.id, i.violations) for i in plan.invariants] == [(i.id, i.violations) for i in python.invariants]
 
 
-def test_delta_rs_writers_and_kraftlake_fence_each_other_on_s3(s3_bucket):
+@pytest.fixture(params=["put", "delta-rs"])
+def s3_commit(request, monkeypatch):
+    """Each of an S3 log's two commit paths (``Location.commits_by_put``)."""
+    monkeypatch.setenv(S3_COMMIT_VARIABLE, request.param)
+    return request.param
+
+
+def test_delta_rs_writers_and_kraftlake_fence_each_other_on_s3(s3_bucket, s3_commit):
     """A commit lands on exactly the version it read: a version taken by another writer (here
     delta-rs's own ``write_deltalake``, behind the Log's back) is refused and followed."""
     uri = s3_bucket.uri("fenced")
+    assert resolve(uri).commits_by_put == (s3_commit == "put")
     log = Log.create(uri)
     log.append(records()[:5])
     stale_version = log.version
@@ -279,11 +290,13 @@ def test_data_files_are_one_put_and_a_refused_commit_leaves_no_file(s3_bucket):
     assert pa.concat_tables([Log.open(uri).at().table()]).num_rows == 6
 
 
-def test_the_table_moves_while_a_batch_is_checked_and_nothing_runs_on_after(s3_bucket):
+def test_the_table_moves_while_a_batch_is_checked_and_nothing_runs_on_after(s3_bucket, monkeypatch):
     """delta-rs's commit leaves the Log's DeltaTable on the version before it: the next append
     moves it on a thread while the batch is checked. A duplicate, a refused batch and a lost
     race all return with that move finished, and the appends land fenced and gapless."""
     from kraftlake.records import PartitionChange, RecordError
+
+    monkeypatch.setenv(S3_COMMIT_VARIABLE, "delta-rs")
 
     uri = s3_bucket.uri("moving")
     log, other = Log.create(uri), Log.open(uri)
@@ -323,3 +336,73 @@ def test_compaction_and_checkpoints_beside_appends_on_s3(s3_bucket):
     assert [r.offset for r in Log.open(uri).read()] == list(range(len(recs) + 2))
     checkpoint(log.location, log.version)
     assert any(k.endswith(".checkpoint.parquet") for k in s3_bucket.keys("compacted/_delta_log/"))
+
+
+def _requests(log_file: Path, since: int) -> list[str]:
+    """moto's access-log lines after the first ``since``: each request's method and path."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in log_file.read_text().splitlines() if '"' in line]
+    return [line.split('"')[1].rsplit(" ", 1)[0] for line in lines[since:]]
+
+
+def test_an_append_on_s3_is_two_puts_and_a_lost_race_reads_what_it_lost_to(tmp_path, monkeypatch, no_aws_env):
+    """kraftlake makes an S3 log's commit files itself: an append is the data file's PUT and the
+    commit file's conditional PUT, nothing else (delta-rs's commit makes nine requests:
+    bench/RESULTS.md). A writer that loses the version reads the commit it lost to (not its
+    own bytes), deletes its data file, follows the commits to the end, writes its batch again at
+    the next offsets and commits on top."""
+    requests = tmp_path / "requests.log"
+    server = MotoServer(request_log=str(requests))
+    try:
+        bucket = Bucket.new(server)
+        for key, value in bucket.env.items():
+            monkeypatch.setenv(key, value)
+        uri = bucket.uri("two")
+        log, other = Log.create(uri), Log.open(uri)
+        log.append(records()[:3], producer="p", seq=0)
+        assert other.last_offset == -1  # delta-rs reads the app transactions when first asked
+        seen = len(_requests(requests, 0))
+        log.append(records()[3:6], producer="p", seq=1)
+        made = _requests(requests, seen)
+        commit = "/two/_delta_log/0000000000000000000{}.json".format
+        assert [m.split()[0] for m in made] == ["PUT", "PUT"], made
+        assert made[0].endswith(".parquet") and made[1].endswith(commit(2))
+        seen += len(made)
+        other.append(records()[6:8])  # stale: version 1 is taken
+        made = [m.replace(f"/{bucket.name}", "") for m in _requests(requests, seen)]
+        assert [m.split()[0] for m in made] == ["PUT", "PUT", "GET", "POST", "GET", "GET", "GET", "PUT", "PUT"], made
+        assert made[1:4] == [f"PUT {commit(1)}", f"GET {commit(1)}", "POST ?delete"]  # refused; not ours; file gone
+        assert made[4:7] == [f"GET {commit(v)}" for v in (1, 2, 3)]  # followed to the end
+        assert made[7].endswith(".parquet") and made[8] == f"PUT {commit(3)}"
+        assert [r.offset for r in Log.open(uri).read()] == list(range(8))
+        assert DeltaTable(uri).version() == 3 and Log.open(uri).producer_seq("p") == 1
+    finally:
+        server.stop()
+
+
+def test_a_conditional_put_whose_answer_was_lost_is_its_own(s3_bucket):
+    """object_store retries a put whose answer did not arrive; the retry then finds the object
+    the first try stored. ``put_new`` counts bytes equal to its own as its own (a commit that
+    landed), other bytes as another writer's."""
+    where = resolve(s3_bucket.uri("lost"))
+    assert where.put_new("_delta_log/00000000000000000001.json", b"mine")
+    assert where.put_new("_delta_log/00000000000000000001.json", b"mine")  # the retry's answer
+    assert not where.put_new("_delta_log/00000000000000000001.json", b"theirs")
+    assert where.read("_delta_log/00000000000000000001.json") == b"mine"
+
+
+def test_which_commit_path_a_location_takes(tmp_path, monkeypatch, no_aws_env):
+    """Conditional puts on local disk and S3; delta-rs's commit where asked for, where a locking
+    provider or unsafe renames stand in for a conditional put, and on the other stores."""
+    assert resolve(str(tmp_path)).commits_by_put
+    assert resolve("s3://b/log").commits_by_put
+    assert not resolve("s3://b/log", {"AWS_S3_LOCKING_PROVIDER": "dynamodb"}).commits_by_put
+    assert not resolve("s3://b/log", {"aws_s3_allow_unsafe_rename": "true"}).commits_by_put
+    assert not resolve("gs://b/log").commits_by_put
+    monkeypatch.setenv("AWS_S3_LOCKING_PROVIDER", "dynamodb")
+    assert not resolve("s3://b/log").commits_by_put
+    monkeypatch.delenv("AWS_S3_LOCKING_PROVIDER")
+    monkeypatch.setenv(S3_COMMIT_VARIABLE, "delta-rs")
+    assert not resolve("s3://b/log").commits_by_put and resolve(str(tmp_path)).commits_by_put
+    monkeypatch.setenv(S3_COMMIT_VARIABLE, "rename")
+    with pytest.raises(UnsupportedLocationError, match="KRAFTLAKE_S3_COMMIT"):
+        _ = resolve("s3://b/log").commits_by_put
