@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kraftlake.records import Log, NoOp
-from kraftlake.records import appending as appending_module
+from kraftlake.records import log as log_module
 from kraftlake.records.kafka.importer import import_kafka
 from kraftlake.replay import snapshots as snapshots_module
 from kraftlake.replay.snapshots import SnapshotStore
@@ -26,7 +26,7 @@ def _crash(*args, **kwargs):
 def test_crash_between_data_file_and_commit(new_log, monkeypatch):
     new_log.append([NoOp()], producer="p", seq=0)
     with monkeypatch.context() as m:
-        m.setattr(appending_module, "put_if_absent", _crash)
+        m.setattr(log_module, "put_if_absent", _crash)  # the commit file of a local log
         with pytest.raises(Crash):
             new_log.append([NoOp(), NoOp()], producer="p", seq=1)
     log = Log.open(new_log.path)
