@@ -140,8 +140,12 @@ class Location:
     def _on_s3(self) -> bool:
         """Whether the table's own files (data and commit files) go through obstore's S3 client:
         one request each, where pyarrow's reads with two and re-creates a directory marker
-        after a delete (bench/RESULTS.md)."""
-        return self.local is None and self.uri.split("://", 1)[0].lower() in ("s3", "s3a")
+        after a delete (bench/RESULTS.md). Not where the credentials would come from a shared
+        profile (``~/.aws``, ``AWS_PROFILE``), which obstore does not read and delta-rs and
+        pyarrow do: such a log keeps pyarrow's client and delta-rs's commit."""
+        if self.local is not None or self.uri.split("://", 1)[0].lower() not in ("s3", "s3a"):
+            return False
+        return not _profile_credentials(self.storage_options)
 
     @cached_property
     def _object_store(self) -> Any:
@@ -246,6 +250,33 @@ def _s3_settings(storage_options: Mapping[str, str]) -> dict[str, str]:
             if ours is not None and (source is storage_options or key.upper().startswith("AWS_")):
                 found[ours] = value
     return found
+
+
+def _profile_credentials(storage_options: Mapping[str, str]) -> bool:
+    """Whether S3 credentials would come from a shared profile (the AWS config and credentials
+    files, ``AWS_PROFILE``): none are given as keys, by a web identity or by a container, and a
+    profile is named or its files exist."""
+    if "access_key" in _s3_settings(storage_options):
+        return False
+    env = os.environ
+    if any(env.get(k) for k in _ROLE_VARIABLES):
+        return False
+    if env.get("AWS_PROFILE") or any(k.lower().removeprefix("aws_") == "profile" for k in storage_options):
+        return True
+    files = (
+        env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials"),
+        env.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"),
+    )
+    return any(os.path.exists(f) for f in files)
+
+
+_ROLE_VARIABLES = (
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+"""Credentials object_store fetches itself (a web identity, a container's), as from an
+instance's metadata when nothing is set."""
 
 
 def _true(value: str | None) -> bool:

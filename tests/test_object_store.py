@@ -393,6 +393,8 @@ def test_a_conditional_put_whose_answer_was_lost_is_its_own(s3_bucket):
 def test_which_commit_path_a_location_takes(tmp_path, monkeypatch, no_aws_env):
     """Conditional puts on local disk and S3; delta-rs's commit where asked for, where a locking
     provider or unsafe renames stand in for a conditional put, and on the other stores."""
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))  # this machine's ~/.aws aside
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     assert resolve(str(tmp_path)).commits_by_put
     assert resolve("s3://b/log").commits_by_put
     assert not resolve("s3://b/log", {"AWS_S3_LOCKING_PROVIDER": "dynamodb"}).commits_by_put
@@ -403,6 +405,21 @@ def test_which_commit_path_a_location_takes(tmp_path, monkeypatch, no_aws_env):
     monkeypatch.delenv("AWS_S3_LOCKING_PROVIDER")
     monkeypatch.setenv(S3_COMMIT_VARIABLE, "delta-rs")
     assert not resolve("s3://b/log").commits_by_put and resolve(str(tmp_path)).commits_by_put
+    monkeypatch.delenv(S3_COMMIT_VARIABLE)
+    # Credentials from a shared profile, which obstore does not read: pyarrow's client and
+    # delta-rs's commit, which do. Keys given, a web identity, or no profile at all: obstore.
+    (tmp_path / "credentials").write_text("[default]\naws_access_key_id = a\naws_secret_access_key = b\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    assert not resolve("s3://b/log").commits_by_put and not resolve("s3://b/log")._on_s3
+    assert resolve("s3://b/log", {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}).commits_by_put
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tmp_path / "token"))
+    assert resolve("s3://b/log").commits_by_put
+    monkeypatch.delenv("AWS_WEB_IDENTITY_TOKEN_FILE")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    assert resolve("s3://b/log").commits_by_put
+    monkeypatch.setenv("AWS_PROFILE", "ops")
+    assert not resolve("s3://b/log").commits_by_put
+    monkeypatch.delenv("AWS_PROFILE")
     monkeypatch.setenv(S3_COMMIT_VARIABLE, "rename")
     with pytest.raises(UnsupportedLocationError, match="KRAFTLAKE_S3_COMMIT"):
         _ = resolve("s3://b/log").commits_by_put
