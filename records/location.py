@@ -9,8 +9,8 @@ the snapshots' Parquet files) go through a ``pyarrow.fs`` file system built from
 pyarrow's native S3 client for ``s3://``, delta-rs's own object store (``DeltaStorageHandler``) for
 the others. On S3 the table's own files (data and commit files) go through obstore instead
 (object_store, as in delta-rs): one request each, and the conditional put that creates a
-commit file only if absent. An unknown scheme is refused before anything is created, instead of becoming a local
-folder named after it (``Path("s3://b/x")`` is ``s3:/b/x``).
+commit file only if absent. An unknown scheme is refused before anything is created, instead
+of becoming a local folder named after it (``Path("s3://b/x")`` is ``s3:/b/x``).
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ class Location:
         local disk (``link(2)``), and on S3 (a conditional put, ``If-None-Match: *``), unless
         the options or the environment ask for delta-rs's commit (``S3_COMMIT_VARIABLE``, or a
         locking provider or unsafe renames: what a store without conditional puts needs, which
-        delta-rs then does). Elsewhere, and then, delta-rs commits (``store_commit``)."""
+        delta-rs then does) or the credentials are a profile's (``_on_s3``). Elsewhere, and then,
+        delta-rs commits (``store_commit``)."""
         if self.local is not None:
             return True
         if not self._on_s3:
@@ -131,7 +132,8 @@ class Location:
         from obstore.exceptions import AlreadyExistsError
 
         try:
-            obstore.put(self._object_store, rel, body, mode="create")
+            with storage_errors(self):
+                obstore.put(self._object_store, unquote(rel), body, mode="create")
         except AlreadyExistsError:
             return self.read(rel) == body
         return True
@@ -173,7 +175,8 @@ class Location:
             from obstore.exceptions import NotFoundError
 
             try:
-                return obstore.get(self._object_store, unquote(rel)).bytes().to_bytes()
+                with storage_errors(self):
+                    return obstore.get(self._object_store, unquote(rel)).bytes().to_bytes()
             except (NotFoundError, FileNotFoundError):  # obstore raises the latter for a 404
                 return None
         try:
@@ -191,9 +194,10 @@ class Location:
         if self._on_s3:
             import obstore
 
-            obstore.put(
-                self._object_store, unquote(rel), body if isinstance(body, bytes) else memoryview(body).tobytes()
-            )
+            with storage_errors(self):
+                obstore.put(
+                    self._object_store, unquote(rel), body if isinstance(body, bytes) else memoryview(body).tobytes()
+                )
             return
         with self.filesystem.open_output_stream(self.join(rel)) as f:
             f.write(body)
@@ -206,7 +210,8 @@ class Location:
             elif self._on_s3:
                 import obstore
 
-                obstore.delete(self._object_store, unquote(rel))  # one DELETE; S3 answers 204 for a missing key too
+                with storage_errors(self):
+                    obstore.delete(self._object_store, unquote(rel))  # one DELETE; 204 for a missing key too
             else:
                 self.filesystem.delete_file(self.join(rel))
         except FileNotFoundError:
@@ -426,8 +431,8 @@ def storage_cause(exc: BaseException) -> str:
 
 class storage_errors:  # noqa: N801 - used as ``with storage_errors(location):``
     """Turns an object store's errors (delta-rs's and pyarrow's ``OSError``s, delta-rs's
-    ``DeltaError``s other than "not a table", obstore's) into a ``StorageError`` naming the URI and the
-    cause. Local paths keep their own errors."""
+    ``DeltaError``s other than "not a table", obstore's but "not found" and "already exists")
+    into a ``StorageError`` naming the URI and the cause. Local paths keep their own errors."""
 
     def __init__(self, location: Location) -> None:
         self.location = location
@@ -444,7 +449,12 @@ class storage_errors:  # noqa: N801 - used as ``with storage_errors(location):``
 
         if isinstance(exc, KraftlakeError):
             return False
-        if type(exc).__module__.startswith("obstore"):  # the conditional put's client
+        obstore_error = type(exc).__module__.startswith("obstore")
+        if (obstore_error or isinstance(exc, FileNotFoundError)) and "NoSuchBucket" in str(exc):
+            raise StorageError(f"{self.location.uri}: {storage_cause(exc)}") from exc  # obstore's 404s
+        if obstore_error and type(exc).__name__ in ("NotFoundError", "AlreadyExistsError"):
+            return False  # a missing or an existing object: the caller's to judge
+        if obstore_error:
             raise StorageError(f"{self.location.uri}: {storage_cause(exc)}") from exc
         if isinstance(exc, (TableNotFoundError, CommitFailedError, FileNotFoundError)):
             return False

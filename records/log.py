@@ -10,8 +10,8 @@ What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-t
   ``link(2)``, durable; ``location``: S3's conditional put), far cheaper than delta-rs's commit
   (bench/RESULTS.md); on the other object stores, and on S3 where a locking provider stands in
   for conditional puts, delta-rs commits with no retries (``store_commit``). delta-rs does
-  everything else (creation, schema changes,
-  checkpoints, compaction, snapshots and time travel).
+  everything else (creation, schema changes, checkpoints, compaction, snapshots and time
+  travel).
 - **A batch lands whole or not at all**, as one Parquet file in one Delta commit. A commit that
   loses the race deletes the file it wrote; a process killed before its commit leaves an
   unreferenced file that ``maintain`` vacuums, never a partial batch.

@@ -221,6 +221,19 @@ def test_no_bucket(moto_server, s3_bucket, tmp_path, monkeypatch):
     _nothing_created(moto_server, before, tmp_path)
 
 
+def test_an_append_after_the_bucket_is_gone(moto_server, s3_bucket):
+    """The bucket deleted under an open log: the append's put says so, naming the URI."""
+    uri = s3_bucket.uri("gone")
+    log = Log.create(uri)
+    log.append(records()[:2])
+    client = moto_server.client()
+    for key in s3_bucket.keys():
+        client.delete_object(Bucket=s3_bucket.name, Key=key)
+    client.delete_bucket(Bucket=s3_bucket.name)
+    with pytest.raises(StorageError, match=f"{uri}: the bucket does not exist"):
+        log.append(records()[2:4])
+
+
 def test_endpoint_unreachable(s3_bucket, tmp_path, monkeypatch):
     from helpers.object_store import free_port
 
