@@ -45,6 +45,10 @@ _S3_KEYS = {
     "endpoint_url": "endpoint",
     "endpoint_url_s3": "endpoint",
     "allow_http": "allow_http",
+    # what decides the commit path and the client (``Location.commits_by_put``, ``_on_s3``)
+    "s3_locking_provider": "locking_provider",
+    "s3_allow_unsafe_rename": "unsafe_rename",
+    "profile": "profile",
 }
 
 
@@ -119,9 +123,8 @@ class Location:
             raise UnsupportedLocationError(f"{S3_COMMIT_VARIABLE}={choice!r}: expected put or delta-rs")
         if choice == "delta-rs":
             return False
-        settings = {k.lower().removeprefix("aws_"): v for k, v in os.environ.items() if k.upper().startswith("AWS_")}
-        settings |= {k.lower().removeprefix("aws_"): v for k, v in self.storage_options.items()}
-        return not settings.get("s3_locking_provider") and not _true(settings.get("s3_allow_unsafe_rename"))
+        settings = _s3_settings(self.storage_options)
+        return not settings.get("locking_provider") and not _true(settings.get("unsafe_rename"))
 
     def put_new(self, rel: str, body: bytes) -> bool:
         """Create the table's file ``rel`` holding ``body`` unless it exists, on an object store
@@ -261,12 +264,13 @@ def _profile_credentials(storage_options: Mapping[str, str]) -> bool:
     """Whether S3 credentials would come from a shared profile (the AWS config and credentials
     files, ``AWS_PROFILE``): none are given as keys, by a web identity or by a container, and a
     profile is named or its files exist."""
-    if "access_key" in _s3_settings(storage_options):
+    settings = _s3_settings(storage_options)
+    if "access_key" in settings:
         return False
     env = os.environ
     if any(env.get(k) for k in _ROLE_VARIABLES):
         return False
-    if env.get("AWS_PROFILE") or any(k.lower().removeprefix("aws_") == "profile" for k in storage_options):
+    if settings.get("profile"):
         return True
     files = (
         env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials"),
