@@ -162,12 +162,24 @@ def _too_deep(line: bytes, line_no: int | None) -> RecordError:
     )
 
 
-def _not_utf8(line: bytes, exc: UnicodeDecodeError, line_no: int | None) -> RecordError:
+def invalid_utf8(data: bytes) -> int | None:
+    """The position of the first byte of ``data`` that is not valid UTF-8, or None.
+
+    Decoders disagree on which exception bad UTF-8 raises (msgspec raises ``UnicodeDecodeError``
+    on some builds and ``DecodeError`` on others), so errors are worded from the bytes, not from
+    the exception's type."""
     try:
-        line.decode("utf-8")
-        pos = exc.start
-    except UnicodeDecodeError as whole:
-        pos = whole.start
+        data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return bad.start
+    return None
+
+
+def _not_utf8(line: bytes, line_no: int | None) -> RecordError | None:
+    """The error for a line that is not valid UTF-8, naming the byte and the key it sits in."""
+    pos = invalid_utf8(line)
+    if pos is None:
+        return None
     return RecordError(f"invalid UTF-8 at byte {pos}", line=line_no, field=_key_before(line, pos))
 
 
@@ -177,8 +189,8 @@ def decode_line(line: bytes | str, *, line_no: int | None = None) -> Record:
     data = line.encode() if isinstance(line, str) else line
     try:
         return _decode_line(data, line_no)
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(data, exc, line_no) from None
+    except UnicodeDecodeError:
+        raise (_not_utf8(data, line_no) or RecordError("invalid UTF-8", line=line_no)) from None
     except RecursionError:
         raise _too_deep(data, line_no) from None
 
@@ -202,7 +214,7 @@ def _decode_line(line: bytes, line_no: int | None) -> Record:
         try:
             raw = msgspec.json.decode(line)
         except msgspec.DecodeError as exc:
-            raise RecordError(f"not JSON: {exc}", line=line_no) from None
+            raise (_not_utf8(line, line_no) or RecordError(f"not JSON: {exc}", line=line_no)) from None
         return from_builtins(raw, line=line_no)
     if record.version < current_version(type(record)):
         return from_builtins(msgspec.json.decode(line), line=line_no)

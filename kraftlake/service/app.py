@@ -35,15 +35,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, SerializationException
 from litestar.openapi import OpenAPIConfig
 from litestar.params import FromPath, JSONBody, Parameter, QueryParameter
 from litestar.response import Stream
+from litestar.utils.scope.state import ScopeState
 
 from kraftlake.logging import get_logger
 from kraftlake.records import Log, Record, TimeTravelError
 from kraftlake.records.catalog import BY_NAME
-from kraftlake.records.codec import encode_line, encode_lines
+from kraftlake.records.codec import encode_line, encode_lines, invalid_utf8
 from kraftlake.replay import report_json
 from kraftlake.statemachine.invariants import SEVERITIES
 
@@ -149,9 +150,11 @@ _PARAMETER_NAMES = {"from_": "from", "type_": "type"}
 """Query parameters whose Python names differ (Litestar's details give the Python name)."""
 
 
-def _http_error(_request: Request, exc: HTTPException) -> Response:
+def _http_error(request: Request, exc: HTTPException) -> Response:
     """Litestar's own refusals (404, 405, a query parameter of the wrong type…) in the service's
     one error shape: ``{"error": message}``, naming the parameter when Litestar's details do."""
+    if isinstance(exc.__cause__, SerializationException):  # the JSON body did not decode
+        return _undecodable(request, exc)
     payload: dict[str, Any] = {"error": exc.detail}
     extra = getattr(exc, "extra", None)
     if extra:
@@ -167,10 +170,18 @@ def _bad_parameter(_request: Request, exc: BadParameter) -> Response:
     return Response({"error": str(exc), "parameter": exc.parameter}, status_code=400, media_type="application/json")
 
 
-def _undecodable(_request: Request, exc: Exception) -> Response:
+def _undecodable(request: Request, exc: Exception) -> Response:
     """A JSON body Litestar could not decode for a route (an audit, a bookie's state): a string
-    that is not UTF-8, or nesting deeper than the decoder goes."""
-    why = "a string is not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else "nested too deeply to decode"
+    that is not UTF-8 (found in the bytes Litestar read: which exception msgspec raises for it
+    differs between builds), nesting deeper than the decoder goes, or not JSON at all."""
+    body = ScopeState.from_scope(request.scope).body
+    pos = invalid_utf8(body) if isinstance(body, bytes) else None
+    if pos is not None:
+        why = f"a string is not valid UTF-8 at byte {pos}"
+    elif isinstance(exc, RecursionError) or isinstance(exc.__cause__, RecursionError):
+        why = "nested too deeply to decode"
+    else:
+        why = f"not JSON: {exc.detail if isinstance(exc, HTTPException) else exc}"
     return Response({"error": f"body: {why}", "parameter": "body"}, status_code=400, media_type="application/json")
 
 

@@ -32,6 +32,7 @@ import pyarrow as pa
 from kraftlake.logging import get_logger
 from kraftlake.records import LogError, ProducerSeq, RecordError
 from kraftlake.records.arrow_input import from_arrow
+from kraftlake.records.codec import invalid_utf8
 from kraftlake.records.columnar import from_builtins_batch, from_msgpack_items
 
 from .committer import Closed, GroupCommitter, Overloaded
@@ -85,18 +86,22 @@ def body_timeout(exc: BodyTimeout) -> Answer:
     return _problem(408, str(exc))
 
 
-def undecodable(exc: Exception, body: bytes, **where: Any) -> Answer:
+def undecodable(exc: Exception, body: bytes, *, json: bool, **where: Any) -> Answer:
     """400 for a body (or one record in it, ``where``) that does not decode: not JSON or msgpack,
-    a string that is not UTF-8 (naming the byte), nesting too deep for the decoder."""
-    if isinstance(exc, UnicodeDecodeError):
-        try:
-            body.decode("utf-8")
-            at = ""
-        except UnicodeDecodeError as bad:
-            at = f" at byte {bad.start}"
-        return _problem(400, f"a string is not valid UTF-8{at}", field=where.pop("field", "body"), **where)
+    a string that is not UTF-8 (naming the byte of a JSON body), nesting too deep for the decoder.
+
+    Invalid UTF-8 is found in the bytes, not by the exception's type: msgspec raises
+    ``UnicodeDecodeError`` on some builds and ``DecodeError`` on others."""
+    field_ = where.pop("field", "body")
+    if json:  # JSON text is UTF-8 as a whole: any invalid byte is the fault
+        pos = invalid_utf8(body)
+        if pos is not None:
+            return _problem(400, f"a string is not valid UTF-8 at byte {pos}", field=field_, **where)
+    elif isinstance(exc, UnicodeDecodeError) or "utf-8" in str(exc).lower():
+        # msgpack carries binary beside its strings: only the decoder knows which bytes were text.
+        return _problem(400, "a string is not valid UTF-8", field=field_, **where)
     if isinstance(exc, RecursionError):
-        return _problem(400, "nested too deeply to decode", field=where.pop("field", "body"), **where)
+        return _problem(400, "nested too deeply to decode", field=field_, **where)
     return _problem(400, f"the body is not an append request: {exc}", **where)
 
 
@@ -148,11 +153,11 @@ class Appending:
             req = decode(body, type=AppendRequest if measured else _SmallAppendRequest)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
             if measured:
-                return undecodable(exc, body)
+                return undecodable(exc, body, json=decode is msgspec.json.decode)
             try:  # record by record, to name the one that does not decode
                 req, measured = decode(body, type=AppendRequest), True
             except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-                return undecodable(exc, body)
+                return undecodable(exc, body, json=decode is msgspec.json.decode)
         try:
             ProducerSeq.of(req.producer, req.seq)
         except RecordError as exc:
@@ -180,7 +185,7 @@ class Appending:
                 try:
                     raws.append(decode(raw))
                 except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-                    return undecodable(exc, bytes(raw), index=i, field="records")
+                    return undecodable(exc, bytes(raw), json=decode is msgspec.json.decode, index=i, field="records")
         try:
             records = from_builtins_batch(raws)  # checked column by column (records.columnar)
         except RecordError as exc:  # the first bad record; its line is its index + 1

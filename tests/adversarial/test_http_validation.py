@@ -172,6 +172,36 @@ def test_bad_requests_get_400_naming_the_parameter_and_append_nothing(tmp_path, 
     assert "internal_error" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("raised", ["UnicodeDecodeError", "DecodeError"])
+def test_invalid_utf8_is_named_whichever_exception_the_decoder_raises(tmp_path, monkeypatch, raised):
+    """msgspec raises ``UnicodeDecodeError`` for bad UTF-8 on some builds and ``DecodeError`` on
+    others (issue 58): both doors, the append path and Litestar's routes, word the 400 from the
+    body's bytes, whichever the decoder raises."""
+    real = msgspec.json.decode
+
+    def decode(data, *args, **kwargs):
+        try:
+            bytes(data).decode("utf-8")
+        except UnicodeDecodeError as bad:
+            if raised == "DecodeError":
+                raise msgspec.DecodeError("Invalid UTF-8 encoded string") from None
+            raise bad from None
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(msgspec.json, "decode", decode)
+    path, client = served(tmp_path)
+    cases = [
+        ("POST", "/v1/records", b'{"producer": "\xc3\x28", "seq": 1, "records": []}', "field", 14),
+        ("POST", "/v1/audits", b'{"fail_on": "\xff"}', "parameter", 13),
+    ]
+    with client:
+        for method, url, body, key, at in cases:
+            r = client.request(method, url, content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()[key] == "body" and f"not valid UTF-8 at byte {at}" in r.json()["error"], (url, r.json())
+    assert Log.open(path).last_offset == -1
+
+
 def test_every_500_is_logged_with_its_cause(tmp_path, monkeypatch, capsys):
     def broken(*_a, **_kw):
         raise ZeroDivisionError("a bug in the read path")

@@ -4,14 +4,16 @@ code 2 and a message naming the line and the field, and nothing lands."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kraftlake.cli import app
-from kraftlake.records import Log, RecordError, decode_line
+from kraftlake.records import Log, RecordError, codec, decode_line
 from kraftlake.records.codec import duplicate_key
 
 runner = CliRunner()
@@ -99,6 +101,32 @@ def test_largest_seq_lands(log):
     result = _append(log, NOOP, "--producer", "p", "--seq", str(2**63 - 1))
     assert result.exit_code == 0, result.output
     assert Log.open(log).producer_seq("p") == 2**63 - 1
+
+
+def _raising(exc: Exception):
+    def decode(*_args, **_kwargs):
+        raise exc
+
+    return decode
+
+
+BAD_UTF8_RAISED_AS = {
+    "UnicodeDecodeError": UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+    "DecodeError": msgspec.DecodeError("Invalid UTF-8 encoded string"),
+}
+
+
+@pytest.mark.parametrize("raised", sorted(BAD_UTF8_RAISED_AS))
+def test_invalid_utf8_is_named_whichever_exception_the_decoder_raises(monkeypatch, raised):
+    """msgspec raises ``UnicodeDecodeError`` for bad UTF-8 on some builds and ``DecodeError`` on
+    others (issue 58): the message is built from the bytes, so both give the byte and the key."""
+    line = b'{"type":"Config","resource_type":2,"resource_name":"\xff\xfe","name":"a","value":"b"}'
+    monkeypatch.setattr(codec, "JSON_DECODER", SimpleNamespace(decode=_raising(BAD_UTF8_RAISED_AS[raised])))
+    monkeypatch.setattr(msgspec.json, "decode", _raising(BAD_UTF8_RAISED_AS[raised]))
+    with pytest.raises(RecordError) as info:
+        decode_line(line, line_no=2)
+    assert (info.value.line, info.value.field) == (2, "resource_name")
+    assert "invalid UTF-8 at byte 52" in str(info.value)
 
 
 def test_duplicate_keys_are_refused_by_the_decoder():
