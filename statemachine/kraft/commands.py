@@ -209,7 +209,8 @@ class AssignReplicasToDirsReply(Reply, frozen=True, kw_only=True):
 
 class ElectLeadersReply(Reply, frozen=True, kw_only=True):
     results: tuple[tuple[str, int, int], ...] = ()
-    """(topic name, partition, error code) per partition asked about."""
+    """(topic name, partition, error code) per partition asked about; asked about every partition,
+    none whose result is ELECTION_NOT_NEEDED (Kafka's reply leaves those out)."""
 
 
 class DeleteTopicsReply(Reply, frozen=True, kw_only=True):

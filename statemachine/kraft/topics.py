@@ -392,10 +392,12 @@ def elect_leaders(view: ControllerView, cmd: c.ElectLeaders) -> c.Decision:
     topic-name order, when none are named), ELECTION_NOT_NEEDED when the preferred replica
     already leads (preferred) or a leader exists (unclean); else the builder with that election,
     PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when it changes nothing.
-    Each change is computed from the state before the request, as Kafka's are."""
+    Each change is computed from the state before the request, as Kafka's are. Electing every
+    partition, the reply leaves out those whose result is ELECTION_NOT_NEEDED, as Kafka's does."""
     if cmd.election not in ("preferred", "unclean"):
         return c.Decision(reply=c.ElectLeadersReply(error_code=c.INVALID_REQUEST, message=f"election {cmd.election!r}"))
     wanted = cmd.partitions
+    every = wanted is None
     if wanted is None:
         wanted = tuple(
             (name, pid) for name in sorted(view.topic_ids) for pid in sorted(view.partitions[view.topic_ids[name]])
@@ -410,7 +412,8 @@ def elect_leaders(view: ControllerView, cmd: c.ElectLeaders) -> c.Decision:
             continue
         preferred = cmd.election == "preferred"
         if (preferred and p.replicas and p.leader == p.replicas[0]) or (not preferred and p.leader != -1):
-            results.append((name, pid, c.ELECTION_NOT_NEEDED))
+            if not every:
+                results.append((name, pid, c.ELECTION_NOT_NEEDED))
             continue
         change = builder(view, p).set_election(Election.PREFERRED if preferred else Election.UNCLEAN).build()
         if change is None:
