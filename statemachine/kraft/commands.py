@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature
+from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, FeatureLevel
 from kraftlake.records.observations import AssignReplicasToDirsRequest
 
 # Kafka error codes used by the deciders.
@@ -41,6 +41,7 @@ BROKER_ID_NOT_REGISTERED = 102
 INELIGIBLE_REPLICA = 107
 NEW_LEADER_ELECTED = 108
 INVALID_REGISTRATION = 119
+UNKNOWN_SERVER_ERROR = -1
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
@@ -60,6 +61,20 @@ class RegisterBroker(Command, frozen=True, kw_only=True):
     previous_broker_epoch: int = -1
     """The epoch the broker's clean-shutdown file names (request v3+, KIP-966); -1 = none, which
     no registration has: the restart counts as unclean."""
+    old_session_alive: bool | None = None
+    """Whether the registered incarnation's session is still alive (the heartbeat manager's clock
+    state, not in the log); None: taken from the log, an unfenced registration standing for a
+    live session."""
+
+
+class Activate(Command, frozen=True, kw_only=True):
+    """The controller becomes active (``QuorumController``'s activation event). ``bootstrap`` is
+    what ``bootstrap.checkpoint`` holds (the features the cluster was formatted with; SCRAM
+    credentials a format may add are not modelled); ``default_min_insync_replicas`` is the
+    controller's static ``min.insync.replicas``, which is not in the log."""
+
+    bootstrap: tuple[FeatureLevel, ...] = ()
+    default_min_insync_replicas: int = 1
 
 
 class Heartbeat(Command, frozen=True, kw_only=True):

@@ -22,10 +22,14 @@ MV_3_4_IV0 = 8
 """ZK migration (RegisterBroker v2)."""
 MV_3_6_IV0 = 12
 """An ISR shrink no longer forces a leader-epoch bump (KAFKA-15021)."""
+MV_3_6_IV1 = 13
+"""Metadata transactions (KIP-868): the bootstrap records are written in one."""
 MV_3_7_IV2 = 17
 """JBOD in KRaft (KIP-858): directories on registrations and partitions, AssignReplicasToDirs."""
 MV_3_9_IV0 = 21
 """Kafka 3.9: the semantics this package targets."""
+MV_4_0_IV0 = 22
+"""The first level only Kafka 4.x writes: a controller at it or above is Kafka 4.x software."""
 MV_4_0_IV1 = 23
 """ELR (KIP-966): Partition and PartitionChange v2; ``eligible.leader.replicas.version`` 1 needs it."""
 MV_4_1_IV1 = 27
