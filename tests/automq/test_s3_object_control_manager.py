@@ -1,7 +1,9 @@
-"""AutoMQ's ``S3ObjectControlManagerTest``, case by case. AutoMQ's test mocks the controller's
-event queue, its timer and the object storage client; here kraftlake's real view, decider and
-reducer run on a simulated clock (``statemachine.simulation.Simulation``): the storage deletion is
-the ``DeleteMarkedObjects`` decision, the timer the ``CheckObjectLifecycle`` command."""
+"""AutoMQ's ``S3ObjectControlManagerTest``, case by case, read at AutoMQ/automq f1ce98ec (the
+nightly after tag 1.7.3, which added testPreparedObjectTimeoutUsesDeadline). AutoMQ's test mocks
+the controller's event queue, its timer and the object storage client; here kraftlake's real
+view, decider and reducer run on a simulated clock (``statemachine.simulation.Simulation``): the
+storage deletion is the ``DeleteMarkedObjects`` decision, the timer the ``CheckObjectLifecycle``
+command."""
 
 from __future__ import annotations
 
