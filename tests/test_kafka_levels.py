@@ -12,9 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
+from kraftlake.records.kafka.batches import encode_batch
 from kraftlake.records.kafka.exporter import export_kafka
-from kraftlake.records.kafka.importer import read_kafka
-from kraftlake.records.kafka.metadata import SCHEMAS, encode_value
+from kraftlake.records.kafka.importer import ImportStats, read_kafka
+from kraftlake.records.kafka.layout import PARTITION_DIR, checkpoint_name
+from kraftlake.records.kafka.metadata import SCHEMAS, SnapshotFooter, SnapshotHeader, encode_control, encode_value
 from kraftlake.records.kraft import FeatureLevel, KafkaOpaque, RegisterBroker
 from kraftlake.records.metadata_versions import NEWEST_KNOWN, name_of
 from kraftlake.statemachine.kraft import features
@@ -134,3 +136,29 @@ def test_a_record_kraftlake_does_not_know_is_refused_naming_it(tmp_path):
         result = runner.invoke(app, ["audit", log, *engine])
         assert result.exit_code == 2, result.output
         assert named in result.stderr and "metadata.version is 30, newer than kraftlake knows (29)" in result.stderr
+
+
+def _checkpoint(level: int) -> bytes:
+    """A snapshot (``RecordsSnapshotWriter``'s framing) holding only ``metadata.version`` ``level``."""
+    hk, hv = encode_control(SnapshotHeader(0, 0))
+    fk, fv = encode_control(SnapshotFooter(0))
+    body = encode_value(FeatureLevel(name="metadata.version", feature_level=level))
+    return (
+        encode_batch([(0, 0, hk, hv)], base_offset=0, partition_leader_epoch=1, control=True)
+        + encode_batch([(1, 0, None, body)], base_offset=1, partition_leader_epoch=1)
+        + encode_batch([(2, 0, fk, fv)], base_offset=2, partition_leader_epoch=1, control=True)
+    )
+
+
+@pytest.mark.parametrize("where", ["bootstrap.checkpoint", "snapshot"])
+def test_a_newer_level_in_the_bootstrap_or_a_snapshot_is_noted_too(tmp_path, where):
+    kafka = _kafka_log(tmp_path, 29)
+    if where == "bootstrap.checkpoint":
+        (kafka / "bootstrap.checkpoint").write_bytes(_checkpoint(31))
+        start = None
+    else:
+        (kafka / PARTITION_DIR / checkpoint_name(100, 1)).write_bytes(_checkpoint(31))
+        start = "latest"
+    stats = ImportStats()
+    assert [r for b in read_kafka(kafka, from_snapshot=start, stats=stats) for r in b]
+    assert stats.newer_metadata_version == 31
