@@ -113,7 +113,11 @@ class ImportStats:
             return
         self.newer_metadata_version = level
         log.warning(
-            "kafka.newer_metadata_version", level=level, offset=offset, file=file, what=newer_level_warning(level)
+            "kafka.newer_metadata_version",
+            metadata_version=level,
+            offset=offset,
+            file=file,
+            what=newer_level_warning(level),
         )
 
 
