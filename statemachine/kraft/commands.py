@@ -164,6 +164,9 @@ class ReassignPartition(Command, frozen=True, kw_only=True):
     topic_id: str
     partition_id: int
     target_replicas: tuple[int, ...] | None
+    allow_replication_factor_change: bool = True
+    """Request v1 (KIP-860, Kafka 4.1): False refuses a target whose size is not the partition's
+    replication factor (INVALID_REPLICATION_FACTOR); a cancel is not checked."""
 
 
 class AlterPartition(Command, frozen=True, kw_only=True):
@@ -231,6 +234,12 @@ class ElectLeadersReply(Reply, frozen=True, kw_only=True):
 class DeleteTopicsReply(Reply, frozen=True, kw_only=True):
     errors: dict[str, int] = {}
     """Topic id -> error code (0 = deleted)."""
+
+
+class ReassignPartitionReply(Reply, frozen=True, kw_only=True):
+    allow_replication_factor_change: bool = True
+    """The request's flag, echoed (the response's AllowReplicationFactorChange, v1): a controller
+    that does not know the flag answers its default, True."""
 
 
 class AlterPartitionReply(Reply, frozen=True, kw_only=True):

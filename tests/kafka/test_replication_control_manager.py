@@ -7,8 +7,9 @@ onto heartbeats, ``fenceBrokers`` onto heartbeats from every other broker and se
 broker order, ``inControlledShutdownBrokers`` onto a BrokerRegistrationChange v1 record,
 ``handleBrokerFenced`` onto a session expiry, ``alterTopicConfig`` onto AlterConfig,
 ``handleBrokersUncleanShutdown`` onto ``brokers.shutdown_records(clean=False)``, CreateTopics /
-CreatePartitions / AlterPartitionReassignments (one topic or partition per command) onto
-CreateTopic / CreatePartitions / ReassignPartition, ``listPartitionReassignments`` onto a read of
+CreatePartitions / AlterPartitionReassignments (one topic or partition per command; its
+AllowReplicationFactorChange on each) onto CreateTopic / CreatePartitions / ReassignPartition,
+``listPartitionReassignments`` onto a read of
 the view. Results Kafka computes without replaying them are decided with ``decide`` on the
 unchanged view. The default metadata.version is 4.0-IV3 (Kafka 4.0's ``latestTesting``).
 
@@ -57,6 +58,7 @@ from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.brokers import shutdown_records
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.decider import decide
+from kraftlake.statemachine.kraft.features import MV_4_2_IV1
 from kraftlake.statemachine.kraft.replication import default_dir_provider, effective_min_isr, elr_partitions
 from kraftlake.statemachine.kraft.topics import usable_brokers, validate_manual_assignment
 from tests.helpers.kraft import bootstrap, strip, uid
@@ -818,6 +820,67 @@ def test_testReassignPartitionsHandlesNewReassignmentThatRemovesPreviouslyAdding
     assert ctx.list_reassignments() == {}
 
 
+def test_testAlterPartitionDisallowReplicationFactorChange():
+    """KIP-860 (Kafka 4.1; read at tag 4.2.0-rc1, 6eef6636): AlterPartitionReassignments with
+    AllowReplicationFactorChange false refuses a target whose size differs from the partition's
+    replication factor (during a running move: replicas + adding - removing) with
+    INVALID_REPLICATION_FACTOR, after the assignment's own checks; the reply echoes the flag.
+    Kafka's ALTER_PARTITION version parameter is unused by the case's body, and its
+    ``latestTesting`` (4.3-IV0, unstable) is beyond kraftlake's levels: 4.2-IV1, Kafka 4.2's
+    latest production level, stands for it (nothing here depends on the level)."""
+    ctx = Context(0, 1, 2, 3, mv=MV_4_2_IV1)
+    foo = ctx.create_test_topic("foo", (0, 1, 2), (0, 1, 2), (0, 1, 2))
+
+    def reassign(partition: int, target: tuple[int, ...]) -> c.Decision:
+        return decide(
+            ctx.view,
+            c.ReassignPartition(
+                topic_id=foo, partition_id=partition, target_replicas=target, allow_replication_factor_change=False
+            ),
+        )
+
+    decisions = [reassign(0, (1, 2, 3)), reassign(1, (0, 1)), reassign(2, (0, 1, 2, 3))]
+    assert [(d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) for d in decisions] == [
+        (c.NONE, None, False),
+        (c.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 2", False),
+        (c.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 4", False),
+    ]
+    assert [len(d.records) for d in decisions] == [1, 0, 0]
+    # Kafka's batch is atomic: the records of the whole request, partition 0's only.
+    ctx.ctl.append(decisions[0].records)
+    assert ctx.list_reassignments() == {("foo", 0): ((0,), (3,), (1, 2, 3, 0))}
+    # While the move runs, the replication factor is the target's: {1, 2, 3, 0} + {3} - {0}.
+    d = reassign(0, (0, 1))
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change, d.records) == (
+        c.INVALID_REPLICATION_FACTOR,
+        "The replication factor is changed from 3 to 2",
+        False,
+        (),
+    )
+    d = reassign(0, (0, 2, 3))
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) == (c.NONE, None, False)
+    assert len(d.records) == 1
+
+
+def test_testDisallowReplicationFactorChangeNoEffectWhenCancelAlterPartition():
+    """KIP-860 (read at tag 4.2.0-rc1, 6eef6636): a cancel (null replicas) with
+    AllowReplicationFactorChange false is not checked: [1, 2, 3, 0], on its way to three
+    replicas, goes back to [0, 1, 2]; the reply echoes the flag. As in
+    testAlterPartitionDisallowReplicationFactorChange, the version parameter is unused and
+    4.2-IV1 stands for ``latestTesting``."""
+    ctx = Context(0, 1, 2, 3, mv=MV_4_2_IV1)
+    foo = ctx.create_test_topic("foo", (0, 1, 2))
+    d = ctx.ctl.handle(c.ReassignPartition(topic_id=foo, partition_id=0, target_replicas=(1, 2, 3)))
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) == (c.NONE, None, True)
+    assert ctx.list_reassignments() == {("foo", 0): ((0,), (3,), (1, 2, 3, 0))}
+    d = ctx.ctl.handle(
+        c.ReassignPartition(topic_id=foo, partition_id=0, target_replicas=None, allow_replication_factor_change=False)
+    )
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) == (c.NONE, None, False)
+    assert len(d.records) == 1
+    assert ctx.list_reassignments() == {}
+
+
 # -- elections ---------------------------------------------------------------------------------------
 
 
@@ -1222,7 +1285,8 @@ def test_testPreferredElectionDoesNotTriggerUncleanElection():
 
 
 def test_every_case_of_kafkas_class_is_ported_or_listed():
-    """The class's 51 methods: each is a test here or a line of the module docstring."""
+    """The class's 51 methods the first port read, and the cases added since that are ported: each
+    is a test here or a line of the module docstring."""
     kafka = {
         "testExcessiveNumberOfTopicsCannotBeCreated", "testExcessiveNumberOfTopicsCannotBeCreatedWithAssignments",
         "testCreateTopics", "testCreateTopicsWithMutationQuotaExceeded", "testCreateTopicsISRInvariants",
@@ -1248,8 +1312,11 @@ def test_every_case_of_kafkas_class_is_ported_or_listed():
         "testReassignPartitionsHandlesNewReassignmentThatRemovesPreviouslyAddingReplicas",
         "testDuplicateTopicIdReplay", "testHandleAssignReplicasToDirsFailsOnOlderMv",
         "testHandleAssignReplicasToDirs", "testHandleDirectoriesOffline",
+        # Kafka 4.1 (KIP-860), read at 4.2.0-rc1:
+        "testAlterPartitionDisallowReplicationFactorChange",
+        "testDisallowReplicationFactorChangeNoEffectWhenCancelAlterPartition",
     }  # fmt: skip
-    assert len(kafka) == 51
+    assert len(kafka) == 53
     ported = {name[len("test_") :] for name in globals() if name.startswith("test_test")}
     listed = {m for m in kafka if re.search(rf"\b{m}\b", __doc__)}
     assert ported <= kafka
