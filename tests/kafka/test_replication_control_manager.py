@@ -392,6 +392,42 @@ def test_testInvalidCreateTopicsWithValidateOnlyFlag():
     )
 
 
+def test_testCreateTopicsWithPolicyUnexpectedException():
+    """KAFKA-19350 (Kafka 4.2; read at tag 4.2.0-rc1, 6eef6636): a CreateTopicPolicy that throws
+    something other than PolicyViolationException no longer faults the controller; the topic is
+    answered with the exception's own error when Kafka knows its kind (InvalidTopicException:
+    INVALID_TOPIC_EXCEPTION), UNKNOWN_SERVER_ERROR otherwise, and nothing is written.
+
+    kraftlake runs no policy plugin (testCreateTopicsWithPolicy); ported as what the assertions
+    mean in its terms: every check the CreateTopic decider runs answers a failure for that topic,
+    with Kafka's code for its kind, writes nothing and leaves the controller as it was, deciding
+    the next request as usual. No check fails in a way Kafka has no code for, so there is no
+    UNKNOWN_SERVER_ERROR to port: such a failure would be an exception out of the decider, the
+    fault the change removed, and fails this test."""
+    ctx = Context(0, 1, 2)
+    ctx.create_placed_topic("taken", 1, 1)
+    before = ctx.view.state_hash()
+    refused = [
+        (c.CreateTopic(name="known_error", partitions=10_001, replication_factor=2), c.POLICY_VIOLATION),
+        (c.CreateTopic(name="known error", partitions=2, replication_factor=2), c.INVALID_TOPIC_EXCEPTION),
+        (c.CreateTopic(name="taken", partitions=2, replication_factor=2), c.TOPIC_ALREADY_EXISTS),
+        (c.CreateTopic(name="known_error", configs={"retention.ms": None}), c.INVALID_CONFIG),
+        (c.CreateTopic(name="known_error", assignments=((0, 1), (2, 3))), c.INVALID_REPLICA_ASSIGNMENT),
+        (c.CreateTopic(name="known_error", partitions=2, replication_factor=0), c.INVALID_REPLICATION_FACTOR),
+        (c.CreateTopic(name="known_error", partitions=0, replication_factor=2), c.INVALID_PARTITIONS),
+        (c.CreateTopic(name="blah_error", partitions=2, replication_factor=4), c.INVALID_REPLICATION_FACTOR),
+    ]
+    for cmd, code in refused:
+        d = ctx.ctl.handle(cmd)
+        assert (d.reply.error_code, d.records) == (code, ()), cmd
+        assert d.reply.message
+    assert ctx.view.state_hash() == before
+    # The controller goes on: the case's two topics, which nothing here refuses, are created.
+    for name in ("known_error", "blah_error"):
+        d = ctx.create_placed_topic(name, 2, 2)
+        assert ctx.view.topic_ids[name] == d.reply.topic_id
+
+
 def test_testCreateTopicWithCollisionChars():
     ctx = Context(0, 1, 2)
     first = ctx.create_placed_topic("foo.bar", 2, 2).reply.topic_id
@@ -1315,8 +1351,10 @@ def test_every_case_of_kafkas_class_is_ported_or_listed():
         # Kafka 4.1 (KIP-860), read at 4.2.0-rc1:
         "testAlterPartitionDisallowReplicationFactorChange",
         "testDisallowReplicationFactorChangeNoEffectWhenCancelAlterPartition",
+        # Kafka 4.2 (KAFKA-19350), read at 4.2.0-rc1:
+        "testCreateTopicsWithPolicyUnexpectedException",
     }  # fmt: skip
-    assert len(kafka) == 53
+    assert len(kafka) == 54
     ported = {name[len("test_") :] for name in globals() if name.startswith("test_test")}
     listed = {m for m in kafka if re.search(rf"\b{m}\b", __doc__)}
     assert ported <= kafka
