@@ -1,17 +1,20 @@
-"""Kafka's ``ReplicationControlManagerTest`` (org.apache.kafka.controller, Kafka 4.0), case by case
-through kraftlake's controller: the deciders (``statemachine.kraft.decider``) and the reducer.
+"""Kafka's ``ReplicationControlManagerTest`` (org.apache.kafka.controller), case by case through
+kraftlake's controller: the deciders (``statemachine.kraft.decider``) and the reducer. First
+ported from Kafka 4.0; checked against tag 4.2.0-rc1 (6eef6636), whose 57 methods are 4.0's 54
+(unchanged but for the test context writing its metadata.version as a record) and three more:
+two from Kafka 4.1 (KIP-860), one from 4.2 (KAFKA-19350).
 
 Kafka's test context maps onto commands and records: ``registerBrokers`` onto RegisterBroker
 records (epoch = id + 100, one directory ``TESTBROKER<id>DIRAAAA`` each, fenced), ``unfenceBrokers``
 onto heartbeats, ``fenceBrokers`` onto heartbeats from every other broker and session expiries in
 broker order, ``inControlledShutdownBrokers`` onto a BrokerRegistrationChange v1 record,
 ``handleBrokerFenced`` onto a session expiry, ``alterTopicConfig`` onto AlterConfig,
-``handleBrokersUncleanShutdown`` onto ``brokers.shutdown_records(clean=False)``, CreateTopics /
-CreatePartitions / AlterPartitionReassignments (one topic or partition per command; its
-AllowReplicationFactorChange on each) onto CreateTopic / CreatePartitions / ReassignPartition,
-``listPartitionReassignments`` onto a read of
-the view. Results Kafka computes without replaying them are decided with ``decide`` on the
-unchanged view. The default metadata.version is 4.0-IV3 (Kafka 4.0's ``latestTesting``).
+``handleBrokersShutdown`` onto ``brokers.shutdown_records``, CreateTopics / CreatePartitions /
+AlterPartitionReassignments (one topic or partition per command; its AllowReplicationFactorChange
+on each) onto CreateTopic / CreatePartitions / ReassignPartition, ``listPartitionReassignments``
+onto a read of the view. Results Kafka computes without replaying them are decided with
+``decide`` on the unchanged view. The default metadata.version is 4.0-IV3 (Kafka 4.0's
+``latestTesting``; 4.2's, 4.3-IV0, is unstable and beyond the levels kraftlake knows).
 
 Kafka's striped placer with its mock random chooses replica orders kraftlake's free-disk placement
 does not reproduce: placed partitions are checked for their broker set, ISR, leader and
@@ -53,7 +56,7 @@ from kraftlake.records import (
     TopicPartitions,
 )
 from kraftlake.records.errors import ReplayError
-from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, Config, FeatureLevel, Partition
+from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, ClearElr, Config, FeatureLevel, Partition
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.brokers import shutdown_records
 from kraftlake.statemachine.kraft.controller import Controller
@@ -158,6 +161,10 @@ class Context:
 
     def unclean_shutdown(self, broker: int) -> None:
         self.ctl.append(shutdown_records(self.view, broker, clean=False))
+
+    def clean_shutdown(self, broker: int) -> None:
+        """Kafka's ``handleBrokersShutdown(true, broker)``."""
+        self.ctl.append(shutdown_records(self.view, broker, clean=True))
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -1270,6 +1277,62 @@ def test_testEligibleLeaderReplicas_UncleanShutdown():
     assert (p.eligible_leader_replicas, p.last_known_elr, p.isr, p.leader) == ((2,), (0,), (), -1)
 
 
+def test_testEligibleLeaderReplicas_ShrinkToEmptyIsr():
+    """Kafka 4.0 (read at tag 4.2.0-rc1, 6eef6636): the last ISR member's clean shutdown empties
+    the ISR; it joins the ELR and is the last known ELR."""
+    ctx = elr_context(0, 1, 2)
+    t = ctx.create_test_topic("foo", (0, 1, 2))
+    assert ctx.view.partition(t, 0).leader == 0
+    ctx.alter_topic_config("foo", "min.insync.replicas", "3")
+    ctx.fence_brokers(1, 2)
+    p = ctx.view.partition(t, 0)
+    assert (p.eligible_leader_replicas, p.last_known_elr) == ((1, 2), ())
+    ctx.clean_shutdown(0)
+    p = ctx.view.partition(t, 0)
+    assert (p.eligible_leader_replicas, p.last_known_elr, p.isr) == ((0, 1, 2), (0,), ())
+
+
+def static_min_isr_context(*brokers: int) -> Context:
+    """Kafka's ``setIsElrEnabled(true).setStaticConfig(min.insync.replicas, "2")``: the
+    controller's own config is not in the log; it stands as the cluster-level record Kafka 4.1's
+    activation writes from it when ELR is on."""
+    ctx = elr_context(*brokers)
+    ctx.ctl.append([Config(resource_type=4, resource_name="", name="min.insync.replicas", value="2")])
+    return ctx
+
+
+@pytest.mark.parametrize("cluster_level", [False, True])
+def test_testElrsRemovedOnMinIsrUpdate(cluster_level):
+    """Kafka 4.0 (read at tag 4.2.0-rc1, 6eef6636): setting ``min.insync.replicas`` clears the
+    ELRs it governs, the topic's or every topic's. Kafka's useLegacyAlterConfigs half writes the
+    same ConfigRecord and ClearElr here (foo has no other config; the cluster's only one is the one
+    set): kraftlake has the incremental request only, and both halves are this one."""
+    ctx = static_min_isr_context(1, 2, 3, 4)
+    foo = ctx.create_test_topic("foo", (1, 2, 4), (1, 3, 4))
+    bar = ctx.create_test_topic("bar", (1, 2, 4), (1, 3, 4))
+    ctx.fence_brokers(4)
+    ctx.fence_brokers(1)
+    assert ctx.view.partition(foo, 0).eligible_leader_replicas == (1,)
+    assert ctx.view.partition(bar, 0).eligible_leader_replicas == (1,)
+    resource = (4, "") if cluster_level else (2, "foo")
+    d = ctx.ctl.handle(
+        c.AlterConfig(resource_type=resource[0], resource_name=resource[1], name="min.insync.replicas", value="1")
+    )
+    assert d.reply.error_code == c.NONE
+    assert ctx.view.partition(foo, 0).eligible_leader_replicas == ()
+    assert ctx.view.partition(bar, 0).eligible_leader_replicas == (() if cluster_level else (1,))
+
+
+def test_testElrsRemovedShouldNotBumpPartitionEpochIfNoChange():
+    """Kafka 4.0 (read at tag 4.2.0-rc1, 6eef6636): a ClearElr over partitions with no ELR
+    changes none of them, not even its epoch."""
+    ctx = static_min_isr_context(1, 2, 3, 4)
+    foo = ctx.create_test_topic("foo", (1, 2, 4), (1, 3, 4))
+    before = ctx.view.partition(foo, 0)
+    ctx.ctl.append([ClearElr()])
+    assert ctx.view.partition(foo, 0).partition_epoch == before.partition_epoch
+
+
 @pytest.mark.parametrize("elect_all_partitions", [True, False])
 def test_testElectUncleanLeaders_WithoutElr(elect_all_partitions):
     ctx = Context(0, 1, 2, 3, 4, mv=MV_3_6_IV1)
@@ -1321,8 +1384,8 @@ def test_testPreferredElectionDoesNotTriggerUncleanElection():
 
 
 def test_every_case_of_kafkas_class_is_ported_or_listed():
-    """The class's 51 methods the first port read, and the cases added since that are ported: each
-    is a test here or a line of the module docstring."""
+    """The class's 57 methods at tag 4.2.0-rc1 (6eef6636): each is a test here or a line of the
+    module docstring."""
     kafka = {
         "testExcessiveNumberOfTopicsCannotBeCreated", "testExcessiveNumberOfTopicsCannotBeCreatedWithAssignments",
         "testCreateTopics", "testCreateTopicsWithMutationQuotaExceeded", "testCreateTopicsISRInvariants",
@@ -1348,13 +1411,16 @@ def test_every_case_of_kafkas_class_is_ported_or_listed():
         "testReassignPartitionsHandlesNewReassignmentThatRemovesPreviouslyAddingReplicas",
         "testDuplicateTopicIdReplay", "testHandleAssignReplicasToDirsFailsOnOlderMv",
         "testHandleAssignReplicasToDirs", "testHandleDirectoriesOffline",
-        # Kafka 4.1 (KIP-860), read at 4.2.0-rc1:
+        # Kafka 4.0's ELR cases the first port missed:
+        "testEligibleLeaderReplicas_ShrinkToEmptyIsr", "testElrsRemovedOnMinIsrUpdate",
+        "testElrsRemovedShouldNotBumpPartitionEpochIfNoChange",
+        # Kafka 4.1 (KIP-860):
         "testAlterPartitionDisallowReplicationFactorChange",
         "testDisallowReplicationFactorChangeNoEffectWhenCancelAlterPartition",
-        # Kafka 4.2 (KAFKA-19350), read at 4.2.0-rc1:
+        # Kafka 4.2 (KAFKA-19350):
         "testCreateTopicsWithPolicyUnexpectedException",
     }  # fmt: skip
-    assert len(kafka) == 54
+    assert len(kafka) == 57
     ported = {name[len("test_") :] for name in globals() if name.startswith("test_test")}
     listed = {m for m in kafka if re.search(rf"\b{m}\b", __doc__)}
     assert ported <= kafka
