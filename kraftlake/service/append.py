@@ -258,15 +258,24 @@ def fast_path(app: ASGIApp, appending: Appending, middleware: list[Callable[[ASG
     ``middleware`` (outermost first, as Litestar applies its list)."""
 
     async def endpoint(scope: Any, receive: Any, send: Any) -> None:
+        limits = appending.limits
+        content_type, declared = "", b""
+        for name, value in scope["headers"]:
+            name = name.lower()
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                declared = value
         try:
-            body = await _read_body(receive, appending.limits.max_body_bytes)
-            if body is None:
-                answer = too_large(appending.limits)
+            # A body declared too large is refused from its header, before any of it is read
+            # (else the answer waits for a body the client may take minutes to send, or never).
+            if (declared.isdigit() and int(declared) > limits.max_body_bytes) or (
+                body := await _read_body(receive, limits.max_body_bytes)
+            ) is None:
+                # The rest of the body is never read: the connection cannot carry another request.
+                answer = too_large(limits)
+                answer.headers["connection"] = "close"
             else:
-                content_type = ""
-                for name, value in scope["headers"]:
-                    if name.lower() == b"content-type":
-                        content_type = value.decode("latin-1")
                 identity = scope.get("state", {}).get("identity")
                 answer = await appending.answer(body, content_type, identity)
         except BodyTimeout as exc:
