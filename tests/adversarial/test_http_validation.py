@@ -209,7 +209,7 @@ def test_every_500_is_logged_with_its_cause(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("kraftlake.service.reads.ReadPool.reader", broken)
     _, client = served(tmp_path)
     with client:
-        r = client.get("/v1/producers/p")
+        r = client.get("/v1/views/controller")
     assert r.status_code == 500 and r.json() == {"error": "internal error: ZeroDivisionError: a bug in the read path"}
     err = capsys.readouterr().err
     assert "service.internal_error" in err and "Traceback" in err and 'raise ZeroDivisionError("a bug' in err
