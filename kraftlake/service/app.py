@@ -337,8 +337,10 @@ def create_app(
             if not last_id.isdigit() or int(last_id) >= MAX_OFFSET:
                 raise BadParameter("Last-Event-ID", f"{last_id!r} is not an offset")
             start = int(last_id) + 1  # a reconnecting client goes on after the last record it got
+        client = client_of(request.scope)
+        pool.admit(client)  # held to the read limits now, never after the answer started (429 then)
         waiting = tail.waiter()  # refused (429) before the answer starts
-        body = stream_records(pool, tail, opened.location, client_of(request.scope), start, waiting)
+        body = stream_records(pool, tail, opened.location, client, start, waiting)
         return Stream(body, media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     @get("/v1/audits/live", summary="The following audit (serve --audit): the violations open now")
