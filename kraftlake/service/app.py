@@ -429,8 +429,9 @@ def create_app(
     async def readyz() -> Response:
         writer = committer.health()
         if writer["state"] != READY:
+            why = f": {writer['error']}" if writer.get("error") else ""
             return Response(
-                {"error": f"the writer is {writer['state']}", "writer": writer},
+                {"error": f"the writer is {writer['state']}{why}", "writer": writer},
                 status_code=503,
                 headers={"retry-after": "1"},
                 media_type="application/json",

@@ -32,7 +32,7 @@ import msgspec
 import pyarrow as pa
 
 from kraftlake.logging import get_logger
-from kraftlake.records import LogError, ProducerSeq, RecordError
+from kraftlake.records import CorruptStoreError, LogError, ProducerSeq, RecordError
 from kraftlake.records.arrow_input import from_arrow
 from kraftlake.records.codec import invalid_utf8
 from kraftlake.records.columnar import from_builtins_batch, from_msgpack_items
@@ -130,6 +130,9 @@ def media_type(content_type: str) -> str:
 def commit_failed(exc: BaseException) -> Answer:
     """The answer to a batch whose commit failed: 503 when the store refused or failed it (a retry
     with the same producer and seq lands exactly once), 500 when something unexpected did."""
+    if isinstance(exc, CorruptStoreError):  # refused, nothing written: the log must be repaired first
+        message = f"the writer refuses to commit: {exc}; retry with the same producer and seq once the log is restored"
+        return Answer(503, {"error": message}, {"retry-after": "1"})
     if isinstance(exc, (LogError, OSError, Closed)):
         message = f"the commit failed ({type(exc).__name__}: {exc}); retry with the same producer and seq"
         return Answer(503, {"error": message}, {"retry-after": "1"})
