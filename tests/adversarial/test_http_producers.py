@@ -19,6 +19,7 @@ from kraftlake.service.auth import load_tokens
 from kraftlake.service.limits import Limits
 
 from helpers.http import config, listening, served
+from helpers.tiers import examples
 
 NAMES = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40)
 """Producer names the log takes: any text but lone surrogates (which no UTF-8 holds)."""
@@ -33,7 +34,7 @@ def service(tmp_path_factory):
         yield url, Log.open(path)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(NAMES, st.integers(0, 3))
 @example("x/y", 0)
 @example("é/ü", 1)

@@ -21,6 +21,7 @@ from kraftlake.service.commit_process import CommitProcess
 from kraftlake.service.committer import CommitConfig, GroupCommitter
 
 from helpers.http import config, eventually, served
+from helpers.tiers import examples
 
 BIG = 2**63
 
@@ -332,7 +333,7 @@ def _has_duplicate(value) -> bool:
     return isinstance(value, list) and any(_has_duplicate(v) for v in value)
 
 
-@settings(max_examples=100)  # pure CPU: no service, no log
+@settings(max_examples=examples(100))  # pure CPU: no service, no log
 @given(
     _OWN,
     st.lists(_RECORD, min_size=1, max_size=4),
