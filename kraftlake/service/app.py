@@ -47,6 +47,7 @@ from kraftlake.records import Log, Record, TimeTravelError
 from kraftlake.records.catalog import BY_NAME
 from kraftlake.records.codec import encode_line, encode_lines, invalid_utf8
 from kraftlake.replay import report_json
+from kraftlake.replay.grace import GRACE_MS
 from kraftlake.statemachine.invariants import SEVERITIES
 
 from .append import Answer, Appending, body_timeout, fast_path, internal_error, too_large
@@ -99,8 +100,8 @@ WaitMs = Annotated[
 class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
     from_offset: Offset | None = None
     to_offset: Offset | None = None
-    grace_records: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = 1000
-    grace_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = 5000
+    grace_records: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] | None = None
+    grace_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = GRACE_MS
     fail_on: str = "error"
 
 

@@ -247,14 +247,16 @@ class Observer:
 
     def _state(self, view, b: int, offset: int) -> None:
         reg = view.brokers.get(b)
-        failed = frozenset(self.failed.get(b, ()))
+        # A broker's failed directories pile up (each failure gives it new ones): looked up
+        # from its registered few, not copied, but for a broker registered without directories.
+        failed = self.failed.get(b, ())
         if reg is None or reg.fenced:
             state = _DOWN
         elif not reg.log_dirs:
-            state = (_ANY, failed)
+            state = (_ANY, frozenset(failed))
         else:
             self.ever.setdefault(b, set()).update(reg.log_dirs)
-            state = ("dirs", frozenset(reg.log_dirs) - failed)
+            state = ("dirs", frozenset(d for d in reg.log_dirs if d not in failed))
         states = self.states.setdefault(b, [])
         if not states or states[-1][1] != state:
             states.append((offset, state))
