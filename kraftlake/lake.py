@@ -293,12 +293,21 @@ class AuditResult:
 
     @property
     def violations(self) -> pd.DataFrame:
-        import msgspec
-        import pandas as pd
+        """Every violation (``table("violations")``)."""
+        return self.table("violations")
 
-        cols = ["invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence"]
-        frame = pd.DataFrame([msgspec.to_builtins(v) for v in self.report.violations], columns=cols)
-        return _ints(frame, "first_offset", "last_offset")
+    def table(self, name: str) -> pd.DataFrame:
+        """One of the audit's complete tables (``replay.tables``: violations, incidents, effects,
+        outages, availability; the columns ``kraftlake audit --tables`` writes), integers as
+        pandas' nullable Int64 where some are missing."""
+        import pandas as pd
+        import pyarrow as pa
+
+        from kraftlake.replay import tables
+
+        if name not in tables.SCHEMAS:
+            raise ValueError(f"no table {name!r}: one of {', '.join(tables.NAMES)}")
+        return tables.table(self.report, name).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
 
     @property
     def incidents(self) -> Incidents:
@@ -327,7 +336,7 @@ class AuditResult:
         return pd.DataFrame(rows, columns=[*cols, "under_min_isr_s", "isr_offline_s"])
 
     def __repr__(self) -> str:
-        return f"AuditResult(verdict={self.report.verdict!r}, records={self.report.records}, violations={len(self.report.violations)})"
+        return f"AuditResult(verdict={self.report.verdict!r}, records={self.report.records}, violations={self.report.violation_count})"
 
     def _repr_html_(self) -> str:
         from kraftlake.replay.html import _headline

@@ -63,6 +63,23 @@ class InvariantResult(msgspec.Struct, kw_only=True):
     violations: int
 
 
+class Omitted(msgspec.Struct, kw_only=True):
+    """What a bounded report (``replay.summary``) leaves out of each of its lists, and where
+    the complete rows are (``replay.tables``)."""
+
+    violations: dict[str, int] = {}
+    """Invariant -> its violations not shown (the first ``summary.SAMPLE`` are)."""
+    incidents: int = 0
+    """Incidents not shown (the worst are)."""
+    effects: int = 0
+    """Effects of the incidents shown, beyond those shown of each."""
+    partitions: int = 0
+    """Partitions with time in a bad state whose availability is not shown (the worst is)."""
+    outages: int = 0
+    tables: str | None = None
+    """The directory of the complete tables (``kraftlake audit --tables``); None: not written."""
+
+
 class AuditReport(msgspec.Struct, kw_only=True):
     verdict: str
     records: int
@@ -99,6 +116,14 @@ class AuditReport(msgspec.Struct, kw_only=True):
     engine: str | None = None
     """Which engine audited what: ``python`` (every record by the per-record engine), or the
     plan's engine and the parts it ran (``spark.plan``); None where the caller did not say."""
+    omitted: Omitted | None = None
+    """None: every row is here. Else a summary (``replay.summary.bounded``): what its lists
+    leave out, and where the tables with every row are."""
+
+    @property
+    def violation_count(self) -> int:
+        """Every violation found, also where ``violations`` is a summary's sample."""
+        return sum(i.violations for i in self.invariants)
 
 
 def violation(inv: str, entity: str, first: int, last: int | None, message: str, evidence: list[int]) -> Violation:

@@ -136,7 +136,7 @@ def _headline(report: AuditReport) -> str:
             f" leader on an offline directory {_seconds(a.leader_offline_ms)}); under min.insync.replicas"
             f" {_seconds(a.under_min_isr_ms)}; an ISR member on an offline directory {_seconds(a.isr_offline_ms)}"
         )
-    lines.append(f"{len(report.violations):,} violation(s)")
+    lines.append(f"{report.violation_count:,} violation(s)")
     return "<p id=headline>" + "<br>".join(lines) + "</p>"
 
 

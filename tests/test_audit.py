@@ -160,6 +160,7 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
         "dir_paths",
         "fail_on_unavailable_ms",
         "engine",
+        "omitted",
     ]
     assert doc["verdict"] == "fail" and doc["violations"][0]["invariant"] == "K6"
     assert set(doc["violations"][0]) == {

@@ -44,6 +44,11 @@ GRACE_RECORDS = typer.Option(
     min=0,
     help=f"Also count it once it lasted more than N records. Where a record has no time (a table another writer made), N records alone (default {UNTIMED_GRACE_RECORDS}).",
 )
+TABLES = typer.Option(
+    None,
+    "--tables",
+    help="Also write the audit's complete rows to this directory as Parquet tables (violations, incidents, effects, outages, availability; docs/report-tables.md), for DuckDB, pandas or Spark. The report itself is a summary of bounded size that says where they are.",
+)
 FAIL_ON = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found.")
 FORMAT = typer.Option(
     Format.text,
@@ -93,6 +98,7 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOn = FAIL_ON,
         fmt: Format = FORMAT,
         out_file: Path | None = OUT,
+        tables: Path | None = TABLES,
         fail_on_unavailable: float | None = FAIL_ON_UNAVAILABLE,
         from_time: str | None = FROM_TIME,
         to_time: str | None = TO_TIME,
@@ -140,9 +146,9 @@ def register(app: typer.Typer) -> None:
             abort("--follow runs the per-record engine: not with --engine duckdb, --master or --remote", EXIT_INPUT)
         if follow and fmt not in (Format.text, Format.jsonl):
             abort("--follow prints text or --format jsonl", EXIT_INPUT)
-        if follow and (to_offset, to_source_offset, to_time, out_file) != (None, None, None, None):
+        if follow and (to_offset, to_source_offset, to_time, out_file, tables) != (None, None, None, None, None):
             abort(
-                "--follow runs from --from (or --from-time) on: not with --to, --to-time, --to-source-offset or --out",
+                "--follow runs from --from (or --from-time) on: not with --to, --to-time, --to-source-offset, --out or --tables",
                 EXIT_INPUT,
             )
         to_offset = resolve_to(snap, to_offset, to_source_offset)
@@ -175,7 +181,14 @@ def register(app: typer.Typer) -> None:
             from kraftlake.cli.spark_audit import on_spark
 
             report = on_spark(opened, config, master=master, remote=remote, to_offset=to_offset)
-            emit(report, fmt, out_file, title=f"kraftlake audit of {log}", source=(snap, None, to_offset, None))
+            emit(
+                report,
+                fmt,
+                out_file,
+                title=f"kraftlake audit of {log}",
+                source=(snap, None, to_offset, None),
+                tables=tables,
+            )
             return
         if engine is not Engine.python:
             report = plan_audit(
@@ -183,7 +196,14 @@ def register(app: typer.Typer) -> None:
             )
             if report is not None:
                 # The plan attached its incidents (spark.plan.incidents): emit() has none to add.
-                emit(report, fmt, out_file, title=f"kraftlake audit of {log}", source=(snap, None, to_offset, None))
+                emit(
+                    report,
+                    fmt,
+                    out_file,
+                    title=f"kraftlake audit of {log}",
+                    source=(snap, None, to_offset, None),
+                    tables=tables,
+                )
                 return
         with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:
             report = audit_log(
@@ -202,6 +222,7 @@ def register(app: typer.Typer) -> None:
             out_file,
             title=f"kraftlake audit of {log}",
             source=(snap, from_offset, to_offset, start),
+            tables=tables,
         )
 
 
@@ -298,9 +319,11 @@ def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int
     return snap.offset_of_source(to_source_offset)
 
 
-def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None) -> None:
-    """Print or write ``report`` in ``fmt``; exit 1 when its verdict is fail. ``source``
-    (snapshot, from, to, start view): where an engine that left out the incidents gets them."""
+def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None, tables: Path | None = None) -> None:
+    """Print or write ``report`` in ``fmt``, a summary of bounded size (``replay.summary``);
+    with ``tables``, its complete rows there first (``replay.tables``); exit 1 when its verdict
+    is fail. ``source`` (snapshot, from, to, start view): where an engine that left out the
+    incidents gets them."""
 
     if report.incidents is None and source is not None:
         from kraftlake.replay.books import attach_incidents
@@ -308,6 +331,17 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
 
         snap, lo, hi, start = source
         attach_incidents(report, find_incidents(snap.iter_records(lo, hi), start))
+    from kraftlake.replay.summary import bounded
+
+    if tables is not None:
+        from kraftlake.replay import tables as report_tables
+
+        try:
+            rows = report_tables.write(report, tables)
+        except OSError as exc:
+            abort(f"--tables {tables}: {exc.strerror or exc}", EXIT_INPUT)
+        err.print(f"tables in {tables}: " + ", ".join(f"{name} {n:,}" for name, n in rows.items()))
+    report = bounded(report, tables=None if tables is None else str(tables))
     if fmt is Format.prometheus:
         from kraftlake.replay.prometheus import render as metrics
 
@@ -317,8 +351,6 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None)
 
         _page(render(report, title=title).encode(), out_file, f"{report.verdict.upper()}: HTML report in {out_file}")
     else:
-        # The JSON report (about 100 MB per 10^6 records audited) is written a chunk at a time:
-        # never whole in one buffer beside the report's objects.
         from kraftlake.replay.report_json import write_json
 
         if out_file is not None:
@@ -345,6 +377,11 @@ def _page(data: bytes, out_file: Path | None, told: str) -> None:
         write_bytes(data)
 
 
+def _where_all(report) -> str:
+    tables = report.omitted.tables if report.omitted is not None else None
+    return f"every one is in the tables in {tables}" if tables else "--tables DIR writes every one"
+
+
 def _summary(report) -> None:
     """The verdict, then the incidents and availability, then what broke: the invariants with
     violations and the first violations (the JSON and HTML reports list them all)."""
@@ -361,7 +398,7 @@ def _summary(report) -> None:
     if a is not None and report.fail_on_unavailable_ms is not None and a.unavailable_ms > report.fail_on_unavailable_ms:
         unavailable = f" and {a.unavailable_ms / 1000:,.1f} partition-seconds unavailable (limit {report.fail_on_unavailable_ms / 1000:,.1f})"
     out.print(
-        f"[bold {colour}]{report.verdict.upper()}[/]: {len(report.violations)} violation(s){unavailable};"
+        f"[bold {colour}]{report.verdict.upper()}[/]: {report.violation_count:,} violation(s){unavailable};"
         f" {report.records:,} records (offsets {report.first_offset}..{report.last_offset}"
         + (f", {format_ms(a.from_ms)} to {format_ms(a.to_ms)}" if a is not None and a.from_ms is not None else "")
         + f"); grace {grace_words(report.grace_ms, report.grace_records)}; state {report.state_hash[:16]}"
@@ -426,7 +463,9 @@ def _summary(report) -> None:
             )
         out.print(table)
         if len(troubled) > shown:
-            err.print(f"{len(troubled) - shown} more such incident(s): --format html or json lists them all")
+            err.print(
+                f"{len(troubled) - shown} more such incident(s) shown in --format html or json; {_where_all(report)}"
+            )
     broken = [i for i in report.invariants if i.violations]
     if broken:
         table = Table(title="invariants violated", header_style="bold")
@@ -450,8 +489,10 @@ def _summary(report) -> None:
                 ",".join(map(str, v.evidence[:6])),
             )
         out.print(v_table)
-        if len(report.violations) > 50:
-            err.print(f"{len(report.violations) - 50} more violation(s): --format json or html lists them all")
+        if report.violation_count > min(50, len(report.violations)):
+            err.print(
+                f"{report.violation_count - min(50, len(report.violations)):,} more violation(s): {_where_all(report)}"
+            )
     else:
         checked = sum(i.checked for i in report.invariants)
         out.print(f"no invariant violated ({checked:,} checks)")

@@ -16,6 +16,7 @@ from kraftlake.cli.audit import (
     GRACE_MS,
     GRACE_RECORDS,
     OUT,
+    TABLES,
     TO_OFFSET,
     TO_SOURCE_OFFSET,
     FailOn,
@@ -55,6 +56,7 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOn = FAIL_ON,
         fmt: Format = FORMAT,
         out_file: Path | None = OUT,
+        tables: Path | None = TABLES,
         fail_on_unavailable: float | None = FAIL_ON_UNAVAILABLE,
     ) -> None:
         """Audit a KRaft log on Spark: `kraftlake audit LOG --master local[*]`, for histories one machine cannot audit fast enough.
@@ -86,7 +88,14 @@ def register(app: typer.Typer) -> None:
             to_offset=to_offset,
         )
         # The incidents come from one pass over the records on the driver (replay.incidents).
-        emit(report, fmt, out_file, title=f"kraftlake spark-audit of {log}", source=(snap, None, to_offset, None))
+        emit(
+            report,
+            fmt,
+            out_file,
+            title=f"kraftlake spark-audit of {log}",
+            source=(snap, None, to_offset, None),
+            tables=tables,
+        )
 
 
 def on_spark(
