@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from . import digests
 from .arrow import RECORD_COLUMN, column_name, from_table
 from .base import Record
 from .catalog import BY_NAME
@@ -123,15 +124,52 @@ class LogSnapshot:
         """The snapshot's rows as a ``pyarrow.dataset`` over exactly its Parquet files, read
         through ``pyarrow.fs`` with the log's storage options (any engine that scans Arrow
         datasets, DuckDB's included, reads it where it lies). Rows are not cut at ``last_offset``
-        nor sorted: filter on ``offset`` for that."""
+        nor sorted: filter on ``offset`` for that. Each file is checked against the digest in its
+        name first (read once, a piece at a time: ``CorruptStoreError`` naming a damaged one),
+        and page checksums are verified as the dataset is read."""
         schema = arrow_schema(self._dt)
         if columns is not None:
             schema = pa.schema([schema.field(c) for c in columns])
-        return self._dataset([p for p, _, _ in self._file_ranges()], schema)
-
-    def _dataset(self, files: list[str], schema: pa.Schema) -> ds.Dataset:
+        files = self._paths()
         fs = None if self.location.is_local else self.location.filesystem
+        self.verify(files)
         return ds.dataset(files, schema=schema, format=PARQUET, filesystem=fs)
+
+    def verify(self, files: Sequence[str] | None = None) -> int:
+        """Check the snapshot's data files (or ``files`` of them) against the digests in their
+        names, reading each once: how many had one. ``CorruptStoreError`` names a damaged file,
+        or one the store lost."""
+        fs = None if self.location.is_local else self.location.filesystem
+        checked = 0
+        for f in self._paths() if files is None else files:
+            try:
+                checked += digests.verify(f, fs)
+            except FileNotFoundError:
+                raise self._missing(f) from None
+            except OSError as exc:
+                if "NoSuchKey" in str(exc) or "does not exist" in str(exc):
+                    raise self._missing(f) from None
+                raise CorruptStoreError(f"{os.path.basename(f)} cannot be read: {exc}", file=f) from exc
+        return checked
+
+    def local_copies(self, directory: str) -> list[str]:
+        """The snapshot's data files copied into the local ``directory`` (same names), each
+        checked against the digest in its name as it is copied: the local paths, in ``files``'
+        order. For an engine that reads local files only, of a log on an object store."""
+        copies = []
+        fs = None if self.location.is_local else self.location.filesystem
+        for f in self._paths():
+            dest = os.path.join(directory, os.path.basename(f))
+            try:
+                digests.copy_checked(f, fs, dest)
+            except FileNotFoundError:
+                raise self._missing(f) from None
+            except OSError as exc:
+                if "NoSuchKey" in str(exc) or "does not exist" in str(exc):
+                    raise self._missing(f) from None
+                raise CorruptStoreError(f"{os.path.basename(f)} cannot be read: {exc}", file=f) from exc
+            copies.append(dest)
+        return copies
 
     def _read(self, files: list[str], schema: pa.Schema, where: ds.Expression | None) -> pa.Table:
         """``files``' rows matching ``where``, page checksums verified. A file gone is a
@@ -150,6 +188,10 @@ class LogSnapshot:
             if isinstance(cause, FileNotFoundError) or "NoSuchKey" in str(exc) or "does not exist" in str(exc):
                 raise self._missing(exc.file or files[0]) from None
             raise
+
+    def _paths(self) -> list[str]:
+        """The snapshot's data files as paths of ``location.filesystem`` (local: ``files()``)."""
+        return [p for p, _, _ in self._file_ranges()]
 
     def _file_ranges(self) -> list[tuple[str, int | None, int | None]]:
         actions = pa.table(self._dt.get_add_actions(flatten=True))
