@@ -39,7 +39,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from kraftlake.logging import get_logger
 
-from . import store_commit
+from . import log_checks, store_commit
 from .appending import (
     KEY_FORMAT,
     KEY_FORMAT_TXN,
@@ -94,6 +94,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         """The table's local path, or its URI on an object store."""
         self._loading: threading.Thread | None = None
         self._loading_lock = threading.Lock()
+        log_checks.check_table(dt, self.location)  # what it appends to is a log, whole
         self._dt = dt
         self._head = dt.version()
         """The newest version this object knows: ``_dt``'s, or a newer one it committed itself
@@ -218,6 +219,8 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
                     listed(self._dt.update_incremental)
                 except DeltaError as exc:
                     raise damaged_log(self.location, exc) from None
+            if self._dt.version() != self._head:  # commits this object has not checked
+                log_checks.check_table(self._dt, self.location)
             self._head = self._dt.version()
             self._txn_cache = {}
 
@@ -226,7 +229,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         compaction): by reading the commit files that follow when they only append or compact
         (cheap), else by a full refresh."""
         with self._commit_lock:
-            followed = appends_after(self.location, self._head)
+            followed = appends_after(self.location, self._head, last_offset=self.last_offset)
             if followed is not None:
                 self._head, txns = followed
                 self._txn_cache.update(txns)

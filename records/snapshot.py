@@ -11,21 +11,20 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import unquote
 
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from . import digests
+from . import digests, log_checks
 from .arrow import RECORD_COLUMN, column_name, from_table
 from .base import Record
 from .catalog import BY_NAME
 from .data_files import PARQUET, read_parquet
 from .delta_commit import listed
 from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
-from .location import Location, resolve, storage_errors
+from .location import UNKNOWN_CAUSE, Location, resolve, storage_cause, storage_errors
 
 OFFSET_TXN = "kraftlake.offset"
 
@@ -47,7 +46,22 @@ def open_table(location: str | Location, version: int | None = None) -> DeltaTab
         )
     try:
         with storage_errors(where):
-            return listed(lambda: DeltaTable(where.uri, version=version, storage_options=where.options))
+            try:
+                return listed(
+                    lambda: DeltaTable(where.uri, version=version, storage_options=where.options),
+                    attempts=20 if where.is_local else 2,
+                )
+            except DeltaError as exc:
+                # On an object store, delta-rs's words for a damaged _delta_log (a gap, a file
+                # that is not JSON) are a Rust debug dump: said here as on local disk. A store
+                # that cannot be used (no bucket, credentials, unreachable) stays a StorageError.
+                if (
+                    where.is_local
+                    or isinstance(exc, TableNotFoundError)
+                    or not storage_cause(exc).startswith(UNKNOWN_CAUSE)
+                ):
+                    raise
+                raise damaged_log(where, exc) from None
     except TableNotFoundError:
         if version is None:
             raise LogNotFoundError(f"no kraftlake log at {where.uri} (create one with `kraftlake init`)") from None
@@ -61,29 +75,21 @@ def open_table(location: str | Location, version: int | None = None) -> DeltaTab
 
 
 def damaged_log(where: Location, exc: BaseException) -> CorruptStoreError:
-    """What is wrong with a ``_delta_log`` that delta-rs cannot read: the first commit file that
-    is missing (a gap in the versions), empty or not JSON; else delta-rs's own words."""
+    """What is wrong with a ``_delta_log`` that delta-rs cannot read, in the same words on every
+    store (``log_checks.damaged_commit``); else delta-rs's own first line."""
+    found = log_checks.damaged_commit(where)
+    if found is not None:
+        return found
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    if where.local is None:  # an object store's listing costs requests: delta-rs's words name it
-        return CorruptStoreError(f"{where.uri}/_delta_log cannot be read: {first}", file=f"{where.uri}/_delta_log")
-    log_dir = os.path.join(where.local, "_delta_log")
-    versions = sorted(int(f[:20]) for f in os.listdir(log_dir) if f.endswith(".json") and f[:20].isdigit())
-    for a, b in zip(versions, versions[1:]):
-        if b != a + 1:
-            missing = os.path.join(log_dir, f"{a + 1:020d}.json")
-            return CorruptStoreError(f"{missing} is missing: the commits go from version {a} to {b}", file=missing)
-    for v in versions:
-        file = os.path.join(log_dir, f"{v:020d}.json")
-        with open(file, "rb") as f:
-            body = f.read()
-        lines = [line for line in body.splitlines() if line.strip()]
-        try:
-            actions = [msgspec.json.decode(line) for line in lines]
-        except msgspec.DecodeError as bad:
-            return CorruptStoreError(f"{file} is not a Delta commit: {bad}", file=file)
-        if not actions or not all(isinstance(a, dict) for a in actions):
-            return CorruptStoreError(f"{file} is not a Delta commit: it holds no actions", file=file)
+    log_dir = f"{where.local or where.uri}/_delta_log"
     return CorruptStoreError(f"{log_dir} cannot be read: {first}", file=log_dir)
+
+
+def _stat(actions: pa.Table, side: str, n: int) -> list[int | None]:
+    """The ``add`` actions' ``min``/``max`` statistics of ``offset`` (None where there are none)."""
+    if side not in actions.column_names or "offset" not in [f.name for f in actions.column(side).type]:
+        return [None] * n
+    return pc.struct_field(actions.column(side), "offset").to_pylist()
 
 
 class LogSnapshot:
@@ -103,6 +109,10 @@ class LogSnapshot:
                 "this table uses Delta reader features or partition columns that kraftlake's"
                 f" file-list reader does not support: {protocol.reader_features}"
             )
+        log_checks.check_kind(dt, self.location)
+        self._actions = pa.table(dt.get_add_actions(flatten=False))
+        """The version's ``add`` actions: its files, their sizes and statistics."""
+        log_checks.check_files(self._actions, last, self.version, self.location)
 
     @property
     def table_id(self) -> str:
@@ -194,11 +204,9 @@ class LogSnapshot:
         return [p for p, _, _ in self._file_ranges()]
 
     def _file_ranges(self) -> list[tuple[str, int | None, int | None]]:
-        actions = pa.table(self._dt.get_add_actions(flatten=True))
+        actions = self._actions
         paths = actions.column("path").to_pylist()
-        cols = actions.column_names
-        lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
-        hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
+        lo, hi = (_stat(actions, side, len(paths)) for side in ("min", "max"))
         join = self.location.join
         return [(join(p), a, b) for p, a, b in zip(paths, lo, hi)]
 

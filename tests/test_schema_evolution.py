@@ -34,7 +34,8 @@ def _older_schema() -> pa.Schema:
 def test_older_table_reads_and_evolves(tmp_path):
     path = str(tmp_path / "old")
     old = _older_schema()
-    DeltaTable.create(path, schema=old, configuration=TABLE_PROPERTIES)
+    # Named as Log.create has named every log since its first version (records.log_checks).
+    DeltaTable.create(path, schema=old, name="kraftlake", configuration=TABLE_PROPERTIES)
     rows = to_table(
         [RegisterBroker(broker_id=1, incarnation_id=INC, broker_epoch=7), Topic(name="t", topic_id=TOPIC)],
         first_offset=0,

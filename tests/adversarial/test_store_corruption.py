@@ -193,3 +193,45 @@ def test_a_jsonl_file_given_as_the_log_is_refused_by_name(tmp_path, command):
     assert result.exit_code == 2, result.output
     assert f"{FIXTURE} is a file, not a kraftlake log" in result.output
     assert "Traceback" not in result.output
+
+
+DAMAGES = {
+    "missing": f"{3:020d}.json is missing: the commits go from version 2 to 4",
+    "garbage": f"{3:020d}.json is not a Delta commit: JSON is malformed",
+    "emptied": f"{3:020d}.json is not a Delta commit: it holds no actions",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_commit_is_said_in_the_same_words_on_every_store(table_uri, damage):
+    """Issue 54, item 8: on S3 the same damage gave exit code 1 and delta-rs's Rust debug output
+    (``Kernel error: … ParsedLogPath { location: FileMeta { …``)."""
+    from kraftlake.records import NoOp
+    from kraftlake.records.location import resolve
+
+    log = Log.create(table_uri)
+    for _ in range(4):
+        log.append([NoOp()])
+    where, rel = resolve(table_uri), f"_delta_log/{3:020d}.json"
+    if damage == "missing":
+        where.delete(rel)
+    else:
+        where.write(rel, b"garbage{\n" if damage == "garbage" else b"")
+    for args in (("log",), ("view",), ("audit",), ("append", "-")):
+        result = runner.invoke(app, [args[0], table_uri, *args[1:]], input='{"type": "NoOp"}\n')
+        _refused(result, DAMAGES[damage])
+        assert "ParsedLogPath" not in result.output and "Kernel error" not in result.output, result.output
+
+
+def test_an_emptied_newest_commit_is_refused_not_read_as_a_shorter_log(tmp_path):
+    """delta-rs reads an emptied commit file as a commit that did nothing: the newest one
+    emptied, the log would end a batch early with every check passing."""
+    from kraftlake.records import NoOp
+
+    log = Log.create(tmp_path / "log")
+    for _ in range(2):
+        log.append([NoOp()])
+    newest = tmp_path / "log" / "_delta_log" / f"{2:020d}.json"
+    newest.write_bytes(b"")
+    for command in ("log", "view", "audit"):
+        _refused(run(command, tmp_path / "log"), f"{newest} is not a Delta commit: it holds no actions")
