@@ -21,7 +21,7 @@ from . import digests, log_checks
 from .arrow import RECORD_COLUMN, column_name, from_table
 from .base import Record
 from .catalog import BY_NAME
-from .data_files import PARQUET, read_parquet
+from .data_files import PARQUET, check_pages, read_parquet
 from .delta_commit import listed
 from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
 from .location import UNKNOWN_CAUSE, Location, resolve, storage_cause, storage_errors
@@ -145,15 +145,19 @@ class LogSnapshot:
         self.verify(files)
         return ds.dataset(files, schema=schema, format=PARQUET, filesystem=fs)
 
-    def verify(self, files: Sequence[str] | None = None) -> int:
+    def verify(self, files: Sequence[str] | None = None, *, pages: bool = False) -> int:
         """Check the snapshot's data files (or ``files`` of them) against the digests in their
-        names, reading each once: how many had one. ``CorruptStoreError`` names a damaged file,
-        or one the store lost."""
+        names, reading each once (with ``pages``, a file without one by reading its pages with
+        their checksums): how many had a digest. ``CorruptStoreError`` names a damaged file, or
+        one the store lost."""
         fs = None if self.location.is_local else self.location.filesystem
         checked = 0
         for f in self._paths() if files is None else files:
             try:
-                checked += digests.verify(f, fs)
+                if digests.verify(f, fs):
+                    checked += 1
+                elif pages:
+                    check_pages(f, fs)
             except FileNotFoundError:
                 raise self._missing(f) from None
             except OSError as exc:
