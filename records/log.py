@@ -54,7 +54,7 @@ from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
 from .data_files import now_ms
 from .delta_commit import DataFile, Upkeep, appends_after, listed, put_if_absent
-from .errors import LogExistsError, StorageError
+from .errors import LogExistsError, StorageError, UnsupportedLocationError
 from .follow import Follower, FollowMixin
 from .history import Commit, HistoryMixin
 from .location import Location, resolve, storage_errors
@@ -122,6 +122,8 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         delta-rs's ``storage_options``); ``LogExistsError`` if a table is already there,
         ``StorageError`` when the store cannot be used (nothing is created then)."""
         where = resolve(path, storage_options)
+        if where.local is not None:
+            _make_directory(where.local)
         with storage_errors(where):
             try:
                 DeltaTable(where.uri, storage_options=where.options)
@@ -315,6 +317,23 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
     ) -> list[Record]:
         """Records of the latest version in ``[from_offset, to_offset]``, of the given types."""
         return self.at().records(from_offset, to_offset, types)
+
+
+def _make_directory(path: str) -> None:
+    """The directory of a new local log, made (with its parents) before delta-rs is asked to:
+    delta-rs's words for a path it cannot make are a traceback's (``init notlog/file`` under a
+    regular file ``notlog``)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        taken = path
+        while taken and not os.path.exists(taken):
+            taken = os.path.dirname(taken)
+        raise UnsupportedLocationError(
+            f"cannot create a log at {path}: {taken} is a file, not a directory (a log is a directory)"
+        ) from None
+    except OSError as exc:
+        raise StorageError(f"cannot create a log at {path}: {exc.strerror or exc}") from None
 
 
 def _load_quietly(dt: DeltaTable, version: int) -> None:
