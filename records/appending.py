@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from deltalake import CommitProperties, Transaction
 from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
-from . import digests
+from . import digests, log_checks
 from .arrow import LOG_SCHEMA, RECORD_COLUMN
 from .arrow_input import from_arrow
 from .base import Record, gc_paused
@@ -119,7 +120,13 @@ class AppendingMixin:
                 missing.append(f)
         if missing:
             fields = DeltaSchema.from_arrow(pa.schema(missing)).fields
-            self._dt.alter.add_columns(fields)
+            # The new schema's digest in the same commit (log_checks.SCHEMA_TXN): a reader in
+            # between never sees a schema without its own.
+            digest = log_checks.schema_digest(log_checks.evolved(self._dt.schema(), fields))
+            self._dt.alter.add_columns(
+                fields,
+                commit_properties=CommitProperties(app_transactions=[Transaction(log_checks.SCHEMA_TXN, digest)]),
+            )
             self.refresh()  # the schema change is a commit: appends go on after it
             log.info("log.schema_evolved", path=self.path, columns=[f.name for f in missing])
         self._schema_checked = True

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
@@ -94,7 +95,12 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         """The table's local path, or its URI on an object store."""
         self._loading: threading.Thread | None = None
         self._loading_lock = threading.Lock()
-        log_checks.check_table(dt, self.location)  # what it appends to is a log, whole
+        try:
+            log_checks.check_table(dt, self.location)  # what it appends to is a log, whole
+            self._legacy_keys = dt.transaction_version(KEY_FORMAT_TXN) != KEY_FORMAT
+            """Created before producer ids were escaped in their keys (``appending.producer_key``)."""
+        except DeltaError as exc:  # delta-rs reads app transactions lazily, and fails there
+            raise damaged_log(self.location, exc) from None
         self._dt = dt
         self._head = dt.version()
         """The newest version this object knows: ``_dt``'s, or a newer one it committed itself
@@ -103,8 +109,6 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         self._schema_checked = False
         configuration = dt.metadata().configuration
         self._checkpoint_interval = int(configuration.get("delta.checkpointInterval", "100"))
-        self._legacy_keys = dt.transaction_version(KEY_FORMAT_TXN) != KEY_FORMAT
-        """Created before producer ids were escaped in their keys (``appending.producer_key``)."""
         self._legacy_cache: dict[str, tuple[int, int, int, int] | None] = {}
         self._upkeep: Upkeep | None = None
         self._commit_lock = threading.Lock()
@@ -140,7 +144,12 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
                 storage_options=where.options,
                 commit_properties=CommitProperties(
                     custom_metadata={"kraftlake.operation": "init"},
-                    app_transactions=[Transaction(KEY_FORMAT_TXN, KEY_FORMAT)],
+                    app_transactions=[
+                        Transaction(KEY_FORMAT_TXN, KEY_FORMAT),
+                        Transaction(
+                            log_checks.SCHEMA_TXN, log_checks.schema_digest(DeltaSchema.from_arrow(LOG_SCHEMA))
+                        ),
+                    ],
                 ),
             )
         log.info("log.created", path=where.uri, version=dt.version())
@@ -222,7 +231,10 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
                 except DeltaError as exc:
                     raise damaged_log(self.location, exc) from None
             if self._dt.version() != self._head:  # commits this object has not checked
-                log_checks.check_table(self._dt, self.location)
+                try:
+                    log_checks.check_table(self._dt, self.location)
+                except DeltaError as exc:
+                    raise damaged_log(self.location, exc) from None
             self._head = self._dt.version()
             self._txn_cache = {}
 

@@ -2,7 +2,8 @@
 writers alike (issue 54, item 3: ``append`` wrote into tables that ``log`` and ``view`` refused).
 
 - ``check_table``: the table is named ``kraftlake`` and has the envelope's columns (a foreign
-  Delta table, with an ``offset`` column or without one, is not a log), and its files hold
+  Delta table, with an ``offset`` column or without one, is not a log), its schema is the one
+  kraftlake wrote (``SCHEMA_TXN``: tables made before it have none), and its files hold
   exactly the offsets its commits say, by the ``add`` actions' statistics (no data is read): the
   app transaction ``kraftlake.offset`` says the log ends at L, so its files hold L + 1 records,
   offsets 0 to L. A commit emptied in the middle of the history loses its file's offsets; a row
@@ -16,11 +17,17 @@ writers alike (issue 54, item 3: ``append`` wrote into tables that ``log`` and `
 
 from __future__ import annotations
 
+import json
+import zlib
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
+from deltalake.schema import Field as DeltaField
+from deltalake.schema import Schema as DeltaSchema
+from deltalake.schema import StructType
 
 from .errors import CorruptStoreError, LogNotFoundError
 from .location import Location
@@ -30,6 +37,52 @@ LOG_NAME = "kraftlake"
 ENVELOPE_TYPES = {"offset": "long", "ts_ms": "long", "type": "string", "version": "integer", "key": "string"}
 """The envelope columns every log has had since its first version, with their Delta types."""
 OFFSET_TXN = "kraftlake.offset"
+SCHEMA_TXN = "kraftlake.schema"
+"""App transaction whose version is the digest of the table's schema (``schema_digest``), set in
+the commit that makes or changes the schema: a flipped bit in a commit's ``schemaString``
+renames a column or field, which every reader would read as another, null column."""
+
+
+def schema_digest(schema: DeltaSchema) -> int:
+    """The CRC-32 of ``schema``'s Delta JSON in a canonical form (keys sorted, no spaces): the
+    same whichever delta-rs serialises it; field order, names, types and nullability count."""
+    return _digest(schema.to_json())
+
+
+@lru_cache(maxsize=8)
+def _digest(schema_json: str) -> int:
+    # Cached: every snapshot a reader opens checks it, and the schema seldom changes (the
+    # canonical form of a 28 KB schema costs ~0.7 ms).
+    canonical = json.dumps(json.loads(schema_json), sort_keys=True, separators=(",", ":"))
+    return zlib.crc32(canonical.encode()) & 0xFFFFFFFF
+
+
+def evolved(schema: DeltaSchema, added: Sequence[DeltaField]) -> DeltaSchema:
+    """``schema`` after ``alter.add_columns(added)``, as delta-rs makes it: a new column goes
+    last; a struct column already there keeps its fields and gains the new ones after them."""
+    fields = list(schema.fields)
+    at = {f.name: i for i, f in enumerate(fields)}
+    for f in added:
+        if f.name in at:
+            fields[at[f.name]] = _merged(fields[at[f.name]], f)
+        else:
+            at[f.name] = len(fields)
+            fields.append(f)
+    return DeltaSchema(fields)
+
+
+def _merged(have: DeltaField, new: DeltaField) -> DeltaField:
+    if not (isinstance(have.type, StructType) and isinstance(new.type, StructType)):
+        return have
+    inner = list(have.type.fields)
+    at = {f.name: i for i, f in enumerate(inner)}
+    for f in new.type.fields:
+        if f.name in at:
+            inner[at[f.name]] = _merged(inner[at[f.name]], f)
+        else:
+            at[f.name] = len(inner)
+            inner.append(f)
+    return DeltaField(have.name, StructType(inner), nullable=have.nullable, metadata=have.metadata)
 
 
 def check_table(dt: DeltaTable, where: Location) -> None:
@@ -49,7 +102,8 @@ def check_kind(dt: DeltaTable, where: Location) -> None:
             f"{where.uri} holds a Delta table that is not a kraftlake log: it {named}, a log is"
             f" named {LOG_NAME!r} (a log is made by `kraftlake init`)"
         )
-    fields = {f.name: f.type for f in dt.schema().fields}
+    schema = dt.schema()
+    fields = {f.name: f.type for f in schema.fields}
     for column, want in ENVELOPE_TYPES.items():
         have = fields.get(column)
         if have is None or getattr(have, "type", None) != want:
@@ -57,6 +111,14 @@ def check_kind(dt: DeltaTable, where: Location) -> None:
             raise LogNotFoundError(
                 f"{where.uri} holds a Delta table that is not a kraftlake log: it {what} {column!r} ({want} in a log)"
             )
+    stored = dt.transaction_version(SCHEMA_TXN)
+    if stored is not None and stored != schema_digest(schema):
+        raise CorruptStoreError(
+            f"the schema of {where.uri} at version {dt.version()} is not the one kraftlake wrote (its"
+            f" digest is {schema_digest(schema):08x}, the log's {SCHEMA_TXN} says {stored:08x}): a commit"
+            f" file in {where.uri}/_delta_log that sets the schema (metaData) is damaged",
+            file=f"{where.uri}/_delta_log",
+        )
 
 
 def check_files(actions: pa.Table, last: int, version: int, where: Location) -> None:
@@ -106,6 +168,28 @@ def _mismatch(total: int, last: int, version: int, where: Location, span: tuple[
     )
 
 
+def damaged_log(where: Location, exc: BaseException) -> CorruptStoreError:
+    """What is wrong with a ``_delta_log`` that delta-rs cannot read, in the same words on every
+    store (``damaged_commit``); else delta-rs's own first line."""
+    found = damaged_commit(where)
+    if found is not None:
+        return found
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    log_dir = f"{where.local or where.uri}/_delta_log"
+    return CorruptStoreError(f"{log_dir} cannot be read: {first}", file=log_dir)
+
+
+REQUIRED = {
+    "txn": ("appId", "version"),
+    "add": ("path", "size", "modificationTime", "dataChange"),
+    "remove": ("path",),
+    "metaData": ("id", "schemaString", "format"),
+    "protocol": ("minReaderVersion", "minWriterVersion"),
+}
+"""The fields an action must have (the Delta protocol's "Actions"), those delta-rs reads lazily
+(a ``txn`` without its ``version`` fails only when a reader asks for an app transaction)."""
+
+
 def damaged_commit(where: Location) -> CorruptStoreError | None:
     """The first commit file delta-rs reads (from the newest checkpoint on) that is missing (a
     gap in the versions), empty or not JSON, named the same way on every store; None when all
@@ -131,6 +215,13 @@ def damaged_commit(where: Location) -> CorruptStoreError | None:
             return CorruptStoreError(f"{file} is not a Delta commit: {bad}", file=file)
         if not actions or not all(isinstance(a, dict) for a in actions):
             return CorruptStoreError(f"{file} is not a Delta commit: it holds no actions", file=file)
+        for action in actions:
+            for kind, body in action.items():
+                missing = [k for k in REQUIRED.get(kind, ()) if not isinstance(body, dict) or k not in body]
+                if missing:
+                    return CorruptStoreError(
+                        f"{file} is not a Delta commit: one of its {kind} actions has no {missing[0]!r}", file=file
+                    )
     return None
 
 

@@ -25,6 +25,7 @@ from .data_files import PARQUET, check_pages, read_parquet
 from .delta_commit import listed
 from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
 from .location import UNKNOWN_CAUSE, Location, resolve, storage_cause, storage_errors
+from .log_checks import damaged_log
 
 OFFSET_TXN = "kraftlake.offset"
 
@@ -74,17 +75,6 @@ def open_table(location: str | Location, version: int | None = None) -> DeltaTab
         raise damaged_log(where, exc) from None
 
 
-def damaged_log(where: Location, exc: BaseException) -> CorruptStoreError:
-    """What is wrong with a ``_delta_log`` that delta-rs cannot read, in the same words on every
-    store (``log_checks.damaged_commit``); else delta-rs's own first line."""
-    found = log_checks.damaged_commit(where)
-    if found is not None:
-        return found
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    log_dir = f"{where.local or where.uri}/_delta_log"
-    return CorruptStoreError(f"{log_dir} cannot be read: {first}", file=log_dir)
-
-
 def _stat(actions: pa.Table, side: str, n: int) -> list[int | None]:
     """The ``add`` actions' ``min``/``max`` statistics of ``offset`` (None where there are none)."""
     if side not in actions.column_names or "offset" not in [f.name for f in actions.column(side).type]:
@@ -100,7 +90,10 @@ class LogSnapshot:
         self.location = location if location is not None else resolve(dt.table_uri)
         """Where the table is: its files are read through ``location.filesystem``."""
         self.version: int = dt.version()
-        stored = dt.transaction_version(OFFSET_TXN)
+        try:
+            stored = dt.transaction_version(OFFSET_TXN)  # delta-rs reads the app transactions here
+        except DeltaError as exc:
+            raise damaged_log(self.location, exc) from None
         last = -1 if stored is None else stored
         self.last_offset: int = last if to_offset is None else min(last, to_offset)
         protocol = dt.protocol()

@@ -235,3 +235,21 @@ def test_an_emptied_newest_commit_is_refused_not_read_as_a_shorter_log(tmp_path)
     newest.write_bytes(b"")
     for command in ("log", "view", "audit"):
         _refused(run(command, tmp_path / "log"), f"{newest} is not a Delta commit: it holds no actions")
+
+
+def test_a_field_renamed_in_the_commit_that_sets_the_schema_is_refused(tmp_path):
+    """A flipped bit in ``schemaString`` renames a column or field (``recovery_delay_changed``
+    -> ``recovery_delayWchanged``): readers read it as another, null column. The digest of the
+    schema kraftlake wrote (``log_checks.SCHEMA_TXN``) no longer matches."""
+    from kraftlake.records import CorruptStoreError, NoOp
+
+    Log.create(tmp_path / "log").append([NoOp()])
+    first = tmp_path / "log" / "_delta_log" / f"{0:020d}.json"
+    body = first.read_bytes()
+    at = body.index(b"recovery_delay_changed", body.index(b'"metaData"')) + len("recovery_delay")
+    first.write_bytes(body[:at] + b"W" + body[at + 1 :])
+    with pytest.raises(CorruptStoreError, match="is not the one kraftlake wrote"):
+        Log.open(tmp_path / "log").at().table()
+    for args in (("log",), ("audit",), ("append", "-")):
+        result = runner.invoke(app, [args[0], str(tmp_path / "log"), *args[1:]], input='{"type": "NoOp"}\n')
+        _refused(result, "is not the one kraftlake wrote")
