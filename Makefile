@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO := .demo/log
 FIXTURE := fixtures/kraft/jbod-dir-failure.jsonl
 
-.PHONY: demo test test-fast lint format bench java chromium clean examples
+.PHONY: demo test test-fast test-thorough lint format bench java chromium clean examples
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kraftlake needs Python 3.11 or newer")'
@@ -111,12 +111,20 @@ format: $(VENV)/.installed
 	$(BIN)/ruff format --quiet .
 	$(BIN)/ruff check --quiet --fix .
 
-test: $(VENV)/.installed java chromium lint
-	$(BIN)/python -m pytest -q
+# The suite on every core (pytest-xdist): the Spark tests share one worker and its JVM. Tiers
+# (tests/helpers/tiers.py): test-fast is the inner loop (no Spark, no multi-process loops, a
+# quarter of the property tests' examples), test is CI's, test-thorough runs five times CI's
+# examples and loop rounds, for a change to codecs, reducers or deciders.
+PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadgroup
 
-# The inner loop: everything but the Spark tests and the multi-process loops (no Java needed).
+test: $(VENV)/.installed java chromium lint
+	KRAFTLAKE_TEST_TIER=default $(PYTEST)
+
 test-fast: $(VENV)/.installed chromium lint
-	$(BIN)/python -m pytest -q -m "not spark and not slow"
+	KRAFTLAKE_TEST_TIER=fast $(PYTEST) -m "not spark and not slow"
+
+test-thorough: $(VENV)/.installed java chromium lint
+	KRAFTLAKE_TEST_TIER=thorough $(PYTEST)
 
 bench: $(VENV)/.installed java
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

@@ -58,7 +58,10 @@ class Appender:
         self._conn: http.client.HTTPConnection | None = None
         if isinstance(target, str) and target.startswith(("http://", "https://")):
             self.url = target.rstrip("/")
-            stored = self._call("GET", f"/v1/producers/{urllib.parse.quote(producer, safe='')}")["seq"]
+            # Every character but letters, digits and ``_-~`` escaped: ``/`` stays in the name,
+            # and ``.``/``..`` are not path segments that a proxy would resolve.
+            name = urllib.parse.quote(producer, safe="").replace(".", "%2E")
+            stored = self._call("GET", f"/v1/producers/{name}")["seq"]
         else:
             inner = getattr(target, "log", target)  # a Lake (kraftlake.open) holds its Log
             self.log = inner if isinstance(inner, Log) else Log.open(target, storage_options=storage_options)

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kraftlake.records import RESERVED_DIRECTORIES, Log, LogSnapshot
+from kraftlake.replay.grace import GRACE_MS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -768,8 +769,8 @@ class Lake:
         *,
         from_offset: int | None = None,
         to_offset: int | None = None,
-        grace_records: int = 1000,
-        grace_ms: int = 5000,
+        grace_records: int | None = None,
+        grace_ms: int = GRACE_MS,
         fail_on: str = "error",
         fail_on_unavailable_seconds: float | None = None,
         from_time: datetime | str | int | None = None,

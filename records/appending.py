@@ -31,7 +31,7 @@ from .base import Record, gc_paused
 from .columnar import ColumnBatch, Validated, from_python, stamped, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
 from .delta_commit import DataFile, checkpoint, commit_json
-from .errors import AppendConflictError, RecordError
+from .errors import AppendConflictError, CorruptStoreError, RecordError
 from .producer import ProducerSeq
 from .snapshot import OFFSET_TXN, arrow_schema
 
@@ -229,6 +229,7 @@ class AppendingMixin:
         data = data.set_column(
             0, "offset", pa.array(np.arange(first, first + n, dtype=np.int64))
         )  # not range(): 0.8 ms at 10 000
+        self._lineage.prefetch(version)  # the look at what the commit builds on, beside the file's put
         file = write_data_file(self.location, data, f"part-{first:020d}-{batch_id}.zstd.parquet")
         return self._commit_file(file, first, n, version, producer, seq, batch_id, group)
 
@@ -284,16 +285,20 @@ class AppendingMixin:
             for p, (q, lo, hi) in sorted(newest.items()):
                 txns += _producer_txns(p, q, lo, hi, version + 1)
             meta["kraftlake.batches"] = json.dumps(group)
-        if not self.location.commits_by_put:
-            landed = self._commit_on_store(version, [file], txns, meta)
-        else:
-            body = commit_json([file], txns, meta, now_ms(), ENGINE_VERSION)
-            with self._commit_lock:
-                landed = version == self._head and self._put_commit(version + 1, body)
-                if landed:
-                    self._head = version + 1
-                    self._commits_since_open += 1
-                    self._txn_cache.update(txns)
+        try:
+            if not self.location.commits_by_put:
+                landed = self._commit_on_store(version, [file], txns, meta)
+            else:
+                body = commit_json([file], txns, meta, now_ms(), ENGINE_VERSION)
+                with self._commit_lock:
+                    landed = version == self._head and self._put_commit(version + 1, body)
+                    if landed:
+                        self._head = version + 1
+                        self._commits_since_open += 1
+                        self._txn_cache.update(txns)
+        except CorruptStoreError:  # refused before any put (``lineage``): the file is nobody's
+            self.location.delete(file.path)
+            raise
         if not landed:
             self.location.delete(file.path)  # nothing refers to it: the refused commit never happened
             return None

@@ -135,6 +135,19 @@ def duplicate_key(line: bytes) -> str | None:
     return None
 
 
+def duplicate_key_error(key: object, kept: Any, *, line: int | None, wire: str = "JSON") -> RecordError:
+    """The error for a record holding ``key`` twice: the CLI's and the service's words. ``kept``
+    is what a decoder made of the record (its last ``type`` names it, unless ``type`` is the key
+    twice); ``wire`` the format whose decoders keep the last."""
+    name = kept.get("type") if key != "type" and isinstance(kept, dict) else None
+    return RecordError(
+        f"duplicate key {key!r} ({wire} keeps only the last)",
+        line=line,
+        record_type=name if isinstance(name, str) else None,
+        field=key if isinstance(key, str) else repr(key),
+    )
+
+
 def _key_before(line: bytes, pos: int) -> str | None:
     """The key of the value at byte ``pos`` (the last key that starts before it)."""
     key = None
@@ -199,15 +212,10 @@ def _decode_line(line: bytes, line_no: int | None) -> Record:
     dup = duplicate_key(line)
     if dup is not None:
         try:
-            name = msgspec.json.decode(line).get("type") if dup != "type" else None
-        except (msgspec.DecodeError, AttributeError):
-            name = None
-        raise RecordError(
-            f"duplicate key {dup!r} (JSON keeps only the last)",
-            line=line_no,
-            record_type=name if isinstance(name, str) else None,
-            field=dup,
-        )
+            kept = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            kept = None
+        raise duplicate_key_error(dup, kept, line=line_no)
     try:
         record = JSON_DECODER.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError):

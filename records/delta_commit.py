@@ -143,25 +143,34 @@ def fsync_file(path: str) -> None:
         os.close(fd)
 
 
-def put_if_absent(table: str, version: int, body: bytes) -> bool:
-    """Create the commit file of ``version`` with ``body`` unless it exists; durable once True.
-    False: another writer committed ``version`` first (nothing of ours is left behind)."""
+def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a file from another of the same name: its device and inode, size and
+    modification time (a file made again gets another inode, or, if its inode is used again,
+    another time)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def put_if_absent(table: str, version: int, body: bytes) -> tuple[int, int, int, int] | None:
+    """Create the commit file of ``version`` with ``body`` unless it exists: its
+    ``file_identity``, durable once returned. None: another writer committed ``version``
+    first (nothing of ours is left behind)."""
     log_dir = os.path.join(table, "_delta_log")
     tmp = os.path.join(log_dir, f".kraftlake-{uuid.uuid4()}.json.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.write(fd, body)
         os.fsync(fd)
+        made = file_identity(os.fstat(fd))  # the link is this inode: no other stat needed
     finally:
         os.close(fd)
     try:
         os.link(tmp, commit_path(table, version))
     except FileExistsError:
-        return False
+        return None
     finally:
         os.unlink(tmp)
     fsync_file(log_dir)
-    return True
+    return made
 
 
 def checkpoint(table: Location | str, version: int) -> None:

@@ -584,7 +584,8 @@ class Voters(KraftRecord, frozen=True, kw_only=True):
 class KafkaOpaque(KraftRecord, frozen=True, kw_only=True):
     """A record imported from Kafka that kraftlake cannot decode (an apiKey or version it does
     not know, or an unknown control type): kept as Kafka wrote it, never dropped, so that an
-    export writes it back byte for byte. Reducers ignore it; the import warns and counts it."""
+    export writes it back byte for byte. The import warns and counts it; the KRaft reducer refuses
+    a metadata one (its effect is unknown) and lets a control one pass."""
 
     version: int = 0
     KEY = "kafka/{r.api_key}"

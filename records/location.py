@@ -126,20 +126,46 @@ class Location:
         settings = _s3_settings(self.storage_options)
         return not settings.get("locking_provider") and not _true(settings.get("unsafe_rename"))
 
-    def put_new(self, rel: str, body: bytes) -> bool:
+    def put_new(self, rel: str, body: bytes) -> object | None:
         """Create the table's file ``rel`` holding ``body`` unless it exists, on an object store
-        where ``commits_by_put``: True when this call created it; False when it was there
-        before. A put whose answer was lost and that object_store retried finds its own bytes
-        there: that is this call's file, and True."""
+        where ``commits_by_put``: the file's ``identity`` when this call created it; None when it
+        was there before. A put whose answer was lost and that object_store retried finds its own
+        bytes there: that is this call's file."""
         import obstore
         from obstore.exceptions import AlreadyExistsError
 
         try:
             with storage_errors(self):
-                obstore.put(self._object_store, unquote(rel), body, mode="create")
+                put = obstore.put(self._object_store, unquote(rel), body, mode="create")
         except AlreadyExistsError:
-            return self.read(rel) == body
-        return True
+            return self.identity(rel) if self.read(rel) == body else None
+        return ("etag", put["e_tag"]) if put.get("e_tag") else self.identity(rel)
+
+    def identity(self, rel: str) -> object | None:
+        """What tells the table's file ``rel`` from another file of that name, or None when
+        there is none: its inode, size and time on disk (``delta_commit.file_identity``); its
+        ETag on S3, else its size and time. One ``stat`` or ``HEAD``."""
+        if self.local is not None:
+            from .delta_commit import file_identity
+
+            try:
+                return file_identity(os.stat(os.path.join(self.local, rel)))
+            except FileNotFoundError:
+                return None
+        if self._on_s3:
+            import obstore
+            from obstore.exceptions import NotFoundError
+
+            try:
+                with storage_errors(self):
+                    meta = obstore.head(self._object_store, unquote(rel))
+            except (NotFoundError, FileNotFoundError):
+                return None
+            return ("etag", meta["e_tag"]) if meta.get("e_tag") else (meta["size"], meta["last_modified"])
+        import pyarrow.fs as pafs
+
+        info = self.filesystem.get_file_info(self.join(rel))
+        return None if info.type == pafs.FileType.NotFound else (info.size, info.mtime_ns)
 
     @cached_property
     def _on_s3(self) -> bool:

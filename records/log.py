@@ -22,6 +22,9 @@ What it guarantees (the delta-rs behaviours it rests on are in ``docs/delta-on-t
 - **Time travel** by Delta version, timestamp or record offset. delta-rs resolves the snapshot;
   the rows are read from exactly its Parquet files with pyarrow (the same file list Spark reads).
 
+- **No commit on top of a history that is gone**: before each commit the file of the version
+  it builds on is looked at once (``lineage``); missing or replaced, the commit is refused.
+
 ``Log`` is put together from one module per job: ``snapshot`` (reading one version),
 ``appending`` (the fenced, exactly-once append), ``compaction`` (``compact`` and ``maintain``),
 ``history``, ``time_travel`` and ``follow`` (subscriptions); this module holds what they share, the table and the version
@@ -58,6 +61,7 @@ from .delta_commit import DataFile, Upkeep, appends_after, listed, put_if_absent
 from .errors import LogExistsError, StorageError, UnsupportedLocationError
 from .follow import Follower, FollowMixin
 from .history import Commit, HistoryMixin
+from .lineage import Lineage
 from .location import Location, resolve, storage_errors
 from .snapshot import OFFSET_TXN, LogSnapshot, damaged_log, open_table
 from .time_travel import TimeTravelMixin
@@ -111,6 +115,8 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         self._checkpoint_interval = int(configuration.get("delta.checkpointInterval", "100"))
         self._legacy_cache: dict[str, tuple[int, int, int, int] | None] = {}
         self._upkeep: Upkeep | None = None
+        self._lineage = Lineage(self.location)
+        """The commit file the next commit builds on, checked before it is put."""
         self._commit_lock = threading.Lock()
         """Held while a commit file is put and ``_head`` moves: appends and the compaction of
         ``upkeep_in_background`` (another thread) commit on top of one another."""
@@ -291,6 +297,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         with self._commit_lock, storage_errors(self.location):
             if version != self._head:
                 return False
+            self._lineage.check(version)
             dt = self._dt
             if dt.version() != version:
                 # delta-rs's commit leaves ``dt`` where it was, and _catch_up moves ``_head`` by
@@ -298,6 +305,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
                 # update_incremental lists the log, 4x slower on moto, bench/RESULTS.md).
                 dt.load_as_version(version)
             if store_commit.commit(dt, files, txns, meta, now_ms(), removed=removed):
+                self._lineage.committed(version + 1, None, holds=meta.get("kraftlake.batch"))
                 self._head = version + 1
                 self._commits_since_open += 1
                 self._txn_cache.update(txns)
@@ -309,11 +317,18 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
     def _put_commit(self, version: int, body: bytes) -> bool:
         """Create the commit file of ``version`` holding ``body`` unless another writer did
         first (False): ``link(2)`` on local disk (durable: ``delta_commit``), a conditional put
-        on S3 (``Location.put_new``)."""
+        on S3 (``Location.put_new``). ``CorruptStoreError`` when the version before is not the
+        one this object saw (``lineage``)."""
+        self._lineage.check(version - 1)
         if self.location.local is not None:
-            return put_if_absent(self.location.local, version, body)
-        with storage_errors(self.location):
-            return self.location.put_new(f"_delta_log/{version:020d}.json", body)
+            made = put_if_absent(self.location.local, version, body)
+        else:
+            with storage_errors(self.location):
+                made = self.location.put_new(f"_delta_log/{version:020d}.json", body)
+        if made is None:
+            return False
+        self._lineage.committed(version, made)
+        return True
 
     def _fresh(self) -> DeltaTable:
         self.refresh()

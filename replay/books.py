@@ -4,8 +4,9 @@ A violation is an interval: it begins at the offset where an entity went wrong a
 last offset where it still was (``last_offset`` None = still open at the end); ``evidence`` holds
 the records that caused and fixed it. ``Books`` keeps the open wrong states, holds graced ones
 (``statemachine.invariants``: ``graced``) to the grace — they only count once the wrong state has
-lasted longer than ``grace_records`` records or ``grace_ms`` ms of ``ts_ms``; a state fixed
-within the grace is not reported — and counts the checks. ``assemble_report`` turns violations
+lasted longer than ``grace_ms`` ms of record time (``ts_ms``; ``AuditConfig.past_grace`` is the
+one rule every engine applies); a state fixed within the grace is not reported — and counts the
+checks. ``assemble_report`` turns violations
 and counts into the report, for the per-record engine and the Spark plan alike.
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kraftlake.records.errors import ReplayError
+from kraftlake.replay.grace import GRACE_MS, UNTIMED_GRACE_RECORDS, past_grace
 from kraftlake.replay.incidents import Availability, Handling, Incident, IncidentsResult, link_violations
 from kraftlake.replay.violations import Violation, ViolationList
 from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES, say
@@ -25,11 +27,14 @@ from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RU
 
 @dataclass(frozen=True)
 class AuditConfig:
-    grace_records: int = 1000
-    """A graced wrong state counts once it has lasted more than this many records (a dir
-    failure's whole batch of partition changes fits)..."""
-    grace_ms: int = 5_000
-    """...or more than this many ms of ts_ms (a controller reacts within a heartbeat, 2 s)."""
+    grace_ms: int = GRACE_MS
+    """A graced wrong state counts once it has lasted more than this many ms of record time
+    (``ts_ms``): a controller reacts within a heartbeat (2 s), whatever the number of records
+    written meanwhile (a burst that creates 100 000 partitions is thousands of records in
+    200 ms)."""
+    grace_records: int | None = None
+    """A grace in records besides (the state counts once it passes either), when asked for;
+    where a record has no time, this many records (``grace.UNTIMED_GRACE_RECORDS`` when None) alone."""
     fail_on: str = ERROR
     fail_on_unavailable_ms: int | None = None
     """Fail the audit when partitions were unavailable (no leader, or the leader on an offline
@@ -40,6 +45,14 @@ class AuditConfig:
     object_retention_ms: int = 60_000
     """S13: how long a MARK_DESTROYED object stays before it is deleted, at least (AutoMQ's
     ``s3.object.delete.retention.minutes``, default 1)."""
+
+    @property
+    def untimed_grace_records(self) -> int:
+        return UNTIMED_GRACE_RECORDS if self.grace_records is None else self.grace_records
+
+    def past_grace(self, records: int, ms: int | None) -> bool:
+        """``grace.past_grace`` with this audit's grace (the plan's SQL says the same: ``held``)."""
+        return past_grace(self.grace_ms, self.grace_records, records, ms)
 
 
 class InvariantResult(msgspec.Struct, kw_only=True):
@@ -57,7 +70,9 @@ class AuditReport(msgspec.Struct, kw_only=True):
     last_offset: int | None
     state_hash: str
     fail_on: str
-    grace_records: int
+    grace_records: int | None
+    """None: the grace is in record time alone (``grace_ms``), in records only where a record
+    has no time (``UNTIMED_GRACE_RECORDS``)."""
     grace_ms: int
     invariants: list[InvariantResult]
     violations: Sequence[Violation]
@@ -184,7 +199,7 @@ class Books:
     def promote(self, offset: int, ts: int | None) -> None:
         """Confirm the wrong states whose grace ran out by the record at ``offset`` (time
         ``ts``). They entered the queue in offset (and so time) order: only the front can be due."""
-        g_rec, g_ms = self.config.grace_records, self.config.grace_ms
+        past = self.config.past_grace
         queue = self._in_grace
         while queue:
             w = queue[0]
@@ -192,9 +207,7 @@ class Books:
                 queue.popleft()
                 continue
             # Records without a time (fresh from a decider) are held to the record grace alone.
-            if offset - w.first_offset > g_rec or (
-                ts is not None and w.first_ts is not None and ts - w.first_ts > g_ms
-            ):
+            if past(offset - w.first_offset, None if ts is None or w.first_ts is None else ts - w.first_ts):
                 w.confirmed = True
                 queue.popleft()
             else:

@@ -15,6 +15,7 @@ import html
 from collections.abc import Callable, Sequence
 
 from kraftlake.records.time_travel import format_ms
+from kraftlake.replay.grace import grace_words
 
 from .books import AuditReport, Violation
 from .incidents import Incident, Outage
@@ -112,7 +113,7 @@ def _headline(report: AuditReport) -> str:
     if a is not None and a.from_ms is not None:
         lines[0] += f", record time {e(format_ms(a.from_ms))} to {e(format_ms(a.to_ms))} (UTC)"
     lines.append(
-        f"grace {report.grace_records:,} records or {report.grace_ms:,} ms; fail on {e(report.fail_on)}"
+        f"grace {grace_words(report.grace_ms, report.grace_records)}; fail on {e(report.fail_on)}"
         + (
             f" or more than {report.fail_on_unavailable_ms / 1000:,.1f} partition-seconds unavailable"
             if report.fail_on_unavailable_ms is not None

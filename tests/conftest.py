@@ -9,21 +9,42 @@ from hypothesis import HealthCheck, settings
 
 from kraftlake.logging import configure
 
+from helpers.tiers import TIER
+
 configure(level=os.environ.get("KRAFTLAKE_LOG_LEVEL", "warning"))
 
+# Hypothesis's profile follows the tier (``helpers.tiers``): its example count is what a test
+# without its own ``max_examples`` runs; CI's runs are derandomized (the same examples each run).
+_PROFILE_EXAMPLES = {"fast": 25, "default": 100, "thorough": 500}
 settings.register_profile(
-    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    max_examples=_PROFILE_EXAMPLES[TIER],
 )
 settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
+_FIRST = ("spark", "slow")
+"""Marks whose tests start first: the longest runs (the Spark tier on one worker, the kill -9
+and racing-writer loops) begin while the rest fill the other core, not at the end of a run."""
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items):
     """Every test that takes the Spark session is marked ``spark`` (``make test-fast`` leaves
-    them out)."""
+    them out); under pytest-xdist the Spark tests share one worker, so one JVM serves them all
+    (``--dist loadgroup``), and they and the slow loops are handed out first."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+    def first(item) -> int:
+        return next((i for i, m in enumerate(_FIRST) if item.get_closest_marker(m) is not None), len(_FIRST))
+
+    items.sort(key=first)
 
 
 @pytest.fixture

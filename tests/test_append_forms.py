@@ -21,6 +21,8 @@ from kraftlake.records.base import field_defaults, payload_fields
 from kraftlake.records.codec import json_form
 from kraftlake.testing import batches
 
+from helpers.tiers import examples
+
 NOW_MS = 1_700_000_000_000
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 
@@ -67,7 +69,7 @@ def _landed(root: Path, batch: list) -> dict[str, tuple[bytes, list]]:
     return out
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(batch=batches(max_size=12))
 def test_every_form_of_a_batch_lands_as_the_same_file(batch):
     with tempfile.TemporaryDirectory() as tmp:

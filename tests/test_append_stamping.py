@@ -16,6 +16,8 @@ from kraftlake.records.codec import encode_lines, iter_lines, json_form, normali
 from kraftlake.records.msgpack_columns import head_length, stamp_blank
 from kraftlake.testing import batches
 
+from helpers.tiers import examples
+
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 FIRSTS = st.sampled_from((0, 127, 128, 65_536, 2**32, 2**40))
 
@@ -42,7 +44,7 @@ def _same_record_column(got, want, first: int) -> None:
     assert table.equals(arrow.to_table(want, first_offset=first, ts_ms=9, producer="p", producer_seq=3))
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(batch=batches(max_size=25), blank=st.booleans(), first=FIRSTS)
 def test_json_lines_stamp_the_record_column_into_their_encoding(batch, blank, first):
     batch = [_blank(r) for r in batch] if blank else batch
@@ -55,7 +57,7 @@ def test_json_lines_stamp_the_record_column_into_their_encoding(batch, blank, fi
         assert got.columns.message == msgspec.msgpack.encode(want)
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(batch=batches(max_size=25), blank=st.booleans(), first=FIRSTS, reorder=st.booleans())
 def test_msgpack_items_stamp_the_record_column_into_their_encoding(batch, blank, first, reorder):
     """Items as msgspec writes the records: their lengths are the records' (no decode for
@@ -81,7 +83,7 @@ def test_msgpack_items_stamp_the_record_column_into_their_encoding(batch, blank,
     _same_record_column(got, list(want), first)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(batch=batches(max_size=25), first=FIRSTS, ts=st.sampled_from((0, 5, 2**41)))
 def test_stamp_blank_with_lengths_given_stamps_as_without(batch, first, ts):
     records = normalize_batch([_blank(r) for r in batch])
@@ -122,7 +124,7 @@ def test_an_inner_type_key_is_seen_at_any_depth():
     assert columnar._starts_only_records()  # every record type today
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(batch=batches(max_size=15), counted=st.booleans(), data=st.data())
 def test_a_repeated_key_gives_the_reference_error_counted_or_not(batch, counted, data):
     """A key written twice in one line (the record's own or a nested object's): the error of

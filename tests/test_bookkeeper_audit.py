@@ -28,6 +28,8 @@ from kraftlake.statemachine.bookkeeper.decider import decide
 from kraftlake.statemachine.bookkeeper.invariants import check_view, tail_sigmas
 from kraftlake.statemachine.bookkeeper.workload import Cluster, WorkloadConfig, generate
 
+from helpers.tiers import examples
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bookkeeper" / "audit"
 runner = CliRunner()
 
@@ -49,7 +51,7 @@ def test_every_bug_is_caught_by_its_invariant(bug, seed):
     assert report.verdict == "fail" and found[CAUGHT_BY[bug]] > 0, found
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(seed=st.integers(0, 2**32), bookies=st.integers(7, 10), delay=st.sampled_from([0, 2000, 5000]))
 def test_correct_histories_pass(seed, bookies, delay):
     cfg = WorkloadConfig(seed=seed, bookies=bookies, recovery_delay_ms=delay)
@@ -70,7 +72,7 @@ def test_a_bookie_almost_never_due_and_drawn_once_is_no_outlier():
     assert {i.id: i.checked for i in report.invariants}["B7"] > 100
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(expected=st.floats(0.001, 300), observed=st.integers(0, 700))
 def test_tail_sigmas_is_the_poisson_tail_as_a_normal_z(expected, observed):
     pmf = [math.exp(i * math.log(expected) - expected - math.lgamma(i + 1)) for i in range(observed + 2000)]
@@ -250,7 +252,7 @@ class Deciders(RuleBasedStateMachine):
 
 
 TestDeciders = Deciders.TestCase
-TestDeciders.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+TestDeciders.settings = settings(max_examples=examples(40), stateful_step_count=40, deadline=None)
 
 
 def test_notebook_facade_shows_bookies_and_under_replicated_ledgers(tmp_path):

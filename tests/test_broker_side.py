@@ -26,6 +26,7 @@ from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadC
 
 from helpers.kafka_logs import KAFKA_LOGS
 from helpers.kraft import controller_with_brokers, uid
+from helpers.tiers import examples
 
 runner = CliRunner()
 
@@ -411,7 +412,7 @@ def test_the_broker_s_directories_come_from_its_observations(cluster):
 # -- broker and controller together --------------------------------------------------------------
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**32),
     dirs=st.integers(2, 4),

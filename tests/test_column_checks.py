@@ -22,6 +22,8 @@ from kraftlake.records.columnar import ColumnBatch, from_builtins_batch
 from kraftlake.records.msgpack_columns import Stampable
 from kraftlake.testing import batches
 
+from helpers.tiers import examples
+
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 EDGES = [
     None,
@@ -96,7 +98,7 @@ def _decode_fails(cls: type, envelope: dict[str, pa.Array], payload: pa.StructAr
     return arrow_input._decode(cls, blobs) is None
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(batch=batches(max_size=8), data=st.data())
 def test_the_column_checks_refuse_exactly_what_msgspec_refuses(batch, data):
     table = arrow.to_table(batch, first_offset=0, ts_ms=5)

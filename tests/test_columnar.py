@@ -38,6 +38,8 @@ from kraftlake.records.s3stream import packed_fields
 from kraftlake.records.upcast import SHAPES
 from kraftlake.testing import batches, records_of
 
+from helpers.tiers import examples
+
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 DIR_A = "yHzNFVl5RoS2TvJfCqg0lw"
 
@@ -165,7 +167,7 @@ def partition_like(draw: st.DrawFn) -> dict[str, Any]:
     return d
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(raws=st.lists(partition_like(), min_size=1, max_size=6))
 def test_the_ported_rules_agree_with_the_records_own_checks(raws):
     lines = [msgspec.json.encode(raw) for raw in raws]
@@ -185,7 +187,7 @@ def _same_tables(got: list, want: list) -> None:
         assert columnar.to_table(list(got), **kw).equals(arrow.to_table(want, **kw))  # no cached columns
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(batch=batches(max_size=30))
 def test_valid_batches_give_the_reference_records_and_table(batch):
     want = normalize_batch(batch)
@@ -201,7 +203,7 @@ def test_valid_batches_give_the_reference_records_and_table(batch):
     assert columnar.from_builtins_batch(raws).columns is not None
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(raws=broken())
 def test_broken_batches_give_the_reference_error(raws):
     lines = [msgspec.json.encode(raw) for raw in raws]
@@ -246,7 +248,7 @@ def _valid(raw: dict[str, Any]) -> bool:
     return True
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(raws=broken())
 def test_broken_python_records_give_the_reference_error(raws):
     batch = _python_batch(raws)
@@ -325,7 +327,7 @@ def test_the_checked_batch_carries_its_columns_into_the_table():
     assert table.equals(arrow.to_table(list(batch), first_offset=10, ts_ms=1))
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(batch=batches(max_size=20), first=st.integers(0, 2**40))
 def test_the_record_column_is_each_record_encoded_as_stored(batch, first):
     column = arrow.record_column(batch, first_offset=first, ts_ms=5)
@@ -383,7 +385,7 @@ def written_lines(draw: st.DrawFn) -> list[bytes]:
     return out
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(lines=written_lines())
 def test_json_lines_in_any_form_give_the_reference_records_or_error(lines):
     want = _outcome(lambda: iter_lines(lines))
@@ -466,7 +468,7 @@ def _arrow_path(columns: bool) -> Iterator[None]:
         arrow_input.COLUMNS_FROM = was
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(
     batch=batches(max_size=30),
     first=st.sampled_from((0, 127, 2**31, 2**40)),
@@ -522,7 +524,7 @@ def broken_tables(draw: st.DrawFn) -> pa.Table:
         return draw(st.nothing())  # values Arrow cannot hold in one column
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(table=broken_tables(), columns=st.booleans())
 def test_broken_arrow_rows_give_the_reference_error(table, columns):
     want = _outcome_rows(table, lambda: _row_reference(table))
@@ -582,7 +584,7 @@ def test_a_log_appends_arrow_rows_as_it_appends_their_records(tmp_path):
 # -- records sent as msgpack items (the service's measured requests) ----------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(raws=broken())
 def test_msgpack_items_give_the_reference_records_or_leave_it_to_the_reference(raws):
     """``from_msgpack_items`` decodes each record's msgpack typed, in one call: it gives the
@@ -611,7 +613,7 @@ def test_a_repeated_key_in_a_msgpack_item_is_taken_as_a_dict_takes_it():
     assert got[0].leader == 5
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(batch=batches(max_size=20))
 def test_valid_msgpack_items_are_decoded_in_one_call(batch):
     raws = [_builtins(r) for r in batch]
@@ -626,7 +628,7 @@ def test_valid_msgpack_items_are_decoded_in_one_call(batch):
     _same_tables(got, want)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(batch=batches(max_size=30), versions=st.lists(st.integers(0, 2), min_size=1, max_size=30))
 def test_type_and_version_columns_by_group_equal_the_reference(batch, versions):
     """``type`` and ``version`` are taken from each row's group (one version per group) or, where
@@ -646,7 +648,7 @@ _UUID_CHECKED = [
 pass, its reserved ids by the ported rule."""
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(data=st.data(), at=st.sampled_from(_UUID_CHECKED), bad=st.sampled_from(BAD_UUIDS + ("AAAAAAAAAAAAAAAAAAAAAB",)))
 def test_a_bad_uuid_in_a_ported_type_is_refused_as_the_reference_refuses_it(data, at, bad):
     cls, name = at

@@ -27,6 +27,8 @@ from kraftlake.replay.incidents import (
 )
 from kraftlake.replay.violations import Violation, ViolationList
 
+from helpers.tiers import examples
+
 
 class Row(msgspec.Struct, kw_only=True):
     name: str
@@ -46,7 +48,7 @@ big = st.integers(-(2**63) + 1, 2**63 - 1)
 rows = st.builds(Row, name=texts, note=st.none() | texts, n=big, m=st.none() | big, xs=st.lists(big, max_size=3))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(rows, max_size=30), st.data())
 def test_rows_read_back_and_change_in_place(items, data):
     held = Rows(items)
@@ -63,7 +65,7 @@ def test_rows_read_back_and_change_in_place(items, data):
     assert all(held.get(i, f) == getattr(items[i], f) for f in Row.__struct_fields__)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(rows, max_size=20), st.lists(rows, min_size=1, max_size=20), st.data())
 def test_rows_taken_across_string_tables_keep_their_strings(head, other, data):
     picks = data.draw(st.lists(st.integers(0, len(other) - 1), max_size=20))
@@ -138,7 +140,7 @@ def test_an_effect_ended_reads_as_its_fields_set(items, data):
     assert ended[i] == msgspec.structs.replace(items[i], **fields)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(rows, max_size=30), st.data())
 def test_rows_as_dicts_are_the_structs_fields_and_encode_alike(items, data):
     held = Rows(items)
@@ -175,7 +177,7 @@ def partition_outages(draw):
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(partition_outages(), ms, st.data())
 def test_outage_spans_and_order_are_the_trackers(outages, end_ms, data):
     held = OutageList(outages)
@@ -207,7 +209,7 @@ violations = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(violations, max_size=30),
     st.lists(
@@ -243,7 +245,7 @@ def test_violations_in_columns_link_to_incidents_as_a_list_does(found, shapes, h
             assert v.entity in inc.entities and v.first_offset <= (inc.ended_at if inc.ended_at is not None else 99)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.lists(rows, max_size=12), min_size=1, max_size=4), st.data())
 def test_spilled_rows_read_change_and_take_as_in_memory(lists, data):
     shared = Strings()
@@ -272,7 +274,7 @@ def test_spilled_rows_read_change_and_take_as_in_memory(lists, data):
         h.append(items[0])
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(violations, max_size=30))
 def test_a_spilled_violation_list_sorts_counts_and_links_as_before(found):
     held, spilled = ViolationList(found), ViolationList(found)
@@ -298,7 +300,7 @@ ended_effects = st.builds(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.lists(ended_effects, max_size=15), max_size=4), st.booleans())
 def test_handling_counts_and_nearest_rank_percentiles(lists, spilled):
     import math
@@ -323,7 +325,7 @@ def test_handling_counts_and_nearest_rank_percentiles(lists, spilled):
         assert (stats.p50_ms, stats.p99_ms, stats.max_ms) == (rank[0.5], rank[0.99], times[-1] if times else None)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(rows, max_size=25), st.data())
 def test_rows_reordered_into_files_a_field_at_a_time_are_those_reordered_in_memory(items, data):
     picks = data.draw(st.lists(st.integers(0, max(0, len(items) - 1)), max_size=25) if items else st.just([]))
@@ -338,7 +340,7 @@ def test_rows_reordered_into_files_a_field_at_a_time_are_those_reordered_in_memo
         assert list(spilled) == [items[i] for i in picks]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(violations, max_size=30))
 def test_violations_sorted_into_files_are_those_sorted_in_memory(found):
     held, spilled = ViolationList(found), ViolationList(found)

@@ -18,6 +18,8 @@ from kraftlake.records.delta_commit import checkpoint
 from kraftlake.records.follow import Follower
 from tests.helpers.child import Child
 
+from helpers.tiers import examples
+
 
 def feature(i: int) -> FeatureLevel:
     return FeatureLevel(name=f"f{i}", feature_level=i % 100, ts_ms=1_700_000_000_000 + i)
@@ -114,7 +116,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, start=st.integers(0, 6))
 def test_follow_never_gaps_nor_repeats_under_any_interleaving(tmp_path_factory, ops, start):
     """Appends, compactions, checkpoints and maintain interleaved with reads of a follower: what it

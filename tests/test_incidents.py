@@ -19,6 +19,8 @@ from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.incidents import find_incidents, percentile
 from kraftlake.statemachine.kraft.workload import FAULTS, WorkloadConfig, generate
 
+from helpers.tiers import examples
+
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
 
@@ -99,7 +101,7 @@ def test_the_standalone_pass_equals_the_audits_tracker(bug):
     assert report.handling == found.handling and report.handling.incidents > 10
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), bug=st.sampled_from([None, "ignore-offline-dirs", "keep-offline-replica-in-isr"]))
 def test_the_accounting_holds_on_simulated_histories(seed, bug):
     records = simulated(seed=seed, bug=bug, records=1200)

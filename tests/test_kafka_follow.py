@@ -27,6 +27,8 @@ from kraftlake.records.kafka.importer import import_kafka, parse_source
 from kraftlake.records.kafka.layout import PARTITION_DIR, segment_name
 from tests.helpers.kafka_logs import KAFKA_LOGS
 
+from helpers.tiers import examples
+
 NAME = "kafka37-jbod-dirs"
 SEGMENT = KAFKA_LOGS / NAME / PARTITION_DIR / "00000000000000000000.log"
 runner = CliRunner()
@@ -376,7 +378,7 @@ def test_cli_follow_stops_on_sigterm_with_exit_0(tmp_path, reference):
     assert _rows(Log.open(tmp_path / "log")) == reference
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_split_of_the_writes_imports_as_the_whole_file(tmp_path_factory, raw, data):
     # Kafka's appends reach the file in pieces of any size, segments roll at any batch: whatever

@@ -56,6 +56,7 @@ from kraftlake.statemachine.kraft.decider import decide
 from kraftlake.statemachine.kraft.directory_ids import is_online, sorted_dirs, uuid_sort_key
 
 from helpers.kraft import dir_id, incarnation_id, new_controller, uid, without_offsets
+from helpers.tiers import examples
 
 BROKER_IDS = range(1, 7)
 UNCLEAN = "unclean.leader.election.enable"
@@ -816,4 +817,4 @@ class KraftCluster(RuleBasedStateMachine):
 
 
 TestKraftCluster = KraftCluster.TestCase
-TestKraftCluster.settings = settings(max_examples=200, stateful_step_count=60)
+TestKraftCluster.settings = settings(max_examples=examples(200), stateful_step_count=60)

@@ -34,6 +34,7 @@ from kraftlake.statemachine.kraft import replay
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
 from helpers.kraft import bootstrap, registration, uid, without_offsets
+from helpers.tiers import examples
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 RECORDS = list(iter_lines(FIXTURE.open("rb")))
@@ -156,7 +157,7 @@ def test_generated_history_replays_and_hashes_like_the_log(long_log):
     assert state_at(log, use_snapshots=False).state_hash() == replay(records).state_hash()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(cut=st.integers(min_value=0, max_value=2999))
 def test_snapshot_plus_tail_hashes_equal_to_a_full_replay(long_log, cut):
     log, records = long_log

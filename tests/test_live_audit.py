@@ -22,6 +22,8 @@ from kraftlake.statemachine.invariants import BY_ID
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 from tests.helpers.child import Child
 
+from helpers.tiers import examples
+
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft").rglob("*.jsonl"))
 
 
@@ -85,7 +87,7 @@ def test_the_fixtures_include_violations():
     assert any(v.last_offset is not None for v in found)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     bug=st.sampled_from([None, "ignore-offline-dirs", "keep-offline-replica-in-isr", "elect-offline-leader"]),

@@ -18,6 +18,8 @@ from kraftlake.records.msgpack_columns import Stampable, encode_rows, head_lengt
 from kraftlake.records.s3stream import packed_fields
 from kraftlake.testing import batches
 
+from helpers.tiers import examples
+
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 DIR_A = "yHzNFVl5RoS2TvJfCqg0lw"
 
@@ -41,7 +43,7 @@ def _encoded_by_type(table: pa.Table) -> dict[str, tuple[list, list]]:
     return out
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(batch=batches(max_size=25), first=st.sampled_from((0, 5, 127, 128, 255, 256, 65_535, 2**32, 2**40)))
 def test_every_record_type_encodes_as_msgspec_does(batch, first):
     table = arrow.to_table(batch, first_offset=first, ts_ms=1_700_000_000_000)
@@ -87,7 +89,7 @@ def test_a_type_with_packed_fields_is_left_to_the_structs():
     assert encode_rows(cls, {}, None, 0) is None
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(batch=batches(max_size=25), first=st.sampled_from((0, 100, 2**20, 2**40)), ts=st.sampled_from((0, 5, 2**41)))
 def test_records_encoded_once_are_stamped_with_any_offsets_and_times(batch, first, ts):
     """``Stampable``: encoded at the offsets a batch arrived with, then stored at others."""
@@ -112,7 +114,7 @@ def _blank(record):
     return msgspec.structs.replace(record, offset=None, ts_ms=None, source=None, source_offset=None)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(batch=batches(max_size=25), first=st.sampled_from((0, 127, 128, 65_536, 2**40)), blank=st.booleans())
 def test_python_records_stamped_into_their_round_trip_encoding(batch, first, blank):
     """``from_python`` keeps the batch's msgpack; the ``record`` column stamped into it is the one

@@ -358,8 +358,9 @@ def _requests(log_file: Path, since: int) -> list[str]:
 
 
 def test_an_append_on_s3_is_two_puts_and_a_lost_race_reads_what_it_lost_to(tmp_path, monkeypatch, no_aws_env):
-    """kraftlake makes an S3 log's commit files itself: an append is the data file's PUT and the
-    commit file's conditional PUT, nothing else (delta-rs's commit makes nine requests:
+    """kraftlake makes an S3 log's commit files itself: an append is the data file's PUT, beside
+    it the HEAD of the commit it builds on (still there, and the one it saw: ``lineage``), and
+    the commit file's conditional PUT, nothing else (delta-rs's commit makes nine requests:
     bench/RESULTS.md). A writer that loses the version reads the commit it lost to (not its
     own bytes), deletes its data file, follows the commits to the end, writes its batch again at
     the next offsets and commits on top."""
@@ -375,17 +376,22 @@ def test_an_append_on_s3_is_two_puts_and_a_lost_race_reads_what_it_lost_to(tmp_p
         assert other.last_offset == -1  # delta-rs reads the app transactions when first asked
         seen = len(_requests(requests, 0))
         log.append(records()[3:6], producer="p", seq=1)
-        made = _requests(requests, seen)
+        made = [m.replace(f"/{bucket.name}", "") for m in _requests(requests, seen)]
         commit = "/two/_delta_log/0000000000000000000{}.json".format
-        assert [m.split()[0] for m in made] == ["PUT", "PUT"], made
-        assert made[0].endswith(".parquet") and made[1].endswith(commit(2))
+        # The data file's PUT and the HEAD of version 1 go together, in either order.
+        assert sorted(m.split()[0] for m in made[:2]) == ["HEAD", "PUT"] and len(made) == 3, made
+        assert f"HEAD {commit(1)}" in made[:2] and made[2].endswith(f"PUT {commit(2)}")
         seen += len(made)
         other.append(records()[6:8])  # stale: version 1 is taken
         made = [m.replace(f"/{bucket.name}", "") for m in _requests(requests, seen)]
-        assert [m.split()[0] for m in made] == ["PUT", "PUT", "GET", "POST", "GET", "GET", "GET", "PUT", "PUT"], made
-        assert made[1:4] == [f"PUT {commit(1)}", f"GET {commit(1)}", "POST ?delete"]  # refused; not ours; file gone
-        assert made[4:7] == [f"GET {commit(v)}" for v in (1, 2, 3)]  # followed to the end
-        assert made[7].endswith(".parquet") and made[8] == f"PUT {commit(3)}"
+        assert len(made) == 11, made
+        assert f"HEAD {commit(0)}" in made[:2] and f"HEAD {commit(2)}" in made[8:10], made
+        assert [m.split()[0] for m in made if not m.startswith("HEAD")] == [
+            *("PUT", "PUT", "GET", "POST", "GET", "GET", "GET", "PUT", "PUT")
+        ], made
+        assert made[2:5] == [f"PUT {commit(1)}", f"GET {commit(1)}", "POST ?delete"]  # refused; not ours; file gone
+        assert made[5:8] == [f"GET {commit(v)}" for v in (1, 2, 3)]  # followed to the end
+        assert made[10] == f"PUT {commit(3)}"
         assert [r.offset for r in Log.open(uri).read()] == list(range(8))
         assert DeltaTable(uri).version() == 3 and Log.open(uri).producer_seq("p") == 1
     finally:

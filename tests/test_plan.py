@@ -1,8 +1,8 @@
 """The audit plan agrees with the Python engine: the same report (violations with their ids,
 entities, offsets, messages and evidence; verdict; state hash) on every audit fixture, on
 Kafka's own logs, and on simulated histories that hypothesis picks (seeds, sizes, directories,
-metadata.versions, faults, bugs, graces), on each engine that runs the plan (``plan``: DuckDB
-in this process; Spark, marked ``spark``)."""
+metadata.versions, faults, bugs, graces), on DuckDB (``plan``). The plan is one SQL text: Spark
+runs it on a few logs that run every statement (``test_spark_parity.py``)."""
 
 from __future__ import annotations
 
@@ -16,17 +16,15 @@ from hypothesis import strategies as st
 
 from kraftlake.records import Log, iter_lines
 from kraftlake.replay.audit import Audit, AuditConfig
-from kraftlake.spark import read_log
-from kraftlake.spark.audit import audit
 from kraftlake.spark.plan import audit_snapshot
 from kraftlake.spark.plan.duck import DuckEngine
-from kraftlake.spark.plan.sparksql import SparkEngine
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 from kraftlake.statemachine.s3stream.bugs import BUGS as S3_BUGS
 
 from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
 from helpers.kraft import bootstrap, registration, uid, without_offsets
+from helpers.tiers import examples
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft" / "audit").glob("*.jsonl"))
 
@@ -35,34 +33,23 @@ def _duckdb(log: Log, config: AuditConfig | None = None):
     return audit_snapshot(log.at(), config)
 
 
-@pytest.fixture(scope="module", params=["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
-def plan(request):
-    """The audit plan on one engine: a function of (log, config) giving its report."""
-    if request.param == "duckdb":
-        return _duckdb
-    spark = request.getfixturevalue("spark")
-    return lambda log, config=None: audit(spark, read_log(spark, log.path), config)
+@pytest.fixture(scope="module")
+def plan():
+    """The audit plan on DuckDB: a function of (log, config) giving its report. Spark runs the
+    same statements on a few logs that run them all (``test_spark_parity.py``)."""
+    return _duckdb
 
 
-@pytest.fixture(scope="module", params=["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
-def engine_of(request):
-    """An engine of the plan reading a log: a function of the log giving it (a context manager)."""
-    if request.param == "duckdb":
+@pytest.fixture(scope="module")
+def engine_of():
+    """The plan's DuckDB engine reading a log: a function of the log giving it (a context manager)."""
 
-        def duck(log: Log):
-            engine = DuckEngine(threads=1)
-            engine.read_snapshot(log.at())
-            return engine
-
-        return duck
-    spark = request.getfixturevalue("spark")
-
-    def on_spark(log: Log):
-        engine = SparkEngine(spark)
-        engine.read(read_log(spark, log.path))
+    def duck(log: Log):
+        engine = DuckEngine(threads=1)
+        engine.read_snapshot(log.at())
         return engine
 
-    return on_spark
+    return duck
 
 
 def _both(plan, log: Log, config: AuditConfig | None = None):
@@ -98,7 +85,7 @@ def test_the_plan_gives_the_python_report_on_every_fixture(plan, tmp_path, fixtu
     assert {v.invariant for v in remote.violations} >= set(expected["caught_by"])
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     records=st.integers(100, 2500),
@@ -134,7 +121,7 @@ def test_the_plan_and_python_agree_on_simulated_histories(
 
 
 @pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
-@settings(max_examples=2, deadline=None)
+@settings(max_examples=examples(2), deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(2, 3), grace=st.sampled_from([(0, 0), (20, 10**9)]))
 def test_every_simulator_bug_gives_the_same_report(plan, tmp_path_factory, bug, seed, dirs, grace):
     """Each bug the simulator can plant (controller's and brokers'), in a JBOD history with every
@@ -413,43 +400,6 @@ def test_replicas_added_without_directories_to_an_all_migrating_partition_are_mi
     }
 
 
-def test_the_timeline_kept_in_a_named_directory_or_in_sparks_cache(spark, tmp_path, monkeypatch):
-    """The timeline is kept as Parquet in a scratch directory (the caller's here) or, with none
-    (a cluster without a checkpoint directory), in Spark's cache: the same report either way,
-    the plan's kept tables (the judged records, the timeline, the overlaps) kept too, and
-    nothing left behind."""
-    import kraftlake.spark.scratch as scratch
-    from kraftlake.records import Partition, PartitionChange
-
-    cfg = WorkloadConfig(
-        brokers=5,
-        dirs_per_broker=3,
-        topics=2,
-        partitions=16,
-        seed=3,
-        bug="elect-offline-leader",
-        faults=("broker-crash", "dir-failure", "reassign"),
-    )
-    log = Log.create(tmp_path / "log")
-    log.append([r for batch in generate(cfg, records=1500) for r in batch])
-    # A change of a partition that does not exist: refused, kept in the judged table.
-    topic_id = next(r.topic_id for r in log.at().records() if isinstance(r, Partition))
-    log.append([PartitionChange(topic_id=topic_id, partition_id=999, isr=(1,))])
-    kept = tmp_path / "scratch"
-    kept.mkdir()
-    local = Audit()
-    local.feed(log.at().records())
-    local = local.report()
-    remote = audit(spark, read_log(spark, log.path), scratch=str(kept))
-    _same(local, remote)
-    assert ("L3", log.at().last_offset) in [(v.invariant, v.first_offset) for v in remote.violations]
-    assert kept.is_dir() and list(kept.iterdir()) == []
-    monkeypatch.setattr(scratch, "_default_directory", lambda spark: None)
-    persisted = len(spark.sparkContext._jsc.getPersistentRDDs())
-    _same(local, audit(spark, read_log(spark, log.path)))
-    assert len(spark.sparkContext._jsc.getPersistentRDDs()) == persisted
-
-
 def test_a_local_sessions_scratch_is_a_temporary_directory_removed_on_close(spark):
     from kraftlake.spark.scratch import Scratch
 
@@ -529,32 +479,6 @@ def test_the_plan_gives_the_python_report_on_kafkas_own_logs(plan, tmp_path, nam
     log = Log.create(tmp_path / "log")
     import_kafka(KAFKA_LOGS / name, log)
     _same(*_both(plan, log))
-
-
-def test_spark_audit_cli_gives_audits_report_and_exit_code(spark, tmp_path):
-    from typer.testing import CliRunner
-
-    from kraftlake.cli.app import app
-
-    fixture = next(f for f in FIXTURES if f.name == "keep-offline-replica-in-isr.jsonl")
-    log = Log.create(tmp_path / "log")
-    log.append(list(iter_lines(fixture.open("rb"))))
-    runner = CliRunner()
-    local = runner.invoke(app, ["audit", str(log.path), "--format", "json", "--grace-records", "3"])
-    remote = runner.invoke(app, ["spark-audit", str(log.path), "--format", "json", "--grace-records", "3"])
-    assert (local.exit_code, remote.exit_code) == (1, 1), remote.output
-    assert remote.exception is None or isinstance(remote.exception, SystemExit), repr(remote.exception)
-    assert json.loads(remote.stdout)["violations"] == json.loads(local.stdout)["violations"] != []
-    # The incidents come from a pass of their own beside the Spark plan: the same as the local audit's.
-    for key in ("incidents", "handling", "availability", "topics"):
-        assert json.loads(remote.stdout)[key] == json.loads(local.stdout)[key], key
-    assert json.loads(local.stdout)["incidents"]
-    # Time travel: as of the first append's version (the whole fixture in one batch) and cut early.
-    cut = runner.invoke(app, ["spark-audit", str(log.path), "--to", "5", "--format", "json"])
-    assert cut.exit_code == 0 and json.loads(cut.stdout)["last_offset"] == 5
-    assert (
-        runner.invoke(app, ["spark-audit", str(log.path), "--version", "0", "--timestamp", "2026-01-01"]).exit_code == 2
-    )
 
 
 def _k6_k8_k9_log(tmp_path: Path) -> Log:
@@ -808,7 +732,7 @@ def test_the_plan_gives_the_python_report_on_every_s3stream_and_bookkeeper_fixtu
     assert {v.invariant for v in remote.violations} >= set(expected["caught_by"])
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     bug=st.sampled_from([None, *S3_BUGS]),

@@ -1,7 +1,7 @@
 """The audit plan under KIP-966 (``spark/plan/elr.py``) agrees with the Python engine: whole
 reports (violations, verdicts, state hashes) equal on simulated Kafka 4.1 histories (ELR on) with
 each simulator bug, on histories where the feature is turned off and on again mid-log (with and
-without Kafka's ClearElr), and on hand-made ClearElr cases; on DuckDB and on Spark (``spark``)."""
+without Kafka's ClearElr), and on hand-made ClearElr cases, on DuckDB (Spark runs the same statements: ``test_spark_parity.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_plan import _both, _duckdb, _same, plan  # noqa: F401  (the fixture: DuckDB, and Spark marked spark)
+from test_plan import _both, _duckdb, _same, plan  # noqa: F401  (the fixture: the plan on DuckDB)
 
 from kraftlake.records import ClearElr, FeatureLevel, Log, NoOp, Partition, PartitionChange, RemoveTopic, Topic
 from kraftlake.records.kraft import ReplicaDirectory
@@ -20,6 +20,7 @@ from kraftlake.statemachine.kraft.features import ELIGIBLE_LEADER_REPLICAS, MV_4
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 
 from helpers.kraft import registration, uid, without_offsets
+from helpers.tiers import examples
 
 ELR_BUGS = ("elr-overlaps-isr", "elect-outside-elr")
 
@@ -51,7 +52,7 @@ def _log(tmp_path_factory, records) -> Log:
 
 
 @pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
-@settings(max_examples=2, deadline=None)
+@settings(max_examples=examples(2), deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(1, 3), grace=st.sampled_from([(0, 0), (20, 10**9), (5, 100)]))
 def test_every_bug_on_kafka_41_gives_the_same_report(tmp_path_factory, bug, seed, dirs, grace):
     """A new Kafka 4.1 cluster (ELR on, every fault, ClearElr from min.insync.replicas changes)
@@ -81,7 +82,7 @@ def _toggled(records: list, cuts: list[int], clear: bool) -> list:
     return out
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     bug=st.sampled_from([None, *ELR_BUGS, "ignore-offline-dirs"]),
@@ -100,8 +101,8 @@ def test_elr_turned_off_and_on_mid_log_gives_the_same_report(tmp_path_factory, s
     ("seed", "bug", "cuts", "clear"),
     [(11, "elr-overlaps-isr", [], False), (12, "elect-outside-elr", [], False), (13, None, [500, 1000], True)],
 )
-def test_a_few_elr_histories_on_each_engine(plan, tmp_path_factory, seed, bug, cuts, clear):  # noqa: F811
-    """A few of the cases above on every engine of the plan (Spark included, marked ``spark``)."""
+def test_a_few_elr_histories_with_a_record_grace(plan, tmp_path_factory, seed, bug, cuts, clear):  # noqa: F811
+    """A few of the cases above with a grace in records."""
     log = _log(tmp_path_factory, _toggled(_history(seed, bug, 1200), cuts, clear))
     _same(*_both(plan, log, AuditConfig(grace_records=20)))
 

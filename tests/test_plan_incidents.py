@@ -18,14 +18,13 @@ from kraftlake.records import Log, iter_lines
 from kraftlake.replay import incidents as tracker
 from kraftlake.replay import report_json
 from kraftlake.replay.incidents import find_incidents, link_violations
-from kraftlake.spark import read_log
-from kraftlake.spark.plan import audit, audit_snapshot
+from kraftlake.spark.plan import audit_snapshot
 from kraftlake.spark.plan import incidents as plan_incidents
-from kraftlake.spark.plan.sparksql import SparkEngine
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 
 from helpers.kafka_logs import KAFKA_LOG_NAMES, KAFKA_LOGS
+from helpers.tiers import examples
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "kraft").rglob("*.jsonl"))
 
@@ -101,7 +100,7 @@ def test_the_plans_incidents_are_the_trackers_on_kafkas_own_logs(tmp_path, name)
     _same(log, _plan(log))
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     records=st.integers(200, 2500),
@@ -130,7 +129,7 @@ def test_the_plans_incidents_are_the_trackers_on_simulated_histories(
 
 
 @pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
-@settings(max_examples=1, deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(2, 3))
 def test_the_plans_incidents_are_the_trackers_with_every_simulator_bug(tmp_path_factory, bug, seed, dirs):
     mv = 23 if bug in ("elr-overlaps-isr", "elect-outside-elr") else 21
@@ -230,20 +229,6 @@ def test_the_cli_does_not_run_the_per_record_pass_after_the_plan(tmp_path, monke
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     doc = msgspec.json.decode(result.stdout.encode())
     assert doc["incidents"] and doc["availability"]["partitions"]
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize(
-    "name", ["jbod-dir-failure.jsonl", "controlled-shutdown.jsonl", "crash-last-replica-standing.jsonl"]
-)
-def test_the_plans_incidents_on_spark_are_the_trackers(spark, tmp_path, name):
-    log = _fixture(tmp_path, next(p for p in FIXTURES if p.name == name))
-    engine = SparkEngine(spark)
-    engine.read(read_log(spark, log.path))
-    with engine:
-        report = audit(engine)
-    assert report.incidents
-    _same(log, report)
 
 
 @pytest.mark.parametrize("per", [1, 3, 8])
@@ -398,22 +383,10 @@ def test_effects_end_at_the_first_record_that_breaks_them_and_stay_ended(tmp_pat
     _same(log, report)
 
 
-@pytest.mark.spark
-def test_effects_end_at_the_first_record_that_breaks_them_on_spark(spark, tmp_path):
-    log = Log.create(tmp_path / "log")
-    log.append(_ends_and_comebacks())
-    engine = SparkEngine(spark)
-    engine.read(read_log(spark, log.path))
-    with engine:
-        report = audit(engine)
-    assert _ends(report) == ENDS
-    _same(log, report)
-
-
 # -- the effects' rows streamed to the replay ------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=12), st.integers(1, 7), st.randoms(use_true_random=False))
 def test_streamed_rows_are_each_requests_whatever_the_order_asked(counts, batch_rows, rnd):
     """``_Streamed`` gives each request exactly its rows, in any order of asking (the replay asks
@@ -478,7 +451,7 @@ _event = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_event, max_size=40))
 def test_the_observers_events_as_columns_iterate_as_the_tuples_they_were_given(events):
     """``Events`` keeps the broker side's events as columns (what repeats once) and gives back,

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from kraftlake.spark.plan import ranks
 from kraftlake.spark.plan.duck import DuckEngine
 
+from helpers.tiers import examples
+
 offsets = st.lists(st.integers(0, 400), max_size=40).map(sorted)
 
 
@@ -41,7 +43,7 @@ def _ranks_by_sql(marks, probes, per):
         return {row[0]: row[1:] for row in engine.rows(f"SELECT id, a_lo, a_hi, z_lo, z_hi FROM {ranked}")}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lists=st.dictionaries(
         st.tuples(st.integers(0, 3), st.sampled_from(["*", "d1"])), st.tuples(offsets, offsets), max_size=5

@@ -31,6 +31,8 @@ from kraftlake.records.arrow import LOG_SCHEMA, column_name, from_table, payload
 from kraftlake.records.types import is_reserved, uuid_from_ints, uuid_to_ints
 from kraftlake.testing import any_record, batches, records_of
 
+from helpers.tiers import examples
+
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 DIR_A = "yHzNFVl5RoS2TvJfCqg0lw"
 
@@ -102,7 +104,7 @@ def test_arrow_round_trip_is_identity(batch, first):
     assert from_table(table) == _as_logged(batch, first, 1_700_000_000_000)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(batch=batches(max_size=25))
 def test_delta_round_trip_is_identity(tmp_path_factory, batch):
     from kraftlake.records import Log

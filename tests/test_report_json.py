@@ -14,6 +14,8 @@ from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.report_json import PROBE, encode, write_json
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
+from helpers.tiers import examples
+
 
 class Leaf(msgspec.Struct, kw_only=True):
     name: str
@@ -76,13 +78,13 @@ def streamed(value, **kw) -> bytes:
     return out.getvalue()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(nodes, st.integers(1, 5000))
 def test_any_struct_is_written_as_msgspec_encodes_it(node, chunk_bytes):
     assert streamed(node, chunk_bytes=chunk_bytes) == msgspec.json.encode(node)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.integers() | texts | st.none(), max_size=4 * PROBE), st.integers(1, 300))
 def test_long_lists_of_scalars_are_written_in_chunks(items, chunk_bytes):
     pieces = []

@@ -41,6 +41,8 @@ from kraftlake.statemachine.s3stream.bugs import BUGS, CAUGHT_BY
 from kraftlake.statemachine.s3stream.view import StreamsView
 from kraftlake.statemachine.s3stream.workload import WorkloadConfig, generate
 
+from helpers.tiers import examples
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "s3stream" / "audit"
 runner = CliRunner()
 
@@ -63,7 +65,7 @@ def test_every_bug_is_caught_by_its_invariant(bug, seed):
     assert found[CAUGHT_BY[bug]] > 0, found
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(
     seed=st.integers(0, 2**32), nodes=st.integers(2, 5), streams=st.integers(1, 12), version=st.sampled_from([1, 3, 7])
 )
@@ -84,7 +86,7 @@ def test_simulator_is_deterministic():
     assert a != [msgspec.json.encode(r) for b in generate(WorkloadConfig(seed=6), records=2000) for r in b]
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(seed=st.integers(0, 2**32), cut=st.integers(1, 1500))
 def test_view_image_round_trips_at_any_point(seed, cut):
     """A view rebuilt from its image (what a snapshot stores) hashes equal and replays the rest of
@@ -248,7 +250,7 @@ _coverage_ops = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(ops=_coverage_ops, lo=st.integers(0, 30), hi=st.integers(0, 30), small=st.sampled_from([0, 1000]))
 def test_the_coverage_index_agrees_with_the_entries_it_holds(ops, lo, hi, small):
     """``Coverage`` (stream objects counted at once, stream-set objects' ranges summed a batch at

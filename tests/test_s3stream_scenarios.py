@@ -482,7 +482,10 @@ def test_prepare_commit_and_expire_objects():
     ]
     d = k.ok(c.CheckObjectLifecycle(now_ms=NOW + 60_001))
     assert [r.object_id for r in d.records] == [6, 7]
-    d = k.ok(c.DeleteMarkedObjects(now_ms=NOW, retention_ms=0))
+    # Marked at NOW + 60_001 (the check's time; their timestamp 0 says nothing): not a millisecond
+    # before the retention from then.
+    assert k.ok(c.DeleteMarkedObjects(now_ms=NOW + 60_002, retention_ms=1_000)).records == ()
+    d = k.ok(c.DeleteMarkedObjects(now_ms=NOW + 61_001, retention_ms=1_000))
     assert [r.object_id for r in d.records] == list(range(1, 8))
     assert sorted(k.view.objects) == [0]
 

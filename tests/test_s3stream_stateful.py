@@ -15,6 +15,8 @@ from kraftlake.statemachine.s3stream.decider import decide
 from kraftlake.statemachine.s3stream.invariants import check_view
 from kraftlake.statemachine.s3stream.workload import Cluster, WorkloadConfig
 
+from helpers.tiers import examples
+
 nodes = st.integers(0, 3)
 small = st.integers(-1, 3)
 offsets = st.integers(0, 400)
@@ -166,4 +168,4 @@ class Deciders(RuleBasedStateMachine):
 
 
 TestDeciders = Deciders.TestCase
-TestDeciders.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestDeciders.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)

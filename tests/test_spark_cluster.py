@@ -10,18 +10,15 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from kraftlake.records import Log, iter_lines
+from kraftlake.records import Log
 from kraftlake.statemachine.kraft.workload import FAULTS, WorkloadConfig, generate
 
 from helpers.spark_cluster import ConnectServer, StandaloneCluster, loopback_env
 
 pytestmark = pytest.mark.spark
-
-STORY = Path(__file__).parent.parent / "fixtures" / "kraft" / "audit" / "keep-offline-replica-in-isr.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -40,18 +37,16 @@ def connect_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory):
-    """A fixture story (an offline replica kept in the ISR) and a simulated JBOD history whose
-    controller elects leaders on offline directories, every fault on."""
-    root = tmp_path_factory.mktemp("logs")
-    story = Log.create(root / "story")
-    story.append(list(iter_lines(STORY.open("rb"))))
-    history = Log.create(root / "history")
+def history(tmp_path_factory):
+    """A simulated JBOD history whose controller elects leaders on offline directories, every
+    fault on (the statements' coverage is the Spark tier's, ``test_spark_parity.py``: here the
+    question is the cluster and the server)."""
+    log = Log.create(tmp_path_factory.mktemp("logs") / "history")
     cfg = WorkloadConfig(
         brokers=5, dirs_per_broker=2, topics=2, partitions=12, seed=7, bug="elect-offline-leader", faults=FAULTS
     )
-    history.append([r for batch in generate(cfg, records=800) for r in batch])
-    return {"story": story, "history": history}
+    log.append([r for batch in generate(cfg, records=800) for r in batch])
+    return log
 
 
 def _audit(log: Log, *args: str) -> tuple[int, dict]:
@@ -73,9 +68,8 @@ def _same_report(python: dict, spark: dict) -> None:
     assert {k: v for k, v in spark.items() if k != "engine"} == {k: v for k, v in python.items() if k != "engine"}
 
 
-@pytest.mark.parametrize("name", ["story", "history"])
-def test_audit_on_a_standalone_cluster_gives_the_python_report(standalone, logs, name):
-    log = logs[name]
+def test_audit_on_a_standalone_cluster_gives_the_python_report(standalone, history):
+    log = history
     before = {a["id"] for a in standalone.state()["completedapps"]}
     code, spark = _audit(log, "--master", standalone.url)
     python_code, python = _audit(log, "--engine", "python")
@@ -90,10 +84,10 @@ def test_audit_on_a_standalone_cluster_gives_the_python_report(standalone, logs,
     assert read == {f"file://{f}" for f in log.at().files()}
 
 
-def test_audit_on_a_spark_connect_server_gives_the_python_report(connect_server, logs):
+def test_audit_on_a_spark_connect_server_gives_the_python_report(connect_server, history):
     """Spark Connect has no SparkContext and no JVM in the client: the plan, the reader, the
     scratch and the progress use none."""
-    log = logs["history"]
+    log = history
     code, spark = _audit(log, "--remote", connect_server.url)
     python_code, python = _audit(log, "--engine", "python")
     assert code == python_code == 1 and python["violations"]

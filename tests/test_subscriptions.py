@@ -203,3 +203,77 @@ def test_serve_audit_exposes_open_violations_and_gauges_as_records_land(server):
 def test_audits_live_is_404_without_serve_audit(server):
     url = server()
     assert httpx.get(f"{url}/v1/audits/live", timeout=60).status_code == 404
+
+
+# -- an admitted stream is never refused, and one that must end ends cleanly (issue 54, item 2) --
+
+
+def _held_audit(monkeypatch):
+    """Audits that hold their read until released: (entered, release) events."""
+    import kraftlake.replay.audit as audit
+
+    real = audit.audit_log
+    entered, release = threading.Event(), threading.Event()
+
+    def held(*args, **kwargs):
+        entered.set()
+        assert release.wait(120), "the test never released the audit"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(audit, "audit_log", held)
+    return entered, release
+
+
+def test_a_stream_goes_on_while_the_same_client_holds_all_its_reads(tmp_path, monkeypatch):
+    from kraftlake.service.app import create_app
+    from kraftlake.service.limits import Limits
+
+    from helpers.http import listening
+
+    entered, release = _held_audit(monkeypatch)
+    path = tmp_path / "log"
+    Log.create(path)
+    limits = Limits(read_workers=2, reads_per_client=1)
+    with listening(create_app(path, limits=limits, commit_process=False)) as url:
+        append(url, 1, 2)
+        with httpx.stream("GET", f"{url}/v1/records/stream", timeout=30) as r:
+            lines = r.iter_lines()
+            assert [i for i, _ in sse_records(lines, 2)] == [0, 1]
+            audit = threading.Thread(target=lambda: httpx.post(f"{url}/v1/audits", json={}, timeout=120))
+            audit.start()  # the same address: its one read is taken
+            try:
+                assert entered.wait(60), "the audit never started"
+                assert httpx.get(f"{url}/v1/records", timeout=60).status_code == 429  # a new read: refused
+                append(url, 2, 1)
+                assert [d["value"] for _, d in sse_records(lines, 1)] == ["200"]  # the stream: served
+                assert httpx.get(f"{url}/healthz", timeout=60).json()["waiting"] == 1
+            finally:
+                release.set()
+                audit.join(120)
+            append(url, 3, 1)
+            assert [i for i, _ in sse_records(lines, 1)] == [3]
+
+
+def test_a_stream_that_cannot_go_on_says_why_and_ends(tmp_path, monkeypatch):
+    from kraftlake.records import CorruptStoreError
+    from kraftlake.records.follow import Follower
+    from kraftlake.service.app import create_app
+
+    from helpers.http import listening
+
+    def damaged(self, *, force=False):
+        raise CorruptStoreError("part-1.parquet cannot be read: a test's damage", file="part-1.parquet")
+        yield  # a generator, as poll_once is
+
+    path = tmp_path / "log"
+    Log.create(path)
+    with listening(create_app(path, commit_process=False)) as url:
+        append(url, 1, 1)
+        with httpx.stream("GET", f"{url}/v1/records/stream", timeout=30) as r:
+            lines = r.iter_lines()
+            assert [i for i, _ in sse_records(lines, 1)] == [0]
+            monkeypatch.setattr(Follower, "poll_once", damaged)
+            append(url, 2, 1)
+            rest = list(lines)  # the answer ends (no broken chunk): an EventSource reconnects
+        assert "event: error" in rest and 'data: {"error":"part-1.parquet cannot be read: a test\'s damage"}' in rest
+        waiting(url, 0)

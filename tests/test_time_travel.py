@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from kraftlake.records import Config, FeatureLevel, Log, TimeTravelError
 
+from helpers.tiers import examples
+
 
 def _batch(i: int, size: int):
     return [Config(resource_type=2, resource_name=f"b{i}", name=f"r{j}", value=str(i)) for j in range(size)]
@@ -85,7 +87,7 @@ def test_unknown_version(grown):
         log.at(version=1, offset=3)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6), data=st.data())
 def test_random_cuts_match_what_was_appended(tmp_path_factory, sizes, data):
     log = Log.create(tmp_path_factory.mktemp("tt") / "log")

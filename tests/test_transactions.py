@@ -14,6 +14,7 @@ from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.transactions import Transactions, published, unpublished_ranges
 
 from helpers.kraft import bootstrap, registration, uid
+from helpers.tiers import examples
 
 _KINDS = {
     "B": BeginTransaction,
@@ -46,7 +47,7 @@ def test_committed_records_pass_aborted_and_unfinished_ones_become_noops():
     assert _out("BpBpApEp") == "-----pEp"  # a Begin inside is one of the transaction's records
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet="BEAnp", max_size=30))
 def test_unpublished_ranges_are_the_offsets_given_as_noops(kinds):
     """The Spark audit leaves out the offsets ``unpublished_ranges`` names (from the transaction

@@ -12,6 +12,8 @@ from kraftlake.replay.books import AuditConfig, assemble_report, violation
 from kraftlake.replay.report_json import encode
 from kraftlake.replay.violations import ViolationList
 
+from helpers.tiers import examples
+
 # Few distinct values, so that sorting meets ties on every key.
 violations = st.builds(
     violation,
@@ -24,7 +26,7 @@ violations = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(violations, max_size=60))
 def test_a_list_reads_back_what_it_was_given(vs):
     held = ViolationList(vs)
@@ -37,7 +39,7 @@ def test_a_list_reads_back_what_it_was_given(vs):
     assert held.severities() == {v.severity for v in vs}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(violations, max_size=60))
 def test_sorting_is_the_books_stable_sort(vs):
     held = ViolationList(vs)
@@ -45,7 +47,7 @@ def test_sorting_is_the_books_stable_sort(vs):
     assert list(held) == sorted(vs, key=lambda v: (v.first_offset, v.invariant, v.entity))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(violations, max_size=40), st.lists(violations, max_size=40), st.data())
 def test_rows_taken_from_another_list_append_as_the_list_would(head, other, data):
     rows = data.draw(st.lists(st.integers(0, len(other) - 1), max_size=30)) if other else []
@@ -69,7 +71,7 @@ def test_intervals_give_the_grace_their_ends(spans):
     assert [v.last_offset for v in held] == [None if n is None else f + n - 1 for f, n in spans]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(violations, max_size=100))
 def test_a_report_of_them_encodes_as_msgspec_encodes_the_list(vs):
     report = assemble_report(AuditConfig(), vs, {}, records=1, first_offset=0, last_offset=0, state_hash="h")

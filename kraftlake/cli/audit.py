@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, STORAGE_OPTION, abort, err, out, storage_options, write_bytes
+from kraftlake.replay.grace import GRACE_MS, UNTIMED_GRACE_RECORDS, grace_words
 
 
 class Format(str, Enum):
@@ -31,17 +32,17 @@ class FailOn(str, Enum):
     error = "error"
 
 
-GRACE_RECORDS = typer.Option(
-    1000,
-    "--grace-records",
-    min=0,
-    help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than N records...",
-)
 GRACE_MS = typer.Option(
-    5_000,
+    GRACE_MS,
     "--grace-ms",
     min=0,
-    help="...or more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s).",
+    help="A transient wrong state (leader or ISR member on an offline dir, an unhandled dir failure) counts once it lasted more than MS milliseconds of record time (a controller reacts within a heartbeat, 2 s, however many records it writes meanwhile).",
+)
+GRACE_RECORDS = typer.Option(
+    None,
+    "--grace-records",
+    min=0,
+    help=f"Also count it once it lasted more than N records. Where a record has no time (a table another writer made), N records alone (default {UNTIMED_GRACE_RECORDS}).",
 )
 FAIL_ON = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a violation of this severity or above is found.")
 FORMAT = typer.Option(
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
         ),
         to_offset: int | None = TO_OFFSET,
         to_source_offset: int | None = TO_SOURCE_OFFSET,
-        grace_records: int = GRACE_RECORDS,
+        grace_records: int | None = GRACE_RECORDS,
         grace_ms: int = GRACE_MS,
         fail_on: FailOn = FAIL_ON,
         fmt: Format = FORMAT,
@@ -363,7 +364,7 @@ def _summary(report) -> None:
         f"[bold {colour}]{report.verdict.upper()}[/]: {len(report.violations)} violation(s){unavailable};"
         f" {report.records:,} records (offsets {report.first_offset}..{report.last_offset}"
         + (f", {format_ms(a.from_ms)} to {format_ms(a.to_ms)}" if a is not None and a.from_ms is not None else "")
-        + f"); grace {report.grace_records} records / {report.grace_ms} ms; state {report.state_hash[:16]}"
+        + f"); grace {grace_words(report.grace_ms, report.grace_records)}; state {report.state_hash[:16]}"
         + (f", streams {report.streams_state_hash[:16]}" if report.streams_state_hash else "")
     )
     if not report.topics and (h is None or not h.incidents):

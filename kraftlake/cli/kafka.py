@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Import a Kafka KRaft __cluster_metadata log into a kraftlake log.
 
-        Reads every .log segment in offset order (RecordBatch v2, CRC-32C checked), decodes every metadata record type and version and the Raft control records, and appends them in atomic chunks. Kafka's offset is kept as source_offset (view --source-offset, audit --to-source-offset). Unknown record types or versions are kept as KafkaOpaque records with a warning. A CRC failure, a truncated batch, or batch offsets and leader epochs out of order (checked as Kafka's log validation does) stop with the file and byte position; run again to resume (chunks that landed are not written twice).
+        Reads every .log segment in offset order (RecordBatch v2, CRC-32C checked), decodes every metadata record type and version and the Raft control records, and appends them in atomic chunks. Kafka's offset is kept as source_offset (view --source-offset, audit --to-source-offset). Unknown record types or versions are kept as KafkaOpaque records with a warning; replaying or auditing the log stops at them (exit 2), naming them. A metadata.version newer than kraftlake knows (beyond 29, 4.2-IV1) is warned about: the records kraftlake knows are replayed as Kafka 4.2 replays them. A CRC failure, a truncated batch, or batch offsets and leader epochs out of order (checked as Kafka's log validation does) stop with the file and byte position; run again to resume (chunks that landed are not written twice).
         """
         from kraftlake.cli.progress import byte_progress
         from kraftlake.records import Log
@@ -188,6 +188,14 @@ def _follow(root, log, include_noop: bool, poll_ms: int, settle_ms: int, until_i
         f" {st.truncations} truncation(s), {st.truncated_batches} truncated batch(es) never published;"
         f" {st.held} batch(es) held back unpublished"
     )
+    _newer_level(st)
+
+
+def _newer_level(stats) -> None:
+    if stats.newer_metadata_version is not None:
+        from kraftlake.records.metadata_versions import newer_level_warning
+
+        err.print(f"[yellow]warning:[/] {newer_level_warning(stats.newer_metadata_version)}", highlight=False)
 
 
 def _import_summary(stats, log) -> None:
@@ -210,9 +218,10 @@ def _import_summary(stats, log) -> None:
     )
     if stats.bootstrap is not None:
         err.print("bootstrap.checkpoint: " + ", ".join(f"{k}={v}" for k, v in sorted(stats.bootstrap.items())))
+    _newer_level(stats)
     for (key, version, control), n in sorted(stats.opaque.items()):
         err.print(
-            f"[yellow]warning:[/] {n:,} {'control type' if control else 'apiKey'} {key} v{version} record(s) kraftlake cannot decode, kept as KafkaOpaque"
+            f"[yellow]warning:[/] {n:,} {'control type' if control else 'apiKey'} {key} v{version} record(s) kraftlake cannot decode, kept as KafkaOpaque (replaying or auditing the log stops at them, exit 2)"
         )
     for s in stats.skipped:
         err.print(f"[yellow]skipped:[/] {s}")

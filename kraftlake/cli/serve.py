@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
             "--audit",
             help="Run the following audit (as kraftlake audit --follow) over the log as it lands: open violations at GET /v1/audits/live and as kraftlake_audit_* gauges on /metrics.",
         ),
-        grace_records: int = GRACE_RECORDS,
+        grace_records: int | None = GRACE_RECORDS,
         grace_ms: int = GRACE_MS,
         tokens: Path | None = typer.Option(
             None,

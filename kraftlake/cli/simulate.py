@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         metadata_version: str = typer.Option(
             "3.9-IV0",
             "--metadata-version",
-            help="kraft: the cluster's metadata.version, by Kafka's name or level (3.0-IV1 .. 4.1-IV1). From 4.1-IV0 the cluster starts as a new Kafka 4.1 cluster: eligible leader replicas (KIP-966) on, cluster min.insync.replicas 2 (see --min-insync-replicas); brokers that crash re-register unclean and leave every ELR.",
+            help="kraft: the cluster's metadata.version, by Kafka's name or level (3.0-IV1 .. 4.2-IV1). From 4.1-IV0 the cluster starts as a new Kafka 4.1 cluster: eligible leader replicas (KIP-966) on, cluster min.insync.replicas 2 (see --min-insync-replicas); brokers that crash re-register unclean and leave every ELR.",
         ),
         min_insync_replicas: int = typer.Option(
             2, "--min-insync-replicas", min=1, help="kraft, from 4.1-IV0: the cluster-wide min.insync.replicas."

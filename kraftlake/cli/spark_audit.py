@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         timestamp: str | None = typer.Option(None, "--timestamp", help="Audit the log as of this time (ISO 8601)."),
         to_offset: int | None = TO_OFFSET,
         to_source_offset: int | None = TO_SOURCE_OFFSET,
-        grace_records: int = GRACE_RECORDS,
+        grace_records: int | None = GRACE_RECORDS,
         grace_ms: int = GRACE_MS,
         fail_on: FailOn = FAIL_ON,
         fmt: Format = FORMAT,

@@ -11,9 +11,10 @@ records, views and audits.
   when there are records from ``from``, else when one lands or after M ms, empty then),
   ``GET /v1/records/stream?from=`` (Server-Sent Events: the records from ``from``, then each as it
   lands; ``Last-Event-ID`` resumes; ``service.subscriptions``), ``GET /v1/views/controller?offset=|version=|timestamp=``,
-  ``GET /v1/views/brokers/{id}?...``, ``POST /v1/audits``, ``GET /v1/producers/{producer}`` (its
-  last committed seq, where a restarted client resumes): on the read pool (``service.reads``),
+  ``GET /v1/views/brokers/{id}?...``, ``POST /v1/audits``: on the read pool (``service.reads``),
   429 past a client's share of it. A parameter out of range or of the wrong form is 400 naming it.
+- ``GET /v1/producers/{producer}`` (its last committed seq, where a restarted client resumes; any
+  name, ``/`` and all): part of appending, not a read (``service.producers``).
 - ``GET /healthz`` (alive, and the writer's state: never waits on reads or commits),
   ``GET /readyz`` (503 while the writer is not ready to commit), ``GET /metrics`` (Prometheus
   text), and the OpenAPI schema at ``/schema/openapi.json``.
@@ -46,6 +47,7 @@ from kraftlake.records import Log, Record, TimeTravelError
 from kraftlake.records.catalog import BY_NAME
 from kraftlake.records.codec import encode_line, encode_lines, invalid_utf8
 from kraftlake.replay import report_json
+from kraftlake.replay.grace import GRACE_MS
 from kraftlake.statemachine.invariants import SEVERITIES
 
 from .append import Answer, Appending, body_timeout, fast_path, internal_error, too_large
@@ -55,6 +57,7 @@ from .commit_process import READY, CommitProcess
 from .committer import CommitConfig, GroupCommitter
 from .limits import READ_CHUNK, BodyTimeout, Limits, body_deadline
 from .metrics import CONTENT_TYPE, Metrics
+from .producers import Lookups, answer_for, resume_path
 from .reads import Busy, ReadPool, client_of
 from .subscriptions import Tail, stream_records
 
@@ -97,8 +100,8 @@ WaitMs = Annotated[
 class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
     from_offset: Offset | None = None
     to_offset: Offset | None = None
-    grace_records: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = 1000
-    grace_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = 5000
+    grace_records: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] | None = None
+    grace_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = GRACE_MS
     fail_on: str = "error"
 
 
@@ -280,6 +283,7 @@ def create_app(
 
         auditor = LiveAuditor(opened.location, audit, metrics.registry)
     appending = Appending(committer, limits)
+    lookups = Lookups(opened.location, limits)
 
     @post("/v1/records", status_code=200, summary="Append one batch (exactly once per producer and seq)")
     async def append(request: Request) -> Response:
@@ -334,8 +338,10 @@ def create_app(
             if not last_id.isdigit() or int(last_id) >= MAX_OFFSET:
                 raise BadParameter("Last-Event-ID", f"{last_id!r} is not an offset")
             start = int(last_id) + 1  # a reconnecting client goes on after the last record it got
+        client = client_of(request.scope)
+        pool.admit(client)  # held to the read limits now, never after the answer started (429 then)
         waiting = tail.waiter()  # refused (429) before the answer starts
-        body = stream_records(pool, tail, opened.location, client_of(request.scope), start, waiting)
+        body = stream_records(pool, tail, opened.location, client, start, waiting)
         return Stream(body, media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     @get("/v1/audits/live", summary="The following audit (serve --audit): the violations open now")
@@ -403,11 +409,10 @@ def create_app(
         return Response(await pool.run(client_of(request.scope), work), media_type="application/json")
 
     @get("/v1/producers/{producer:str}", summary="A producer's last committed seq (null: none yet)")
-    async def producer_seq(request: Request, producer: FromPath[str]) -> dict:
-        def work() -> int | None:
-            return pool.reader().producer_seq(producer)
-
-        return {"producer": producer, "seq": await pool.run(client_of(request.scope), work)}
+    async def producer_seq(request: Request, producer: FromPath[str]) -> Response:
+        # Served in front of Litestar (``service.producers``), which routes every name; this
+        # route documents it, and answers the same where the Litestar app is mounted alone.
+        return _respond(await answer_for(lookups, request.scope))
 
     @get("/healthz", summary="Alive; the writer's state, the last offset it knows, the work waiting")
     async def healthz() -> dict:
@@ -425,8 +430,9 @@ def create_app(
     async def readyz() -> Response:
         writer = committer.health()
         if writer["state"] != READY:
+            why = f": {writer['error']}" if writer.get("error") else ""
             return Response(
-                {"error": f"the writer is {writer['state']}", "writer": writer},
+                {"error": f"the writer is {writer['state']}{why}", "writer": writer},
                 status_code=503,
                 headers={"retry-after": "1"},
                 media_type="application/json",
@@ -446,6 +452,7 @@ def create_app(
             await asyncio.to_thread(auditor.close)
         await asyncio.to_thread(committer.close)  # not on the read pool: reads may hold it
         pool.close()
+        lookups.close()
 
     middleware = [access_log(metrics)] + ([auth_middleware(tokens)] if tokens is not None else [])
     middleware.append(body_deadline(limits.body_timeout_s))
@@ -480,6 +487,7 @@ def create_app(
         request_max_body_size=limits.max_body_bytes,
         debug=False,
     )
+    app.asgi_handler = resume_path(app.asgi_handler, lookups, middleware)
     if fast:
         # Appends skip Litestar's router and request/response objects (the way its CORS and
         # OpenTelemetry layers wrap the same handler); everything else goes on to it.

@@ -4,7 +4,8 @@
 request decoded (JSON, or msgpack with ``Content-Type: application/msgpack``, or an Arrow IPC
 stream of rows shaped like the log's with ``Content-Type: application/vnd.apache.arrow.stream``,
 its producer and seq in the stream schema's metadata ``kraftlake.producer``/``kraftlake.seq``;
-any other media type 415), every record checked (400 naming index, type and field; nothing appended), the
+any other media type 415), every record checked (400 naming index, type and field; nothing appended; a
+key twice in a record or in the request is refused in the CLI's words, ``service.duplicates``), the
 token's producer enforced (403), the body and each record held to their size limits
 (``service.limits``: 413), the batch queued for the group committer (429 with
 ``Retry-After`` when the queue is full), and the answer given once the commit landed (503 with
@@ -22,6 +23,7 @@ bounded by exactly that (bench/service.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,12 +32,13 @@ import msgspec
 import pyarrow as pa
 
 from kraftlake.logging import get_logger
-from kraftlake.records import LogError, ProducerSeq, RecordError
+from kraftlake.records import CorruptStoreError, LogError, ProducerSeq, RecordError
 from kraftlake.records.arrow_input import from_arrow
 from kraftlake.records.codec import invalid_utf8
 from kraftlake.records.columnar import from_builtins_batch, from_msgpack_items
 
 from .committer import Closed, GroupCommitter, Overloaded
+from .duplicates import json_duplicate, msgpack_duplicate_in
 from .limits import BodyTimeout, Limits
 
 log = get_logger(__name__)
@@ -44,6 +47,9 @@ PATH = "/v1/records"
 JSON_TYPES = ("", "application/json")
 """Media types read as JSON (a request with no Content-Type too), beside any ``+json`` type."""
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
+_JSON_INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]*)")
+"""A seq written in text (an Arrow stream's metadata) as a JSON body writes it: not as Python's
+``int()`` reads it, which takes spaces, ``_``, ``+`` and other scripts' digits."""
 ARROW_TYPES = ("application/vnd.apache.arrow.stream",)
 """An Arrow IPC stream of rows (``records.arrow_input``): the body limit holds it, and its rows
 are not held one by one to ``max_record_bytes`` (no row is a separate piece of the body)."""
@@ -52,8 +58,9 @@ are not held one by one to ``max_record_bytes`` (no row is a separate piece of t
 class AppendRequest(msgspec.Struct, forbid_unknown_fields=True):
     records: list[msgspec.Raw]
     """Each record as sent, measured against ``Limits.max_record_bytes`` before it is decoded."""
-    producer: str | None = None
-    seq: int | None = None
+    producer: str | None | msgspec.UnsetType = msgspec.UNSET
+    """Unset (not sent) apart from null, to count the keys the request holds (``duplicates``)."""
+    seq: int | None | msgspec.UnsetType = msgspec.UNSET
 
 
 class _SmallAppendRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -61,8 +68,8 @@ class _SmallAppendRequest(msgspec.Struct, forbid_unknown_fields=True):
     be over it: decoded in one pass (a third faster for 100-record batches than record by record)."""
 
     records: list[Any]
-    producer: str | None = None
-    seq: int | None = None
+    producer: str | None | msgspec.UnsetType = msgspec.UNSET
+    seq: int | None | msgspec.UnsetType = msgspec.UNSET
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,16 @@ def undecodable(exc: Exception, body: bytes, *, json: bool, **where: Any) -> Ans
     return _problem(400, f"the body is not an append request: {exc}", **where)
 
 
+def _record_error(exc: RecordError) -> Answer:
+    """400 naming a batch's bad record: its index (its line is its index + 1), type and field."""
+    return _problem(400, str(exc), index=exc.line - 1, type=exc.record_type, field=exc.field)  # type: ignore[operator]
+
+
+def _duplicate(exc: RecordError) -> Answer:
+    """400 for a key twice in a record (named as any bad record is) or in the request itself."""
+    return _record_error(exc) if exc.line is not None else _problem(400, exc.message, field=exc.field)
+
+
 def media_type(content_type: str) -> str:
     """``application/json`` of ``Application/JSON; charset=utf-8``."""
     return content_type.split(";", 1)[0].strip().lower()
@@ -113,6 +130,9 @@ def media_type(content_type: str) -> str:
 def commit_failed(exc: BaseException) -> Answer:
     """The answer to a batch whose commit failed: 503 when the store refused or failed it (a retry
     with the same producer and seq lands exactly once), 500 when something unexpected did."""
+    if isinstance(exc, CorruptStoreError):  # refused, nothing written: the log must be repaired first
+        message = f"the writer refuses to commit: {exc}; retry with the same producer and seq once the log is restored"
+        return Answer(503, {"error": message}, {"retry-after": "1"})
     if isinstance(exc, (LogError, OSError, Closed)):
         message = f"the commit failed ({type(exc).__name__}: {exc}); retry with the same producer and seq"
         return Answer(503, {"error": message}, {"retry-after": "1"})
@@ -158,21 +178,34 @@ class Appending:
                 req, measured = decode(body, type=AppendRequest), True
             except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
                 return undecodable(exc, body, json=decode is msgspec.json.decode)
+        # The request's own keys it holds (``duplicates``: how many a body with none twice shows).
+        own = {"records": None}
+        if req.producer is not msgspec.UNSET:
+            own["producer"] = req.producer
+        if req.seq is not msgspec.UNSET:
+            own["seq"] = req.seq
+        producer, seq = own.get("producer"), own.get("seq")
         try:
-            ProducerSeq.of(req.producer, req.seq)
+            ProducerSeq.of(producer, seq)
         except RecordError as exc:
             return _problem(400, exc.message, field=exc.field)
         if not req.records:
             return _problem(400, "a batch holds at least one record", field="records")
-        if identity is not None and req.producer != identity.producer:
+        if identity is not None and producer != identity.producer:
             return _problem(403, f"this token appends as producer {identity.producer!r} only", field="producer")
         raws = req.records
-        if measured and kind in MSGPACK_TYPES and all(len(raw) <= limits.max_record_bytes for raw in raws):
+        msgpack = kind in MSGPACK_TYPES
+        if measured and msgpack and all(len(raw) <= limits.max_record_bytes for raw in raws):
             # Typed in one decode, no object per record (``columnar.from_msgpack_items``); a
             # batch it cannot vouch for takes the path below, which names the bad record.
             fast = from_msgpack_items(raws)
             if fast is not None:
-                return await self._commit(fast, req.producer, req.seq)
+                # Records that are their typed encoding hold no key twice.
+                vouched = fast.columns is not None and fast.columns.lengths is not None
+                dup = msgpack_duplicate_in(body, len(own), None, records_checked=vouched)
+                if dup is not None:
+                    return _duplicate(dup)
+                return await self._commit(fast, producer, seq)
         if measured:  # records arrived as raw bytes: measure each, then decode it
             raws = []
             for i, raw in enumerate(req.records):
@@ -186,11 +219,14 @@ class Appending:
                     raws.append(decode(raw))
                 except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
                     return undecodable(exc, bytes(raw), json=decode is msgspec.json.decode, index=i, field="records")
+        dup = msgpack_duplicate_in(body, len(own), raws) if msgpack else json_duplicate(body, own, raws)
+        if dup is not None:
+            return _duplicate(dup)
         try:
             records = from_builtins_batch(raws)  # checked column by column (records.columnar)
         except RecordError as exc:  # the first bad record; its line is its index + 1
-            return _problem(400, str(exc), index=exc.line - 1, type=exc.record_type, field=exc.field)  # type: ignore[operator]
-        return await self._commit(records, req.producer, req.seq)
+            return _record_error(exc)
+        return await self._commit(records, producer, seq)
 
     async def _answer_arrow(self, body: bytes, identity: Any) -> Answer:
         """An Arrow IPC stream's rows, checked (``records.arrow_input``) and committed."""
@@ -202,10 +238,9 @@ class Appending:
         producer = meta[b"kraftlake.producer"].decode("utf-8", "replace") if b"kraftlake.producer" in meta else None
         seq: int | None = None
         if b"kraftlake.seq" in meta:
-            try:
-                seq = int(meta[b"kraftlake.seq"])
-            except ValueError:
+            if not _JSON_INTEGER.fullmatch(meta[b"kraftlake.seq"]):
                 return _problem(400, "kraftlake.seq in the stream's metadata is not an integer", field="seq")
+            seq = int(meta[b"kraftlake.seq"])
         try:
             ProducerSeq.of(producer, seq)
         except RecordError as exc:
@@ -258,15 +293,24 @@ def fast_path(app: ASGIApp, appending: Appending, middleware: list[Callable[[ASG
     ``middleware`` (outermost first, as Litestar applies its list)."""
 
     async def endpoint(scope: Any, receive: Any, send: Any) -> None:
+        limits = appending.limits
+        content_type, declared = "", b""
+        for name, value in scope["headers"]:
+            name = name.lower()
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                declared = value
         try:
-            body = await _read_body(receive, appending.limits.max_body_bytes)
-            if body is None:
-                answer = too_large(appending.limits)
+            # A body declared too large is refused from its header, before any of it is read
+            # (else the answer waits for a body the client may take minutes to send, or never).
+            if (declared.isdigit() and int(declared) > limits.max_body_bytes) or (
+                body := await _read_body(receive, limits.max_body_bytes)
+            ) is None:
+                # The rest of the body is never read: the connection cannot carry another request.
+                answer = too_large(limits)
+                answer.headers["connection"] = "close"
             else:
-                content_type = ""
-                for name, value in scope["headers"]:
-                    if name.lower() == b"content-type":
-                        content_type = value.decode("latin-1")
                 identity = scope.get("state", {}).get("identity")
                 answer = await appending.answer(body, content_type, identity)
         except BodyTimeout as exc:

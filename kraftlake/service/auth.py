@@ -1,6 +1,6 @@
 """Who may do what (``kraftlake serve --tokens FILE``): bearer tokens, each naming a producer and its
-roles: ``append`` (POST /v1/records, only under its own producer name), ``read`` (records, views,
-producers, the OpenAPI schema), ``admin`` (audits, metrics, a bookie's lifecycle state). ``/healthz`` and ``/readyz`` take any valid token.
+roles: ``append`` (POST /v1/records, only under its own producer name, and where that producer
+resumes: ``GET /v1/producers/{its name}``), ``read`` (records, views, producers, the OpenAPI schema), ``admin`` (audits, metrics, a bookie's lifecycle state). ``/healthz`` and ``/readyz`` take any valid token.
 
 The file is JSON: ``{"tokens": [{"token": "...", "producer": "controller-1", "roles": ["append"]}]}``
 (``"sha256": "<hex>"`` in place of ``"token"`` keeps the secret out of the file). Tokens are
@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .producers import PREFIX, BadName, producer_of
 
 ROLES = ("append", "read", "admin")
 
@@ -100,6 +102,8 @@ def auth_middleware(tokens: list[tuple[bytes, Identity]]):
                 await _refuse(send, 401, "a valid bearer token is needed", {"www-authenticate": "Bearer"})
                 return
             role = required_role(scope["method"], scope["path"])
+            if role == "read" and "append" in identity.roles and _own_producer(scope, identity):
+                role = "append"  # where it resumes is part of appending (``service.producers``)
             if role is not None and role not in identity.roles:
                 await _refuse(send, 403, f"this token lacks the {role!r} role")
                 return
@@ -109,6 +113,16 @@ def auth_middleware(tokens: list[tuple[bytes, Identity]]):
         return middleware
 
     return wrap
+
+
+def _own_producer(scope: Any, identity: Identity) -> bool:
+    """Whether the request asks where the token's own producer resumes."""
+    if scope["method"] != "GET" or not scope["path"].startswith(PREFIX):
+        return False
+    try:
+        return producer_of(scope) == identity.producer
+    except BadName:
+        return False
 
 
 async def _refuse(send: Any, status: int, message: str, extra: dict[str, str] | None = None) -> None:

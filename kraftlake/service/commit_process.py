@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from kraftlake.logging import get_logger
-from kraftlake.records import AppendConflictError, Log, LogError, RecordError
+from kraftlake.records import AppendConflictError, CorruptStoreError, Log, LogError, RecordError
 from kraftlake.records.catalog import AnyRecord
 from kraftlake.records.log import AppendResult, Batch
 
@@ -66,7 +66,11 @@ class _Done(msgspec.Struct, array_like=True):
     """The child's first message: (version, last offset) of the log it opened."""
 
 
-_ERRORS = {"RecordError": RecordError, "AppendConflictError": AppendConflictError}
+_ERRORS = {
+    "RecordError": RecordError,
+    "AppendConflictError": AppendConflictError,
+    "CorruptStoreError": CorruptStoreError,  # the writer refuses the log (``GroupCommitter.health``)
+}
 
 
 def _serve(path: str, compact_after: int | None, conn: Any, storage_options: dict[str, str] | None = None) -> None:

@@ -16,7 +16,9 @@ One request must not fail the others: the service checks each request fully befo
 queued, and should a commit still fail because of what one request holds (anything but the
 store's own failures, ``STORE_ERRORS``: nothing landed), the group is split in halves and each
 committed again, down to the request at fault, which alone gets the error (logged with its
-cause). A store failure is every request's (503: its retry lands exactly once).
+cause). A store failure is every request's (503: its retry lands exactly once). A log the
+writer refuses to commit to (``CorruptStoreError``: its history gone, ``records.lineage``)
+makes the writer's state ``refusing``, with why, until a commit lands again (``health``).
 
 Answers reach threads through ``concurrent.futures.Future`` (``submit``) and the event loop
 through asyncio futures (``append``), settled together: one wake-up of the loop per commit, not
@@ -34,7 +36,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from kraftlake.logging import get_logger
-from kraftlake.records import Log, LogError, Record, RecordError
+from kraftlake.records import CorruptStoreError, Log, LogError, Record, RecordError
 from kraftlake.records.log import AppendResult, Batch
 
 from .metrics import Metrics
@@ -93,6 +95,8 @@ class GroupCommitter:
         self._cv = threading.Condition()
         self._closed = False
         self._commit_ms = 30.0  # running estimate, for Retry-After
+        self._refusing: str | None = None
+        """Why the last commit was refused because of the log itself, until one lands."""
         self._upkeep = target.upkeep_in_background(self.config.compact_after_files)
         self._thread = threading.Thread(target=self._run, name="kraftlake-committer", daemon=True)
         self._thread.start()
@@ -153,6 +157,9 @@ class GroupCommitter:
         commits in this process; ``stopped`` once the committing thread is gone."""
         health = getattr(self.log, "health", None)
         out = health() if health is not None else {"state": "ready", "pid": None, "restarts": 0}
+        refusing = self._refusing
+        if refusing is not None and out["state"] == "ready":
+            out["state"], out["error"] = "refusing", refusing
         if not self._thread.is_alive():
             out["state"] = "stopped"
         return out
@@ -201,6 +208,8 @@ class GroupCommitter:
             results = self.log.append_group([r.batch for r in group])
         except STORE_ERRORS as exc:  # every waiting request learns why; the service stays up
             log.warning("service.commit_failed", error=f"{type(exc).__name__}: {exc}", requests=len(group))
+            if isinstance(exc, CorruptStoreError):
+                self._refusing = str(exc)
             return [exc] * len(group)
         except Exception as exc:
             if len(group) == 1:
@@ -217,6 +226,7 @@ class GroupCommitter:
                 return [exc]
             half = len(group) // 2
             return self._commit(group[:half]) + self._commit(group[half:])
+        self._refusing = None
         took = (time.perf_counter() - started) * 1000
         self._commit_ms = 0.8 * self._commit_ms + 0.2 * took
         written = sum(len(r.batch.records) for r, res in zip(group, results) if not res.duplicate)

@@ -51,6 +51,9 @@ class Limits:
     """Clients waiting for records in all: long polls and SSE streams (429 past it)."""
     max_poll_wait_ms: int = 60_000
     """A long poll's ``wait_ms``, at most (400 past it)."""
+    max_lookups: int = 1_024
+    """Producer lookups (where an appender resumes, ``service.producers``) waiting in all (429
+    past it). They are not reads: no read limit holds them."""
 
 
 class BodyTimeout(Exception):

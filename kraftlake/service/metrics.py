@@ -36,7 +36,7 @@ REASONS = {
 # Routes with a path parameter, as templates: the route label stays a small fixed set.
 _TEMPLATES = (
     (re.compile(r"^/v1/views/brokers/[^/]+$"), "/v1/views/brokers/{broker_id}"),
-    (re.compile(r"^/v1/producers/[^/]+$"), "/v1/producers/{producer}"),
+    (re.compile(r"^/v1/producers/.*$", re.DOTALL), "/v1/producers/{producer}"),  # names hold "/" too
     (re.compile(r"^/v1/bookies/[^/]+/state$"), "/v1/bookies/{bookie}/state"),
     (re.compile(r"^/v1/bookies/[^/]+$"), "/v1/bookies/{bookie}"),
 )

@@ -71,14 +71,22 @@ class ReadPool:
         """Reads running or waiting."""
         return self._total
 
-    @asynccontextmanager
-    async def slot(self, client: str) -> AsyncIterator[None]:
-        """A place for one read of ``client``'s (``Busy`` when there is none)."""
+    def admit(self, client: str) -> None:
+        """``Busy`` when a read of ``client``'s would be refused now."""
         limits = self.limits
         if self._by_client[client] >= limits.reads_per_client:
             raise Busy(f"this client has {limits.reads_per_client} reads running or waiting (--reads-per-client)")
         if self._total >= limits.max_reads:
             raise Busy(f"the service has {limits.max_reads} reads running or waiting (--max-reads)")
+
+    @asynccontextmanager
+    async def slot(self, client: str, *, admitted: bool = False) -> AsyncIterator[None]:
+        """A place for one read of ``client``'s (``Busy`` when there is none). ``admitted``: a
+        read of a request admitted before (``admit``), such as an SSE stream's next batch, which
+        is counted but never refused: a limit refuses new requests, it never ends one that was
+        let in (the stream's client would get nothing more)."""
+        if not admitted:
+            self.admit(client)
         self._by_client[client] += 1
         self._total += 1
         try:

@@ -8,7 +8,11 @@ for all of them: while anybody waits, it reads the commit files after the versio
 read pool (``service.reads``) like any read: the long poll's answer once there are records, the
 stream's each batch (``records.follow.Follower``, which survives compactions and ``maintain``).
 
-Past ``Limits.max_waiting`` clients waiting (long polls and streams together), 429.
+Past ``Limits.max_waiting`` clients waiting (long polls and streams together), 429. A stream is
+held to the read limits once, when it starts (429 then, like any read); its later reads are
+counted but never refused, so that no other request of its client's ends or stalls it. A stream
+that cannot go on (its log damaged, the service stopping) sends an ``error`` event saying why
+and ends its answer: the client sees the end, and an ``EventSource`` reconnects.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 
+import msgspec
+
+from kraftlake.logging import get_logger
+from kraftlake.records import LogError
 from kraftlake.records.codec import encode_line
 from kraftlake.records.delta_commit import commits_after
 from kraftlake.records.follow import Follower
@@ -24,6 +32,8 @@ from kraftlake.records.snapshot import OFFSET_TXN, LogSnapshot, open_table
 
 from .limits import READ_CHUNK, Limits
 from .reads import Busy, ReadPool
+
+log = get_logger(__name__)
 
 KEEPALIVE_S = 15.0
 """A stream with nothing new sends a comment this often (proxies close idle connections)."""
@@ -124,14 +134,29 @@ async def stream_records(
     with waiting:
         yield b": kraftlake stream\n\n"
         while True:
-            async with pool.slot(client):
-                batches = await pool.call(lambda: list(_chunked(follower)))
+            try:
+                async with pool.slot(client, admitted=True):
+                    batches = await pool.call(lambda: list(_chunked(follower)))
+            except Exception as exc:  # not the client's leaving (a cancellation): this stream is over
+                yield _ended(exc, follower.next_offset)
+                return
             for batch in batches:
                 yield sse_event(batch)
             if batches:
                 continue  # a far-behind stream catches up a read at a time
             if not await tail.wait_for(follower.next_offset, KEEPALIVE_S):
                 yield b": keepalive\n\n"
+
+
+def _ended(exc: Exception, next_offset: int) -> bytes:
+    """The ``error`` event that ends a stream, and the log of why."""
+    if isinstance(exc, (LogError, OSError)):
+        message = str(exc)
+        log.warning("service.stream_ended", error=message, next_offset=next_offset)
+    else:
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        log.error("service.stream_ended", error=message, next_offset=next_offset, exc_info=exc)
+    return b"event: error\ndata: %s\n\n" % msgspec.json.encode({"error": message})
 
 
 def _chunked(follower: Follower) -> Iterator[list]:

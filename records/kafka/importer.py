@@ -5,6 +5,8 @@ snapshot) and yields kraftlake records: metadata records decoded into their Stru
 control records (LeaderChange, KRaftVersion, Voters) as records too, and anything kraftlake
 cannot decode as ``KafkaOpaque`` (warned about and counted, never dropped). NoOp records, the
 active controller's heartbeat and ~99% of a real log, are counted and skipped unless asked for.
+A ``metadata.version`` beyond the newest kraftlake knows (``records.metadata_versions``), in the
+log, its snapshot or ``bootstrap.checkpoint``, is warned about once, saying what kraftlake does.
 
 Every imported record keeps Kafka's offset as ``source_offset`` and its batch's time as
 ``ts_ms``; ``source`` is ``kafka@<raft epoch>:<batch base offset>``, which is what
@@ -28,6 +30,7 @@ from kraftlake.logging import get_logger
 from kraftlake.records.base import Record
 from kraftlake.records.errors import LogError
 from kraftlake.records.kraft import FeatureLevel, KafkaOpaque, NoOp
+from kraftlake.records.metadata_versions import NEWEST_KNOWN, newer_level_warning
 
 from .batches import Batch, iter_batches, read_checkpoint
 from .errors import KafkaFormatError
@@ -36,6 +39,8 @@ from .metadata import MetadataDecoder, decode_control
 from .validation import BatchOrder
 
 log = get_logger(__name__)
+
+METADATA_VERSION = "metadata.version"
 
 CHUNK = 50_000
 """Records per append when importing: one Delta commit each."""
@@ -80,6 +85,8 @@ class ImportStats:
     """The features ``bootstrap.checkpoint`` holds (what the controller formatted the cluster
     with). Read and checked, not imported: a log that starts at 0 holds the same records in its
     "Bootstrap records" transaction."""
+    newer_metadata_version: int | None = None
+    """The highest ``metadata.version`` read beyond the newest kraftlake knows, if any."""
 
     def to_dict(self) -> dict:
         return {
@@ -96,7 +103,22 @@ class ImportStats:
             "last_source_offset": self.last_source_offset,
             "snapshot": self.snapshot,
             "bootstrap": self.bootstrap,
+            "newer_metadata_version": self.newer_metadata_version,
         }
+
+    def level(self, level: int, *, offset: int | None, file: str) -> None:
+        """Note a ``metadata.version`` read at Kafka ``offset`` of ``file``; warn at the first
+        one beyond the newest kraftlake knows (and at a higher one after it)."""
+        if level <= NEWEST_KNOWN or (self.newer_metadata_version is not None and level <= self.newer_metadata_version):
+            return
+        self.newer_metadata_version = level
+        log.warning(
+            "kafka.newer_metadata_version",
+            metadata_version=level,
+            offset=offset,
+            file=file,
+            what=newer_level_warning(level),
+        )
 
 
 def checkpoint_records(cp: Checkpoint, decoder: MetadataDecoder, stats: ImportStats) -> list[Record]:
@@ -115,7 +137,11 @@ def checkpoint_records(cp: Checkpoint, decoder: MetadataDecoder, stats: ImportSt
             field="partitionLeaderEpoch",
         )
     stats.snapshot = cp.path.name
-    return [r for r in snap.records if type(r) is not NoOp]
+    records = [r for r in snap.records if type(r) is not NoOp]
+    for r in records:
+        if type(r) is FeatureLevel and r.name == METADATA_VERSION:
+            stats.level(r.feature_level, offset=r.source_offset, file=str(cp.path))
+    return records
 
 
 def read_kafka(
@@ -141,6 +167,8 @@ def read_kafka(
     if md.bootstrap is not None:
         boot = read_checkpoint(md.bootstrap.read_bytes(), file=str(md.bootstrap))
         st.bootstrap = {r.name: r.feature_level for r in boot.records if type(r) is FeatureLevel}
+        if METADATA_VERSION in st.bootstrap:
+            st.level(st.bootstrap[METADATA_VERSION], offset=None, file=str(md.bootstrap))
     if from_snapshot is not None:
         if from_snapshot == "latest":
             cp = md.latest_checkpoint()
@@ -221,6 +249,8 @@ def batch_records(
                     file=file,
                 )
             st.opaque[k] += 1
+        elif cls is FeatureLevel and r.name == METADATA_VERSION and r.feature_level > NEWEST_KNOWN:
+            st.level(r.feature_level, offset=offset, file=file)
         st.by_type[cls.__name__] += 1
         out.append(r)
         if st.first_source_offset is None:

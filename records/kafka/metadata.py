@@ -336,11 +336,21 @@ SCHEMAS: tuple[Schema, ...] = (
     ),
     Schema(ClearElr, 28, (0, 0), (F("topic_name", "str"),)),
 )
-"""Every Kafka metadata record type Kafka 4.1 writes: 6, 13 and 16 are unused apiKeys (removed or
-never shipped); 28 (ClearElrRecord) is Kafka 4.0's."""
+"""Every Kafka metadata record type Kafka 4.2 writes (the schemas at tag 4.2.0-rc1 are Kafka 4.0's):
+6, 13 and 16 are unused apiKeys (removed or never shipped); 28 (ClearElrRecord) is Kafka 4.0's."""
 
 BY_API_KEY: dict[int, Schema] = {s.api_key: s for s in SCHEMAS}
 BY_CLASS: dict[type, Schema] = {s.cls: s for s in SCHEMAS}
+
+
+def describe_unknown(api_key: int, version: int) -> str:
+    """What kraftlake knows of a metadata record it could not decode: "RegisterBroker v4
+    (apiKey 0; kraftlake knows v0-3)", or "apiKey 29 v0 (a type kraftlake does not know)"."""
+    schema = BY_API_KEY.get(api_key)
+    if schema is None:
+        return f"apiKey {api_key} v{version} (a type kraftlake does not know)"
+    lo, hi = schema.versions
+    return f"{schema.cls.__name__} v{version} (apiKey {api_key}; kraftlake knows v{lo}-{hi})"
 
 
 @dataclass

@@ -44,6 +44,48 @@ def driver_dirs(plane: ControlPlane) -> set[str]:
     return dirs | {d for _off, _b, d in plane.dir_removals}
 
 
+Offline = tuple[bool, frozenset]
+"""Which of a broker's directories are offline in one of its states: (True, online) = all but
+``online``; (False, offline) = just ``offline``."""
+
+NOTHING_OFFLINE: Offline = (False, frozenset())
+
+
+def offline_runs(marks: Iterable[tuple[int, Offline]], candidates: set[str]) -> list[tuple[str, int, int | None]]:
+    """(directory, start, stop) for each run of states in which a directory of ``candidates``
+    is offline, from one broker's states in offset order (``marks``: (offset, ``Offline``) where
+    it changed; before the first, nothing is offline), sorted by directory and start.
+
+    A sweep: from a state that names its online directories to another, only the directories
+    that joined or left them change, so a broker's thousands of old directories (a directory
+    failure gives it new ones) cost nothing at each of its fencings and restarts. Only a change
+    to or from a state that names its offline directories (unregistered, registered without
+    directories) looks at them all, as the runs it ends or begins do."""
+    open_: dict[str, int] = {}
+    runs: list[tuple[str, int, int | None]] = []
+    prev = NOTHING_OFFLINE
+    for start, state in marks:
+        if state == prev:
+            continue
+        (complement, named), (was_complement, was_named) = state, prev
+        if complement and was_complement:
+            ending = (named - was_named) & candidates
+            beginning = (was_named - named) & candidates
+        else:
+            now = candidates - named if complement else named & candidates
+            ending = [d for d in open_ if d not in now]
+            beginning = [d for d in now if d not in open_]
+        for d in ending:
+            if d in open_:
+                runs.append((d, open_.pop(d), start))
+        for d in beginning:
+            open_.setdefault(d, start)
+        prev = state
+    runs += [(d, start, None) for d, start in open_.items()]
+    runs.sort(key=lambda r: (r[0], r[1]))
+    return runs
+
+
 def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
     """From the broker segments: ``(broker_bad, dir_bad, known)``. ``broker_bad``: (broker,
     start, stop, reason) where a broker is not registered or fenced; ``dir_bad``: (broker, dir,
@@ -66,16 +108,19 @@ def bad_intervals(plane: ControlPlane, referenced: dict[int, set[str]]):
         candidates = {d for s in segs if s.registration is not None for d in s.registration.log_dirs}
         candidates |= referenced.get(b, set())
         candidates = (candidates | {LOST}) - ONLINE_RESERVED
-        for d in sorted(candidates):
-            for start, stop, reg in spans:
-                offline = reg is not None and (d == LOST or (reg.log_dirs and d not in reg.log_dirs))
-                if not offline:
-                    continue
-                if dir_bad and dir_bad[-1][:2] == (b, d) and dir_bad[-1][3] == start:
-                    dir_bad[-1] = (b, d, dir_bad[-1][2], stop)
-                else:
-                    dir_bad.append((b, d, start, stop))
+        marks = ((start, _registered_offline(reg)) for start, _stop, reg in spans)
+        dir_bad += [(b, d, start, stop) for d, start, stop in offline_runs(marks, candidates)]
     return broker_bad, dir_bad, sorted(by_broker)
+
+
+def _registered_offline(reg) -> Offline:
+    """K4/K5's offline directories of a broker (``is_online``): none unregistered, LOST alone
+    registered without directories, else all but its registered ones."""
+    if reg is None:
+        return NOTHING_OFFLINE
+    if not reg.log_dirs:
+        return (False, frozenset({LOST}))
+    return (True, frozenset(reg.log_dirs))
 
 
 def broker_checks(

@@ -78,10 +78,9 @@ from kraftlake.replay.incidents import (
     handling,
     min_isr,
 )
-from kraftlake.statemachine.kraft.directory_ids import is_online
 
 from .dialect import Dialect
-from .driver import partition_of
+from .driver import Offline, offline_runs, partition_of
 from .ranks import lookup, register
 from .sql import in_partition_order
 
@@ -248,14 +247,16 @@ class Observer:
 
     def _state(self, view, b: int, offset: int) -> None:
         reg = view.brokers.get(b)
-        failed = frozenset(self.failed.get(b, ()))
+        # A broker's failed directories pile up (each failure gives it new ones): looked up
+        # from its registered few, not copied, but for a broker registered without directories.
+        failed = self.failed.get(b, ())
         if reg is None or reg.fenced:
             state = _DOWN
         elif not reg.log_dirs:
-            state = (_ANY, failed)
+            state = (_ANY, frozenset(failed))
         else:
             self.ever.setdefault(b, set()).update(reg.log_dirs)
-            state = ("dirs", frozenset(reg.log_dirs) - failed)
+            state = ("dirs", frozenset(d for d in reg.log_dirs if d not in failed))
         states = self.states.setdefault(b, [])
         if not states or states[-1][1] != state:
             states.append((offset, state))
@@ -269,23 +270,25 @@ class Observer:
 
     def offline_rows(self, referenced: dict[int, set[str]]) -> list[tuple[int, str, int, int | None]]:
         """(broker, directory, start, stop): the state after record ``start`` until before
-        ``stop`` (None: the end) where the broker is down (directory ``_ANY``), or up without
-        the directory (as the tracker's ``_offline`` says), for every directory a partition may
-        name on it (those it registered or reported, those partition records name, the reserved
-        ones); in start order per (broker, directory)."""
+        ``stop`` (None: the end) where the broker is down (directory ``_ANY``), or where the
+        directory is offline on it (up without it, as the tracker's ``_offline`` says, or down:
+        the broker's own interval covers those states anyway, and so a directory the broker
+        left is one run, not one per time it came back), for every directory a partition may
+        name on it (those it registered or reported, those partition records name, the
+        reserved ones); in start order per (broker, directory)."""
         rows: list[tuple[int, str, int, int | None]] = []
         for b in sorted(self.states):
             marks = [(-1, _DOWN), *self.states[b]]
             spans = [(s, marks[i + 1][0] if i + 1 < len(marks) else None, st) for i, (s, st) in enumerate(marks)]
-            candidates = self.ever.get(b, set()) | referenced.get(b, set()) | {MIGRATING, UNASSIGNED, LOST}
-            for d in (_ANY, *sorted(candidates)):
-                for start, stop, st in spans:
-                    if not (st is _DOWN if d == _ANY else _dir_offline(d, st)):
-                        continue
-                    if rows and rows[-1][:2] == (b, d) and rows[-1][3] == start:
-                        rows[-1] = (b, d, rows[-1][2], stop)
+            for start, stop, st in spans:
+                if st is _DOWN:
+                    if rows and rows[-1][:2] == (b, _ANY) and rows[-1][3] == start:
+                        rows[-1] = (b, _ANY, rows[-1][2], stop)
                     else:
-                        rows.append((b, d, start, stop))
+                        rows.append((b, _ANY, start, stop))
+            candidates = self.ever.get(b, set()) | referenced.get(b, set()) | {MIGRATING, UNASSIGNED, LOST}
+            runs = offline_runs(((s, _offline_dirs(st)) for s, st in marks), candidates)
+            rows += [(b, d, start, stop) for d, start, stop in runs]
         return rows
 
     def min_isr_rows(self, lives: list[tuple[str, int, int | None]]) -> list[tuple[int, int, int | None, int]]:
@@ -298,13 +301,19 @@ class Observer:
         return rows
 
 
-def _dir_offline(d: str, state) -> bool:
-    """Whether directory ``d`` is offline on a broker in ``state`` that is up."""
+_ALL_OFFLINE = (True, frozenset())
+_RESERVED_ONLINE = frozenset({MIGRATING, UNASSIGNED})
+
+
+def _offline_dirs(state) -> Offline:
+    """A broker's offline directories in ``state``: all when it is down (its ``_ANY`` interval
+    says so too); registered without directories, the failed ones and LOST (``is_online``);
+    else all but its online ones and the reserved online ids."""
     if state is _DOWN:
-        return False  # the broker's own interval (``_ANY``) says it
+        return _ALL_OFFLINE
     if state[0] == _ANY:
-        return d in state[1] or not is_online(d, ())
-    return d not in state[1] and d not in (MIGRATING, UNASSIGNED)
+        return (False, state[1] | {LOST})
+    return (True, state[1] | _RESERVED_ONLINE)
 
 
 # -- the partition side, in SQL ------------------------------------------------------------------

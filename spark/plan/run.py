@@ -10,8 +10,9 @@ events, the brokers' registration epochs. The engine returns kinds and fields of
 few wrong rows; they are worded here with the catalogue's ``say``.
 
 Graced invariants (K4, K5, K6, K8, K9, K10, K12) are held to the grace in SQL, where the
-records' times are: a wrong state from offset f, fixed at offset x (or still open at the end),
-counts when a record in (f, x) is more than ``grace_records`` records or ``grace_ms`` ms after f.
+records' times are (``sql.held``, the rule ``AuditConfig.past_grace`` states): a wrong state
+from offset f, fixed at offset x (or still open at the end), counts when the record before x is
+more than ``grace_ms`` ms of record time after f.
 """
 
 from __future__ import annotations
@@ -249,7 +250,7 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     # Every join of the overlaps has its small side (rank tables, intervals) on the right.
     engine.keep("bad_overlaps", sql.overlaps(d, end), sides_as_written=True)
     engine.keep("k4k5", sql.k4_k5_states(d))
-    held = lambda source: sql.held(d, source, end, config.grace_records, config.grace_ms)  # noqa: E731
+    held = lambda source: sql.held(d, source, end, config)  # noqa: E731
     k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")
     for pk, f, fixed, rank, broker, dd, _hi in engine.rows(held(k4)):
         found.add_interval("K4", partition_entity(lives, pk), f, _k4_words(rank, broker, dd), fixed)

@@ -666,31 +666,34 @@ def k9_runs(d: Dialect) -> str:
     """
 
 
-def held(d: Dialect, source: str, last: int, grace_records: int, grace_ms: int) -> str:
+def held(d: Dialect, source: str, last: int, config) -> str:
     """The rows of ``source`` (candidate intervals: first_offset, fixed_by null = still open,
-    and any payload) that lasted beyond the grace: a record in (first, fixed_by) more than
-    ``grace_records`` records or ``grace_ms`` ms (the records' ``ts_ms``) after the first."""
+    and any payload) that lasted beyond the grace (``AuditConfig.past_grace``): at the interval's
+    last record, more than ``grace_ms`` ms of record time after its first, or more than the
+    record grace where one of the two has no time (or is missing), or where a grace in records
+    was asked for."""
     c = f"SELECT *, coalesce(fixed_by - 1, {last}) AS hi FROM {source}"
     times = f"SELECT {d.q('offset')} AS off, ts_ms FROM log"
-    timed = f"t1.ts_ms - t0.ts_ms > {grace_ms}"
-    if not d.duck:
+    span = "c.hi - c.first_offset"
+    timed = f"t0.ts_ms IS NOT NULL AND t1.ts_ms IS NOT NULL AND t1.ts_ms - t0.ts_ms > {config.grace_ms}"
+    untimed = f"(t0.ts_ms IS NULL OR t1.ts_ms IS NULL) AND {span} > {config.untimed_grace_records}"
+    past = f"({timed}) OR ({untimed})"
+    records = "FALSE" if config.grace_records is None else f"{span} > {config.grace_records}"
+
+    def joined(where: str) -> str:
         return f"""
-        WITH c AS ({c}), times AS ({times})
-        SELECT c.* FROM c
-          LEFT JOIN times t0 ON t0.off = c.first_offset
-          LEFT JOIN times t1 ON t1.off = c.hi
-        WHERE c.hi > c.first_offset AND (c.hi - c.first_offset > {grace_records} OR {timed})
-        """
-    # Only the intervals within the grace in records need their times: joined with the log
-    # apart, so that the join's hash table holds those, not every candidate (K9's at 10^7
-    # records: millions). DuckDB computes a CTE read twice once; Spark would compute it twice,
-    # so there the one join above stays.
+        SELECT c.* FROM c LEFT JOIN times t0 ON t0.off = c.first_offset LEFT JOIN times t1 ON t1.off = c.hi
+        WHERE c.hi > c.first_offset AND ({where})"""
+
+    if config.grace_records is None or not d.duck:
+        return f"WITH c AS ({c}), times AS ({times}) {joined(f'{past} OR ({records})')}"
+    # Past a grace in records, an interval needs no times: only the others are joined with the
+    # log, so that the join's hash table holds those (K9's at 10^7 records: millions). DuckDB
+    # computes a CTE read twice once; Spark would compute it twice, so there the one join stays.
     return f"""
     WITH c AS ({c}), times AS ({times})
-    SELECT * FROM c WHERE c.hi - c.first_offset > {grace_records}
-    UNION ALL
-    SELECT c.* FROM c JOIN times t0 ON t0.off = c.first_offset JOIN times t1 ON t1.off = c.hi
-    WHERE c.hi > c.first_offset AND c.hi - c.first_offset <= {grace_records} AND {timed}
+    SELECT * FROM c WHERE {records}
+    UNION ALL {joined(f"NOT ({records}) AND ({past})")}
     """
 
 

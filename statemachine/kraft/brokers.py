@@ -26,7 +26,7 @@ from .features import (
     METADATA_VERSION,
     MV_3_3_IV2,
     MV_3_3_IV3,
-    MV_4_0_IV1,
+    MV_4_0_IV0,
     directories_supported,
     register_broker_version,
     software_features,
@@ -40,10 +40,11 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     records start at (Kafka's ``QuorumController.registerBroker`` passes the next write offset)."""
     mv = view.metadata_version
     existing = view.brokers.get(cmd.broker_id)
-    if existing is not None and existing.incarnation_id != cmd.incarnation_id and not existing.fenced:
+    alive = existing is not None and (not existing.fenced if cmd.old_session_alive is None else cmd.old_session_alive)
+    if alive and existing.incarnation_id != cmd.incarnation_id:
         # Kafka refuses while the old incarnation's session is alive, before it looks at the
-        # request's directories. Sessions are clock state, not log state: an unfenced
-        # registration stands for a live session here.
+        # request's directories. Sessions are clock state, not log state: unless the command
+        # says, an unfenced registration stands for a live session here.
         return c.Decision(
             reply=c.RegisterBrokerReply(
                 error_code=c.DUPLICATE_BROKER_REGISTRATION,
@@ -147,14 +148,15 @@ def supported_features(mv: int) -> tuple[BrokerFeature, ...]:
 def shutdown_records(view: ControllerView, broker: int, *, clean: bool) -> list:
     """Kafka 4.x ``ReplicationControlManager.handleBrokerShutdown``, for a new incarnation: with
     ELR on and an unclean shutdown (the previous epoch is not the registration's), the broker
-    leaves every ISR and ELR; otherwise it leaves the ISRs as when fenced (KAFKA-18106, from
-    metadata.version 4.0-IV1 here; Kafka 3.9 writes nothing)."""
+    leaves every ISR and ELR; otherwise it leaves the ISRs as when fenced (KAFKA-18106). Kafka
+    4.x does so at every level and 3.9 never; the log shows 4.x software only from 4.0-IV0, the
+    first level 3.9 cannot write, so from there here."""
     if elr_enabled(view) and not clean:
         return [
             *bulk_update(view, view.isr_index.get(broker, ()), unclean_shutdown=broker),
             *bulk_update(view, elr_partitions(view, broker), unclean_shutdown=broker),
         ]
-    if view.metadata_version >= MV_4_0_IV1:
+    if view.metadata_version >= MV_4_0_IV0:
         return bulk_update(view, view.isr_index.get(broker, ()), broker_to_remove=broker)
     return []
 

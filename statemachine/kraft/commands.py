@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature
+from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, FeatureLevel
 from kraftlake.records.observations import AssignReplicasToDirsRequest
 
 # Kafka error codes used by the deciders.
@@ -41,6 +41,7 @@ BROKER_ID_NOT_REGISTERED = 102
 INELIGIBLE_REPLICA = 107
 NEW_LEADER_ELECTED = 108
 INVALID_REGISTRATION = 119
+UNKNOWN_SERVER_ERROR = -1
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
@@ -60,6 +61,20 @@ class RegisterBroker(Command, frozen=True, kw_only=True):
     previous_broker_epoch: int = -1
     """The epoch the broker's clean-shutdown file names (request v3+, KIP-966); -1 = none, which
     no registration has: the restart counts as unclean."""
+    old_session_alive: bool | None = None
+    """Whether the registered incarnation's session is still alive (the heartbeat manager's clock
+    state, not in the log); None: taken from the log, an unfenced registration standing for a
+    live session."""
+
+
+class Activate(Command, frozen=True, kw_only=True):
+    """The controller becomes active (``QuorumController``'s activation event). ``bootstrap`` is
+    what ``bootstrap.checkpoint`` holds (the features the cluster was formatted with; SCRAM
+    credentials a format may add are not modelled); ``default_min_insync_replicas`` is the
+    controller's static ``min.insync.replicas``, which is not in the log."""
+
+    bootstrap: tuple[FeatureLevel, ...] = ()
+    default_min_insync_replicas: int = 1
 
 
 class Heartbeat(Command, frozen=True, kw_only=True):
@@ -149,6 +164,9 @@ class ReassignPartition(Command, frozen=True, kw_only=True):
     topic_id: str
     partition_id: int
     target_replicas: tuple[int, ...] | None
+    allow_replication_factor_change: bool = True
+    """Request v1 (KIP-860, Kafka 4.1): False refuses a target whose size is not the partition's
+    replication factor (INVALID_REPLICATION_FACTOR); a cancel is not checked."""
 
 
 class AlterPartition(Command, frozen=True, kw_only=True):
@@ -209,12 +227,19 @@ class AssignReplicasToDirsReply(Reply, frozen=True, kw_only=True):
 
 class ElectLeadersReply(Reply, frozen=True, kw_only=True):
     results: tuple[tuple[str, int, int], ...] = ()
-    """(topic name, partition, error code) per partition asked about."""
+    """(topic name, partition, error code) per partition asked about; asked about every partition,
+    none whose result is ELECTION_NOT_NEEDED (Kafka's reply leaves those out)."""
 
 
 class DeleteTopicsReply(Reply, frozen=True, kw_only=True):
     errors: dict[str, int] = {}
     """Topic id -> error code (0 = deleted)."""
+
+
+class ReassignPartitionReply(Reply, frozen=True, kw_only=True):
+    allow_replication_factor_change: bool = True
+    """The request's flag, echoed (the response's AllowReplicationFactorChange, v1): a controller
+    that does not know the flag answers its default, True."""
 
 
 class AlterPartitionReply(Reply, frozen=True, kw_only=True):

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import brokers, configs, directory_deciders, topics
+from . import activation, brokers, configs, directory_deciders, topics
 from . import commands as c
 from .view import ControllerView
 
 DEFAULT_CONFIG = c.ControllerConfig()
 
 _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Decision]] = {
+    c.Activate: lambda v, cmd, cfg: activation.activate(v, cmd),
     c.RegisterBroker: lambda v, cmd, cfg: brokers.register(v, cmd),
     c.Heartbeat: brokers.heartbeat,
     c.ExpireSession: lambda v, cmd, cfg: brokers.expire_session(v, cmd),

@@ -6,6 +6,8 @@ A log with no ``metadata.version`` FeatureLevel record is at level 1 (3.0-IV1), 
 
 from __future__ import annotations
 
+from kraftlake.records.metadata_versions import RELEASES
+
 METADATA_VERSION = "metadata.version"
 
 MV_3_0_IV1 = 1
@@ -20,14 +22,20 @@ MV_3_4_IV0 = 8
 """ZK migration (RegisterBroker v2)."""
 MV_3_6_IV0 = 12
 """An ISR shrink no longer forces a leader-epoch bump (KAFKA-15021)."""
+MV_3_6_IV1 = 13
+"""Metadata transactions (KIP-868): the bootstrap records are written in one."""
 MV_3_7_IV2 = 17
 """JBOD in KRaft (KIP-858): directories on registrations and partitions, AssignReplicasToDirs."""
 MV_3_9_IV0 = 21
 """Kafka 3.9: the semantics this package targets."""
+MV_4_0_IV0 = 22
+"""The first level only Kafka 4.x writes: a controller at it or above is Kafka 4.x software."""
 MV_4_0_IV1 = 23
 """ELR (KIP-966): Partition and PartitionChange v2; ``eligible.leader.replicas.version`` 1 needs it."""
 MV_4_1_IV1 = 27
 """Kafka 4.1's latest production level: new clusters bootstrap with ELR on."""
+MV_4_2_IV1 = 29
+"""Kafka 4.2's latest production level: streams groups on by default (KIP-1071); no record changes."""
 
 
 def partition_record_version(mv: int) -> int:
@@ -51,12 +59,9 @@ def directories_supported(mv: int) -> bool:
 MV_4_1_IV0 = 26
 """Kafka 4.1: ``eligible.leader.replicas.version`` 1 is the default of new clusters from here."""
 
-_RELEASES = (
-    "3.0-IV1 3.1-IV0 3.2-IV0 3.3-IV0 3.3-IV1 3.3-IV2 3.3-IV3 3.4-IV0 3.5-IV0 3.5-IV1 3.5-IV2 3.6-IV0 3.6-IV1"
-    " 3.6-IV2 3.7-IV0 3.7-IV1 3.7-IV2 3.7-IV3 3.7-IV4 3.8-IV0 3.9-IV0 4.0-IV0 4.0-IV1 4.0-IV2 4.0-IV3 4.1-IV0"
-    " 4.1-IV1"
-).split()
-"""Kafka's ``MetadataVersion`` names by feature level (level 1 first), up to Kafka 4.1."""
+_RELEASES = RELEASES
+"""Kafka's ``MetadataVersion`` names by feature level (level 1 first), up to Kafka 4.2
+(``records.metadata_versions``)."""
 
 
 def parse_metadata_version(text: str) -> int:
@@ -75,8 +80,11 @@ ELIGIBLE_LEADER_REPLICAS = "eligible.leader.replicas.version"
 
 def software_features(mv: int) -> tuple[tuple[str, int, int], ...]:
     """The (feature, min, max) ranges a broker of the Kafka release that writes ``mv`` sends when
-    it registers: Kafka 3.x supports metadata.version 1 .. 3.9-IV0; Kafka 4.x 3.3-IV3 .. 4.1-IV1
-    and ``eligible.leader.replicas.version`` 0 .. 1."""
+    it registers: Kafka 3.x supports metadata.version 1 .. 3.9-IV0; Kafka 4.0 and 4.1 3.3-IV3 ..
+    4.1-IV1, Kafka 4.2 3.3-IV3 .. 4.2-IV1 (its latest production level), both
+    ``eligible.leader.replicas.version`` 0 .. 1."""
+    if mv > MV_4_1_IV1:
+        return ((METADATA_VERSION, MV_3_3_IV3, MV_4_2_IV1), (ELIGIBLE_LEADER_REPLICAS, 0, 1))
     if mv > MV_3_9_IV0:
         return ((METADATA_VERSION, MV_3_3_IV3, MV_4_1_IV1), (ELIGIBLE_LEADER_REPLICAS, 0, 1))
     return ((METADATA_VERSION, MV_3_0_IV1, MV_3_9_IV0),)

@@ -396,16 +396,16 @@ class PartitionChangeBuilder:
             fields["last_known_elr"] = self.target_last_known_elr
 
     def _update_last_known_leader(self, fields: dict[str, object]) -> None:
-        """Step 8 (``maybeUpdateLastKnownLeader``): remember the leader the first time the ISR
-        empties; forget it once the partition has a leader again."""
+        """Step 8 (``maybeUpdateLastKnownLeader``, as Kafka 4.1.1 simplified it): remember the
+        leader the first time the partition becomes leaderless, whether or not its ISR changes;
+        forget it once a change gives the partition a leader."""
         if not self.use_last_known_leader or not self.elr_enabled:
             return
         p = self.partition
-        isr = fields.get("isr")
         leader = fields.get("leader", LEADER_UNCHANGED)
-        if isr is not None and not isr and (len(p.last_known_elr) != 1 or p.last_known_elr[0] != p.leader):
+        if leader == NO_LEADER and not p.last_known_elr:
             fields["last_known_elr"] = (p.leader,)
-        elif (leader >= 0 or (p.leader != NO_LEADER and leader != NO_LEADER)) and p.last_known_elr:  # type: ignore[operator]
+        elif leader >= 0 and p.last_known_elr:  # type: ignore[operator]
             fields["last_known_elr"] = ()
 
     def build(self) -> PartitionChange | None:

@@ -7,7 +7,10 @@ topic or partition it does not have, and its other preconditions on replay (its
 ``ClusterControlManager.replay`` and ``ReplicationControlManager.replay`` methods):
 each is a ``ReplayError`` naming the offset, the record type, the entity and the rule. NoOps,
 observation records (facts for the audits) and other families' records leave the controller
-view unchanged.
+view unchanged. A Kafka metadata record kraftlake could not decode (``KafkaOpaque``: a type or
+version newer than it knows) is not replayed: its effect is unknown, and Kafka's own loader
+refuses a record it cannot read, so the reducer raises a ``RecordError`` naming it (unusable
+input, not a violation). An unknown control record changes no metadata and passes.
 
 Replay rules (``ReplayError.rule``):
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 import msgspec
 
 from kraftlake.records.base import Record
+from kraftlake.records.errors import RecordError
 from kraftlake.records.kraft import (
     FENCE,
     UNFENCE,
@@ -41,6 +45,7 @@ from kraftlake.records.kraft import (
     EndTransaction,
     FeatureLevel,
     FenceBroker,
+    KafkaOpaque,
     Partition,
     PartitionChange,
     ProducerIds,
@@ -316,6 +321,28 @@ def _zk_migration_state(view: ControllerView, r: ZkMigrationState, offset: int) 
     view.zk_migration_state = r.zk_migration_state
 
 
+def _opaque(view: ControllerView, r: KafkaOpaque, offset: int) -> None:
+    if r.control:
+        return
+    from kraftlake.records.kafka.metadata import describe_unknown  # only on the way out
+    from kraftlake.records.metadata_versions import NEWEST_KNOWN
+
+    where = "" if r.source_offset is None else f" at Kafka offset {r.source_offset}"
+    mv = view.metadata_version
+    why = (
+        f"; the log's metadata.version is {mv}, newer than kraftlake knows ({NEWEST_KNOWN})"
+        if mv > NEWEST_KNOWN
+        else ""
+    )
+    raise RecordError(
+        f"{describe_unknown(r.api_key, r.kafka_version)}{where}: kraftlake cannot replay a Kafka metadata"
+        f" record it does not know, and Kafka's loader refuses one it cannot read{why}",
+        line=offset,
+        unit="offset",
+        record_type="KafkaOpaque",
+    )
+
+
 _APPLY: dict[type, Handler] = {
     RegisterBroker: _register_broker,
     UnregisterBroker: _unregister_broker,
@@ -335,6 +362,7 @@ _APPLY: dict[type, Handler] = {
     AbortTransaction: _abort,
     ZkMigrationState: _zk_migration_state,
     ClearElr: _clear_elr,
+    KafkaOpaque: _opaque,
 }
 """Record class -> its handler; every other record leaves the controller view alone."""
 

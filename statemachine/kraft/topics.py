@@ -29,7 +29,7 @@ from .features import directories_supported, partition_record_version
 from .partitions import Election, merge
 from .reassignment import PartitionReassignmentReplicas, PartitionReassignmentRevert
 from .replication import TOPIC_RESOURCE, builder, default_dir_provider, unclean_election_enabled
-from .view import ControllerView
+from .view import ControllerView, PartitionRegistration
 
 MAX_TOPIC_NAME = 249
 
@@ -326,12 +326,26 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
     sorted (``PartitionReassignmentReplicas``), computed from the current replicas, so a new
     target replaces a running move; as Kafka, an empty adding or removing list leaves the
     running one's in place. New replicas start in their default dir. The builder completes the
-    move once every remaining replica is in the ISR. None (``cancelPartitionReassignment``): back
+    move once every remaining replica is in the ISR. With ``allow_replication_factor_change``
+    False (KIP-860), a valid target whose size is not the replication factor is refused
+    (``validatePartitionReplicationFactorUnchanged``). None (``cancelPartitionReassignment``): back
     to the original replicas, the ISR without the adding ones; when that empties it, the first
-    original replica alone, refused unless unclean leader election is on for the topic."""
+    original replica alone, refused unless unclean leader election is on for the topic. Every
+    reply echoes the request's flag, as Kafka's response does."""
+    allow_rf_change = cmd.allow_replication_factor_change
 
     def error(code: int, message: str) -> c.Decision:
-        return c.Decision(reply=c.Reply(error_code=code, message=message))
+        return c.Decision(
+            reply=c.ReassignPartitionReply(
+                error_code=code, message=message, allow_replication_factor_change=allow_rf_change
+            )
+        )
+
+    def done(change) -> c.Decision:
+        return c.Decision(
+            records=() if change is None else (change,),
+            reply=c.ReassignPartitionReply(allow_replication_factor_change=allow_rf_change),
+        )
 
     if cmd.topic_id not in view.topics:
         return error(c.UNKNOWN_TOPIC_ID, f"unknown topic {cmd.topic_id}")
@@ -352,12 +366,15 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
             )
         b = builder(view, p).set_election(Election.UNCLEAN if unclean else Election.ONLINE)
         change = b.set_target_isr(revert.isr).set_target_replicas(revert.replicas).set_target_removing(())
-        change = change.set_target_adding(()).build()
-        return c.Decision(records=() if change is None else (change,))
+        return done(change.set_target_adding(()).build())
     target = tuple(cmd.target_replicas)
     invalid = validate_manual_assignment(view, target, None)
     if invalid:
         return error(c.INVALID_REPLICA_ASSIGNMENT, invalid)
+    if not allow_rf_change:
+        rf = _replication_factor(p)
+        if rf != len(target):
+            return error(c.INVALID_REPLICATION_FACTOR, f"The replication factor is changed from {rf} to {len(target)}")
     move = PartitionReassignmentReplicas.of(p.replicas, target)
     b = builder(view, p)
     if move.replicas != p.replicas:
@@ -366,8 +383,16 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
         b.set_target_removing(move.removing)
     if move.adding:
         b.set_target_adding(move.adding)
-    change = b.build()
-    return c.Decision(records=() if change is None else (change,))
+    return done(b.build())
+
+
+def _replication_factor(p: PartitionRegistration) -> int:
+    """The partition's replication factor as ``validatePartitionReplicationFactorUnchanged``
+    counts it: during a reassignment the target's (replicas and adding, without removing),
+    else the replica count."""
+    if p.adding_replicas or p.removing_replicas:
+        return len((set(p.replicas) | set(p.adding_replicas)) - set(p.removing_replicas))
+    return len(p.replicas)
 
 
 def delete_topics(view: ControllerView, cmd: c.DeleteTopics) -> c.Decision:
@@ -392,10 +417,12 @@ def elect_leaders(view: ControllerView, cmd: c.ElectLeaders) -> c.Decision:
     topic-name order, when none are named), ELECTION_NOT_NEEDED when the preferred replica
     already leads (preferred) or a leader exists (unclean); else the builder with that election,
     PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when it changes nothing.
-    Each change is computed from the state before the request, as Kafka's are."""
+    Each change is computed from the state before the request, as Kafka's are. Electing every
+    partition, the reply leaves out those whose result is ELECTION_NOT_NEEDED, as Kafka's does."""
     if cmd.election not in ("preferred", "unclean"):
         return c.Decision(reply=c.ElectLeadersReply(error_code=c.INVALID_REQUEST, message=f"election {cmd.election!r}"))
     wanted = cmd.partitions
+    every = wanted is None
     if wanted is None:
         wanted = tuple(
             (name, pid) for name in sorted(view.topic_ids) for pid in sorted(view.partitions[view.topic_ids[name]])
@@ -410,7 +437,8 @@ def elect_leaders(view: ControllerView, cmd: c.ElectLeaders) -> c.Decision:
             continue
         preferred = cmd.election == "preferred"
         if (preferred and p.replicas and p.leader == p.replicas[0]) or (not preferred and p.leader != -1):
-            results.append((name, pid, c.ELECTION_NOT_NEEDED))
+            if not every:
+                results.append((name, pid, c.ELECTION_NOT_NEEDED))
             continue
         change = builder(view, p).set_election(Election.PREFERRED if preferred else Election.UNCLEAN).build()
         if change is None:

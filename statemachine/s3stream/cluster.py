@@ -2,8 +2,8 @@
 metadata written as the KV ``__automq_node/<id>`` (``NodeControlManager.register``, JSON with keys
 i, e, w, t as ``NodeMetadataCodec`` writes it) with its epoch rule, unregistration and its
 refusals, the registered nodes (``getMetadata``; the runtime state of a node, fenced or active,
-lives in ``NodeRuntimeInfoManager`` outside the log and is not answered), ``describeStreams``, and
-the clean-up of nodes scaled in (``cleanupScaleInNodes``)."""
+lives in ``NodeRuntimeInfoManager`` outside the log and comes with the command), ``describeStreams``,
+and the clean-up of nodes scaled in (``cleanupScaleInNodes``)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ def get_nodes(view: StreamsView, cmd: c.GetNodes) -> c.Decision:
     ids = cmd.node_ids or tuple(
         sorted(int(k[len(NODE_KEY_PREFIX) :]) for k in view.kv.get(None, {}) if k.startswith(NODE_KEY_PREFIX))
     )
+    states = dict(cmd.states)
     out = []
     for i in ids:
         doc = node_metadata(view, i)
@@ -70,6 +71,7 @@ def get_nodes(view: StreamsView, cmd: c.GetNodes) -> c.Decision:
                 wal_config=str(doc.get("w") or ""),
                 tags=dict(doc.get("t") or {}),
                 has_opening_streams=bool(view.opening_streams(i)),
+                state=states.get(i, "UNKNOWN"),
             )
         )
     return c.Decision(reply=c.Reply(nodes=tuple(out)))

@@ -8,6 +8,8 @@ the node's requests. Errors are AutoMQ's codes (its ``Errors``); an error decide
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from kraftlake.records.s3stream import StreamTag
@@ -171,10 +173,18 @@ class UnregisterNode(Command, frozen=True, kw_only=True):
     node_id: int
 
 
+NodeState = Literal["ACTIVE", "FENCED", "CONTROLLED_SHUTDOWN", "UNKNOWN"]
+"""AutoMQ's ``NodeState``: what the active controller's heartbeat manager says of a node."""
+
+
 class GetNodes(Command, frozen=True, kw_only=True):
-    """``NodeControlManager.getMetadata``: the registered nodes asked for (all when none)."""
+    """``NodeControlManager.getMetadata``: the registered nodes asked for (all when none).
+    ``states`` is ``NodeRuntimeInfoManager.state`` of each node: the heartbeat manager's clock
+    state (sessions, a controlled shutdown's last minute), not in the log, so it comes with the
+    command; a node it does not name is UNKNOWN, as a controller that is not active answers."""
 
     node_ids: tuple[int, ...] = ()
+    states: tuple[tuple[int, NodeState], ...] = ()
 
 
 class DescribeStreams(Command, frozen=True, kw_only=True):
@@ -242,6 +252,7 @@ class NodeInfo(msgspec.Struct, frozen=True, kw_only=True):
     wal_config: str
     tags: dict[str, str]
     has_opening_streams: bool
+    state: NodeState = "UNKNOWN"
 
 
 class StreamInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,8 +31,10 @@ def object_record(
     size: int | None = None,
     attrs: int | None = None,
     legacy: dict[str, int] | None = None,
+    ts_ms: int | None = None,
 ) -> S3Object:
-    """The S3Object record for ``obj`` in ``state``, at the version ``automq.version`` chooses."""
+    """The S3Object record for ``obj`` in ``state``, at the version ``automq.version`` chooses;
+    ``ts_ms``, when given, is the record's time (the decision's)."""
     size = obj.size if size is None else size
     if view.version >= V2:
         return S3Object(
@@ -41,9 +43,16 @@ def object_record(
             object_state=state,
             timestamp=timestamp,
             attributes=obj.attributes if attrs is None else attrs,
+            ts_ms=ts_ms,
         )
     return S3Object(
-        version=0, object_id=obj.object_id, object_size=size, object_state=state, timestamp=timestamp, **(legacy or {})
+        version=0,
+        object_id=obj.object_id,
+        object_size=size,
+        object_state=state,
+        timestamp=timestamp,
+        ts_ms=ts_ms,
+        **(legacy or {}),
     )
 
 
@@ -144,7 +153,13 @@ def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decisio
     """4.15: PREPARED objects whose deadline passed are marked destroyed (V2+: timestamp 0, bucket
     MATCH_ALL; before: the deadline as mark-destroy time), oldest ids first, ``limit`` per round;
     nothing while the last storage deletion is in flight (``checkS3ObjectsLifecycle`` returns at
-    once while ``lastCleanCf`` is not done: one deletion in flight at a time)."""
+    once while ``lastCleanCf`` is not done: one deletion in flight at a time).
+
+    Neither timestamp says when the object was marked, and AutoMQ keeps a marked object one to
+    two retention periods from its marking (its generations of marked ids, on the controller's
+    clock), so each record carries the check's time as its own (``ts_ms``): the view's
+    ``marked_at`` then holds whether or not a log stamped the record, and ``delete_marked`` never
+    deletes it a millisecond after the check."""
     if cmd.deletion_in_flight:
         return c.Decision()
     out: list = []
@@ -162,6 +177,7 @@ def check_lifecycle(view: StreamsView, cmd: c.CheckObjectLifecycle) -> c.Decisio
                 timestamp=0 if view.version >= V2 else obj.timestamp,
                 attrs=attrs,
                 legacy={"mark_destroyed_time_in_ms": obj.timestamp},
+                ts_ms=cmd.now_ms,
             )
         )
     return c.Decision(records=tuple(out))

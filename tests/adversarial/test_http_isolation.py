@@ -72,7 +72,7 @@ def test_health_answers_while_audits_hold_every_reader_and_a_client_past_its_sha
             page = client.get("/v1/records", headers=_as("heavy"))
             assert page.status_code == 429
             # Another client is admitted (it waits for the pool's one thread, not refused).
-            other = call("other", "GET", "/v1/producers/heavy", "other")
+            other = call("other", "GET", "/v1/views/controller", "other")
             eventually(lambda: client.get("/healthz", headers=_as("other")).json()["reads"] == 2, "other queued")
             # An append is not a read: it goes on while the pool is held.
             r = client.post(

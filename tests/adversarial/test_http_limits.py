@@ -39,9 +39,10 @@ def test_a_record_past_its_limit_is_413_naming_it_and_nothing_lands(tmp_path):
     assert Log.open(path).last_offset == 1
 
 
-async def _call(app, method: str, path: str, receive) -> tuple[int, bytes, int]:
+async def _call(app, method: str, path: str, receive, headers=()) -> tuple[int, bytes, int]:
     """One request straight through ASGI: (status, body, body messages sent). ``receive`` None:
-    an empty body, then the disconnect once the answer is complete (as uvicorn reports it)."""
+    an empty body, then the disconnect once the answer is complete (as uvicorn reports it);
+    ``headers`` beside its Content-Type."""
     sent: list = []
     answered = asyncio.Event()
 
@@ -67,7 +68,7 @@ async def _call(app, method: str, path: str, receive) -> tuple[int, bytes, int]:
         "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"host", b"test")],
+        "headers": [(b"content-type", b"application/json"), (b"host", b"test"), *headers],
         "client": ("127.0.0.1", 1234),
         "server": ("test", 80),
         "state": {},
@@ -113,6 +114,27 @@ def test_a_body_that_does_not_arrive_in_time_is_408(tmp_path, fast, path):
     app = create_app(log, limits=Limits(body_timeout_s=0.2), fast=fast, commit_process=False)
     status, body, _ = asyncio.run(_call(app, "POST", path, _slow_client()))
     assert (status, msgspec.json.decode(body)) == (408, {"error": "the request body did not arrive within 0.2 s"})
+    assert Log.open(log).last_offset == -1
+
+
+@pytest.mark.parametrize(("fast", "path"), [(True, "/v1/records"), (False, "/v1/records"), (False, "/v1/audits")])
+def test_a_body_declared_past_the_limit_is_413_before_it_is_read(tmp_path, fast, path):
+    """Content-Length over --max-body-bytes: 413 from the header, not 408 once the body, which
+    this client never sends, failed to arrive (issue 54, item 11)."""
+    log = tmp_path / "log"
+    Log.create(log)
+    app = create_app(log, limits=Limits(body_timeout_s=0.5, max_body_bytes=1_000), fast=fast, commit_process=False)
+
+    async def never() -> dict:
+        await asyncio.Event().wait()
+
+    declared = [(b"content-length", b"99999999999")]
+    status, body, _ = asyncio.run(_call(app, "POST", path, never, declared))
+    assert status == 413, body
+    if path == "/v1/records":
+        assert msgspec.json.decode(body)["error"] == (
+            "the body is larger than 1000 bytes (--max-body-bytes): send smaller batches"
+        )
     assert Log.open(log).last_offset == -1
 
 

@@ -4,13 +4,16 @@ because of one request's content fails that request only; every 500 is logged wi
 
 from __future__ import annotations
 
+import json
 import threading
 
 import msgspec
 import msgspec.inspect as mi
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kraftlake.records import Log, NoOp
+from kraftlake.records import Log, NoOp, RecordError
 from kraftlake.records.bookkeeper import RecoveryDelayChanged
 from kraftlake.records.catalog import BY_NAME
 from kraftlake.records.log import AppendResult
@@ -18,6 +21,7 @@ from kraftlake.service.commit_process import CommitProcess
 from kraftlake.service.committer import CommitConfig, GroupCommitter
 
 from helpers.http import config, eventually, served
+from helpers.tiers import examples
 
 BIG = 2**63
 
@@ -209,7 +213,191 @@ def test_every_500_is_logged_with_its_cause(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("kraftlake.service.reads.ReadPool.reader", broken)
     _, client = served(tmp_path)
     with client:
-        r = client.get("/v1/producers/p")
+        r = client.get("/v1/views/controller")
     assert r.status_code == 500 and r.json() == {"error": "internal error: ZeroDivisionError: a bug in the read path"}
     err = capsys.readouterr().err
     assert "service.internal_error" in err and "Traceback" in err and 'raise ZeroDivisionError("a bug' in err
+
+
+# -- duplicate keys (issue 54, item 5): refused as the CLI refuses them, in JSON and msgpack ------
+
+
+class Pairs(list):
+    """An object as (key, value) pairs, duplicates kept (no dict can hold them)."""
+
+
+def _json(value) -> bytes:
+    if isinstance(value, Pairs):
+        return b"{" + b",".join(msgspec.json.encode(k) + b":" + _json(v) for k, v in value) + b"}"
+    if isinstance(value, list):
+        return b"[" + b",".join(_json(v) for v in value) + b"]"
+    return msgspec.json.encode(value)
+
+
+def _msgpack(value) -> bytes:
+    if isinstance(value, Pairs):
+        assert len(value) < 16
+        return bytes([0x80 | len(value)]) + b"".join(_msgpack(k) + _msgpack(v) for k, v in value)
+    if isinstance(value, list):
+        assert len(value) < 16
+        return bytes([0x90 | len(value)]) + b"".join(_msgpack(v) for v in value)
+    return msgspec.msgpack.encode(value)
+
+
+def _record(*pairs) -> Pairs:
+    return Pairs(pairs)
+
+
+GOOD = _record(("type", "Config"), ("resource_type", 4), ("resource_name", "c"), ("name", "n"), ("value", "v"))
+TYPE_TWICE = _record(("type", "NoOp"), ("type", "FeatureLevel"), ("name", "f"), ("feature_level", 1))
+NAME_TWICE = _record(
+    ("type", "Config"), ("resource_type", 4), ("resource_name", "c"), ("name", "a"), ("value", "1"), ("name", "b")
+)
+ESCAPED_TWICE = _record(
+    ("type", "Config"), ("resource_type", 4), ("resource_name", 'é"\\'), ("name", "a"), ("value", "1"), ("name", "b")
+)
+DUPLICATES = {  # request -> (index of the record at fault or None, the key)
+    "type": (Pairs([("producer", "p"), ("seq", 0), ("records", [TYPE_TWICE])]), 0, "type"),
+    "field-of-the-second": (Pairs([("producer", "p"), ("seq", 0), ("records", [GOOD, NAME_TWICE])]), 1, "name"),
+    "escaped": (Pairs([("producer", "p"), ("seq", 0), ("records", [GOOD, GOOD, ESCAPED_TWICE])]), 2, "name"),
+    "producer": (Pairs([("producer", "p"), ("seq", 0), ("producer", "q"), ("records", [GOOD])]), None, "producer"),
+    "seq": (Pairs([("seq", 0), ("records", [GOOD]), ("producer", "p"), ("seq", 1)]), None, "seq"),
+}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("max_record_bytes", [1_000_000, 100])  # records decoded with the body, or one by one
+def test_duplicate_keys_are_refused_with_the_clis_words(tmp_path, fast, max_record_bytes):
+    from kraftlake.records.codec import decode_line
+    from kraftlake.service.limits import Limits
+
+    path, client = served(tmp_path, fast=fast, commit_process=False, limits=Limits(max_record_bytes=max_record_bytes))
+    with client:
+        for name, (request, index, key) in DUPLICATES.items():
+            for kind, encode, label in (("json", _json, "JSON"), ("msgpack", _msgpack, "msgpack")):
+                body = encode(request)
+                r = client.post("/v1/records", content=body, headers={"content-type": f"application/{kind}"})
+                assert r.status_code == 400, (name, kind, r.text)
+                if index is None:
+                    assert r.json() == {"error": f"duplicate key {key!r} ({label} keeps only the last)", "field": key}
+                    continue
+                line = _json(dict(request)["records"][index])
+                with pytest.raises(RecordError) as cli:  # the CLI's words for the same record
+                    decode_line(line, line_no=index + 1)
+                assert r.json()["error"] == str(cli.value).replace("JSON", label), (name, kind)
+                assert (r.json()["index"], r.json()["field"]) == (index, key), (name, kind)
+        # Keys and colons inside strings are no duplicates, escaped or not.
+        tricky = _record(("type", "Config"), ("resource_type", 4), ("resource_name", '":x'), ("name", '"a":'))
+        tricky.append(("value", '\\":é'))
+        for seq, kind, encode in ((0, "json", _json), (1, "msgpack", _msgpack)):
+            body = encode(Pairs([("records", [GOOD, tricky]), ("producer", "p"), ("seq", seq)]))
+            r = client.post("/v1/records", content=body, headers={"content-type": f"application/{kind}"})
+            assert r.status_code == 200, (kind, r.text)
+    assert [(r.resource_name, r.name) for r in Log.open(path).read()] == [("c", "n"), ('":x', '"a":')] * 2
+
+
+_KEYS = st.sampled_from(["type", "name", "a", "é", 'q"', "x\\y", ":", '":'])
+_STRINGS = st.sampled_from(["", "v", '":', ":", '"a":', "\\", '\\":', "é", "{", "a\\u0022"])
+_VALUES = st.recursive(
+    st.none() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False, allow_infinity=False) | _STRINGS,
+    lambda inner: st.lists(st.tuples(_KEYS, inner), min_size=1, max_size=3).map(Pairs) | st.lists(inner, max_size=3),
+    max_leaves=8,
+)
+_RECORD = st.lists(st.tuples(_KEYS, _VALUES), min_size=1, max_size=4).map(Pairs)
+_OWN = st.lists(st.sampled_from(["producer", "seq", "records"]), min_size=1, max_size=4).filter(
+    lambda keys: "records" in keys
+)
+
+
+def _json_text(value, colon: str, escape) -> str:
+    """JSON text of ``value`` (``Pairs`` kept as written), strings written by ``escape``."""
+    if isinstance(value, Pairs):
+        return "{" + ",".join(f"{escape(k)}{colon}{_json_text(v, colon, escape)}" for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(v, colon, escape) for v in value) + "]"
+    return escape(value) if isinstance(value, str) else msgspec.json.encode(value).decode()
+
+
+def _escaper(style: str):
+    """Strings as JSON: as msgspec writes them, all ASCII, or quotes and colons as \\u escapes."""
+    if style != "masking":
+        return lambda s: json.dumps(s, ensure_ascii=style == "ascii")
+    table = {'"': "\\u0022", ":": "\\u003a", "\\": "\\\\"}
+    return lambda s: '"' + "".join(table.get(c, json.dumps(c)[1:-1]) for c in s) + '"'
+
+
+def _has_duplicate(value) -> bool:
+    if isinstance(value, Pairs):
+        keys = [k for k, _ in value]
+        return len(keys) != len(set(keys)) or any(_has_duplicate(v) for _, v in value)
+    return isinstance(value, list) and any(_has_duplicate(v) for v in value)
+
+
+@settings(max_examples=examples(100))  # pure CPU: no service, no log
+@given(
+    _OWN,
+    st.lists(_RECORD, min_size=1, max_size=4),
+    st.sampled_from([":", " :", ": "]),
+    st.sampled_from(["plain", "ascii", "masking"]),
+)
+def test_a_duplicate_is_found_exactly_when_a_body_holds_one(own_keys, records, colon, style):
+    """Whatever the escapes and spaces, the cheap checks and the walks together find a key twice
+    in a body exactly when some object of it holds one (JSON), or some map (msgpack)."""
+    from kraftlake.service.duplicates import json_duplicate, msgpack_duplicate_in
+
+    values = {"producer": "p", "seq": 3, "records": records}
+    request = Pairs([(k, values[k]) for k in own_keys])
+    expected = _has_duplicate(request)
+    for body, decode, find in (
+        (_json_text(request, colon, _escaper(style)).encode(), msgspec.json.decode, None),
+        (_msgpack(request), msgspec.msgpack.decode, msgpack_duplicate_in),
+    ):
+        kept = decode(body)
+        own = {k: kept[k] for k in ("producer", "seq") if k in kept} | {"records": None}
+        if find is None:
+            assert (json_duplicate(body, own, kept["records"]) is not None) == expected, body
+        else:
+            assert (find(body, len(own), kept["records"]) is not None) == expected, body
+            assert (find(body, len(own), None) is not None) == expected, body
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_an_arrow_streams_seq_is_a_json_integer(tmp_path, fast):
+    """``kraftlake.seq`` in an Arrow stream's metadata is read as a JSON body's seq is: what
+    Python's int() also takes (spaces, underscores, a plus sign, other scripts' digits) is 400."""
+    import pyarrow as pa
+
+    from kraftlake.records import from_builtins
+    from kraftlake.records.arrow import to_table
+
+    derived = ["offset", "ts_ms", "key", "producer", "producer_seq", "record"]
+    rows = to_table([from_builtins(config(0))], first_offset=0, ts_ms=1).drop_columns(derived)
+
+    def stream(seq: str) -> bytes:
+        table = rows.replace_schema_metadata({"kraftlake.producer": "p", "kraftlake.seq": seq})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    path, client = served(tmp_path, fast=fast, commit_process=False)
+    arrow = {"content-type": "application/vnd.apache.arrow.stream"}
+    with client:
+        for seq in (" 21", "21 ", "2_2", "+3", "٣", "021", "0x1", "", "1.0"):
+            r = client.post("/v1/records", content=stream(seq), headers=arrow)
+            assert r.status_code == 400 and r.json() == {
+                "error": "kraftlake.seq in the stream's metadata is not an integer",
+                "field": "seq",
+            }, (seq, r.text)
+        assert client.post("/v1/records", content=stream("-1"), headers=arrow).json()["error"] == "seq must be >= 0"
+        assert client.post("/v1/records", content=stream("21"), headers=arrow).status_code == 200
+    assert Log.open(path).producer_seq("p") == 21
+
+
+def test_a_record_that_is_no_object_does_not_hide_a_duplicate():
+    """A string or an array among the records has a length, and no keys: it makes up for no key
+    dropped elsewhere."""
+    from kraftlake.service.duplicates import json_duplicate
+
+    body = b'{"records":[{"a":1,"a":2},"x"]}'
+    assert json_duplicate(body, {"records": None}, [{"a": 2}, "x"]).field == "a"

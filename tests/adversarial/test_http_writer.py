@@ -62,3 +62,31 @@ def test_health_says_degraded_and_not_ready_while_the_writer_is_down(tmp_path, m
 
 def _die(*_args) -> None:
     os._exit(3)
+
+
+def test_a_service_whose_logs_history_is_gone_refuses_and_says_why(table_uri, request):
+    """``serve W``, two batches, every file of W deleted (on S3 the bucket made again), two more:
+    503 naming the missing commit, /healthz degraded and /readyz 503 saying why, nothing written
+    (issue 54, item 4)."""
+    from litestar.testing import TestClient
+
+    from kraftlake.service.app import create_app
+
+    from helpers.stores import files, wipe
+
+    Log.create(table_uri)
+    with TestClient(app=create_app(table_uri)) as client:
+        for seq in (0, 1):
+            r = client.post("/v1/records", json={"producer": "p", "seq": seq, "records": [config(seq)]})
+            assert r.status_code == 200, r.text
+        wipe(table_uri, request)
+        for seq in (2, 3):
+            r = client.post("/v1/records", json={"producer": "p", "seq": seq, "records": [config(seq)]})
+            assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+            assert "00000000000000000002.json, the version this writer builds on, is missing" in r.json()["error"]
+        health = client.get("/healthz").json()
+        assert health["status"] == "degraded" and health["writer"]["state"] == "refusing", health
+        assert "is missing: the log's history is gone" in health["writer"]["error"]
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and "the log's history is gone" in ready.json()["error"]
+    assert files(table_uri, request) == []

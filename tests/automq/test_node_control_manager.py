@@ -1,7 +1,12 @@
-"""AutoMQ's ``NodeControlManagerTest``, case by case. AutoMQ's test mocks
+"""AutoMQ's ``NodeControlManagerTest``, case by case, read at AutoMQ/automq f1ce98ec (the nightly
+after tag 1.7.3; the class last changed at 4596c269). All 3 methods are here. AutoMQ's test mocks
 ``NodeRuntimeInfoManager`` (whether a node has opening streams, its runtime state); kraftlake
-models the opening streams as real state, so the test opens a stream on the node instead, and the
-runtime state (fenced or active) is not in the log, so ``GetNodes`` does not answer it."""
+models the opening streams as real state, so the test opens a stream on the node instead. The
+runtime state (fenced, active, in controlled shutdown) is the active controller's heartbeat
+manager's, not in the log: ``GetNodes`` takes it with the command, as the mock hands it over.
+
+AutoMQ keeps its node registry in KVRecords (``__automq_node/<id>``), and so does kraftlake: the
+registry needs no record type of its own."""
 
 from __future__ import annotations
 
@@ -24,10 +29,12 @@ def test_testRegister():
     k.ok(c.RegisterNode(node_id=0, node_epoch=2, wal_config="wal2", tags=(("k1", "v2"),)))
     sid = k.create(0)
     k.open(sid, 0, 0)  # the node has an opening stream (AutoMQ's test mocks it)
-    nodes = k.ok(c.GetNodes(node_ids=(0, 1))).reply.nodes
-    assert [(n.node_id, n.node_epoch, n.wal_config, n.tags, n.has_opening_streams) for n in nodes] == [
-        (0, 2, "wal2", {"k1": "v2"}, True)
+    nodes = k.ok(c.GetNodes(node_ids=(0, 1), states=((0, "FENCED"),))).reply.nodes
+    assert [(n.node_id, n.node_epoch, n.wal_config, n.tags, n.has_opening_streams, n.state) for n in nodes] == [
+        (0, 2, "wal2", {"k1": "v2"}, True, "FENCED")
     ]
+    # A controller that is not active has no heartbeat manager: every state is UNKNOWN.
+    assert [n.state for n in k.ok(c.GetNodes()).reply.nodes] == ["UNKNOWN"]
 
 
 def test_testUnregister():

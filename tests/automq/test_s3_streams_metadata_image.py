@@ -25,6 +25,8 @@ from kraftlake.statemachine.s3stream.snapshot import image_records, load
 from kraftlake.statemachine.s3stream.view import StreamsView
 from kraftlake.statemachine.s3stream.workload import WorkloadConfig, generate
 
+from helpers.tiers import examples
+
 
 def _offsets(records):
     return [msgspec.structs.replace(r, offset=i) for i, r in enumerate(records)]
@@ -120,7 +122,7 @@ def test_testNodeWALUncommittedOffsetSnapshotCompletionRemovesAbsentEntries():
     assert {s: (u.start_offset, u.end_offset) for s, u in after.nodes[0].uncommitted.items()} == {1: (5, 10)}
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(seed=st.integers(0, 10_000), version=st.sampled_from([1, 3, 7]), cut=st.floats(0.05, 1.0))
 def test_testToImageAndBack(seed, version, cut):
     """Any state a simulated history reaches, written as records and loaded, has its state hash."""

@@ -1,10 +1,14 @@
 """What the HTTP-abuse tests (tests/adversarial/test_http_*) share: a record builder, a service
-over a fresh log, and waiting for a condition the service reports."""
+over a fresh log (a test client, or uvicorn on loopback in this process), and waiting for a
+condition the service reports."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from litestar.testing import TestClient
@@ -35,3 +39,23 @@ def eventually(check: Callable[[], object], what: str, attempts: int = 600, paus
             return value
         time.sleep(pause_s)
     raise AssertionError(f"never happened: {what}")
+
+
+@contextmanager
+def listening(app) -> Iterator[str]:
+    """``app`` served by uvicorn on a loopback port, on a thread of this process (no process to
+    start, and the test may patch what the service calls): its URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        eventually(lambda: server.started, "uvicorn started")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()

@@ -1,6 +1,13 @@
 """ClearElrRecord (apiKey 28, Kafka 4.0): its bytes, its JSON Lines and Arrow forms, and its replay
 (Kafka's ``ReplicationControlManager.replay(ClearElrRecord)``, ``removeTopicElrs``; the image side's
-``TopicsDeltaTest`` case replays a topic clear, then a clear of all)."""
+``TopicsDeltaTest`` case replays a topic clear, then a clear of all).
+
+``TopicsImageTest``'s ClearElr cases, read at apache/kafka tag 4.2.0-rc1 (6eef6636), on the
+reducer: Kafka 4.1 added testClearElrRecordOnNonExistingTopic and the two ``_ForDeletedTopics``
+cases (KAFKA-19383: a clear after a topic was deleted and created again applies to the new
+topic). Kafka's image is a delta replayed on a ``TopicsImage``; here the records are replayed on
+a view built from records. Where Kafka's PartitionRecords leave Replicas empty (their default),
+the partitions here have the replicas of the image's partition (0-3), which the clear ignores."""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from kraftlake.records import decode_line, encode_line
 from kraftlake.records.arrow import from_table, to_table
 from kraftlake.records.errors import ReplayError
 from kraftlake.records.kafka.metadata import MetadataDecoder, encode_value
-from kraftlake.records.kraft import ClearElr, FeatureLevel, Partition, Topic
+from kraftlake.records.kraft import ClearElr, FeatureLevel, Partition, RemoveTopic, Topic
 from kraftlake.statemachine.kraft import reducer
 from tests.helpers.kraft import uid
 
@@ -107,3 +114,67 @@ def test_a_log_takes_a_minus_one_last_known_elr_from_records_and_json_lines(tmp_
     log.append(records)  # Python records
     log.append(from_lines([encode_line(r) for r in records[3:]]), validated=True)  # JSON Lines, as the CLI does
     assert [r.last_known_elr for r in log.read() if isinstance(r, PartitionChange)] == [(-1,), (-1,)]
+
+
+FOO2, BAR2 = uid("foo-2"), uid("bar-2")
+
+
+def test_testClearElrRecordOnNonExistingTopic():
+    with pytest.raises(ReplayError, match="foo"):
+        reducer.replay([FeatureLevel(name="metadata.version", feature_level=23), ClearElr(topic_name="foo")])
+
+
+def test_testClearElrRecordForNonExistTopic():
+    with pytest.raises(ReplayError, match="non-exist"):
+        reducer.replay([ClearElr(topic_name="non-exist")])
+
+
+def _deleted_and_created_again(*clears: ClearElr):
+    """The ``_ForDeletedTopics`` cases: foo (image: replicas 0-3, leader 0) deleted and created
+    again with an ELR; bar created, deleted and created again with one; then ``clears``."""
+    image = [
+        FeatureLevel(name="metadata.version", feature_level=23),
+        Topic(name="foo", topic_id=FOO),
+        Partition(topic_id=FOO, partition_id=0, replicas=(0, 1, 2, 3), isr=(0, 1, 2, 3), leader=0),
+        Partition(topic_id=FOO, partition_id=0, replicas=(0, 1, 2, 3), isr=(1, 2, 3), leader=0),
+    ]
+    delta = [
+        RemoveTopic(topic_id=FOO),
+        Topic(name="foo", topic_id=FOO2),
+        Partition(
+            topic_id=FOO2,
+            partition_id=0,
+            replicas=(0, 1, 2, 3),
+            isr=(0, 1),
+            leader=-1,
+            eligible_leader_replicas=(2,),
+            last_known_elr=(3,),
+        ),
+        Topic(name="bar", topic_id=BAR),
+        Partition(topic_id=BAR, partition_id=0, replicas=(0, 1, 2, 3), isr=(1, 2, 3), leader=0),
+        RemoveTopic(topic_id=BAR),
+        Topic(name="bar", topic_id=BAR2),
+        Partition(
+            topic_id=BAR2,
+            partition_id=0,
+            replicas=(0, 1, 2, 3),
+            isr=(1,),
+            leader=0,
+            eligible_leader_replicas=(2,),
+            last_known_elr=(3,),
+        ),
+        *clears,
+    ]
+    view = reducer.replay([*image, *delta])
+    assert sorted(view.topics) == sorted((FOO2, BAR2)) and sorted(view.topic_ids) == ["bar", "foo"]
+    for topic in (FOO2, BAR2):
+        p = view.partition(topic, 0)
+        assert (p.eligible_leader_replicas, p.last_known_elr) == ((), ())
+
+
+def test_testClearElrRecords_All_ForDeletedTopics():
+    _deleted_and_created_again(ClearElr())
+
+
+def test_testClearElrRecords_Single_ForDeletedTopics():
+    _deleted_and_created_again(ClearElr(topic_name="foo"), ClearElr(topic_name="bar"))

@@ -1,8 +1,9 @@
 """Kafka's ``ClusterControlManagerTest`` (org.apache.kafka.controller), case by case: registration
 against the registration decider (``statemachine.kraft.brokers.register``), replay against the
 reducer, ``checkBrokerEpoch`` against the heartbeat decider's epoch check, placement against
-``CreateTopic``; the view and ``default_dir_provider`` for the rest. Of the class's 17 methods
-(its newest stored version), 14 are here; three cannot apply:
+``CreateTopic``; the view and ``default_dir_provider`` for the rest. Of the class's 19 methods
+(at apache/kafka tag 4.2.0-rc1, 6eef6636; 4.1 added the two DuplicateBrokerRegistration cases),
+16 are here; three cannot apply:
 
 - testRegistrationWithIncorrectClusterId: the cluster id is in meta.properties, not in the log,
   and kraftlake's RegisterBroker command carries none to compare.
@@ -36,7 +37,7 @@ from kraftlake.statemachine.kraft import reducer
 from kraftlake.statemachine.kraft.brokers import supported_features
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.directory_ids import sorted_dirs
-from kraftlake.statemachine.kraft.features import MV_4_1_IV1
+from kraftlake.statemachine.kraft.features import MV_4_1_IV1, MV_4_2_IV1
 from kraftlake.statemachine.kraft.replication import default_dir_provider
 from tests.helpers.kraft import uid
 
@@ -387,3 +388,54 @@ def test_a_new_incarnation_takes_a_new_epoch_after_a_clean_or_an_unclean_shutdow
     reg = ctl.view.brokers[1]
     assert reg.incarnation_id == uid("07OOcU7MQFeSmGAFPP2Zww") and not reg.in_controlled_shutdown
     assert reg.epoch == again.reply.broker_epoch > first
+
+
+def _register_again(ctl, broker: int, log_dir: str, incarnation: str, *, session_alive=None) -> c.Decision:
+    return ctl.handle(
+        c.RegisterBroker(
+            broker_id=broker,
+            incarnation_id=uid(incarnation),
+            log_dirs=(log_dir,),
+            features=(mv_range(7, MV_4_2_IV1),),
+            old_session_alive=session_alive,
+        )
+    )
+
+
+def test_testDuplicateBrokerRegistrationWithActiveOldBroker():
+    """While the old incarnation's session is valid a new one is refused; once it has expired the
+    new one registers. The session is the heartbeat manager's clock state: unless the command
+    says, an unfenced registration stands for a live session."""
+    ctl = controller(MV_4_2_IV1)  # LATEST_PRODUCTION at 4.2
+    ctl.append(
+        [RegisterBroker(broker_id=0, broker_epoch=100, incarnation_id=uid("old"), log_dirs=(DIRS[1],), fenced=False)]
+    )
+    assert ctl.view.brokers[0].fenced is False
+    # While the session is still valid for the old broker, a duplicate fails.
+    d = _register_again(ctl, 0, "TyNK6XSSQJaJc2q9uflNHg", "0H4fUu1xQEKXFYwB1aBjhg")
+    assert (d.records, d.reply.error_code) == ((), c.DUPLICATE_BROKER_REGISTRATION)
+    # Once it has expired, the new registration succeeds.
+    d = _register_again(ctl, 0, "TyNK6XSSQJaJc2q9uflNHg", "0H4fUu1xQEKXFYwB1aBjhg", session_alive=False)
+    assert d.reply.error_code == c.NONE and ctl.view.brokers[0].incarnation_id == uid("0H4fUu1xQEKXFYwB1aBjhg")
+
+
+def test_testDuplicateBrokerRegistrationWithInactiveBroker():
+    """A fenced broker has no session: a new incarnation registers. A broker in controlled
+    shutdown still heartbeats: a new incarnation is refused."""
+    ctl = controller(MV_4_2_IV1)
+    ctl.append(
+        [
+            RegisterBroker(broker_id=0, broker_epoch=100, incarnation_id=uid("b0"), log_dirs=(DIRS[1],), fenced=True),
+            RegisterBroker(
+                broker_id=1,
+                broker_epoch=200,
+                incarnation_id=uid("b1"),
+                log_dirs=("TyNK6XSSQJaJc2q9uflNHg",),
+                fenced=False,
+                in_controlled_shutdown=True,
+            ),
+        ]
+    )
+    assert _register_again(ctl, 0, DIRS[0], "0H4fUu1xQEKXFYwB1aBjhg").reply.error_code == c.NONE
+    d = _register_again(ctl, 1, "b66ybsWIQoygs01vdjH07A", "vZKYST0pSA2HO5x_6hoO2Q")
+    assert (d.records, d.reply.error_code) == ((), c.DUPLICATE_BROKER_REGISTRATION)

@@ -4,7 +4,10 @@ by case: each test is the Java method of the same name, at the metadata versions
 v2 = 4.0-IV1, where ELR is on), with the Java class's fixtures and uuids (FOO, BAR, BAZ,
 OFFLINE_*); the ELR cases use ids named after the test, which they never compare.
 
-All 31 methods of the class (trunk as stored, plus 4.1's KAFKA-19522 case) are here. Issue 34
+All 32 methods of the class as of apache/kafka tag 4.2.0-rc1 (6eef6636) are here: 4.1 added
+the KAFKA-19522 case (run for every election since 4.1.1) and, in 4.1.1 (4369d8e0, with its
+simpler ``maybeUpdateLastKnownLeader``), testEligibleLeaderReplicas_lastKnownElrShouldBePopulated
+WhenNoLeader. Issue 34
 item 8b (v0 changes to all-MIGRATING directories, KAFKA-16583, which Kafka tests through replay
 only) is ``test_testAddingReplicaReassignment_to_all_migrating_directories``. Kafka's
 ``triggerLeaderEpochBump*`` steps are internal to ``build()`` in kraftlake, so the bump cases
@@ -525,11 +528,26 @@ def test_testEligibleLeaderReplicas_ElectLastKnownLeaderShouldFail():
     assert b.build() is None
 
 
-def test_testEligibleLeaderReplicas_NotEligibleLastKnownLeader():
-    """KAFKA-19522 (Kafka 4.1): a last known leader that is not acceptable is not elected."""
-    p = registration((1, 2, 3, 4), (), -1, last_known_elr=(1,), directories=(MIGRATING,) * 4)
-    b = builder(p, lambda r: r != 1, 2, elr=True).set_target_isr(())
+@pytest.mark.parametrize("election", list(Election))
+def test_testEligibleLeaderReplicas_NotEligibleLastKnownLeader(election):
+    """KAFKA-19522 (Kafka 4.1): a last known leader that is not acceptable is not elected, by
+    any election (4.1 runs the case for each of them, with no replica acceptable)."""
+    dirs = tuple(uid(d) for d in ("zANDdMukTEqefOvHpmniMg", "Ui2Eq8rbRiuW7m7uiPTRyg", "MhgJOZrrTsKNcGM0XKK4aA"))
+    p = registration((1, 2, 3, 4), (), -1, last_known_elr=(1,), directories=(*dirs, uid("Y25PaCAmRfyGIKxAThhBAw")))
+    b = builder(p, lambda r: False, 2, elr=True).set_election(election).set_target_isr(())
+    # No change to the partition.
     assert b.build() is None
+
+
+def test_testEligibleLeaderReplicas_lastKnownElrShouldBePopulatedWhenNoLeader():
+    """Kafka 4.1: an election that finds no leader records the last leader as the last known
+    ELR, even when the ISR is not changed (the record has no ISR)."""
+    p = registration((1, 2, 3), (1,), 1, elr=(2,), directories=(UNASSIGNED,) * 3)
+    # No replica is acceptable as leader, so the election yields no leader.
+    b = builder(p, lambda r: False, 2)
+    built = b.build()
+    assert (built.leader, built.isr, built.last_known_elr) == (NO_LEADER, None, (1,))
+    assert merge(p, built).last_known_elr == (1,)
 
 
 @pytest.mark.parametrize("mv", [8, 11, 12, 17])  # 3.4-IV0, 3.5-IV2, 3.6-IV0, 3.7-IV2

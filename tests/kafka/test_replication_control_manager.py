@@ -1,16 +1,20 @@
-"""Kafka's ``ReplicationControlManagerTest`` (org.apache.kafka.controller, Kafka 4.0), case by case
-through kraftlake's controller: the deciders (``statemachine.kraft.decider``) and the reducer.
+"""Kafka's ``ReplicationControlManagerTest`` (org.apache.kafka.controller), case by case through
+kraftlake's controller: the deciders (``statemachine.kraft.decider``) and the reducer. First
+ported from Kafka 4.0; checked against tag 4.2.0-rc1 (6eef6636), whose 57 methods are 4.0's 54
+(unchanged but for the test context writing its metadata.version as a record) and three more:
+two from Kafka 4.1 (KIP-860), one from 4.2 (KAFKA-19350).
 
 Kafka's test context maps onto commands and records: ``registerBrokers`` onto RegisterBroker
 records (epoch = id + 100, one directory ``TESTBROKER<id>DIRAAAA`` each, fenced), ``unfenceBrokers``
 onto heartbeats, ``fenceBrokers`` onto heartbeats from every other broker and session expiries in
 broker order, ``inControlledShutdownBrokers`` onto a BrokerRegistrationChange v1 record,
 ``handleBrokerFenced`` onto a session expiry, ``alterTopicConfig`` onto AlterConfig,
-``handleBrokersUncleanShutdown`` onto ``brokers.shutdown_records(clean=False)``, CreateTopics /
-CreatePartitions / AlterPartitionReassignments (one topic or partition per command) onto
-CreateTopic / CreatePartitions / ReassignPartition, ``listPartitionReassignments`` onto a read of
-the view. Results Kafka computes without replaying them are decided with ``decide`` on the
-unchanged view. The default metadata.version is 4.0-IV3 (Kafka 4.0's ``latestTesting``).
+``handleBrokersShutdown`` onto ``brokers.shutdown_records``, CreateTopics / CreatePartitions /
+AlterPartitionReassignments (one topic or partition per command; its AllowReplicationFactorChange
+on each) onto CreateTopic / CreatePartitions / ReassignPartition, ``listPartitionReassignments``
+onto a read of the view. Results Kafka computes without replaying them are decided with
+``decide`` on the unchanged view. The default metadata.version is 4.0-IV3 (Kafka 4.0's
+``latestTesting``; 4.2's, 4.3-IV0, is unstable and beyond the levels kraftlake knows).
 
 Kafka's striped placer with its mock random chooses replica orders kraftlake's free-disk placement
 does not reproduce: placed partitions are checked for their broker set, ISR, leader and
@@ -52,11 +56,12 @@ from kraftlake.records import (
     TopicPartitions,
 )
 from kraftlake.records.errors import ReplayError
-from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, Config, FeatureLevel, Partition
+from kraftlake.records.kraft import LRS_RECOVERED, LRS_RECOVERING, ClearElr, Config, FeatureLevel, Partition
 from kraftlake.statemachine.kraft import commands as c
 from kraftlake.statemachine.kraft.brokers import shutdown_records
 from kraftlake.statemachine.kraft.controller import Controller
 from kraftlake.statemachine.kraft.decider import decide
+from kraftlake.statemachine.kraft.features import MV_4_2_IV1
 from kraftlake.statemachine.kraft.replication import default_dir_provider, effective_min_isr, elr_partitions
 from kraftlake.statemachine.kraft.topics import usable_brokers, validate_manual_assignment
 from tests.helpers.kraft import bootstrap, strip, uid
@@ -156,6 +161,10 @@ class Context:
 
     def unclean_shutdown(self, broker: int) -> None:
         self.ctl.append(shutdown_records(self.view, broker, clean=False))
+
+    def clean_shutdown(self, broker: int) -> None:
+        """Kafka's ``handleBrokersShutdown(true, broker)``."""
+        self.ctl.append(shutdown_records(self.view, broker, clean=True))
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -388,6 +397,42 @@ def test_testInvalidCreateTopicsWithValidateOnlyFlag():
         "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached"
         " because only 3 broker(s) are registered.",
     )
+
+
+def test_testCreateTopicsWithPolicyUnexpectedException():
+    """KAFKA-19350 (Kafka 4.2; read at tag 4.2.0-rc1, 6eef6636): a CreateTopicPolicy that throws
+    something other than PolicyViolationException no longer faults the controller; the topic is
+    answered with the exception's own error when Kafka knows its kind (InvalidTopicException:
+    INVALID_TOPIC_EXCEPTION), UNKNOWN_SERVER_ERROR otherwise, and nothing is written.
+
+    kraftlake runs no policy plugin (testCreateTopicsWithPolicy); ported as what the assertions
+    mean in its terms: every check the CreateTopic decider runs answers a failure for that topic,
+    with Kafka's code for its kind, writes nothing and leaves the controller as it was, deciding
+    the next request as usual. No check fails in a way Kafka has no code for, so there is no
+    UNKNOWN_SERVER_ERROR to port: such a failure would be an exception out of the decider, the
+    fault the change removed, and fails this test."""
+    ctx = Context(0, 1, 2)
+    ctx.create_placed_topic("taken", 1, 1)
+    before = ctx.view.state_hash()
+    refused = [
+        (c.CreateTopic(name="known_error", partitions=10_001, replication_factor=2), c.POLICY_VIOLATION),
+        (c.CreateTopic(name="known error", partitions=2, replication_factor=2), c.INVALID_TOPIC_EXCEPTION),
+        (c.CreateTopic(name="taken", partitions=2, replication_factor=2), c.TOPIC_ALREADY_EXISTS),
+        (c.CreateTopic(name="known_error", configs={"retention.ms": None}), c.INVALID_CONFIG),
+        (c.CreateTopic(name="known_error", assignments=((0, 1), (2, 3))), c.INVALID_REPLICA_ASSIGNMENT),
+        (c.CreateTopic(name="known_error", partitions=2, replication_factor=0), c.INVALID_REPLICATION_FACTOR),
+        (c.CreateTopic(name="known_error", partitions=0, replication_factor=2), c.INVALID_PARTITIONS),
+        (c.CreateTopic(name="blah_error", partitions=2, replication_factor=4), c.INVALID_REPLICATION_FACTOR),
+    ]
+    for cmd, code in refused:
+        d = ctx.ctl.handle(cmd)
+        assert (d.reply.error_code, d.records) == (code, ()), cmd
+        assert d.reply.message
+    assert ctx.view.state_hash() == before
+    # The controller goes on: the case's two topics, which nothing here refuses, are created.
+    for name in ("known_error", "blah_error"):
+        d = ctx.create_placed_topic(name, 2, 2)
+        assert ctx.view.topic_ids[name] == d.reply.topic_id
 
 
 def test_testCreateTopicWithCollisionChars():
@@ -818,6 +863,67 @@ def test_testReassignPartitionsHandlesNewReassignmentThatRemovesPreviouslyAdding
     assert ctx.list_reassignments() == {}
 
 
+def test_testAlterPartitionDisallowReplicationFactorChange():
+    """KIP-860 (Kafka 4.1; read at tag 4.2.0-rc1, 6eef6636): AlterPartitionReassignments with
+    AllowReplicationFactorChange false refuses a target whose size differs from the partition's
+    replication factor (during a running move: replicas + adding - removing) with
+    INVALID_REPLICATION_FACTOR, after the assignment's own checks; the reply echoes the flag.
+    Kafka's ALTER_PARTITION version parameter is unused by the case's body, and its
+    ``latestTesting`` (4.3-IV0, unstable) is beyond kraftlake's levels: 4.2-IV1, Kafka 4.2's
+    latest production level, stands for it (nothing here depends on the level)."""
+    ctx = Context(0, 1, 2, 3, mv=MV_4_2_IV1)
+    foo = ctx.create_test_topic("foo", (0, 1, 2), (0, 1, 2), (0, 1, 2))
+
+    def reassign(partition: int, target: tuple[int, ...]) -> c.Decision:
+        return decide(
+            ctx.view,
+            c.ReassignPartition(
+                topic_id=foo, partition_id=partition, target_replicas=target, allow_replication_factor_change=False
+            ),
+        )
+
+    decisions = [reassign(0, (1, 2, 3)), reassign(1, (0, 1)), reassign(2, (0, 1, 2, 3))]
+    assert [(d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) for d in decisions] == [
+        (c.NONE, None, False),
+        (c.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 2", False),
+        (c.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 4", False),
+    ]
+    assert [len(d.records) for d in decisions] == [1, 0, 0]
+    # Kafka's batch is atomic: the records of the whole request, partition 0's only.
+    ctx.ctl.append(decisions[0].records)
+    assert ctx.list_reassignments() == {("foo", 0): ((0,), (3,), (1, 2, 3, 0))}
+    # While the move runs, the replication factor is the target's: {1, 2, 3, 0} + {3} - {0}.
+    d = reassign(0, (0, 1))
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change, d.records) == (
+        c.INVALID_REPLICATION_FACTOR,
+        "The replication factor is changed from 3 to 2",
+        False,
+        (),
+    )
+    d = reassign(0, (0, 2, 3))
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) == (c.NONE, None, False)
+    assert len(d.records) == 1
+
+
+def test_testDisallowReplicationFactorChangeNoEffectWhenCancelAlterPartition():
+    """KIP-860 (read at tag 4.2.0-rc1, 6eef6636): a cancel (null replicas) with
+    AllowReplicationFactorChange false is not checked: [1, 2, 3, 0], on its way to three
+    replicas, goes back to [0, 1, 2]; the reply echoes the flag. As in
+    testAlterPartitionDisallowReplicationFactorChange, the version parameter is unused and
+    4.2-IV1 stands for ``latestTesting``."""
+    ctx = Context(0, 1, 2, 3, mv=MV_4_2_IV1)
+    foo = ctx.create_test_topic("foo", (0, 1, 2))
+    d = ctx.ctl.handle(c.ReassignPartition(topic_id=foo, partition_id=0, target_replicas=(1, 2, 3)))
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) == (c.NONE, None, True)
+    assert ctx.list_reassignments() == {("foo", 0): ((0,), (3,), (1, 2, 3, 0))}
+    d = ctx.ctl.handle(
+        c.ReassignPartition(topic_id=foo, partition_id=0, target_replicas=None, allow_replication_factor_change=False)
+    )
+    assert (d.reply.error_code, d.reply.message, d.reply.allow_replication_factor_change) == (c.NONE, None, False)
+    assert len(d.records) == 1
+    assert ctx.list_reassignments() == {}
+
+
 # -- elections ---------------------------------------------------------------------------------------
 
 
@@ -1171,6 +1277,62 @@ def test_testEligibleLeaderReplicas_UncleanShutdown():
     assert (p.eligible_leader_replicas, p.last_known_elr, p.isr, p.leader) == ((2,), (0,), (), -1)
 
 
+def test_testEligibleLeaderReplicas_ShrinkToEmptyIsr():
+    """Kafka 4.0 (read at tag 4.2.0-rc1, 6eef6636): the last ISR member's clean shutdown empties
+    the ISR; it joins the ELR and is the last known ELR."""
+    ctx = elr_context(0, 1, 2)
+    t = ctx.create_test_topic("foo", (0, 1, 2))
+    assert ctx.view.partition(t, 0).leader == 0
+    ctx.alter_topic_config("foo", "min.insync.replicas", "3")
+    ctx.fence_brokers(1, 2)
+    p = ctx.view.partition(t, 0)
+    assert (p.eligible_leader_replicas, p.last_known_elr) == ((1, 2), ())
+    ctx.clean_shutdown(0)
+    p = ctx.view.partition(t, 0)
+    assert (p.eligible_leader_replicas, p.last_known_elr, p.isr) == ((0, 1, 2), (0,), ())
+
+
+def static_min_isr_context(*brokers: int) -> Context:
+    """Kafka's ``setIsElrEnabled(true).setStaticConfig(min.insync.replicas, "2")``: the
+    controller's own config is not in the log; it stands as the cluster-level record Kafka 4.1's
+    activation writes from it when ELR is on."""
+    ctx = elr_context(*brokers)
+    ctx.ctl.append([Config(resource_type=4, resource_name="", name="min.insync.replicas", value="2")])
+    return ctx
+
+
+@pytest.mark.parametrize("cluster_level", [False, True])
+def test_testElrsRemovedOnMinIsrUpdate(cluster_level):
+    """Kafka 4.0 (read at tag 4.2.0-rc1, 6eef6636): setting ``min.insync.replicas`` clears the
+    ELRs it governs, the topic's or every topic's. Kafka's useLegacyAlterConfigs half writes the
+    same ConfigRecord and ClearElr here (foo has no other config; the cluster's only one is the one
+    set): kraftlake has the incremental request only, and both halves are this one."""
+    ctx = static_min_isr_context(1, 2, 3, 4)
+    foo = ctx.create_test_topic("foo", (1, 2, 4), (1, 3, 4))
+    bar = ctx.create_test_topic("bar", (1, 2, 4), (1, 3, 4))
+    ctx.fence_brokers(4)
+    ctx.fence_brokers(1)
+    assert ctx.view.partition(foo, 0).eligible_leader_replicas == (1,)
+    assert ctx.view.partition(bar, 0).eligible_leader_replicas == (1,)
+    resource = (4, "") if cluster_level else (2, "foo")
+    d = ctx.ctl.handle(
+        c.AlterConfig(resource_type=resource[0], resource_name=resource[1], name="min.insync.replicas", value="1")
+    )
+    assert d.reply.error_code == c.NONE
+    assert ctx.view.partition(foo, 0).eligible_leader_replicas == ()
+    assert ctx.view.partition(bar, 0).eligible_leader_replicas == (() if cluster_level else (1,))
+
+
+def test_testElrsRemovedShouldNotBumpPartitionEpochIfNoChange():
+    """Kafka 4.0 (read at tag 4.2.0-rc1, 6eef6636): a ClearElr over partitions with no ELR
+    changes none of them, not even its epoch."""
+    ctx = static_min_isr_context(1, 2, 3, 4)
+    foo = ctx.create_test_topic("foo", (1, 2, 4), (1, 3, 4))
+    before = ctx.view.partition(foo, 0)
+    ctx.ctl.append([ClearElr()])
+    assert ctx.view.partition(foo, 0).partition_epoch == before.partition_epoch
+
+
 @pytest.mark.parametrize("elect_all_partitions", [True, False])
 def test_testElectUncleanLeaders_WithoutElr(elect_all_partitions):
     ctx = Context(0, 1, 2, 3, 4, mv=MV_3_6_IV1)
@@ -1189,7 +1351,7 @@ def test_testElectUncleanLeaders_WithoutElr(elect_all_partitions):
         ("foo", 1, c.ELECTION_NOT_NEEDED),
         ("foo", 2, c.ELECTION_NOT_NEEDED),
     ]
-    assert list(d.reply.results) == expected
+    assert list(d.reply.results) == elect_leaders_response(expected, elect_all_partitions)
     # Broker 2 back: partition 0 can be led uncleanly; 2 rejoins partition 1's ISR, which must not
     # trigger a preferred election.
     ctx.unfence_brokers(2)
@@ -1198,7 +1360,14 @@ def test_testElectUncleanLeaders_WithoutElr(elect_all_partitions):
     [record] = d.records
     assert (record.partition_id, record.leader, record.isr) == (0, 2, (2,))
     assert [ctx.leader_and_isr(t, i) for i in range(3)] == [(2, (2,)), (4, (2, 4)), (0, (0,))]
-    assert list(d.reply.results) == [("foo", 0, c.NONE), *expected[1:]]
+    assert list(d.reply.results) == elect_leaders_response([("foo", 0, c.NONE), *expected[1:]], elect_all_partitions)
+
+
+def elect_leaders_response(results, elect_all_partitions: bool):
+    """Kafka's ``buildElectLeadersResponse`` (read at tag 4.2.0-rc1, 6eef6636): electing every
+    partition (no partitions named), the reply leaves out those whose result is
+    ELECTION_NOT_NEEDED, as ``ReplicationControlManager.electLeaders`` does."""
+    return [r for r in results if not elect_all_partitions or r[2] != c.ELECTION_NOT_NEEDED]
 
 
 def test_testPreferredElectionDoesNotTriggerUncleanElection():
@@ -1215,7 +1384,8 @@ def test_testPreferredElectionDoesNotTriggerUncleanElection():
 
 
 def test_every_case_of_kafkas_class_is_ported_or_listed():
-    """The class's 51 methods: each is a test here or a line of the module docstring."""
+    """The class's 57 methods at tag 4.2.0-rc1 (6eef6636): each is a test here or a line of the
+    module docstring."""
     kafka = {
         "testExcessiveNumberOfTopicsCannotBeCreated", "testExcessiveNumberOfTopicsCannotBeCreatedWithAssignments",
         "testCreateTopics", "testCreateTopicsWithMutationQuotaExceeded", "testCreateTopicsISRInvariants",
@@ -1241,8 +1411,16 @@ def test_every_case_of_kafkas_class_is_ported_or_listed():
         "testReassignPartitionsHandlesNewReassignmentThatRemovesPreviouslyAddingReplicas",
         "testDuplicateTopicIdReplay", "testHandleAssignReplicasToDirsFailsOnOlderMv",
         "testHandleAssignReplicasToDirs", "testHandleDirectoriesOffline",
+        # Kafka 4.0's ELR cases the first port missed:
+        "testEligibleLeaderReplicas_ShrinkToEmptyIsr", "testElrsRemovedOnMinIsrUpdate",
+        "testElrsRemovedShouldNotBumpPartitionEpochIfNoChange",
+        # Kafka 4.1 (KIP-860):
+        "testAlterPartitionDisallowReplicationFactorChange",
+        "testDisallowReplicationFactorChangeNoEffectWhenCancelAlterPartition",
+        # Kafka 4.2 (KAFKA-19350):
+        "testCreateTopicsWithPolicyUnexpectedException",
     }  # fmt: skip
-    assert len(kafka) == 51
+    assert len(kafka) == 57
     ported = {name[len("test_") :] for name in globals() if name.startswith("test_test")}
     listed = {m for m in kafka if re.search(rf"\b{m}\b", __doc__)}
     assert ported <= kafka
