@@ -10,7 +10,7 @@ flips follow from it), and the environment chooses them::
     KRAFTLAKE_BITFLIP_SEEDS=500 KRAFTLAKE_BITFLIP_FIRST=1000 \\
         .venv/bin/python -m pytest -q tests/adversarial/test_store_bitflips.py -m "not spark"
 
-``KRAFTLAKE_BITFLIP_SEEDS`` (default 12: a few seconds) is how many seeds, from
+``KRAFTLAKE_BITFLIP_SEEDS`` (default 12 in CI's tier, ~2 s; scaled by ``helpers.tiers``) is how many seeds, from
 ``KRAFTLAKE_BITFLIP_FIRST`` (default 0); Spark's sample is ``KRAFTLAKE_BITFLIP_SPARK_SEEDS``
 (default 1) from ``KRAFTLAKE_BITFLIP_SPARK_FIRST`` (default 1: a data file, which its executors
 check). A failure names the seed, the file, the byte and the bit.
@@ -40,10 +40,12 @@ from kraftlake.records import (
     iter_lines,
 )
 
+from helpers.tiers import rounds
+
 runner = CliRunner()
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 FIRST = int(os.environ.get("KRAFTLAKE_BITFLIP_FIRST", "0"))
-SEEDS = int(os.environ.get("KRAFTLAKE_BITFLIP_SEEDS", "12"))
+SEEDS = int(os.environ.get("KRAFTLAKE_BITFLIP_SEEDS", str(rounds(12))))
 SPARK_FIRST = int(os.environ.get("KRAFTLAKE_BITFLIP_SPARK_FIRST", "1"))
 SPARK_SEEDS = int(os.environ.get("KRAFTLAKE_BITFLIP_SPARK_SEEDS", "1"))
 REFUSED = (CorruptStoreError, LogNotFoundError, RecordError, ReplayError, TimeTravelError, UnsupportedLocationError)
