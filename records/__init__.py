@@ -22,6 +22,7 @@ from .errors import (
     LogError,
     LogExistsError,
     LogNotFoundError,
+    MaintenanceConflictError,
     RecordError,
     ReplayError,
     StorageError,

@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from deltalake import CommitProperties, Transaction
 from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
+from . import digests, log_checks
 from .arrow import LOG_SCHEMA, RECORD_COLUMN
 from .arrow_input import from_arrow
 from .base import Record, gc_paused
@@ -118,7 +120,13 @@ class AppendingMixin:
                 missing.append(f)
         if missing:
             fields = DeltaSchema.from_arrow(pa.schema(missing)).fields
-            self._dt.alter.add_columns(fields)
+            # The new schema's digest in the same commit (log_checks.SCHEMA_TXN): a reader in
+            # between never sees a schema without its own.
+            digest = log_checks.schema_digest(log_checks.evolved(self._dt.schema(), fields))
+            self._dt.alter.add_columns(
+                fields,
+                commit_properties=CommitProperties(app_transactions=[Transaction(log_checks.SCHEMA_TXN, digest)]),
+            )
             self.refresh()  # the schema change is a commit: appends go on after it
             log.info("log.schema_evolved", path=self.path, columns=[f.name for f in missing])
         self._schema_checked = True
@@ -227,13 +235,13 @@ class AppendingMixin:
 
     def commit_data_file(self, file: DataFile, first: int, records: int, batch_id: str) -> AppendResult:
         """Commit a data file already written into this local log's directory (``write_data_file``,
-        named ``part-<first, 20 digits>-<batch_id>.zstd.parquet``) holding rows ``first .. first +
+        named ``part-<first, 20 digits>-<batch_id>.crc32-<digest>.zstd.parquet``) holding rows ``first .. first +
         records - 1`` exactly as an append writes them: for bulk builders that make the rows column
         by column (``bench/tile.py``). The rows are not checked here. ``first`` must follow the
         log's last offset; a commit lost to another writer raises ``AppendConflictError``."""
         if self.location.local is None:
             raise ValueError("commit_data_file writes local logs only")
-        if file.path != f"part-{first:020d}-{batch_id}.zstd.parquet":
+        if not file.path.startswith(f"part-{first:020d}-{batch_id}.crc32-") or digests.expected(file.path) is None:
             raise ValueError(f"{file.path} is not the data file of offset {first} and batch {batch_id}")
         if not self._schema_checked:
             self._evolve_schema()

@@ -18,7 +18,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .delta_commit import DataFile, fsync_file
+from . import digests
+from .delta_commit import DataFile
 from .errors import CorruptStoreError
 from .location import Location, resolve
 
@@ -63,9 +64,10 @@ def _parquet_options(rows: pa.Table) -> dict[str, object]:
 
 
 def write_data_file(table: Location | str, rows: pa.Table, name: str) -> DataFile:
-    """``rows`` (in offset order) as the durable data file ``name`` of the table at ``table``,
-    with the statistics its ``add`` action carries. On an object store the file is one put (a
-    whole object or none)."""
+    """``rows`` (in offset order) as a durable data file of the table at ``table``, named
+    ``name`` with the digest of its bytes in it (``digests``: ``DataFile.path`` is the name
+    written), with the statistics its ``add`` action carries. On an object store the file is
+    one put (a whole object or none)."""
     where = resolve(table)
     n = rows.num_rows
     # A column null in every row (the struct of each record type the rows do not hold) is
@@ -75,16 +77,18 @@ def write_data_file(table: Location | str, rows: pa.Table, name: str) -> DataFil
     rows = rows.select([c for c in rows.column_names if rows.column(c).null_count < n])
     # Row groups carry offset statistics: a read of a range (the tail after a snapshot)
     # skips the groups outside it instead of decompressing the whole file.
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink, **_parquet_options(rows))
+    body = sink.getvalue()
+    name = digests.named(name, body)
     if where.local is not None:
         full = os.path.join(where.local, name)
-        pq.write_table(rows, full, **_parquet_options(rows))
-        fsync_file(full)
-        st = os.stat(full)
-        size, mtime_ms = st.st_size, int(st.st_mtime * 1000)
+        with open(full, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        size, mtime_ms = body.size, int(os.stat(full).st_mtime * 1000)
     else:
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink, **_parquet_options(rows))
-        body = sink.getvalue()
         where.write(name, body)
         size, mtime_ms = body.size, now_ms()
     offsets, ts = rows.column("offset"), rows.column("ts_ms")
@@ -101,10 +105,13 @@ def read_parquet(
     files: Sequence[str], schema: pa.Schema, *, filesystem: pafs.FileSystem | None = None, **to_table: object
 ) -> pa.Table:
     """``files`` (the log's data files, or a snapshot table's; on ``filesystem`` when not local)
-    read as one dataset with page checksums verified; a file that is missing, truncated or
+    read as one dataset, each file's bytes checked against the digest in its name before they
+    are used (``digests``) and page checksums verified; a file that is missing, truncated or
     damaged raises ``CorruptStoreError`` naming it."""
     try:
-        return ds.dataset(list(files), schema=schema, format=PARQUET, filesystem=filesystem).to_table(**to_table)
+        return checked_dataset(files, schema, filesystem).to_table(**to_table)
+    except CorruptStoreError:
+        raise
     except (OSError, pa.ArrowException) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         named = next((f for f in files if os.path.basename(f) in str(exc)), None)
@@ -116,12 +123,54 @@ def read_parquet(
         raise CorruptStoreError(f"{where} cannot be read: {text}", file=named) from exc
 
 
+def checked_dataset(files: Sequence[str], schema: pa.Schema, filesystem: pafs.FileSystem | None = None) -> ds.Dataset:
+    """A dataset of ``files`` with ``schema`` (page checksums verified on read): a file whose
+    name carries a digest is read whole first and checked (``CorruptStoreError`` naming it), and
+    the dataset reads those very bytes; a file without one is read where it lies."""
+    if not any(digests.expected(f) is not None for f in files):
+        return ds.dataset(list(files), schema=schema, format=PARQUET, filesystem=filesystem)
+    local = filesystem or pafs.LocalFileSystem()
+    bodies = _read_checked(files, filesystem)
+    fragments = [
+        PARQUET.make_fragment(f, local) if body is None else PARQUET.make_fragment(pa.BufferReader(body))
+        for f, body in zip(files, bodies)
+    ]
+    return ds.FileSystemDataset(fragments, schema, PARQUET)
+
+
+def _read_checked(files: Sequence[str], filesystem: pafs.FileSystem | None) -> list[bytes | None]:
+    """The checked bytes of each file that has a digest (None for the others); an object
+    store's are fetched a few at a time (each a request)."""
+
+    def one(f: str) -> bytes | None:
+        return None if digests.expected(f) is None else digests.read_checked(f, filesystem)
+
+    if filesystem is None or len(files) == 1:
+        return [one(f) for f in files]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+        return list(pool.map(one, files))
+
+
 def _unreadable(file: str, schema: pa.Schema, filesystem: pafs.FileSystem | None) -> bool:
     try:
-        ds.dataset([file], schema=schema, format=PARQUET, filesystem=filesystem).to_table()
-    except (OSError, pa.ArrowException):
+        checked_dataset([file], schema, filesystem).to_table()
+    except (OSError, pa.ArrowException, CorruptStoreError):
         return True
     return False
+
+
+def check_pages(file: str, filesystem: pafs.FileSystem | None = None) -> None:
+    """Read every page of ``file`` (a data file named without a digest) with its checksum
+    verified, for a reader that checks none itself (DuckDB); ``CorruptStoreError`` naming it."""
+    try:
+        source = file if filesystem is None else filesystem.open_input_file(file)
+        with pq.ParquetFile(source, page_checksum_verification=True) as pf:
+            for _ in pf.iter_batches(batch_size=65_536):
+                pass
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptStoreError(f"{os.path.basename(file)} cannot be read: {exc}", file=file) from exc
 
 
 def parquet_schema(file: str, filesystem: pafs.FileSystem | None = None) -> pa.Schema:

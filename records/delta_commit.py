@@ -39,6 +39,7 @@ from deltalake.exceptions import DeltaError
 from kraftlake.logging import get_logger
 
 from .location import Location, resolve
+from .log_checks import follows
 
 ENGINE = "kraftlake"
 _ENCODER = msgspec.json.Encoder()
@@ -57,16 +58,18 @@ class DataFile:
     """The ``add`` action's JSON statistics (numRecords, minValues, maxValues, nullCount)."""
 
 
-def listed(read: Callable[[], T]) -> T:
+def listed(read: Callable[[], T], attempts: int = 20) -> T:
     """``read`` (a delta-rs open or update), again when it listed the log directory while a writer
     was adding to it: a directory listed during additions may show a commit and miss the one
     before it (readdir promises nothing about entries added meanwhile), which delta-rs refuses as
-    a gap. A second listing sees both; the writers here commit hundreds of times a second."""
-    for attempt in range(20):
+    a gap. A second listing sees both; the writers here commit hundreds of times a second. An
+    object store's listing is consistent (a commit is put only after the one before it exists):
+    give it fewer ``attempts``, a real gap there costs a request each."""
+    for attempt in range(attempts):
         try:
             return read()
         except DeltaError as exc:
-            if "contiguous commit files" not in str(exc) or attempt == 19:
+            if "contiguous commit files" not in str(exc) or attempt == attempts - 1:
                 raise
             time.sleep(0.001 * (attempt + 1))
     raise AssertionError("unreachable")
@@ -253,7 +256,7 @@ class Upkeep:
 
 
 def appends_after(
-    table: Location | str, version: int, *, compactions: bool = True
+    table: Location | str, version: int, *, compactions: bool = True, last_offset: int | None = None
 ) -> tuple[int, dict[str, int]] | None:
     """Follow the log past ``version`` by reading the commit files that follow it, as long as
     they only append or compact (``commitInfo``, ``add``, ``txn``, and ``remove`` without a data
@@ -264,8 +267,13 @@ def appends_after(
     A writer that lost a version to another one needs only this to try again, a few reads of
     small files, where delta-rs lists the whole log directory; without it the losers of a race
     re-read for longer than the winners take to commit again, and keep losing. On an object store
-    each is one GET (the commits of delta-rs's writers included)."""
-    followed = commits_after(table, version, compactions=compactions)
+    each is one GET (the commits of delta-rs's writers included).
+
+    With ``last_offset`` (the log's at ``version``), each commit must also hold what
+    kraftlake's appends write (``log_checks.follows``): rows that continue at the next offset,
+    with the ``kraftlake.offset`` they end at; None otherwise (the caller's full read then says
+    what is wrong)."""
+    followed = commits_after(table, version, compactions=compactions, last_offset=last_offset)
     return None if followed is None else (followed.version, followed.txns)
 
 
@@ -282,7 +290,9 @@ class Followed:
     compaction's files (no data change) are not among them."""
 
 
-def commits_after(table: Location | str, version: int, *, compactions: bool = True) -> Followed | None:
+def commits_after(
+    table: Location | str, version: int, *, compactions: bool = True, last_offset: int | None = None
+) -> Followed | None:
     """``appends_after``, with the data files the appends added (a subscription reads just those)."""
     followed = Followed(version, {}, [])
     table = resolve(table)
@@ -291,6 +301,10 @@ def commits_after(table: Location | str, version: int, *, compactions: bool = Tr
         if body is None:
             followed.version = version
             return followed
+        if not body.strip():
+            return None  # an emptied commit: delta-rs's full read (and log_checks) say what is wrong
+        adds: list[dict] = []
+        txns: dict[str, int] = {}
         for line in body.splitlines():
             if not line.strip():
                 continue
@@ -301,13 +315,19 @@ def commits_after(table: Location | str, version: int, *, compactions: bool = Tr
             if not isinstance(action, dict):
                 return None
             if "txn" in action:
-                followed.txns[action["txn"]["appId"]] = action["txn"]["version"]
+                txns[action["txn"]["appId"]] = action["txn"]["version"]
             elif "add" in action:
                 if action["add"].get("dataChange", True):
+                    adds.append(action["add"])
                     followed.added.append(unquote(action["add"]["path"]))
             elif "remove" in action:
                 if not compactions or action["remove"].get("dataChange", True):
                     return None
             elif "commitInfo" not in action:
                 return None
+        if last_offset is not None:
+            last_offset = follows(adds, txns, last_offset)
+            if last_offset is None:
+                return None
+        followed.txns.update(txns)
         version += 1

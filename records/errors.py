@@ -8,6 +8,7 @@
       ├── ``LogNotFoundError``   no log at that path
       ├── ``LogExistsError``     ``init`` on a path that already holds a table
       ├── ``AppendConflictError`` gave up after too many concurrent commits won the race
+      ├── ``MaintenanceConflictError`` ``maintain`` gave up: appends kept committing first
       ├── ``TimeTravelError``    a version, timestamp or offset the log cannot resolve
       └── ``CorruptStoreError``  a file of the table is missing or damaged: names it and what is wrong
 """
@@ -112,6 +113,11 @@ class LogExistsError(LogError):
 
 class AppendConflictError(LogError):
     pass
+
+
+class MaintenanceConflictError(LogError):
+    """``maintain`` gave up a step that delta-rs commits (the vacuum) because appends kept
+    committing first; what landed before stays, nothing is lost."""
 
 
 class TimeTravelError(LogError):

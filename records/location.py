@@ -246,6 +246,29 @@ class Location:
         except FileNotFoundError:
             pass
 
+    def listing(self, rel: str) -> list[str]:
+        """The names of the table's files in its directory ``rel`` (``_delta_log``), sorted; one
+        listing (a few requests on an object store)."""
+        if self.local is not None:
+            try:
+                return sorted(os.listdir(os.path.join(self.local, rel)))
+            except FileNotFoundError:
+                return []
+        prefix = rel.rstrip("/") + "/"
+        if self._on_s3:
+            import obstore
+
+            with storage_errors(self):
+                return sorted(
+                    str(meta["path"]).rsplit("/", 1)[-1]
+                    for batch in obstore.list(self._object_store, prefix)
+                    for meta in batch
+                )
+        import pyarrow.fs as pafs
+
+        infos = self.filesystem.get_file_info(pafs.FileSelector(self.join(rel), allow_not_found=True))
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
+
     def missing(self, rels: list[str]) -> list[str]:
         """Those of the table's files ``rels`` that do not exist (one listing per call)."""
         if not rels:
@@ -456,7 +479,11 @@ def storage_cause(exc: BaseException) -> str:
         if any(n.lower() in text.lower() for n in needles):
             return cause
     first = " ".join(text.split())[:200]
-    return f"the object store failed: {first}"
+    return f"{UNKNOWN_CAUSE}: {first}"
+
+
+UNKNOWN_CAUSE = "the object store failed"
+"""How ``storage_cause`` begins when it recognises none of the store's failures."""
 
 
 class storage_errors:  # noqa: N801 - used as ``with storage_errors(location):``

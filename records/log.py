@@ -39,10 +39,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
-from . import store_commit
+from . import log_checks, store_commit
 from .appending import (
     KEY_FORMAT,
     KEY_FORMAT_TXN,
@@ -57,7 +58,7 @@ from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
 from .data_files import now_ms
 from .delta_commit import DataFile, Upkeep, appends_after, listed, put_if_absent
-from .errors import LogExistsError, StorageError
+from .errors import LogExistsError, StorageError, UnsupportedLocationError
 from .follow import Follower, FollowMixin
 from .history import Commit, HistoryMixin
 from .lineage import Lineage
@@ -98,6 +99,12 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         """The table's local path, or its URI on an object store."""
         self._loading: threading.Thread | None = None
         self._loading_lock = threading.Lock()
+        try:
+            log_checks.check_table(dt, self.location)  # what it appends to is a log, whole
+            self._legacy_keys = dt.transaction_version(KEY_FORMAT_TXN) != KEY_FORMAT
+            """Created before producer ids were escaped in their keys (``appending.producer_key``)."""
+        except DeltaError as exc:  # delta-rs reads app transactions lazily, and fails there
+            raise damaged_log(self.location, exc) from None
         self._dt = dt
         self._head = dt.version()
         """The newest version this object knows: ``_dt``'s, or a newer one it committed itself
@@ -106,8 +113,6 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         self._schema_checked = False
         configuration = dt.metadata().configuration
         self._checkpoint_interval = int(configuration.get("delta.checkpointInterval", "100"))
-        self._legacy_keys = dt.transaction_version(KEY_FORMAT_TXN) != KEY_FORMAT
-        """Created before producer ids were escaped in their keys (``appending.producer_key``)."""
         self._legacy_cache: dict[str, tuple[int, int, int, int] | None] = {}
         self._upkeep: Upkeep | None = None
         self._lineage = Lineage(self.location)
@@ -127,6 +132,8 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         delta-rs's ``storage_options``); ``LogExistsError`` if a table is already there,
         ``StorageError`` when the store cannot be used (nothing is created then)."""
         where = resolve(path, storage_options)
+        if where.local is not None:
+            _make_directory(where.local)
         with storage_errors(where):
             try:
                 DeltaTable(where.uri, storage_options=where.options)
@@ -143,7 +150,12 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
                 storage_options=where.options,
                 commit_properties=CommitProperties(
                     custom_metadata={"kraftlake.operation": "init"},
-                    app_transactions=[Transaction(KEY_FORMAT_TXN, KEY_FORMAT)],
+                    app_transactions=[
+                        Transaction(KEY_FORMAT_TXN, KEY_FORMAT),
+                        Transaction(
+                            log_checks.SCHEMA_TXN, log_checks.schema_digest(DeltaSchema.from_arrow(LOG_SCHEMA))
+                        ),
+                    ],
                 ),
             )
         log.info("log.created", path=where.uri, version=dt.version())
@@ -224,6 +236,11 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
                     listed(self._dt.update_incremental)
                 except DeltaError as exc:
                     raise damaged_log(self.location, exc) from None
+            if self._dt.version() != self._head:  # commits this object has not checked
+                try:
+                    log_checks.check_table(self._dt, self.location)
+                except DeltaError as exc:
+                    raise damaged_log(self.location, exc) from None
             self._head = self._dt.version()
             self._txn_cache = {}
 
@@ -232,7 +249,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         compaction): by reading the commit files that follow when they only append or compact
         (cheap), else by a full refresh."""
         with self._commit_lock:
-            followed = appends_after(self.location, self._head)
+            followed = appends_after(self.location, self._head, last_offset=self.last_offset)
             if followed is not None:
                 self._head, txns = followed
                 self._txn_cache.update(txns)
@@ -327,6 +344,23 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
     ) -> list[Record]:
         """Records of the latest version in ``[from_offset, to_offset]``, of the given types."""
         return self.at().records(from_offset, to_offset, types)
+
+
+def _make_directory(path: str) -> None:
+    """The directory of a new local log, made (with its parents) before delta-rs is asked to:
+    delta-rs's words for a path it cannot make are a traceback's (``init notlog/file`` under a
+    regular file ``notlog``)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        taken = path
+        while taken and not os.path.exists(taken):
+            taken = os.path.dirname(taken)
+        raise UnsupportedLocationError(
+            f"cannot create a log at {path}: {taken} is a file, not a directory (a log is a directory)"
+        ) from None
+    except OSError as exc:
+        raise StorageError(f"cannot create a log at {path}: {exc.strerror or exc}") from None
 
 
 def _load_quietly(dt: DeltaTable, version: int) -> None:

@@ -11,20 +11,21 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import unquote
 
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from . import digests, log_checks
 from .arrow import RECORD_COLUMN, column_name, from_table
 from .base import Record
 from .catalog import BY_NAME
-from .data_files import PARQUET, read_parquet
+from .data_files import PARQUET, check_pages, read_parquet
 from .delta_commit import listed
 from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
-from .location import Location, resolve, storage_errors
+from .location import UNKNOWN_CAUSE, Location, resolve, storage_cause, storage_errors
+from .log_checks import damaged_log
 
 OFFSET_TXN = "kraftlake.offset"
 
@@ -46,7 +47,22 @@ def open_table(location: str | Location, version: int | None = None) -> DeltaTab
         )
     try:
         with storage_errors(where):
-            return listed(lambda: DeltaTable(where.uri, version=version, storage_options=where.options))
+            try:
+                return listed(
+                    lambda: DeltaTable(where.uri, version=version, storage_options=where.options),
+                    attempts=20 if where.is_local else 2,
+                )
+            except DeltaError as exc:
+                # On an object store, delta-rs's words for a damaged _delta_log (a gap, a file
+                # that is not JSON) are a Rust debug dump: said here as on local disk. A store
+                # that cannot be used (no bucket, credentials, unreachable) stays a StorageError.
+                if (
+                    where.is_local
+                    or isinstance(exc, TableNotFoundError)
+                    or not storage_cause(exc).startswith(UNKNOWN_CAUSE)
+                ):
+                    raise
+                raise damaged_log(where, exc) from None
     except TableNotFoundError:
         if version is None:
             raise LogNotFoundError(f"no kraftlake log at {where.uri} (create one with `kraftlake init`)") from None
@@ -59,30 +75,11 @@ def open_table(location: str | Location, version: int | None = None) -> DeltaTab
         raise damaged_log(where, exc) from None
 
 
-def damaged_log(where: Location, exc: BaseException) -> CorruptStoreError:
-    """What is wrong with a ``_delta_log`` that delta-rs cannot read: the first commit file that
-    is missing (a gap in the versions), empty or not JSON; else delta-rs's own words."""
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    if where.local is None:  # an object store's listing costs requests: delta-rs's words name it
-        return CorruptStoreError(f"{where.uri}/_delta_log cannot be read: {first}", file=f"{where.uri}/_delta_log")
-    log_dir = os.path.join(where.local, "_delta_log")
-    versions = sorted(int(f[:20]) for f in os.listdir(log_dir) if f.endswith(".json") and f[:20].isdigit())
-    for a, b in zip(versions, versions[1:]):
-        if b != a + 1:
-            missing = os.path.join(log_dir, f"{a + 1:020d}.json")
-            return CorruptStoreError(f"{missing} is missing: the commits go from version {a} to {b}", file=missing)
-    for v in versions:
-        file = os.path.join(log_dir, f"{v:020d}.json")
-        with open(file, "rb") as f:
-            body = f.read()
-        lines = [line for line in body.splitlines() if line.strip()]
-        try:
-            actions = [msgspec.json.decode(line) for line in lines]
-        except msgspec.DecodeError as bad:
-            return CorruptStoreError(f"{file} is not a Delta commit: {bad}", file=file)
-        if not actions or not all(isinstance(a, dict) for a in actions):
-            return CorruptStoreError(f"{file} is not a Delta commit: it holds no actions", file=file)
-    return CorruptStoreError(f"{log_dir} cannot be read: {first}", file=log_dir)
+def _stat(actions: pa.Table, side: str, n: int) -> list[int | None]:
+    """The ``add`` actions' ``min``/``max`` statistics of ``offset`` (None where there are none)."""
+    if side not in actions.column_names or "offset" not in [f.name for f in actions.column(side).type]:
+        return [None] * n
+    return pc.struct_field(actions.column(side), "offset").to_pylist()
 
 
 class LogSnapshot:
@@ -93,7 +90,10 @@ class LogSnapshot:
         self.location = location if location is not None else resolve(dt.table_uri)
         """Where the table is: its files are read through ``location.filesystem``."""
         self.version: int = dt.version()
-        stored = dt.transaction_version(OFFSET_TXN)
+        try:
+            stored = dt.transaction_version(OFFSET_TXN)  # delta-rs reads the app transactions here
+        except DeltaError as exc:
+            raise damaged_log(self.location, exc) from None
         last = -1 if stored is None else stored
         self.last_offset: int = last if to_offset is None else min(last, to_offset)
         protocol = dt.protocol()
@@ -102,6 +102,10 @@ class LogSnapshot:
                 "this table uses Delta reader features or partition columns that kraftlake's"
                 f" file-list reader does not support: {protocol.reader_features}"
             )
+        log_checks.check_kind(dt, self.location)
+        self._actions = pa.table(dt.get_add_actions(flatten=False))
+        """The version's ``add`` actions: its files, their sizes and statistics."""
+        log_checks.check_files(self._actions, last, self.version, self.location)
 
     @property
     def table_id(self) -> str:
@@ -123,15 +127,56 @@ class LogSnapshot:
         """The snapshot's rows as a ``pyarrow.dataset`` over exactly its Parquet files, read
         through ``pyarrow.fs`` with the log's storage options (any engine that scans Arrow
         datasets, DuckDB's included, reads it where it lies). Rows are not cut at ``last_offset``
-        nor sorted: filter on ``offset`` for that."""
+        nor sorted: filter on ``offset`` for that. Each file is checked against the digest in its
+        name first (read once, a piece at a time: ``CorruptStoreError`` naming a damaged one),
+        and page checksums are verified as the dataset is read."""
         schema = arrow_schema(self._dt)
         if columns is not None:
             schema = pa.schema([schema.field(c) for c in columns])
-        return self._dataset([p for p, _, _ in self._file_ranges()], schema)
-
-    def _dataset(self, files: list[str], schema: pa.Schema) -> ds.Dataset:
+        files = self._paths()
         fs = None if self.location.is_local else self.location.filesystem
+        self.verify(files)
         return ds.dataset(files, schema=schema, format=PARQUET, filesystem=fs)
+
+    def verify(self, files: Sequence[str] | None = None, *, pages: bool = False) -> int:
+        """Check the snapshot's data files (or ``files`` of them) against the digests in their
+        names, reading each once (with ``pages``, a file without one by reading its pages with
+        their checksums): how many had a digest. ``CorruptStoreError`` names a damaged file, or
+        one the store lost."""
+        fs = None if self.location.is_local else self.location.filesystem
+        checked = 0
+        for f in self._paths() if files is None else files:
+            try:
+                if digests.verify(f, fs):
+                    checked += 1
+                elif pages:
+                    check_pages(f, fs)
+            except FileNotFoundError:
+                raise self._missing(f) from None
+            except OSError as exc:
+                if "NoSuchKey" in str(exc) or "does not exist" in str(exc):
+                    raise self._missing(f) from None
+                raise CorruptStoreError(f"{os.path.basename(f)} cannot be read: {exc}", file=f) from exc
+        return checked
+
+    def local_copies(self, directory: str) -> list[str]:
+        """The snapshot's data files copied into the local ``directory`` (same names), each
+        checked against the digest in its name as it is copied: the local paths, in ``files``'
+        order. For an engine that reads local files only, of a log on an object store."""
+        copies = []
+        fs = None if self.location.is_local else self.location.filesystem
+        for f in self._paths():
+            dest = os.path.join(directory, os.path.basename(f))
+            try:
+                digests.copy_checked(f, fs, dest)
+            except FileNotFoundError:
+                raise self._missing(f) from None
+            except OSError as exc:
+                if "NoSuchKey" in str(exc) or "does not exist" in str(exc):
+                    raise self._missing(f) from None
+                raise CorruptStoreError(f"{os.path.basename(f)} cannot be read: {exc}", file=f) from exc
+            copies.append(dest)
+        return copies
 
     def _read(self, files: list[str], schema: pa.Schema, where: ds.Expression | None) -> pa.Table:
         """``files``' rows matching ``where``, page checksums verified. A file gone is a
@@ -151,12 +196,14 @@ class LogSnapshot:
                 raise self._missing(exc.file or files[0]) from None
             raise
 
+    def _paths(self) -> list[str]:
+        """The snapshot's data files as paths of ``location.filesystem`` (local: ``files()``)."""
+        return [p for p, _, _ in self._file_ranges()]
+
     def _file_ranges(self) -> list[tuple[str, int | None, int | None]]:
-        actions = pa.table(self._dt.get_add_actions(flatten=True))
+        actions = self._actions
         paths = actions.column("path").to_pylist()
-        cols = actions.column_names
-        lo = actions.column("min.offset").to_pylist() if "min.offset" in cols else [None] * len(paths)
-        hi = actions.column("max.offset").to_pylist() if "max.offset" in cols else [None] * len(paths)
+        lo, hi = (_stat(actions, side, len(paths)) for side in ("min", "max"))
         join = self.location.join
         return [(join(p), a, b) for p, a, b in zip(paths, lo, hi)]
 

@@ -31,10 +31,11 @@ import os
 import re
 from datetime import datetime
 from functools import lru_cache
+from urllib.parse import unquote
 
 from kraftlake.logging import get_logger
-from kraftlake.records import Log
-from kraftlake.records.errors import LogError, TimeTravelError
+from kraftlake.records import Log, digests
+from kraftlake.records.errors import CorruptStoreError, LogError, TimeTravelError
 
 log = get_logger(__name__)
 
@@ -59,6 +60,89 @@ def _has_class(_app: str, spark, name: str) -> bool:
         return True
     except Exception:  # py4j wraps ClassNotFoundException
         return False
+
+
+VERIFY_PAGES = {"parquet.page.verify-checksum.enabled": "true"}
+"""parquet-mr's option (``ParquetInputFormat.PAGE_VERIFY_CHECKSUM_ENABLED``, off by default):
+executors check each page's CRC as they read it. A read option reaches the Hadoop configuration
+of that read's tasks, on a caller's session and on Spark Connect alike."""
+
+
+def verify_files(spark, files: list[str]) -> int:
+    """Check the data files ``files`` (a snapshot's, as delta-rs names them) against the digests
+    in their names (``records.digests``) on the executors, where Spark will read them: Spark
+    SQL's ``crc32`` of each file's bytes (``binaryFile``; no Python there), only the digests
+    come back. How many were checked; ``CorruptStoreError`` naming the first damaged (or lost)
+    one. Files named without a digest are left to the page checksums (``VERIFY_PAGES``)."""
+    from pyspark.sql import functions as F
+
+    seen = _verified(spark)
+    want = {os.path.basename(f): (f, digests.expected(f)) for f in files}
+    want = {name: v for name, v in want.items() if v[1] is not None and name not in seen}
+    if not want:
+        return 0
+    uris = [spark_uri(f) for f, _ in want.values()]
+    try:
+        rows = (
+            spark.read.format("binaryFile")
+            .load(uris)
+            .select("path", "length", F.crc32("content").alias("crc"))
+            .collect()
+        )
+    except Exception as exc:  # py4j's and Spark Connect's errors: a file gone, unreadable
+        text = str(exc)
+        named = next((f for name, (f, _) in want.items() if name in text), None)
+        if named is None:
+            raise
+        raise CorruptStoreError(
+            f"{os.path.basename(named)} cannot be read: {text.splitlines()[0]}", file=named
+        ) from exc
+    got = {os.path.basename(unquote(r["path"])): (r["crc"], r["length"]) for r in rows}
+    for name, (f, crc) in sorted(want.items()):
+        if name not in got:
+            raise CorruptStoreError(f"{name} is missing: the snapshot refers to it (the store lost it)", file=f)
+        have, size = got[name]
+        if have != crc:
+            raise CorruptStoreError(
+                f"{name} is damaged: its {size} bytes have the CRC-32 {have:08x}, its name says {crc:08x}"
+                " (the store changed or truncated the file)",
+                file=f,
+            )
+    seen.update(want)
+    return len(want)
+
+
+def _verified(spark) -> set[str]:
+    """The data files this session already checked (by name, which holds the file's batch id
+    and digest: a file is never rewritten under its name). A notebook reading version after
+    version checks each file once, not once per read (a job each: ~0.5 s on local[2]); Spark's
+    page checksums still verify every read."""
+    seen = getattr(spark, "_kraftlake_verified", None)
+    if seen is None:
+        seen = set()
+        try:
+            spark._kraftlake_verified = seen
+        except AttributeError:  # a session class that takes no attributes: check every time
+            pass
+    return seen
+
+
+_FAILED_READ = re.compile(r"error while reading file (\S+?)\.?\s")
+
+
+def damaged_read(exc: BaseException) -> CorruptStoreError | None:
+    """The ``CorruptStoreError`` naming the file of a Spark job that failed reading a damaged
+    data file (parquet-mr's page checksums, ``VERIFY_PAGES``, or a file it cannot decode:
+    Spark's ``FAILED_READ_FILE``); None for any other failure."""
+    text = str(exc)
+    match = _FAILED_READ.search(text)
+    if match is None:
+        return None
+    uri = match.group(1)
+    cause = next((line.strip() for line in text.splitlines() if line.startswith("Caused by:")), "")
+    cause = cause.removeprefix("Caused by:").strip() or "Spark could not read it"
+    name = os.path.basename(unquote(uri))
+    return CorruptStoreError(f"{name} cannot be read: {cause}", file=uri)
 
 
 def spark_schema(log_: Log):
@@ -110,26 +194,31 @@ def read_log(
             "reader='delta' needs the Delta Spark connector on the classpath (delta-spark's JARs);"
             " this session has none: use reader='files' or 'auto'"
         )
+    snap = opened.at(version=version, timestamp=timestamp)
+    missing = [f for f in snap.files() if not os.path.exists(f)] if snap.location.is_local else []
+    if missing:
+        raise TimeTravelError(
+            f"version {snap.version} refers to {os.path.basename(missing[0])}, which was vacuumed;"
+            " read the latest version cut at an offset instead"
+        )
+    verify_files(spark, snap.files())
     if reader == "delta" or (reader == "auto" and connector):
-        df = spark.read.format("delta")
+        df = spark.read.format("delta").options(**VERIFY_PAGES)
         if version is not None:
             df = df.option("versionAsOf", version)
         elif timestamp is not None:
             df = df.option("timestampAsOf", str(timestamp))
         df = df.load(spark_uri(opened.path))
-        last = opened.at(version=version, timestamp=timestamp).last_offset
+        last = snap.last_offset
     else:
-        snap = opened.at(version=version, timestamp=timestamp)
         files = [spark_uri(f) for f in snap.files()]
-        missing = [f for f in snap.files() if not os.path.exists(f)] if snap.location.is_local else []
-        if missing:
-            raise TimeTravelError(
-                f"version {snap.version} refers to {os.path.basename(missing[0])}, which was vacuumed;"
-                " read the latest version cut at an offset instead"
-            )
         last = snap.last_offset
         schema = spark_schema(opened)
-        df = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+        df = (
+            spark.read.schema(schema).options(**VERIFY_PAGES).parquet(*files)
+            if files
+            else spark.createDataFrame([], schema)
+        )
         log.debug("spark.read_log", reader="files", files=len(files), version=snap.version)
     hi = last if to_offset is None else min(to_offset, last)
     return df.where(F.col("offset") <= F.lit(hi))

@@ -58,6 +58,9 @@ def session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
+        # parquet-mr checks no page checksum unless asked: every Parquet read of this session
+        # checks them (the log's reads ask for it themselves too, on any session: spark.read).
+        .config("spark.hadoop.parquet.page.verify-checksum.enabled", "true")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
         # Python workers start with `python -m`, which puts the working directory first on
         # sys.path: run from a kraftlake checkout, its kraftlake/ folder (the facade alone) would

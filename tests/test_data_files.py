@@ -25,8 +25,8 @@ def _rows(n: int) -> pa.Table:
 def test_every_row_group_carries_offset_and_time_statistics(tmp_path, monkeypatch):
     monkeypatch.setattr(data_files, "ROW_GROUP_ROWS", 1_000)
     rows = _rows(3_500)
-    write_data_file(str(tmp_path), rows, "part.parquet")
-    meta = pq.ParquetFile(tmp_path / "part.parquet").metadata
+    written = tmp_path / write_data_file(str(tmp_path), rows, "part.parquet").path
+    meta = pq.ParquetFile(written).metadata
     assert meta.num_row_groups == 4
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
@@ -38,12 +38,12 @@ def test_every_row_group_carries_offset_and_time_statistics(tmp_path, monkeypatc
         assert (ts.min, ts.max) == (1_000 + first // 7, 1_000 + (first + count - 1) // 7)
         # the other columns' statistics are not written (nothing reads them)
         assert {name for name, c in by_name.items() if c.is_stats_set} == set(STATISTICS_COLUMNS)
-    assert pq.read_table(tmp_path / "part.parquet").equals(rows)
+    assert pq.read_table(written).equals(rows)
 
 
 def test_a_range_read_skips_the_row_groups_outside_it(tmp_path, monkeypatch):
     monkeypatch.setattr(data_files, "ROW_GROUP_ROWS", 1_000)
-    write_data_file(str(tmp_path), _rows(3_500), "part.parquet")
-    (fragment,) = ds.dataset(str(tmp_path / "part.parquet"), format="parquet").get_fragments()
+    written = write_data_file(str(tmp_path), _rows(3_500), "part.parquet").path
+    (fragment,) = ds.dataset(str(tmp_path / written), format="parquet").get_fragments()
     kept = fragment.split_by_row_group(filter=ds.field("offset") >= 3_200)
     assert [g.id for f in kept for g in f.row_groups] == [3]

@@ -257,6 +257,31 @@ def test_cli_follow_until_idle(tmp_path, reference):
     assert "followed" in result.stderr
 
 
+IMPOSSIBLE_TAILS = {
+    "a tail of zeros": lambda: bytes(4096),
+    "a length of 10": lambda: (0).to_bytes(8, "big") + (10).to_bytes(4, "big") + bytes(100),
+    "a length of 2^31-1": lambda: (0).to_bytes(8, "big") + (2**31 - 1).to_bytes(4, "big") + bytes(100),
+}
+
+
+@pytest.mark.parametrize("tail", sorted(IMPOSSIBLE_TAILS))
+def test_an_impossible_batch_header_stops_the_follower_naming_it(tmp_path, raw, tail):
+    """Issue 54, item 9: after the whole batches, a header no batch can have is not a batch still
+    being written: the follower said nothing and exited 0 at --until-idle-ms; it names it, with
+    exit code 2, as the one-shot import does (tests/adversarial/test_import_kafka_rules.py)."""
+    root, part = _live(tmp_path)
+    whole = b"".join(d for _, d in raw[:50])
+    _write(part / segment_name(0), whole + IMPOSSIBLE_TAILS[tail]())
+    result = runner.invoke(
+        app,
+        ["import-kafka", str(root), str(tmp_path / "log"), "--follow", "--settle-ms", "0", "--until-idle-ms", "100"],
+    )
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert f"{segment_name(0)} at byte {len(whole)}: impossible batch header" in result.stderr, result.stderr
+    one_shot = runner.invoke(app, ["import-kafka", str(root), str(tmp_path / "once")])
+    assert one_shot.exit_code == 2 and "impossible batch header" in one_shot.stderr, one_shot.output
+
+
 # -- Kafka's own cases ---------------------------------------------------------------------------
 
 

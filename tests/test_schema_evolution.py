@@ -15,6 +15,7 @@ from kraftlake.records import (
 )
 from kraftlake.records.arrow import RECORD_COLUMN, log_schema, to_table
 from kraftlake.records.log import OFFSET_TXN, TABLE_PROPERTIES
+from kraftlake.records.log_checks import SCHEMA_TXN, schema_digest
 
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 INC = "yHzNFVl5RoS2TvJfCqg0lw"
@@ -34,7 +35,8 @@ def _older_schema() -> pa.Schema:
 def test_older_table_reads_and_evolves(tmp_path):
     path = str(tmp_path / "old")
     old = _older_schema()
-    DeltaTable.create(path, schema=old, configuration=TABLE_PROPERTIES)
+    # Named as Log.create has named every log since its first version (records.log_checks).
+    DeltaTable.create(path, schema=old, name="kraftlake", configuration=TABLE_PROPERTIES)
     rows = to_table(
         [RegisterBroker(broker_id=1, incarnation_id=INC, broker_epoch=7), Topic(name="t", topic_id=TOPIC)],
         first_offset=0,
@@ -68,3 +70,7 @@ def test_older_table_reads_and_evolves(tmp_path):
     assert after[3].fenced is False and after[3].log_dirs == (TOPIC,)
     names = pa.schema(DeltaTable(path).schema().to_arrow()).names
     assert "log_dir_failed" in names
+    # The evolved schema's digest landed with it (records.log_checks.SCHEMA_TXN), as delta-rs
+    # merged the struct column and added the new ones: readers check it.
+    dt = DeltaTable(path)
+    assert dt.transaction_version(SCHEMA_TXN) == schema_digest(dt.schema())

@@ -118,6 +118,7 @@ def on_spark(
     from kraftlake.cli.progress import spark_progress
     from kraftlake.spark import read_log, session
     from kraftlake.spark.audit import audit
+    from kraftlake.spark.read import damaged_read
     from kraftlake.spark.session import remote_session
 
     ours = SparkSession.getActiveSession() is None
@@ -131,7 +132,13 @@ def on_spark(
     try:
         with spark_progress(spark) as step:
             df = read_log(spark, log, version=version, timestamp=timestamp, to_offset=to_offset)
-            return audit(spark, df, config, step=step, scratch=scratch)
+            try:
+                return audit(spark, df, config, step=step, scratch=scratch)
+            except Exception as exc:  # an executor's read of a damaged file: exit 2 naming it
+                damaged = damaged_read(exc)
+                if damaged is None:
+                    raise
+                raise damaged from None
     finally:
         if ours:
             spark.stop()

@@ -84,11 +84,13 @@ def _serve(path: str, compact_after: int | None, conn: Any, storage_options: dic
     decoder = msgspec.msgpack.Decoder(_Group)
     encode = msgspec.msgpack.Encoder().encode
     try:
-        conn.send_bytes(encode(_Done(ready=(log.version, log.last_offset))))
+        if not _send(conn, encode(_Done(ready=(log.version, log.last_offset)))):
+            return
         while True:
             try:
                 message = conn.recv_bytes()
-            except EOFError:
+            except (EOFError, OSError):  # the parent is gone: its end closed, or reset (kill -9)
+                log_parent_gone("receiving")
                 return
             if not message:
                 return
@@ -100,9 +102,26 @@ def _serve(path: str, compact_after: int | None, conn: Any, storage_options: dic
             except Exception as exc:
                 store = isinstance(exc, (LogError, OSError))
                 reply = _Done(error=str(exc), kind=type(exc).__name__, store=store)
-            conn.send_bytes(encode(reply))
+            if not _send(conn, encode(reply)):
+                return  # the commit is made (or refused) whole: its retry is answered from the log
     finally:
         upkeep.close()
+
+
+def _send(conn: Any, data: bytes) -> bool:
+    """Send ``data`` to the parent; False when it is gone (a service killed with -9 leaves its
+    end of the pipe closed: BrokenPipeError, or ConnectionResetError), which ends the child
+    quietly instead of with a traceback on the service's stderr."""
+    try:
+        conn.send_bytes(data)
+    except OSError:
+        log_parent_gone("answering")
+        return False
+    return True
+
+
+def log_parent_gone(doing: str) -> None:
+    log.info("service.commit_process_parent_gone", doing=doing)
 
 
 class CommitProcess:

@@ -29,6 +29,37 @@ CRC_START = 21
 CONTROL_FLAG = 0x20
 TRANSACTIONAL_FLAG = 0x10
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+MAX_BATCH_SIZE = 8 * 1024 * 1024
+"""The largest batch a KRaft metadata log holds, its 12 bytes of offset and length included:
+``KafkaRaftClient.MAX_BATCH_SIZE_BYTES``, which ``KafkaMetadataLog.apply`` makes the log's
+``max.message.bytes`` (Kafka 3.9.0, dd5272687e); the accumulator never writes a larger one."""
+
+
+def impossible_length(data: bytes, pos: int) -> str | None:
+    """Why the batch header at ``pos`` cannot start a batch Kafka wrote, from its length field
+    alone, or None when it can (the batch may still be incomplete: a truncated tail, or one
+    still being written). Kafka's readers refuse a length below the smallest record overhead
+    (``ByteBufferLogInputStream.nextBatchSize``, ``FileLogInputStream.nextBatch``:
+    CorruptRecordException) and above the log's ``max.message.bytes``; for a v2 batch the
+    smallest is its 61-byte header (``DefaultRecordBatch.RECORD_BATCH_OVERHEAD``). Needs the
+    12 bytes of offset and length."""
+    length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+    if HEADER_SIZE - 12 <= length <= MAX_BATCH_SIZE - 12:
+        return None
+    rest = data[pos:]
+    if not rest.strip(b"\x00"):
+        return (
+            f"impossible batch header: the file ends in {len(rest)} zero bytes where a batch should start"
+            " (a zero-filled tail, not a batch Kafka wrote)"
+        )
+    limit = (
+        f"below a batch header's {HEADER_SIZE}"
+        if length < HEADER_SIZE - 12
+        else f"above the {MAX_BATCH_SIZE} a KRaft batch can hold"
+    )
+    return (
+        f"impossible batch header: its length field says {length} ({12 + length} bytes with offset and length), {limit}"
+    )
 
 
 class Batch:
@@ -152,12 +183,14 @@ def iter_batches(
     while pos < n:
         header = unpack(data, pos) if n - pos >= HEADER_SIZE else None
         size = 12 + header[1] if header is not None else 0
-        if header is None or header[1] < HEADER_SIZE - 12 or pos + size > n:
-            message = (
-                f"truncated batch: {n - pos} bytes left, a batch header is {HEADER_SIZE}"
-                if header is None
-                else f"truncated batch: its length says {size} bytes, {n - pos} are left"
-            )
+        impossible = impossible_length(data, pos) if n - pos >= 12 else None
+        if impossible is not None or header is None or pos + size > n:
+            if impossible is not None:
+                message = impossible
+            elif header is None:
+                message = f"truncated batch: {n - pos} bytes left, a batch header is {HEADER_SIZE}"
+            else:
+                message = f"truncated batch: its length says {size} bytes, {n - pos} are left"
             # The length cannot be trusted: without skip_corrupt, stop here; with it, go on at
             # the next valid batch, as Kafka's recovery scans, and say what was skipped.
             nxt = _next_batch(data, pos + 1, verify_crc) if skip_corrupt else None

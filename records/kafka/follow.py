@@ -32,7 +32,7 @@ from kraftlake.logging import get_logger
 from kraftlake.records.base import Record
 from kraftlake.records.errors import LogError
 
-from .batches import HEADER, HEADER_SIZE, Batch, iter_batches
+from .batches import HEADER, HEADER_SIZE, Batch, impossible_length, iter_batches
 from .errors import KafkaFormatError
 from .importer import CHUNK, ImportStats, batch_records, checkpoint_records, parse_source
 from .layout import MetadataDir, Segment, open_metadata_dir
@@ -268,6 +268,13 @@ class KafkaFollower:
                 batch.position += pos
                 n += self._take(batch, seg)
             self.cursor = (seg_base, pos + whole)
+            if len(data) - whole >= 12:
+                # A header whose length no batch can have is not one still being written (a
+                # write's bytes are visible once the file has grown over them): say so, as the
+                # one-shot import does, instead of waiting for the rest forever.
+                impossible = impossible_length(data, whole)
+                if impossible is not None:
+                    raise KafkaFormatError(impossible, file=str(seg.path), position=pos + whole)
             if whole < len(data) or not later:
                 return n  # a partly written batch: wait for the rest
             self.cursor = (later[0].base_offset, 0)
@@ -382,8 +389,10 @@ def _whole_prefix(data: bytes) -> int:
     """Bytes of ``data`` that are whole batches (a batch still being written is left out)."""
     pos, n = 0, len(data)
     while n - pos >= 12:
+        if impossible_length(data, pos) is not None:
+            break
         size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
-        if size < HEADER_SIZE or pos + size > n:
+        if pos + size > n:
             break
         pos += size
     return pos

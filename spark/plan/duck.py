@@ -1,5 +1,6 @@
-"""The plan on DuckDB, in this process: the log is the snapshot delta-rs resolves, scanned as an
-Arrow dataset (exactly its Parquet files, local or through ``pyarrow.fs`` for object storage:
+"""The plan on DuckDB, in this process: the log is the snapshot delta-rs resolves, exactly its
+Parquet files, checked first (``read_snapshot``: DuckDB checks no checksum itself) and scanned by
+DuckDB's reader (an object store's files copied into the spill directory as they are checked:
 DuckDB's own extensions cannot be downloaded here, and none is needed), on every core, spilling
 to a temporary directory when a query's state outgrows the memory limit."""
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from kraftlake.logging import get_logger
+from kraftlake.records import digests
 
 from .dialect import DIR_TYPE, DUCKDB
 
@@ -71,6 +73,8 @@ class DuckEngine:
 
         if temp_directory is None:
             _remove_orphaned_spills()
+        self._copies: str | None = None
+        """Where an object store's data files were copied to be scanned (``read_snapshot``)."""
         self._tmp = None if temp_directory is not None else tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
         spill = temp_directory if temp_directory is not None else self._tmp
         self.spill = str(spill)
@@ -103,24 +107,34 @@ class DuckEngine:
         every column of every file has the table's type and the columns the plan reads are in
         some file (14x the Arrow dataset's scan of a column on a 10^6-record log,
         bench/RESULTS.md); else through an Arrow dataset of the table's schema (a file written
-        before a column or struct field existed reads it as null)."""
-        from kraftlake.records.data_files import parquet_schema
+        before a column or struct field existed reads it as null).
+
+        DuckDB checks no page checksum: every file is checked before it scans them, against the
+        digest in its name (``records.digests``), or, for a file named without one, by reading
+        its pages with pyarrow's page checksums. An object store's files are copied into the
+        spill directory as they are checked (one read each), and scanned there."""
+        from kraftlake.records.data_files import check_pages, parquet_schema
 
         location = getattr(snap, "location", None)
-        if location is not None and not location.is_local:  # an object store: through pyarrow.fs
-            self.read(snap.dataset(), snap.last_offset)
-            return
-        files = snap.files()
+        if location is not None and not location.is_local:
+            self._copies = tempfile.mkdtemp(prefix="log-", dir=self.spill)
+            files = snap.local_copies(self._copies)
+        else:
+            files = snap.files()
+            snap.verify(files)  # CorruptStoreError naming a damaged file
+        for f in files:
+            if digests.expected(f) is None:
+                check_pages(f)
         table = {f.name: f.type for f in snap.schema()}
         seen: set[str] = set()
         for f in files:
             for field in parquet_schema(f):  # CorruptStoreError naming a damaged file
                 if table.get(field.name) != field.type:
-                    self.read(snapshot_dataset(snap), snap.last_offset)
+                    self.read(snapshot_dataset(snap, files), snap.last_offset)
                     return
                 seen.add(field.name)
         if not files or not PLAN_COLUMNS <= seen:
-            self.read(snapshot_dataset(snap), snap.last_offset)
+            self.read(snapshot_dataset(snap, files), snap.last_offset)
             return
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
         columns = ", ".join(f'"{c}"' for c in sorted(seen))
@@ -205,6 +219,8 @@ class DuckEngine:
         self._remove_tmp()
 
     def _remove_tmp(self) -> None:
+        if self._copies is not None:
+            shutil.rmtree(self._copies, ignore_errors=True)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -249,11 +265,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def snapshot_dataset(snap):
-    """A pyarrow dataset of a ``LogSnapshot``'s local Parquet files with the table's schema (files
-    written before a column existed read it as null), page checksums verified."""
+def snapshot_dataset(snap, files: list[str] | None = None):
+    """A pyarrow dataset of a ``LogSnapshot``'s local Parquet files (or their local copies
+    ``files``) with the table's schema (files written before a column existed read it as null),
+    page checksums verified."""
     import pyarrow.dataset as ds
 
     from kraftlake.records.data_files import PARQUET
 
-    return ds.dataset(snap.files(), schema=snap.schema(), format=PARQUET)
+    return ds.dataset(snap.files() if files is None else files, schema=snap.schema(), format=PARQUET)

@@ -106,7 +106,7 @@ def test_compaction_does_not_rewrite_a_damaged_file(new_log):
 
 
 def test_maintain_does_not_rewrite_a_damaged_file(new_log):
-    """``maintain`` compacts with delta-rs, which checks no page checksum: it checks them first."""
+    """``maintain`` checks every file before it compacts or vacuums anything."""
     from kraftlake.records import CorruptStoreError
 
     for _ in range(3):

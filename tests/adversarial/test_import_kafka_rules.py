@@ -78,3 +78,60 @@ def test_snapshot_epoch_is_the_epoch_of_its_last_offset():
     _check(batches, snapshots={5: 1, 10: 2})
     with pytest.raises(KafkaFormatError, match="snapshot ending at 8"):
         _check(batches, snapshots={8: 1})
+
+
+# -- batch lengths (issue 54, item 9): Kafka's readers, 3.9.0 (dd5272687e) -----------------------
+
+
+def _two_batches() -> tuple[bytes, int]:
+    """Two batches and where the second starts."""
+    first = encode_batch([(0, 15, None, b"1"), (1, 20, None, b"2")], base_offset=0, partition_leader_epoch=0)
+    second = encode_batch([(2, 30, None, b"3"), (3, 40, None, b"4")], base_offset=2, partition_leader_epoch=0)
+    return first + second, len(first)
+
+
+def _with_length(data: bytes, at: int, length: int) -> bytes:
+    return data[: at + 8] + length.to_bytes(4, "big", signed=True) + data[at + 12 :]
+
+
+@pytest.mark.parametrize("length", [9, 10, 0, -1, 48])
+def test_iteratorRaisesOnTooSmallRecords(length):
+    """ByteBufferLogInputStreamTest: the second batch's length set to 9, below the smallest
+    record overhead (CorruptRecordException); a v2 batch's smallest is its 61-byte header. The
+    import says the length is impossible, not that the batch is truncated."""
+    data, second = _two_batches()
+    data = _with_length(data, second, length)
+    batches = iter_batches(data, file="seg.log")
+    assert next(batches).base_offset == 0
+    with pytest.raises(
+        KafkaFormatError, match=f"seg.log at byte {second}: impossible batch header: its length field says {length} "
+    ) as exc:
+        next(batches)
+    assert "truncated" not in str(exc.value) and "below a batch header's 61" in str(exc.value)
+
+
+@pytest.mark.parametrize("length", [2**31 - 1, 8 * 1024 * 1024])
+def test_iteratorRaisesOnTooLargeRecords(length):
+    """ByteBufferLogInputStreamTest: a batch larger than the log's max.message.bytes
+    (CorruptRecordException); the metadata log's is KafkaRaftClient.MAX_BATCH_SIZE_BYTES, 8 MiB
+    with the 12 bytes of offset and length (KafkaMetadataLog.apply)."""
+    data, second = _two_batches()
+    with pytest.raises(KafkaFormatError, match="impossible batch header: .* above the 8388608 a KRaft batch can hold"):
+        list(iter_batches(_with_length(data, second, length), file="seg.log"))
+
+
+def test_testBatchIterationIncompleteBatch():
+    """FileLogInputStreamTest: the file cut 13 bytes short of the second batch's end. Kafka's
+    reader stops there (null); the import names it as what it is, a truncated batch."""
+    data, second = _two_batches()
+    batches = iter_batches(data[:-13], file="seg.log")
+    assert next(batches).base_offset == 0
+    with pytest.raises(KafkaFormatError, match=f"byte {second}: truncated batch: its length says"):
+        next(batches)
+
+
+def test_a_tail_of_zeros_is_named_as_zeros():
+    """A zero-filled tail (a file system's after a crash) has length 0 at every position."""
+    data, _ = _two_batches()
+    with pytest.raises(KafkaFormatError, match="impossible batch header: the file ends in 4096 zero bytes"):
+        list(iter_batches(data + bytes(4096), file="seg.log"))

@@ -147,13 +147,29 @@ def test_envelope_disagreeing_with_the_record_blob(store, tmp_path, column):
     table = table.set_column(
         table.schema.get_field_index(column), column, pa.array(values, table.schema.field(column).type)
     )
-    pq.write_table(table, f, compression="zstd", write_page_checksum=True)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", write_page_checksum=True)
+    _replace_data_file(path, f, sink.getvalue().to_pybytes())
     _refused(run("log", path), "column says")
     view = run("view", path, "--no-snapshots")  # reads only offset and record
     if column == "type":
         assert view.exit_code == 0 and view.stdout == store[1]
     else:
         _refused(view, "column says")
+
+
+def _replace_data_file(path: Path, f: Path, body: bytes) -> None:
+    """``f`` rewritten as ``body`` by a writer that gets it wrong but names it right: a new name
+    with the digest of ``body`` (``records.digests``), in the commit that added ``f``."""
+    from kraftlake.records import digests
+
+    new = f.parent / digests.named(f.name.split(".crc32-")[0] + ".zstd.parquet", body)
+    new.write_bytes(body)
+    f.unlink()
+    for commit in (path / "_delta_log").glob("*.json"):
+        text = commit.read_text()
+        if f.name in text:
+            commit.write_text(text.replace(f.name, new.name))
 
 
 def test_commit_damaged_under_an_open_log(tmp_path):
@@ -177,3 +193,63 @@ def test_a_jsonl_file_given_as_the_log_is_refused_by_name(tmp_path, command):
     assert result.exit_code == 2, result.output
     assert f"{FIXTURE} is a file, not a kraftlake log" in result.output
     assert "Traceback" not in result.output
+
+
+DAMAGES = {
+    "missing": f"{3:020d}.json is missing: the commits go from version 2 to 4",
+    "garbage": f"{3:020d}.json is not a Delta commit: JSON is malformed",
+    "emptied": f"{3:020d}.json is not a Delta commit: it holds no actions",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_commit_is_said_in_the_same_words_on_every_store(table_uri, damage):
+    """Issue 54, item 8: on S3 the same damage gave exit code 1 and delta-rs's Rust debug output
+    (``Kernel error: … ParsedLogPath { location: FileMeta { …``)."""
+    from kraftlake.records import NoOp
+    from kraftlake.records.location import resolve
+
+    log = Log.create(table_uri)
+    for _ in range(4):
+        log.append([NoOp()])
+    where, rel = resolve(table_uri), f"_delta_log/{3:020d}.json"
+    if damage == "missing":
+        where.delete(rel)
+    else:
+        where.write(rel, b"garbage{\n" if damage == "garbage" else b"")
+    for args in (("log",), ("view",), ("audit",), ("append", "-")):
+        result = runner.invoke(app, [args[0], table_uri, *args[1:]], input='{"type": "NoOp"}\n')
+        _refused(result, DAMAGES[damage])
+        assert "ParsedLogPath" not in result.output and "Kernel error" not in result.output, result.output
+
+
+def test_an_emptied_newest_commit_is_refused_not_read_as_a_shorter_log(tmp_path):
+    """delta-rs reads an emptied commit file as a commit that did nothing: the newest one
+    emptied, the log would end a batch early with every check passing."""
+    from kraftlake.records import NoOp
+
+    log = Log.create(tmp_path / "log")
+    for _ in range(2):
+        log.append([NoOp()])
+    newest = tmp_path / "log" / "_delta_log" / f"{2:020d}.json"
+    newest.write_bytes(b"")
+    for command in ("log", "view", "audit"):
+        _refused(run(command, tmp_path / "log"), f"{newest} is not a Delta commit: it holds no actions")
+
+
+def test_a_field_renamed_in_the_commit_that_sets_the_schema_is_refused(tmp_path):
+    """A flipped bit in ``schemaString`` renames a column or field (``recovery_delay_changed``
+    -> ``recovery_delayWchanged``): readers read it as another, null column. The digest of the
+    schema kraftlake wrote (``log_checks.SCHEMA_TXN``) no longer matches."""
+    from kraftlake.records import CorruptStoreError, NoOp
+
+    Log.create(tmp_path / "log").append([NoOp()])
+    first = tmp_path / "log" / "_delta_log" / f"{0:020d}.json"
+    body = first.read_bytes()
+    at = body.index(b"recovery_delay_changed", body.index(b'"metaData"')) + len("recovery_delay")
+    first.write_bytes(body[:at] + b"W" + body[at + 1 :])
+    with pytest.raises(CorruptStoreError, match="is not the one kraftlake wrote"):
+        Log.open(tmp_path / "log").at().table()
+    for args in (("log",), ("audit",), ("append", "-")):
+        result = runner.invoke(app, [args[0], str(tmp_path / "log"), *args[1:]], input='{"type": "NoOp"}\n')
+        _refused(result, "is not the one kraftlake wrote")
