@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from .errors import CorruptStoreError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.fs as pafs
 
 _DIGEST = re.compile(r"\.crc32-([0-9a-f]{8})(\.zstd)?\.parquet$")
@@ -75,15 +76,22 @@ def _compare(path: str, want: int, got: int, size: int) -> None:
         )
 
 
-def read_checked(path: str, filesystem: pafs.FileSystem | None = None) -> bytes:
+def read_checked(path: str, filesystem: pafs.FileSystem | None = None) -> pa.Buffer:
     """The bytes of the data file ``path`` (on ``filesystem``, else local), checked against its
-    name's digest when it has one. ``FileNotFoundError``/``OSError`` when it cannot be read."""
+    name's digest when it has one. ``FileNotFoundError``/``OSError`` when it cannot be read.
+
+    An Arrow buffer, not Python ``bytes``: a dataset over Python bytes lets its last reference
+    go on an Arrow worker thread, which must take the GIL to free them, and at interpreter exit
+    that thread is ended inside C++ (``std::terminate``, SIGABRT) if the scan's cleanup outlives
+    the main thread. Arrow's own memory is freed without the GIL."""
+    import pyarrow as pa
+
     if filesystem is None:
-        with open(path, "rb") as f:
-            body = f.read()
+        with pa.OSFile(path) as f:
+            body = f.read_buffer()
     else:
         with filesystem.open_input_stream(path) as f:
-            body = f.read()
+            body = f.read_buffer()
     check(path, body)
     return body
 
