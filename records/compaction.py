@@ -5,6 +5,8 @@ compaction with a checkpoint and a vacuum of unreferenced files.
 
 from __future__ import annotations
 
+import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +24,15 @@ from .snapshot import LogSnapshot, arrow_schema, open_table
 
 log = get_logger("kraftlake.log")
 
+_APPENDED = re.compile(r"^part-(\d{20})-(?!compacted-)")
+"""An append's data file (``appending``), its first offset: not a compaction's."""
 VACUUM_RETRIES = 100
 """How often delta-rs tries the vacuum's commit again after an append committed first (its
 default, 15, gave up beside two busy appenders in 2 of 4 runs, issue 54)."""
+IN_FLIGHT_HOURS = 1
+"""A data file no version names may be an append or a compaction still on its way to its
+commit: the vacuum leaves such files alone until they are this old, whatever the retention
+(``_vacuum``)."""
 COMPACT_RECORDS = 250_000
 """A file this big is left alone by ``Log.compact``, and a merge stops growing there."""
 
@@ -150,6 +158,47 @@ class CompactionMixin:
             self.location.delete(rel)
         return None
 
+    def _vacuum(self, dt, retention_hours: int | None) -> list[str]:
+        """Delete the files no version inside the retention window needs, and those of appends
+        that can never commit; leave alone what an append or a compaction may still commit.
+
+        delta-rs's full vacuum takes every file no version names once it is older than the
+        retention: at ``--retention-hours 0`` that was the file an append had just written and
+        was about to commit (3 of 249 acknowledged batches lost beside a running appender,
+        issue 54). So: the removed files of old versions by the retention (delta-rs, not full);
+        files no version names once ``IN_FLIGHT_HOURS`` old at least (delta-rs, full); and at a
+        retention of 0, when every removed file is gone and the rest are untracked, also an
+        append's file whose first offset the log already holds: its append lost the race or
+        died (a loser deletes its file and writes another), and it can never be committed."""
+        props = CommitProperties(custom_metadata={"kraftlake.operation": "vacuum"}, max_commit_retries=VACUUM_RETRIES)
+        vacuumed = list(
+            dt.vacuum(
+                retention_hours=retention_hours,
+                dry_run=False,
+                enforce_retention_duration=retention_hours is None,
+                full=False,
+                commit_properties=props,
+            )
+        )
+        untracked_after = None if retention_hours is None else max(retention_hours, IN_FLIGHT_HOURS)
+        vacuumed += dt.vacuum(
+            retention_hours=untracked_after,
+            dry_run=False,
+            enforce_retention_duration=untracked_after is None,
+            full=True,
+            commit_properties=props,
+        )
+        if retention_hours == 0:
+            dt = open_table(self.location)
+            named = {os.path.basename(p) for p in dt.file_uris()}
+            last = LogSnapshot(dt, location=self.location).last_offset
+            for name in self.location.data_file_names():
+                m = _APPENDED.match(name)
+                if name not in named and m is not None and int(m.group(1)) <= last:
+                    self.location.delete(name)
+                    vacuumed.append(name)
+        return vacuumed
+
     def maintain(self, *, retention_hours: int | None = None) -> MaintenanceReport:
         """Compact small files, write a checkpoint, vacuum unreferenced files.
 
@@ -159,13 +208,15 @@ class CompactionMixin:
         does, and its files carry digests and page checksums (delta-rs's compaction, used
         before, wrote neither, so that nothing could check a compacted log's bytes).
 
-        Vacuum runs in full mode (it also reaps files of commits that never landed) and honours
-        the retention window (the table's ``delta.deletedFileRetentionDuration``, 7 days by
-        default, unless ``retention_hours`` says otherwise): no version inside the window loses a
-        file. Older versions stay reachable by offset (``at(offset=...)``). delta-rs commits the
-        vacuum and retries when appends commit first; when they keep doing so, maintain gives up
-        with ``MaintenanceConflictError`` (nothing is lost: what landed stays, files a vacuum did
-        not reach are vacuumed next time).
+        The vacuum honours the retention window (the table's
+        ``delta.deletedFileRetentionDuration``, 7 days by default, unless ``retention_hours``
+        says otherwise): no version inside the window loses a file; older versions stay
+        reachable by offset (``at(offset=...)``). It also reaps the files of appends that never
+        committed, but never one an append or a compaction may still commit (``_vacuum``), so
+        it is safe beside appenders at any retention. delta-rs commits the vacuum and retries
+        when appends commit first; when they keep doing so, maintain gives up with
+        ``MaintenanceConflictError`` (nothing is lost: what landed stays, files a vacuum did not
+        reach are vacuumed next time).
         """
         dt = open_table(self.location)
         before_version, before_files = dt.version(), len(dt.file_uris())
@@ -175,15 +226,7 @@ class CompactionMixin:
         dt.create_checkpoint()
         checkpoint_version = dt.version()
         try:
-            vacuumed = dt.vacuum(
-                retention_hours=retention_hours,
-                dry_run=False,
-                enforce_retention_duration=retention_hours is None,
-                full=True,
-                commit_properties=CommitProperties(
-                    custom_metadata={"kraftlake.operation": "vacuum"}, max_commit_retries=VACUUM_RETRIES
-                ),
-            )
+            vacuumed = self._vacuum(dt, retention_hours)
         except CommitFailedError as exc:
             done = "compacted and checkpointed" if compacted is not None else "checkpointed"
             raise MaintenanceConflictError(

@@ -269,6 +269,19 @@ class Location:
         infos = self.filesystem.get_file_info(pafs.FileSelector(self.join(rel), allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
 
+    def data_file_names(self) -> list[str]:
+        """The names of the Parquet files at the table's root (data files, referenced or not)."""
+        if self.local is not None:
+            try:
+                return sorted(n for n in os.listdir(self.local) if n.endswith(".parquet"))
+            except FileNotFoundError:
+                return []
+        import pyarrow.fs as pafs
+
+        root = self.join("").rstrip("/")
+        infos = self.filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet"))
+
     def missing(self, rels: list[str]) -> list[str]:
         """Those of the table's files ``rels`` that do not exist (one listing per call)."""
         if not rels:

@@ -14,7 +14,8 @@ acknowledged, as a restarted producer would. After every kill:
   acknowledged as a duplicate with its original offsets instead of being written again.
 
 At the end ``maintain(retention_hours=0)`` succeeds, deletes every Parquet file no commit refers
-to (the leftovers of appends killed before their commit) and leaves the records unchanged.
+to and that can never be committed (the leftovers of appends killed after another commit took
+their offsets) and leaves the records unchanged.
 """
 
 from __future__ import annotations
@@ -195,9 +196,12 @@ def test_kill_9_during_appends(tmp_path, table_uri, request):
     log = Log.open(path)
     before = log.read()
     orphans = unreferenced_files(log)
+    # The last kill's file may hold offsets the log does not have yet: for all the vacuum knows,
+    # an append on its way to committing it (records.compaction.IN_FLIGHT_HOURS) keeps it.
+    maybe_in_flight = {f for f in orphans if int(f.split("-")[1]) > log.last_offset}
     report = log.maintain(retention_hours=0)
-    assert unreferenced_files(log) == set()
-    assert set(report.vacuumed) >= orphans
+    assert unreferenced_files(log) == maybe_in_flight
+    assert set(report.vacuumed) >= orphans - maybe_in_flight
     assert Log.open(path).read() == before
     assert check_log(path, acked) == in_log
     print(

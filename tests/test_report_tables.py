@@ -83,7 +83,9 @@ def test_the_json_report_is_a_summary_that_says_what_it_left_out(audited):
     counts = {i["id"]: i["violations"] for i in doc["invariants"] if i["violations"]}
     assert all(n <= summary.SAMPLE for n in per.values()) and set(per) == set(counts)
     assert {k: counts[k] - per[k] for k in counts if counts[k] > per[k]} == omitted["violations"]
-    assert len(doc["incidents"]) <= summary.WORST and all(len(i["effects"]) <= summary.EFFECTS for i in doc["incidents"])
+    assert len(doc["incidents"]) <= summary.WORST and all(
+        len(i["effects"]) <= summary.EFFECTS for i in doc["incidents"]
+    )
     assert omitted["incidents"] == len(report.incidents) - len(doc["incidents"])
     # The worst incidents are shown: none left out has more violations than one shown.
     shown = {i["id"] for i in doc["incidents"]}
