@@ -38,6 +38,7 @@ per interval; and an empty log.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from array import array
@@ -64,6 +65,7 @@ from kraftlake.records.kraft import (
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
 from kraftlake.replay.columns import spill
 from kraftlake.replay.incidents import (
+    _SERVING,
     MIN_ISR,
     Availability,
     Incident,
@@ -374,9 +376,6 @@ def effects(d: Dialect) -> str:
     now_in = d.contains("replicas", "b")
     same_dir = f"(CASE WHEN {now_in} THEN {d.at('dirs', d.position('replicas', 'b'))} END) IS NOT DISTINCT FROM old_dir"
 
-    def nxt(offs: str) -> str:
-        return d.at(d.filter(f"k.{offs}", lambda v: f"{v} > e.off"), "1")
-
     return f"""
     WITH eff AS (SELECT * FROM inc_eff),
     was AS (
@@ -399,18 +398,29 @@ def effects(d: Dialect) -> str:
       ) x
       WHERE (hl AND NOT (nl AND nd)) OR (hi AND NOT (ni AND nd))
     ),
-    lists AS (
-      -- Per (partition, broker), its break points of each kind in order: an effect's end is
-      -- the first one after its state (also when the broker comes back later).
-      SELECT pk, b, {d.ordered_list("off", "off", "bl")} AS l_offs, {d.ordered_list("off", "off", "bld")} AS ld_offs,
-        {d.ordered_list("off", "off", "bi")} AS i_offs, {d.ordered_list("off", "off", "bid")} AS id_offs
-      FROM brk GROUP BY pk, b
+    marks AS (
+      -- Per (partition, broker), its effects and its break points in one order, latest first:
+      -- an effect's end is the nearest break of its kind after its state (also when the broker
+      -- comes back later), the least break offset among the rows before it. At one offset the
+      -- effects come before the breaks: a break at an effect's own state is not after it.
+      SELECT pk, b, off, 0 AS eff, CAST(NULL AS BIGINT) AS req, CAST(NULL AS STRING) AS mode,
+        CAST(NULL AS BOOLEAN) AS is_l, CAST(NULL AS BOOLEAN) AS is_i,
+        CASE WHEN bl THEN off END AS l, CASE WHEN bld THEN off END AS ld,
+        CASE WHEN bi THEN off END AS i, CASE WHEN bid THEN off END AS id
+      FROM brk
+      UNION ALL
+      SELECT pk, b, off, 1 AS eff, req, mode, is_l, is_i, NULL, NULL, NULL, NULL FROM eff
+    ),
+    nearest AS (
+      SELECT *, {", ".join(f"min({k}) OVER w AS n_{k}" for k in ("l", "ld", "i", "id"))}
+      FROM marks
+      WINDOW w AS (PARTITION BY pk, b ORDER BY off DESC, eff DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
     ),
     ranked AS (
-      SELECT e.req, e.pk, e.b, e.mode, e.is_l, e.is_i,
-        CASE WHEN e.mode = '*' THEN {nxt("l_offs")} ELSE {nxt("ld_offs")} END AS end_l,
-        CASE WHEN e.mode = '*' THEN {nxt("i_offs")} ELSE {nxt("id_offs")} END AS end_i
-      FROM eff e LEFT JOIN lists k ON k.pk = e.pk AND k.b = e.b
+      SELECT req, pk, b, mode, is_l, is_i,
+        CASE WHEN mode = '*' THEN n_l ELSE n_ld END AS end_l,
+        CASE WHEN mode = '*' THEN n_i ELSE n_id END AS end_i
+      FROM nearest WHERE eff = 1
     ),
     ended AS (
       SELECT req, pk, b, mode, 'L' AS role, end_l AS ended_by FROM ranked WHERE is_l
@@ -672,9 +682,17 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     lives = plane.topics
     engine.keep("inc_members", members(d))
 
+    # What the replay will ask for, read off the events: every incident the rules could open
+    # (what opens a directory's does not hang on the partitions; a broker's may join an incident
+    # still open, so a few more are asked than used). One round replays it all; a second runs
+    # only should the rules ask for something else.
+    asked_effects, asked_departures = candidate_asks(observer.events)
+    found_departures: dict = departure_rows(engine, sorted(asked_departures)) if asked_departures else {}
     found_effects: dict | _Streamed = {}
-    found_departures: dict = {}
-    asked_effects: set[tuple[int, int, str | None]] = set()
+    if asked_effects:
+        asked = sorted(asked_effects, key=lambda k: (k[0], k[1], k[2] or ""))
+        _register_requests(engine, asked)
+        found_effects = effect_rows(engine, asked, last)
     while True:
         replay = _Incidents(lives, observer.names, found_effects, found_departures, engine.spill)
         replay.run(observer.events)
@@ -737,6 +755,40 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
         topics=dict(sorted(topics.items())),
         dir_paths=dict(sorted(replay.dir_paths.items())),
     )
+
+
+def candidate_asks(events: Iterable[tuple]) -> tuple[set[tuple[int, int, str | None]], set[tuple[int, int, int]]]:
+    """The effects (offset, broker, directory or None) and departures (offset, broker, the
+    control record before) the incident rules can ask for over ``events`` (``Events``): each
+    directory's first failure since it was last loaded online, each controlled shutdown begun
+    and each fencing of a registered broker (of a serving one, its departures). The rules
+    (``IncidentRules``) ask for a subset of these."""
+    failed: set[tuple[int, str]] = set()
+    state: dict[int, tuple[bool, bool, bool]] = {}
+    effects: set[tuple[int, int, str | None]] = set()
+    departures: set[tuple[int, int, int]] = set()
+    for ev in events:
+        kind, offset = ev[0], ev[1]
+        if kind == "dir" or kind == "loaded":
+            b = ev[3]
+            if kind == "loaded":
+                failed.difference_update((b, d) for d in ev[4])
+            for d in ev[4] if kind == "dir" else ev[5]:
+                if (b, d) not in failed:
+                    failed.add((b, d))
+                    effects.add((offset, b, d))
+        elif kind == "broker":
+            _, _, _, b, prev, (reg_dirs, flags) = ev
+            now = (False, False, False) if reg_dirs is None else (True, *flags)
+            was = state.get(b, (False, True, False))
+            state[b] = now
+            if now[2] and not was[2] and now[0]:
+                effects.add((offset, b, None))
+            elif was[0] and not was[1] and (not now[0] or now[1]):
+                effects.add((offset, b, None))
+                if was == _SERVING:
+                    departures.add((offset, b, prev))
+    return effects, departures
 
 
 def effect_rows(engine, asked: list[tuple[int, int, str | None]], last: int) -> _Streamed:
@@ -817,6 +869,10 @@ class _Streamed:
 
     def __init__(self, keys: list, reader: Callable[[], pa.RecordBatchReader]) -> None:
         self.number = {key: i for i, key in enumerate(keys)}
+        self.offsets = [key[0] for key in keys] if keys and isinstance(keys[0], tuple) else None
+        """The requests' offsets, in number order: a request of an offset the replay has left
+        behind is never asked for (more are asked than the rules open), and its rows go."""
+        self.dropped = 0
         self.start = reader
         self.reader: pa.RecordBatchReader | None = None
         self.pieces: dict[int, list] = {}
@@ -832,6 +888,10 @@ class _Streamed:
         if req in self.given:
             raise RuntimeError(f"the incidents' replay asked twice for the effects of {key}")
         self.given.add(req)
+        if self.offsets is not None:
+            for n in range(self.dropped, bisect.bisect_left(self.offsets, self.offsets[req])):
+                self.pieces.pop(n, None)
+            self.dropped = max(self.dropped, bisect.bisect_left(self.offsets, self.offsets[req]))
         if self.reader is None:
             self.reader = self.start()
         while req >= self.complete:
@@ -859,7 +919,8 @@ class _Streamed:
         runs = pc.run_end_encode(batch.column(0))
         lo = 0
         for req, hi in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
-            self.pieces.setdefault(req, []).append(batch.slice(lo, hi - lo))
+            if req >= self.dropped:
+                self.pieces.setdefault(req, []).append(batch.slice(lo, hi - lo))
             lo = hi
         # The last request of the batch may go on in the next one.
         self.complete = max(self.complete, req)
