@@ -712,7 +712,9 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     # and the effects (tens of millions at 10^8 records) are spilled out of memory.
     del found_effects, found_departures
     replay.found_effects = replay.found_departures = {}
-    spill([inc.effects for inc in replay.incidents], engine.spill)
+    held = [inc.effects for inc in replay.incidents if not inc.effects.spilled]
+    if sum(map(len, held)) > SPILL_ROWS:  # below it, read in place: a spilled list pays per read
+        spill(held, engine.spill)
 
     offline = observer.offline_rows(referenced)
     by_key: dict[tuple[int, str], list[tuple[int, int | None]]] = {}
