@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO := .demo/log
 FIXTURE := fixtures/kraft/jbod-dir-failure.jsonl
 
-.PHONY: demo test test-fast test-thorough lint format bench java chromium clean examples
+.PHONY: demo test test-fast test-thorough lint format bench java chromium prometheus clean examples
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kraftlake needs Python 3.11 or newer")'
@@ -42,6 +42,21 @@ chromium:
 	    echo "the picture tests need chromium on PATH."; \
 	    echo "  Debian/Ubuntu: sudo apt-get install chromium"; \
 	    echo "  elsewhere:     any Chromium or Chrome, as 'chromium' on PATH (or KRAFTLAKE_CHROMIUM=/path)"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# The Prometheus tests check the metrics and the alerting rules with promtool and scrape
+# `serve --audit` with a real server: Debian's prometheus (which ships promtool), installed when missing.
+prometheus:
+	@if [ -z "$$KRAFTLAKE_PROMETHEUS" ] && ! { command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "the Prometheus tests need prometheus and promtool: installing Debian's prometheus"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	  else \
+	    echo "the Prometheus tests need prometheus and promtool on PATH."; \
+	    echo "  Debian/Ubuntu: sudo apt-get install prometheus"; \
+	    echo "  elsewhere:     Prometheus's release (prometheus and promtool) on PATH, or KRAFTLAKE_PROMETHEUS=/dir/of/both"; \
 	    exit 1; \
 	  fi; \
 	fi
@@ -117,13 +132,13 @@ format: $(VENV)/.installed
 # examples and loop rounds, for a change to codecs, reducers or deciders.
 PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadgroup
 
-test: $(VENV)/.installed java chromium lint
+test: $(VENV)/.installed java chromium prometheus lint
 	KRAFTLAKE_TEST_TIER=default $(PYTEST)
 
-test-fast: $(VENV)/.installed chromium lint
+test-fast: $(VENV)/.installed chromium prometheus lint
 	KRAFTLAKE_TEST_TIER=fast $(PYTEST) -m "not spark and not slow"
 
-test-thorough: $(VENV)/.installed java chromium lint
+test-thorough: $(VENV)/.installed java chromium prometheus lint
 	KRAFTLAKE_TEST_TIER=thorough $(PYTEST)
 
 bench: $(VENV)/.installed java

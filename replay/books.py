@@ -298,6 +298,9 @@ def assemble_report(
 def attach_incidents(report: AuditReport, found: IncidentsResult) -> AuditReport:
     """``report`` with the incidents and availability of the same records: violations tied to
     incidents, and the verdict failed when unavailability passed the configured limit."""
+    from kraftlake.replay.attribution import attribute
+
+    attribute(found)
     link_violations(found.incidents, report.violations)
     report.incidents = found.incidents
     report.handling = found.handling

@@ -38,7 +38,6 @@ by overlapping offsets, whichever engine found them.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -130,16 +129,26 @@ class EffectList(StructColumns[Effect]):
                 yield table[t], table[n]
 
     def moves(self, into: dict[str, list]) -> None:
-        """Add this list's effects to ``into``: role -> [ended, still open, the times to move of
-        those ended with one (an ``array``: tens of millions at 10^8 records)]."""
+        """Add this list's effects to ``into``: role -> [moved, still open, the times to move of
+        those moved with one (an ``array``: tens of millions at 10^8 records), left with no
+        leader, ended otherwise]. A leadership counts as moved when a live leader followed it
+        (``new_leader`` not -1: Kafka's election found none), an ISR membership when it ended."""
         table = self.strings.table
         cols = self._cols
-        for role, ended, took in zip(cols["role"], cols["ended_by"], cols["time_to_move_ms"], strict=True):
-            got = into.get(table[role])
+        rows = zip(cols["role"], cols["ended_by"], cols["time_to_move_ms"], cols["new_leader"], strict=True)
+        for role, ended, took, leader in rows:
+            name = table[role]
+            got = into.get(name)
             if got is None:
                 continue
             if ended == NONE_INT:
                 got[1] += 1
+                continue
+            if name == "leader" and leader == NO_LEADER:
+                got[3] += 1
+                continue
+            if name == "leader" and leader == NONE_INT:
+                got[4] += 1
                 continue
             got[0] += 1
             if took != NONE_INT:
@@ -185,12 +194,23 @@ class Incident(msgspec.Struct, kw_only=True):
     effects: Sequence[Effect] = []
     """An ``EffectList`` where the incident rules made it; a list where it was decoded."""
     unavailable_ms: int = 0
-    """Partition-milliseconds without a leader or with the leader on an offline directory, of
-    the partitions it hit, between ``failed_at`` and ``ended_at``."""
+    """Partition-milliseconds without a leader or with the leader on an offline directory that
+    it caused (``replay.attribution``): the outages that began while the broker still led the
+    partition from what failed (or that it left leaderless), each counted whole and once, also
+    past the incident's end (``unavailable_after_ms``). Every incident's together and the
+    outages no incident caused add up to the availability's total."""
+    unavailable_after_ms: int = 0
+    """Of ``unavailable_ms``, the part after ``ended_at``: partitions it left without a leader
+    that got one only later."""
+    leaderless: int = 0
+    """Partitions whose leadership it ended with no leader at all (not moved to a live one)."""
+    overlaps: list[str] = []
+    """The ids of the other incidents that hit one of its partitions while both were open."""
     violations: list[int] = []
-    """Indexes into the report's ``violations`` of those on its entities during it."""
+    """Indexes into the report's ``violations`` of those it caused: on its entities while it
+    lasted, and not more plausibly caused by an overlapping incident (``link_violations``)."""
     invariants: dict[str, int] = {}
-    """Invariant id -> violations of it during this incident."""
+    """Invariant id -> violations of it this incident caused."""
 
     @property
     def own_entities(self) -> set[str]:
@@ -211,10 +231,25 @@ class Incident(msgspec.Struct, kw_only=True):
 
 
 class MoveStats(msgspec.Struct, kw_only=True):
-    """How fast effects of one role were ended, over every incident (ms of ``ts_ms``)."""
+    """How fast effects of one role were ended, over every incident (ms of ``ts_ms``): for
+    leadership, moved to a live leader (a leadership left with no leader is ``Leaderless``)."""
 
     moved: int = 0
     open: int = 0
+    """Never ended: still on what failed at the end of the audit."""
+    p50_ms: int | None = None
+    p99_ms: int | None = None
+    max_ms: int | None = None
+
+
+class Leaderless(msgspec.Struct, kw_only=True):
+    """Leaderships an incident ended with no leader (Kafka's election found no live replica in
+    the ISR), and how long each partition then waited for one (ms of ``ts_ms``)."""
+
+    partitions: int = 0
+    still: int = 0
+    """Of those, still without a leader at the end of the audit (their wait counts to it)."""
+    total_ms: int = 0
     p50_ms: int | None = None
     p99_ms: int | None = None
     max_ms: int | None = None
@@ -224,7 +259,12 @@ class Handling(msgspec.Struct, kw_only=True):
     incidents: int = 0
     by_kind: dict[str, int] = {}
     leadership: MoveStats = msgspec.field(default_factory=MoveStats)
+    """Leaderships moved to a live leader (ended with a leader other than none)."""
     isr: MoveStats = msgspec.field(default_factory=MoveStats)
+    leaderless: Leaderless = msgspec.field(default_factory=Leaderless)
+    """Leaderships ended with no leader, and for how long (``replay.attribution``)."""
+    other: int = 0
+    """Leaderships ended by neither (the topic was removed)."""
 
 
 class PartitionAvailability(msgspec.Struct, kw_only=True):
@@ -332,6 +372,12 @@ class Availability(msgspec.Struct, kw_only=True):
     """Partitions with any time in a bad state, worst (most unavailable) first."""
     outages: Sequence[Outage] = []
     """In the order they began (an ``OutageList`` where the audit plan found them)."""
+    by_kind: dict[str, int] = {}
+    """Incident kind -> the unavailable partition-ms its incidents caused (``Incident.unavailable_ms``)."""
+    outside_incidents_ms: int = 0
+    """The unavailable partition-ms no incident caused: with ``by_kind``, ``unavailable_ms``."""
+    outage_incidents: list[int] = []
+    """Per outage, the index in the report's incidents of the one that caused it (-1: none)."""
 
 
 class IncidentsResult(msgspec.Struct, kw_only=True):
@@ -950,8 +996,7 @@ class IncidentTracker(IncidentRules):
                 rows.append(a)
         rows.sort(key=lambda a: (-a.unavailable_ms, -a.isr_offline_ms, a.topic or a.topic_id, a.partition))
         outages = self.outages
-        spans = outage_spans(outages)
-        incidents = [_finished(inc, spans, end_ms) for inc in self.incidents]
+        incidents = self.incidents
         availability = Availability(
             from_ms=self.first_ms,
             to_ms=end_ms,
@@ -988,34 +1033,11 @@ def min_isr(view, topic_id: str) -> int:
 
 
 def _finished(inc: Incident, spans: Spans, end_ms: int | None) -> Incident:
-    """``inc`` with the unavailability of its partitions during it summed (a partition's
-    outages, ``spans``, are disjoint and in time order)."""
-    lo = inc.failed_at_ms
-    hi = inc.ended_at_ms if inc.ended_at is not None else end_ms
-    total = 0
-    if lo is not None and hi is not None:
-        froms, tos, ranges = spans.froms, spans.tos, spans.ranges
-        for key in effect_pairs(inc.effects):
-            got = ranges.get(key)
-            if got is None:
-                continue
-            first, stop = got
-            i = bisect.bisect_right(froms, hi, first, stop, key=_low_none)
-            while i > first:
-                i -= 1
-                start, to = froms[i], tos[i]
-                if to is None:
-                    to = end_ms
-                if start is None or to is None or to < lo:
-                    break
-                total += max(0, min(to, hi) - max(start, lo))
-        _columns(inc.effects).drop_pages()
-    inc.unavailable_ms = total
+    """``inc`` as the engines hand it on: what it caused (its outages, its unavailability, the
+    leaderships it left with no leader) is tied to it over every incident at once, when the
+    report is assembled (``replay.attribution``); ``_windowed`` is what its partitions'
+    outages summed while it lasted, whoever caused them."""
     return inc
-
-
-def _low_none(value: int | None) -> int:
-    return -1 if value is None else value
 
 
 def percentile(sorted_values: list[int], q: float) -> int | None:
@@ -1037,20 +1059,25 @@ def _stats(moved: int, still_open: int, times: array) -> MoveStats:
     )
 
 
-def handling(incidents: list[Incident]) -> Handling:
-    """How fast the incidents' effects were ended: leadership and ISR, p50/p99/max."""
-    moves: dict[str, list] = {"leader": [0, 0, array("q")], "isr": [0, 0, array("q")]}
+def handling(incidents: list[Incident], leaderless: Leaderless | None = None) -> Handling:
+    """How fast the incidents' effects were ended: leadership moved to a live leader and ISR,
+    p50/p99/max; leaderships left with no leader counted apart (``leaderless``: how long they
+    waited, ``replay.attribution``; else their count alone)."""
+    moves: dict[str, list] = {"leader": [0, 0, array("q"), 0, 0], "isr": [0, 0, array("q"), 0, 0]}
     by_kind: dict[str, int] = {}
     for inc in incidents:
         by_kind[inc.kind] = by_kind.get(inc.kind, 0) + 1
         effects = _columns(inc.effects)
         effects.moves(moves)
         effects.drop_pages()
+    lead = moves["leader"]
     return Handling(
         incidents=len(incidents),
         by_kind=dict(sorted(by_kind.items())),
-        leadership=_stats(*moves["leader"]),
-        isr=_stats(*moves["isr"]),
+        leadership=_stats(*lead[:3]),
+        isr=_stats(*moves["isr"][:3]),
+        leaderless=leaderless if leaderless is not None else Leaderless(partitions=lead[3]),
+        other=lead[4],
     )
 
 
@@ -1061,7 +1088,8 @@ def find_incidents(
     records: Iterable[Iterable[Record]] | Iterable[Record], start: ControllerView | None = None
 ) -> IncidentsResult:
     """Replay ``records`` (batches or single records, in offset order) from ``start`` and return
-    their incidents and availability: the pass any audit engine can run beside its own."""
+    their incidents and availability, each outage tied to the incident that caused it
+    (``replay.attribution``): the pass any audit engine can run beside its own."""
     view = start.copy() if start is not None else ControllerView()
     tracker = IncidentTracker(view)
     txns = Transactions()
@@ -1081,12 +1109,19 @@ def find_incidents(
                 one(x)
     for x in txns.finish():
         one(x)
-    return tracker.result()
+    from .attribution import attribute
+
+    found = tracker.result()
+    attribute(found)
+    return found
 
 
 def link_violations(incidents: list[Incident], violations: Sequence) -> None:
-    """Tie each violation to the incidents during which one of their entities was wrong: same
-    entity, offsets overlapping the incident's ``[failed_at, ended_at]``."""
+    """Tie each violation to the incident that caused it: among those during which one of its
+    entities was wrong (same entity, offsets overlapping the incident's ``[failed_at,
+    ended_at]``), the one it names (its broker or directory: ``_cause``), else the latest to
+    fail at or before the violation began, else the first it overlaps. Overlapping incidents
+    (``Incident.overlaps``) each list only what they caused."""
     if not incidents:
         return
     columns = isinstance(violations, ViolationList)
@@ -1109,12 +1144,34 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
         else ((i, v.invariant, v.entity, v.first_offset, v.last_offset) for i, v in enumerate(violations))
     )
     for i, invariant, entity, first, v_end in rows:
-        for inc in by_entity.get(entity, ()):
-            end = inc.ended_at
-            if (end is None or first <= end) and (v_end is None or v_end >= inc.failed_at):
-                inc.violations.append(i)
-                inc.invariants[invariant] = inc.invariants.get(invariant, 0) + 1
+        during = [
+            inc
+            for inc in by_entity.get(entity, ())
+            if (inc.ended_at is None or first <= inc.ended_at) and (v_end is None or v_end >= inc.failed_at)
+        ]
+        if not during:
+            continue
+        inc = during[0] if len(during) == 1 else _cause(during, entity, first)
+        inc.violations.append(i)
+        inc.invariants[invariant] = inc.invariants.get(invariant, 0) + 1
     if columns:
         violations.drop_pages()
     for inc in incidents:
         inc.invariants = dict(sorted(inc.invariants.items()))
+
+
+def _cause(during: list[Incident], entity: str, first: int) -> Incident:
+    """Of incidents overlapping a violation of ``entity`` that began at ``first``, the one that
+    caused it: the one whose broker or directory it is (a replica's broker), else the latest to
+    fail at or before ``first``, else the earliest."""
+    parts = entity.split("/")
+    if parts[0] in ("broker", "dir"):
+        own = [inc for inc in during if entity in inc.own_entities]
+        during = own or during
+    elif parts[0] == "replica" and len(parts) > 3:
+        own = [inc for inc in during if str(inc.broker) == parts[3]]
+        during = own or during
+    before = [inc for inc in during if inc.failed_at <= first]
+    if before:
+        return max(before, key=lambda inc: (inc.failed_at, inc.id))
+    return min(during, key=lambda inc: (inc.failed_at, inc.id))

@@ -9,6 +9,7 @@ the objects. Here a Struct is written field by field, and a long list in chunks 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from itertools import islice
 
@@ -26,6 +27,8 @@ PROBE = 64
 def _columns_as_list(value: object) -> object:
     """msgspec's hook for what it cannot encode by itself: Structs in columns become a list (a
     spilled list's pages are let go once read: an incident's effects, encoded inside it)."""
+    if isinstance(value, array):  # a column of ints (``Availability.outage_incidents``)
+        return value.tolist()
     if isinstance(value, StructColumns):
         rows = value.dicts(0, len(value)) if _plain(value.struct) else value[:]
         value.drop_pages()

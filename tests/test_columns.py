@@ -297,6 +297,7 @@ ended_effects = st.builds(
     caused_by=st.just(0),
     ended_by=st.none() | st.integers(1, 9),
     time_to_move_ms=st.none() | st.integers(-5, 10**12),
+    new_leader=st.none() | st.sampled_from([-1, 2, 3]),
 )
 
 
@@ -316,13 +317,16 @@ def test_handling_counts_and_nearest_rank_percentiles(lists, spilled):
     got = handling(incs)
     for role, stats in (("leader", got.leadership), ("isr", got.isr)):
         mine = [e for items in lists for e in items if e.role == role]
-        times = sorted(e.time_to_move_ms for e in mine if e.ended_by is not None and e.time_to_move_ms is not None)
+        # A leadership moved is one a live leader followed; one left with no leader (-1) or
+        # ended with none named (the topic removed) is counted apart.
+        moved = [e for e in mine if e.ended_by is not None and (role == "isr" or e.new_leader not in (-1, None))]
+        times = sorted(e.time_to_move_ms for e in moved if e.time_to_move_ms is not None)
         rank = {q: times[max(1, math.ceil(q * len(times))) - 1] if times else None for q in (0.5, 0.99)}
-        assert (stats.moved, stats.open) == (
-            sum(e.ended_by is not None for e in mine),
-            sum(e.ended_by is None for e in mine),
-        )
+        assert (stats.moved, stats.open) == (len(moved), sum(e.ended_by is None for e in mine))
         assert (stats.p50_ms, stats.p99_ms, stats.max_ms) == (rank[0.5], rank[0.99], times[-1] if times else None)
+    ended_leaders = [e for items in lists for e in items if e.role == "leader" and e.ended_by is not None]
+    assert got.leaderless.partitions == sum(e.new_leader == -1 for e in ended_leaders)
+    assert got.other == sum(e.new_leader is None for e in ended_leaders)
 
 
 @settings(max_examples=examples(100), deadline=None)

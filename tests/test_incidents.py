@@ -127,6 +127,83 @@ def test_the_accounting_holds_on_simulated_histories(seed, bug):
         (p.topic_id, p.partition): p.unavailable_ms for p in a.partitions if p.unavailable_ms
     }
     assert a.unavailable_ms == a.no_leader_ms + a.leader_offline_ms == sum(per.values())
+    _attribution_holds(found)
+
+
+def _attribution_holds(found) -> None:
+    """Each outage is tied to at most one incident, one that led its partition from what failed
+    when it began (or had just left it leaderless); each incident's unavailability is its own
+    outages', and the kinds' sums and the outages no incident caused add up to the total."""
+    a = found.availability
+    end = a.to_ms
+    assert len(a.outage_incidents) == len(a.outages)
+    own = [0] * len(found.incidents)
+    for o, k in zip(a.outages, a.outage_incidents, strict=True):
+        if k < 0:
+            continue
+        inc = found.incidents[k]
+        led = [
+            e
+            for e in inc.effects
+            if e.role == "leader"
+            and (e.topic_id, e.partition) == (o.topic_id, o.partition)
+            and e.caused_by <= o.first_offset
+            and (e.ended_by is None or o.first_offset <= e.ended_by)
+        ]
+        assert led, (inc.id, o)
+        own[k] += (end if o.to_ms is None else o.to_ms) - o.from_ms
+    assert [i.unavailable_ms for i in found.incidents] == own
+    by_kind: dict = {}
+    for inc in found.incidents:
+        by_kind[inc.kind] = by_kind.get(inc.kind, 0) + inc.unavailable_ms
+        assert 0 <= inc.unavailable_after_ms <= inc.unavailable_ms
+    assert {k: v for k, v in by_kind.items()} == a.by_kind
+    assert a.outside_incidents_ms >= 0 and sum(a.by_kind.values()) + a.outside_incidents_ms == a.unavailable_ms
+
+
+def test_overlapping_incidents_each_count_what_they_caused_once():
+    """Dense faults: incidents share partitions while both are open. Each says which others it
+    overlapped; an outage or a violation is in one incident's account only, so the kinds' sums
+    are the total's parts (summed over each incident's window they came to more than it)."""
+    report = audit(simulated(bug="keep-offline-replica-in-isr", records=3000))
+    pairs = [(i, o) for i in report.incidents for o in i.overlaps]
+    assert pairs
+    by_id = {i.id: i for i in report.incidents}
+    for inc, other in pairs:
+        assert inc.id in by_id[other].overlaps
+        assert not set(inc.violations) & set(by_id[other].violations)
+    a = report.availability
+    assert sum(a.by_kind.values()) + a.outside_incidents_ms == a.unavailable_ms
+    assert sum(i.unavailable_ms for i in report.incidents) <= a.unavailable_ms
+    # A violation of a broker's or directory's own entity is that incident's.
+    for inc in report.incidents:
+        for k in inc.violations:
+            entity = report.violations[k].entity
+            if entity.startswith(("broker/", "dir/")):
+                assert entity in inc.own_entities
+
+
+def test_leaderships_left_without_a_leader_are_counted_apart_with_their_wait():
+    """A leadership ended with no leader is not "moved": it is counted apart with how long the
+    partition waited for one, and those waits are the time without a leader that followed."""
+    found = find_incidents(simulated(records=3000))
+    h = found.handling
+    leaderless = [
+        e
+        for i in found.incidents
+        for e in i.effects
+        if e.role == "leader" and e.ended_by is not None and e.new_leader == -1
+    ]
+    assert h.leaderless.partitions == len(leaderless) == sum(i.leaderless for i in found.incidents) > 0
+    moved = [
+        e
+        for i in found.incidents
+        for e in i.effects
+        if e.role == "leader" and e.ended_by is not None and e.new_leader not in (-1, None)
+    ]
+    assert h.leadership.moved == len(moved)
+    assert 0 < h.leaderless.total_ms <= found.availability.no_leader_ms
+    assert h.leaderless.max_ms >= h.leaderless.p99_ms >= h.leaderless.p50_ms
 
 
 def test_a_controller_that_ignores_offline_dirs_leaves_leaders_on_dead_disks():
@@ -159,6 +236,8 @@ def test_violations_are_tied_to_the_incident_they_happened_in():
     report = audit(simulated(bug="keep-offline-replica-in-isr"))
     linked = [i for i in report.incidents if i.violations]
     assert linked
+    owners = [k for inc in report.incidents for k in inc.violations]
+    assert len(owners) == len(set(owners))  # each violation in one incident's account
     for inc in linked:
         counts: dict = {}
         for k in inc.violations:
