@@ -150,9 +150,12 @@ bench: $(VENV)/.installed java
 	$(BIN)/python bench/import.py
 	$(BIN)/python bench/spark_audit.py
 
-# The committed, executed notebook pages (readable on GitHub without running them).
-examples: $(VENV)/.installed
+# The committed, executed notebook pages (readable on GitHub without running them), and the
+# pictures a reviewer looks at: the HTML report and its screenshot, the text report at 80 and 200
+# columns, the notebook's figures (tests/helpers/pictures.py, as the picture tests make them).
+examples: $(VENV)/.installed chromium
 	$(BIN)/jupyter nbconvert --execute --to html examples/incident.ipynb
+	$(BIN)/python tests/helpers/pictures.py examples
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .hypothesis .ruff_cache

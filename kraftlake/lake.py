@@ -281,11 +281,19 @@ class PointInTime:
         return f"PointInTime({self.lake.path!r}, offset={self.offset})"
 
 
-class AuditResult:
-    """An audit report with its violations, incidents and availability as DataFrames."""
+_DURATIONS = {"unavailable_ms", "unavailable_after_ms", "time_to_move_ms"}
+"""``*_ms`` columns of the tables that are durations, not points in time."""
 
-    def __init__(self, report: AuditReport) -> None:
+
+class AuditResult:
+    """An audit report with its violations, incidents and availability as DataFrames: offsets
+    as integers, record times as timezone-aware datetimes (UTC), partitions as a ``topic`` and a
+    ``partition`` column."""
+
+    def __init__(self, report: AuditReport, times=None) -> None:
         self.report = report
+        self.times = times
+        """Offsets -> record times (``LogSnapshot.record_times``) of the log audited."""
 
     @property
     def verdict(self) -> str:
@@ -299,7 +307,8 @@ class AuditResult:
     def table(self, name: str) -> pd.DataFrame:
         """One of the audit's complete tables (``replay.tables``: violations, incidents, effects,
         outages, availability; the columns ``kraftlake audit --tables`` writes), integers as
-        pandas' nullable Int64 where some are missing."""
+        pandas' nullable Int64 where some are missing; each record time ``X_ms`` also as ``X_time``
+        (a timezone-aware datetime, UTC)."""
         import pandas as pd
         import pyarrow as pa
 
@@ -307,11 +316,30 @@ class AuditResult:
 
         if name not in tables.SCHEMAS:
             raise ValueError(f"no table {name!r}: one of {', '.join(tables.NAMES)}")
-        return tables.table(self.report, name).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+        frame = tables.table(self.report, name, self.times).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+        for col in [c for c in frame.columns if c.endswith("_ms") and c not in _DURATIONS]:
+            if name != "availability":  # there every ``_ms`` is a duration
+                frame[col.removesuffix("_ms") + "_time"] = pd.to_datetime(
+                    frame[col].astype("float64"), unit="ms", utc=True
+                )
+        return frame
+
+    def unavailability(self) -> pd.DataFrame:
+        """Partition-seconds unavailable by what caused them: each kind of incident, and the time
+        no incident caused; the rows add up to the total (``replay.attribution``: each instant of
+        an outage is counted for one incident, where incidents overlap)."""
+        import pandas as pd
+
+        a = self.report.availability
+        rows = [] if a is None else [{"cause": k, "unavailable_s": ms / 1000} for k, ms in a.by_kind.items()]
+        if a is not None:
+            rows.append({"cause": "outside any incident", "unavailable_s": a.outside_incidents_ms / 1000})
+            rows.append({"cause": "total", "unavailable_s": a.unavailable_ms / 1000})
+        return pd.DataFrame(rows, columns=["cause", "unavailable_s"])
 
     @property
     def incidents(self) -> Incidents:
-        return Incidents(Incident(self.report, i) for i in self.report.incidents or ())
+        return Incidents(Incident(self.report, i, self.times) for i in self.report.incidents or ())
 
     @property
     def availability(self) -> pd.DataFrame:
@@ -321,7 +349,7 @@ class AuditResult:
         a = self.report.availability
         rows = [
             {
-                "topic": p.topic,
+                "topic": p.topic or self.report.topics.get(p.topic_id),
                 "partition": p.partition,
                 "topic_id": p.topic_id,
                 "unavailable_s": p.unavailable_ms / 1000,
@@ -340,8 +368,9 @@ class AuditResult:
 
     def _repr_html_(self) -> str:
         from kraftlake.replay.html import _headline
+        from kraftlake.replay.summary import bounded
 
-        r = self.report
+        r = bounded(self.report, times=self.times)
         color = "green" if r.verdict == "pass" else "red"
         head = f"<p><b style='color:{color}'>{r.verdict.upper()}</b></p>" + _headline(r)
         broken = [(i.id, i.severity, i.violations, i.definition) for i in r.invariants if i.violations]
@@ -367,12 +396,19 @@ class Incidents(list):
     """The incidents of an audit, in the order they began; ``.table()`` summarises them."""
 
     def table(self) -> pd.DataFrame:
+        """One row per incident: where, when (offsets and record times), what it hit and what it
+        caused (``unavailable_s``: each instant counted for one incident, so the kinds' sums and
+        ``AuditResult.unavailability()`` agree)."""
         import pandas as pd
 
-        cols = ["id", "kind", "broker", "directory", "failed_at", "failed_time", "reported_at", "removed_at"]
-        cols += ["ended_at", "led", "in_isr", "never_moved", "unavailable_s", "violations"]
+        cols = ["id", "kind", "broker", "directory", "path", "failed_at", "failed_time", "reported_at"]
+        cols += ["reported_time", "removed_at", "removed_time", "ended_at", "ended_time", "led", "in_isr"]
+        cols += ["leaderless", "not_moved", "unavailable_s", "violations", "overlaps"]
         rows = [i.summary() for i in self]
-        return _ints(pd.DataFrame(rows, columns=cols), "failed_at", "reported_at", "removed_at", "ended_at")
+        frame = pd.DataFrame(rows, columns=cols)
+        for c in ("failed_time", "reported_time", "removed_time", "ended_time"):
+            frame[c] = pd.to_datetime(frame[c], utc=True)
+        return _ints(frame, "failed_at", "reported_at", "removed_at", "ended_at")
 
     def of(self, kind: str) -> Incidents:
         return Incidents(i for i in self if i.kind == kind)
@@ -383,15 +419,33 @@ class Incidents(list):
 
 class Incident:
     """One incident of an audit (``replay.incidents.Incident``: its fields are attributes here)
-    with the questions asked of it as DataFrames and a plot."""
+    with the questions asked of it as DataFrames and a plot; its record times as datetimes
+    (``failed_time``, ``reported_time``, ``removed_time``, ``ended_time``: UTC)."""
 
-    def __init__(self, report: AuditReport, incident) -> None:
-        self.report, self.incident = report, incident
+    def __init__(self, report: AuditReport, incident, times=None) -> None:
+        self.report, self.incident, self.times = report, incident, times
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.incident, name)
+
+    @property
+    def failed_time(self) -> datetime | None:
+        """When it failed: record time, UTC (``failed_at_ms`` as a datetime)."""
+        return _time(self.incident.failed_at_ms)
+
+    @property
+    def reported_time(self) -> datetime | None:
+        return _time(self.incident.reported_at_ms)
+
+    @property
+    def removed_time(self) -> datetime | None:
+        return _time(self.incident.removed_at_ms)
+
+    @property
+    def ended_time(self) -> datetime | None:
+        return _time(self.incident.ended_at_ms) if self.incident.ended_at is not None else None
 
     def summary(self) -> dict:
         i = self.incident
@@ -400,23 +454,60 @@ class Incident:
             "kind": i.kind,
             "broker": i.broker,
             "directory": i.directory,
+            "path": i.path or (self.report.dir_paths.get(i.directory) if i.directory else None),
             "failed_at": i.failed_at,
-            "failed_time": _time(i.failed_at_ms),
+            "failed_time": self.failed_time,
             "reported_at": i.reported_at,
+            "reported_time": self.reported_time,
             "removed_at": i.removed_at,
+            "removed_time": self.removed_time,
             "ended_at": i.ended_at,
+            "ended_time": self.ended_time,
             "led": sum(e.role == "leader" for e in i.effects),
             "in_isr": sum(e.role == "isr" for e in i.effects),
-            "never_moved": sum(e.ended_by is None for e in i.effects),
+            "leaderless": i.leaderless,
+            "not_moved": sum(e.ended_by is None for e in i.effects),
             "unavailable_s": i.unavailable_ms / 1000,
             "violations": len(i.violations),
+            "overlaps": len(i.overlaps),
         }
 
     def _outages(self) -> dict:
+        """Per partition it hit, the pieces of its outages, each tied to the incident that caused
+        it (``replay.summary.ShownOutage``; ``replay.attribution``)."""
+        from kraftlake.replay.attribution import outage_pieces
+        from kraftlake.replay.names import partition_name
+        from kraftlake.replay.summary import ShownOutage
+
         a = self.report.availability
         out: dict = {}
-        for o in a.outages if a is not None else ():
-            out.setdefault((o.topic_id, o.partition), []).append(o)
+        if a is None:
+            return out
+        hit = {(e.topic_id, e.partition) for e in self.incident.effects}
+        if a.outages and isinstance(a.outages[0], ShownOutage):
+            for o in a.outages:  # a summary's: its rows are the pieces
+                if (o.topic_id, o.partition) in hit:
+                    out.setdefault((o.topic_id, o.partition), []).append(o)
+            return out
+        ids = [inc.id for inc in self.report.incidents or ()]
+        topics = self.report.topics
+        for o, first, from_ms, last, to_ms, who in outage_pieces(a):
+            if (o.topic_id, o.partition) not in hit:
+                continue
+            out.setdefault((o.topic_id, o.partition), []).append(
+                ShownOutage(
+                    topic_id=o.topic_id,
+                    topic=topics.get(o.topic_id),
+                    partition=o.partition,
+                    name=partition_name(topics, o.topic_id, o.partition),
+                    why=o.why,
+                    first_offset=first,
+                    last_offset=last,
+                    from_ms=from_ms,
+                    to_ms=to_ms,
+                    incident=ids[who] if who >= 0 else None,
+                )
+            )
         return out
 
     def _window(self) -> tuple[int | None, int | None]:
@@ -426,15 +517,16 @@ class Incident:
         return i.failed_at_ms, end
 
     def impact(self) -> pd.DataFrame:
-        """One row per partition it hit: the broker's role there (leader, or ISR member only),
-        when leadership and the ISR moved off it (offset, seconds after the failure, to whom),
-        and how long the partition was unavailable (no leader, or the leader offline) while the
-        incident lasted. A partition where the broker only followed stays available."""
+        """One row per partition it hit (``topic``, ``partition``): the broker's role there
+        (leader, or ISR member only), when leadership and the ISR moved off it (offset, record
+        time, seconds after the failure, to whom), and how long the partition was unavailable
+        because of it (``replay.attribution``: also after it ended, where it left the partition
+        without a leader). A partition where the broker only followed stays available."""
         import pandas as pd
 
         i = self.incident
         topics = self.report.topics
-        lo, hi = self._window()
+        t0 = i.failed_at_ms
         outages = self._outages()
         rows: dict = {}
         for e in i.effects:
@@ -442,73 +534,100 @@ class Incident:
             row = rows.setdefault(
                 key,
                 {
-                    "partition": f"{topics.get(e.topic_id, e.topic_id)}-{e.partition}",
-                    "topic": e.topic or topics.get(e.topic_id),
-                    "topic_id": e.topic_id,
+                    "topic": e.topic or topics.get(e.topic_id) or e.topic_id,
+                    "partition": e.partition,
                     "role": "ISR member",
                     "leader_moved_at": None,
+                    "leader_moved_time": None,
                     "leader_moved_s": None,
                     "new_leader": None,
                     "isr_left_at": None,
+                    "isr_left_time": None,
                     "isr_left_s": None,
                     "outcome": [],
                     "unavailable_s": 0.0,
+                    "topic_id": e.topic_id,
                 },
             )
             seconds = None if e.time_to_move_ms is None else e.time_to_move_ms / 1000
+            when = None if t0 is None or e.time_to_move_ms is None else _time(t0 + e.time_to_move_ms)
             if e.role == "leader":
                 row["role"] = "leader"
-                row["leader_moved_at"], row["leader_moved_s"], row["new_leader"] = e.ended_by, seconds, e.new_leader
+                row["leader_moved_at"], row["leader_moved_time"] = e.ended_by, when
+                row["leader_moved_s"], row["new_leader"] = seconds, e.new_leader
             else:
-                row["isr_left_at"], row["isr_left_s"] = e.ended_by, seconds
-            row["outcome"].append(e.outcome)
+                row["isr_left_at"], row["isr_left_time"], row["isr_left_s"] = e.ended_by, when, seconds
+            row["outcome"].append("left with no leader" if e.role == "leader" and e.new_leader == -1 else e.outcome)
+        end = self.report.availability.to_ms if self.report.availability is not None else None
         for key, row in rows.items():
             row["outcome"] = ", ".join(dict.fromkeys(row["outcome"]))
-            if lo is not None and hi is not None:
-                down = 0
-                for o in outages.get(key, ()):
-                    to = hi if o.to_ms is None else o.to_ms
-                    if o.from_ms is not None:
-                        down += max(0, min(to, hi) - max(o.from_ms, lo))
-                row["unavailable_s"] = down / 1000
-        cols = ["partition", "topic", "topic_id", "role", "leader_moved_at", "leader_moved_s", "new_leader"]
-        cols += ["isr_left_at", "isr_left_s", "outcome", "unavailable_s"]
+            caused = [
+                (end if o.to_ms is None else o.to_ms) - o.from_ms
+                for o in outages.get(key, ())
+                if o.incident == i.id and o.from_ms is not None and (o.to_ms is not None or end is not None)
+            ]
+            row["unavailable_s"] = sum(caused) / 1000
+        cols = ["topic", "partition", "role", "leader_moved_at", "leader_moved_time", "leader_moved_s", "new_leader"]
+        cols += ["isr_left_at", "isr_left_time", "isr_left_s", "outcome", "unavailable_s", "topic_id"]
         frame = pd.DataFrame(list(rows.values()), columns=cols)
-        frame = frame.sort_values(["unavailable_s", "role", "partition"], ascending=[False, False, True], kind="stable")
-        return _ints(frame.reset_index(drop=True), "leader_moved_at", "new_leader", "isr_left_at")
+        for c in ("leader_moved_time", "isr_left_time"):
+            frame[c] = pd.to_datetime(frame[c], utc=True)
+        frame = frame.sort_values(
+            ["unavailable_s", "role", "topic", "partition"], ascending=[False, False, True, True], kind="stable"
+        )
+        return _ints(frame.reset_index(drop=True), "partition", "leader_moved_at", "new_leader", "isr_left_at")
 
     def violations(self) -> pd.DataFrame:
-        """The violations on its entities while it lasted."""
+        """The violations it caused: named (``orders/11``, the entity's id beside), with the
+        record times of their first and last offsets."""
         import msgspec
         import pandas as pd
 
-        from kraftlake.replay.html import entity_label
+        from kraftlake.replay.names import entity_name
 
+        picked = [self.report.violations[k] for k in self.incident.violations]
+        wanted = {o for v in picked for o in (v.first_offset, v.last_offset) if o is not None}
+        got = self.times(wanted) if self.times is not None and wanted else {}
         rows = []
-        for k in self.incident.violations:
-            d = msgspec.to_builtins(self.report.violations[k])
-            d["entity"] = entity_label(d["entity"], self.report.topics)
+        for v in picked:
+            d = msgspec.to_builtins(v)
+            d["name"] = entity_name(v.entity, self.report.topics, self.report.dir_paths)
+            d["first_time"] = _time(got.get(v.first_offset))
+            d["last_time"] = None if v.last_offset is None else _time(got.get(v.last_offset))
             rows.append(d)
-        cols = ["invariant", "severity", "entity", "first_offset", "last_offset", "message", "evidence"]
-        return _ints(pd.DataFrame(rows, columns=cols), "first_offset", "last_offset")
+        cols = ["invariant", "severity", "name", "first_offset", "first_time", "last_offset", "last_time"]
+        cols += ["message", "evidence", "entity"]
+        frame = pd.DataFrame(rows, columns=cols)
+        for c in ("first_time", "last_time"):
+            frame[c] = pd.to_datetime(frame[c], utc=True)
+        return _ints(frame, "first_offset", "last_offset")
 
     def plot(self, ax=None, *, lanes: int = 16):
-        """A lane per partition it hit (the ``lanes`` worst), x = seconds of record time after the
-        failure: the failure, report, removal and end as vertical lines, unavailability shaded,
-        a dot where leadership moved and a square where the ISR let go."""
+        """A lane per partition it hit (the ``lanes`` it cost most), x = seconds of record time
+        after the failure: the failure, report, removal and end as vertical lines, the
+        unavailability it caused shaded (another incident's hatched grey), a dot where
+        leadership moved (hollow: left with no leader) and a square where the ISR let go."""
         import matplotlib.pyplot as plt
 
         from kraftlake.records.time_travel import format_ms
+        from kraftlake.replay.html import COLOURS
+        from kraftlake.replay.names import incident_where
 
         i = self.incident
         impact = self.impact()
         shown = impact.head(lanes)
         lo, hi = self._window()
-        ax = ax or plt.subplots(figsize=(10, 1.2 + 0.32 * max(1, len(shown))))[1]
+        ax = ax or plt.subplots(figsize=(11, 1.6 + 0.32 * max(1, len(shown))))[1]
         if lo is None or hi is None:
             ax.set_title(f"{i.id}: no record times")
             return ax
         outages = self._outages()
+        end = self.report.availability.to_ms if self.report.availability is not None else hi
+        caused_end = max(
+            (end if o.to_ms is None else o.to_ms for pieces in outages.values() for o in pieces if o.incident == i.id),
+            default=hi,
+        )
+        hi = max(hi, caused_end)
         labelled: set[str] = set()
 
         def once(label: str) -> str | None:
@@ -518,36 +637,54 @@ class Incident:
             return label
 
         for y, row in enumerate(shown.itertuples()):
-            key = (row.topic_id, int(row.partition.rsplit("-", 1)[1]))
-            spans = [
-                ((o.from_ms - lo) / 1000, ((hi if o.to_ms is None else o.to_ms) - o.from_ms) / 1000)
-                for o in outages.get(key, ())
-                if o.from_ms is not None and o.from_ms <= hi and (o.to_ms is None or o.to_ms >= lo)
-            ]
-            if spans:
-                ax.broken_barh(spans, (y - 0.3, 0.6), color="#ff8182", label=once("unavailable"))
-            if row.leader_moved_s is not None and not _missing(row.leader_moved_s):
-                ax.plot([row.leader_moved_s], [y], "o", color="#0969da", label=once("leadership moved"))
+            key = (row.topic_id, int(row.partition))
+            for o in outages.get(key, ()):
+                if o.from_ms is None or o.from_ms > hi or (o.to_ms is not None and o.to_ms < lo):
+                    continue
+                span = ((o.from_ms - lo) / 1000, ((end if o.to_ms is None else o.to_ms) - o.from_ms) / 1000)
+                if o.incident == i.id:
+                    ax.broken_barh(
+                        [span], (y - 0.3, 0.6), color=COLOURS["outage"], label=once("unavailable: caused by it")
+                    )
+                else:
+                    ax.broken_barh(
+                        [span],
+                        (y - 0.15, 0.3),
+                        facecolor="none",
+                        edgecolor=COLOURS["other"],
+                        hatch="///",
+                        label=once("unavailable: another incident's"),
+                    )
+            if not _missing(row.leader_moved_s):
+                leaderless = not _missing(row.new_leader) and row.new_leader == -1
+                ax.plot(
+                    [row.leader_moved_s],
+                    [y],
+                    "o",
+                    color=COLOURS["leaderless" if leaderless else "leader"],
+                    markerfacecolor="white" if leaderless else COLOURS["leader"],
+                    label=once("left with no leader" if leaderless else "leadership moved"),
+                )
             if not _missing(row.isr_left_s):
-                ax.plot([row.isr_left_s], [y], "s", color="#1a7f37", markersize=5, label=once("left the ISR"))
+                ax.plot([row.isr_left_s], [y], "s", color=COLOURS["isr"], markersize=5, label=once("left the ISR"))
         for name, ms, colour in (
-            ("failed", i.failed_at_ms, "#cf222e"),
-            ("reported", i.reported_at_ms, "#bf8700"),
-            ("removed from registration" if i.kind == "dir-failure" else "fenced", i.removed_at_ms, "#8250df"),
-            ("ended", i.ended_at_ms, "#57606a"),
+            ("failed", i.failed_at_ms, COLOURS["failed"]),
+            ("reported", i.reported_at_ms, COLOURS["reported"]),
+            ("removed from registration" if i.kind == "dir-failure" else "fenced", i.removed_at_ms, COLOURS["removed"]),
+            ("ended", i.ended_at_ms if i.ended_at is not None else None, COLOURS["ended"]),
         ):
             if ms is not None:
                 ax.axvline((ms - lo) / 1000, color=colour, linestyle="--", linewidth=1.2, label=name)
-        ax.set_yticks(range(len(shown)), list(shown["partition"]))
+        ax.set_yticks(range(len(shown)), [f"{t}/{p}" for t, p in zip(shown["topic"], shown["partition"], strict=True)])
         ax.set_ylim(len(shown) - 0.5, -0.5)
         span = max((hi - lo) / 1000, 1.0)
         ax.set_xlim(-0.05 * span, span * 1.05)
         ax.set_xlabel(f"seconds after the failure at {format_ms(lo)} (record time, UTC)")
         ax.set_ylabel("partition")
-        where = f"broker {i.broker}" + (f", dir {i.directory}" if i.directory else "")
+        path = i.path or (self.report.dir_paths.get(i.directory) if i.directory else None)
         more = f" ({len(impact) - len(shown)} more not drawn)" if len(impact) > len(shown) else ""
-        ax.set_title(f"{i.kind}: {where}{more}")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        ax.set_title(f"{i.kind}: {incident_where(i.kind, i.broker, i.directory, path)}{more}")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
         ax.figure.tight_layout()
         return ax
 
@@ -557,7 +694,7 @@ class Incident:
     def _repr_html_(self) -> str:
         from kraftlake.replay.html import _card
 
-        return _card(self.report, self.incident, self._outages())
+        return _card(self.report, self.incident, [o for pieces in self._outages().values() for o in pieces])
 
 
 def _time_axis(ax, offsets: list[int], times_ms: list) -> None:
@@ -608,6 +745,8 @@ class Lake:
         return PointInTime(self, snapshot, {"offset": offset, "version": version, "timestamp": timestamp})
 
     def history(self) -> pd.DataFrame:
+        """The log's commits: Delta version, commit time (UTC), operation, the offsets and number
+        of records each appended (integers; missing for a commit that appended none), producers."""
         import pandas as pd
 
         rows = []
@@ -624,9 +763,13 @@ class Lake:
                     "producers": producers,
                 }
             )
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             rows, columns=["version", "time", "operation", "first_offset", "last_offset", "records", "producers"]
         )
+        frame["time"] = pd.to_datetime(frame["time"], utc=True)
+        # A commit that appended no record (a compaction) has no offsets: integers that may be
+        # missing, not floats.
+        return _ints(frame, "version", "first_offset", "last_offset", "records")
 
     def diff(self, a: int | PointInTime, b: int | PointInTime) -> pd.DataFrame:
         """Per entity (broker, topic, partition) and field: the value at ``a`` and at ``b``."""
@@ -806,7 +949,8 @@ class Lake:
             if fail_on_unavailable_seconds is None
             else round(fail_on_unavailable_seconds * 1000),
         )
-        return AuditResult(audit_log(snap, config=config, from_offset=from_offset, to_offset=to_offset, start=start))
+        report = audit_log(snap, config=config, from_offset=from_offset, to_offset=to_offset, start=start)
+        return AuditResult(report, snap.record_times)
 
     def incidents(self, kind: str | None = None, **audit: Any) -> Incidents:
         """The incidents of the log (of one ``kind``: dir-failure, controlled-shutdown,
@@ -819,22 +963,25 @@ class Lake:
         offline directory, under min.insync.replicas (see ``audit`` for the arguments)."""
         return self.audit(**audit).availability
 
-    def offline_replicas(self) -> pd.DataFrame:
+    def offline_replicas(self, *, by_broker: bool = False) -> pd.DataFrame:
         """The number of replicas offline (broker unregistered or fenced, or directory offline)
-        after every record that changed it."""
+        after every record that changed it; ``by_broker``: a column per broker (whose replicas
+        they are) instead of the total."""
         import pandas as pd
 
         from kraftlake.statemachine.kraft.directory_ids import is_online
 
-        def offline(view, p) -> int:
-            n = 0
-            for b, d in zip(p.replicas, p.directories):
+        def offline(view, p) -> tuple[int, ...]:
+            out = []
+            for b, d in zip(p.replicas, p.directories, strict=True):
                 reg = view.brokers.get(b)
-                n += reg is None or reg.fenced or not is_online(d, reg.log_dirs)
-            return n
+                if reg is None or reg.fenced or not is_online(d, reg.log_dirs):
+                    out.append(b)
+            return tuple(out)
 
-        counts: dict[tuple[str, int], int] = {}
-        total, rows = 0, []
+        counts: dict[tuple[str, int], tuple[int, ...]] = {}
+        per: dict[int, int] = {}
+        rows = []
         for r, view in self._replay():
             name = type(r).__name__
             if name in ("Partition", "PartitionChange"):
@@ -852,43 +999,56 @@ class Lake:
                 keys = [k for k in counts if k[0] == r.topic_id]
             else:
                 continue
-            before = total
+            before = dict(per)
             for k in keys:
                 p = view.partition(*k)
-                n = 0 if p is None else offline(view, p)
-                total += n - counts.get(k, 0)
-                counts[k] = n
-            if total != before:
-                rows.append({"offset": r.offset, "time": _time(r.ts_ms), "offline_replicas": total})
-        return pd.DataFrame(rows, columns=["offset", "time", "offline_replicas"])
+                now = () if p is None else offline(view, p)
+                for b in counts.get(k, ()):
+                    per[b] -= 1
+                for b in now:
+                    per[b] = per.get(b, 0) + 1
+                counts[k] = now
+            if {b: n for b, n in per.items() if n} != {b: n for b, n in before.items() if n}:
+                rows.append({"offset": r.offset, "time": _time(r.ts_ms), **{f"broker {b}": n for b, n in per.items()}})
+        brokers = sorted({int(c.split()[1]) for row in rows for c in row if c.startswith("broker ")})
+        cols = [f"broker {b}" for b in brokers]
+        frame = pd.DataFrame(rows, columns=["offset", "time", *cols])
+        frame[cols] = frame[cols].fillna(0).astype("int64")
+        frame["time"] = pd.to_datetime(frame["time"], utc=True)
+        if by_broker:
+            return frame
+        total = frame[cols].sum(axis=1) if cols else pd.Series([], dtype="int64")
+        return pd.DataFrame({"offset": frame["offset"], "time": frame["time"], "offline_replicas": total})
 
     # -- plots -----------------------------------------------------------------------------------
 
     def plot_partition(self, topic: str, partition: int, ax=None):
-        """The partition's leader and ISR over offsets, with the failures of the directories that
-        held its replicas marked."""
+        """The partition's leader and ISR over offsets, a lane per broker holding a replica, with
+        the failures of the directories that held its replicas marked where they hit (an x on
+        the broker's lane) and the record time (UTC) on the top axis."""
         import matplotlib.pyplot as plt
 
         tl = self.timeline(topic, partition)
-        ax = ax or plt.subplots(figsize=(10, 3.5))[1]
+        ax = ax or plt.subplots(figsize=(11, 3.8))[1]
         if tl.empty:
             return ax
         offsets = list(tl["offset"]) + [self.log.last_offset]
         brokers = sorted({b for rs in tl["replicas"] for b in rs})
+        lane = {b: n for n, b in enumerate(brokers)}  # evenly spaced, whatever the ids
+        labelled: set[str] = set()
+
+        def once(label: str) -> str | None:
+            if label in labelled:
+                return None
+            labelled.add(label)
+            return label
+
         for i, row in enumerate(tl.itertuples()):
             lo, hi = offsets[i], offsets[i + 1]
             for b in row.isr:
-                ax.hlines(
-                    b,
-                    lo,
-                    hi,
-                    colors="tab:blue",
-                    linewidth=6,
-                    alpha=0.35,
-                    label="in ISR" if (i, b) == (0, row.isr[0]) else None,
-                )
-            if row.leader >= 0:
-                ax.hlines(row.leader, lo, hi, colors="tab:green", linewidth=2.5, label="leader" if i == 0 else None)
+                ax.hlines(lane[b], lo, hi, colors="tab:blue", linewidth=7, alpha=0.3, label=once("in the ISR"))
+            if row.leader >= 0 and row.leader in lane:
+                ax.hlines(lane[row.leader], lo, hi, colors="tab:green", linewidth=2.5, label=once("leader"))
         # Only the failures of the directory that held this partition's replica at the time.
         hits = []
         for f in self.log.at().records(types=["LogDirFailed"]):
@@ -896,33 +1056,54 @@ class Lake:
             if before.empty:
                 continue
             row = before.iloc[-1]
-            if dict(zip(row["replicas"], row["directories"])).get(f.broker_id) == _dir(f.directory):
+            if dict(zip(row["replicas"], row["directories"], strict=True)).get(f.broker_id) == _dir(f.directory):
                 hits.append(f)
-        for j, f in enumerate(hits):
-            ax.axvline(
-                f.offset, color="tab:red", linestyle="--", linewidth=1, label="its directory failed" if j == 0 else None
+        if hits:
+            ax.plot(
+                [f.offset for f in hits],
+                [lane[f.broker_id] for f in hits],
+                "x",
+                color="tab:red",
+                markersize=9,
+                markeredgewidth=2,
+                label="its replica's directory failed",
             )
-            ax.annotate(f"b{f.broker_id}", (f.offset, max(brokers) + 0.25), color="tab:red", fontsize=8)
-        ax.set_ylim(min(brokers) - 0.5, max(brokers) + 0.6)
-        ax.set_yticks(brokers)
-        ax.set_ylabel("broker")
+        ax.set_ylim(-0.6, len(brokers) - 0.4)
+        ax.set_yticks(range(len(brokers)), [f"broker {b}" for b in brokers])
         ax.set_xlabel("offset")
+        if offsets[-1] > offsets[0]:
+            ax.set_xlim(offsets[0], offsets[-1])
         _time_axis(ax, list(tl["offset"]), [None if _missing(t) else t.timestamp() * 1000 for t in tl["time"]])
-        ax.set_title(f"{topic}-{partition}: leader and ISR")
-        ax.legend(loc="upper right", fontsize=8)
+        ax.set_title(f"{topic}/{partition}: leader and ISR")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+        ax.figure.tight_layout()
         return ax
 
     def plot_offline(self, ax=None):
-        """The number of offline replicas over time (a step plot)."""
+        """Offline replicas over record time, stacked by the broker whose replicas they are."""
+        import matplotlib.dates as mdates
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
 
-        data = self.offline_replicas()
-        ax = ax or plt.subplots(figsize=(10, 3))[1]
-        if not data.empty:
-            ax.step(data["time"], data["offline_replicas"], where="post", color="tab:red")
+        data = self.offline_replicas(by_broker=True)
+        ax = ax or plt.subplots(figsize=(11, 3.4))[1]
+        cols = [c for c in data.columns if c.startswith("broker ")]
+        if not data.empty and cols:
+            times = data["time"].dt.tz_convert("UTC").dt.tz_localize(None)
+            ax.stackplot(times, *[data[c] for c in cols], labels=cols, step="post", alpha=0.85)
+            # At most eight ticks whatever the span (a date locator warns below a second).
+            ax.xaxis.set_major_locator(MaxNLocator(8))
+            ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+            day = data["time"].iloc[0].strftime("%Y-%m-%d")
+            ax.set_xlabel(f"record time (UTC, {day})")
+            if times.iloc[-1] > times.iloc[0]:
+                ax.set_xlim(times.iloc[0], times.iloc[-1])
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="replicas of")
+        else:
+            ax.set_xlabel("record time (UTC)")
         ax.set_ylabel("offline replicas")
-        ax.set_xlabel("record time (UTC)")
-        ax.set_title("offline replicas over time")
+        ax.set_title("offline replicas over time, by broker")
+        ax.figure.tight_layout()
         return ax
 
     def _repr_html_(self) -> str:

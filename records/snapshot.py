@@ -309,6 +309,31 @@ class LogSnapshot:
                     best = hit
         return best
 
+    def record_times(self, offsets: Iterable[int]) -> dict[int, int | None]:
+        """The record time (``ts_ms``; None where a record has none) of each of ``offsets``
+        that the snapshot holds: a report's rows carry the times of the offsets they name. Only
+        the ``offset`` and ``ts_ms`` columns of the files holding one of them are read."""
+        import numpy as np
+
+        wanted = np.unique(np.fromiter((o for o in offsets if 0 <= o <= self.last_offset), dtype=np.int64))
+        out: dict[int, int | None] = {}
+        if not len(wanted):
+            return out
+        schema = arrow_schema(self._dt)
+        schema = pa.schema([schema.field("offset"), schema.field("ts_ms")])
+        for path, a, b in self._file_ranges():
+            if a is not None and b is not None:
+                lo, hi = np.searchsorted(wanted, [a, b + 1])
+                if lo == hi:
+                    continue
+                here = wanted[lo:hi]
+            else:
+                here = wanted
+            table = self._read([path], schema, ds.field("offset").isin(pa.array(here)))
+            for o, t in zip(table.column("offset").to_pylist(), table.column("ts_ms").to_pylist(), strict=True):
+                out[o] = t
+        return out
+
     def iter_tables(
         self,
         from_offset: int | None = None,

@@ -72,6 +72,7 @@ class _Outages:
         self.rows = order.to_numpy(zero_copy_only=False).astype(np.int64)
         sorted_firsts = pc.take(firsts, order).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
         self.firsts = sorted_firsts.tolist()
+        self.first_offsets = pc.fill_null(firsts, -1).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
         self.ranges: dict[tuple[str, int], tuple[int, int]] = {}
         if n:
             t, p = pc.take(topics, order), pc.take(parts, order)
@@ -81,22 +82,31 @@ class _Outages:
             for lo, hi in zip(starts, starts[1:], strict=False):
                 self.ranges[(names[lo], numbers[lo])] = (lo, hi)
 
+    def firsts_of(self, row: int) -> int:
+        """The first offset of the outage ``row``."""
+        return int(self.first_offsets[row])
+
     def duration(self, row: int) -> int:
         """ms the outage ``row`` lasted (to the end of the audit while open; 0 untimed)."""
         start, stop = int(self.froms[row]), int(self.tos[row])
         return 0 if start == NONE_INT or stop == NONE_INT else max(0, stop - start)
 
-    def beginning_in(self, key: tuple[str, int], lo_offset: int, hi_offset: int | None) -> list[int]:
-        """The rows (report indexes) of ``key``'s outages whose first offset is in
-        ``[lo_offset, hi_offset]`` (None: no end)."""
+    def overlapping(self, key: tuple[str, int], lo_offset: int, hi_offset: int | None) -> list[int]:
+        """The rows (report indexes) of ``key``'s outages under way at some offset of
+        ``[lo_offset, hi_offset]`` (None: no end). A partition's outages are disjoint and in order."""
         got = self.ranges.get(key)
         if got is None:
             return []
         lo, hi = got
-        firsts = self.firsts
-        i = bisect.bisect_left(firsts, lo_offset, lo, hi)
-        j = hi if hi_offset is None else bisect.bisect_right(firsts, hi_offset, lo, hi)
-        return [int(self.rows[k]) for k in range(i, j)]
+        firsts, rows = self.firsts, self.rows
+        k = max(lo, bisect.bisect_right(firsts, lo_offset, lo, hi) - 1)
+        out = []
+        while k < hi and (hi_offset is None or firsts[k] <= hi_offset):
+            row = int(rows[k])
+            if self.open_end[row] or self.lasts[row] >= lo_offset:
+                out.append(row)
+            k += 1
+        return out
 
     def holding(self, key: tuple[str, int], offset: int) -> int | None:
         """The row of ``key``'s outage under way at ``offset`` (begun at or before it, not over)."""
@@ -112,15 +122,22 @@ class _Outages:
 
 
 def _leader_rows(inc: Incident):
-    """(topic id, partition, caused_by, ended_by or None, leader after or None) of the
-    incident's leadership effects, read off the columns."""
+    """(topic id, partition, caused_by, ended_by or None, leader after or None, time to move or
+    None) of the incident's leadership effects, read off the columns."""
     effects = _columns(inc.effects)
     cols, table = effects._cols, effects.strings.table  # noqa: SLF001 - the list's own columns, read only
     rows = zip(
-        cols["role"], cols["topic_id"], cols["partition"], cols["caused_by"], cols["ended_by"], cols["new_leader"]
+        cols["role"],
+        cols["topic_id"],
+        cols["partition"],
+        cols["caused_by"],
+        cols["ended_by"],
+        cols["new_leader"],
+        cols["time_to_move_ms"],
+        strict=True,
     )
     out = []
-    for role, topic, p, caused, ended, leader in rows:
+    for role, topic, p, caused, ended, leader, took in rows:
         if table[role] != "leader":
             continue
         out.append(
@@ -130,6 +147,7 @@ def _leader_rows(inc: Incident):
                 caused,
                 None if ended == NONE_INT else ended,
                 None if leader == NONE_INT else leader,
+                None if took == NONE_INT else took,
             )
         )
     effects.drop_pages()
@@ -139,54 +157,97 @@ def _leader_rows(inc: Incident):
 def attribute(found: IncidentsResult) -> None:
     """Tie ``found``'s outages to the incidents that caused them and fill what follows from it
     (``Incident.unavailable_ms``, ``unavailable_after_ms``, ``leaderless``, ``overlaps``;
-    ``Availability.by_kind``, ``outside_incidents_ms``, ``outage_incidents``;
-    ``Handling.leaderless``), from scratch: attributing again gives the same."""
+    ``Availability.by_kind``, ``outside_incidents_ms``, ``outage_incidents``, ``outage_splits``;
+    ``Handling.leaderless``), from scratch: attributing again gives the same.
+
+    An incident claims, of each outage of a partition it led from what failed, the time while
+    its leadership effect lasted (from its failure to the record that moved the leader); one it
+    left with no leader it claims to the outage's end. Where two claim the same time, the first
+    to fail has it; time no incident claims is outside any."""
     incidents = found.incidents
     avail = found.availability
     end_ms = avail.to_ms
     outages = _Outages(avail.outages, end_ms)
-    owner = array("q", [-1]) * outages.n
+    claims: dict[int, list[tuple]] = {}
     waits = array("q")
     still = 0
     order = sorted(range(len(incidents)), key=lambda k: (incidents[k].failed_at, incidents[k].id))
+    rank = {k: n for n, k in enumerate(order)}
+    isr_of: dict[int, dict] = {}
+    """Incident -> partition -> its ISR effects there (caused_by, ended_by), read when asked."""
+    of_broker: dict[int, _BrokerIncidents] = {}
+    for k in order:
+        of_broker.setdefault(incidents[k].broker, _BrokerIncidents()).add(k, incidents[k])
     for k in order:
         inc = incidents[k]
         inc.leaderless = 0
-        for topic, p, caused, ended, leader in _leader_rows(inc):
+        t0 = inc.failed_at_ms
+        for topic, p, caused, ended, leader, took in _leader_rows(inc):
             key = (topic, p)
-            for row in outages.beginning_in(key, caused, ended):
-                if owner[row] < 0:
-                    owner[row] = k
-            if ended is not None and leader == NO_LEADER:
+            left = ended is not None and leader == NO_LEADER
+            ended_ms = None if ended is None or t0 is None or took is None else t0 + took
+            for row in outages.overlapping(key, caused, ended):
+                start = int(outages.froms[row])
+                if start == NONE_INT:
+                    continue
+                # The leaderless outage that began at the record ending the effect is its own.
+                whole = left and outages.firsts_of(row) == ended
+                a = max(start, t0 if t0 is not None else start)
+                a_off = max(caused, outages.firsts_of(row))
+                if whole or ended_ms is None:
+                    b, b_off = int(outages.tos[row]), None
+                else:
+                    b, b_off = min(int(outages.tos[row]), ended_ms), ended
+                if b > a or (whole and b == a):
+                    claims.setdefault(row, []).append((rank[k], k, a, a_off, b, b_off))
+                if b_off is not None and leader is not None and leader >= 0 and b < int(outages.tos[row]):
+                    # The leader moved onto a replica another failure holds (a controller that
+                    # elects onto an offline directory): the rest is the incident whose failed
+                    # directory or broker held that replica in the ISR then.
+                    heirs = of_broker.get(leader)
+                    heir = None if heirs is None else heirs.holding(ended, key, incidents, isr_of)
+                    if heir is not None:
+                        other = incidents[heir]
+                        stop = int(outages.tos[row])
+                        if other.ended_at is not None and other.ended_at_ms is not None:
+                            stop = min(stop, other.ended_at_ms)
+                        if stop > b:
+                            claims.setdefault(row, []).append((rank[heir], heir, b, ended, stop, other.ended_at))
+            if left:
                 inc.leaderless += 1
                 row = outages.holding(key, ended)
                 if row is None:
                     continue  # leaderless for no time: a leader in the same record's batch
-                if owner[row] < 0:
-                    owner[row] = k
                 if outages.open_end[row]:
                     still += 1
                 # A "no leader" outage begins at the record that left it leaderless (a change
                 # of why the partition is down begins another), and lasts until a leader.
                 waits.append(outages.duration(row))
+    owner = [-1] * outages.n
+    splits: list[list[int]] = []
     unavailable = [0] * len(incidents)
     after = [0] * len(incidents)
-    for row, k in enumerate(owner):
-        if k < 0:
-            continue
-        took = outages.duration(row)
-        unavailable[k] += took
-        done = incidents[k].ended_at_ms if incidents[k].ended_at is not None else None
-        if done is not None and took:
-            start, stop = int(outages.froms[row]), int(outages.tos[row])
-            after[k] += max(0, stop - max(start, done))
+    for row in sorted(claims):
+        pieces = _pieces(int(outages.froms[row]), int(outages.tos[row]), outages.firsts_of(row), claims[row])
+        owner[row] = pieces[0][0]
+        for who, a, _a_off, b in pieces:
+            if who < 0:
+                continue
+            unavailable[who] += b - a
+            done = incidents[who].ended_at_ms if incidents[who].ended_at is not None else None
+            if done is not None:
+                after[who] += max(0, b - max(a, done))
+        for (prev, *_), (who, a, a_off, _b) in zip(pieces, pieces[1:], strict=False):
+            if who != prev:
+                splits.append([row, a_off, a, who])
     by_kind: dict[str, int] = {}
     for k, inc in enumerate(incidents):
         inc.unavailable_ms, inc.unavailable_after_ms = unavailable[k], after[k]
         by_kind[inc.kind] = by_kind.get(inc.kind, 0) + unavailable[k]
     avail.by_kind = dict(sorted(by_kind.items()))
     avail.outside_incidents_ms = avail.unavailable_ms - sum(unavailable)
-    avail.outage_incidents = owner.tolist()
+    avail.outage_incidents = owner
+    avail.outage_splits = splits
     _overlaps(incidents, order)
     np.frombuffer(waits, dtype=np.int64).sort()
     found.handling = handling(
@@ -200,6 +261,76 @@ def attribute(found: IncidentsResult) -> None:
             max_ms=waits[-1] if waits else None,
         ),
     )
+
+
+class _BrokerIncidents:
+    """A broker's incidents, first failed first: which was open at an offset, in a search."""
+
+    __slots__ = ("ks", "failed", "reach")
+
+    def __init__(self) -> None:
+        self.ks: list[int] = []
+        self.failed: list[int] = []
+        self.reach: list[float] = []
+        """The latest end (inf: still open) of the incidents up to each: it never decreases."""
+
+    def add(self, k: int, inc: Incident) -> None:
+        end = float("inf") if inc.ended_at is None else inc.ended_at
+        self.ks.append(k)
+        self.failed.append(inc.failed_at)
+        self.reach.append(max(end, self.reach[-1]) if self.reach else end)
+
+    def holding(self, offset: int, key: tuple[str, int], incidents: list[Incident], isr_of: dict) -> int | None:
+        """The first-failed incident open at ``offset`` (failed at or before it, not ended before)
+        whose failure held the broker's replica of ``key`` then: an ISR effect there, open."""
+        i = bisect.bisect_left(self.reach, offset)
+        while i < len(self.ks) and self.failed[i] <= offset:
+            k = self.ks[i]
+            inc = incidents[k]
+            if inc.ended_at is None or inc.ended_at >= offset:
+                spans = isr_of.get(k)
+                if spans is None:
+                    spans = isr_of[k] = _isr_spans(inc)
+                if any(c <= offset and (e is None or offset <= e) for c, e in spans.get(key, ())):
+                    return k
+            i += 1
+        return None
+
+
+def _isr_spans(inc: Incident) -> dict[tuple[str, int], list[tuple[int, int | None]]]:
+    """Partition -> (caused_by, ended_by or None) of the incident's ISR effects."""
+    effects = _columns(inc.effects)
+    cols, table = effects._cols, effects.strings.table  # noqa: SLF001 - the list's own columns, read only
+    out: dict[tuple[str, int], list[tuple[int, int | None]]] = {}
+    rows = zip(cols["role"], cols["topic_id"], cols["partition"], cols["caused_by"], cols["ended_by"], strict=True)
+    for role, topic, p, caused, ended in rows:
+        if table[role] == "isr":
+            out.setdefault((table[topic], p), []).append((caused, None if ended == NONE_INT else ended))
+    effects.drop_pages()
+    return out
+
+
+def _pieces(start: int, stop: int, first_offset: int, claims: list[tuple]) -> list[tuple[int, int, int, int]]:
+    """An outage's time ``[start, stop)`` cut where who caused it changes: (incident or -1,
+    from ms, from offset, to ms) in order, each instant the first-failed claim's (``claims``:
+    (rank, incident, from ms, from offset, to ms, to offset))."""
+    cuts = sorted({start, stop, *(c[2] for c in claims), *(c[4] for c in claims)})
+    cuts = [t for t in cuts if start <= t <= stop]
+    at_offset = {c[2]: c[3] for c in claims}
+    at_offset.update({c[4]: c[5] for c in claims if c[5] is not None})
+    at_offset[start] = first_offset
+    out: list[tuple[int, int, int, int]] = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        held = [c for c in claims if c[2] <= a and b <= c[4]]
+        who = min(held)[1] if held else -1
+        if out and out[-1][0] == who:
+            out[-1] = (who, out[-1][1], out[-1][2], b)
+        else:
+            out.append((who, a, at_offset.get(a, first_offset), b))
+    if not out:  # an outage of no time (its start and end one instant)
+        held = sorted(claims)
+        out.append((held[0][1] if held else -1, start, first_offset, stop))
+    return out
 
 
 def _overlaps(incidents: list[Incident], order: list[int]) -> None:
@@ -234,3 +365,24 @@ def _overlaps(incidents: list[Incident], order: list[int]) -> None:
                 inc.overlaps.append(other.id)
             if len(other.overlaps) < OVERLAPS_KEPT:
                 other.overlaps.append(inc.id)
+
+
+def outage_pieces(availability):
+    """(outage, first offset, from ms, last offset, to ms, incident index or -1) of every piece of
+    ``availability``'s outages: an outage that went on under another incident is cut where it
+    did (``outage_splits``), each piece its own incident's (``outage_incidents``)."""
+    owners = availability.outage_incidents
+    splits: dict[int, list[list[int]]] = {}
+    for row, at, at_ms, who in availability.outage_splits:
+        splits.setdefault(row, []).append([at, at_ms, who])
+    for row, o in enumerate(availability.outages):
+        cuts = [[o.first_offset, o.from_ms, owners[row] if row < len(owners) else -1], *splits.get(row, ())]
+        for (at, at_ms, who), nxt in zip(cuts, [*cuts[1:], None], strict=True):
+            yield (
+                o,
+                at,
+                at_ms,
+                o.last_offset if nxt is None else nxt[0] - 1,
+                o.to_ms if nxt is None else nxt[1],
+                who,
+            )

@@ -20,7 +20,14 @@ import msgspec
 
 from kraftlake.records.errors import ReplayError
 from kraftlake.replay.grace import GRACE_MS, UNTIMED_GRACE_RECORDS, past_grace
-from kraftlake.replay.incidents import Availability, Handling, Incident, IncidentsResult, link_violations
+from kraftlake.replay.incidents import (
+    Availability,
+    Handling,
+    Incident,
+    IncidentBrief,
+    IncidentsResult,
+    link_violations,
+)
 from kraftlake.replay.violations import Violation, ViolationList
 from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, ERROR, REPLAY_RULE_TO_INVARIANT, SEVERITIES, say
 
@@ -76,6 +83,8 @@ class Omitted(msgspec.Struct, kw_only=True):
     partitions: int = 0
     """Partitions with time in a bad state whose availability is not shown (the worst is)."""
     outages: int = 0
+    index: int = 0
+    """Incidents in neither the shown ones nor the index (``AuditReport.incident_index``)."""
     tables: str | None = None
     """The directory of the complete tables (``kraftlake audit --tables``); None: not written."""
 
@@ -119,6 +128,9 @@ class AuditReport(msgspec.Struct, kw_only=True):
     omitted: Omitted | None = None
     """None: every row is here. Else a summary (``replay.summary.bounded``): what its lists
     leave out, and where the tables with every row are."""
+    incident_index: list[IncidentBrief] | None = None
+    """A summary's index of its worst incidents beyond those it shows whole (``bounded(...,
+    index=N)``: the HTML page's filter reads it); None: not asked."""
 
     @property
     def violation_count(self) -> int:
@@ -266,6 +278,9 @@ def assemble_report(
     if not isinstance(violations, ViolationList):
         violations = ViolationList(violations)
     counts = dict.fromkeys(BY_ID, 0) | violations.counts()
+    # L3-L5 are the replay's own rules: every record is held to them as it is applied (a record
+    # refused is also a violation), so each counts the records audited, as L1 does.
+    checked = {**checked, **dict.fromkeys(("L3", "L4", "L5"), records)}
     threshold = SEVERITIES.index(config.fail_on)
     failed = any(SEVERITIES.index(s) >= threshold for s in violations.severities())
     report = AuditReport(

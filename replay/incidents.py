@@ -230,6 +230,30 @@ class Incident(msgspec.Struct, kw_only=True):
         return out
 
 
+class IncidentBrief(msgspec.Struct, kw_only=True):
+    """One line of an incident for an index of many (``replay.summary``: the HTML page's, which
+    a reader filters by broker, directory, topic and time): its facts, no effects."""
+
+    id: str
+    kind: str
+    broker: int
+    directory: str | None = None
+    path: str | None = None
+    failed_at: int
+    failed_at_ms: int | None = None
+    ended_at: int | None = None
+    ended_at_ms: int | None = None
+    unavailable_ms: int = 0
+    leaderless: int = 0
+    effects: int = 0
+    violations: int = 0
+    invariants: dict[str, int] = {}
+    overlaps: int = 0
+    topics: list[str] = []
+    """The names of the topics it hit (the first ``summary.TOPICS``)."""
+    more_topics: int = 0
+
+
 class MoveStats(msgspec.Struct, kw_only=True):
     """How fast effects of one role were ended, over every incident (ms of ``ts_ms``): for
     leadership, moved to a live leader (a leadership left with no leader is ``Leaderless``)."""
@@ -377,7 +401,11 @@ class Availability(msgspec.Struct, kw_only=True):
     outside_incidents_ms: int = 0
     """The unavailable partition-ms no incident caused: with ``by_kind``, ``unavailable_ms``."""
     outage_incidents: list[int] = []
-    """Per outage, the index in the report's incidents of the one that caused it (-1: none)."""
+    """Per outage, the index in the report's incidents of the one that caused it to begin (-1:
+    none; ``replay.attribution``)."""
+    outage_splits: list[list[int]] = []
+    """Where an outage went on under another incident (or none, -1): [outage, from offset,
+    from ms, incident], in order: its leader moved to a replica another failure holds."""
 
 
 class IncidentsResult(msgspec.Struct, kw_only=True):

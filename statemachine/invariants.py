@@ -14,8 +14,10 @@ A report's ``checked`` says how many times each invariant was asked, on every en
 subjects it judges, each counted once, at the record that brings it (``counts`` names them where
 a rule judges more than records), not how often an engine looks at a subject again (the Python
 engine re-checks a partition at its brokers' records; the plan joins its states with intervals;
-neither counts that). The rules the replay enforces (L3, L4, L5, K2) count the records refused
-under them: every record is held to them as it is applied, and L1 counts those.
+neither counts that). Every record is held to the rules the replay enforces (L3, L4, L5) as it
+is applied: a report counts the records audited for each, as for L1 (the engines count the
+records refused, ``books.assemble_report`` says it); K2 counts the partition records.
+``CHECKED`` and ``FINDS`` say it in a few words, for a report's reader.
 """
 
 from __future__ import annotations
@@ -490,6 +492,39 @@ CATALOGUE: tuple[Invariant, ...] = (
     ),
 )
 BY_ID = {i.id: i for i in CATALOGUE}
+
+CHECKED = {
+    "L1": "records",
+    "L3": "records",
+    "L4": "records",
+    "L5": "records",
+    "K1": "partition states",
+    "K2": "partition records",
+    "K3": "partition changes",
+    "K4": "partition states",
+    "K5": "partition states",
+    "K6": "directory states",
+    "K7": "directory removals",
+    "K8": "broker states",
+    "K9": "replica directories reported",
+    "K10": "broker states",
+    "K11": "unfence requests",
+    "K12": "directory states",
+    "K13": "partition states with an ELR",
+    "K14": "leader moves",
+    "K15": "partition states with an ELR",
+}
+"""What a report's ``checked`` counts of each invariant, in a few words (``counts`` says it
+whole); "checks" where not said. L3-L5 hold every record as it is applied: they count records."""
+
+FINDS = {
+    "K7": "partitions left on a removed directory: one removal can leave several",
+    "K3": "wrong epochs: one change can get both epochs wrong",
+    "K6": "directories left registered: each is checked when reported and when handled",
+    "K12": "failures left unreported: each is checked when it fails and when reported",
+}
+"""Where one check can find several violations, or one subject is checked more than once: what
+a violation is, so that a reader can hold ``violations`` against ``checked``."""
 _TEMPLATES = {(i.id, kind): template for i in CATALOGUE for kind, template in i.messages.items()}
 
 REPLAY_RULE_TO_INVARIANT = {

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
-from kraftlake.records import BrokerRegistrationChange, NoOp, PartitionChange, iter_lines
+from kraftlake.records import BrokerRegistrationChange, Log, NoOp, PartitionChange, iter_lines
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 
@@ -161,6 +161,7 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
         "fail_on_unavailable_ms",
         "engine",
         "omitted",
+        "incident_index",
     ]
     assert doc["verdict"] == "fail" and doc["violations"][0]["invariant"] == "K6"
     assert set(doc["violations"][0]) == {
@@ -171,7 +172,18 @@ def test_cli_audit_exit_codes_formats_and_ranges(tmp_path):
         "last_offset",
         "message",
         "evidence",
+        "name",
+        "first_ms",
+        "last_ms",
+        "incident",
     }
+    # A row a person reads: the entity's name and the record times beside offsets and ids.
+    v = doc["violations"][0]
+    ts = {r.offset: r.ts_ms for r in Log.open(bad).at().records()}
+    assert v["name"].startswith("broker 101 ") and (v["first_ms"], v["last_ms"]) == (
+        ts[v["first_offset"]],
+        ts.get(v["last_offset"]),
+    )
     # A grace of 3 records: the brokers' directory reports (AssignReplicasToDirs) come 9 and 14
     # records after their replicas were created, too late (K10, an error); the same states break
     # KIP-858's policy (K8, a warning, which alone would not fail the audit); the controller's
@@ -209,7 +221,8 @@ def test_cli_audit_html_is_one_self_contained_page(tmp_path):
     assert res.exit_code == 1 and str(page) in res.stderr
     text = page.read_text()
     assert text.startswith("<!doctype html>") and "FAIL" in text and "<svg" in text
-    assert f"dir/101/{RECORDS[23].directory}" in text and "<script" not in text and "http" not in text
+    # Self-contained: its one script is inline (the filter), nothing is fetched.
+    assert f"dir/101/{RECORDS[23].directory}" in text and "<script src" not in text and "http" not in text
 
 
 AUDIT_FIXTURES = Path(__file__).parent.parent / "fixtures" / "kraft" / "audit"

@@ -68,14 +68,46 @@ def test_plots_draw(lake):
 
     matplotlib.use("Agg")
     ax = lake.plot_partition("a", 0)
-    assert ax.get_title() == "a-0: leader and ISR" and any(
+    assert ax.get_title() == "a/0: leader and ISR" and any(
         "failed" in t.get_text() for t in ax.get_legend().get_texts()
     )
+    # A lane per broker, named; the failure marked on the failed replica's broker's lane.
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["broker 101", "broker 102"]
     # Offsets below, record time above: the fixture's partition changes span 22:13:2x UTC.
     top = [c for c in ax.child_axes if c.get_xlabel().startswith("record time (UTC")]
     assert len(top) == 1 and all(t.get_text().startswith("22:13:") for t in top[0].get_xticklabels())
     offline = lake.plot_offline()
-    assert offline.get_ylabel() == "offline replicas" and offline.get_xlabel() == "record time (UTC)"
+    assert offline.get_ylabel() == "offline replicas" and offline.get_xlabel() == "record time (UTC, 2023-11-14)"
+    # Divided by broker, and times as a clock, not matplotlib's day-and-hour default.
+    assert [t.get_text() for t in offline.get_legend().get_texts()] == ["broker 101"]
+    offline.figure.canvas.draw()
+    ticks = [t.get_text() for t in offline.get_xticklabels() if t.get_text()]
+    assert ticks and all(len(t) == 8 and t[2] == t[5] == ":" for t in ticks)
+
+
+def test_offsets_are_integers_times_are_aware_and_partitions_two_columns(lake):
+    """The notebook's tables as a reader expects: offsets ``int``/``Int64`` (never 2443.0),
+    record times ``datetime64[ns, UTC]``, a partition as its ``topic`` and its ``partition``."""
+    history = lake.history()
+    assert str(history.first_offset.dtype) == "Int64" and str(history.time.dtype) == "datetime64[ns, UTC]"
+    result = lake.audit()
+    inc = result.incidents[0]
+    assert inc.failed_time.tzinfo is not None and inc.failed_time.isoformat() == "2023-11-14T22:13:30+00:00"
+    table = result.incidents.table()
+    assert str(table.failed_time.dtype) == "datetime64[ns, UTC]" and str(table.ended_at.dtype) == "Int64"
+    impact = inc.impact()
+    assert list(impact[["topic", "partition"]].itertuples(index=False, name=None)) == [("a", 0), ("b", 0)]
+    assert str(impact.partition.dtype) == "Int64" and str(impact.leader_moved_at.dtype) == "Int64"
+    assert str(impact.leader_moved_time.dtype) == "datetime64[ns, UTC]"
+    assert impact.unavailable_s.tolist() == [0.6, 0.6]
+    # The kinds' sums and the time no incident caused add up to the total.
+    by_cause = result.unavailability().set_index("cause").unavailable_s
+    assert by_cause["dir-failure"] + by_cause["outside any incident"] == by_cause["total"] == 1.2
+    effects = result.table("effects")
+    assert str(effects.ended_time.dtype) == "datetime64[ns, UTC]" and effects.name.tolist()[0] == "a/0"
+    strict = lake.audit(to_offset=24, grace_records=0, grace_ms=0)
+    v = strict.table("violations")
+    assert str(v.first_time.dtype) == "datetime64[ns, UTC]" and v.first_time.notna().all()
 
 
 def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
@@ -85,6 +117,8 @@ def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
     import nbclient
     import nbconvert
     import nbformat
+
+    from kraftlake.replay.html import COLOURS
 
     from helpers.browser import bands, mask, screenshot
 
@@ -113,7 +147,7 @@ def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
     fresh_hash = re.search(r"state hash <code>([0-9a-f]+)", body).group(1)
     assert f"state hash <code>{fresh_hash}" in committed, "examples/incident.html is stale: run `make examples`"
     px = screenshot(page, tmp_path / "incident.png", height=6000)
-    shaded = mask(px, "#ff8182", 10)
+    shaded = mask(px, COLOURS["outage"], 10)
     assert len(bands(shaded.sum(axis=1) > 40)) >= 3  # the plot's lanes, as a reader sees them
 
 

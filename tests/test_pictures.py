@@ -1,30 +1,35 @@
-"""The reports as pictures: the HTML report rendered by a headless Chromium and the incident
-plot saved by matplotlib, inspected as pixels. What a reader sees: a lane per partition hit with
-its outage shaded, the failure, report and removal markers in their order, leadership and ISR
-moves marked, long lists paged rather than cut."""
+"""The reports as pictures: the HTML report rendered by a headless Chromium (pixels, and its
+document after its script ran), the text report at 80 and 200 columns, and the notebook's
+figures, made as ``make examples`` makes them (``helpers.pictures``). What a reader sees: a lane
+per partition hit with the outage it caused shaded, the failure, report and removal markers in
+their order; red only where something is wrong; incidents found by broker, directory, topic
+and time among thousands; times and names beside offsets and ids."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
 
 import msgspec
 import numpy as np
+import pytest
 
-from kraftlake.records import iter_lines
-from kraftlake.replay.audit import Audit
-from kraftlake.replay.html import COLOURS, render
-from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
+from kraftlake.replay.html import COLOURS, INDEX, WRONG, render
+from kraftlake.replay.incidents import Effect, Incident
+from kraftlake.replay.summary import bounded
 
-from helpers.browser import bands, mask, png_pixels, screenshot
-
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
-
-
-def fixture_report():
-    records = [msgspec.structs.replace(r, offset=i) for i, r in enumerate(iter_lines(FIXTURE.open("rb")))]
-    a = Audit()
-    a.feed(records)
-    return a.report()
+from helpers.browser import bands, dom, mask, png_pixels, screenshot
+from helpers.pictures import (
+    WIDTHS,
+    audited,
+    figures,
+    fixture_records,
+    html_page,
+    shoot_svg,
+    shutdown_at_end_records,
+    simulated_records,
+    summary,
+    text_report,
+)
 
 
 def marker_column(pixels: np.ndarray, colour: str, min_run: int = 25) -> int | None:
@@ -34,12 +39,16 @@ def marker_column(pixels: np.ndarray, colour: str, min_run: int = 25) -> int | N
     return x if counts[x] >= min_run else None
 
 
+@pytest.fixture(scope="module")
+def buggy():
+    return simulated_records(records=2500)
+
+
 def test_the_html_report_draws_the_incident_timeline(tmp_path):
-    page = tmp_path / "report.html"
-    page.write_text(render(fixture_report(), title="fixture"))
-    px = screenshot(page, tmp_path / "report.png", height=1400)
-    # Two partitions were led from the dead disk: two lanes with an outage shaded (the legend's
-    # swatch is narrower than any lane's shading).
+    page = html_page(fixture_records(), tmp_path / "report.html", "fixture")
+    px = screenshot(page, tmp_path / "report.png", height=1600)
+    # Two partitions were led from the dead disk: two lanes with the outage it caused shaded
+    # (the legend's swatch is narrower than any lane's shading).
     outage = mask(px, COLOURS["outage"])
     wide_rows = outage.sum(axis=1) > 40
     assert len(bands(wide_rows)) == 2
@@ -50,56 +59,192 @@ def test_the_html_report_draws_the_incident_timeline(tmp_path):
     for colour in (COLOURS["leader"], COLOURS["isr"]):
         rows = bands(mask(px, colour).any(axis=1))
         assert len(rows) >= 3, colour  # the legend's swatch and the two lanes
-    # The verdict is drawn in the pass colour, and no card is marked as trouble.
-    assert mask(px, "#1a7f37").sum() > 0
+    # A passing audit: nothing on the page is drawn in the colour of what is wrong.
+    assert mask(px, WRONG).sum() == 0
+    text = page.read_text()
+    # Record times beside offsets, names beside ids: the effects' partitions are a/0 and b/0.
+    assert "2023-11-14T22:13:30.000Z</span> · offset 23" in text and ">a/0<" in text and ">b/0<" in text
 
 
-def test_the_html_report_pages_its_incidents(tmp_path):
-    cfg = WorkloadConfig(
-        brokers=6, dirs_per_broker=3, topics=3, partitions=24, seed=3, bug="keep-offline-replica-in-isr"
-    )
-    a = Audit()
-    a.feed([r for batch in generate(cfg, records=1500) for r in batch])
-    report = a.report()
-    troubled = [i for i in report.incidents if i.violations]
-    assert len(troubled) > 5
+def test_red_is_for_what_is_wrong_and_a_normal_shutdown_is_calm(tmp_path, buggy):
+    """A passing cluster whose log ends in a controlled shutdown (an incident still open, its
+    leaderships not moved yet) has no red; a controller that ignores offline directories has
+    red cards, red badges and a red verdict."""
+    calm = html_page(shutdown_at_end_records(), tmp_path / "calm.html", "calm")
+    px = screenshot(calm, tmp_path / "calm.png", height=1400)
+    assert mask(px, WRONG).sum() == 0
+    assert "open at the end of the log" in calm.read_text() and "still open" not in calm.read_text()
+    wrong = html_page(buggy, tmp_path / "wrong.html", "wrong")
+    px = screenshot(wrong, tmp_path / "wrong.png", height=1400)
+    # The red left borders of the cards with violations.
+    border = mask(px[:, :60], WRONG)
+    assert border.sum(axis=0).max() > 200
+
+
+def test_the_filter_finds_incidents_by_broker_directory_topic_and_time(tmp_path, buggy):
+    """The page's filter shows only the cards and index rows of the incidents asked for (all of
+    broker, directory id or path, topic and a time range); it reads its values from the address
+    (``#f:broker=…``), so a link finds them."""
+    from kraftlake.records.time_travel import format_ms
+    from kraftlake.replay.html import anchor
+
+    report = summary(buggy, index=INDEX)
     page = tmp_path / "report.html"
-    page.write_text(render(report, title="paged", page_size=5))
-    px = screenshot(page, tmp_path / "report.png", height=5000)
-    # Cards with trouble have a thick red left border: the first page shows five of them, no more.
-    border = mask(px[:, :60], COLOURS["failed"])
-    columns = border.sum(axis=0)
-    x = int(columns.argmax())
-    cards = [b for b in bands(border[:, x], min_gap=3) if b[1] - b[0] > 100]
-    assert len(cards) == 5
-    assert f"{len(report.incidents):,} in {-(-len(report.incidents) // 5)} pages of 5" in page.read_text()
+    page.write_text(render(report, title="filter"))
+    briefs = report.incident_index
+    target = next(b for b in briefs if b.path and b.ended_at is not None)
+
+    def visible(fragment: str) -> tuple[set[str], set[str]]:
+        doc = dom(page, fragment)
+        rows = re.findall(r'<tr class="inc" id="row-([^"]+)"([^>]*)>', doc)
+        cards = re.findall(r'<div class="card [a-z]+ inc" id="inc-([^"]+)"([^>]*)>', doc)
+        return (
+            {rid for rid, attrs in rows if " hidden" not in attrs},
+            {cid for cid, attrs in cards if " hidden" not in attrs},
+        )
+
+    t0 = target.failed_at_ms
+    topic = target.topics[0]
+    rows, cards = visible(
+        f"f:broker={target.broker}&dir={target.directory[:6]}&topic={topic}&from={format_ms(t0)}&to={format_ms(t0 + 1)}"
+    )
+    want = {
+        anchor(b.id)
+        for b in briefs
+        if b.broker == target.broker
+        and target.directory[:6].lower() in ((b.directory or "").lower() + " " + (b.path or "").lower())
+        and any(topic in t for t in b.topics)
+        and b.failed_at_ms <= t0 + 1
+        and (b.ended_at is None or b.ended_at_ms >= t0)
+    }
+    assert rows == want and anchor(target.id) in rows
+    assert cards == want & {anchor(i.id) for i in report.incidents}
+    by_path, _ = visible(f"f:dir={target.path}")
+    assert by_path == {anchor(b.id) for b in briefs if b.path and target.path in b.path} and by_path
 
 
-def test_the_incident_plot_has_lanes_markers_and_labels(tmp_path):
+def test_every_overview_mark_and_violation_links_to_its_incident(tmp_path, buggy):
+    page = html_page(buggy, tmp_path / "report.html", "links").read_text()
+    ids = set(re.findall(r" id='([^']+)'", page)) | set(re.findall(r" id=([A-Za-z0-9_-]+)[ >]", page))
+    overview = page[page.index("class=overview") : page.index("</svg>", page.index("class=overview"))]
+    marks = re.findall(r"<a href='#([^']+)'><rect", overview)
+    assert marks and all(m in ids for m in marks)
+    # Each violation tied to an incident names it with a link that lands.
+    links = re.findall(r"<td><a href='#((?:inc|row)-[^']+)'>", page)
+    assert links and all(x in ids for x in links)
+
+
+def test_a_report_of_tens_of_thousands_of_incidents_stays_under_10_mb_worst_first(tmp_path):
+    """36 000 incidents (the simulator's default history at 10^6 records has about as many):
+    the page holds the worst as cards and an index of thousands, says where the rest are, and
+    stays under 10 MB."""
+    report = audited(fixture_records())
+    one = report.incidents[0]
+    many = []
+    for k in range(36_000):
+        effects = [msgspec.structs.replace(e, caused_by=k * 10) for e in one.effects]
+        many.append(
+            msgspec.structs.replace(
+                one,
+                id=f"dir-failure/{k % 40}/d{k % 7}@{k * 10}",
+                broker=k % 40,
+                failed_at=k * 10,
+                failed_at_ms=one.failed_at_ms + k * 1000,
+                ended_at=k * 10 + 5,
+                ended_at_ms=one.failed_at_ms + k * 1000 + 600,
+                unavailable_ms=(k * 7919) % 100_000,
+                effects=effects,
+                violations=[],
+                invariants={},
+                overlaps=[],
+            )
+        )
+    big = msgspec.structs.replace(report, incidents=many)
+    page = tmp_path / "big.html"
+    page.write_text(render(bounded(big, tables="/data/tables", index=INDEX), title="big"))
+    size = page.stat().st_size
+    assert size < 10_000_000, size
+    text = page.read_text()
+    assert "the 50 worst of 36,000" in text and f"the {INDEX:,} worst of 36,000" in text
+    assert f"The other {36_000 - INDEX:,}" in text and "/data/tables/incidents.parquet" in text
+    # Worst first: the first card is the one that caused the most unavailability.
+    worst = max(many, key=lambda i: (i.unavailable_ms, -i.failed_at))
+    assert text.index("id='inc-") == text.index(f"id='inc-{worst.id.replace('/', '-').replace('@', '-')}'")
+
+
+def test_the_incident_cards_show_what_each_caused_and_overlaps(tmp_path, buggy):
+    report = summary(buggy)
+    shown = [i for i in report.incidents if i.overlaps]
+    assert shown
+    page = tmp_path / "report.html"
+    page.write_text(render(report, title="overlaps"))
+    text = page.read_text()
+    assert "other incident(s) hit its partitions while it was open" in text
+    # Each outage drawn in a card is the card's own (orange) or another's (hatched grey).
+    for inc in report.incidents:
+        own = [o for o in report.availability.outages if o.incident == inc.id]
+        assert sum((o.to_ms or report.availability.to_ms) - o.from_ms for o in own) <= inc.unavailable_ms
+    assert "caused by this incident" in text and "url(#hatch)" in text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_text_report_is_laid_out_for_the_terminals_width(tmp_path, buggy, width):
+    """At 80 columns each incident and violation is a block of lines, at 200 a table: no line
+    is wider than the terminal, and no time or path is cut."""
+    text, svg = text_report(buggy, width)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    report = summary(buggy)
+    worst = sorted(report.incidents, key=lambda i: (-sum(i.invariants.values()), -i.unavailable_ms, i.failed_at))[0]
+    from kraftlake.records.time_travel import format_ms
+
+    assert format_ms(worst.failed_at_ms) in text and worst.path in text
+    first = report.violations[0]
+    assert format_ms(first.first_ms) in text and first.name in text
+    assert "The verdict judges the controller; availability judges the cluster" in " ".join(text.split())
+    (tmp_path / "report.svg").write_text(svg)
+    px = png_pixels(shoot_svg(tmp_path / "report.svg", tmp_path / "report.png"))
+    assert mask(px, "#ff5555", 60).sum() + mask(px, WRONG, 40).sum() > 0  # the FAIL and the violations in red
+
+
+def test_the_notebook_figures_are_readable(tmp_path):
+    """The incident's lanes, a partition's leader and ISR by broker, and offline replicas over
+    time per broker: saved and read back as pixels, each with its data drawn."""
+    import matplotlib.pyplot as plt
+
+    made = figures(simulated_records(bug=None, records=2000), tmp_path)
+    for name, png in made.items():
+        px = png_pixels(png)
+        assert px.shape[0] > 200 and (px < 200).any(), name
+    plt.close("all")
+
+
+def test_the_figures_legends_stay_off_the_data(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from kraftlake.lake import Incident
+    import kraftlake
 
-    report = fixture_report()
-    incident = Incident(report, report.incidents[0])
-    ax = incident.plot()
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["a-0", "b-0"]
-    assert "record time, UTC" in ax.get_xlabel() and ax.get_ylabel() == "partition"
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == [
-        "unavailable",
-        "leadership moved",
-        "left the ISR",
-        "failed",
-        "reported",
-        "removed from registration",
-        "ended",
-    ]
-    png = tmp_path / "incident.png"
-    ax.figure.savefig(png, dpi=80)
-    px = png_pixels(png)
-    # Two shaded lanes, and the failure line left of the end line.
-    assert len(bands(mask(px, "#ff8182", 10).sum(axis=1) > 40)) == 2
-    failed, ended = marker_column(px, "#cf222e", 40), marker_column(px, "#57606a", 40)
-    assert failed is not None and ended is not None and failed < ended
+    lake = kraftlake.init(tmp_path / "log")
+    lake.append(simulated_records(bug=None, records=2000))
+    report = audited(lake.at().records())
+    from helpers.pictures import _busiest_partition
+
+    topic, partition = _busiest_partition(report)
+    for ax in (lake.plot_partition(topic, partition), lake.plot_offline()):
+        fig = ax.figure
+        fig.canvas.draw()
+        legend = ax.get_legend()
+        assert legend is not None
+        box, axes = legend.get_window_extent(), ax.get_window_extent()
+        assert box.x0 >= axes.x1 - 1, "the legend is beside the data, not over it"
+        labels = [t for t in ax.get_yticklabels() + ax.get_xticklabels() if t.get_text()]
+        boxes = [t.get_window_extent() for t in labels]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def test_effects_in_a_card_say_when_they_ended(tmp_path):
+    report = summary(fixture_records())
+    e0 = report.incidents[0].effects[0]
+    assert isinstance(e0, Effect) and e0.ended_ms == report.incidents[0].failed_at_ms + e0.time_to_move_ms
+    assert isinstance(report.incidents[0], Incident)

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from kraftlake.cli.console import EXIT_FAILED, EXIT_INPUT, STORAGE_OPTION, abort, err, out, storage_options, write_bytes
-from kraftlake.replay.grace import GRACE_MS, UNTIMED_GRACE_RECORDS, grace_words
+from kraftlake.replay.grace import GRACE_MS, UNTIMED_GRACE_RECORDS
 
 
 class Format(str, Enum):
@@ -333,15 +333,24 @@ def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None,
         attach_incidents(report, find_incidents(snap.iter_records(lo, hi), start))
     from kraftlake.replay.summary import bounded
 
+    # Rows carry the record times of the offsets they name, read from the log audited.
+    times = source[0].record_times if source is not None else None
     if tables is not None:
         from kraftlake.replay import tables as report_tables
 
         try:
-            rows = report_tables.write(report, tables)
+            rows = report_tables.write(report, tables, times)
         except OSError as exc:
             abort(f"--tables {tables}: {exc.strerror or exc}", EXIT_INPUT)
         err.print(f"tables in {tables}: " + ", ".join(f"{name} {n:,}" for name, n in rows.items()))
-    report = bounded(report, tables=None if tables is None else str(tables))
+    from kraftlake.replay.html import INDEX
+
+    report = bounded(
+        report,
+        tables=None if tables is None else str(tables),
+        times=times,
+        index=INDEX if fmt is Format.html else 0,
+    )
     if fmt is Format.prometheus:
         from kraftlake.replay.prometheus import render as metrics
 
@@ -377,122 +386,10 @@ def _page(data: bytes, out_file: Path | None, told: str) -> None:
         write_bytes(data)
 
 
-def _where_all(report) -> str:
-    tables = report.omitted.tables if report.omitted is not None else None
-    return f"every one is in the tables in {tables}" if tables else "--tables DIR writes every one"
-
-
 def _summary(report) -> None:
-    """The verdict, then the incidents and availability, then what broke: the invariants with
-    violations and the first violations (the JSON and HTML reports list them all)."""
-    from rich.table import Table
-
-    from kraftlake.records.time_travel import format_ms
-    from kraftlake.replay.html import entity_label
+    """The text report (``report_text``), laid out for the terminal's width (piped: wide)."""
+    from kraftlake.cli.report_text import render
 
     if not out.is_terminal:
         out.width = max(out.width, 160)
-    colour = "green" if report.verdict == "pass" else "red"
-    a, h = report.availability, report.handling
-    unavailable = ""
-    if a is not None and report.fail_on_unavailable_ms is not None and a.unavailable_ms > report.fail_on_unavailable_ms:
-        unavailable = f" and {a.unavailable_ms / 1000:,.1f} partition-seconds unavailable (limit {report.fail_on_unavailable_ms / 1000:,.1f})"
-    out.print(
-        f"[bold {colour}]{report.verdict.upper()}[/]: {report.violation_count:,} violation(s){unavailable};"
-        f" {report.records:,} records (offsets {report.first_offset}..{report.last_offset}"
-        + (f", {format_ms(a.from_ms)} to {format_ms(a.to_ms)}" if a is not None and a.from_ms is not None else "")
-        + f"); grace {grace_words(report.grace_ms, report.grace_records)}; state {report.state_hash[:16]}"
-        + (f", streams {report.streams_state_hash[:16]}" if report.streams_state_hash else "")
-    )
-    if not report.topics and (h is None or not h.incidents):
-        h = a = None  # no KRaft topics (an S3Stream or BookKeeper log): no incidents to tell
-    if h is not None:
-
-        def s(ms):
-            return "-" if ms is None else f"{ms / 1000:,.1f}s"
-
-        kinds = ", ".join(f"{n:,} {k}" for k, n in h.by_kind.items()) or "none"
-        out.print(
-            f"[bold]{h.incidents:,} incident(s)[/] ({kinds}); leadership moved {h.leadership.moved:,}x"
-            f" p50 {s(h.leadership.p50_ms)} p99 {s(h.leadership.p99_ms)} max {s(h.leadership.max_ms)}"
-            f" ({h.leadership.open} never); ISR {h.isr.moved:,}x p50 {s(h.isr.p50_ms)} p99 {s(h.isr.p99_ms)}"
-            f" max {s(h.isr.max_ms)} ({h.isr.open} never)"
-        )
-    if a is not None:
-        out.print(
-            f"[bold]{a.unavailable_ms / 1000:,.1f} partition-seconds unavailable[/] (no leader"
-            f" {a.no_leader_ms / 1000:,.1f}, leader on an offline dir {a.leader_offline_ms / 1000:,.1f});"
-            f" under min ISR {a.under_min_isr_ms / 1000:,.1f}; ISR member on an offline dir {a.isr_offline_ms / 1000:,.1f}"
-        )
-    if report.engine:
-        out.print(f"[dim]engine: {report.engine}[/]")
-    shown = 10
-    troubled = [
-        i
-        for i in report.incidents or ()
-        if i.violations or i.unavailable_ms or any(x.ended_by is None for x in i.effects)
-    ]
-    troubled.sort(key=lambda i: (-len(i.violations), -i.unavailable_ms, i.failed_at))
-    if troubled:
-        table = Table(
-            title="incidents with violations, unavailability or effects never moved (worst first)", header_style="bold"
-        )
-        for col in (
-            "incident",
-            "failed at",
-            "reported",
-            "removed",
-            "led/ISR",
-            "never moved",
-            "unavailable",
-            "invariants",
-        ):
-            table.add_column(col)
-        for i in troubled[:shown]:
-            where = f"{i.kind} broker {i.broker}" + (f" dir {i.directory}" if i.directory else "")
-            where += f" ({i.path})" if i.path else ""
-            table.add_row(
-                where,
-                f"{i.failed_at} {format_ms(i.failed_at_ms)}",
-                "-" if i.reported_at is None else str(i.reported_at),
-                "-" if i.removed_at is None else str(i.removed_at),
-                f"{sum(x.role == 'leader' for x in i.effects)}/{sum(x.role == 'isr' for x in i.effects)}",
-                str(sum(x.ended_by is None for x in i.effects)),
-                f"{i.unavailable_ms / 1000:,.1f}s",
-                " ".join(f"{k}x{n}" for k, n in i.invariants.items()),
-            )
-        out.print(table)
-        if len(troubled) > shown:
-            err.print(
-                f"{len(troubled) - shown} more such incident(s) shown in --format html or json; {_where_all(report)}"
-            )
-    broken = [i for i in report.invariants if i.violations]
-    if broken:
-        table = Table(title="invariants violated", header_style="bold")
-        for col in ("invariant", "severity", "checked", "violations", "definition"):
-            table.add_column(col, justify="right" if col in ("checked", "violations") else "left")
-        for i in broken:
-            table.add_row(i.id, i.severity, f"{i.checked:,}", f"[red]{i.violations}[/]", i.definition)
-        out.print(table)
-    if report.violations:
-        topics = report.topics
-        v_table = Table(title="violations", header_style="bold")
-        for col in ("inv", "entity", "from", "to", "message", "evidence"):
-            v_table.add_column(col)
-        for v in report.violations[:50]:
-            v_table.add_row(
-                v.invariant,
-                entity_label(v.entity, topics),
-                str(v.first_offset),
-                "open" if v.last_offset is None else str(v.last_offset),
-                v.message,
-                ",".join(map(str, v.evidence[:6])),
-            )
-        out.print(v_table)
-        if report.violation_count > min(50, len(report.violations)):
-            err.print(
-                f"{report.violation_count - min(50, len(report.violations)):,} more violation(s): {_where_all(report)}"
-            )
-    else:
-        checked = sum(i.checked for i in report.invariants)
-        out.print(f"no invariant violated ({checked:,} checks)")
+    render(report, out, err)

@@ -21,24 +21,45 @@ def chromium() -> str:
     return found
 
 
-def screenshot(page: Path, png: Path, *, width: int = 1300, height: int = 2000) -> np.ndarray:
+def _run(args: list[str], *, capture: bool = False) -> str:
+    """Chromium headless with ``args``; its profile and caches in a directory of its own, removed after."""
+    import tempfile
+
+    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", *args]
+    with tempfile.TemporaryDirectory(prefix="kraftlake-chromium-") as home:
+        env = {**os.environ, "HOME": home, "XDG_CONFIG_HOME": home, "XDG_CACHE_HOME": home}
+        done = subprocess.run(
+            [*cmd, f"--user-data-dir={home}/profile"], check=True, capture_output=True, timeout=180, env=env
+        )
+    return done.stdout.decode() if capture else ""
+
+
+def shoot(page: Path, png: Path, *, width: int = 1300, height: int = 2000, fragment: str = "") -> Path:
+    """Render ``page`` (its URI with ``#fragment``) headless at ``width`` x ``height`` into ``png``."""
+    _run(
+        [
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            f"--window-size={width},{height}",
+            f"--screenshot={png}",
+            page.resolve().as_uri() + (f"#{fragment}" if fragment else ""),
+        ]
+    )
+    return png
+
+
+def screenshot(page: Path, png: Path, *, width: int = 1300, height: int = 2000, fragment: str = "") -> np.ndarray:
     """Render ``page`` headless at ``width`` x ``height`` and return its pixels (H x W x RGB,
     0-255 integers)."""
-    cmd = [
-        chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--force-device-scale-factor=1",
-        f"--window-size={width},{height}",
-        f"--screenshot={png}",
-        page.resolve().as_uri(),
-    ]
-    home = png.parent / "chromium-home"  # its profile and caches stay in the test's directory
-    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home), "XDG_CACHE_HOME": str(home)}
-    subprocess.run(cmd, check=True, capture_output=True, timeout=180, env=env)
-    return png_pixels(png)
+    return png_pixels(shoot(page, png, width=width, height=height, fragment=fragment))
+
+
+def dom(page: Path, fragment: str = "") -> str:
+    """``page``'s document after its scripts ran (opened with ``#fragment``), as HTML."""
+    return _run(
+        ["--dump-dom", "--virtual-time-budget=2000", page.resolve().as_uri() + (f"#{fragment}" if fragment else "")],
+        capture=True,
+    )
 
 
 def png_pixels(png: Path) -> np.ndarray:
