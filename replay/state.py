@@ -134,6 +134,27 @@ def has_streams(log_: Log, *, to_offset: int) -> bool:
     return False
 
 
+def failed_dirs(log_: Log, *, to_offset: int) -> set[tuple[int, str]]:
+    """(broker, directory) of the directories their brokers said failed (``LogDirFailed``, a
+    heartbeat's or a start-up's offline list) at or before ``to_offset`` and did not load
+    online again since: the ground truth a controller's registration may not tell (one that
+    ignores offline directories keeps listing them). The incidents' rule (``IncidentRules``);
+    only the observations are read."""
+    from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
+
+    failed: set[tuple[int, str]] = set()
+    types = ["LogDirFailed", "HeartbeatOfflineDirs", "LogDirsLoaded"]
+    for r in log_.at(offset=to_offset).records(0, to_offset, types):
+        if type(r) is LogDirFailed:
+            failed.add((r.broker_id, r.directory))
+        elif type(r) is HeartbeatOfflineDirs:
+            failed.update((r.broker_id, d) for d in r.offline_log_dirs)
+        elif type(r) is LogDirsLoaded:
+            failed.difference_update((r.broker_id, d) for d in r.online_dirs)
+            failed.update((r.broker_id, d) for d in r.offline_dirs)
+    return failed
+
+
 def take_snapshots(log_: Log, *, every: int, progress: Progress | None = None) -> list[SnapshotInfo]:
     """Store a snapshot at every multiple of ``every`` records (at the first offset at or after
     it outside a metadata transaction), continuing from the newest existing snapshot."""

@@ -73,7 +73,11 @@ def register(app: typer.Typer) -> None:
         if fmt is Format.jsonl:
             write_bytes(b"".join(encode_line(r) + b"\n" for r in records))
             return
-        _print_table(records)
+        if not out.is_terminal:
+            out.width = max(out.width, 220)  # piped: don't squeeze the table into 80 columns
+        # Partitions by name beside their keys: the topics' names, from the whole snapshot.
+        topics = {r.topic_id: r.name for r in snap.records(types=["Topic"])}
+        print_table(records, out, topics)
 
 
 def _follow(log, from_offset: int, types: set[str], poll: float) -> None:
@@ -90,22 +94,33 @@ def _follow(log, from_offset: int, types: set[str], poll: float) -> None:
         end_on_ctrl_c()
 
 
-def _print_table(records: list) -> None:
-    """One row per record; only fields that differ from their default (Kafka's tagged-field view:
-    a PartitionChange shows what it changes)."""
-    import datetime as dt
+WIDE = 120
+"""From this many columns on, a column per field; narrower, time over type and key over fields."""
 
+
+def print_table(records: list, console, topics: dict[str, str] | None = None) -> None:
+    """One row per record, laid out for ``console``'s width; only fields that differ from their
+    default (Kafka's tagged-field view: a PartitionChange shows what it changes). Times are
+    record times, UTC, ISO 8601; a partition's key has its name beside (``orders/11``)."""
     from rich.table import Table
+    from rich.text import Text
 
     from kraftlake.records import payload_fields
     from kraftlake.records.base import field_defaults
+    from kraftlake.records.time_travel import format_ms
+    from kraftlake.replay.names import entity_name
 
+    wide = console.width >= WIDE
     table = Table(header_style="bold", expand=False)
     table.add_column("offset", justify="right", no_wrap=True)
-    table.add_column("time (UTC)", no_wrap=True)
-    table.add_column("type", no_wrap=True)
-    table.add_column("key", no_wrap=True)
-    table.add_column("fields", overflow="fold")
+    if wide:
+        table.add_column("time (UTC)", no_wrap=True)
+        table.add_column("type", no_wrap=True)
+        table.add_column("key", overflow="fold")
+        table.add_column("fields", overflow="fold", ratio=1)
+    else:
+        table.add_column("time (UTC) / type", no_wrap=True)
+        table.add_column("key / fields", overflow="fold", ratio=1)
     for r in records:
         defaults = field_defaults(type(r))
         key = r.entity_key()
@@ -117,12 +132,19 @@ def _print_table(records: list) -> None:
             if name in _IN_KEY and str(value) in key.split("/"):
                 continue
             shown.append(f"{name}={_render(value)}")
-        when = dt.datetime.fromtimestamp(r.ts_ms / 1000, dt.UTC)
-        name = type(r).__name__ + ("" if r.version == _current(type(r)) else f" v{r.version}")
-        table.add_row(str(r.offset), when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], name, key, " ".join(shown))
-    if not out.is_terminal:
-        out.width = max(out.width, 220)  # piped: don't squeeze the table into 80 columns
-    out.print(table)
+        named = entity_name(key, topics or {})
+        key_text = key if named == key else f"{named}  {key}"
+        kind = type(r).__name__ + ("" if r.version == _current(type(r)) else f" v{r.version}")
+        when = format_ms(r.ts_ms)
+        if wide:
+            table.add_row(str(r.offset), when, kind, key_text, " ".join(shown))
+        else:
+            table.add_row(
+                str(r.offset),
+                Text.assemble(when, "\n", (kind, "bold")),
+                Text.assemble((key_text, "dim"), "\n", " ".join(shown)),
+            )
+    console.print(table)
 
 
 _IN_KEY = {"topic_id", "partition_id", "broker_id", "controller_id"}

@@ -168,18 +168,26 @@ class Shell(cmd.Cmd):
         out.print(f"at offset {self.offset}")
 
     def do_diff(self, arg: str) -> None:
-        """diff OFFSET: what differs between the state at OFFSET and the current one."""
+        """diff OFFSET: what changed between the state at OFFSET and the current one, forward in
+        time whichever is earlier (``old -> new``)."""
         from kraftlake.replay.state import state_at
 
         try:
-            other = image_tree(state_at(self.log, offset=int(arg)).published())
+            view = state_at(self.log, offset=int(arg)).published()
         except (ValueError, KraftlakeError) as exc:
             return self._err(f"diff: {exc}")
-        changes = list(_diff(other["image"], self.tree["image"], "/image"))
+        other = image_tree(view)
+        if view.offset > self.offset:
+            (lo, before), (hi, after) = (self.offset, self.tree), (view.offset, other)
+        else:
+            (lo, before), (hi, after) = (view.offset, other), (self.offset, self.tree)
+        changes = list(_diff(before["image"], after["image"], "/image"))
+        if not changes:
+            out.print(f"no difference between offsets {lo} and {hi}")
+            return
+        out.print(f"from offset {lo} to offset {hi}:", highlight=False)
         for line in changes:
             out.print(line, highlight=False)
-        if not changes:
-            out.print(f"no difference between offsets {arg.strip()} and {self.offset}")
 
     def do_exit(self, arg: str) -> bool:
         """exit: leave."""

@@ -122,7 +122,12 @@ def register(app: typer.Typer) -> None:
                 f" {state.transaction.begin_offset}: showing the state before it"
             )
             state = state.published()
-        _print(state, broker, fmt)
+        failed = set()
+        if fmt is Format.table:
+            from kraftlake.replay.state import failed_dirs
+
+            failed = failed_dirs(opened, to_offset=state.offset)
+        _print(state, broker, fmt, failed)
 
 
 def offset_at_time(opened, at_time: str, *, given: tuple) -> int:
@@ -137,7 +142,9 @@ def offset_at_time(opened, at_time: str, *, given: tuple) -> int:
         abort(str(exc), EXIT_INPUT)
 
 
-def _print(state, broker: int | None, fmt: Format) -> None:
+def _print(state, broker: int | None, fmt: Format, failed: set[tuple[int, str]] | None = None) -> None:
+    """``failed``: (broker, directory) its broker said failed (``replay.state.failed_dirs``): a
+    table marks the replicas there, whatever the controller's registration says."""
     import msgspec
 
     from kraftlake.statemachine.kraft.broker_view import broker_view
@@ -147,13 +154,13 @@ def _print(state, broker: int | None, fmt: Format) -> None:
         if fmt is Format.json:
             write_bytes(msgspec.json.encode(bv) + b"\n")
         else:
-            _broker_table(bv)
+            _broker_table(bv, failed or set())
         return
     image = state.image()
     if fmt is Format.json:
         write_bytes(msgspec.json.encode(image) + b"\n")
     else:
-        _controller_tables(image)
+        _controller_tables(image, failed or set())
 
 
 def _print_streams(view, stream: int | None, fmt: Format) -> None:
@@ -324,7 +331,15 @@ def _wide() -> None:
         out.width = max(out.width, 200)
 
 
-def _controller_tables(image) -> None:
+OFFLINE = "!"
+"""After a broker id or a replica: it is on an offline directory (or a fenced or unregistered broker)."""
+LEGEND = (
+    f"{OFFLINE} on an offline directory: its broker said it failed (heartbeat, LogDirFailed) or the"
+    " controller's registration does not list it; or on a fenced or unregistered broker"
+)
+
+
+def _controller_tables(image, failed: set[tuple[int, str]] = frozenset()) -> None:
     from rich.table import Table
 
     from kraftlake.statemachine.kraft.directory_ids import is_online
@@ -353,27 +368,49 @@ def _controller_tables(image) -> None:
     parts = Table(title="partitions", header_style="bold")
     for col in ("topic", "p", "leader", "isr", "replicas (broker:dir)", "LE", "PE", "LRS"):
         parts.add_column(col)
+    marked = 0
     for p in image.partitions:
         cells = []
+        offline = set()
         for a in p.assignment:
             dirs, fenced = dirs_of.get(a.broker, ((), True))
-            ok = a.broker in dirs_of and not fenced and is_online(a.directory, dirs)
-            cells.append(f"[{'green' if ok else 'red'}]{a.broker}:{_dir(a.directory)}[/]")
-        leader = "[red]none[/]" if p.leader == -1 else str(p.leader)
+            ok = (
+                a.broker in dirs_of
+                and not fenced
+                and is_online(a.directory, dirs)
+                and (a.broker, a.directory) not in failed
+            )
+            if not ok:
+                offline.add(a.broker)
+            cells.append(
+                f"[green]{a.broker}:{_dir(a.directory)}[/]"
+                if ok
+                else f"[red]{a.broker}:{_dir(a.directory)}{OFFLINE}[/]"
+            )
+
+        def broker(b: int, offline: set[int] = offline) -> str:
+            return f"[red]{b}{OFFLINE}[/]" if b in offline else str(b)
+
+        leader = "[red]none[/]" if p.leader == -1 else broker(p.leader)
+        marked += bool(offline & ({p.leader} | set(p.isr)))
         parts.add_row(
             names.get(p.topic_id, p.topic_id),
             str(p.partition),
             leader,
-            ",".join(map(str, p.isr)),
+            ",".join(broker(b) for b in p.isr),
             " ".join(cells),
             str(p.leader_epoch),
             str(p.partition_epoch),
             "RECOVERING" if p.leader_recovery_state else "",
         )
     out.print(parts)
+    out.print(
+        f"[dim]{LEGEND}[/]"
+        + (f"; [red]{marked} partition(s) led from or with an ISR member there[/]" if marked else "")
+    )
 
 
-def _broker_table(bv) -> None:
+def _broker_table(bv, failed: set[tuple[int, str]] = frozenset()) -> None:
     from rich.table import Table
 
     _wide()
@@ -395,18 +432,32 @@ def _broker_table(bv) -> None:
     table = Table(header_style="bold")
     for col in ("topic", "p", "role", "dir", "online", "in isr", "LE", "PE"):
         table.add_column(col)
+    said = 0
     for r in bv.replicas:
+        reported = (bv.broker_id, r.directory) in failed
+        if r.online and not reported:
+            online = "[green]yes[/]"
+        elif r.online:
+            said += 1
+            online = f"[red]no{OFFLINE} (the broker said its directory failed; the controller still lists it)[/]"
+        else:
+            online = f"[red]no{OFFLINE}[/]"
         table.add_row(
             r.topic,
             str(r.partition),
             r.role,
             _dir(r.directory),
-            "[green]yes[/]" if r.online else "[red]no[/]",
-            "yes" if r.in_isr else "no",
+            online,
+            f"[red]yes{OFFLINE}[/]" if r.in_isr and (reported or not r.online) else "yes" if r.in_isr else "no",
             str(r.leader_epoch),
             str(r.partition_epoch),
         )
     out.print(table)
+    out.print(f"[dim]{LEGEND}[/]")
+    if said:
+        out.print(
+            f"[red]{said} replica(s) on a directory the broker said failed, still online in the controller's view[/]"
+        )
     if bv.mismatched:
         out.print(f"[red]{len(bv.mismatched)} replica(s) assigned to a directory the broker does not have online[/]")
     if bv.unassigned:
