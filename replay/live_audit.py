@@ -1,5 +1,7 @@
 """The following audit: the per-record engine (``replay.audit.Audit``) fed each batch as it lands,
-saying when a violation opens and when it closes.
+saying when a violation opens and when it closes, when an incident opens and when it closes, and
+what holds now (``Now``: the partitions without a leader or on offline directories, the offline
+directories, the open incidents) for live gauges.
 
 It is the batch audit run in pieces, not a second engine: the same ``Audit`` object is fed every
 record once, in offset order, so graces run in record time exactly as in the batch audit (a graced
@@ -8,11 +10,15 @@ each batch the books are compared with what was already said:
 
 - **open**: a wrong state newly confirmed (held past its grace, or one with no grace), or an
   instant violation (it opens and closes at one record: both events come together);
-- **close**: a violation whose interval ended (the record that fixed it is its last evidence).
+- **close**: a violation whose interval ended (the record that fixed it is its last evidence);
+- **incident_open** / **incident_close**: a directory failed, a broker went away; it ended
+  (``replay.incidents``).
 
-Each event carries the violation's fields as the batch report has them (``Violation``), the close
-with its final interval. What has been said (closed, and still open) over some records is what the
-batch audit over the same records reports (tests/test_live_audit.py holds the two to each other).
+Each violation event carries the violation's fields as the batch report has them (``Violation``),
+the close with its final interval, and beside them what a person reads: the entity's name
+(``orders/11``) and the record times (UTC, ISO 8601) of its offsets. What has been said (closed,
+and still open) over some records is what the batch audit over the same records reports
+(tests/test_live_audit.py holds the two to each other).
 """
 
 from __future__ import annotations
@@ -22,11 +28,18 @@ from collections.abc import Iterable
 import msgspec
 
 from kraftlake.records.base import Record
+from kraftlake.records.time_travel import format_ms
 from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsView
 
 from .audit import Audit
 from .books import AuditConfig, Violation
+from .incidents import _FLAGS, Incident, IncidentTracker
+from .names import entity_name, incident_where
+
+STATES = _FLAGS
+"""A partition's bad states, as ``Now.partitions`` counts them: no_leader, under_min_isr,
+leader_offline, isr_offline."""
 
 
 class Event(msgspec.Struct, kw_only=True):
@@ -36,15 +49,108 @@ class Event(msgspec.Struct, kw_only=True):
     """``open`` or ``close``."""
     at_offset: int
     violation: Violation
+    at_ms: int | None = None
+    """Record time of the record at ``at_offset``."""
+    at_time: str | None = None
+    """``at_ms`` in ISO 8601, UTC."""
+    name: str = ""
+    """The violation's entity in words (``orders/11``, ``broker 3 /data/d1``)."""
+    first_time: str | None = None
+    """Record time of the violation's first offset, ISO 8601 UTC."""
+    last_time: str | None = None
+    """Record time of its last offset (a close), ISO 8601 UTC."""
+
+
+class IncidentNote(msgspec.Struct, kw_only=True):
+    """An incident as a follow event tells it (``replay.incidents.Incident``, what a person reads)."""
+
+    id: str
+    kind: str
+    broker: int
+    directory: str | None
+    path: str | None
+    where: str
+    """What failed, in words: ``broker 3 /data/d1 (dir Ab12cd34…)``."""
+    failed_at: int
+    failed_time: str | None
+    reported_at: int | None
+    ended_at: int | None
+    ended_time: str | None
+    led: int
+    """Partitions the broker led from what failed."""
+    in_isr: int
+    moved: int
+    """Of ``led``, leaderships moved to a live leader."""
+    leaderless: int
+    """Of ``led``, leaderships left with no leader."""
+    topics: list[str]
+
+
+class IncidentEvent(msgspec.Struct, kw_only=True):
+    """An incident opening (``incident_open``) or closing (``incident_close``) after the record
+    at ``at_offset``."""
+
+    event: str
+    at_offset: int
+    at_ms: int | None
+    at_time: str | None
+    incident: IncidentNote
+
+
+class Now(msgspec.Struct, kw_only=True):
+    """What holds after the last record audited: what an SRE alerts on."""
+
+    partitions: dict[str, int]
+    """State (``STATES``) -> partitions in it now."""
+    bad: dict[str, list[tuple[str, int]]]
+    """State -> (topic, partition) of the partitions in it, sorted (the first few give series)."""
+    offline_dirs: dict[int, int]
+    """Broker -> directories it said failed and did not load online since."""
+    open_incidents: dict[str, int]
+    """Kind -> incidents open."""
+    last_ms: int | None
+    """Record time of the last record audited."""
 
 
 def _key(v: Violation) -> tuple[str, str, int]:
     return (v.invariant, v.entity, v.first_offset)
 
 
+class LiveTracker(IncidentTracker):
+    """The incident tracker, keeping besides what the live gauges read: the partitions in each bad
+    state now, the effects ended (for the times to move) and the incidents closed since asked."""
+
+    def __init__(self, view: ControllerView) -> None:
+        self.now: list[set[tuple[str, int]]] = [set() for _ in _FLAGS]
+        self.ended: list[tuple[str, int | None, int | None]] = []
+        """(role, leader after, ms to move) of effects ended since drained."""
+        self.closed: list[Incident] = []
+        super().__init__(view)
+
+    def _set_flags(self, part, flags, offset, ts) -> None:
+        super()._set_flags(part, flags, offset, ts)
+        key = (part.avail.topic_id, part.avail.partition)
+        for bad, on in zip(self.now, part.flags, strict=True):
+            if on:
+                bad.add(key)
+            else:
+                bad.discard(key)
+
+    def _end(self, oe, offset, ts, outcome, leader) -> None:
+        was = oe.ended
+        super()._end(oe, offset, ts, outcome, leader)
+        t0 = oe.incident.failed_at_ms
+        if not was:
+            self.ended.append((oe.role, leader, None if ts is None or t0 is None else ts - t0))
+
+    def _closed(self, inc: Incident) -> None:
+        super()._closed(inc)
+        self.closed.append(inc)
+
+
 class LiveAudit:
     """Feed batches in offset order (``feed``): the events each batch caused; ``open_violations``
-    now; ``said()`` everything reported so far (closed, then still open)."""
+    and ``now()`` now; ``said()`` everything reported so far (closed, then still open)."""
 
     def __init__(
         self,
@@ -54,37 +160,155 @@ class LiveAudit:
         streams: StreamsView | None = None,
     ) -> None:
         self.audit = Audit(config, view, streams=streams)
+        self.tracker = self.audit.tracker = LiveTracker(self.audit.kraft.view)
         self._closed_seen = 0
         self._open: dict[tuple[str, str, int], Violation] = {}
         """Violations said to be open and not yet closed, by (invariant, entity, first offset)."""
+        self._first_ms: dict[tuple[str, str, int], int | None] = {}
+        """Record times of the first offsets of the books' open states after the last batch."""
         self.closed: list[Violation] = []
+        self._incidents_seen = 0
+        self._times: dict[int, int | None] = {}
+        """Record times of the last batch's offsets (and the record before it)."""
+        self.last_ms: int | None = None
+        self._topics: dict[str, str] | None = None
+        """Topic names by id as of the last batch (built when an event needs them)."""
 
     @property
     def last_offset(self) -> int:
         """The offset of the last record audited (-1 before any)."""
         return self.audit.view.offset
 
-    def feed(self, records: Iterable[Record]) -> list[Event]:
+    def feed(self, records: Iterable[Record]) -> list[Event | IncidentEvent]:
+        records = list(records)
+        before = self.audit.view.offset
+        keep = {before: self._times.get(before)} if before in self._times else {}
         self.audit.feed(records)
-        return self._events(self.audit.view.offset)
+        times = dict(keep)
+        at = before
+        for r in records:
+            at = r.offset if r.offset is not None else at + 1
+            times[at] = r.ts_ms
+            if r.ts_ms is not None:
+                self.last_ms = r.ts_ms
+        self._times = times
+        self._topics = None
+        at = self.audit.view.offset
+        opened, closed = self._incidents()
+        # In record order: an incident at its failure and its end, a violation where it was said
+        # (the batch's end), an incident's opening before what it caused.
+        events: list[Event | IncidentEvent] = [*opened, *self._events(at), *closed]
+        events.sort(key=lambda e: e.at_offset)
+        return events
+
+    def _ms(self, offset: int | None) -> int | None:
+        return None if offset is None else self._times.get(offset)
+
+    def topics(self) -> dict[str, str]:
+        """Topic names by id, now."""
+        if self._topics is None:
+            self._topics = {t.id: t.name for t in self.audit.view.topics.values()}
+        return self._topics
+
+    def _named(self, event: str, at: int, v: Violation, first_ms: int | None) -> Event:
+        topics = self.topics()
+        at_ms = self._ms(at)
+        return Event(
+            event=event,
+            at_offset=at,
+            violation=v,
+            at_ms=at_ms,
+            at_time=None if at_ms is None else format_ms(at_ms),
+            name=entity_name(v.entity, topics, self.tracker.dir_paths),
+            first_time=None if first_ms is None else format_ms(first_ms),
+            last_time=None
+            if v.last_offset is None or self._ms(v.last_offset) is None
+            else format_ms(self._ms(v.last_offset)),
+        )
 
     def _events(self, at: int) -> list[Event]:
         books = self.audit.books
         events: list[Event] = []
         fresh = books.closed[self._closed_seen :]
         self._closed_seen = len(books.closed)
-        for (inv, entity), w in books._wrong.items():  # noqa: SLF001 - the books' open states, read only
+        # A wrong state's first record may lie batches back (held in its grace, or open): its
+        # time comes from the books' open states, as they stood after the last batch or now.
+        first_ms = self._first_ms
+        wrong = books._wrong  # noqa: SLF001 - the books' open states, read only
+        now_ms = {(inv, entity, w.first_offset): w.first_ts for (inv, entity), w in wrong.items()}
+        for (inv, entity), w in wrong.items():
             if w.confirmed:
                 v = w.interval(inv, entity, None, None)
                 if _key(v) not in self._open:
                     self._open[_key(v)] = v
-                    events.append(Event(event="open", at_offset=at, violation=v))
+                    events.append(self._named("open", at, v, w.first_ts))
         for v in fresh:
-            if self._open.pop(_key(v), None) is None:
-                events.append(Event(event="open", at_offset=at, violation=_opened(v)))
-            events.append(Event(event="close", at_offset=at, violation=v))
+            key = _key(v)
+            ms = first_ms[key] if key in first_ms else self._ms(v.first_offset)
+            if self._open.pop(key, None) is None:
+                events.append(self._named("open", at, _opened(v), ms))
+            events.append(self._named("close", at, v, ms))
             self.closed.append(v)
+        self._first_ms = now_ms
         return events
+
+    def _incidents(self) -> tuple[list[IncidentEvent], list[IncidentEvent]]:
+        tracker = self.tracker
+        fresh = tracker.incidents[self._incidents_seen :]
+        self._incidents_seen = len(tracker.incidents)
+        opened = [self._incident_event("incident_open", inc, inc.failed_at) for inc in fresh]
+        closed = [self._incident_event("incident_close", inc, inc.ended_at) for inc in tracker.closed]
+        tracker.closed.clear()
+        return opened, closed
+
+    def _incident_event(self, event: str, inc: Incident, at: int) -> IncidentEvent:
+        topics = self.topics()
+        path = inc.path or (self.tracker.dir_paths.get(inc.directory) if inc.directory else None)
+        leaders = [e for e in inc.effects if e.role == "leader"]
+        at_ms = inc.failed_at_ms if event == "incident_open" else inc.ended_at_ms
+        note = IncidentNote(
+            id=inc.id,
+            kind=inc.kind,
+            broker=inc.broker,
+            directory=inc.directory,
+            path=path,
+            where=incident_where(inc.kind, inc.broker, inc.directory, path),
+            failed_at=inc.failed_at,
+            failed_time=None if inc.failed_at_ms is None else format_ms(inc.failed_at_ms),
+            reported_at=inc.reported_at,
+            ended_at=inc.ended_at,
+            ended_time=None if inc.ended_at is None or inc.ended_at_ms is None else format_ms(inc.ended_at_ms),
+            led=len(leaders),
+            in_isr=sum(e.role == "isr" for e in inc.effects),
+            moved=sum(e.ended_by is not None and e.new_leader not in (-1, None) for e in leaders),
+            leaderless=sum(e.ended_by is not None and e.new_leader == -1 for e in leaders),
+            topics=sorted({e.topic or topics.get(e.topic_id, e.topic_id) for e in inc.effects})[:10],
+        )
+        return IncidentEvent(
+            event=event,
+            at_offset=at,
+            at_ms=at_ms,
+            at_time=None if at_ms is None else format_ms(at_ms),
+            incident=note,
+        )
+
+    def now(self) -> Now:
+        """The live state (``Now``)."""
+        tracker = self.tracker
+        names = self.topics()
+        kinds: dict[str, int] = {}
+        for inc in (*tracker.open_dirs.values(), *tracker.open_brokers.values()):
+            kinds[inc.kind] = kinds.get(inc.kind, 0) + 1
+        return Now(
+            partitions={state: len(bad) for state, bad in zip(STATES, tracker.now, strict=True)},
+            bad={
+                state: sorted((names.get(t, t), p) for t, p in bad)
+                for state, bad in zip(STATES, tracker.now, strict=True)
+            },
+            offline_dirs={b: len(dirs) for b, dirs in tracker.failed_of.items() if dirs},
+            open_incidents=kinds,
+            last_ms=self.last_ms,
+        )
 
     @property
     def open_violations(self) -> list[Violation]:

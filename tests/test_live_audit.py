@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlake.records import Log, iter_lines
+from kraftlake.records.time_travel import format_ms
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.live_audit import LiveAudit
 from kraftlake.statemachine.invariants import BY_ID
@@ -54,6 +55,7 @@ def live(records, sizes, config=None):
 
 def check_events(events, said):
     """Each violation said opens once and closes at most once, the close after the open."""
+    events = [e for e in events if e.event in ("open", "close")]
     opened = [
         (e.violation.invariant, e.violation.entity, e.violation.first_offset) for e in events if e.event == "open"
     ]
@@ -68,6 +70,26 @@ def check_events(events, said):
             assert e.violation.last_offset is not None and e.at_offset >= e.violation.last_offset
 
 
+def check_incidents(records, events, config=None):
+    """Each incident of the batch report opens once, at its failure, and closes once, at its
+    end, if it ended; each event says its record time (UTC) and what failed in words."""
+    a = Audit(config)
+    a.feed(records)
+    want = {i.id: i for i in a.report().incidents}
+    ts = {r.offset: r.ts_ms for r in records}
+    opened = [e for e in events if e.event == "incident_open"]
+    closed = [e for e in events if e.event == "incident_close"]
+    assert sorted(e.incident.id for e in opened) == sorted(want)
+    assert sorted(e.incident.id for e in closed) == sorted(i for i, inc in want.items() if inc.ended_at is not None)
+    for e in opened + closed:
+        inc = want[e.incident.id]
+        assert e.at_offset == (inc.failed_at if e.event == "incident_open" else inc.ended_at)
+        assert e.at_time == format_ms(ts[e.at_offset]) and e.incident.where.startswith(f"broker {inc.broker}")
+    for e in events:
+        if e.event in ("open", "close"):
+            assert e.first_time == format_ms(ts[e.violation.first_offset]) and e.name
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_live_says_what_the_batch_audit_reports_on_every_fixture(path):
     records = fixture(path)
@@ -77,6 +99,7 @@ def test_live_says_what_the_batch_audit_reports_on_every_fixture(path):
         audit, events = live(records, sizes)
         assert audit.said() == want
         check_events(events, want)
+        check_incidents(records, events)
 
 
 def test_the_fixtures_include_violations():
@@ -102,6 +125,7 @@ def test_live_equals_batch_on_simulated_histories_in_random_batches(seed, bug, s
     audit, events = live(records, sizes, config)
     assert audit.said() == want
     check_events(events, want)
+    check_incidents(records, events, config)
 
 
 def test_a_graced_state_opens_only_once_the_grace_ran_out_in_record_time():
@@ -128,13 +152,37 @@ def test_cli_audit_follow_prints_violations_as_records_land(tmp_path):
         [sys.executable, "-m", "kraftlake", "audit", str(tmp_path / "log"), "--follow", "--format", "jsonl"]
     ) as child:
         log.append(records[half:])
-        opened, closed = {}, {}
+        opened, closed, incidents = {}, {}, []
         while len(opened) < len(want) or len(closed) < sum(v.last_offset is not None for v in want):
             event = json.loads(child.line())
+            if event["event"].startswith("incident_"):
+                incidents.append(event)
+                continue
             v = event["violation"]
             (opened if event["event"] == "open" else closed)[(v["invariant"], v["entity"], v["first_offset"])] = v
+            assert event["name"] and event["first_time"].endswith("Z")  # named, timed (UTC)
         final = {**opened, **closed}
         assert sorted(final.values(), key=lambda v: (v["first_offset"], v["invariant"], v["entity"])) == [
             msgspec.to_builtins(v) for v in want
         ]
+        # The directory failure that caused them was said as an incident, with its time and path.
+        assert incidents and incidents[0]["event"] == "incident_open"
+        assert incidents[0]["incident"]["kind"] == "dir-failure" and incidents[0]["at_time"].endswith("Z")
         assert child.interrupt() == 0, child.stop()
+
+
+def test_follow_text_says_incidents_and_violations_in_record_order_with_times_and_names():
+    """``audit --follow``'s text: an incident opened and ended, each line led by its record time
+    (UTC), partitions by name (``topic-1/0``), in the order the records say it."""
+    from kraftlake.cli.audit_follow import _text
+
+    path = next(p for p in FIXTURES if p.stem == "elect-offline-leader")
+    _, events = live(fixture(path), [1000])
+    lines = [_text(e).decode() for e in events]
+    assert [e.at_offset for e in events] == sorted(e.at_offset for e in events)
+    failed = next(line for line in lines if " INCIDENT dir-failure broker 3 /b3/d0 " in line)
+    assert failed.startswith("2023-11-14T22:13:22.000Z") and "at offset 51" in failed
+    ended = next(line for line in lines if " ENDED " in line and "broker 3 /b3/d0" in line)
+    assert "at offset 156 (failed 2023-11-14T22:13:22.000Z)" in ended
+    opened = next(line for line in lines if " OPEN " in line and " K5 " in line)
+    assert " topic-1/0 offsets 74- since 2023-11-14T22:13:24.200Z:" in opened

@@ -1,6 +1,8 @@
 """``kraftlake audit LOG --follow``: the per-record audit (``replay.live_audit``) run on the log's
 records as they land (``Log.follow_batches``), printing each violation when it opens and when it
-closes: a line of text each, or JSON Lines (``--format jsonl``). Ctrl-C ends it (exit 0)."""
+closes, and each incident (a directory failed, a broker went away) when it opens and when it
+ends: a line of text each, with record times and names, or JSON Lines (``--format jsonl``).
+Ctrl-C ends it (exit 0)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,20 @@ def _jsonl(event) -> bytes:
 
 
 def _text(event) -> bytes:
+    when = event.at_time or "-"
+    if event.event.startswith("incident_"):
+        inc = event.incident
+        verb = "INCIDENT" if event.event == "incident_open" else "ENDED"
+        what = f"{inc.kind} {inc.where}"
+        if event.event == "incident_open":
+            hit = f"leader of {inc.led} partitions, in the ISR of {inc.in_isr}"
+            return f"{when} {verb:8} {what} at offset {event.at_offset}: {hit}\n".encode()
+        moved = f"of {inc.led} leaderships {inc.moved} moved, {inc.leaderless} left with no leader"
+        return f"{when} {verb:8} {what} at offset {event.at_offset} (failed {inc.failed_time}): {moved}\n".encode()
     v = event.violation
     span = f"{v.first_offset}-{'' if v.last_offset is None else v.last_offset}"
-    return f"{event.event.upper():5} {v.invariant} {v.severity} {v.entity} offsets {span}: {v.message}\n".encode()
+    since = f" since {event.first_time}" if event.event == "open" and event.first_time else ""
+    return (
+        f"{when} {event.event.upper():8} {v.invariant} {v.severity} {event.name or v.entity}"
+        f" offsets {span}{since}: {v.message}\n"
+    ).encode()

@@ -20,7 +20,7 @@ from kraftlake.logging import get_logger
 from kraftlake.records.follow import Follower
 from kraftlake.records.location import Location
 from kraftlake.replay.books import AuditConfig, Violation
-from kraftlake.replay.live_audit import LiveAudit
+from kraftlake.replay.live_audit import IncidentEvent, LiveAudit
 
 log = get_logger(__name__)
 
@@ -77,14 +77,20 @@ class LiveAuditor:
         try:
             for batch in Follower(self.location, 0, poll=self.poll_s, stop=self._stop):
                 for e in live.feed(batch):
+                    if isinstance(e, IncidentEvent):
+                        inc = e.incident
+                        log.info(f"audit.{e.event}", id=inc.id, where=inc.where, at_offset=e.at_offset, at=e.at_time)
+                        continue
                     v = e.violation
                     log.info(
                         f"audit.violation_{e.event}",
                         invariant=v.invariant,
                         entity=v.entity,
+                        name=e.name,
                         first_offset=v.first_offset,
                         last_offset=v.last_offset,
                         at_offset=e.at_offset,
+                        at=e.at_time,
                     )
                     if e.event == "close":
                         self._closed.inc()
