@@ -28,7 +28,7 @@ unregistered brokers included).
 
 The rules (which incidents a broker's or a directory's records open, report, remove and end,
 and the effects they begin and end) are written once, ``IncidentRules``, for the two that follow
-them: ``IncidentTracker`` here and the audit plan's driver (``spark.plan.incidents``).
+them: ``IncidentTracker`` here and the audit plan's driver (``replay.plan.incidents``).
 ``IncidentTracker.observe(record, offset)`` reads a ``ControllerView`` after the record was
 applied: the per-record audit calls it on its own view (no second replay); ``find_incidents``
 replays records itself, so that any engine's report can carry the same incidents
@@ -386,7 +386,7 @@ class IncidentRules:
     """The incident rules, written once: which incidents the broker and directory records open,
     report, remove and end, and the effects those records begin and end. Two followers feed it
     the same events in offset order: ``IncidentTracker`` (a ``ControllerView``, record by record:
-    the reference) and the audit plan's driver (``spark.plan.incidents``: the control records,
+    the reference) and the audit plan's driver (``replay.plan.incidents``: the control records,
     with the partitions each incident hits from SQL). They differ only in where partitions come
     from, the hooks:
 

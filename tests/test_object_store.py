@@ -115,7 +115,7 @@ def test_python_audit_report_on_s3_equals_the_one_on_local_disk(s3_bucket, tmp_p
 def test_duckdb_plan_on_s3_gives_the_python_engines_report(s3_bucket, name):
     """The default engine reads the object store's files (copied as they are checked)."""
     from kraftlake.replay.audit import audit_log
-    from kraftlake.spark.plan import audit_snapshot
+    from kraftlake.replay.plan import audit_snapshot
 
     uri = s3_bucket.uri(f"plan-{name}")
     fixture = FIXTURE.parent / "audit" / f"{name}.jsonl"

@@ -103,7 +103,7 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
             # Kafka 3.8+'s merge (KAFKA-16583, ``defaultToMigrating``): a change without
             # directories (v0, before 3.7-IV2) to a partition whose directories are all MIGRATING
             # leaves every replica MIGRATING, the new ones included (the plan's fold agrees:
-            # ``spark/plan/sql.py``). Otherwise Kafka keeps the old list (whose length no longer
+            # ``replay/plan/sql.py``). Otherwise Kafka keeps the old list (whose length no longer
             # fits); kraftlake lets directories follow their replicas, new ones UNASSIGNED.
             directories = (MIGRATING,) * len(new_replicas)
         else:

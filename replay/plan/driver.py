@@ -1,5 +1,5 @@
 """The driver's side of the columnar audit, shared by every engine that runs the plan
-(``plan.sql``): what is computed from the control plane (``spark.control``: brokers, topics,
+(``plan.sql``): what is computed from the control plane (``plan.control``: brokers, topics,
 observations, a few percent of a history) in plain Python, and the words and report of what the
 engines find. Partitions are numbered per lifetime (``pk``) in the plan and named here."""
 
@@ -16,7 +16,7 @@ from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import say as say_text
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED
 
-from ..control import BrokerSegment, ControlPlane
+from .control import BrokerSegment, ControlPlane
 
 
 def partition_of(lives: list[tuple[str, int, int | None]], pk: int) -> tuple[str, int]:

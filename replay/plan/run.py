@@ -1,8 +1,8 @@
-"""The whole audit on an engine that runs the plan (``plan.duck``, ``plan.sparksql``): the report
+"""The whole audit on an engine that runs the plan (``plan.duck``, ``spark.engine``): the report
 ``kraftlake audit --engine python`` gives for the same records.
 
 The control plane (brokers, topics, features, transactions, observations, and S3Stream and
-BookKeeper records) is replayed on the driver by the local audit (``spark.control``), read from
+BookKeeper records) is replayed on the driver by the local audit (``replay.plan.control``), read from
 the engine a range of offsets at a time. The partition records (nine in ten of a KRaft history)
 are audited by the plan's SQL (``plan.sql``), joined with what the driver registers: topic
 lifetimes, the intervals where brokers and directories are bad, directory removals, broker
@@ -31,10 +31,10 @@ from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, s
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from ..control import Reports, replay_control_plane
 from . import elr as elr_sql
 from . import incidents as incidents_sql
 from . import ranks, sql
+from .control import Reports, replay_control_plane
 from .driver import (
     bad_intervals,
     broker_checks,

@@ -7,7 +7,7 @@ same answer is split along the plan's own line:
 - **The broker side** (which incidents exist; failed, reported, removed, ended; the intervals
   where a broker is down or a directory offline; min.insync.replicas per topic) is read off the
   broker and observation records, a few percent of a history, as the driver replays the control
-  plane (``Observer``, called by ``spark.control.replay_control_plane``), and replayed here
+  plane (``Observer``, called by ``plan.control.replay_control_plane``), and replayed here
   (``_Incidents``) by the tracker's own rules (``replay.incidents.IncidentRules``, written once
   for both), the effects an incident opens read from the engine as columns (``effect_rows``).
 - **The partition side** is SQL over the plan's partition timeline (``timeline``: pk, off,
