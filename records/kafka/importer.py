@@ -35,7 +35,7 @@ from kraftlake.records.metadata_versions import NEWEST_KNOWN, newer_level_warnin
 from .batches import Batch, iter_batches, read_checkpoint
 from .errors import KafkaFormatError
 from .layout import Checkpoint, MetadataDir, open_metadata_dir, parse_checkpoint
-from .metadata import MetadataDecoder, decode_control
+from .metadata import MetadataDecoder, SnapshotFooter, SnapshotHeader, decode_control
 from .validation import BatchOrder
 
 log = get_logger(__name__)
@@ -228,7 +228,7 @@ def batch_records(
             break
         if batch.is_control:
             r = decode_control(key, value, epoch=batch.partition_leader_epoch, offset=offset, ts_ms=ts, source=src)
-            if r is None:  # snapshot header/footer: framing only
+            if isinstance(r, (SnapshotHeader, SnapshotFooter)):  # framing only
                 continue
         else:
             r = decoder.decode(value, offset=offset, ts_ms=ts, source=src)
