@@ -320,6 +320,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         on S3 (``Location.put_new``). ``CorruptStoreError`` when the version before is not the
         one this object saw (``lineage``)."""
         self._lineage.check(version - 1)
+        made: object | None
         if self.location.local is not None:
             made = put_if_absent(self.location.local, version, body)
         else:

@@ -110,7 +110,7 @@ class LogSnapshot:
     @property
     def table_id(self) -> str:
         """The Delta table's id (its ``metaData`` id, a uuid made when the log was created)."""
-        return self._dt.metadata().id
+        return self._dt.metadata().id  # type: ignore[return-value]  # a uuid string: deltalake's stub says int
 
     def schema(self) -> pa.Schema:
         """The table's Arrow schema at this version (every column, struct fields included)."""
@@ -305,7 +305,7 @@ class LogSnapshot:
             else:
                 mask = pc.fill_null(pc.less_equal(times, ts_ms), False)
                 hit = pc.max(pc.filter(t.column("offset"), mask)).as_py()
-                if hit is not None and hit > best:  # type: ignore[operator]
+                if hit is not None and hit > best:
                     best = hit
         return best
 
@@ -328,16 +328,17 @@ class LogSnapshot:
             for path, a, b in self._file_ranges()
             if not (a is not None and b is not None and (b < lo or a > hi))
         ]
-        if any(a is None or b is None for a, b, _ in ranges):
+        spans = [(a, b, path) for a, b, path in ranges if a is not None and b is not None]
+        if len(spans) != len(ranges):
             yield self.table(lo, hi)
             return
-        ranges.sort()
-        if any(ranges[i][1] >= ranges[i + 1][0] for i in range(len(ranges) - 1)):
+        spans.sort()
+        if any(spans[i][1] >= spans[i + 1][0] for i in range(len(spans) - 1)):
             yield self.table(lo, hi)
             return
         # The files cover [lo, hi] with no hole: a commit that lost its ``add`` loses offsets.
-        ends = [lo - 1] + [b for _, b, _ in ranges]
-        starts = [a for a, _, _ in ranges] + [hi + 1]
+        ends = [lo - 1] + [b for _, b, _ in spans]
+        starts = [a for a, _, _ in spans] + [hi + 1]
         for end, start in zip(ends, starts):
             if start > end + 1:
                 raise self._gap(end + 1)
@@ -345,7 +346,7 @@ class LogSnapshot:
         if columns is not None and all(c in schema.names for c in columns):
             schema = pa.schema([schema.field(c) for c in columns])
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
-        for a, b, path in ranges:
+        for a, b, path in spans:
             whole = lo <= a and b <= hi
             table = self._read([path], schema, None if whole else where)
             if table.num_rows == 0:

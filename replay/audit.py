@@ -111,7 +111,7 @@ class Audit:
         self.records += 1
         cls = type(r)
         if cls is PartitionChange or cls is Partition:
-            self.kraft.partition_record(r, cls, offset)  # type: ignore[arg-type]
+            self.kraft.partition_record(r, cls, offset)  # type: ignore[arg-type]  # cls is one of the two
             if self.tracker is not None:
                 self.tracker.observe(r, offset)
         elif r.FAMILY == "bookkeeper":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from kraftlake.records.time_travel import format_ms
 from kraftlake.replay.grace import grace_words
@@ -140,7 +141,7 @@ def _headline(report: AuditReport) -> str:
     return "<p id=headline>" + "<br>".join(lines) + "</p>"
 
 
-def _pager(name: str, items: Sequence, per_page: int, render_item: Callable[[int, object], str], wrap=None) -> str:
+def _pager(name: str, items: Sequence, per_page: int, render_item: Callable[[int, Any], str], wrap=None) -> str:
     """Items in pages of ``per_page`` switched by CSS radio buttons; every item is in the page."""
     pages = [items[i : i + per_page] for i in range(0, len(items), per_page)] or [[]]
     wrap = wrap or (lambda inner: inner)
@@ -271,9 +272,9 @@ def _incident_svg(report: AuditReport, inc: Incident, outages: dict, lanes: int 
     span = max(end - t0, 1000)
     lo, hi = t0 - span * 0.08, t0 + span * 1.08
     keys: list[tuple[str, int]] = []
-    for x in inc.effects:
-        if (x.topic_id, x.partition) not in keys:
-            keys.append((x.topic_id, x.partition))
+    for eff in inc.effects:
+        if (eff.topic_id, eff.partition) not in keys:
+            keys.append((eff.topic_id, eff.partition))
 
     def down_ms(k) -> int:
         return sum(

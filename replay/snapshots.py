@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -155,7 +156,7 @@ class SnapshotStore:
         state = view.state()
         blob = msgspec.msgpack.encode(state)
         state_hash = view.state_hash()
-        row = {
+        row: dict[str, Any] = {
             "offset": view.offset,
             "kind": KIND,
             "format": IMAGE_FORMAT,
@@ -176,7 +177,7 @@ class SnapshotStore:
         """Store the S3Stream view ``view`` (at ``view.offset``) of ``source``."""
         image = view.image()
         blob = msgspec.msgpack.encode(image)
-        row = {
+        row: dict[str, Any] = {
             "offset": view.offset,
             "kind": STREAMS_KIND,
             "format": STREAMS_FORMAT,

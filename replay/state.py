@@ -158,7 +158,7 @@ def take_snapshots(log_: Log, *, every: int, progress: Progress | None = None) -
         while i < n:
             # Offsets are gapless: replay up to and including the cut, then look at the state
             # (inside a transaction, one record at a time until it ends).
-            j = min(n, i + max(0, next_cut - records[i].offset) + 1)  # type: ignore[operator]
+            j = min(n, i + max(0, next_cut - records[i].offset) + 1)  # type: ignore[operator]  # read from a log: offsets are set
             replay(records[i:j], view)
             streams_replay(records[i:j], streams)
             i = j

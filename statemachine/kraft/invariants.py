@@ -10,6 +10,8 @@ after a grace for the states Kafka passes through legitimately.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kraftlake.records.kraft import LRS_RECOVERING, NO_LEADER
 
 from ..invariants import say
@@ -107,7 +109,7 @@ def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
     return _offline_members(view, p, p.isr, "K5")
 
 
-def _offline_members(view: ControllerView, p: PartitionRegistration, members, inv: str) -> str | None:
+def _offline_members(view: ControllerView, p: PartitionRegistration, members: Iterable[int], inv: str) -> str | None:
     """``inv``'s message listing the ``members`` whose replica of ``p`` is on a directory their
     broker does not have online (K5 for the ISR, K15 for the ELR), or None."""
     where = dict(zip(p.replicas, p.directories))
