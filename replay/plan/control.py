@@ -24,7 +24,7 @@ grown each stream-set object to hundreds of ranges).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kraftlake.logging import get_logger
 from kraftlake.records.kraft import (
@@ -118,6 +118,7 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
     view = audit.view
     plane = ControlPlane(view=view, violations=[], checked={})
     lives: dict[str, int] = {}
+    r: Any  # a record of any type, dispatched on its class below (or a ``Reports``)
     for r in published(records, transactions):
         cls = type(r)
         broker = None

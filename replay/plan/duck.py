@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -80,7 +80,7 @@ class DuckEngine:
         self.spill = str(spill)
         """Where DuckDB spills beyond its memory limit, and the driver its report's columns
         (``columns.spill``)."""
-        config = {
+        config: dict[str, str | bool | int | float | list[str]] = {
             "threads": threads or cores(),
             "temp_directory": str(spill),
             "memory_limit": memory_limit or MEMORY_LIMIT,
@@ -146,7 +146,7 @@ class DuckEngine:
     def table(self, name: str, rows: list[tuple], columns: list[tuple[str, str]]) -> None:
         """A small table from the driver: ``columns`` (name, BIGINT | INT | STRING | ARRAY<BIGINT> |
         DIR: a directory id, of the dictionary ``directories`` made)."""
-        cols = list(zip(*rows)) if rows else [[] for _ in columns]
+        cols: list[Sequence] = list(zip(*rows)) if rows else [[] for _ in columns]
         t = pa.table({c: pa.array(list(v), type=_TYPES[ty]) for (c, ty), v in zip(columns, cols)})
         del cols
         self.con.register(f"{name}_arrow", t)

@@ -107,7 +107,7 @@ def _control_windows(engine, first: int, last: int, count: int, window: int):
             ends = np.flatnonzero(np.append(before[1:] != before[:-1], True))
             times = reports.column(1).take(pa.array(ends)).to_pylist()
             runs = [Reports(off, ts) for off, ts in zip(offsets[ends].tolist(), times, strict=True)]
-        yield from heapq.merge(decoded, runs, key=lambda r: r.offset)
+        yield from heapq.merge(decoded, runs, key=lambda r: r.offset)  # type: ignore[attr-defined]  # records and Reports both have one
 
 
 def _refused(kind: str, key: str, off: int, topic: str, partition: int, brokers, replicas) -> Violation:
@@ -263,7 +263,7 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
             found.add("K7", partition_entity(lives, pk), at, at, words, (at,))
 
-    sql_checked = {}
+    sql_checked: dict[str, int] = {}
     if any(on for _off, on in plane.elr_levels):
         tell("K13-K15: eligible leader replicas")
         found.extend(_elr(engine, d, plane, lives, held, sql_checked))
