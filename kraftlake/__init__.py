@@ -88,7 +88,7 @@ def open(  # noqa: A001 - mirrors deltalake / builtins open
     """Open the log at ``path`` (a ``Lake``: the log's own methods, plus points in time, diffs,
     timelines, audits and plots as DataFrames for notebooks). ``path`` may be a URI
     (``s3://bucket/prefix``…); ``storage_options`` are delta-rs's (default: the environment's)."""
-    from kraftlake.records.log import Log
+    from kraftlake.records.store.log import Log
 
     from .lake import Lake
 
@@ -97,7 +97,7 @@ def open(  # noqa: A001 - mirrors deltalake / builtins open
 
 def init(path: str | os.PathLike[str], *, storage_options: dict[str, str] | None = None) -> Lake:
     """Create an empty log at ``path`` (a local path or a URI, as ``open``)."""
-    from kraftlake.records.log import Log
+    from kraftlake.records.store.log import Log
 
     from .lake import Lake
 
@@ -123,7 +123,7 @@ def state_at(
     ``kraftlake.statemachine.kraft.broker_view.broker_view(view, b)`` is broker b's view.
     ``storage_options``: delta-rs's, for a log given by URI.
     """
-    from kraftlake.records.log import Log
+    from kraftlake.records.store.log import Log
     from kraftlake.replay.state import state_at as _state_at
 
     from .lake import Lake

@@ -498,7 +498,7 @@ class Incident:
         a dot where leadership moved and a square where the ISR let go."""
         import matplotlib.pyplot as plt
 
-        from kraftlake.records.time_travel import format_ms
+        from kraftlake.records.store.time_travel import format_ms
 
         i = self.incident
         impact = self.impact()
@@ -787,7 +787,7 @@ class Lake:
     ) -> AuditResult:
         """Audit ``[from_offset, to_offset]`` (or the records between ``from_time`` and
         ``to_time``: record time, ``ts_ms``; ISO text is UTC unless it has an offset)."""
-        from kraftlake.records.time_travel import time_ms
+        from kraftlake.records.store.time_travel import time_ms
         from kraftlake.replay.audit import AuditConfig, audit_log
         from kraftlake.replay.state import state_at
 

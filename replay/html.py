@@ -15,7 +15,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kraftlake.records.time_travel import format_ms
+from kraftlake.records.store.time_travel import format_ms
 from kraftlake.replay.grace import grace_words
 
 from .books import AuditReport, Violation

@@ -34,10 +34,10 @@ from deltalake.exceptions import TableNotFoundError
 
 from kraftlake.logging import get_logger
 from kraftlake.records.base import trusted
-from kraftlake.records.data_files import read_parquet
 from kraftlake.records.errors import CorruptStoreError, LogError
-from kraftlake.records.location import resolve
-from kraftlake.records.snapshot import LogSnapshot, open_table
+from kraftlake.records.store.data_files import read_parquet
+from kraftlake.records.store.location import resolve
+from kraftlake.records.store.snapshot import LogSnapshot, open_table
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
 

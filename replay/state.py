@@ -14,7 +14,7 @@ from datetime import datetime
 from kraftlake.logging import get_logger
 from kraftlake.records.base import gc_paused
 from kraftlake.records.errors import TimeTravelError
-from kraftlake.records.log import Log, LogSnapshot
+from kraftlake.records.store.log import Log, LogSnapshot
 from kraftlake.statemachine.bookkeeper import BookiesView
 from kraftlake.statemachine.bookkeeper import replay as bookies_replay
 from kraftlake.statemachine.kraft.reducer import replay

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from kraftlake.records import Config, Log, NoOp, Topic
-from kraftlake.records.delta_commit import appends_after, commit_path, put_if_absent
+from kraftlake.records.store.delta_commit import appends_after, commit_path, put_if_absent
 
 
 def _config(i: int) -> Config:

@@ -21,7 +21,7 @@ import kraftlake
 from kraftlake.cli.app import app
 from kraftlake.records import Log, StorageError, iter_lines
 from kraftlake.records.errors import UnsupportedLocationError
-from kraftlake.records.location import S3_COMMIT_VARIABLE, resolve
+from kraftlake.records.store.location import S3_COMMIT_VARIABLE, resolve
 from kraftlake.replay import report_json
 
 from helpers.object_store import REGION, Bucket, MotoServer, race_conditional_puts
@@ -331,7 +331,7 @@ def test_the_table_moves_while_a_batch_is_checked_and_nothing_runs_on_after(s3_b
 def test_compaction_and_checkpoints_beside_appends_on_s3(s3_bucket):
     """``Log.compact`` (the service's upkeep) commits through delta-rs on a store: fewer files,
     the same rows and offsets; checkpoints are written where the interval calls for them."""
-    from kraftlake.records.delta_commit import checkpoint
+    from kraftlake.records.store.delta_commit import checkpoint
 
     uri = s3_bucket.uri("compacted")
     log = Log.create(uri)

@@ -987,7 +987,7 @@ def test_duckdb_reads_files_older_than_the_schema_through_an_arrow_dataset(tmp_p
     schema. Either way the same rows."""
     import pyarrow as pa
 
-    from kraftlake.records.snapshot import LogSnapshot
+    from kraftlake.records.store.snapshot import LogSnapshot
 
     log = Log.create(tmp_path / "log")
     log.append(list(iter_lines(FIXTURES[0].open("rb"))))

@@ -234,7 +234,7 @@ def resolve_times(
     snap, from_offset: int | None, to_offset: int | None, from_time: str | None, to_time: str | None
 ) -> tuple[int | None, int | None]:
     """``--from``/``--to`` from ``--from-time``/``--to-time`` (record time), at most one of each pair."""
-    from kraftlake.records.time_travel import time_ms
+    from kraftlake.records.store.time_travel import time_ms
 
     try:
         if from_time is not None:
@@ -387,7 +387,7 @@ def _summary(report) -> None:
     violations and the first violations (the JSON and HTML reports list them all)."""
     from rich.table import Table
 
-    from kraftlake.records.time_travel import format_ms
+    from kraftlake.records.store.time_travel import format_ms
     from kraftlake.replay.html import entity_label
 
     if not out.is_terminal:

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client import Counter as PromCounter
 
 from kraftlake.logging import get_logger
-from kraftlake.records.follow import Follower
-from kraftlake.records.location import Location
+from kraftlake.records.store.follow import Follower
+from kraftlake.records.store.location import Location
 from kraftlake.replay.books import AuditConfig, Violation
 from kraftlake.replay.live_audit import LiveAudit
 

@@ -40,7 +40,7 @@ from .metadata import MetadataDecoder, SnapshotFooter, SnapshotHeader, decode_co
 from .validation import BatchOrder
 
 if TYPE_CHECKING:
-    from kraftlake.records.log import Log  # imports Delta: for the annotations only
+    from kraftlake.records.store.log import Log  # imports Delta: for the annotations only
 
 log = get_logger(__name__)
 

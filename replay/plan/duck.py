@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 
 from kraftlake.logging import get_logger
-from kraftlake.records import digests
+from kraftlake.records.store import digests
 
 from .dialect import DIR_TYPE, DUCKDB
 
@@ -113,7 +113,7 @@ class DuckEngine:
         digest in its name (``records.digests``), or, for a file named without one, by reading
         its pages with pyarrow's page checksums. An object store's files are copied into the
         spill directory as they are checked (one read each), and scanned there."""
-        from kraftlake.records.data_files import check_pages, parquet_schema
+        from kraftlake.records.store.data_files import check_pages, parquet_schema
 
         location = getattr(snap, "location", None)
         if location is not None and not location.is_local:
@@ -271,6 +271,6 @@ def snapshot_dataset(snap, files: list[str] | None = None):
     page checksums verified."""
     import pyarrow.dataset as ds
 
-    from kraftlake.records.data_files import PARQUET
+    from kraftlake.records.store.data_files import PARQUET
 
     return ds.dataset(snap.files() if files is None else files, schema=snap.schema(), format=PARQUET)

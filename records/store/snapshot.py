@@ -17,13 +17,13 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from ..arrow import RECORD_COLUMN, column_name, from_table
+from ..base import Record
+from ..catalog import BY_NAME
+from ..errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
 from . import digests, log_checks
-from .arrow import RECORD_COLUMN, column_name, from_table
-from .base import Record
-from .catalog import BY_NAME
 from .data_files import PARQUET, check_pages, read_parquet
 from .delta_commit import listed
-from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
 from .location import UNKNOWN_CAUSE, Location, resolve, storage_cause, storage_errors
 from .log_checks import damaged_log
 

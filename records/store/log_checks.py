@@ -29,7 +29,7 @@ from deltalake.schema import Field as DeltaField
 from deltalake.schema import Schema as DeltaSchema
 from deltalake.schema import StructType
 
-from .errors import CorruptStoreError, LogNotFoundError
+from ..errors import CorruptStoreError, LogNotFoundError
 from .location import Location
 
 LOG_NAME = "kraftlake"

@@ -24,16 +24,16 @@ from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
+from ..arrow import LOG_SCHEMA, RECORD_COLUMN
+from ..arrow_input import from_arrow
+from ..base import Record, gc_paused
+from ..columnar import ColumnBatch, Validated, from_python, stamped, to_table
+from ..errors import AppendConflictError, CorruptStoreError, RecordError
+from ..producer import ProducerSeq
 from . import digests, log_checks
-from .arrow import LOG_SCHEMA, RECORD_COLUMN
-from .arrow_input import from_arrow
-from .base import Record, gc_paused
-from .columnar import ColumnBatch, Validated, from_python, stamped, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
 from .delta_commit import DataFile, checkpoint, commit_json
-from .errors import AppendConflictError, CorruptStoreError, RecordError
 from .log_parts import LogParts
-from .producer import ProducerSeq
 from .snapshot import OFFSET_TXN, arrow_schema
 
 log = get_logger("kraftlake.log")

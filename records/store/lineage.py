@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .errors import CorruptStoreError
+from ..errors import CorruptStoreError
 from .location import Location
 
 

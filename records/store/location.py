@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
-from .errors import UnsupportedLocationError
+from ..errors import UnsupportedLocationError
 
 if TYPE_CHECKING:  # pyarrow loads on first use: the CLI parses its options without it
     import pyarrow.fs as pafs
@@ -516,7 +516,7 @@ class storage_errors:  # noqa: N801 - used as ``with storage_errors(location):``
             return False
         from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-        from .errors import KraftlakeError, StorageError
+        from ..errors import KraftlakeError, StorageError
 
         if isinstance(exc, KraftlakeError):
             return False

@@ -43,6 +43,9 @@ from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
+from ..arrow import LOG_SCHEMA
+from ..base import Record
+from ..errors import LogExistsError, StorageError, UnsupportedLocationError
 from . import log_checks, store_commit
 from .appending import (
     KEY_FORMAT,
@@ -53,12 +56,9 @@ from .appending import (
     legacy_keys_ambiguous,
     producer_key,
 )
-from .arrow import LOG_SCHEMA
-from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
 from .data_files import now_ms
 from .delta_commit import DataFile, Upkeep, appends_after, listed, put_if_absent
-from .errors import LogExistsError, StorageError, UnsupportedLocationError
 from .follow import Follower, FollowMixin
 from .history import Commit, HistoryMixin
 from .lineage import Lineage

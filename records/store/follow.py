@@ -30,11 +30,11 @@ import pyarrow.dataset as ds
 
 from kraftlake.logging import get_logger
 
-from .arrow import RECORD_COLUMN, from_table
-from .base import Record
+from ..arrow import RECORD_COLUMN, from_table
+from ..base import Record
+from ..errors import CorruptStoreError
 from .data_files import read_parquet
 from .delta_commit import commits_after
-from .errors import CorruptStoreError
 from .location import Location
 from .log_parts import LogParts
 from .snapshot import LogSnapshot, arrow_schema, open_table

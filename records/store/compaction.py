@@ -17,9 +17,9 @@ from deltalake.exceptions import CommitFailedError
 
 from kraftlake.logging import get_logger
 
+from ..errors import MaintenanceConflictError
 from .data_files import ENGINE_VERSION, now_ms, parquet_schema, read_parquet, write_data_file
 from .delta_commit import DataFile, appends_after, commit_json
-from .errors import MaintenanceConflictError
 from .log_parts import LogParts
 from .snapshot import LogSnapshot, arrow_schema, open_table
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from .errors import TimeTravelError
+from ..errors import TimeTravelError
 from .log_parts import LogParts
 from .snapshot import LogSnapshot, open_table
 
