@@ -1,4 +1,4 @@
-"""Appends written as Delta commit files by kraftlake itself (records/delta_commit.py): delta-rs
+"""Appends written as Delta commit files by kraftlake itself (records/store/delta_commit.py): delta-rs
 reads them as its own (versions, history, app transactions, files, checkpoints); a taken version
 is refused and leaves nothing behind; a file holds only the columns its batch uses and reads
 back the same, compacted or not; a writer that lost a version follows the appends after it, and
