@@ -41,18 +41,6 @@ from kraftlake.statemachine.kraft.view import ControllerView, move_key
 from .books import Books
 
 
-def k10_live(reg, unfenced_since_registered: bool) -> bool:
-    """K10's "live": registered, not shutting down, and either serving or starting (fenced but
-    never unfenced since it registered); a broker fenced after serving is down."""
-    return reg is not None and not reg.in_controlled_shutdown and (not reg.fenced or not unfenced_since_registered)
-
-
-def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
-    if dirs < 2 or (unassigned == 0 and counted == 0):
-        return None
-    return say("K11", "asked", unassigned=unassigned, counted=counted, dirs=dirs)
-
-
 def _with_elr(view: ControllerView, topic_name: str) -> list:
     """The partitions a ClearElr of ``topic_name`` ("" = every topic) changes: those with an ELR
     or a LastKnownElr (``reducer._clear_elr``)."""
@@ -292,7 +280,7 @@ class KraftAudit:
             bad = say("K8", "unfenced", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]  # multi: reg is set
         self._state("K8", f"broker/{broker}", offset, ts, bad)
         late = None
-        if multi and k10_live(reg, self.unfenced_since_registered.get(broker, False)):
+        if multi and kinv.k10_live(reg, self.unfenced_since_registered.get(broker, False)):
             late = say("K10", "unassigned", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]  # multi: reg is set
         self._state("K10", f"broker/{broker}", offset, ts, late)
 
@@ -305,7 +293,7 @@ class KraftAudit:
             return  # the partition records' UNASSIGNED counts are not here: the Spark plan asks
         if reg is None or not reg.fenced or reg.epoch != r.broker_epoch:
             return
-        message = k11_message(len(reg.log_dirs), self.unassigned.get(r.broker_id, 0), r.mismatched_replicas)
+        message = kinv.k11_message(len(reg.log_dirs), self.unassigned.get(r.broker_id, 0), r.mismatched_replicas)
         if message is not None:
             self.books.instant("K11", f"broker/{r.broker_id}", offset, message, count=False)
 

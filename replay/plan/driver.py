@@ -12,10 +12,10 @@ from typing import Any
 
 from kraftlake.records.kraft import LOST
 from kraftlake.replay.books import AuditReport, Violation, assemble_report, violation
-from kraftlake.replay.kraft_audit import k10_live, k11_message
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import say as say_text
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED
+from kraftlake.statemachine.kraft.invariants import k10_live, k11_message
 
 from .control import BrokerSegment, ControlPlane
 
