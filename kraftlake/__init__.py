@@ -38,12 +38,16 @@ if TYPE_CHECKING:
     from kraftlake.statemachine.kraft.view import ControllerView
 
     from ._appender import Appender
+    from .auditing import AuditCapacityError, AuditUsageError, audit
     from .lake import AuditResult, Lake, PointInTime
 
 # The facade's names load on first use (PEP 562): ``import kraftlake.statemachine…`` imports this
 # package first, and must not load Delta, Arrow, pandas or an HTTP client on the way.
 _LAZY = {
     "Appender": "kraftlake._appender",
+    "audit": "kraftlake.auditing",
+    "AuditCapacityError": "kraftlake.auditing",
+    "AuditUsageError": "kraftlake.auditing",
     "AuditResult": "kraftlake.lake",
     "Lake": "kraftlake.lake",
     "PointInTime": "kraftlake.lake",

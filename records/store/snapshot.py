@@ -7,6 +7,7 @@ time where a long log replays in bounded memory. Choosing the version is ``time_
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import unquote
@@ -106,6 +107,14 @@ class LogSnapshot:
         self._actions = pa.table(dt.get_add_actions(flatten=False))
         """The version's ``add`` actions: its files, their sizes and statistics."""
         log_checks.check_files(self._actions, last, self.version, self.location)
+
+    def cut(self, to_offset: int | None) -> LogSnapshot:
+        """This snapshot cut after ``to_offset`` (None: as it is), without reading the table again."""
+        if to_offset is None or to_offset >= self.last_offset:
+            return self
+        cut = copy.copy(self)
+        cut.last_offset = max(-1, to_offset)
+        return cut
 
     @property
     def table_id(self) -> str:
