@@ -117,10 +117,13 @@ demo: $(VENV)/.installed java
 	$(BIN)/kraftlake view .demo/bk --bookies --format table
 	$(BIN)/kraftlake audit .demo/bk; echo "exit code $$?"
 
-# Layout and lint first (seconds): the formatter decides layout, `make format` applies it.
+# Layout, lint and types first (seconds): the formatter decides layout, `make format` applies it;
+# mypy checks the folders [tool.mypy] lists, under their kraftlake.* names (tools/typecheck.py),
+# incrementally (.mypy_cache).
 lint: $(VENV)/.installed
 	$(BIN)/ruff format --check --quiet . || { echo "run 'make format'"; exit 1; }
 	$(BIN)/ruff check --quiet .
+	$(BIN)/python tools/typecheck.py
 
 format: $(VENV)/.installed
 	$(BIN)/ruff format --quiet .
@@ -158,4 +161,4 @@ examples: $(VENV)/.installed chromium
 	$(BIN)/python tests/helpers/pictures.py examples
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .hypothesis .ruff_cache
+	rm -rf $(VENV) .demo .pytest_cache .hypothesis .ruff_cache .mypy_cache

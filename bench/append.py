@@ -82,8 +82,8 @@ from rich.console import Console
 from rich.table import Table
 
 import kraftlake.logging
-import kraftlake.records.appending as append_module
-import kraftlake.records.log as log_module
+import kraftlake.records.store.appending as append_module
+import kraftlake.records.store.log as log_module
 from kraftlake import Appender
 from kraftlake.records import (
     BrokerRegistrationChange,

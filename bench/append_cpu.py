@@ -36,7 +36,7 @@ from kraftlake.records import Log  # noqa: E402
 from kraftlake.records.arrow import LOG_SCHEMA, to_table  # noqa: E402
 from kraftlake.records.codec import encode_lines  # noqa: E402
 from kraftlake.records.columnar import from_lines  # noqa: E402
-from kraftlake.records.log import TABLE_PROPERTIES  # noqa: E402
+from kraftlake.records.store.log import TABLE_PROPERTIES  # noqa: E402
 
 FORMS = ("python", "jsonl", "msgpack", "arrow")
 RAW = {"raw": None, "raw_zstd": WriterProperties(compression="ZSTD")}

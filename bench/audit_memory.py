@@ -34,7 +34,7 @@ def main() -> None:
     from rich.table import Table
 
     from kraftlake.records import Log
-    from kraftlake.spark.plan import audit_snapshot
+    from kraftlake.replay.plan import audit_snapshot
 
     started = time.perf_counter()
     marks: list[tuple[str, float, int]] = []

@@ -1,6 +1,6 @@
 """Incidents benchmark: what the incident and availability tracker costs the per-record audit,
 what the standalone pass (``replay.incidents.find_incidents``, the per-record reference) takes
-on its own, and what the audit plan's incidents stage (``spark.plan.incidents``: the broker side
+on its own, and what the audit plan's incidents stage (``replay.plan.incidents``: the broker side
 on the driver, the partition side in SQL) takes inside the plan on DuckDB, on a generated JBOD
 history (``bench/_histories.py``) or an existing log (``--log``). Seconds are wall time; CPU s
 are the process's (every thread), the stage's from its start to the report.
@@ -38,8 +38,8 @@ def _captured(snap) -> dict:
     """The inputs of the plan's incidents replay, caught in one run of the plan on DuckDB:
     ``events``, ``lives``, ``names``, and per request its ``effects`` and ``departures`` (Arrow
     tables: the rows the replay was given, kept past the statement that read them)."""
-    from kraftlake.spark.plan import audit_snapshot
-    from kraftlake.spark.plan import incidents as plan
+    from kraftlake.replay.plan import audit_snapshot
+    from kraftlake.replay.plan import incidents as plan
 
     got: dict = {"effects": {}, "departures": {}}
     real_get, real_init, real_run = plan._Streamed.get, plan._Incidents.__init__, plan._Incidents.run
@@ -71,7 +71,7 @@ def _captured(snap) -> dict:
 def _replayed(got: dict, runs: int) -> tuple[float, float, int, int]:
     """The replay of ``_captured``'s inputs ``runs`` times: (wall s, CPU s) of the run with the
     least CPU, its incidents and effects."""
-    from kraftlake.spark.plan import incidents as plan
+    from kraftlake.replay.plan import incidents as plan
 
     best = None
     for _ in range(runs):
@@ -110,7 +110,7 @@ def main() -> None:
     from kraftlake.records import Log
     from kraftlake.replay.audit import Audit
     from kraftlake.replay.incidents import find_incidents
-    from kraftlake.spark.plan import audit_snapshot
+    from kraftlake.replay.plan import audit_snapshot
 
     console = Console()
     history = (

@@ -53,7 +53,7 @@ from rich.table import Table  # noqa: E402
 
 from kraftlake.records import Log  # noqa: E402
 from kraftlake.records.arrow import LOG_SCHEMA, to_table  # noqa: E402
-from kraftlake.records.log import TABLE_PROPERTIES  # noqa: E402
+from kraftlake.records.store.log import TABLE_PROPERTIES  # noqa: E402
 
 from helpers.object_store import Bucket, MotoServer  # noqa: E402
 

@@ -33,9 +33,9 @@ import pyarrow.parquet as pq  # noqa: E402
 from append import Workload  # noqa: E402 - bench/append.py's
 from deltalake import DeltaTable  # noqa: E402
 
-import kraftlake.records.appending as appending  # noqa: E402
-import kraftlake.records.location as location  # noqa: E402
-import kraftlake.records.store_commit as store_commit  # noqa: E402
+import kraftlake.records.store.appending as appending  # noqa: E402
+import kraftlake.records.store.location as location  # noqa: E402
+import kraftlake.records.store.store_commit as store_commit  # noqa: E402
 from kraftlake.records import Log  # noqa: E402
 
 from helpers.object_store import Bucket, MotoServer  # noqa: E402

@@ -71,8 +71,8 @@ def phase_steps(path: str) -> dict:
     and process CPU seconds): what each group of invariants costs, K13-K15 (ELR) included; and
     each statement the engine ran for longer than ``SLOW`` seconds (step, wall, CPU, its start)."""
     from kraftlake.records import Log
-    from kraftlake.spark.plan import audit_snapshot
-    from kraftlake.spark.plan.duck import DuckEngine
+    from kraftlake.replay.plan import audit_snapshot
+    from kraftlake.replay.plan.duck import DuckEngine
 
     marks: list[tuple[str, float, float]] = []
     slow: list[tuple[str, float, float, str]] = []
@@ -199,11 +199,11 @@ def phase_plan_k1(path: str, cores: int) -> dict:
     lifetimes) replayed first, untimed."""
     from kraftlake.records import Log
     from kraftlake.replay.audit import AuditConfig
-    from kraftlake.spark.control import replay_control_plane
-    from kraftlake.spark.plan import sql
-    from kraftlake.spark.plan.driver import driver_dirs
-    from kraftlake.spark.plan.duck import DuckEngine
-    from kraftlake.spark.plan.run import LIVES, build_timeline, control_records
+    from kraftlake.replay.plan import sql
+    from kraftlake.replay.plan.control import replay_control_plane
+    from kraftlake.replay.plan.driver import driver_dirs
+    from kraftlake.replay.plan.duck import DuckEngine
+    from kraftlake.replay.plan.run import LIVES, build_timeline, control_records
 
     snap = Log.open(path).at()
     with DuckEngine(threads=cores) as e:
@@ -232,7 +232,7 @@ def phase_duckdb(path: str, cores: int, memory_limit: str | None = None) -> dict
     same threads, memory settings and ``log`` view of the snapshot's files as ``plan-k1``);
     ``memory_limit``: DuckDB's, default the plan's."""
     from kraftlake.records import Log
-    from kraftlake.spark.plan.duck import DuckEngine
+    from kraftlake.replay.plan.duck import DuckEngine
 
     snap = Log.open(path).at()
     with DuckEngine(threads=cores, memory_limit=memory_limit) as e:

@@ -39,8 +39,8 @@ import pyarrow.parquet as pq
 from kraftlake.records.arrow import column_name, encoded_column, from_table
 from kraftlake.records.catalog import BY_NAME, RECORD_TYPES
 from kraftlake.records.columnar import key_column
-from kraftlake.records.data_files import write_data_file
-from kraftlake.records.delta_commit import DataFile
+from kraftlake.records.store.data_files import write_data_file
+from kraftlake.records.store.delta_commit import DataFile
 from kraftlake.statemachine.kraft.tiling import BROKER, CONFIG_NAME, Role, Tile, roles, tile_records
 from kraftlake.statemachine.kraft.workload import WorkloadConfig
 

@@ -38,12 +38,16 @@ if TYPE_CHECKING:
     from kraftlake.statemachine.kraft.view import ControllerView
 
     from ._appender import Appender
+    from .auditing import AuditCapacityError, AuditUsageError, audit
     from .lake import AuditResult, Lake, PointInTime
 
 # The facade's names load on first use (PEP 562): ``import kraftlake.statemachine…`` imports this
 # package first, and must not load Delta, Arrow, pandas or an HTTP client on the way.
 _LAZY = {
     "Appender": "kraftlake._appender",
+    "audit": "kraftlake.auditing",
+    "AuditCapacityError": "kraftlake.auditing",
+    "AuditUsageError": "kraftlake.auditing",
     "AuditResult": "kraftlake.lake",
     "Lake": "kraftlake.lake",
     "PointInTime": "kraftlake.lake",
@@ -88,7 +92,7 @@ def open(  # noqa: A001 - mirrors deltalake / builtins open
     """Open the log at ``path`` (a ``Lake``: the log's own methods, plus points in time, diffs,
     timelines, audits and plots as DataFrames for notebooks). ``path`` may be a URI
     (``s3://bucket/prefix``…); ``storage_options`` are delta-rs's (default: the environment's)."""
-    from kraftlake.records.log import Log
+    from kraftlake.records.store.log import Log
 
     from .lake import Lake
 
@@ -97,7 +101,7 @@ def open(  # noqa: A001 - mirrors deltalake / builtins open
 
 def init(path: str | os.PathLike[str], *, storage_options: dict[str, str] | None = None) -> Lake:
     """Create an empty log at ``path`` (a local path or a URI, as ``open``)."""
-    from kraftlake.records.log import Log
+    from kraftlake.records.store.log import Log
 
     from .lake import Lake
 
@@ -123,7 +127,7 @@ def state_at(
     ``kraftlake.statemachine.kraft.broker_view.broker_view(view, b)`` is broker b's view.
     ``storage_options``: delta-rs's, for a log given by URI.
     """
-    from kraftlake.records.log import Log
+    from kraftlake.records.store.log import Log
     from kraftlake.replay.state import state_at as _state_at
 
     from .lake import Lake

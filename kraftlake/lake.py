@@ -609,7 +609,7 @@ class Incident:
         leadership moved (hollow: left with no leader) and a square where the ISR let go."""
         import matplotlib.pyplot as plt
 
-        from kraftlake.records.time_travel import format_ms
+        from kraftlake.records.store.time_travel import format_ms
         from kraftlake.replay.html import COLOURS
         from kraftlake.replay.names import incident_where
 
@@ -930,7 +930,7 @@ class Lake:
     ) -> AuditResult:
         """Audit ``[from_offset, to_offset]`` (or the records between ``from_time`` and
         ``to_time``: record time, ``ts_ms``; ISO text is UTC unless it has an offset)."""
-        from kraftlake.records.time_travel import time_ms
+        from kraftlake.records.store.time_travel import time_ms
         from kraftlake.replay.audit import AuditConfig, audit_log
         from kraftlake.replay.state import state_at
 

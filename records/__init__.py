@@ -46,14 +46,14 @@ from .producer import ProducerSeq
 from .s3stream import S3STREAM_RECORDS
 
 if TYPE_CHECKING:
-    from .log import AppendResult, Commit, Log, LogSnapshot, MaintenanceReport
+    from .store.log import AppendResult, Commit, Log, LogSnapshot, MaintenanceReport
 
 _STORAGE = frozenset({"AppendResult", "Commit", "Log", "LogSnapshot", "MaintenanceReport"})
 
 
 def __getattr__(name: str) -> object:
     if name in _STORAGE:
-        from . import log
+        from .store import log
 
         return getattr(log, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from msgspec.structs import astuple, force_setattr
 
-from .base import ENVELOPE_FIELDS, Record, gc_paused, payload_fields, trusted, type_name
+from .base import ENVELOPE_FIELDS, Record, gc_paused, payload_fields, struct_info, trusted, type_name
 from .catalog import BY_NAME, RECORD_TYPES, AnyRecord
 from .codec import from_builtins, record_error
 from .errors import CorruptStoreError
@@ -95,7 +95,7 @@ def _arrow_type(info: mi.Type) -> pa.DataType:
 @cache
 def payload_type(cls: type[Record]) -> pa.StructType | None:
     """The struct type of a record type's column, or None when it has no payload fields."""
-    info = mi.type_info(cls)
+    info = struct_info(cls)
     fields = [pa.field(f.name, _arrow_type(f.type)) for f in info.fields if f.name not in ENVELOPE_FIELDS]
     return pa.struct(fields) if fields else None
 
@@ -261,7 +261,7 @@ def to_table(
 def _droppable_nulls(cls: type[Record]) -> frozenset[str]:
     """Fields that cannot be None in the Struct but have a default: a null there (a column added
     to the table after the row was written) means 'take the default'."""
-    info = mi.type_info(cls)
+    info = struct_info(cls)
     out = set()
     for f in info.fields:
         nullable = isinstance(f.type, mi.NoneType) or (
@@ -273,7 +273,7 @@ def _droppable_nulls(cls: type[Record]) -> frozenset[str]:
 
 
 _ENCODER = msgspec.msgpack.Encoder()
-_LIST_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])  # type: ignore[valid-type]
+_LIST_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])
 
 
 def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
@@ -304,7 +304,7 @@ def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
 
 
 _RAW_ITEMS = msgspec.msgpack.Decoder(list[msgspec.Raw])
-_copy = msgspec.Struct.__copy__
+_copy = msgspec.Struct.__copy__  # type: ignore[attr-defined]  # at run time, not in msgspec's stubs
 _TS_MS, _OFFSET, _SOURCE_OFFSET = attrgetter("ts_ms"), attrgetter("offset"), attrgetter("source_offset")
 
 
@@ -406,9 +406,9 @@ def _from_struct_columns(table: pa.Table) -> list[Record]:
                 d[k] = env[k][j]
             dicts.append(d if shape is None else shape(d))
         try:
-            converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]
+            converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]  # a type chosen at run time
         except msgspec.ValidationError as exc:
             raise record_error(exc, line=None, record_type=name) from None
         for pos, rec in zip(idx.to_pylist(), converted):
             out[pos] = rec
-    return out  # type: ignore[return-value]
+    return out  # type: ignore[return-value]  # every slot filled

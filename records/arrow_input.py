@@ -167,7 +167,7 @@ class _ArrowGroup(_Group):
         self._fields: list[tuple[Any, ...]] | None = None
 
     @property
-    def records(self) -> list[Record]:  # type: ignore[override]
+    def records(self) -> list[Record]:  # type: ignore[override]  # decoded on first use: read-only here
         """The group's records, decoded from their encoding when first asked for (the column
         checks vouched for them: ``column_checks``)."""
         if self._records is None:
@@ -208,7 +208,7 @@ class _ArrowGroup(_Group):
         return self._encoded.column(offsets, ts_ms, source_offsets)
 
 
-def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
+def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | ColumnBatch | None:
     """The fast path (see the module's docstring); None where it cannot vouch for the batch."""
     if data.num_rows < COLUMNS_FROM:
         return _by_rows(data)
@@ -234,7 +234,7 @@ def _by_type(data: pa.Table | pa.RecordBatch) -> Validated | None:
     for owner, column in structs.items():  # a row with another type's fields set
         if pc.any(pc.and_(pc.is_valid(data.column(column)), pc.not_equal(types, type_name(owner)))).as_py():
             return None
-    groups: list[_ArrowGroup] = []
+    groups: list[_Group] = []
     for name in kinds:
         cls = BY_NAME.get(name)
         if cls is None or name in SHAPES or packed_fields(cls):
@@ -337,10 +337,10 @@ def _by_rows(data: pa.Table | pa.RecordBatch) -> Validated | None:
             return None  # older versions are upcast record by record; a null is the reference's to judge
         dicts = pa.StructArray.from_arrays(arrays, fields).to_pylist() if arrays else [{}] * len(rows_of)
         with trusted():
-            converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]
+            converted = msgspec.convert(dicts, list[cls])  # type: ignore[valid-type]  # a type chosen at run time
         for at, record in zip(rows_of.to_pylist(), converted):
             out[at] = record
-    return _checked(out, payloads=payloads)  # type: ignore[arg-type]
+    return _checked(out, payloads=payloads)  # type: ignore[arg-type]  # every slot filled
 
 
 def _rows(data: pa.Table | pa.RecordBatch, column: str, rows_of: pa.Array | None) -> pa.Array:
@@ -355,7 +355,7 @@ def _default_payload(cls: type[Record], count: int) -> pa.StructArray | None:
     column for the type: every field takes its default), or None when a default is not a
     constant Arrow holds."""
     try:
-        default = cls(**{})  # type: ignore[call-arg]
+        default = cls(**{})
     except (TypeError, ValueError):
         return None
     with gc_paused():
@@ -371,7 +371,7 @@ def _decode(cls: type[Record], blobs: pa.Array) -> list[Record] | None:
     some row is not a valid record (the reference then names it)."""
     decoder = _DECODERS.get(cls)
     if decoder is None:
-        decoder = _DECODERS[cls] = msgspec.msgpack.Decoder(list[cls])  # type: ignore[valid-type]
+        decoder = _DECODERS[cls] = msgspec.msgpack.Decoder(list[cls])  # type: ignore[valid-type]  # a type chosen at run time
     count = len(blobs)
     offsets = np.frombuffer(blobs.buffers()[1], np.int32, count + 1, blobs.offset * 4)
     data = memoryview(blobs.buffers()[2])[offsets[0] : offsets[-1]]

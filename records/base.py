@@ -63,6 +63,13 @@ def _is_uuid(t: mi.Type) -> bool:
     return isinstance(t, mi.StrType) and t.min_length == 22 and t.max_length == 22
 
 
+def struct_info(cls: type[msgspec.Struct]) -> mi.StructType:
+    """msgspec's description of a Struct type (``type_info`` is typed for any type)."""
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    return info
+
+
 UUID, UUIDS, PART, PARTS = "uuid", "uuids", "part", "parts"
 
 
@@ -71,7 +78,7 @@ def uuid_fields(cls: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
     """(field, kind) of every field of a Struct that is or holds a ``Uuid``: a uuid, a sequence
     of uuids, a nested ``Part`` or a sequence of them (optional or not)."""
     out = []
-    for f in mi.type_info(cls).fields:
+    for f in struct_info(cls).fields:
         t = f.type
         if isinstance(t, mi.UnionType):
             rest = [u for u in t.types if not isinstance(u, mi.NoneType)]
@@ -187,6 +194,7 @@ def current_version(cls: type[Record]) -> int:
         return _CURRENT[cls]
     except KeyError:
         value = field_defaults(cls)["version"]
+        assert isinstance(value, int)
         _CURRENT[cls] = value
         return value
 
@@ -205,7 +213,7 @@ def field_defaults(cls: type[msgspec.Struct]) -> Mapping[str, object]:
 
 def type_name(cls: type[Record]) -> str:
     """The tag a record type is written with (its class name)."""
-    return cls.__struct_config__.tag  # type: ignore[return-value]
+    return cls.__struct_config__.tag  # type: ignore[return-value]  # tag=True: the class name, a str
 
 
 def payload_fields(cls: type[Record]) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ its types to ``RECORD_TYPES`` and every layer (JSON Lines, Arrow schema, Delta l
 
 from __future__ import annotations
 
-from typing import Union
+from typing import TYPE_CHECKING, TypeAlias, Union
 
 import msgspec
 
@@ -19,7 +19,11 @@ from .s3stream import S3STREAM_RECORDS
 RECORD_TYPES: tuple[type[Record], ...] = KRAFT_RECORDS + OBSERVATION_RECORDS + S3STREAM_RECORDS + BOOKKEEPER_RECORDS
 BY_NAME: dict[str, type[Record]] = {type_name(cls): cls for cls in RECORD_TYPES}
 
-AnyRecord = Union[RECORD_TYPES]  # type: ignore[valid-type]  # noqa: UP007 - a union of a tuple's types
+if TYPE_CHECKING:
+    # A union built from a tuple at run time is no type to a checker: every member is a Record.
+    AnyRecord: TypeAlias = Record
+else:
+    AnyRecord = Union[RECORD_TYPES]  # noqa: UP007 - a union of a tuple's types
 """The tagged union of every record type, decoded by the ``type`` field."""
 
 JSON_DECODER = msgspec.json.Decoder(AnyRecord)

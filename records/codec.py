@@ -265,7 +265,7 @@ def encode_json_array(records: Iterable[Record]) -> bytes:
 
 
 _MSGPACK = msgspec.msgpack.Encoder()
-_BATCH_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])  # type: ignore[valid-type]
+_BATCH_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])
 
 
 def normalize_batch(records: Sequence[Record]) -> list[Record]:

@@ -13,6 +13,7 @@ then decodes, as before. tests/test_column_checks.py holds it to msgspec's decod
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from functools import cache
 
@@ -20,6 +21,8 @@ import msgspec
 import msgspec.inspect as mi
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .base import struct_info
 
 __all__ = ["Uncovered", "breaks", "record_breaks"]
 
@@ -76,7 +79,7 @@ def _members(t: mi.EnumType | mi.LiteralType) -> pa.Array:
 
 
 @cache
-def _member_array(of: type | tuple) -> pa.Array:
+def _member_array(of: type[enum.Enum] | tuple[object, ...]) -> pa.Array:
     values = list(of) if isinstance(of, tuple) else [m.value for m in of]
     if not values or len({type(v) for v in values}) != 1 or type(values[0]) not in (int, str):
         raise Uncovered(repr(of))
@@ -169,4 +172,4 @@ def record_breaks(cls: type[msgspec.Struct], envelope: Mapping[str, pa.Array], p
 
 @cache
 def _info(cls: type[msgspec.Struct]) -> mi.StructType:
-    return mi.type_info(cls)  # type: ignore[return-value]
+    return struct_info(cls)

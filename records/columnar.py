@@ -54,6 +54,7 @@ from .base import (
     Record,
     current_version,
     gc_paused,
+    struct_info,
     trusted,
     type_name,
     uuid_fields,
@@ -132,7 +133,7 @@ class _Group:
         the type has no payload column."""
         if self._payload is False:
             self._payload = _payload_array(self.cls, self.fields, len(self.records))
-        return self._payload  # type: ignore[return-value]
+        return self._payload
 
     @property
     def count(self) -> int:
@@ -293,7 +294,7 @@ class Columns:
             else:
                 where = np.full(n, -1, np.int64)
                 where[g.index] = np.arange(len(g.index))
-                columns[col] = compact.take(pa.array(where, mask=where < 0))
+                columns[col] = compact.take(pa.array(where, mask=where < 0))  # type: ignore[union-attr]  # given its type, one is built
         absent = [f.type for f in schema if f.name not in columns]
         nulls = iter(null_columns(n, absent))
         return pa.table([columns[f.name] if f.name in columns else next(nulls) for f in schema], schema=schema)
@@ -320,7 +321,7 @@ class Columns:
             )
             for g in self.groups
         ]
-        return self._in_row_order(blobs)  # type: ignore[arg-type]
+        return self._in_row_order(blobs)
 
     def _stamp_message(self, first_offset: int, ts_ms: int) -> pa.Array | None:
         """The ``record`` column stamped into ``message`` (``msgpack_columns.stamp_blank``), or
@@ -334,6 +335,7 @@ class Columns:
                 return None
             heads[slice(None) if g.index is None else g.index] = head
         offsets = np.arange(first_offset, first_offset + self.size, dtype=np.int64)
+        assert self.message is not None  # record_column asks only then
         return stamp_blank(self.message, heads, offsets, ts_ms, self.lengths)
 
 
@@ -355,7 +357,7 @@ def stamped(batch: Sequence[Record] | ColumnBatch, first_offset: int, ts_ms: int
     append's, after another writer took its offsets)."""
     columns = getattr(batch, "columns", None)
     if columns is None:
-        return record_column(batch, first_offset=first_offset, ts_ms=ts_ms)  # type: ignore[arg-type]
+        return record_column(batch, first_offset=first_offset, ts_ms=ts_ms)  # type: ignore[arg-type]  # no columns: records
     return columns.record_column(first_offset, ts_ms)
 
 
@@ -375,7 +377,7 @@ class ArrowColumns(Columns):
         return self._size
 
     @property
-    def records(self) -> list[Record]:  # type: ignore[override]
+    def records(self) -> list[Record]:  # type: ignore[override]  # decoded on first use: read-only here
         """The batch's records in row order, decoded group by group when first asked for."""
         if self._records is None:
             if self.order is None:
@@ -407,11 +409,11 @@ def _payload_array(
     return pa.StructArray.from_arrays(arrays, fields=list(ftype))
 
 
-def to_table(records: Sequence[Record], **keywords: Any) -> pa.Table:
+def to_table(records: Sequence[Record] | ColumnBatch, **keywords: Any) -> pa.Table:
     """``arrow.to_table`` (the same keywords, an equal table), column by column; a
     ``Validated`` batch brings its columns along."""
     with gc_paused():  # no cycles among the values and blobs made here: nothing to collect
-        columns = getattr(records, "columns", None) or Columns(records)
+        columns = getattr(records, "columns", None) or Columns(records)  # type: ignore[arg-type]  # a ColumnBatch has columns
         return columns.table(**keywords)
 
 
@@ -430,7 +432,7 @@ def _key_parts(cls: type[Record]) -> tuple[tuple[bool, str], ...] | None:
     literals, names = pieces[0::2], pieces[1::2]
     if any("{" in s or "}" in s for s in literals):
         return None
-    types = {f.name: f.type for f in mi.type_info(cls).fields}
+    types = {f.name: f.type for f in struct_info(cls).fields}
     for name in names:
         t = types.get(name)
         if isinstance(t, mi.Metadata):
@@ -517,12 +519,12 @@ def _bad_nested_uuids(cls: type[msgspec.Struct], values: pa.StructArray) -> bool
 
 @cache
 def _nested_class(cls: type[msgspec.Struct], name: str) -> type[msgspec.Struct]:
-    t = next(f.type for f in mi.type_info(cls).fields if f.name == name)
+    t = next(f.type for f in struct_info(cls).fields if f.name == name)
     if isinstance(t, mi.UnionType):
         t = next(u for u in t.types if not isinstance(u, mi.NoneType))
     if isinstance(t, (mi.VarTupleType, mi.ListType)):
         t = t.item_type
-    return t.cls  # type: ignore[union-attr]
+    return t.cls  # type: ignore[attr-defined]  # a nested Struct's field: a StructType
 
 
 def _has_duplicates(lists: pa.Array) -> bool:
@@ -644,7 +646,7 @@ def _checked(
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
-_BATCH_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])  # type: ignore[valid-type]
+_BATCH_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])
 
 
 def _upcast(i: int, record: Record) -> Record:
@@ -667,8 +669,8 @@ def from_python(records: Sequence[Record]) -> Validated:
             checked = _checked(out, _upcast)
             # The message is the decoded records' encoding too when none was upcast and each
             # equals the one given (not, say, a mapping where a nested Struct is meant).
-            if checked is not None and checked.columns.records is out and out == records:
-                checked.columns.message = message
+            if checked is not None and checked.columns.records is out and out == records:  # type: ignore[union-attr]  # _checked sets columns
+                checked.columns.message = message  # type: ignore[union-attr]  # _checked sets columns
     except (TypeError, ValueError, msgspec.MsgspecError):
         checked = None
     if checked is None:
@@ -685,7 +687,7 @@ def from_lines(lines: Iterable[bytes | str]) -> Validated:
             out = _decode_lines(body)
             checked = None if out is None else _checked(out, lambda i, _: _decode_one(body[i]))
             if checked is not None:
-                checked.columns.encodes = True
+                checked.columns.encodes = True  # type: ignore[union-attr]  # _checked sets columns
     except (TypeError, ValueError, RecursionError, msgspec.MsgspecError):
         checked = None
     if checked is None:
@@ -693,7 +695,7 @@ def from_lines(lines: Iterable[bytes | str]) -> Validated:
     return checked
 
 
-_JSON_LIST = msgspec.json.Decoder(list[AnyRecord])  # type: ignore[valid-type]
+_JSON_LIST = msgspec.json.Decoder(list[AnyRecord])
 _RECORD_START = b'{"type":"'
 """How every record's JSON encoding starts (msgspec writes the tag first)."""
 
@@ -819,7 +821,7 @@ def from_msgpack_items(items: Sequence[bytes | msgspec.Raw]) -> Validated | None
                 return None
             checked = _checked(out, lambda i, _: _from_builtins_trusted(msgspec.msgpack.decode(items[i])))
             if checked is not None:
-                _keep_encoding(checked.columns, joined, items)
+                _keep_encoding(checked.columns, joined, items)  # type: ignore[arg-type]  # _checked sets columns
             return checked
     except (TypeError, ValueError, OverflowError, RecordError, msgspec.MsgspecError):
         return None
@@ -849,7 +851,7 @@ def from_builtins_batch(raws: Sequence[Any]) -> Validated:
         with gc_paused():
             try:  # one conversion of the whole batch (types and bounds in C)...
                 with trusted():
-                    out = msgspec.convert(raws, list[AnyRecord])  # type: ignore[valid-type]
+                    out = msgspec.convert(raws, list[AnyRecord])
             except msgspec.ValidationError:  # ...or record by record: another shape, a bad record
                 with trusted():
                     out = [from_builtins(raw, line=i) for i, raw in enumerate(raws, 1)]

@@ -14,6 +14,7 @@ elsewhere (``statemachine.kraft.startup``): this module only reads and writes.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -61,7 +62,7 @@ class MetaProperties(msgspec.Struct, frozen=True, kw_only=True):
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
-def _logical_lines(text: str):
+def _logical_lines(text: str) -> Iterator[str]:
     """Lines with continuations joined (a line ending in an odd number of backslashes goes on)."""
     pending = ""
     for raw in text.splitlines():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
+from typing import TypeAlias
 
 import msgspec
 import msgspec.inspect as mi
@@ -111,7 +112,7 @@ def _nulls(array: pa.Array) -> np.ndarray | None:
     return pc.is_null(array).to_numpy(zero_copy_only=False)
 
 
-Encoded = pa.Array | bytes
+Encoded: TypeAlias = pa.Array | bytes
 """A column's msgpack bytes: an array (a value per row), or bytes every row shares."""
 
 

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 import msgspec.inspect as mi
 from msgspec import Meta
 
-from .base import Part, Record
+from .base import Part, Record, struct_info
 from .types import BrokerId, Int8, Int32, Int64, UInt63
 
 __all__ = [
@@ -210,11 +210,13 @@ class StreamRanges(Part, frozen=True, kw_only=True):
     def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
         """(stream ids, start offsets, end offsets), read from the triplets in place on a
         little-endian machine."""
+        q: Sequence[int]
         if _LITTLE_ENDIAN:
             q = memoryview(self.raw()).cast("q")
         else:
-            q = array("q", self.raw())
-            q.byteswap()
+            swapped = array("q", self.raw())
+            swapped.byteswap()
+            q = swapped
         return q[0::3], q[1::3], q[2::3]
 
     def __len__(self) -> int:
@@ -261,7 +263,7 @@ def _zstd():
 def packed_fields(cls: type[Record]) -> frozenset[str]:
     """The fields of a record type that hold ``StreamRanges``."""
     return frozenset(
-        f.name for f in mi.type_info(cls).fields if isinstance(f.type, mi.StructType) and f.type.cls is StreamRanges
+        f.name for f in struct_info(cls).fields if isinstance(f.type, mi.StructType) and f.type.cls is StreamRanges
     )
 
 

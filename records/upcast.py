@@ -55,7 +55,7 @@ def _listed_ranges(raw: Payload) -> Payload:
     return raw
 
 
-_S3_OBJECT_TIME = {1: "expired_time_in_ms", 2: "committed_time_in_ms", 3: "mark_destroyed_time_in_ms"}
+_S3_OBJECT_TIME: dict[Any, str] = {1: "expired_time_in_ms", 2: "committed_time_in_ms", 3: "mark_destroyed_time_in_ms"}
 
 STEPS: dict[tuple[str, int], Step] = {
     ("Partition", 0): _partition_v0_to_v1,

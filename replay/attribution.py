@@ -215,14 +215,14 @@ def attribute(found: IncidentsResult) -> None:
                             claims.setdefault(row, []).append((rank[heir], heir, b, ended, stop, other.ended_at))
             if left:
                 inc.leaderless += 1
-                row = outages.holding(key, ended)
-                if row is None:
+                held = outages.holding(key, ended)
+                if held is None:
                     continue  # leaderless for no time: a leader in the same record's batch
-                if outages.open_end[row]:
+                if outages.open_end[held]:
                     still += 1
                 # A "no leader" outage begins at the record that left it leaderless (a change
                 # of why the partition is down begins another), and lasts until a leader.
-                waits.append(outages.duration(row))
+                waits.append(outages.duration(held))
     owner = [-1] * outages.n
     splits: list[list[int]] = []
     unavailable = [0] * len(incidents)

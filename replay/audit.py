@@ -13,10 +13,10 @@ skipped. Memory is bounded by the size of the state, not the length of the histo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from kraftlake.records.base import Record, gc_paused
 from kraftlake.records.kraft import BeginTransaction, FeatureLevel, Partition, PartitionChange
-from kraftlake.records.log import LogSnapshot
 from kraftlake.statemachine.invariants import say
 from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
@@ -27,6 +27,9 @@ from .incidents import IncidentTracker
 from .kraft_audit import KraftAudit
 from .s3stream_audit import StreamsAudit, is_streams_record
 from .transactions import Transactions
+
+if TYPE_CHECKING:  # the store is the caller's: this engine reads the records it is given
+    from kraftlake.records.store.log import LogSnapshot
 
 __all__ = ["Audit", "AuditConfig", "AuditReport", "Violation", "audit_log"]
 
@@ -111,7 +114,7 @@ class Audit:
         self.records += 1
         cls = type(r)
         if cls is PartitionChange or cls is Partition:
-            self.kraft.partition_record(r, cls, offset)  # type: ignore[arg-type]
+            self.kraft.partition_record(r, cls, offset)  # type: ignore[arg-type]  # cls is one of the two
             if self.tracker is not None:
                 self.tracker.observe(r, offset)
         elif r.FAMILY == "bookkeeper":

@@ -5,9 +5,8 @@ to it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
     BookieAvailability,
     BookieDecommissioned,
@@ -49,40 +48,40 @@ class BookiesAudit:
         self.placement = binv.PlacementStats()
         self._placement_judged = False
 
-    def one(self, r: Record, offset: int) -> None:
+    def one(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
         view, ts, cls = self.view, r.ts_ms, type(r)
         if ts is not None:
             self._overdue(offset, ts)
         if cls is LedgerUnderReplicated:
-            self._early_marks(r, offset, ts)  # type: ignore[arg-type]
+            self._early_marks(r, offset, ts)
         elif cls is LedgerEnsembleChange:
             self.books.checked["B2"] += 1
-            bad = binv.repair_problem(view, r)  # type: ignore[arg-type]
+            bad = binv.repair_problem(view, r)
             if bad:
-                self._instant("B2", f"ledger/{r.ledger_id}", offset, bad)  # type: ignore[attr-defined]
-            self._placement_of_change(r, offset)  # type: ignore[arg-type]
+                self._instant("B2", f"ledger/{r.ledger_id}", offset, bad)
+            self._placement_of_change(r, offset)
         elif cls is LedgerCreated:
-            self.placement.draw(view, r.ensemble[0], view.writable(), offset)  # type: ignore[attr-defined]
+            self.placement.draw(view, r.ensemble[0], view.writable(), offset)
         elif cls is LedgerEntriesWritten:
-            ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
+            ledger = view.ledgers.get(r.ledger_id)
             self.books.checked["B5"] += 1
-            if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:  # type: ignore[attr-defined]
+            if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:
                 kind = "after_fence" if ledger.fenced else "after_close"
-                bad = say("B5", kind, entry=r.last_add_confirmed, last=ledger.last_entry_id)  # type: ignore[attr-defined]
+                bad = say("B5", kind, entry=r.last_add_confirmed, last=ledger.last_entry_id)
                 self._instant("B5", f"ledger/{ledger.ledger_id}", offset, bad)
         elif cls is LedgerReplicationLock:
-            holder = view.locks.get(r.ledger_id)  # type: ignore[attr-defined]
+            holder = view.locks.get(r.ledger_id)
             self.books.checked["B6"] += 1
-            if holder is not None and holder != r.worker:  # type: ignore[attr-defined]
-                bad = say("B6", "taken", worker=r.worker, holder=holder)  # type: ignore[attr-defined]
-                self._instant("B6", f"ledger/{r.ledger_id}", offset, bad)  # type: ignore[attr-defined]
+            if holder is not None and holder != r.worker:
+                bad = say("B6", "taken", worker=r.worker, holder=holder)
+                self._instant("B6", f"ledger/{r.ledger_id}", offset, bad)
         elif cls is BookieDecommissionStarted or cls is BookieDecommissioned:
-            self._decommission(r, offset)  # type: ignore[arg-type]
-        elif cls is BookieStateChange and r.state is BookieState.DRAINED:  # type: ignore[attr-defined]
+            self._decommission(r, offset)
+        elif cls is BookieStateChange and r.state is BookieState.DRAINED:
             self.books.checked["B4"] += 1
-            bad = binv.drained_problem(view, r.bookie_id)  # type: ignore[attr-defined]
+            bad = binv.drained_problem(view, r.bookie_id)
             if bad:
-                self._instant("B4", f"bookie/{r.bookie_id}", offset, say("B4", "drained", reason=bad))  # type: ignore[attr-defined]
+                self._instant("B4", f"bookie/{r.bookie_id}", offset, say("B4", "drained", reason=bad))
         try:
             apply(view, r)
         except ReplayError as exc:
@@ -90,7 +89,7 @@ class BookiesAudit:
             view.offset = offset
             return
         if cls is LedgerReplicated:
-            ledger = view.ledgers.get(r.ledger_id)  # type: ignore[attr-defined]
+            ledger = view.ledgers.get(r.ledger_id)
             worst = None if ledger is None else binv.min_copies(view, ledger)
             self.books.checked["B3"] += 1
             if ledger is not None and worst is not None and worst[1] < ledger.ack_quorum:
@@ -101,12 +100,12 @@ class BookiesAudit:
                     say("B3", "below_ack", entry=worst[0], copies=worst[1], ack_quorum=ledger.ack_quorum),
                 )
         if cls is BookieAvailability:
-            for ledger_id in sorted(view.refs.get(r.bookie_id, ())):  # type: ignore[attr-defined]
+            for ledger_id in sorted(view.refs.get(r.bookie_id, ())):
                 self._loss(ledger_id, offset, ts)
         elif cls in (LedgerEnsembleChange, LedgerEntriesWritten, LedgerClosed, LedgerCreated):
-            self._loss(r.ledger_id, offset, ts)  # type: ignore[attr-defined]
-        elif hasattr(r, "ledger_id") and r.ledger_id not in view.ledgers:  # type: ignore[attr-defined]
-            self._loss(r.ledger_id, offset, ts)  # type: ignore[attr-defined]
+            self._loss(r.ledger_id, offset, ts)
+        elif hasattr(r, "ledger_id") and r.ledger_id not in view.ledgers:
+            self._loss(r.ledger_id, offset, ts)
         if cls in (BookieAvailability, LedgerUnderReplicated) or hasattr(r, "ledger_id"):
             self._late(offset, ts)
 
@@ -216,6 +215,7 @@ class BookiesAudit:
         self._placement_judged = True
         p = self.placement
         for bookie, message in p.outliers(PLACEMENT_SIGMAS, PLACEMENT_MIN_DRAWS):
+            assert p.first is not None and p.last is not None  # outliers come of draws
             self.books.closed.append(
                 violation("B7", f"placement/{bookie}", p.first, p.last, message, [p.first, p.last])
             )

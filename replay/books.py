@@ -124,7 +124,7 @@ class AuditReport(msgspec.Struct, kw_only=True):
     """The audit fails when partitions were unavailable longer than this in total."""
     engine: str | None = None
     """Which engine audited what: ``python`` (every record by the per-record engine), or the
-    plan's engine and the parts it ran (``spark.plan``); None where the caller did not say."""
+    plan's engine and the parts it ran (``replay.plan``); None where the caller did not say."""
     omitted: Omitted | None = None
     """None: every row is here. Else a summary (``replay.summary.bounded``): what its lists
     leave out, and where the tables with every row are."""

@@ -16,11 +16,13 @@ import os
 import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from kraftlake.records.base import struct_info
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -81,12 +83,12 @@ class Strings:
 _STR, _OPT_STR, _INT, _OPT_INT, _INTS = range(5)
 
 
-def _kinds(cls: type) -> tuple[tuple[str, int], ...]:
+def _kinds(cls: type[msgspec.Struct]) -> tuple[tuple[str, int], ...]:
     """(field, kind) of each of ``cls``'s fields; a field of another type is refused."""
     out = []
-    for f in msgspec.inspect.type_info(cls).fields:
+    for f in struct_info(cls).fields:
         t = f.type
-        options = set(type(x) for x in t.types) if isinstance(t, msgspec.inspect.UnionType) else {type(t)}
+        options: set[Any] = set(type(x) for x in t.types) if isinstance(t, msgspec.inspect.UnionType) else {type(t)}
         kind = {
             frozenset({msgspec.inspect.StrType}): _STR,
             frozenset({msgspec.inspect.StrType, msgspec.inspect.NoneType}): _OPT_STR,
@@ -145,7 +147,7 @@ class StructColumns(Sequence[T], Generic[T]):
         super().__init_subclass__(**kw)
         cls._fields = _kinds(cls.struct)
         cls._kind_of = dict(cls._fields)
-        cls.add_row = _row_adder(cls._fields)  # type: ignore[method-assign]
+        cls.add_row = _row_adder(cls._fields)
 
     def __init__(self, items: Iterable[T] = (), *, strings: Strings | None = None) -> None:
         self.strings = strings or Strings()
@@ -246,7 +248,7 @@ class StructColumns(Sequence[T], Generic[T]):
             rank[code] = r
         return wrap(rank)
 
-    def reorder(self, rows: pa.Array, *, spill_to: str | os.PathLike | None | bool = False) -> None:
+    def reorder(self, rows: pa.Array, *, spill_to: str | os.PathLike | None | Literal[False] = False) -> None:
         """Keep the rows at the indices ``rows``, in that order. ``spill_to`` (a directory, or
         None for the system's temporary one): the rows kept are ``spill``ed there a field at a
         time, each as soon as it is taken, and this list's own column let go: the list and one
@@ -353,7 +355,7 @@ class StructColumns(Sequence[T], Generic[T]):
             return NotImplemented
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # compared by value and changed in place, as a list
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} row(s))"

@@ -19,7 +19,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from kraftlake.records.time_travel import format_ms
+from kraftlake.records.store.time_travel import format_ms
 from kraftlake.replay.grace import grace_words
 from kraftlake.statemachine.invariants import CHECKED, FINDS
 
@@ -343,7 +343,7 @@ def _card(report: AuditReport, inc: Incident, outages=None, *, brief: IncidentBr
     hit += f"), {len(isr)} with it in the ISR"
     if len(unmoved) - led_open:
         hit += f" ({len(unmoved) - led_open} still in it at the end)"
-    if len(inc.effects) < (brief.effects if brief else 0):
+    if brief is not None and len(inc.effects) < brief.effects:
         hit += f"; {brief.effects - len(inc.effects):,} more effects in the tables"
     cost = f"{inc.unavailable_ms / 1000:,.1f} partition-seconds caused by it"
     if inc.unavailable_after_ms:
@@ -433,15 +433,17 @@ def _incident_svg(report: AuditReport, inc: Incident, outages=None, lanes: int =
     for o in rows:
         by_key.setdefault((o.topic_id, o.partition), []).append(o)
     keys: list[tuple[str, int]] = []
-    for x in inc.effects:
-        if (x.topic_id, x.partition) not in keys:
-            keys.append((x.topic_id, x.partition))
+    for eff in inc.effects:
+        if (eff.topic_id, eff.partition) not in keys:
+            keys.append((eff.topic_id, eff.partition))
 
     def own(o) -> bool:
         return getattr(o, "incident", None) == inc.id
 
+    open_to = log_end if log_end is not None else end  # an outage still open lasts to the log's end
+
     def until(o) -> int:
-        return log_end if o.to_ms is None else o.to_ms
+        return open_to if o.to_ms is None else o.to_ms
 
     caused_end = max(
         (until(o) for k in keys for o in by_key.get(k, ()) if own(o) and o.from_ms is not None), default=end

@@ -28,7 +28,7 @@ unregistered brokers included).
 
 The rules (which incidents a broker's or a directory's records open, report, remove and end,
 and the effects they begin and end) are written once, ``IncidentRules``, for the two that follow
-them: ``IncidentTracker`` here and the audit plan's driver (``spark.plan.incidents``).
+them: ``IncidentTracker`` here and the audit plan's driver (``replay.plan.incidents``).
 ``IncidentTracker.observe(record, offset)`` reads a ``ControllerView`` after the record was
 applied: the per-record audit calls it on its own view (no second replay); ``find_incidents``
 replays records itself, so that any engine's report can carry the same incidents
@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -460,7 +461,7 @@ class IncidentRules:
     """The incident rules, written once: which incidents the broker and directory records open,
     report, remove and end, and the effects those records begin and end. Two followers feed it
     the same events in offset order: ``IncidentTracker`` (a ``ControllerView``, record by record:
-    the reference) and the audit plan's driver (``spark.plan.incidents``: the control records,
+    the reference) and the audit plan's driver (``replay.plan.incidents``: the control records,
     with the partitions each incident hits from SQL). They differ only in where partitions come
     from, the hooks:
 
@@ -610,7 +611,7 @@ class IncidentRules:
                 for key, role, at, at_ts, leader in gone:
                     topic, p = self._partition_key(key)
                     leads = role == "leader"
-                    inc.effects.add_row(  # an ``Effect``, the fields in its order
+                    inc.effects.add_row(  # type: ignore[attr-defined]  # an EffectList here; an ``Effect``, fields in order
                         topic,
                         self._name(topic),
                         p,
@@ -660,7 +661,7 @@ class IncidentRules:
         counted from the incident's start (a fenced broker's are found at its fencing, after it
         began). All of an incident's at once: a long history's incidents open tens of millions."""
         effects = inc.effects
-        add, row, at = effects.add_row, len(effects), inc.failed_at
+        add, row, at = effects.add_row, len(effects), inc.failed_at  # type: ignore[attr-defined]  # the audit's incidents hold an EffectList
         key_of, name_of = self._partition_key, self._name
         by_key, topic_keys = self.effects, self.topic_keys
         opened: list[_OpenEffect] = []
@@ -682,7 +683,7 @@ class IncidentRules:
         if not oe.ended:
             oe.ended = True
             self.unended[inc.id] -= 1
-        inc.effects.end(
+        inc.effects.end(  # type: ignore[attr-defined]  # the audit's incidents hold an EffectList
             oe.row,
             offset,
             outcome,
@@ -768,7 +769,7 @@ class IncidentTracker(IncidentRules):
 
     # -- the record stream -------------------------------------------------------------------
 
-    def observe(self, r: Record, offset: int) -> None:
+    def observe(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
         ts = r.ts_ms
         if ts is not None:
             if self.first_ms is None:
@@ -777,28 +778,28 @@ class IncidentTracker(IncidentRules):
         self.last_offset = offset
         cls = type(r)
         if cls is PartitionChange or cls is Partition:
-            p = self.view.partition(r.topic_id, r.partition_id)  # type: ignore[attr-defined]
+            p = self.view.partition(r.topic_id, r.partition_id)
             if p is not None:
                 self._partition(p, offset, ts)
             return
         if cls is LogDirFailed:
-            self.dir_failed(r.broker_id, r.directory, offset, ts, self._dirs(r.broker_id), reported=False)  # type: ignore[attr-defined]
+            self.dir_failed(r.broker_id, r.directory, offset, ts, self._dirs(r.broker_id), reported=False)
         elif cls is HeartbeatOfflineDirs:
-            for d in r.offline_log_dirs:  # type: ignore[attr-defined]
-                self.dir_failed(r.broker_id, d, offset, ts, self._dirs(r.broker_id), reported=True)  # type: ignore[attr-defined]
+            for d in r.offline_log_dirs:
+                self.dir_failed(r.broker_id, d, offset, ts, self._dirs(r.broker_id), reported=True)
         elif cls is LogDirsLoaded:
-            b = r.broker_id  # type: ignore[attr-defined]
-            self.loaded(b, r.online_dirs, r.offline_dirs, r.paths, self._dirs(b), offset, ts)  # type: ignore[attr-defined]
+            b = r.broker_id
+            self.loaded(b, r.online_dirs, r.offline_dirs, r.paths, self._dirs(b), offset, ts)
         elif cls in _BROKER_RECORDS:
-            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
+            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
             reg = self.view.brokers.get(broker)
             flags = None if reg is None else (reg.fenced, reg.in_controlled_shutdown)
             self.broker(broker, offset, ts, None if reg is None else reg.log_dirs, flags, None)
         elif cls is RemoveTopic:
-            self.topic_removed(r.topic_id, offset, ts)  # type: ignore[attr-defined]
+            self.topic_removed(r.topic_id, offset, ts)
         elif cls is Config:
             self.min_isr_cache.clear()
-            if r.name == MIN_ISR:  # type: ignore[attr-defined]
+            if r.name == MIN_ISR:
                 for key in list(self.parts):
                     p = self.view.partition(*key)
                     if p is not None:
@@ -915,7 +916,7 @@ class IncidentTracker(IncidentRules):
             return True
         if online is _ANY_DIR:
             return (broker, d) in self.failed or not is_online(d, ())
-        return d not in online and d not in ONLINE_RESERVED
+        return d not in online and d not in ONLINE_RESERVED  # type: ignore[operator]  # past the sentinels: a set of dirs
 
     def _min_isr(self, topic_id: str) -> int:
         got = self.min_isr_cache.get(topic_id)
@@ -938,7 +939,7 @@ class IncidentTracker(IncidentRules):
             o = online.get(b)
             d = dirs[i]
             # The common case inline: a serving broker with directories, this one among them.
-            if o is not None and o is not _ANY_DIR and o is not _UNKNOWN and d in o:
+            if o is not None and o is not _ANY_DIR and o is not _UNKNOWN and d in o:  # type: ignore[operator]  # past the sentinels: a set of dirs
                 continue
             if offline(b, d):
                 isr_off = True
@@ -1068,7 +1069,7 @@ def _finished(inc: Incident, spans: Spans, end_ms: int | None) -> Incident:
     return inc
 
 
-def percentile(sorted_values: list[int], q: float) -> int | None:
+def percentile(sorted_values: Sequence[int], q: float) -> int | None:
     """The nearest-rank ``q`` percentile (0 < q <= 1) of ascending values."""
     if not sorted_values:
         return None
@@ -1152,8 +1153,8 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
     (``Incident.overlaps``) each list only what they caused."""
     if not incidents:
         return
-    columns = isinstance(violations, ViolationList)
-    named = violations.entities() if columns else {v.entity for v in violations}
+    columns = violations if isinstance(violations, ViolationList) else None
+    named = columns.entities() if columns is not None else {v.entity for v in violations}
     # An incident's partitions and replicas are many (every effect); they are named only when
     # some violation is of a partition or a replica.
     deep = any(e.startswith(("partition/", "replica/")) for e in named)
@@ -1167,8 +1168,8 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
             _columns(inc.effects).drop_pages()
     # A columnar list builds only the violations of the incidents' entities.
     rows = (
-        violations.of_entities(by_entity)
-        if columns
+        columns.of_entities(by_entity)
+        if columns is not None
         else ((i, v.invariant, v.entity, v.first_offset, v.last_offset) for i, v in enumerate(violations))
     )
     for i, invariant, entity, first, v_end in rows:
@@ -1182,8 +1183,8 @@ def link_violations(incidents: list[Incident], violations: Sequence) -> None:
         inc = during[0] if len(during) == 1 else _cause(during, entity, first)
         inc.violations.append(i)
         inc.invariants[invariant] = inc.invariants.get(invariant, 0) + 1
-    if columns:
-        violations.drop_pages()
+    if columns is not None:
+        columns.drop_pages()
     for inc in incidents:
         inc.invariants = dict(sorted(inc.invariants.items()))
 

@@ -10,6 +10,7 @@ to ask them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from kraftlake.records.base import Record
 from kraftlake.records.errors import ReplayError
@@ -38,18 +39,6 @@ from kraftlake.statemachine.kraft.reducer import apply
 from kraftlake.statemachine.kraft.view import ControllerView, move_key
 
 from .books import Books
-
-
-def k10_live(reg, unfenced_since_registered: bool) -> bool:
-    """K10's "live": registered, not shutting down, and either serving or starting (fenced but
-    never unfenced since it registered); a broker fenced after serving is down."""
-    return reg is not None and not reg.in_controlled_shutdown and (not reg.fenced or not unfenced_since_registered)
-
-
-def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
-    if dirs < 2 or (unassigned == 0 and counted == 0):
-        return None
-    return say("K11", "asked", unassigned=unassigned, counted=counted, dirs=dirs)
 
 
 def _with_elr(view: ControllerView, topic_name: str) -> list:
@@ -287,12 +276,12 @@ class KraftAudit:
         n = self.unassigned.get(broker, 0)
         multi = reg is not None and len(reg.log_dirs) >= 2 and n > 0
         bad = None
-        if multi and not reg.fenced:  # type: ignore[union-attr]
-            bad = say("K8", "unfenced", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]
+        if multi and not reg.fenced:  # type: ignore[union-attr]  # multi: reg is set
+            bad = say("K8", "unfenced", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]  # multi: reg is set
         self._state("K8", f"broker/{broker}", offset, ts, bad)
         late = None
-        if multi and k10_live(reg, self.unfenced_since_registered.get(broker, False)):
-            late = say("K10", "unassigned", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]
+        if multi and kinv.k10_live(reg, self.unfenced_since_registered.get(broker, False)):
+            late = say("K10", "unassigned", unassigned=n, dirs=len(reg.log_dirs))  # type: ignore[union-attr]  # multi: reg is set
         self._state("K10", f"broker/{broker}", offset, ts, late)
 
     def _unfence_requested(self, r: UnfenceRequested, offset: int) -> None:
@@ -304,7 +293,7 @@ class KraftAudit:
             return  # the partition records' UNASSIGNED counts are not here: the Spark plan asks
         if reg is None or not reg.fenced or reg.epoch != r.broker_epoch:
             return
-        message = k11_message(len(reg.log_dirs), self.unassigned.get(r.broker_id, 0), r.mismatched_replicas)
+        message = kinv.k11_message(len(reg.log_dirs), self.unassigned.get(r.broker_id, 0), r.mismatched_replicas)
         if message is not None:
             self.books.instant("K11", f"broker/{r.broker_id}", offset, message, count=False)
 
@@ -346,7 +335,7 @@ class KraftAudit:
         old = None if parts is None else parts.get(r.partition_id)
         if not self._apply(r, offset):
             return
-        p = parts[r.partition_id]  # type: ignore[index]
+        p = parts[r.partition_id]  # type: ignore[index]  # applied: its topic holds it
         ts = r.ts_ms
         if old is None or old.replicas is not p.replicas or old.directories is not p.directories:
             self._index((p.topic_id, p.partition_id), old, p)
@@ -392,28 +381,30 @@ class KraftAudit:
             return False
         return True
 
-    def other_record(self, r: Record, cls: type, offset: int) -> None:
+    def other_record(
+        self, r: Any, cls: type, offset: int
+    ) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
         """Every KRaft record but a partition's: brokers, topics, features, observations."""
         view = self.view
         ts = r.ts_ms
         removed = None
         if cls is RemoveTopic:
-            gone = list(view.partitions.get(r.topic_id, {}).values())  # type: ignore[attr-defined]
+            gone = list(view.partitions.get(r.topic_id, {}).values())
             removed = [f"partition/{p.topic_id}/{p.partition_id}" for p in gone]
             for p in gone:
                 self.suspects.discard((p.topic_id, p.partition_id))
                 self.elr_applies.discard((p.topic_id, p.partition_id))
                 self._index((p.topic_id, p.partition_id), p, None)
                 self._count_unassigned(p, None, offset, ts)
-        elr_before = _with_elr(view, r.topic_name) if cls is ClearElr else None  # type: ignore[attr-defined]
+        elr_before = _with_elr(view, r.topic_name) if cls is ClearElr else None
         dirs_before = None
-        if cls is BrokerRegistrationChange and r.log_dirs:  # type: ignore[attr-defined]
-            reg = view.brokers.get(r.broker_id)  # type: ignore[attr-defined]
+        if cls is BrokerRegistrationChange and r.log_dirs:
+            reg = view.brokers.get(r.broker_id)
             dirs_before = reg.log_dirs if reg is not None else ()
         if not self._apply(r, offset):
             return
         if cls in (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker):
-            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id  # type: ignore[attr-defined]
+            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
             reg = view.brokers.get(broker)
             if cls is RegisterBroker or reg is None:
                 self.unfenced_since_registered[broker] = reg is not None and not reg.fenced
@@ -435,7 +426,7 @@ class KraftAudit:
             if cls is RegisterBroker or cls is UnregisterBroker:
                 self._broker(broker, offset, ts, "all")
             else:
-                fencing = cls is not BrokerRegistrationChange or r.fenced != 0  # type: ignore[attr-defined]
+                fencing = cls is not BrokerRegistrationChange or r.fenced != 0
                 if fencing:
                     self._broker(broker, offset, ts, "fencing")
                 if changed_dirs:
@@ -470,12 +461,12 @@ class KraftAudit:
                     if self.books.is_wrong(inv, entity):
                         self._state(inv, entity, offset, ts, None, count=False)
         elif cls is AssignReplicasToDirsRequest:
-            self._reported_assignments(r, offset, ts)  # type: ignore[arg-type]
+            self._reported_assignments(r, offset, ts)
         elif cls is LogDirFailed:
-            self._observed_offline(r.broker_id, (r.directory,), offset, ts)  # type: ignore[attr-defined]
-            self._dir_failed(r, offset, ts)  # type: ignore[arg-type]
+            self._observed_offline(r.broker_id, (r.directory,), offset, ts)
+            self._dir_failed(r, offset, ts)
         elif cls is HeartbeatOfflineDirs:
-            self._observed_offline(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
-            self._dir_reported(r.broker_id, r.offline_log_dirs, offset, ts)  # type: ignore[attr-defined]
+            self._observed_offline(r.broker_id, r.offline_log_dirs, offset, ts)
+            self._dir_reported(r.broker_id, r.offline_log_dirs, offset, ts)
         elif cls is UnfenceRequested:
-            self._unfence_requested(r, offset)  # type: ignore[arg-type]
+            self._unfence_requested(r, offset)

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 import msgspec
 
 from kraftlake.records.base import Record
-from kraftlake.records.time_travel import format_ms
+from kraftlake.records.store.time_travel import format_ms
 from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsView
 
@@ -257,7 +257,11 @@ class LiveAudit:
         fresh = tracker.incidents[self._incidents_seen :]
         self._incidents_seen = len(tracker.incidents)
         opened = [self._incident_event("incident_open", inc, inc.failed_at) for inc in fresh]
-        closed = [self._incident_event("incident_close", inc, inc.ended_at) for inc in tracker.closed]
+        closed = [
+            self._incident_event("incident_close", inc, inc.ended_at)
+            for inc in tracker.closed
+            if inc.ended_at is not None  # always: it closed
+        ]
         tracker.closed.clear()
         return opened, closed
 

@@ -90,7 +90,7 @@ def _chunks(n: int, take, opening: bytes, closing: bytes, write, chunk_bytes: in
     write(closing)
 
 
-def _plain(cls: type) -> bool:
+def _plain(cls: type[msgspec.Struct]) -> bool:
     """Whether ``cls``'s fields are encoded as written here: an object, every field, its own
     name (no ``array_like``, ``omit_defaults``, renames or tags; such Structs go whole)."""
     config = cls.__struct_config__

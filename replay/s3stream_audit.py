@@ -11,7 +11,7 @@ proportional to what a record changed, not to the size of the state.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -227,7 +227,7 @@ class StreamsAudit:
 
     # -- the records -----------------------------------------------------------------------------
 
-    def one(self, r: Record, offset: int) -> None:
+    def one(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
         """Check and apply one record of the family (or ``ObjectWritten``, ``FeatureLevel``)."""
         ts = r.ts_ms
         cls = type(r)
@@ -292,7 +292,7 @@ class StreamsAudit:
         elif cls is S3Object:
             self._object(r, offset, ts)
         elif cls is RemoveS3Object:
-            self._early_delete(r, offset, ts)  # type: ignore[arg-type]
+            self._early_delete(r, offset, ts)
             apply(view, r)
             self._object_refs(r.object_id, offset, ts)
             self._state("S11", f"object/{r.object_id}", offset, ts, None)
@@ -352,7 +352,7 @@ class StreamsAudit:
             apply(view, r)
             self.cover.index(view, r.object_id)
         elif cls is KV:
-            self._registrations(r, offset)  # type: ignore[arg-type]
+            self._registrations(r, offset)
             apply(view, r)
         else:  # RemoveKV, NodeWALMetadata, UpdateNextNodeId, FeatureLevel
             apply(view, r)
@@ -470,11 +470,7 @@ class StreamsAudit:
 
 def is_streams_record(r: Record) -> bool:
     return (
-        r.FAMILY == "s3stream"
-        or type(r) is ObjectWritten
-        or (
-            type(r) is FeatureLevel and r.name == "automq.version"  # type: ignore[attr-defined]
-        )
+        r.FAMILY == "s3stream" or type(r) is ObjectWritten or (type(r) is FeatureLevel and r.name == "automq.version")
     )
 
 

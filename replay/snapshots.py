@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -33,10 +34,10 @@ from deltalake.exceptions import TableNotFoundError
 
 from kraftlake.logging import get_logger
 from kraftlake.records.base import trusted
-from kraftlake.records.data_files import read_parquet
 from kraftlake.records.errors import CorruptStoreError, LogError
-from kraftlake.records.location import resolve
-from kraftlake.records.snapshot import LogSnapshot, open_table
+from kraftlake.records.store.data_files import read_parquet
+from kraftlake.records.store.location import resolve
+from kraftlake.records.store.snapshot import LogSnapshot, open_table
 from kraftlake.statemachine.kraft.view import IMAGE_FORMAT, ControllerState, ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsImage, StreamsView
 
@@ -155,7 +156,7 @@ class SnapshotStore:
         state = view.state()
         blob = msgspec.msgpack.encode(state)
         state_hash = view.state_hash()
-        row = {
+        row: dict[str, Any] = {
             "offset": view.offset,
             "kind": KIND,
             "format": IMAGE_FORMAT,
@@ -176,7 +177,7 @@ class SnapshotStore:
         """Store the S3Stream view ``view`` (at ``view.offset``) of ``source``."""
         image = view.image()
         blob = msgspec.msgpack.encode(image)
-        row = {
+        row: dict[str, Any] = {
             "offset": view.offset,
             "kind": STREAMS_KIND,
             "format": STREAMS_FORMAT,

@@ -14,7 +14,7 @@ from datetime import datetime
 from kraftlake.logging import get_logger
 from kraftlake.records.base import gc_paused
 from kraftlake.records.errors import TimeTravelError
-from kraftlake.records.log import Log, LogSnapshot
+from kraftlake.records.store.log import Log, LogSnapshot
 from kraftlake.statemachine.bookkeeper import BookiesView
 from kraftlake.statemachine.bookkeeper import replay as bookies_replay
 from kraftlake.statemachine.kraft.reducer import replay
@@ -179,7 +179,7 @@ def take_snapshots(log_: Log, *, every: int, progress: Progress | None = None) -
         while i < n:
             # Offsets are gapless: replay up to and including the cut, then look at the state
             # (inside a transaction, one record at a time until it ends).
-            j = min(n, i + max(0, next_cut - records[i].offset) + 1)  # type: ignore[operator]
+            j = min(n, i + max(0, next_cut - records[i].offset) + 1)  # type: ignore[operator]  # read from a log: offsets are set
             replay(records[i:j], view)
             streams_replay(records[i:j], streams)
             i = j

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from typing import Literal
 
 import msgspec
 import pyarrow as pa
@@ -57,7 +58,7 @@ class ViolationList(StructColumns[Violation]):
         else:
             self.add_row(inv, BY_ID[inv].severity, entity, first, fixed_by - 1, message, (first, fixed_by))
 
-    def sort(self, *, spill_to: str | os.PathLike | None | bool = False) -> None:
+    def sort(self, *, spill_to: str | os.PathLike | None | Literal[False] = False) -> None:
         """Into report order, stably: by first offset, invariant, entity (``Books.violations``).
         ``spill_to``: the sorted rows spilled there a field at a time (``reorder``)."""
         if len(self) < 2:

@@ -1,9 +1,9 @@
-"""The audit on Spark: the audit plan's SQL (``spark.plan``) through ``spark.sql``, the same
+"""The audit on Spark: the audit plan's SQL (``replay.plan``) through ``spark.sql``, the same
 catalogue and the same report as ``kraftlake audit``.
 
 The partition records (nine in ten of a history) are audited by the plan's queries, no Python in
 the hot path; everything else is small and replayed on the driver by the local audit itself
-(``spark.control``). The tables the plan reads more than once are kept in a scratch directory
+(``replay.plan.control``). The tables the plan reads more than once are kept in a scratch directory
 every executor sees (``spark.scratch``).
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Callable
 import msgspec
 
 from kraftlake.replay.books import AuditConfig, AuditReport
+from kraftlake.replay.plan.run import audit as plan_audit
 
-from .plan.run import audit as plan_audit
-from .plan.sparksql import SparkEngine
+from .engine import SparkEngine
 
 
 def audit(

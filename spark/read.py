@@ -34,8 +34,9 @@ from functools import lru_cache
 from urllib.parse import unquote
 
 from kraftlake.logging import get_logger
-from kraftlake.records import Log, digests
+from kraftlake.records import Log
 from kraftlake.records.errors import CorruptStoreError, LogError, TimeTravelError
+from kraftlake.records.store import digests
 
 log = get_logger(__name__)
 

@@ -5,7 +5,7 @@ one per run). Settings that matter for the log's workloads: Arrow for the transf
 enough shuffle partitions that a big history's sorts fit in memory (adaptive execution merges them
 back for small data), UTC, no UI, and a high file-listing threshold (below it Spark lists a log's
 many small files as a job, slowly). Both measured in docs/delta-on-this-machine.md. Broadcast
-joins are the plan's engine's to set (``plan.sparksql``: at run time only), on this session and on
+joins are the plan's engine's to set (``spark.engine``: at run time only), on this session and on
 a caller's or a Spark Connect server's alike.
 """
 

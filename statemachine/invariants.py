@@ -5,7 +5,7 @@ the cluster passes through legitimately may be wrong for up to the grace, in rec
 milliseconds of ``ts_ms``, before they count) and the templates of its messages. Every engine
 takes them from here: the checks beside each family (``statemachine/<family>/invariants.py``) and
 the per-record audit (``replay``) word a violation with ``say``; so does the SQL plan's driver
-(``spark.plan.run``), from the kinds and fields its queries return. A rule's words change here
+(``replay.plan.run``), from the kinds and fields its queries return. A rule's words change here
 and nowhere else.
 
 A template's fields are filled by ``words``: a sequence as ``[a, b]``, anything else as ``str``.

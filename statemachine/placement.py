@@ -124,7 +124,7 @@ class WeightedSelection(Generic[K]):
         if not weights:
             raise PlacementError("no candidates: weights is empty")
         try:
-            keys = tuple(sorted(weights))
+            keys = tuple(sorted(weights))  # type: ignore[type-var]  # K need only be hashable: else the TypeError below
         except TypeError as exc:
             raise PlacementError(f"keys must be mutually orderable: {exc}") from None
         for key in keys:

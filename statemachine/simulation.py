@@ -8,7 +8,7 @@ Pure like the deciders it drives: the only randomness is the workload's own seed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import msgspec
@@ -29,7 +29,7 @@ class Simulation:
         self.op = 0
         self.now = now_ms
 
-    def emit(self, records) -> None:
+    def emit(self, records: Iterable[Record]) -> None:
         """Append ``records`` at the next offsets, at the current time, and fold them in."""
         for r in records:
             r = msgspec.structs.replace(r, offset=self.view.offset + 1, ts_ms=self.now)

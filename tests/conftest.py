@@ -101,7 +101,7 @@ def table_uri(request, tmp_path, monkeypatch):
     if request.param == "local":
         return str(tmp_path / "log")
     if request.param == "s3-delta-rs":
-        from kraftlake.records.location import S3_COMMIT_VARIABLE
+        from kraftlake.records.store.location import S3_COMMIT_VARIABLE
 
         monkeypatch.setenv(S3_COMMIT_VARIABLE, "delta-rs")
     return request.getfixturevalue("s3_bucket").uri("log")

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 
 from kraftlake.records import Log, PartitionChange, arrow, arrow_input, columnar, encode_lines
-from kraftlake.records import appending as appending_module
 from kraftlake.records.arrow_input import from_arrow
 from kraftlake.records.base import field_defaults, payload_fields
 from kraftlake.records.codec import json_form
+from kraftlake.records.store import appending as appending_module
 from kraftlake.testing import batches
 
 from helpers.tiers import examples

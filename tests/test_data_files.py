@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from kraftlake.records import data_files
-from kraftlake.records.data_files import STATISTICS_COLUMNS, write_data_file
+from kraftlake.records.store import data_files
+from kraftlake.records.store.data_files import STATISTICS_COLUMNS, write_data_file
 
 
 def _rows(n: int) -> pa.Table:

@@ -1,4 +1,4 @@
-"""Appends written as Delta commit files by kraftlake itself (records/delta_commit.py): delta-rs
+"""Appends written as Delta commit files by kraftlake itself (records/store/delta_commit.py): delta-rs
 reads them as its own (versions, history, app transactions, files, checkpoints); a taken version
 is refused and leaves nothing behind; a file holds only the columns its batch uses and reads
 back the same, compacted or not; a writer that lost a version follows the appends after it, and
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from kraftlake.records import Config, Log, NoOp, Topic
-from kraftlake.records.delta_commit import appends_after, commit_path, put_if_absent
+from kraftlake.records.store.delta_commit import appends_after, commit_path, put_if_absent
 
 
 def _config(i: int) -> Config:

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraftlake.records import FeatureLevel, Log
-from kraftlake.records.delta_commit import checkpoint
-from kraftlake.records.follow import Follower
+from kraftlake.records.store.delta_commit import checkpoint
+from kraftlake.records.store.follow import Follower
 from tests.helpers.child import Child
 
 from helpers.tiers import examples

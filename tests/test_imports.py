@@ -1,6 +1,7 @@
 """The pure core is pure when imported: the record types, every state machine module and the
 replay package load no storage, dataframe, Spark or HTTP library, as a program that imports only
-one of them would find. numpy is allowed: the S3Stream coverage index computes with it.
+one of them would find. numpy is allowed: the S3Stream coverage index computes with it. The
+per-record audit engine loads no storage library either (it is given its records).
 
 One fresh interpreter imports them all: what importing the modules together loads is the union
 of what each loads alone, so none loads a forbidden library if together they do not. Only when
@@ -36,10 +37,27 @@ def _loaded(*modules: str) -> set[str]:
     return set(json.loads(done.stdout))
 
 
-def test_importing_the_pure_core_loads_no_io_library():
-    if not any(m in _loaded(*PURE) for m in FORBIDDEN):
+ENGINE = [
+    "kraftlake.replay.audit",
+    "kraftlake.replay.kraft_audit",
+    "kraftlake.replay.s3stream_audit",
+    "kraftlake.replay.bookkeeper_audit",
+    "kraftlake.replay.books",
+    "kraftlake.replay.incidents",
+    "kraftlake.replay.live_audit",
+]
+"""The per-record engine: it audits the records it is given and reads no store. Its report's
+long lists are Arrow columns (``replay.columns``), so pyarrow and numpy are allowed."""
+ENGINE_FORBIDDEN = tuple(m for m in FORBIDDEN if m != "pyarrow") + ("duckdb",)
+
+
+@pytest.mark.parametrize(
+    ("modules", "forbidden"), [(PURE, FORBIDDEN), (ENGINE, ENGINE_FORBIDDEN)], ids=["core", "engine"]
+)
+def test_importing_the_pure_core_loads_no_io_library(modules, forbidden):
+    if not any(m in _loaded(*modules) for m in forbidden):
         return
-    culprits = {module: [m for m in FORBIDDEN if m in _loaded(module)] for module in PURE}
+    culprits = {module: [m for m in forbidden if m in _loaded(module)] for module in modules}
     assert {module: found for module, found in culprits.items() if found} == {}
 
 

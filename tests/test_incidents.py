@@ -484,7 +484,7 @@ def test_the_plans_driver_follows_the_trackers_own_rules():
     """The incident rules are written once (``IncidentRules``): the plan's driver and the tracker
     only say where partitions come from; neither defines a rule of its own again."""
     from kraftlake.replay.incidents import IncidentRules, IncidentTracker
-    from kraftlake.spark.plan.incidents import _Incidents
+    from kraftlake.replay.plan.incidents import _Incidents
 
     rules = {"dir_failed", "loaded", "broker", "_removed_check", "_open", "_end", "_end_effects", "_maybe_close"}
     rules |= {"_close", "_broker_incident"}

@@ -22,6 +22,7 @@ from kraftlake.records.kafka import (
     read_checkpoint,
 )
 from kraftlake.records.kafka import wire as w
+from kraftlake.records.kafka.importer import ImportStats, batch_records
 from kraftlake.records.kafka.metadata import SCHEMAS, SnapshotFooter, SnapshotHeader
 from kraftlake.records.kraft import (
     CONTROL_TYPES,
@@ -284,6 +285,19 @@ def test_a_checkpoint_needs_its_header_and_footer():
         read_checkpoint(header + body, file="x.checkpoint")
     with pytest.raises(KafkaFormatError, match="before the snapshot header"):
         read_checkpoint(body + footer, file="x.checkpoint")
+
+
+def test_snapshot_framing_in_a_log_segment_is_not_imported():
+    # decode_control gives the header and footer as framing objects, never None: the importer
+    # once tested for None and passed them on as records.
+    hk, hv = encode_control(SnapshotHeader(0, 77))
+    mv = encode_value(FeatureLevel(name="metadata.version", feature_level=19))
+    data = encode_batch([(0, 0, hk, hv)], base_offset=0, partition_leader_epoch=3, control=True)
+    data += encode_batch([(1, 0, None, mv)], base_offset=1, partition_leader_epoch=3)
+    stats = ImportStats()
+    out = [r for b in iter_batches(data) for r in batch_records(b, MetadataDecoder(), stats)]
+    assert [type(r) for r in out] == [FeatureLevel]
+    assert dict(stats.by_type) == {"FeatureLevel": 1}
 
 
 def test_a_truncated_control_record_is_an_error_not_an_unknown_one():

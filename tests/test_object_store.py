@@ -21,7 +21,7 @@ import kraftlake
 from kraftlake.cli.app import app
 from kraftlake.records import Log, StorageError, iter_lines
 from kraftlake.records.errors import UnsupportedLocationError
-from kraftlake.records.location import S3_COMMIT_VARIABLE, resolve
+from kraftlake.records.store.location import S3_COMMIT_VARIABLE, resolve
 from kraftlake.replay import report_json
 
 from helpers.object_store import REGION, Bucket, MotoServer, race_conditional_puts
@@ -115,7 +115,7 @@ def test_python_audit_report_on_s3_equals_the_one_on_local_disk(s3_bucket, tmp_p
 def test_duckdb_plan_on_s3_gives_the_python_engines_report(s3_bucket, name):
     """The default engine reads the object store's files (copied as they are checked)."""
     from kraftlake.replay.audit import audit_log
-    from kraftlake.spark.plan import audit_snapshot
+    from kraftlake.replay.plan import audit_snapshot
 
     uri = s3_bucket.uri(f"plan-{name}")
     fixture = FIXTURE.parent / "audit" / f"{name}.jsonl"
@@ -331,7 +331,7 @@ def test_the_table_moves_while_a_batch_is_checked_and_nothing_runs_on_after(s3_b
 def test_compaction_and_checkpoints_beside_appends_on_s3(s3_bucket):
     """``Log.compact`` (the service's upkeep) commits through delta-rs on a store: fewer files,
     the same rows and offsets; checkpoints are written where the interval calls for them."""
-    from kraftlake.records.delta_commit import checkpoint
+    from kraftlake.records.store.delta_commit import checkpoint
 
     uri = s3_bucket.uri("compacted")
     log = Log.create(uri)

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from kraftlake.records import Log, iter_lines
 from kraftlake.replay import report_json
 from kraftlake.replay.audit import Audit, AuditConfig
+from kraftlake.replay.plan import audit_snapshot
+from kraftlake.replay.plan.duck import DuckEngine
 from kraftlake.replay.summary import bounded
-from kraftlake.spark.plan import audit_snapshot
-from kraftlake.spark.plan.duck import DuckEngine
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 from kraftlake.statemachine.s3stream.bugs import BUGS as S3_BUGS
@@ -605,7 +605,7 @@ def test_k4_k5_cut_into_narrow_offset_buckets(plan, tmp_path, monkeypatch, per):
     bucket): buckets far narrower than a partition state or a bad interval, each straddled by
     many (one or two offsets each), or one per key, give the same violations as the local audit
     (the whole report: K7's instants on the same history too)."""
-    import kraftlake.spark.plan.ranks as plan_ranks
+    import kraftlake.replay.plan.ranks as plan_ranks
 
     monkeypatch.setattr(plan_ranks, "PER_BUCKET", per)
     cfg = WorkloadConfig(
@@ -631,7 +631,7 @@ def test_leaders_on_brokers_never_registered_or_left_fenced_to_the_end(plan, tmp
     join) and on one whose broker is fenced to the log's end while the partition's last state
     lasts to the end too (a long state meeting a long interval, in one bucket or across many):
     each found once, as the local audit finds them."""
-    import kraftlake.spark.plan.ranks as plan_ranks
+    import kraftlake.replay.plan.ranks as plan_ranks
     from kraftlake.records import FenceBroker, Partition, PartitionChange, ReplicaDirectory, Topic
 
     monkeypatch.setattr(plan_ranks, "PER_BUCKET", per)
@@ -857,9 +857,9 @@ def test_the_one_pass_timeline_equals_the_general_form(engine_of, tmp_path, bug)
     twice, one with a refused change and one whose replicas change without directories are
     named unclean."""
     from kraftlake.records import Partition, PartitionChange, ReplicaDirectory
-    from kraftlake.spark.control import replay_control_plane
-    from kraftlake.spark.plan import sql
-    from kraftlake.spark.plan.run import LIVES, build_timeline, control_records
+    from kraftlake.replay.plan import sql
+    from kraftlake.replay.plan.control import replay_control_plane
+    from kraftlake.replay.plan.run import LIVES, build_timeline, control_records
     from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
 
     cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=12, seed=11, bug=bug)
@@ -902,8 +902,8 @@ def test_the_driver_reads_the_control_plane_a_range_of_offsets_at_a_time(engine_
     of each run of AssignReplicasToDirsRequests between two of the others, where it ends
     (``Reports``: the last one's offset and time), read from the columns."""
     from kraftlake.records.observations import AssignReplicasToDirsRequest
-    from kraftlake.spark.control import Reports
-    from kraftlake.spark.plan.run import control_records
+    from kraftlake.replay.plan.control import Reports
+    from kraftlake.replay.plan.run import control_records
 
     log = Log.create(tmp_path / "log")
     log.append([r for batch in generate(WorkloadConfig(brokers=4, partitions=6, seed=3), records=600) for r in batch])
@@ -987,7 +987,7 @@ def test_duckdb_reads_files_older_than_the_schema_through_an_arrow_dataset(tmp_p
     schema. Either way the same rows."""
     import pyarrow as pa
 
-    from kraftlake.records.snapshot import LogSnapshot
+    from kraftlake.records.store.snapshot import LogSnapshot
 
     log = Log.create(tmp_path / "log")
     log.append(list(iter_lines(FIXTURES[0].open("rb"))))
@@ -1015,7 +1015,7 @@ def test_duckdb_runs_on_every_core_within_its_memory_limit_spilling_to_its_own_d
 
     import duckdb
 
-    from kraftlake.spark.plan.duck import MEMORY_LIMIT
+    from kraftlake.replay.plan.duck import MEMORY_LIMIT
 
     def setting(engine, name):
         return engine.rows(f"SELECT current_setting('{name}')")[0][0]
@@ -1123,7 +1123,7 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     from typer.testing import CliRunner
 
     from kraftlake.cli.app import app
-    from kraftlake.spark.plan import audit as plan_audit
+    from kraftlake.replay.plan import audit as plan_audit
 
     log = _k6_k8_k9_log(tmp_path)
     limits = []
@@ -1145,7 +1145,7 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     default, small = runner.invoke(app, args), runner.invoke(app, [*args, "--memory-limit", "64MB"])
     assert default.exit_code == small.exit_code == 1
     assert json.loads(default.stdout) == json.loads(small.stdout)
-    shown = report_json.to_builtins(bounded(remote))
+    shown = report_json.to_builtins(bounded(remote, times=log.at().record_times))
     assert {k: v for k, v in json.loads(small.stdout).items() if k != "engine"} == {
         k: v for k, v in shown.items() if k != "engine"
     }

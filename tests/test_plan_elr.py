@@ -1,4 +1,4 @@
-"""The audit plan under KIP-966 (``spark/plan/elr.py``) agrees with the Python engine: whole
+"""The audit plan under KIP-966 (``replay/plan/elr.py``) agrees with the Python engine: whole
 reports (violations, verdicts, state hashes) equal on simulated Kafka 4.1 histories (ELR on) with
 each simulator bug, on histories where the feature is turned off and on again mid-log (with and
 without Kafka's ClearElr), and on hand-made ClearElr cases, on DuckDB (Spark runs the same statements: ``test_spark_parity.py``)."""

@@ -1,4 +1,4 @@
-"""The plan's incidents and availability (``spark.plan.incidents``) are ``find_incidents``'s: the
+"""The plan's incidents and availability (``replay.plan.incidents``) are ``find_incidents``'s: the
 same incidents with their effects, the same availability per partition and outages, the same
 handling stats, topics and directory paths, and the same violations tied to each incident
 (``link_violations``), on every KRaft fixture, on Kafka's own logs and on simulated histories
@@ -18,8 +18,8 @@ from kraftlake.records import Log, iter_lines
 from kraftlake.replay import incidents as tracker
 from kraftlake.replay import report_json
 from kraftlake.replay.incidents import find_incidents, link_violations
-from kraftlake.spark.plan import audit_snapshot
-from kraftlake.spark.plan import incidents as plan_incidents
+from kraftlake.replay.plan import audit_snapshot
+from kraftlake.replay.plan import incidents as plan_incidents
 from kraftlake.statemachine.kraft.bugs import BUGS
 from kraftlake.statemachine.kraft.workload import BROKER_BUGS, FAULTS, WorkloadConfig, generate
 
@@ -239,7 +239,7 @@ def test_the_plans_incidents_are_the_trackers_on_a_history_of_shards(tmp_path, m
     shard, ranked through buckets of its own of ``per`` offsets (``ranks.PER_BUCKET``)."""
     from test_incidents import SHARDED, _shards
 
-    from kraftlake.spark.plan import ranks
+    from kraftlake.replay.plan import ranks
 
     monkeypatch.setattr(ranks, "PER_BUCKET", per)
 
@@ -425,7 +425,7 @@ def test_a_closed_stream_leaves_duckdb_free_for_the_next_statement():
     """A round of the replay may leave requests unread (it asks for fewer than the round before):
     DuckDB refuses any statement while a result is open, so the stream is closed after each
     round (``_Streamed.close``)."""
-    from kraftlake.spark.plan.duck import DuckEngine
+    from kraftlake.replay.plan.duck import DuckEngine
 
     with DuckEngine(threads=1) as engine:
         keys = list(range(5000))

@@ -1,4 +1,4 @@
-"""The plan's ranked lookups (``spark.plan.ranks``): a position's rank among a key's sorted
+"""The plan's ranked lookups (``replay.plan.ranks``): a position's rank among a key's sorted
 offsets, read through the key's own buckets (clamped into them), is ``bisect_right``'s, for any
 offsets, positions before, inside and after them, and any bucket size."""
 
@@ -9,8 +9,8 @@ import bisect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlake.spark.plan import ranks
-from kraftlake.spark.plan.duck import DuckEngine
+from kraftlake.replay.plan import ranks
+from kraftlake.replay.plan.duck import DuckEngine
 
 from helpers.tiers import examples
 

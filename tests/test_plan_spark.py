@@ -1,4 +1,4 @@
-"""The plan's Spark engine (``spark.plan.sparksql``): while it runs, Spark broadcasts a join's
+"""The plan's Spark engine (``spark.spark.engine``): while it runs, Spark broadcasts a join's
 side only from the sizes adaptive execution has measured, never from the planner's estimates
 (a Parquet file's compressed size: at 10^7 records it broadcast tables that did not fit in the
 driver); the session's settings are the caller's again when the engine closes."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kraftlake.spark.plan.sparksql import RUNTIME_BROADCAST, STATIC_BROADCAST, SparkEngine
+from kraftlake.spark.engine import RUNTIME_BROADCAST, STATIC_BROADCAST, SparkEngine
 
 pytestmark = pytest.mark.spark
 

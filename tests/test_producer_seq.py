@@ -7,7 +7,7 @@ import pytest
 from litestar.testing import TestClient
 
 from kraftlake.records import Log, NoOp, ProducerSeq, RecordError
-from kraftlake.records.log import Batch
+from kraftlake.records.store.log import Batch
 from kraftlake.service.app import create_app
 
 BOTH = "give both producer and seq, or neither"

@@ -14,8 +14,8 @@ from kraftlake.records import (
     Topic,
 )
 from kraftlake.records.arrow import RECORD_COLUMN, log_schema, to_table
-from kraftlake.records.log import OFFSET_TXN, TABLE_PROPERTIES
-from kraftlake.records.log_checks import SCHEMA_TXN, schema_digest
+from kraftlake.records.store.log import OFFSET_TXN, TABLE_PROPERTIES
+from kraftlake.records.store.log_checks import SCHEMA_TXN, schema_digest
 
 TOPIC = "MvDrH8r1Q_2n6tPo0bqGnQ"
 INC = "yHzNFVl5RoS2TvJfCqg0lw"

@@ -24,7 +24,7 @@ from litestar.testing import TestClient
 from kraftlake import Appender
 from kraftlake.records import Config, Log, NoOp, RecordError
 from kraftlake.records.codec import encode_lines
-from kraftlake.records.log import Batch
+from kraftlake.records.store.log import Batch
 from kraftlake.service.app import create_app
 from kraftlake.service.commit_process import CommitProcess, WriterUnavailable
 from kraftlake.service.committer import CommitConfig, GroupCommitter, Overloaded

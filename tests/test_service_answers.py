@@ -13,7 +13,7 @@ from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlake.records import AppendConflictError, Config, Log
-from kraftlake.records.log import AppendResult
+from kraftlake.records.store.log import AppendResult
 from kraftlake.service.app import create_app
 from kraftlake.service.committer import CommitConfig, GroupCommitter, Overloaded
 from kraftlake.service.limits import Limits

@@ -35,9 +35,9 @@ from kraftlake.replay import report_json
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.books import attach_incidents
 from kraftlake.replay.incidents import find_incidents
-from kraftlake.spark.plan import audit as plan_audit
-from kraftlake.spark.plan import families
-from kraftlake.spark.plan.duck import DuckEngine
+from kraftlake.replay.plan import audit as plan_audit
+from kraftlake.replay.plan import families
+from kraftlake.replay.plan.duck import DuckEngine
 from kraftlake.statemachine.kraft.features import ELIGIBLE_LEADER_REPLICAS, MV_4_1_IV1
 from kraftlake.statemachine.kraft.workload import FAULTS, WorkloadConfig, generate
 
@@ -158,7 +158,7 @@ def test_the_plan_on_spark_with_its_tables_in_sparks_cache(spark, tmp_path, monk
     """A cluster without a checkpoint directory keeps the plan's tables in Spark's cache, and
     releases them; a table another writer made (a gap, a record without a time) is read as is."""
     import kraftlake.spark.scratch as scratch
-    from kraftlake.spark.plan.sparksql import SparkEngine
+    from kraftlake.spark.engine import SparkEngine
 
     table = _foreign(tmp_path)
     monkeypatch.setattr(scratch, "_default_directory", lambda spark: None)

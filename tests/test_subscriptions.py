@@ -256,7 +256,7 @@ def test_a_stream_goes_on_while_the_same_client_holds_all_its_reads(tmp_path, mo
 
 def test_a_stream_that_cannot_go_on_says_why_and_ends(tmp_path, monkeypatch):
     from kraftlake.records import CorruptStoreError
-    from kraftlake.records.follow import Follower
+    from kraftlake.records.store.follow import Follower
     from kraftlake.service.app import create_app
 
     from helpers.http import listening

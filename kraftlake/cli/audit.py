@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
                 opened, to_offset, config, engine, from_offset, memory_limit=memory_limit, temp_directory=temp_directory
             )
             if report is not None:
-                # The plan attached its incidents (spark.plan.incidents): emit() has none to add.
+                # The plan attached its incidents (replay.plan.incidents): emit() has none to add.
                 emit(
                     report,
                     fmt,
@@ -234,7 +234,7 @@ def resolve_times(
     snap, from_offset: int | None, to_offset: int | None, from_time: str | None, to_time: str | None
 ) -> tuple[int | None, int | None]:
     """``--from``/``--to`` from ``--from-time``/``--to-time`` (record time), at most one of each pair."""
-    from kraftlake.records.time_travel import time_ms
+    from kraftlake.records.store.time_travel import time_ms
 
     try:
         if from_time is not None:
@@ -268,8 +268,8 @@ def plan_audit(
     import duckdb
 
     from kraftlake.cli.progress import step_progress
-    from kraftlake.spark.plan import audit, families
-    from kraftlake.spark.plan.duck import DuckEngine
+    from kraftlake.replay.plan import audit, families
+    from kraftlake.replay.plan.duck import DuckEngine
 
     if from_offset is not None:
         if engine is Engine.duckdb:

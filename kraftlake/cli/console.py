@@ -41,7 +41,7 @@ STORAGE_OPTION = typer.Option(
 
 def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
     """``--storage-option`` values as delta-rs storage options (None: none given)."""
-    from kraftlake.records.location import parse_storage_options
+    from kraftlake.records.store.location import parse_storage_options
 
     try:
         return parse_storage_options(pairs) or None

@@ -35,7 +35,7 @@ import msgspec
 from kraftlake.logging import get_logger
 from kraftlake.records import AppendConflictError, CorruptStoreError, Log, LogError, RecordError
 from kraftlake.records.catalog import AnyRecord
-from kraftlake.records.log import AppendResult, Batch
+from kraftlake.records.store.log import AppendResult, Batch
 
 log = get_logger(__name__)
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from kraftlake.logging import get_logger
 from kraftlake.records import CorruptStoreError, Log, LogError, Record, RecordError
-from kraftlake.records.log import AppendResult, Batch
+from kraftlake.records.store.log import AppendResult, Batch
 
 from .metrics import Metrics
 

@@ -1,5 +1,5 @@
 """``kraftlake serve --audit``: the following audit (``replay.live_audit``) on a thread of the
-service's own, over the log as it lands (``records.follow.Follower``); the violations open now at
+service's own, over the log as it lands (``records.store.follow.Follower``); the violations open now at
 ``GET /v1/audits/live`` and as Prometheus gauges on ``/metrics``; each opening and closing logged
 (``audit.violation_open`` / ``audit.violation_close``).
 
@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client import Counter as PromCounter
 
 from kraftlake.logging import get_logger
-from kraftlake.records.follow import Follower
-from kraftlake.records.location import Location
+from kraftlake.records.store.follow import Follower
+from kraftlake.records.store.location import Location
 from kraftlake.replay.books import AuditConfig, Violation
 from kraftlake.replay.live_audit import IncidentEvent, LiveAudit
 

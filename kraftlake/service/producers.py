@@ -27,7 +27,7 @@ from urllib.parse import unquote_to_bytes
 import msgspec
 
 from kraftlake.records import Log, LogError
-from kraftlake.records.location import Location
+from kraftlake.records.store.location import Location
 
 from .append import Answer, internal_error
 from .limits import Limits

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kraftlake.records import Log
-from kraftlake.records.location import Location
+from kraftlake.records.store.location import Location
 
 from .limits import Limits
 

@@ -25,10 +25,10 @@ import msgspec
 from kraftlake.logging import get_logger
 from kraftlake.records import LogError
 from kraftlake.records.codec import encode_line
-from kraftlake.records.delta_commit import commits_after
-from kraftlake.records.follow import Follower
-from kraftlake.records.location import Location
-from kraftlake.records.snapshot import OFFSET_TXN, LogSnapshot, open_table
+from kraftlake.records.store.delta_commit import commits_after
+from kraftlake.records.store.follow import Follower
+from kraftlake.records.store.location import Location
+from kraftlake.records.store.snapshot import OFFSET_TXN, LogSnapshot, open_table
 
 from .limits import READ_CHUNK, Limits
 from .reads import Busy, ReadPool

@@ -35,8 +35,8 @@ def _kafka_name(r: object) -> str:
     if isinstance(r, SnapshotFooter):
         return "SNAPSHOT_FOOTER"
     cls = type(r)
-    if cls is KafkaOpaque:
-        return CONTROL_NAMES.get(r.api_key, f"CONTROL_{r.api_key}") if r.control else f"UNKNOWN_API_KEY_{r.api_key}"  # type: ignore[attr-defined]
+    if type(r) is KafkaOpaque:
+        return CONTROL_NAMES.get(r.api_key, f"CONTROL_{r.api_key}") if r.control else f"UNKNOWN_API_KEY_{r.api_key}"
     if cls in CONTROL_TYPES:
         return CONTROL_NAMES[CONTROL_TYPES[cls]]
     name = "".join("_" + c if c.isupper() else c for c in cls.__name__).lstrip("_").upper()

@@ -52,7 +52,7 @@ class ExportStats:
 
 
 def _is_control(r: Record) -> bool:
-    return type(r) in CONTROL_TYPES or (type(r) is KafkaOpaque and r.control)  # type: ignore[attr-defined]
+    return type(r) in CONTROL_TYPES or (type(r) is KafkaOpaque and r.control)
 
 
 def _exportable(r: Record) -> bool:
@@ -60,7 +60,7 @@ def _exportable(r: Record) -> bool:
 
 
 def _kafka_offset(r: Record) -> int:
-    return r.source_offset if r.source_offset is not None else r.offset  # type: ignore[return-value]
+    return r.source_offset if r.source_offset is not None else r.offset  # type: ignore[return-value]  # stored: has its offset
 
 
 def plan_batches(records: Iterable[Record], stats: ExportStats) -> Iterable[tuple[int, int, bool, list[Record]]]:
@@ -86,7 +86,7 @@ def plan_batches(records: Iterable[Record], stats: ExportStats) -> Iterable[tupl
         origin = parse_source(r.source)
         control = _is_control(r)
         if type(r) is LeaderChange:
-            epoch = r.epoch  # type: ignore[attr-defined]
+            epoch = r.epoch
         if origin is not None:
             k: tuple = ("kafka", origin)
         else:

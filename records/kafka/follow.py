@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kraftlake.logging import get_logger
 from kraftlake.records.base import Record
@@ -38,6 +39,9 @@ from .importer import CHUNK, ImportStats, batch_records, checkpoint_records, par
 from .layout import MetadataDir, Segment, open_metadata_dir
 from .metadata import MetadataDecoder
 from .validation import BatchOrder
+
+if TYPE_CHECKING:
+    from kraftlake.records.store.log import Log  # imports Delta: for the annotations only
 
 log = get_logger(__name__)
 
@@ -87,7 +91,7 @@ class KafkaFollower:
     def __init__(
         self,
         path: str | Path,
-        log_: Log,  # noqa: F821 - records.log imports Delta
+        log_: Log,
         *,
         include_noop: bool = False,
         settle_ms: int = SETTLE_MS,
@@ -120,7 +124,7 @@ class KafkaFollower:
         """(base offset, epoch, CRC or None after a restart) of the last batch published from."""
         if landed is not None:
             last = log_.read(from_offset=log_.last_offset, to_offset=log_.last_offset)[-1]
-            self.next_offset = last.source_offset + 1
+            self.next_offset = last.source_offset + 1  # type: ignore[operator]  # the import's records carry it
             origin = parse_source(last.source)
             if origin is not None:
                 self.published = (origin[1], origin[0], None)
@@ -248,6 +252,7 @@ class KafkaFollower:
     def _read_segments(self, md: MetadataDir) -> int:
         self.published_seen = False
         n = 0
+        assert self.cursor is not None  # placed by _read_new
         while True:
             seg_base, pos = self.cursor
             seg = next((s for s in md.segments if s.base_offset == seg_base), None)

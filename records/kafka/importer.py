@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kraftlake.logging import get_logger
 from kraftlake.records.base import Record
@@ -35,8 +36,11 @@ from kraftlake.records.metadata_versions import NEWEST_KNOWN, newer_level_warnin
 from .batches import Batch, iter_batches, read_checkpoint
 from .errors import KafkaFormatError
 from .layout import Checkpoint, MetadataDir, open_metadata_dir, parse_checkpoint
-from .metadata import MetadataDecoder, decode_control
+from .metadata import MetadataDecoder, SnapshotFooter, SnapshotHeader, decode_control
 from .validation import BatchOrder
+
+if TYPE_CHECKING:
+    from kraftlake.records.store.log import Log  # imports Delta: for the annotations only
 
 log = get_logger(__name__)
 
@@ -228,7 +232,7 @@ def batch_records(
             break
         if batch.is_control:
             r = decode_control(key, value, epoch=batch.partition_leader_epoch, offset=offset, ts_ms=ts, source=src)
-            if r is None:  # snapshot header/footer: framing only
+            if isinstance(r, (SnapshotHeader, SnapshotFooter)):  # framing only
                 continue
         else:
             r = decoder.decode(value, offset=offset, ts_ms=ts, source=src)
@@ -237,7 +241,7 @@ def batch_records(
             st.noops += 1
             if not include_noop:
                 continue
-        elif cls is KafkaOpaque:
+        elif type(r) is KafkaOpaque:
             k = (r.api_key, r.kafka_version, r.control)
             if k not in st.opaque:
                 log.warning(
@@ -249,7 +253,7 @@ def batch_records(
                     file=file,
                 )
             st.opaque[k] += 1
-        elif cls is FeatureLevel and r.name == METADATA_VERSION and r.feature_level > NEWEST_KNOWN:
+        elif type(r) is FeatureLevel and r.name == METADATA_VERSION and r.feature_level > NEWEST_KNOWN:
             st.level(r.feature_level, offset=offset, file=file)
         st.by_type[cls.__name__] += 1
         out.append(r)
@@ -263,15 +267,15 @@ def _checkpoint_at(md: MetadataDir, path: Path) -> Checkpoint:
     for cp in md.checkpoints:
         if cp.path.resolve() == path.resolve() or cp.path.name == path.name:
             return cp
-    cp = parse_checkpoint(path)
-    if cp is None or not path.exists():
+    parsed = parse_checkpoint(path)
+    if parsed is None or not path.exists():
         raise KafkaFormatError(f"{path}: not a snapshot (<20-digit end offset>-<10-digit epoch>.checkpoint)")
-    return cp
+    return parsed
 
 
 def import_kafka(
     path: str | Path,
-    log_: Log,  # noqa: F821 - imported lazily (records.log imports Delta)
+    log_: Log,
     *,
     include_noop: bool = False,
     to_offset: int | None = None,

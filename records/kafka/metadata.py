@@ -16,7 +16,7 @@ their default, as Kafka does, so that re-encoding what Kafka wrote gives the sam
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +78,7 @@ _MISSING: Any = object()
 
 
 def _not_null(reader: Callable) -> Callable:
-    def read(buf: bytes, pos: int):
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
         v, pos = reader(buf, pos)
         if v is None:
             raise ValueError("null in a field that is not nullable")
@@ -130,7 +130,7 @@ class StructOf:
 def _array_of(read_one: Callable, write_one: Callable) -> tuple[Callable, Callable]:
     """A non-nullable compact array of elements read and written by ``read_one``/``write_one``."""
 
-    def read(buf: bytes, pos: int):
+    def read(buf: bytes, pos: int) -> tuple[tuple[Any, ...], int]:
         n, pos = w.uvarint(buf, pos)
         if n == 0:
             raise ValueError("null array")
@@ -140,7 +140,7 @@ def _array_of(read_one: Callable, write_one: Callable) -> tuple[Callable, Callab
             out.append(v)
         return tuple(out), pos
 
-    def write(out: bytearray, values) -> None:
+    def write(out: bytearray, values: Sequence[Any]) -> None:
         w.write_uvarint(out, len(values) + 1)
         for v in values:
             write_one(out, v)
@@ -153,14 +153,14 @@ def _struct_array(spec: StructOf) -> tuple[Callable, Callable]:
     writers = [(f.name, _writer(f.kind)) for f in spec.fields]
     cls = spec.cls
 
-    def read_one(buf: bytes, pos: int):
+    def read_one(buf: bytes, pos: int) -> tuple[Any, int]:
         kw = {}
         for name, rd in readers:
             kw[name], pos = rd(buf, pos)
         pos = w.skip_tagged(buf, pos)
         return cls(**kw), pos
 
-    def write_one(out: bytearray, v) -> None:
+    def write_one(out: bytearray, v: Any) -> None:
         for name, wr in writers:
             wr(out, getattr(v, name))
         out.append(0)
@@ -520,7 +520,7 @@ class MetadataDecoder:
 
 def _field_value(r: Record, name: str) -> Any:
     if name == "directories":
-        a = r.assignment  # type: ignore[attr-defined]
+        a = r.assignment  # type: ignore[attr-defined]  # "directories" is a field of the partition records only
         return None if a is None else tuple(p.directory for p in a)
     return getattr(r, name)
 
@@ -528,10 +528,10 @@ def _field_value(r: Record, name: str) -> Any:
 def encode_value(r: Record) -> bytes:
     """The Kafka value of a record, at the record's ``version``: the inverse of ``decode``."""
     cls = type(r)
-    if cls is KafkaOpaque:
-        if r.control:  # type: ignore[attr-defined]
+    if type(r) is KafkaOpaque:
+        if r.control:
             raise KafkaFormatError("a control record has no metadata value", record_type="KafkaOpaque")
-        return r.value  # type: ignore[attr-defined]
+        return r.value
     schema = BY_CLASS.get(cls)
     if schema is None:
         raise KafkaFormatError("has no Kafka metadata form", record_type=cls.__name__)
@@ -540,7 +540,8 @@ def encode_value(r: Record) -> bytes:
         raise KafkaFormatError(f"Kafka has no version {r.version}", record_type=cls.__name__, field="version")
     for name in c.absent:
         if name == "directories":
-            if r.assignment and any(p.directory != MIGRATING for p in r.assignment):  # type: ignore[attr-defined]
+            assignment = r.assignment  # type: ignore[attr-defined]  # "directories": a partition record
+            if assignment and any(p.directory != MIGRATING for p in assignment):
                 raise KafkaFormatError(f"v{r.version} has no Directories", record_type=cls.__name__, field="assignment")
         elif getattr(r, name) != _default_of(schema, name):
             raise KafkaFormatError(f"v{r.version} has no {name}", record_type=cls.__name__, field=name)
@@ -666,7 +667,7 @@ def decode_control(
             f"control record key of {0 if key is None else len(key)} bytes (4 expected)", offset=offset
         )
     key_version, ctype = w.i16(key, 0)[0], w.i16(key, 2)[0]
-    env = {"offset": offset, "ts_ms": ts_ms, "source": source, "source_offset": offset}
+    env: dict[str, Any] = {"offset": offset, "ts_ms": ts_ms, "source": source, "source_offset": offset}
     buf = value or b""
     try:
         version, pos = w.i16(buf, 0)
@@ -714,30 +715,29 @@ def decode_control(
 
 def encode_control(r: Record | SnapshotHeader | SnapshotFooter) -> tuple[bytes, bytes]:
     """(key, value) of a control record: the inverse of ``decode_control``."""
-    cls = type(r)
-    if cls is KafkaOpaque:
-        return b"\x00\x00" + r.api_key.to_bytes(2, "big", signed=True), r.value  # type: ignore[union-attr]
+    if type(r) is KafkaOpaque:
+        return b"\x00\x00" + r.api_key.to_bytes(2, "big", signed=True), r.value
     out = bytearray()
     w.w_i16(out, r.version)
-    if cls is LeaderChange:
+    if type(r) is LeaderChange:
         ctype = LEADER_CHANGE
-        w.w_i32(out, r.leader_id)  # type: ignore[union-attr]
-        _w_voter_ids(out, r.voters)  # type: ignore[union-attr]
-        _w_voter_ids(out, r.granting_voters)  # type: ignore[union-attr]
-    elif cls is SnapshotHeader:
+        w.w_i32(out, r.leader_id)
+        _w_voter_ids(out, r.voters)
+        _w_voter_ids(out, r.granting_voters)
+    elif type(r) is SnapshotHeader:
         ctype = SNAPSHOT_HEADER
-        w.w_i64(out, r.last_contained_log_timestamp)  # type: ignore[union-attr]
-    elif cls is SnapshotFooter:
+        w.w_i64(out, r.last_contained_log_timestamp)
+    elif type(r) is SnapshotFooter:
         ctype = SNAPSHOT_FOOTER
-    elif cls is KRaftVersion:
+    elif type(r) is KRaftVersion:
         ctype = KRAFT_VERSION
-        w.w_i16(out, r.kraft_version)  # type: ignore[union-attr]
-    elif cls is Voters:
+        w.w_i16(out, r.kraft_version)
+    elif type(r) is Voters:
         ctype = VOTERS
-        w.write_uvarint(out, len(r.voters) + 1)  # type: ignore[union-attr]
-        for v in r.voters:  # type: ignore[union-attr]
+        w.write_uvarint(out, len(r.voters) + 1)
+        for v in r.voters:
             _write_voter(out, v)
     else:
-        raise KafkaFormatError("is not a Raft control record", record_type=cls.__name__)
+        raise KafkaFormatError("is not a Raft control record", record_type=type(r).__name__)
     out.append(0)
     return b"\x00\x00" + ctype.to_bytes(2, "big"), bytes(out)

@@ -4,6 +4,8 @@ random choice (placement) is seeded from the log offset the decision will be wri
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from kraftlake.records.bookkeeper import BookieState
@@ -156,5 +158,5 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
         return self.reply.outcome
 
 
-def fail(outcome: str, message: str | None = None, **kw) -> Decision:
+def fail(outcome: str, message: str | None = None, **kw: Any) -> Decision:
     return Decision(reply=Reply(outcome=outcome, message=message, **kw))

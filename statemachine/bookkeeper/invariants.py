@@ -180,9 +180,9 @@ def check_view(view: BookiesView) -> list[tuple[str, str, str]]:
                 out.append(("B2", f"ledger/{lid}", bad))
     for b in sorted(view.bookies):
         if view.bookies[b].state == BookieState.DRAINED.value:
-            bad = drained_problem(view, b)
-            if bad:
-                out.append(("B4", f"bookie/{b}", say("B4", "drained", reason=bad)))
+            reason = drained_problem(view, b)
+            if reason:
+                out.append(("B4", f"bookie/{b}", say("B4", "drained", reason=reason)))
     for lid in sorted(view.locks):
         if lid not in view.under_replicated:
             out.append(("B6", f"ledger/{lid}", say("B6", "unmarked", holder=view.locks[lid])))

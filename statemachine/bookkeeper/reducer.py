@@ -19,6 +19,8 @@ held them (those entries are lost on the new bookie too).
 
 from __future__ import annotations
 
+from typing import Any
+
 from kraftlake.records.base import Record
 from kraftlake.records.bookkeeper import (
     AuditorCheckRan,
@@ -51,7 +53,7 @@ def _ts(r: Record) -> int:
     return r.ts_ms or 0
 
 
-def _bookie(v: BookiesView, r, offset: int) -> Bookie:
+def _bookie(v: BookiesView, r: Any, offset: int) -> Bookie:
     b = v.bookies.get(r.bookie_id)
     if b is None:
         raise refusal(r, offset, "R-REPLAY-BOOKIE", f"bookie {r.bookie_id} is not registered")

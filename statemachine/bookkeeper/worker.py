@@ -155,7 +155,16 @@ def replicate(
     return c.Decision(records=tuple(records), reply=c.Reply(ledger_id=ledger_id))
 
 
-def _replacement(view, ens, new, i, worker, exclude_ensemble, weighted, seed) -> str:
+def _replacement(
+    view: BookiesView,
+    ens: tuple[str, ...],
+    new: list[str],
+    i: int,
+    worker: str,
+    exclude_ensemble: bool,
+    weighted: bool,
+    seed: int,
+) -> str:
     # Picks made for this segment so far are taken too (``new``); the faulty worker excludes only
     # the bookie it replaces.
     picked = {b for j, b in enumerate(new) if b != ens[j]}

@@ -11,6 +11,8 @@ KIP-858's policy would keep b fenced (two or more directories and an UNASSIGNED 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from kraftlake.records.kraft import LOST, UNASSIGNED
@@ -81,7 +83,7 @@ def broker_view(view: ControllerView, broker: int) -> BrokerView:
     )
     offline = set(reg.removed_dirs) if reg is not None else set()
     offline.update(r.directory for r in mismatched if r.directory != LOST)
-    fields = {
+    fields: dict[str, Any] = {
         "broker_id": broker,
         "registered": reg is not None,
         "epoch": None if reg is None else reg.epoch,

@@ -6,6 +6,8 @@ ReplicationControlManager.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kraftlake.records.kraft import (
     FENCE,
     UNASSIGNED,
@@ -41,7 +43,7 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     mv = view.metadata_version
     existing = view.brokers.get(cmd.broker_id)
     alive = existing is not None and (not existing.fenced if cmd.old_session_alive is None else cmd.old_session_alive)
-    if alive and existing.incarnation_id != cmd.incarnation_id:
+    if alive and existing is not None and existing.incarnation_id != cmd.incarnation_id:
         # Kafka refuses while the old incarnation's session is alive, before it looks at the
         # request's directories. Sessions are clock state, not log state: unless the command
         # says, an unfenced registration stands for a live session here.
@@ -106,7 +108,9 @@ def register(view: ControllerView, cmd: c.RegisterBroker) -> c.Decision:
     return c.Decision(records=(*shutdown, record), reply=c.RegisterBrokerReply(broker_epoch=epoch))
 
 
-def registration_features(view: ControllerView, sent) -> tuple[tuple[BrokerFeature, ...], str | None]:
+def registration_features(
+    view: ControllerView, sent: Iterable[BrokerFeature]
+) -> tuple[tuple[BrokerFeature, ...], str | None]:
     """``ClusterControlManager.processRegistrationFeature`` over a registration's features: each
     range must hold the finalized level (metadata.version defaults to 1, others to 0); a broker that
     sends no metadata.version range is taken to support only level 1 (and recorded so); every
@@ -161,13 +165,13 @@ def shutdown_records(view: ControllerView, broker: int, *, clean: bool) -> list:
     return []
 
 
-def _fence_record(view: ControllerView, reg: BrokerRegistration):
+def _fence_record(view: ControllerView, reg: BrokerRegistration) -> FenceBroker | BrokerRegistrationChange:
     if view.metadata_version < MV_3_3_IV2:
         return FenceBroker(id=reg.id, epoch=reg.epoch)
     return BrokerRegistrationChange(version=0, broker_id=reg.id, broker_epoch=reg.epoch, fenced=FENCE)
 
 
-def _unfence_record(view: ControllerView, reg: BrokerRegistration):
+def _unfence_record(view: ControllerView, reg: BrokerRegistration) -> UnfenceBroker | BrokerRegistrationChange:
     if view.metadata_version < MV_3_3_IV2:
         return UnfenceBroker(id=reg.id, epoch=reg.epoch)
     return BrokerRegistrationChange(version=0, broker_id=reg.id, broker_epoch=reg.epoch, fenced=UNFENCE)

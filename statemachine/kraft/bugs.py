@@ -7,10 +7,11 @@ catches it for every seed. They are test equipment: nothing else uses them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
+from kraftlake.records.base import Record
 from kraftlake.records.kraft import LEADER_UNCHANGED, NO_LEADER, BrokerRegistrationChange, Partition, PartitionChange
 
 from . import commands as c
@@ -21,7 +22,7 @@ from .view import ControllerView
 Decide = Callable[[ControllerView, c.Command, c.ControllerConfig], c.Decision]
 
 
-def _with(decision: c.Decision, records) -> c.Decision:
+def _with(decision: c.Decision, records: Iterable[Record]) -> c.Decision:
     return msgspec.structs.replace(decision, records=tuple(records))
 
 

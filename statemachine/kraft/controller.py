@@ -66,7 +66,8 @@ class Controller:
                 try:
                     apply(self.view, r)
                 except ReplayError:
-                    self.view.offset = r.offset  # type: ignore[assignment]
+                    assert r.offset is not None  # given above
+                    self.view.offset = r.offset
         self.records.extend(out)
         return out
 

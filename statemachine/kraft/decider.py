@@ -8,6 +8,7 @@ Fold them with ``reducer.apply`` to get the next view, as Kafka replays a commit
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from . import activation, brokers, configs, directory_deciders, topics
 from . import commands as c
@@ -15,7 +16,8 @@ from .view import ControllerView
 
 DEFAULT_CONFIG = c.ControllerConfig()
 
-_DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Decision]] = {
+# Each handler takes the command of its key's class, which a dict type cannot say: Any, as in the reducers.
+_DECIDE: dict[type, Callable[[ControllerView, Any, c.ControllerConfig], c.Decision]] = {
     c.Activate: lambda v, cmd, cfg: activation.activate(v, cmd),
     c.RegisterBroker: lambda v, cmd, cfg: brokers.register(v, cmd),
     c.Heartbeat: brokers.heartbeat,
@@ -30,7 +32,7 @@ _DECIDE: dict[type, Callable[[ControllerView, object, c.ControllerConfig], c.Dec
     c.ElectLeaders: lambda v, cmd, cfg: topics.elect_leaders(v, cmd),
     c.CreatePartitions: topics.create_partitions,
     c.ElectUncleanLeaders: lambda v, cmd, cfg: topics.elect_unclean_leaders(v),
-}  # type: ignore[dict-item]
+}
 
 
 def decide(view: ControllerView, command: c.Command, config: c.ControllerConfig = DEFAULT_CONFIG) -> c.Decision:

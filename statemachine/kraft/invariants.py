@@ -10,12 +10,14 @@ after a grace for the states Kafka passes through legitimately.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from kraftlake.records.kraft import LRS_RECOVERING, NO_LEADER
 
 from ..invariants import say
 from .directory_ids import is_online
 from .features import MV_3_2_IV0, MV_3_6_IV0
-from .view import ControllerView, PartitionRegistration
+from .view import BrokerRegistration, ControllerView, PartitionRegistration
 
 
 def elr_enabled(view: ControllerView) -> bool:
@@ -29,13 +31,78 @@ def leader_in_isr_in_replicas(p: PartitionRegistration, elr: bool = False) -> st
     if not p.isr:
         if elr and p.leader == NO_LEADER:
             return None
-        return say("K1", "empty_isr")
-    outside = [b for b in p.isr if b not in p.replicas]
-    if outside:
-        return say("K1", "isr_outside_replicas", isr=p.isr, outside=outside, replicas=p.replicas)
+        return k1_message("empty_isr", p.isr, p.replicas, p.leader)
+    if any(b not in p.replicas for b in p.isr):
+        return k1_message("isr_outside_replicas", p.isr, p.replicas, p.leader)
     if p.leader != NO_LEADER and p.leader not in p.isr:
-        return say("K1", "leader_outside_isr", leader=p.leader, isr=p.isr)
+        return k1_message("leader_outside_isr", p.isr, p.replicas, p.leader)
     return None
+
+
+# -- the words of each wrong state, from what it is: both engines word with these (the SQL plan's
+# queries return the kind and the fields, ``replay.plan.run``) -----------------------------------
+
+
+def k1_message(kind: str, isr: Sequence[int], replicas: Sequence[int], leader: int) -> str:
+    """K1's words for a state of ``kind`` (empty_isr, isr_outside_replicas, leader_outside_isr)."""
+    if kind == "isr_outside_replicas":
+        return say("K1", kind, isr=isr, outside=[b for b in isr if b not in replicas], replicas=replicas)
+    if kind == "leader_outside_isr":
+        return say("K1", kind, leader=leader, isr=isr)
+    return say("K1", kind)
+
+
+def k3_message(
+    kind: str,
+    old_replicas: Sequence[int],
+    replicas: Sequence[int],
+    old_isr: Sequence[int],
+    isr: Sequence[int],
+    old_leader: int,
+    leader: int,
+    le: int,
+    pe: int,
+    old_pe: int,
+) -> str:
+    """K3's words for a change of ``kind`` (replicas_left, isr_shrunk, partition_epoch_stuck,
+    leader_epoch_stuck), from the partition before and after it."""
+    if kind == "replicas_left":
+        return say("K3", kind, lost=[b for b in old_replicas if b not in replicas])
+    if kind == "isr_shrunk":
+        return say("K3", kind, shrunk=[b for b in old_isr if b not in isr])
+    if kind == "partition_epoch_stuck":
+        return say("K3", kind, new=pe, old=old_pe)
+    return say("K3", kind, old=old_leader, new=leader, epoch=le)
+
+
+K4_RANKS = ("unregistered", "fenced", "offline_dir")
+"""K4's reasons, worst first (the plan ranks them in SQL by this order)."""
+
+
+def k4_message(reason: str, leader: int, directory: str | None) -> str:
+    """K4's words for a leader that is ``reason`` (one of ``K4_RANKS``)."""
+    if reason == "offline_dir":
+        return say("K4", reason, leader=leader, directory=directory)
+    return say("K4", reason, leader=leader)
+
+
+def offline_members_message(inv: str, members: Iterable[tuple[int, str]]) -> str:
+    """K5's or K15's words for the (broker, directory) members on offline directories."""
+    return say(inv, "offline_members", members=", ".join(say(inv, "member", broker=b, directory=d) for b, d in members))
+
+
+def k10_live(reg: BrokerRegistration | None, unfenced_since_registered: bool) -> bool:
+    """K10's "live": registered, not shutting down, and either serving or starting (fenced but
+    never unfenced since it registered); a broker fenced after serving is down."""
+    return reg is not None and not reg.in_controlled_shutdown and (not reg.fenced or not unfenced_since_registered)
+
+
+def k11_message(dirs: int, unassigned: int, counted: int) -> str | None:
+    """K11: a multi-directory broker asking to be unfenced with replicas UNASSIGNED or directories
+    that do not match (its own count, ``counted``); None when it may ask."""
+    if dirs < 2 or (unassigned == 0 and counted == 0):
+        return None
+    return say("K11", "asked", unassigned=unassigned, counted=counted, dirs=dirs)
 
 
 def elr_is_sound(p: PartitionRegistration) -> str | None:
@@ -89,12 +156,12 @@ def leader_is_healthy(view: ControllerView, p: PartitionRegistration) -> str | N
         return None
     reg = view.brokers.get(p.leader)
     if reg is None:
-        return say("K4", "unregistered", leader=p.leader)
+        return k4_message("unregistered", p.leader, None)
     if reg.fenced:
-        return say("K4", "fenced", leader=p.leader)
+        return k4_message("fenced", p.leader, None)
     d = p.directory(p.leader) if p.leader in p.replicas else None
     if d is not None and not is_online(d, reg.log_dirs):
-        return say("K4", "offline_dir", leader=p.leader, directory=d)
+        return k4_message("offline_dir", p.leader, d)
     return None
 
 
@@ -107,7 +174,7 @@ def isr_is_online(view: ControllerView, p: PartitionRegistration) -> str | None:
     return _offline_members(view, p, p.isr, "K5")
 
 
-def _offline_members(view: ControllerView, p: PartitionRegistration, members, inv: str) -> str | None:
+def _offline_members(view: ControllerView, p: PartitionRegistration, members: Iterable[int], inv: str) -> str | None:
     """``inv``'s message listing the ``members`` whose replica of ``p`` is on a directory their
     broker does not have online (K5 for the ISR, K15 for the ELR), or None."""
     where = dict(zip(p.replicas, p.directories))
@@ -116,8 +183,8 @@ def _offline_members(view: ControllerView, p: PartitionRegistration, members, in
         reg = view.brokers.get(b)
         d = where.get(b)
         if reg is not None and d is not None and not is_online(d, reg.log_dirs):
-            bad.append(say(inv, "member", broker=b, directory=d))
-    return say(inv, "offline_members", members=", ".join(bad)) if bad else None
+            bad.append((b, d))
+    return offline_members_message(inv, bad) if bad else None
 
 
 def partition_is_sound(brokers: dict, p: PartitionRegistration) -> bool:
@@ -161,14 +228,18 @@ def change_bumps_leader_epoch(
     change."""
     if new.leader_epoch != old.leader_epoch:
         return None
-    lost = [b for b in old.replicas if b not in new.replicas]
-    if lost:
-        return say("K3", "replicas_left", lost=lost)
-    if view.metadata_version < MV_3_6_IV0:
-        shrunk = [b for b in old.isr if b not in new.isr]
-        if shrunk:
-            return say("K3", "isr_shrunk", shrunk=shrunk)
+    if any(b not in new.replicas for b in old.replicas):
+        return _k3(view, "replicas_left", old, new)
+    if view.metadata_version < MV_3_6_IV0 and any(b not in new.isr for b in old.isr):
+        return _k3(view, "isr_shrunk", old, new)
     return None
+
+
+def _k3(view: ControllerView, kind: str, old: PartitionRegistration, new: PartitionRegistration) -> str:
+    return k3_message(
+        kind, old.replicas, new.replicas, old.isr, new.isr, old.leader, new.leader,
+        new.leader_epoch, new.partition_epoch, old.partition_epoch,
+    )  # fmt: skip
 
 
 def replacement_bumps_epochs(
@@ -178,9 +249,9 @@ def replacement_bumps_epochs(
     up, and so does the leader epoch when the leader moved (replaying a PartitionRecord takes
     both epochs as they are written)."""
     if new.partition_epoch <= old.partition_epoch:
-        return say("K3", "partition_epoch_stuck", new=new.partition_epoch, old=old.partition_epoch)
+        return _k3(view, "partition_epoch_stuck", old, new)
     if new.leader != old.leader and new.leader_epoch <= old.leader_epoch:
-        return say("K3", "leader_epoch_stuck", old=old.leader, new=new.leader, epoch=new.leader_epoch)
+        return _k3(view, "leader_epoch_stuck", old, new)
     return None
 
 

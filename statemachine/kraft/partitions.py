@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
+from typing import TypedDict
 
 from kraftlake.records.kraft import (
     LEADER_UNCHANGED,
@@ -29,6 +30,20 @@ from ..invariants import say
 from .features import MV_3_2_IV0, MV_3_6_IV0, directories_supported, partition_record_version
 from .reassignment import PartitionReassignmentReplicas
 from .view import PartitionRegistration
+
+
+class ChangeFields(TypedDict, total=False):
+    """The fields of the PartitionChange a builder is putting together."""
+
+    isr: tuple[int, ...]
+    leader: int
+    replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    leader_recovery_state: int
+    eligible_leader_replicas: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+    assignment: tuple[ReplicaDirectory, ...]
 
 
 class Election(enum.Enum):
@@ -103,7 +118,7 @@ def merge(p: PartitionRegistration, c: PartitionChange) -> PartitionRegistration
             # Kafka 3.8+'s merge (KAFKA-16583, ``defaultToMigrating``): a change without
             # directories (v0, before 3.7-IV2) to a partition whose directories are all MIGRATING
             # leaves every replica MIGRATING, the new ones included (the plan's fold agrees:
-            # ``spark/plan/sql.py``). Otherwise Kafka keeps the old list (whose length no longer
+            # ``replay/plan/sql.py``). Otherwise Kafka keeps the old list (whose length no longer
             # fits); kraftlake lets directories follow their replicas, new ones UNASSIGNED.
             directories = (MIGRATING,) * len(new_replicas)
         else:
@@ -376,7 +391,7 @@ class PartitionChangeBuilder:
             out.append(d)
         return tuple(out)
 
-    def _update_elr(self, fields: dict[str, object]) -> None:
+    def _update_elr(self, fields: ChangeFields) -> None:
         """Step 5 (``maybeUpdateRecordElr``): an unclean election or ELR off empties the ELR."""
         p = self.partition
         if "isr" in fields or not self.elr_enabled:
@@ -395,7 +410,7 @@ class PartitionChangeBuilder:
         if self.target_last_known_elr != p.last_known_elr:
             fields["last_known_elr"] = self.target_last_known_elr
 
-    def _update_last_known_leader(self, fields: dict[str, object]) -> None:
+    def _update_last_known_leader(self, fields: ChangeFields) -> None:
         """Step 8 (``maybeUpdateLastKnownLeader``, as Kafka 4.1.1 simplified it): remember the
         leader the first time the partition becomes leaderless, whether or not its ISR changes;
         forget it once a change gives the partition a leader."""
@@ -405,14 +420,14 @@ class PartitionChangeBuilder:
         leader = fields.get("leader", LEADER_UNCHANGED)
         if leader == NO_LEADER and not p.last_known_elr:
             fields["last_known_elr"] = (p.leader,)
-        elif leader >= 0 and p.last_known_elr:  # type: ignore[operator]
+        elif leader >= 0 and p.last_known_elr:
             fields["last_known_elr"] = ()
 
     def build(self) -> PartitionChange | None:
         """The change that takes the partition to the targets, or None if nothing changes."""
         p = self.partition
         mv = self.metadata_version
-        fields: dict[str, object] = {}
+        fields: ChangeFields = {}
 
         self._complete_reassignment()
         self._populate_target_elr()
@@ -445,7 +460,7 @@ class PartitionChangeBuilder:
         # member; it keys on the ISR the record sets, not on the target (KAFKA-16624).
         if mv < MV_3_6_IV0 and "leader" not in fields:
             isr = fields.get("isr")
-            if isr is not None and not all(r in isr for r in p.isr):  # type: ignore[operator]
+            if isr is not None and not all(r in isr for r in p.isr):
                 fields["leader"] = p.leader
 
         self._update_last_known_leader(fields)
@@ -474,7 +489,7 @@ class PartitionChangeBuilder:
             version=partition_record_version(mv),
             topic_id=p.topic_id,
             partition_id=p.partition_id,
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
         return None if change_record_is_no_op(change) else change
 

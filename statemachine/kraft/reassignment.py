@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -56,7 +57,9 @@ class PartitionReassignmentRevert:
     unclean: bool
 
     @classmethod
-    def of(cls, replicas, isr, removing, adding) -> PartitionReassignmentRevert:
+    def of(
+        cls, replicas: Iterable[int], isr: Iterable[int], removing: Iterable[int], adding: Iterable[int]
+    ) -> PartitionReassignmentRevert:
         ongoing = PartitionReassignmentReplicas(tuple(removing), tuple(adding), tuple(replicas))
         original = ongoing.original_replicas()
         kept = tuple(r for r in isr if r not in ongoing.adding)

@@ -38,10 +38,11 @@ with two or more directories asks to stay fenced while it is above zero (``stay_
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from kraftlake.records.base import Record
 from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
 from kraftlake.records.observations import AssignReplicasToDirsRequest, DirectoryReplicas, TopicPartitions
 
@@ -231,7 +232,9 @@ def plan(view: ControllerView, broker: int, local: LocalStorage, *, seed: int, m
     )
 
 
-def disks_from_observations(view: ControllerView, broker: int, observations) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def disks_from_observations(
+    view: ControllerView, broker: int, observations: Iterable[Record]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(online, offline) directories of ``broker``'s process, from its observations in log order:
     the last LogDirsLoaded (a start), then the failures it saw or reported since. Without any
     start on record, the registration's directories (online) and those the controller took

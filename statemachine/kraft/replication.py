@@ -86,7 +86,9 @@ def unclean_election_enabled(view: ControllerView, topic_id: str) -> bool:
     return value is not None and value.strip().lower() == "true"
 
 
-def builder(view: ControllerView, partition: PartitionRegistration, acceptable=None) -> PartitionChangeBuilder:
+def builder(
+    view: ControllerView, partition: PartitionRegistration, acceptable: Callable[[int], bool] | None = None
+) -> PartitionChangeBuilder:
     """A change builder for ``partition`` with the controller's acceptor, default dirs, effective
     min ISR and ELR switch."""
     elr = elr_enabled(view)

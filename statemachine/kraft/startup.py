@@ -180,14 +180,12 @@ def load_dirs(
         meta = found[path]
         if meta == UNREADABLE:
             continue
-        if meta is None or meta.directory_id is None:  # type: ignore[union-attr]
-            base = meta if isinstance(meta, MetaProperties) else MetaProperties(cluster_id=cluster_id, node_id=node_id)
-            writes[path] = msgspec.structs.replace(
-                base, version=max(1, base.version), directory_id=_fresh_id(new_id, taken)
-            )
-            ids[path] = writes[path].directory_id  # type: ignore[assignment]
+        if isinstance(meta, MetaProperties) and meta.directory_id is not None:
+            ids[path] = meta.directory_id
         else:
-            ids[path] = meta.directory_id  # type: ignore[union-attr]
+            base = meta if isinstance(meta, MetaProperties) else MetaProperties(cluster_id=cluster_id, node_id=node_id)
+            ids[path] = fresh = _fresh_id(new_id, taken)
+            writes[path] = msgspec.structs.replace(base, version=max(1, base.version), directory_id=fresh)
     every = sorted_dirs(set(ids.values()) | set(offline))
     for path in ids:
         current = writes.get(path, found[path])
@@ -243,12 +241,14 @@ def plan_format(
             owner[meta.directory_id] = p
     taken = set(owner)
     out: dict[str, MetaProperties] = {}
+    ids: list[str] = []
     for p in paths:
         meta = found.get(p)
         base = meta if isinstance(meta, MetaProperties) else MetaProperties(cluster_id=cluster_id, node_id=node_id)
         d = base.directory_id or _fresh_id(new_id, taken)
+        ids.append(d)
         out[p] = msgspec.structs.replace(
             base, version=max(1, base.version), cluster_id=cluster_id, node_id=node_id, directory_id=d
         )
-    every = sorted_dirs(m.directory_id for m in out.values())  # type: ignore[misc]
+    every = sorted_dirs(ids)
     return {p: msgspec.structs.replace(m, directory_ids=every) for p, m in out.items()}

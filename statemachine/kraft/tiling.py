@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
-from kraftlake.records.base import Record, trusted, type_name
+from kraftlake.records.base import Record, struct_info, trusted, type_name
 from kraftlake.records.types import is_reserved, uuid_from_bytes
 
 from .replication import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -42,8 +42,8 @@ CONFIG_NAME = "config-name"
 Role = str | dict[str, Any]
 """A role for a value, or for a nested Struct (or a tuple of them): the roles of its fields."""
 
-_ASSIGNMENT = {"broker": BROKER, "directory": UUID}
-_PARTITION = {
+_ASSIGNMENT: dict[str, Role] = {"broker": BROKER, "directory": UUID}
+_PARTITION: dict[str, Role] = {
     "topic_id": UUID,
     "replicas": BROKER,
     "isr": BROKER,
@@ -154,7 +154,13 @@ class Tile:
 
     def scalar(self, role: str) -> Callable[[Any], Any]:
         """The function that remaps one value of ``role`` (not ``CONFIG_NAME``: it needs the row)."""
-        return {BROKER: self.broker, UUID: self.uuid, TOPIC: self.topic, PATH: self.path}[role]
+        fns: dict[str, Callable[[Any], Any]] = {
+            BROKER: self.broker,
+            UUID: self.uuid,
+            TOPIC: self.topic,
+            PATH: self.path,
+        }
+        return fns[role]
 
 
 def _unwrap(t: mi.Type) -> tuple[mi.Type, bool]:
@@ -192,7 +198,9 @@ def _value_fn(role: Role, ftype: mi.Type, tile: Tile) -> Callable[[Any], Any]:
             raise ValueError(f"a {t.cls.__name__} needs the roles of its fields, not {role!r}")
         fn = _struct_fn(t.cls, role, tile)
     else:
-        fn = tile.scalar(role)  # type: ignore[arg-type]
+        if not isinstance(role, str):
+            raise ValueError(f"a {t!r} takes one role, not the roles of fields {role!r}")
+        fn = tile.scalar(role)
     return (lambda v: None if v is None else fn(v)) if optional else fn
 
 
@@ -200,7 +208,7 @@ def _struct_fn(cls: type, fields: dict[str, Role], tile: Tile, envelope: tuple[s
     """``replace(r, field=f(r.field), ...)`` for ``fields`` and the ``envelope`` assignments,
     compiled once per type: the tiler calls it for every record of 10^8, where a loop over the
     fields costs several times the replace itself."""
-    types = {f.name: f.type for f in mi.type_info(cls).fields}
+    types = {f.name: f.type for f in struct_info(cls).fields}
     env: dict[str, Any] = {"replace": msgspec.structs.replace, "config_name": tile.config_name}
     args = []
     for i, (name, role) in enumerate(fields.items()):

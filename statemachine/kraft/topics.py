@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable, Mapping
 
 from kraftlake.records.kraft import (
     LRS_RECOVERED,
     LRS_RECOVERING,
     Config,
     Partition,
+    PartitionChange,
     RemoveTopic,
     ReplicaDirectory,
     Topic,
@@ -110,7 +112,15 @@ def usable_brokers(view: ControllerView) -> list[tuple[int, bool]]:
     return [(b, reg.fenced) for b, reg in sorted(view.brokers.items())]
 
 
-def _place(view, config, weights_in, key: str, first: int, partition_ids, rf: int) -> tuple | str:
+def _place(
+    view: ControllerView,
+    config: c.ControllerConfig,
+    weights_in: Mapping[int, int] | None,
+    key: str,
+    first: int,
+    partition_ids: Iterable[int],
+    rf: int,
+) -> tuple[tuple[int, ...], ...] | str:
     """Replica lists for ``partition_ids`` (seeded from the operation's first offset and ``key``), or
     why not (the placer's words, without Kafka's "Unable to replicate" prefix). Kafka's
     StripedReplicaPlacer's broker set (``usable_brokers``) and checks: a positive replication
@@ -143,7 +153,9 @@ def _place(view, config, weights_in, key: str, first: int, partition_ids, rf: in
     return tuple(picked)
 
 
-def _new_partitions(view: ControllerView, topic_id: str, start: int, assignments) -> list[Partition]:
+def _new_partitions(
+    view: ControllerView, topic_id: str, start: int, assignments: Iterable[tuple[int, ...]]
+) -> list[Partition]:
     """PartitionRecords for new partitions ``start``.. (``buildPartitionRegistration``): ISR = the
     active replicas, the first of them leads, replicas in their default directories."""
     mv = view.metadata_version
@@ -152,7 +164,7 @@ def _new_partitions(view: ControllerView, topic_id: str, start: int, assignments
     out = []
     for pid, replicas in enumerate(assignments, start):
         isr = tuple(b for b in replicas if view.is_active(b))
-        assignment = ()
+        assignment: tuple[ReplicaDirectory, ...] = ()
         if directories_supported(mv):
             assignment = tuple(ReplicaDirectory(broker=b, directory=default_dir(b)) for b in replicas)
         out.append(
@@ -299,10 +311,10 @@ def alter_partition(view: ControllerView, cmd: c.AlterPartition) -> c.Decision:
             return error(ineligible, f"broker {b} is unregistered, fenced or shutting down")
         if epoch != -1 and epoch != other.epoch:
             return error(ineligible, f"broker {b}: broker epoch mismatch: requested={epoch} VS expected={other.epoch}")
-    b = builder(view, p)
+    pcb = builder(view, p)
     if unclean_election_enabled(view, p.topic_id):
-        b.set_election(Election.UNCLEAN)
-    change = b.set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
+        pcb.set_election(Election.UNCLEAN)
+    change = pcb.set_target_isr(new_isr).set_target_leader_recovery_state(lrs).build()
     merged = p if change is None else merge(p, change)
     # The builder may elect another leader (a completed reassignment removed the leader, or its
     # directory went offline): Kafka writes that change and answers NEW_LEADER_ELECTED
@@ -341,7 +353,7 @@ def reassign_partition(view: ControllerView, cmd: c.ReassignPartition) -> c.Deci
             )
         )
 
-    def done(change) -> c.Decision:
+    def done(change: PartitionChange | None) -> c.Decision:
         return c.Decision(
             records=() if change is None else (change,),
             reply=c.ReassignPartitionReply(allow_replication_factor_change=allow_rf_change),

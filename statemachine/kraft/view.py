@@ -13,7 +13,7 @@ in, byte-identical image out, in every process.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from itertools import islice
 from typing import Any
 
@@ -383,7 +383,7 @@ class ControllerView:
         return before
 
     def _image_fields(self, partitions: bool = True) -> dict[str, Any]:
-        fields = {
+        fields: dict[str, Any] = {
             "features": dict(sorted(self.features.items())),
             "brokers": tuple(broker_image(b) for _, b in sorted(self.brokers.items())),
             "controllers": tuple(c for _, c in sorted(self.controllers.items())),
@@ -464,7 +464,7 @@ class ControllerView:
 
     def _sync(self) -> None:
         """Build the partition indexes, or bring them up to date with what replay changed."""
-        dirty = self.dirty
+        dirty: Collection[PartitionKey] | None = self.dirty
         if dirty is None:
             dirty = [(t, p) for t, parts in self.partitions.items() for p in parts]
         elif not dirty:
@@ -477,14 +477,13 @@ class ControllerView:
             if old is new:
                 continue
             # merge() reuses the tuples a change leaves alone: identity says what did not move.
-            both = old is not None and new is not None
-            if not (both and old.isr is new.isr):
+            if old is None or new is None or old.isr is not new.isr:
                 move_key(self._isr_index, key, () if old is None else old.isr, () if new is None else new.isr)
-            if not (both and old.replicas is new.replicas):
+            if old is None or new is None or old.replicas is not new.replicas:
                 move_key(
                     self._replica_index, key, () if old is None else old.replicas, () if new is None else new.replicas
                 )
-            if not (both and old.directories is new.directories):
+            if old is None or new is None or old.directories is not new.directories:
                 move_key(
                     self._dir_index,
                     key,
@@ -526,7 +525,7 @@ class ControllerView:
         return self._leaderless
 
 
-def move_key(index: dict, key: PartitionKey, old, new) -> None:
+def move_key(index: dict[Any, set[PartitionKey]], key: PartitionKey, old: Iterable[Any], new: Iterable[Any]) -> None:
     """Index ``key`` under the members of ``new`` instead of those of ``old``."""
     for m in old:
         if m not in new:

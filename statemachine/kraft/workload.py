@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -27,7 +28,7 @@ from .. import placement
 from . import commands as c
 from . import replica_manager, startup
 from .brokers import supported_features
-from .controller import Controller
+from .controller import Controller, Decide
 from .decider import decide
 from .directory_ids import is_online
 from .features import MV_3_9_IV0, MV_4_1_IV0
@@ -106,7 +107,7 @@ class Cluster:
         unknown = set(config.faults) - set(FAULTS)
         if unknown or not config.faults:
             raise ValueError(f"faults must be some of {', '.join(FAULTS)}; got {sorted(unknown) or 'none'}")
-        decide_fn = decide
+        decide_fn: Decide = decide
         self.broker_bug = config.bug if config.bug in BROKER_BUGS else None
         if config.bug is not None and self.broker_bug is None:
             from .bugs import BUGS
@@ -137,7 +138,7 @@ class Cluster:
         self.flush()
         decision = self.controller.handle(command)
         if advance:
-            self.controller.ts_ms += self.config.step_ms  # type: ignore[operator]
+            self.controller.ts_ms += self.config.step_ms  # type: ignore[operator]  # set to start_ms in __init__
         return decision
 
     def flush(self) -> None:
@@ -167,8 +168,8 @@ class Cluster:
             raise AssertionError(f"broker {b} refused to start: {loaded.reason}")
         for path, meta in loaded.writes:
             self.disks[b][path] = meta
-        for d in loaded.online:
-            self.free.setdefault(d, self.rng.randrange(100, 4000) * 1_000_000_000)
+        for online in loaded.online:
+            self.free.setdefault(online, self.rng.randrange(100, 4000) * 1_000_000_000)
         self.dirs[b] = list(loaded.online)
         self.observe(loaded.record(b))
         self.incarnation[b] = self.incarnation.get(b, -1) + 1
@@ -226,7 +227,7 @@ class Cluster:
         self.run(c.AssignReplicasToDirs(request=plan.request), advance=advance)
         return self.mismatched(b)
 
-    def heartbeat(self, b: int, **kw) -> c.Decision:
+    def heartbeat(self, b: int, **kw: Any) -> c.Decision:
         return self.run(
             c.Heartbeat(
                 broker_id=b,
@@ -302,6 +303,7 @@ class Cluster:
     def _restart(self, b: int, *, replace_disks: bool) -> None:
         for _ in range(3):
             d = self.heartbeat(b, want_shut_down=True)
+            assert isinstance(d.reply, c.HeartbeatReply)
             if d.reply.should_shut_down:
                 break
         # A controlled shutdown leaves a clean-shutdown file naming the broker's epoch.
@@ -404,7 +406,7 @@ class Cluster:
         self._place_new_replicas(d.records)
         return d
 
-    def _place_new_replicas(self, records) -> None:
+    def _place_new_replicas(self, records: Iterable[Record]) -> None:
         """The brokers learn of new partitions together and place their replicas at once."""
         hosts = sorted({b for r in records if isinstance(r, Partition) for b in r.replicas})
         for b in hosts:

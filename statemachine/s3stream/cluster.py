@@ -90,7 +90,7 @@ def describe_streams(view: StreamsView, cmd: c.DescribeStreams) -> c.Decision:
             described=tuple(
                 c.StreamInfo(
                     stream_id=s.stream_id,
-                    node_id=-1 if s.owner() is None else s.owner(),  # type: ignore[arg-type]
+                    node_id=-1 if (owner := s.owner()) is None else owner,
                     epoch=s.epoch,
                     start_offset=s.start_offset,
                     end_offset=s.end_offset,

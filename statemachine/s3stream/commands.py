@@ -8,7 +8,7 @@ the node's requests. Errors are AutoMQ's codes (its ``Errors``); an error decide
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -290,5 +290,5 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
         return self.reply.error
 
 
-def fail(error: int, message: str | None = None, **reply) -> Decision:
+def fail(error: int, message: str | None = None, **reply: Any) -> Decision:
     return Decision(reply=Reply(error=error, message=message, **reply))

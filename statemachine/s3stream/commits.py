@@ -144,14 +144,15 @@ def commit_stream_set_object(
     data_ts, order_id = cmd.now_ms, cmd.order_id
     if compaction:
         node = view.nodes[cmd.node_id]
-        compacted = [node.stream_set_objects.get(i) for i in cmd.compacted_object_ids]
+        found = [node.stream_set_objects.get(i) for i in cmd.compacted_object_ids]
+        compacted = [o for o in found if o is not None]
         marks = mark_destroy(view, cmd.compacted_object_ids, (), cmd.now_ms, pending)
-        if marks is None or any(o is None for o in compacted):
+        if marks is None or len(compacted) != len(found):
             return c.fail(c.COMPACTED_OBJECTS_NOT_FOUND, f"compacted objects {list(cmd.compacted_object_ids)}")
         records += marks
-        data_ts = min(o.data_time_in_ms for o in compacted)  # type: ignore[union-attr]
+        data_ts = min(o.data_time_in_ms for o in compacted)
         if order_id == -1:
-            order_id = min(o.order_id for o in compacted)  # type: ignore[union-attr]
+            order_id = min(o.order_id for o in compacted)
     if cmd.object_id != -1:
         inline = tuple(
             StreamRange(stream_id=r.stream_id, start_offset=r.start_offset, end_offset=r.end_offset)

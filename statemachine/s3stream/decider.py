@@ -7,12 +7,14 @@ the next view, as AutoMQ replays a committed ControllerResult.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from . import cluster, commits, nodes, objects, streams
 from . import commands as c
 from .view import StreamsView
 
-_DECIDE: dict[type, Callable[[StreamsView, object], c.Decision]] = {
+# Each handler takes the command of its key's class, which a dict type cannot say: Any, as in the reducers.
+_DECIDE: dict[type, Callable[[StreamsView, Any], c.Decision]] = {
     c.CreateStream: streams.create,
     c.OpenStream: streams.open_stream,
     c.CloseStream: streams.close_stream,
@@ -31,7 +33,7 @@ _DECIDE: dict[type, Callable[[StreamsView, object], c.Decision]] = {
     c.GetNodes: cluster.get_nodes,
     c.DescribeStreams: cluster.describe_streams,
     c.CleanupScaleInNodes: cluster.cleanup_scale_in_nodes,
-}  # type: ignore[dict-item]
+}
 
 
 def decide(view: StreamsView, command: c.Command) -> c.Decision:

@@ -82,7 +82,9 @@ _AT_BITS = 41
 """Offsets below 2^41 and stream ids below 2^21 fit one sortable int64 with a bit to spare."""
 
 
-def _sum_edges(ids: np.ndarray, starts: np.ndarray, ends: np.ndarray, steps: np.ndarray):
+def _sum_edges(
+    ids: np.ndarray, starts: np.ndarray, ends: np.ndarray, steps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Forward entries counted in (step 1) or out (-1), as (stream, offset, sum) where the sum of
     entries starting minus entries ending there is not zero. One sort of int64 keys (stream,
     offset, sign) when the numbers fit, else a sort by two keys."""

@@ -6,6 +6,8 @@ object carries one ``timestamp`` and its ``attributes``; before, the four legacy
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from kraftlake.records.s3stream import (
     MATCH_ALL_BUCKET,
     NOOP_OBJECT_ID,
@@ -22,6 +24,15 @@ from . import commands as c
 from .view import V2, ObjectMeta, StreamsView
 
 
+class LegacyTimes(TypedDict, total=False):
+    """The time fields of an S3Object record before V2."""
+
+    prepared_time_in_ms: int
+    expired_time_in_ms: int
+    committed_time_in_ms: int
+    mark_destroyed_time_in_ms: int
+
+
 def object_record(
     view: StreamsView,
     obj: ObjectMeta,
@@ -30,7 +41,7 @@ def object_record(
     timestamp: int,
     size: int | None = None,
     attrs: int | None = None,
-    legacy: dict[str, int] | None = None,
+    legacy: LegacyTimes | None = None,
     ts_ms: int | None = None,
 ) -> S3Object:
     """The S3Object record for ``obj`` in ``state``, at the version ``automq.version`` chooses;

@@ -7,6 +7,8 @@ and nothing else (entries the snapshot lacks are gone). ``replay(image_records(v
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from kraftlake.records.base import Record
@@ -90,21 +92,25 @@ def image_records(view: StreamsView) -> list[Record]:
             out.append(msgspec.structs.replace(head, start_offset=s.start_offset))
     for nid, n in sorted(view.nodes.items()):
         out.append(NodeWALMetadata(node_id=nid, node_epoch=n.node_epoch, failover_mode=n.failover_mode))
-        for _, o in sorted(n.stream_set_objects.items()):
+        for _, sso in sorted(n.stream_set_objects.items()):
             # Inline ranges are the v0 record's (before V2); from v1 they live in the index block.
-            extra = {"version": 0, "ranges": o.ranges} if o.ranges else {}
+            extra: dict[str, Any] = {"version": 0, "ranges": sso.ranges} if sso.ranges else {}
             out.append(
                 S3StreamSetObject(
-                    node_id=nid, object_id=o.object_id, order_id=o.order_id, data_time_in_ms=o.data_time_in_ms, **extra
+                    node_id=nid,
+                    object_id=sso.object_id,
+                    order_id=sso.order_id,
+                    data_time_in_ms=sso.data_time_in_ms,
+                    **extra,
                 )
             )
-        entries = [
+        uncommitted = [
             UncommittedOffset(stream_id=u.stream_id, start_offset=u.start_offset, end_offset=u.end_offset)
             for _, u in sorted(n.uncommitted.items())
         ]
-        for at in range(0, len(entries), MAX_UNCOMMITTED_ENTRIES):
+        for at in range(0, len(uncommitted), MAX_UNCOMMITTED_ENTRIES):
             out.append(
-                NodeWALUncommittedOffsets(node_id=nid, entries=tuple(entries[at : at + MAX_UNCOMMITTED_ENTRIES]))
+                NodeWALUncommittedOffsets(node_id=nid, entries=tuple(uncommitted[at : at + MAX_UNCOMMITTED_ENTRIES]))
             )
     for ns, entries in sorted(view.kv.items(), key=lambda kv: (kv[0] is not None, kv[0] or "")):
         values = tuple(KeyValue(key=k, value=v, namespace=ns) for k, v in sorted(entries.items()))

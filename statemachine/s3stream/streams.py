@@ -6,6 +6,8 @@ records. Checks run in AutoMQ's order, because the order decides which error a c
 
 from __future__ import annotations
 
+from typing import Any
+
 from kraftlake.records.s3stream import (
     AssignedStreamId,
     CompactOperation,
@@ -78,7 +80,7 @@ def stream_record(
 
 
 def range_record(r: RangeMeta, stream_id: int, **changes: int) -> Range:
-    fields = {
+    fields: dict[str, Any] = {
         "epoch": r.epoch,
         "range_index": r.range_index,
         "start_offset": r.start_offset,
@@ -142,8 +144,8 @@ def open_stream(view: StreamsView, cmd: c.OpenStream) -> c.Decision:
             return c.fail(c.STREAM_FENCED)
         if duty:
             return c.fail(c.STREAM_NOT_CLOSED)
-        records = () if s.state == StreamState.OPENED else (stream_record(view, s, state=StreamState.OPENED),)
-        return c.Decision(records=records, reply=c.Reply(start_offset=s.start_offset, next_offset=s.end_offset))
+        reopen = () if s.state == StreamState.OPENED else (stream_record(view, s, state=StreamState.OPENED),)
+        return c.Decision(records=reopen, reply=c.Reply(start_offset=s.start_offset, next_offset=s.end_offset))
     if s.state == StreamState.OPENED:
         return c.fail(c.STREAM_NOT_CLOSED)
     if duty:
@@ -151,19 +153,19 @@ def open_stream(view: StreamsView, cmd: c.OpenStream) -> c.Decision:
     owner = s.owner()
     if owner is not None and owner != cmd.node_id and is_locked(view, owner):
         return c.fail(c.NODE_LOCKED)
-    cur = s.range_index
+    index = s.range_index
     end = s.end_offset
     records: list = [
-        stream_record(view, s, epoch=cmd.stream_epoch, range_index=cur + 1, state=StreamState.OPENED, tags=cmd.tags)
+        stream_record(view, s, epoch=cmd.stream_epoch, range_index=index + 1, state=StreamState.OPENED, tags=cmd.tags)
     ]
-    old = s.ranges.get(cur)
-    if cur + 1 > 0 and old is not None:
+    old = s.ranges.get(index)
+    if index + 1 > 0 and old is not None:
         records.append(range_record(old, s.stream_id, end_offset=end))
     records.append(
         Range(
             stream_id=s.stream_id,
             epoch=cmd.stream_epoch,
-            range_index=cur + 1,
+            range_index=index + 1,
             start_offset=end,
             end_offset=end,
             node_id=cmd.node_id,

@@ -228,7 +228,7 @@ class StreamsView:
 
     # -- queries the deciders, the read path and the audits share --------------------------------
 
-    def sso_ranges(self, node_id: int, sso: StreamSetObjectMeta) -> Sequence[StreamRange]:
+    def sso_ranges(self, node_id: int, sso: StreamSetObjectMeta) -> StreamRanges | Sequence[StreamRange]:
         """A stream-set object's ranges: inline (before V2) or from its index block."""
         return sso.ranges or self.object_index.get(sso.object_id, ())
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kraftlake.records import Log, NoOp
-from kraftlake.records import log as log_module
 from kraftlake.records.kafka.importer import import_kafka
+from kraftlake.records.store import log as log_module
 from kraftlake.replay import snapshots as snapshots_module
 from kraftlake.replay.snapshots import SnapshotStore
 from kraftlake.replay.state import state_at, take_snapshots

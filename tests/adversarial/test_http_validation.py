@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kraftlake.records import Log, NoOp, RecordError
 from kraftlake.records.bookkeeper import RecoveryDelayChanged
 from kraftlake.records.catalog import BY_NAME
-from kraftlake.records.log import AppendResult
+from kraftlake.records.store.log import AppendResult
 from kraftlake.service.commit_process import CommitProcess
 from kraftlake.service.committer import CommitConfig, GroupCommitter
 

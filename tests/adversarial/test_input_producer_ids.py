@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kraftlake.records import Log, RecordError, appending
+from kraftlake.records import Log, RecordError
 from kraftlake.records.kraft import NoOp
+from kraftlake.records.store import appending
 
 
 def _noop():
@@ -72,7 +73,7 @@ def test_log_written_with_the_old_keys_still_answers_retries(log_path, monkeypat
     retries of its batches are still acknowledged, including ids with ``/`` whose old keys were
     ambiguous (read from the commits' metadata instead)."""
     with monkeypatch.context() as m:
-        m.setattr("kraftlake.records.log.KEY_FORMAT", 0)  # the old code set no key format
+        m.setattr("kraftlake.records.store.log.KEY_FORMAT", 0)  # the old code set no key format
         m.setattr(appending, "_producer_txns", _old_keys)
         old = Log.create(log_path)
         a = old.append(_noop() * 2, producer="svc/a", seq=3)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kraftlake.cli import app
 from kraftlake.records import CorruptStoreError, Log, NoOp
-from kraftlake.records.location import resolve
+from kraftlake.records.store.location import resolve
 
 runner = CliRunner()
 LINE = '{"type": "NoOp"}\n'

@@ -161,7 +161,7 @@ def test_envelope_disagreeing_with_the_record_blob(store, tmp_path, column):
 def _replace_data_file(path: Path, f: Path, body: bytes) -> None:
     """``f`` rewritten as ``body`` by a writer that gets it wrong but names it right: a new name
     with the digest of ``body`` (``records.digests``), in the commit that added ``f``."""
-    from kraftlake.records import digests
+    from kraftlake.records.store import digests
 
     new = f.parent / digests.named(f.name.split(".crc32-")[0] + ".zstd.parquet", body)
     new.write_bytes(body)
@@ -207,7 +207,7 @@ def test_a_damaged_commit_is_said_in_the_same_words_on_every_store(table_uri, da
     """Issue 54, item 8: on S3 the same damage gave exit code 1 and delta-rs's Rust debug output
     (``Kernel error: … ParsedLogPath { location: FileMeta { …``)."""
     from kraftlake.records import NoOp
-    from kraftlake.records.location import resolve
+    from kraftlake.records.store.location import resolve
 
     log = Log.create(table_uri)
     for _ in range(4):

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kraftlake.cli import app
-from kraftlake.records import CorruptStoreError, Log, digests
+from kraftlake.records import CorruptStoreError, Log
+from kraftlake.records.store import digests
 
 runner = CliRunner()
 FLIPS = 4

@@ -9,15 +9,16 @@ import ast
 import sys
 from pathlib import Path
 
-import kraftlake.spark.plan as plan_package
+import kraftlake.replay.plan as plan_package
 
 METHODS = frozenset(
     {"rows", "iter_rows", "arrow", "arrow_batches", "keep", "view", "table", "arrow_table", "directories"}
 )
 """The engine methods that run SQL or register a relation the SQL reads."""
 
-ENGINES = ("duck.py", "sparksql.py")
-"""The engines themselves: what they run is the statements' implementation, not the plan's."""
+ENGINES = ("duck.py",)
+"""The embedded engine itself: what it runs is the statements' implementation, not the plan's
+(Spark's, ``spark.engine``, lives with what only Spark needs)."""
 
 
 def plan_files() -> list[Path]:

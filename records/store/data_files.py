@@ -18,9 +18,9 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ..errors import CorruptStoreError
 from . import digests
 from .delta_commit import DataFile
-from .errors import CorruptStoreError
 from .location import Location, resolve
 
 try:

@@ -29,7 +29,7 @@ import re
 import zlib
 from typing import TYPE_CHECKING
 
-from .errors import CorruptStoreError
+from ..errors import CorruptStoreError
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -8,6 +8,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .log_parts import LogParts
+
 
 @dataclass(frozen=True)
 class Commit:
@@ -28,7 +30,7 @@ class Commit:
         return asdict(self)
 
 
-class HistoryMixin:
+class HistoryMixin(LogParts):
     """``Log.history``, read from the ``Log``'s table once it caught up (``_fresh``, log.py)."""
 
     def history(self, limit: int | None = None) -> list[Commit]:
@@ -52,7 +54,7 @@ class HistoryMixin:
                     seq=num("kraftlake.seq"),
                     batches=tuple(tuple(b) for b in json.loads(h["kraftlake.batches"]))
                     if "kraftlake.batches" in h
-                    else (),  # type: ignore[misc]
+                    else (),
                 )
             )
         return out

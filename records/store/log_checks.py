@@ -29,7 +29,7 @@ from deltalake.schema import Field as DeltaField
 from deltalake.schema import Schema as DeltaSchema
 from deltalake.schema import StructType
 
-from .errors import CorruptStoreError, LogNotFoundError
+from ..errors import CorruptStoreError, LogNotFoundError
 from .location import Location
 
 LOG_NAME = "kraftlake"
@@ -97,7 +97,7 @@ def check_kind(dt: DeltaTable, where: Location) -> None:
     """``LogNotFoundError`` naming what makes ``dt`` something else than a kraftlake log."""
     name = dt.metadata().name
     if name != LOG_NAME:
-        named = "has no name" if name is None else f"is named {name!r}"
+        named = "has no name" if name is None else f"is named {name!r}"  # type: ignore[redundant-expr]  # deltalake's stub: str
         raise LogNotFoundError(
             f"{where.uri} holds a Delta table that is not a kraftlake log: it {named}, a log is"
             f" named {LOG_NAME!r} (a log is made by `kraftlake init`)"
@@ -217,10 +217,10 @@ def damaged_commit(where: Location) -> CorruptStoreError | None:
             return CorruptStoreError(f"{file} is not a Delta commit: it holds no actions", file=file)
         for action in actions:
             for kind, body in action.items():
-                missing = [k for k in REQUIRED.get(kind, ()) if not isinstance(body, dict) or k not in body]
-                if missing:
+                absent = [k for k in REQUIRED.get(kind, ()) if not isinstance(body, dict) or k not in body]
+                if absent:
                     return CorruptStoreError(
-                        f"{file} is not a Delta commit: one of its {kind} actions has no {missing[0]!r}", file=file
+                        f"{file} is not a Delta commit: one of its {kind} actions has no {absent[0]!r}", file=file
                     )
     return None
 
@@ -238,7 +238,7 @@ def follows(adds: Sequence[Mapping[str, object]], txns: Mapping[str, int], last:
     spans = []
     for add in adds:
         try:
-            stats = msgspec.json.decode(add.get("stats") or "{}")
+            stats = msgspec.json.decode(add.get("stats") or "{}")  # type: ignore[call-overload]  # else TypeError below
             n = stats["numRecords"]
             if n:
                 spans.append((int(stats["minValues"]["offset"]), int(stats["maxValues"]["offset"]), int(n)))

@@ -24,15 +24,16 @@ from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
+from ..arrow import LOG_SCHEMA, RECORD_COLUMN
+from ..arrow_input import from_arrow
+from ..base import Record, gc_paused
+from ..columnar import ColumnBatch, Validated, from_python, stamped, to_table
+from ..errors import AppendConflictError, CorruptStoreError, RecordError
+from ..producer import ProducerSeq
 from . import digests, log_checks
-from .arrow import LOG_SCHEMA, RECORD_COLUMN
-from .arrow_input import from_arrow
-from .base import Record, gc_paused
-from .columnar import ColumnBatch, Validated, from_python, stamped, to_table
 from .data_files import ENGINE_VERSION, now_ms, write_data_file
 from .delta_commit import DataFile, checkpoint, commit_json
-from .errors import AppendConflictError, CorruptStoreError, RecordError
-from .producer import ProducerSeq
+from .log_parts import LogParts
 from .snapshot import OFFSET_TXN, arrow_schema
 
 log = get_logger("kraftlake.log")
@@ -103,7 +104,7 @@ def _producer_txns(producer: str, seq: int, first: int, last: int, version: int)
     ]
 
 
-class AppendingMixin:
+class AppendingMixin(LogParts):
     """``Log``'s appends, over the ``Log``'s state (log.py): the version it stands on and the app
     transactions there (``_head``, ``_txn``), the commit lock, ``_catch_up`` after a lost race;
     and its ``history``, which says where a retry older than the stored sequence landed."""
@@ -183,7 +184,7 @@ class AppendingMixin:
         batch = (
             (records if isinstance(records, (Validated, ColumnBatch)) else list(records))
             if validated
-            else from_python(records)
+            else from_python(records)  # type: ignore[arg-type]  # not validated: records, never columns
         )
         if not self._schema_checked:
             self._evolve_schema()
@@ -194,7 +195,7 @@ class AppendingMixin:
         rng = random.Random(batch_id)  # jitter only: no effect on what is written
         for attempt in range(1, max_attempts + 1):
             if producer is not None:
-                done = self._duplicate(producer, seq)  # type: ignore[arg-type]
+                done = self._duplicate(producer, seq)  # type: ignore[arg-type]  # ProducerSeq.of: a seq with a producer
                 if done is not None:
                     return done
             first = self.last_offset + 1
@@ -273,7 +274,7 @@ class AppendingMixin:
             "kraftlake.records": str(n),
         }
         if producer is not None:
-            txns += _producer_txns(producer, seq, first, last, version + 1)  # type: ignore[arg-type]
+            txns += _producer_txns(producer, seq, first, last, version + 1)  # type: ignore[arg-type]  # seq with producer
             meta |= {"kraftlake.producer": producer, "kraftlake.seq": str(seq)}
         if group is not None:
             # Each producer's newest batch in the group is its stored sequence; every batch's
@@ -281,7 +282,7 @@ class AppendingMixin:
             newest: dict[str, tuple[int, int, int]] = {}
             for p, q, lo, hi in group:
                 if p is not None:
-                    newest[p] = (q, lo, hi)  # type: ignore[assignment]
+                    newest[p] = (q, lo, hi)  # type: ignore[assignment]  # a producer's batch has its seq
             for p, (q, lo, hi) in sorted(newest.items()):
                 txns += _producer_txns(p, q, lo, hi, version + 1)
             meta["kraftlake.batches"] = json.dumps(group)
@@ -340,18 +341,18 @@ class AppendingMixin:
             claimed: dict[str, int] = {}
             for i, b in enumerate(batches):
                 if b.producer is not None:
-                    done = self._duplicate(b.producer, b.seq)  # type: ignore[arg-type]
+                    done = self._duplicate(b.producer, b.seq)  # type: ignore[arg-type]  # checked: a seq with a producer
                     if done is not None:
                         results[i] = done
                         continue
-                    if claimed.get(b.producer, -1) >= b.seq:  # type: ignore[operator]
+                    if claimed.get(b.producer, -1) >= b.seq:  # type: ignore[operator]  # as above
                         raise RecordError(
                             f"producer {b.producer!r}: seq {b.seq} follows seq {claimed[b.producer]} in one group"
                         )
-                    claimed[b.producer] = b.seq  # type: ignore[assignment]
+                    claimed[b.producer] = b.seq  # type: ignore[assignment]  # as above
                 pending.append(i)
             if not pending:
-                return results  # type: ignore[return-value]
+                return results  # type: ignore[return-value]  # every slot filled
             first = self.last_offset + 1
             version = self._head
             # One table for the whole group (a table per batch costs a conversion per column
@@ -377,7 +378,7 @@ class AppendingMixin:
             if landed is not None:
                 for i, (_, _, lo, hi) in zip(pending, group):
                     results[i] = AppendResult(lo, hi, landed.version)
-                return results  # type: ignore[return-value]
+                return results  # type: ignore[return-value]  # every slot filled
             self._catch_up()
             time.sleep(rng.uniform(0, min(0.05, 0.002 * attempt)))
         raise AppendConflictError(f"gave up after {max_attempts} attempts: other writers kept committing first")
@@ -391,12 +392,12 @@ class AppendingMixin:
             cache[producer] = None
             for c in self.history():
                 if c.producer == producer and c.seq is not None and c.first_offset is not None:
-                    cache[producer] = (c.seq, c.first_offset, c.last_offset, c.version)  # type: ignore[assignment]
+                    cache[producer] = (c.seq, c.first_offset, c.last_offset, c.version)  # type: ignore[assignment]  # set with first
                     break
-                mine = [(q, lo, hi) for p, q, lo, hi in c.batches if p == producer]
+                mine = [(q, lo, hi) for p, q, lo, hi in c.batches if p == producer and q is not None]
                 if mine:
-                    q, lo, hi = max(mine)  # type: ignore[type-var]
-                    cache[producer] = (q, lo, hi, c.version)  # type: ignore[assignment]
+                    q, lo, hi = max(mine)
+                    cache[producer] = (q, lo, hi, c.version)
                     break
         return cache[producer]
 
@@ -417,7 +418,7 @@ class AppendingMixin:
         # An older batch (a retry whose acknowledgement was lost long ago): its commit says where.
         for c in self.history():
             if c.producer == producer and c.seq == seq and c.first_offset is not None:
-                return AppendResult(c.first_offset, c.last_offset, c.version, duplicate=True)  # type: ignore[arg-type]
+                return AppendResult(c.first_offset, c.last_offset, c.version, duplicate=True)  # type: ignore[arg-type]  # set with first
             for p, q, lo, hi in c.batches:
                 if p == producer and q == seq:
                     return AppendResult(lo, hi, c.version, duplicate=True)

@@ -1,5 +1,5 @@
 """The driver's side of the columnar audit, shared by every engine that runs the plan
-(``plan.sql``): what is computed from the control plane (``spark.control``: brokers, topics,
+(``plan.sql``): what is computed from the control plane (``plan.control``: brokers, topics,
 observations, a few percent of a history) in plain Python, and the words and report of what the
 engines find. Partitions are numbered per lifetime (``pk``) in the plan and named here."""
 
@@ -8,15 +8,16 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from operator import itemgetter
+from typing import Any
 
 from kraftlake.records.kraft import LOST
 from kraftlake.replay.books import AuditReport, Violation, assemble_report, violation
-from kraftlake.replay.kraft_audit import k10_live, k11_message
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import say as say_text
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED
+from kraftlake.statemachine.kraft.invariants import k10_live, k11_message
 
-from ..control import BrokerSegment, ControlPlane
+from .control import BrokerSegment, ControlPlane
 
 
 def partition_of(lives: list[tuple[str, int, int | None]], pk: int) -> tuple[str, int]:
@@ -68,6 +69,8 @@ def offline_runs(marks: Iterable[tuple[int, Offline]], candidates: set[str]) -> 
         if state == prev:
             continue
         (complement, named), (was_complement, was_named) = state, prev
+        ending: Iterable[str]
+        beginning: Iterable[str]
         if complement and was_complement:
             ending = (named - was_named) & candidates
             beginning = (was_named - named) & candidates
@@ -123,6 +126,10 @@ def _registered_offline(reg) -> Offline:
     return (True, frozenset(reg.log_dirs))
 
 
+_NOT_MULTI = (("K8", False), ("K10", False))
+"""K8 and K10 where the broker is not a live multi-directory broker with replicas UNASSIGNED."""
+
+
 def broker_checks(
     plane: ControlPlane, counts: Iterable[tuple[int, int, int]], events: set[tuple[int, int]], found: ViolationList
 ) -> tuple[ViolationList, int]:
@@ -145,6 +152,7 @@ def broker_checks(
     entities: dict[int, str] = {}  # one string per broker, shared by its many intervals
     candidates = ViolationList()
     crossings = 0
+    x: Any  # a segment (kind 0), a count (1) or a request's own mismatches (2)
     for offset, b, kind, x in merged:
         if kind == 0:
             seg[b] = x
@@ -159,15 +167,19 @@ def broker_checks(
             continue
         count[b] = n = x
         crossings += (offset, b) not in events
-        multi = r is not None and n > 0 and len(r.log_dirs) >= 2  # type: ignore[operator]
-        for inv, bad in (("K8", multi and not r.fenced), ("K10", multi and k10_live(r, s.unfenced_since_registered))):
+        dirs = len(r.log_dirs) if r is not None else 0
+        if r is None or s is None or n <= 0 or dirs < 2:
+            checks: tuple[tuple[str, bool], ...] = _NOT_MULTI
+        else:
+            checks = (("K8", not r.fenced), ("K10", k10_live(r, s.unfenced_since_registered)))
+        for inv, bad in checks:
             opened = open_.get((inv, b))
             if bad and opened is None:  # worded where it opens (most checks change nothing)
-                key = (inv, n, len(r.log_dirs))  # a few counts recur across the brokers
+                key = (inv, n, dirs)  # a few counts recur across the brokers
                 words = said.get(key)
                 if words is None:
                     wording = "unfenced" if inv == "K8" else "unassigned"
-                    words = said[key] = say_text(inv, wording, unassigned=n, dirs=len(r.log_dirs))
+                    words = said[key] = say_text(inv, wording, unassigned=n, dirs=dirs)
                 open_[(inv, b)] = (offset, words)
             elif not bad and opened is not None:
                 del open_[(inv, b)]

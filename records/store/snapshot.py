@@ -7,6 +7,7 @@ time where a long log replays in bounded memory. Choosing the version is ``time_
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import unquote
@@ -17,13 +18,13 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from ..arrow import RECORD_COLUMN, column_name, from_table
+from ..base import Record
+from ..catalog import BY_NAME
+from ..errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
 from . import digests, log_checks
-from .arrow import RECORD_COLUMN, column_name, from_table
-from .base import Record
-from .catalog import BY_NAME
 from .data_files import PARQUET, check_pages, read_parquet
 from .delta_commit import listed
-from .errors import CorruptStoreError, LogError, LogNotFoundError, RecordError, TimeTravelError
 from .location import UNKNOWN_CAUSE, Location, resolve, storage_cause, storage_errors
 from .log_checks import damaged_log
 
@@ -107,10 +108,18 @@ class LogSnapshot:
         """The version's ``add`` actions: its files, their sizes and statistics."""
         log_checks.check_files(self._actions, last, self.version, self.location)
 
+    def cut(self, to_offset: int | None) -> LogSnapshot:
+        """This snapshot cut after ``to_offset`` (None: as it is), without reading the table again."""
+        if to_offset is None or to_offset >= self.last_offset:
+            return self
+        cut = copy.copy(self)
+        cut.last_offset = max(-1, to_offset)
+        return cut
+
     @property
     def table_id(self) -> str:
         """The Delta table's id (its ``metaData`` id, a uuid made when the log was created)."""
-        return self._dt.metadata().id
+        return self._dt.metadata().id  # type: ignore[return-value]  # a uuid string: deltalake's stub says int
 
     def schema(self) -> pa.Schema:
         """The table's Arrow schema at this version (every column, struct fields included)."""
@@ -305,7 +314,7 @@ class LogSnapshot:
             else:
                 mask = pc.fill_null(pc.less_equal(times, ts_ms), False)
                 hit = pc.max(pc.filter(t.column("offset"), mask)).as_py()
-                if hit is not None and hit > best:  # type: ignore[operator]
+                if hit is not None and hit > best:
                     best = hit
         return best
 
@@ -353,16 +362,17 @@ class LogSnapshot:
             for path, a, b in self._file_ranges()
             if not (a is not None and b is not None and (b < lo or a > hi))
         ]
-        if any(a is None or b is None for a, b, _ in ranges):
+        spans = [(a, b, path) for a, b, path in ranges if a is not None and b is not None]
+        if len(spans) != len(ranges):
             yield self.table(lo, hi)
             return
-        ranges.sort()
-        if any(ranges[i][1] >= ranges[i + 1][0] for i in range(len(ranges) - 1)):
+        spans.sort()
+        if any(spans[i][1] >= spans[i + 1][0] for i in range(len(spans) - 1)):
             yield self.table(lo, hi)
             return
         # The files cover [lo, hi] with no hole: a commit that lost its ``add`` loses offsets.
-        ends = [lo - 1] + [b for _, b, _ in ranges]
-        starts = [a for a, _, _ in ranges] + [hi + 1]
+        ends = [lo - 1] + [b for _, b, _ in spans]
+        starts = [a for a, _, _ in spans] + [hi + 1]
         for end, start in zip(ends, starts):
             if start > end + 1:
                 raise self._gap(end + 1)
@@ -370,7 +380,7 @@ class LogSnapshot:
         if columns is not None and all(c in schema.names for c in columns):
             schema = pa.schema([schema.field(c) for c in columns])
         where = (ds.field("offset") >= lo) & (ds.field("offset") <= hi)
-        for a, b, path in ranges:
+        for a, b, path in spans:
             whole = lo <= a and b <= hi
             table = self._read([path], schema, None if whole else where)
             if table.num_rows == 0:

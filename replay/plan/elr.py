@@ -19,6 +19,8 @@ Kinds and fields, not words: the driver words them with the catalogue's ``say`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kraftlake.records.kraft import LRS_RECOVERING
 
 from .dialect import Dialect
@@ -52,7 +54,7 @@ _BEFORE = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 
 _UPTO = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
 
 
-def level_at(changes: list[tuple[int, object]], base: object, column: str = "off") -> str:
+def level_at(changes: Sequence[tuple[int, object]], base: object, column: str = "off") -> str:
     """A level in force before each row (after the last change at an offset below ``column``),
     from the driver's (offset, level after it) changes; booleans as SQL's TRUE and FALSE."""
 

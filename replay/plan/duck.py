@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
 from kraftlake.logging import get_logger
-from kraftlake.records import digests
+from kraftlake.records.store import digests
 
 from .dialect import DIR_TYPE, DUCKDB
 
@@ -80,7 +80,7 @@ class DuckEngine:
         self.spill = str(spill)
         """Where DuckDB spills beyond its memory limit, and the driver its report's columns
         (``columns.spill``)."""
-        config = {
+        config: dict[str, str | bool | int | float | list[str]] = {
             "threads": threads or cores(),
             "temp_directory": str(spill),
             "memory_limit": memory_limit or MEMORY_LIMIT,
@@ -113,7 +113,7 @@ class DuckEngine:
         digest in its name (``records.digests``), or, for a file named without one, by reading
         its pages with pyarrow's page checksums. An object store's files are copied into the
         spill directory as they are checked (one read each), and scanned there."""
-        from kraftlake.records.data_files import check_pages, parquet_schema
+        from kraftlake.records.store.data_files import check_pages, parquet_schema
 
         location = getattr(snap, "location", None)
         if location is not None and not location.is_local:
@@ -146,7 +146,7 @@ class DuckEngine:
     def table(self, name: str, rows: list[tuple], columns: list[tuple[str, str]]) -> None:
         """A small table from the driver: ``columns`` (name, BIGINT | INT | STRING | ARRAY<BIGINT> |
         DIR: a directory id, of the dictionary ``directories`` made)."""
-        cols = list(zip(*rows)) if rows else [[] for _ in columns]
+        cols: list[Sequence] = list(zip(*rows)) if rows else [[] for _ in columns]
         t = pa.table({c: pa.array(list(v), type=_TYPES[ty]) for (c, ty), v in zip(columns, cols)})
         del cols
         self.con.register(f"{name}_arrow", t)
@@ -271,6 +271,6 @@ def snapshot_dataset(snap, files: list[str] | None = None):
     page checksums verified."""
     import pyarrow.dataset as ds
 
-    from kraftlake.records.data_files import PARQUET
+    from kraftlake.records.store.data_files import PARQUET
 
     return ds.dataset(snap.files() if files is None else files, schema=snap.schema(), format=PARQUET)

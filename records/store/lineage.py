@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .errors import CorruptStoreError
+from ..errors import CorruptStoreError
 from .location import Location
 
 
@@ -75,7 +75,7 @@ class Lineage:
         if reads:
             if looked is None:
                 raise self._missing(where)
-            if self.holds.encode() not in looked:  # type: ignore[union-attr, operator]
+            if self.holds.encode() not in looked:  # type: ignore[union-attr, operator]  # reads: holds is set, looked is bytes
                 raise self._replaced(where)
             return
         found = looked

@@ -20,13 +20,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
-from .errors import UnsupportedLocationError
+from ..errors import UnsupportedLocationError
 
 if TYPE_CHECKING:  # pyarrow loads on first use: the CLI parses its options without it
     import pyarrow.fs as pafs
+    from obstore.store import ClientConfig, S3Config
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -402,9 +403,9 @@ def s3_object_store(uri: str, storage_options: Mapping[str, str]) -> Any:
         "region": "region",
         "endpoint": "endpoint",
     }
-    config = {names[k]: v for k, v in found.items() if k in names}
+    config = cast("S3Config", {names[k]: v for k, v in found.items() if k in names})
     # Fail fast, as s3_filesystem does: kraftlake says what is wrong and changes nothing.
-    client = {"allow_http": _true(found.get("allow_http")), "connect_timeout": "5s", "timeout": "30s"}
+    client: ClientConfig = {"allow_http": _true(found.get("allow_http")), "connect_timeout": "5s", "timeout": "30s"}
     return S3Store.from_url(uri, config=config, client_options=client, retry_config={"max_retries": 2})
 
 
@@ -510,12 +511,12 @@ class storage_errors:  # noqa: N801 - used as ``with storage_errors(location):``
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> Literal[False]:
         if exc is None or self.location.is_local:
             return False
         from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-        from .errors import KraftlakeError, StorageError
+        from ..errors import KraftlakeError, StorageError
 
         if isinstance(exc, KraftlakeError):
             return False

@@ -7,7 +7,7 @@ same answer is split along the plan's own line:
 - **The broker side** (which incidents exist; failed, reported, removed, ended; the intervals
   where a broker is down or a directory offline; min.insync.replicas per topic) is read off the
   broker and observation records, a few percent of a history, as the driver replays the control
-  plane (``Observer``, called by ``spark.control.replay_control_plane``), and replayed here
+  plane (``Observer``, called by ``plan.control.replay_control_plane``), and replayed here
   (``_Incidents``) by the tracker's own rules (``replay.incidents.IncidentRules``, written once
   for both), the effects an incident opens read from the engine as columns (``effect_rows``).
 - **The partition side** is SQL over the plan's partition timeline (``timeline``: pk, off,
@@ -74,6 +74,7 @@ from kraftlake.replay.incidents import (
     OutageList,
     PartitionAvailability,
     Spans,
+    _columns,
     _finished,
     effect_topics,
     find_incidents,
@@ -217,6 +218,7 @@ class Observer:
     def __call__(self, r, view) -> None:
         offset, ts, cls = r.offset, r.ts_ms, type(r)
         prev, self.prev = self.prev, offset
+        detail: object  # what the event carries beside its broker (``Events.add``)
         if cls is LogDirFailed or cls is HeartbeatOfflineDirs or cls is LogDirsLoaded:
             b = r.broker_id
             if cls is LogDirsLoaded:
@@ -303,7 +305,7 @@ class Observer:
         return rows
 
 
-_ALL_OFFLINE = (True, frozenset())
+_ALL_OFFLINE: Offline = (True, frozenset())
 _RESERVED_ONLINE = frozenset({MIGRATING, UNASSIGNED})
 
 
@@ -556,7 +558,7 @@ class _Incidents(IncidentRules):
     (``ask_effects``, ``ask_departures``) and goes on as if it were nothing."""
 
     def __init__(
-        self, lives, names: dict[str, str], found_effects: dict, found_departures: dict, spill_dir=None
+        self, lives, names: dict[str, str], found_effects: dict | _Streamed, found_departures: dict, spill_dir=None
     ) -> None:
         super().__init__()
         self.lives, self.names = lives, names
@@ -568,7 +570,7 @@ class _Incidents(IncidentRules):
         self.closed_rows = 0
         self.found_effects, self.found_departures = found_effects, found_departures
         self.ask_effects: set[tuple[int, int, str | None]] = set()
-        self.ask_departures: set[tuple[int, int, int]] = set()
+        self.ask_departures: set[tuple[int, int, int | None]] = set()
         self.seq = 0
         self.ends: list[tuple] = []
         """A heap of the partition records that end open effects (``effects``' ended_by)."""
@@ -613,7 +615,7 @@ class _Incidents(IncidentRules):
         self.closed.append(inc)
         self.closed_rows += len(inc.effects)
         if self.closed_rows >= SPILL_ROWS:
-            spill([i.effects for i in self.closed], self.spill_dir)
+            spill([_columns(i.effects) for i in self.closed], self.spill_dir)
             self.closed, self.closed_rows = [], 0
 
     # -- the rules' hooks: partitions from the plan ----------------------------------------------
@@ -712,7 +714,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     # and the effects (tens of millions at 10^8 records) are spilled out of memory.
     del found_effects, found_departures
     replay.found_effects = replay.found_departures = {}
-    held = [inc.effects for inc in replay.incidents if not inc.effects.spilled]
+    held = [e for e in (_columns(inc.effects) for inc in replay.incidents) if not e.spilled]
     if sum(map(len, held)) > SPILL_ROWS:  # below it, read in place: a spilled list pays per read
         spill(held, engine.spill)
 
@@ -813,7 +815,7 @@ def effect_rows(engine, asked: list[tuple[int, int, str | None]], last: int) -> 
     )
 
 
-def departure_rows(engine, asked: list[tuple[int, int, int]]) -> dict:
+def departure_rows(engine, asked: list[tuple[int, int, int | None]]) -> dict:
     """Fencing (at, broker) of ``asked[i]`` (at, broker, lo) -> (columns, lo, hi): the rows of
     the columns (pk, off, leader, led, was_in, ts_ms) of its ``departures``, by offset; fetched
     a column at a time, as ``effect_rows`` (at 10^7 records, 850 000 rows as tuples held

@@ -1,8 +1,8 @@
-"""The whole audit on an engine that runs the plan (``plan.duck``, ``plan.sparksql``): the report
+"""The whole audit on an engine that runs the plan (``plan.duck``, ``spark.engine``): the report
 ``kraftlake audit --engine python`` gives for the same records.
 
 The control plane (brokers, topics, features, transactions, observations, and S3Stream and
-BookKeeper records) is replayed on the driver by the local audit (``spark.control``), read from
+BookKeeper records) is replayed on the driver by the local audit (``replay.plan.control``), read from
 the engine a range of offsets at a time. The partition records (nine in ten of a KRaft history)
 are audited by the plan's SQL (``plan.sql``), joined with what the driver registers: topic
 lifetimes, the intervals where brokers and directories are bad, directory removals, broker
@@ -29,12 +29,19 @@ from kraftlake.replay.columns import spill
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
 from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
+from kraftlake.statemachine.kraft.invariants import (
+    K4_RANKS,
+    k1_message,
+    k3_message,
+    k4_message,
+    offline_members_message,
+)
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
-from ..control import Reports, replay_control_plane
 from . import elr as elr_sql
 from . import incidents as incidents_sql
 from . import ranks, sql
+from .control import Reports, replay_control_plane
 from .driver import (
     bad_intervals,
     broker_checks,
@@ -107,7 +114,7 @@ def _control_windows(engine, first: int, last: int, count: int, window: int):
             ends = np.flatnonzero(np.append(before[1:] != before[:-1], True))
             times = reports.column(1).take(pa.array(ends)).to_pylist()
             runs = [Reports(off, ts) for off, ts in zip(offsets[ends].tolist(), times, strict=True)]
-        yield from heapq.merge(decoded, runs, key=lambda r: r.offset)
+        yield from heapq.merge(decoded, runs, key=lambda r: r.offset)  # type: ignore[attr-defined]  # records and Reports both have one
 
 
 def _refused(kind: str, key: str, off: int, topic: str, partition: int, brokers, replicas) -> Violation:
@@ -125,37 +132,6 @@ def _refused(kind: str, key: str, off: int, topic: str, partition: int, brokers,
             reason = say("K2", "assignment_order", index=i, broker=brokers[i], replica=replicas[i])
     inv = REPLAY_RULE_TO_INVARIANT[rule]
     return violation(inv, key, off, off, say(inv, "refused", rule=rule, message=reason), [off])
-
-
-def _k1_words(kind: str, isr, replicas, leader) -> str:
-    if kind == "isr_outside_replicas":
-        return say("K1", kind, isr=isr, outside=[b for b in isr if b not in replicas], replicas=replicas)
-    if kind == "leader_outside_isr":
-        return say("K1", kind, leader=leader, isr=isr)
-    return say("K1", kind)
-
-
-def _k3_words(kind: str, replicas, old_replicas, isr, old_isr, leader, old_leader, le, pe, old_pe) -> str:
-    if kind == "replicas_left":
-        return say("K3", kind, lost=[b for b in old_replicas if b not in replicas])
-    if kind == "isr_shrunk":
-        return say("K3", kind, shrunk=[b for b in old_isr if b not in isr])
-    if kind == "partition_epoch_stuck":
-        return say("K3", kind, new=pe, old=old_pe)
-    return say("K3", kind, old=old_leader, new=leader, epoch=le)
-
-
-def _k4_words(rank: int, broker: int, directory: str | None) -> str:
-    if rank == 0:
-        return say("K4", "unregistered", leader=broker)
-    if rank == 1:
-        return say("K4", "fenced", leader=broker)
-    return say("K4", "offline_dir", leader=broker, directory=directory)
-
-
-def _k5_words(brokers, dirs) -> str:
-    members = ", ".join(say("K5", "member", broker=b, directory=d) for b, d in zip(brokers, dirs))
-    return say("K5", "offline_members", members=members)
 
 
 def _with_payload(islands_sql: str, source: str, columns: str) -> str:
@@ -220,13 +196,13 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     )
     k1 = _with_payload(sql.islands(d, wrong_k1, "TRUE"), "timeline", "s.k1, s.isr, s.replicas, s.leader")
     for pk, f, fixed, kind, isr, replicas, leader in engine.rows(f"SELECT * FROM {k1}"):
-        found.add_interval("K1", partition_entity(lives, pk), f, _k1_words(kind, isr, replicas, leader), fixed)
+        found.add_interval("K1", partition_entity(lives, pk), f, k1_message(kind, isr, replicas, leader), fixed)
     tell("K3: epochs")
     for pk, off, *fields in engine.rows(
-        "SELECT pk, off, k3, replicas, old_replicas, isr, old_isr, leader, old_leader, leader_epoch,"
+        "SELECT pk, off, k3, old_replicas, replicas, old_isr, isr, old_leader, leader, leader_epoch,"
         " partition_epoch, old_partition_epoch FROM timeline WHERE k3 IS NOT NULL"
     ):
-        found.add("K3", partition_entity(lives, pk), off, off, _k3_words(*fields), (off,))
+        found.add("K3", partition_entity(lives, pk), off, off, k3_message(*fields), (off,))
 
     tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
@@ -253,17 +229,19 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     held = lambda source: sql.held(d, source, end, config)  # noqa: E731
     k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")
     for pk, f, fixed, rank, broker, dd, _hi in engine.rows(held(k4)):
-        found.add_interval("K4", partition_entity(lives, pk), f, _k4_words(rank, broker, dd), fixed)
+        found.add_interval("K4", partition_entity(lives, pk), f, k4_message(K4_RANKS[rank], broker, dd), fixed)
     k5 = _with_payload(sql.islands(d, "k4k5", "k5_brokers IS NOT NULL"), "k4k5", "s.k5_brokers, s.k5_dirs")
     for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k5)):
-        found.add_interval("K5", partition_entity(lives, pk), f, _k5_words(brokers, dirs), fixed)
+        found.add_interval(
+            "K5", partition_entity(lives, pk), f, offline_members_message("K5", zip(brokers, dirs)), fixed
+        )
     if plane.dir_removals:
         engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "DIR")])
         for pk, at, broker, dd, role in engine.rows(sql.k7_hits()):
             words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
             found.add("K7", partition_entity(lives, pk), at, at, words, (at,))
 
-    sql_checked = {}
+    sql_checked: dict[str, int] = {}
     if any(on for _off, on in plane.elr_levels):
         tell("K13-K15: eligible leader replicas")
         found.extend(_elr(engine, d, plane, lives, held, sql_checked))
@@ -372,9 +350,8 @@ def _elr(engine, d, plane, lives, held, checked: dict[str, int]) -> list[Violati
     engine.keep("k15", elr_sql.k15_states(d))
     k15 = _with_payload(sql.islands(d, "k15", "k15_brokers IS NOT NULL"), "k15", "s.k15_brokers, s.k15_dirs")
     for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k15)):
-        members = ", ".join(say("K15", "member", broker=b, directory=dd) for b, dd in zip(brokers, dirs))
         found.append(
-            interval("K15", partition_entity(lives, pk), f, say("K15", "offline_members", members=members), fixed)
+            interval("K15", partition_entity(lives, pk), f, offline_members_message("K15", zip(brokers, dirs)), fixed)
         )
     return found
 

@@ -43,6 +43,9 @@ from deltalake.schema import Schema as DeltaSchema
 
 from kraftlake.logging import get_logger
 
+from ..arrow import LOG_SCHEMA
+from ..base import Record
+from ..errors import LogExistsError, StorageError, UnsupportedLocationError
 from . import log_checks, store_commit
 from .appending import (
     KEY_FORMAT,
@@ -53,12 +56,9 @@ from .appending import (
     legacy_keys_ambiguous,
     producer_key,
 )
-from .arrow import LOG_SCHEMA
-from .base import Record
 from .compaction import CompactionMixin, MaintenanceReport
 from .data_files import now_ms
 from .delta_commit import DataFile, Upkeep, appends_after, listed, put_if_absent
-from .errors import LogExistsError, StorageError, UnsupportedLocationError
 from .follow import Follower, FollowMixin
 from .history import Commit, HistoryMixin
 from .lineage import Lineage
@@ -320,6 +320,7 @@ class Log(AppendingMixin, CompactionMixin, FollowMixin, HistoryMixin, TimeTravel
         on S3 (``Location.put_new``). ``CorruptStoreError`` when the version before is not the
         one this object saw (``lineage``)."""
         self._lineage.check(version - 1)
+        made: object | None
         if self.location.local is not None:
             made = put_if_absent(self.location.local, version, body)
         else:

@@ -30,12 +30,13 @@ import pyarrow.dataset as ds
 
 from kraftlake.logging import get_logger
 
-from .arrow import RECORD_COLUMN, from_table
-from .base import Record
+from ..arrow import RECORD_COLUMN, from_table
+from ..base import Record
+from ..errors import CorruptStoreError
 from .data_files import read_parquet
 from .delta_commit import commits_after
-from .errors import CorruptStoreError
 from .location import Location
+from .log_parts import LogParts
 from .snapshot import LogSnapshot, arrow_schema, open_table
 
 log = get_logger("kraftlake.follow")
@@ -112,7 +113,7 @@ class Follower:
                 expect += table.num_rows
         for table in batches:
             records = from_table(table)
-            self.next_offset = records[-1].offset + 1
+            self.next_offset = records[-1].offset + 1  # type: ignore[operator]  # read from the log: it has one
             yield records
         self.version = followed.version
 
@@ -146,16 +147,16 @@ class Follower:
         self._schema = arrow_schema(dt)
         snap = LogSnapshot(dt, location=self.location)
         for records in snap.iter_records(self.next_offset):
-            records = [r for r in records if r.offset >= self.next_offset]
+            records = [r for r in records if r.offset >= self.next_offset]  # type: ignore[operator]  # read from a log: set
             if records:
                 if records[0].offset != self.next_offset:
                     raise CorruptStoreError(f"offsets from {self.next_offset} are missing in version {snap.version}")
-                self.next_offset = records[-1].offset + 1
+                self.next_offset = records[-1].offset + 1  # type: ignore[operator]  # read from the log: it has one
                 yield records
         self.version = snap.version
 
 
-class FollowMixin:
+class FollowMixin(LogParts):
     """``Log.follow`` and ``Log.follow_batches``, over the ``Log``'s location (log.py)."""
 
     location: Location

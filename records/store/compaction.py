@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from deltalake import CommitProperties
+from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from kraftlake.logging import get_logger
 
+from ..errors import MaintenanceConflictError
 from .data_files import ENGINE_VERSION, now_ms, parquet_schema, read_parquet, write_data_file
 from .delta_commit import DataFile, appends_after, commit_json
-from .errors import MaintenanceConflictError
+from .log_parts import LogParts
 from .snapshot import LogSnapshot, arrow_schema, open_table
 
 log = get_logger("kraftlake.log")
@@ -60,7 +61,7 @@ class MaintenanceReport:
         }
 
 
-class CompactionMixin:
+class CompactionMixin(LogParts):
     """``Log``'s compactions, over the ``Log``'s state (log.py): ``compact`` commits beside its
     appends, under its commit lock, moving its ``_head``; ``maintain`` re-opens its table."""
 
@@ -158,7 +159,7 @@ class CompactionMixin:
             self.location.delete(rel)
         return None
 
-    def _vacuum(self, dt, retention_hours: int | None) -> list[str]:
+    def _vacuum(self, dt: DeltaTable, retention_hours: int | None) -> list[str]:
         """Delete the files no version inside the retention window needs, and those of appends
         that can never commit; leave alone what an append or a compaction may still commit.
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from .errors import TimeTravelError
+from ..errors import TimeTravelError
+from .log_parts import LogParts
 from .snapshot import LogSnapshot, open_table
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -42,7 +43,7 @@ def format_ms(ms: int | None) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
-class TimeTravelMixin:
+class TimeTravelMixin(LogParts):
     """``Log.at``, over the ``Log``'s table once it caught up (``_fresh``, log.py)."""
 
     def at(

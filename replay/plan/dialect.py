@@ -109,7 +109,7 @@ class Dialect:
         """``a`` then ``b``."""
         return f"list_concat({a}, {b})" if self.duck else f"concat({a}, {b})"
 
-    def idiv(self, a: str, b: int) -> str:
+    def idiv(self, a: str, b: int | str) -> str:
         """``a // b`` for ``a >= 0``, as a BIGINT."""
         return f"(({a}) // {b})" if self.duck else f"(({a}) div {b})"
 

@@ -12,7 +12,7 @@ audit itself, graced ones reported whole for the caller to hold to the grace wit
 every record.
 
 S3Stream and BookKeeper records are control plane too: their audits (S1-S12, B1-B8) run here,
-fed a window of offsets at a time (``spark.plan.run.control_records``), not per entity in the
+fed a window of offsets at a time (``replay.plan.run.control_records``), not per entity in the
 plan's SQL as the partition records are. Their invariants cross entities at every record (a
 stream-set object names many streams, an object's lifecycle is checked from every stream that
 holds it, an ensemble names several bookies), so sharding by entity would copy each shared
@@ -24,7 +24,7 @@ grown each stream-set object to hundreds of ranges).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kraftlake.logging import get_logger
 from kraftlake.records.kraft import (
@@ -92,7 +92,7 @@ class ControlPlane:
     """(offset, broker, its own mismatch count) of each UnfenceRequested from a fenced
     multi-directory broker at its current epoch: K11 adds the UNASSIGNED count there."""
     elr_levels: list[tuple[int, bool]] = field(default_factory=list)
-    """(offset, whether KIP-966 is on after it) wherever that changed (``spark.plan.elr``)."""
+    """(offset, whether KIP-966 is on after it) wherever that changed (``replay.plan.elr``)."""
     clears: list[tuple[int, str | None]] = field(default_factory=list)
     """(offset, topic id; None = every topic) of each ClearElr the reducer applied."""
 
@@ -118,6 +118,7 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
     view = audit.view
     plane = ControlPlane(view=view, violations=[], checked={})
     lives: dict[str, int] = {}
+    r: Any  # a record of any type, dispatched on its class below (or a ``Reports``)
     for r in published(records, transactions):
         cls = type(r)
         broker = None
