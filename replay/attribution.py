@@ -30,7 +30,16 @@ import pyarrow.compute as pc
 from kraftlake.records.kraft import NO_LEADER
 
 from .columns import NONE_INT, StructColumns
-from .incidents import Incident, IncidentsResult, Leaderless, _columns, effect_pairs, handling, percentile
+from .incidents import (
+    Incident,
+    IncidentsResult,
+    Leaderless,
+    _columns,
+    buckets,
+    effect_pairs,
+    handling,
+    percentile,
+)
 
 OVERLAPS_KEPT = 20
 """Ids of overlapping incidents kept per incident (the count of more is not kept)."""
@@ -259,6 +268,8 @@ def attribute(found: IncidentsResult) -> None:
             p50_ms=percentile(waits, 0.5),
             p99_ms=percentile(waits, 0.99),
             max_ms=waits[-1] if waits else None,
+            timed=len(waits),
+            buckets=buckets(waits),
         ),
     )
 

@@ -265,6 +265,13 @@ class MoveStats(msgspec.Struct, kw_only=True):
     p50_ms: int | None = None
     p99_ms: int | None = None
     max_ms: int | None = None
+    timed: int = 0
+    """Of ``moved``, those with a time to move (both records timed): what the times count."""
+    total_ms: int = 0
+    """Their times to move summed."""
+    buckets: list[int] = []
+    """How many of them took at most each bound of ``TIME_BUCKETS_MS`` (a histogram's
+    cumulative buckets, ``replay.prometheus``)."""
 
 
 class Leaderless(msgspec.Struct, kw_only=True):
@@ -278,6 +285,10 @@ class Leaderless(msgspec.Struct, kw_only=True):
     p50_ms: int | None = None
     p99_ms: int | None = None
     max_ms: int | None = None
+    timed: int = 0
+    """Of ``partitions``, those whose wait has a time (``total_ms`` sums those)."""
+    buckets: list[int] = []
+    """How many waited at most each bound of ``TIME_BUCKETS_MS``."""
 
 
 class Handling(msgspec.Struct, kw_only=True):
@@ -1077,14 +1088,46 @@ def percentile(sorted_values: Sequence[int], q: float) -> int | None:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
+TIME_BUCKETS_MS = (
+    100,
+    250,
+    500,
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    1_800_000,
+    3_600_000,
+)
+"""Upper bounds (ms of record time) of the histograms of times to move and of leaderless waits:
+a controller moves leadership in milliseconds, a partition may wait hours for a leader."""
+
+
+def buckets(sorted_times: array) -> list[int]:
+    """How many of ``sorted_times`` (ascending) are at most each bound of ``TIME_BUCKETS_MS``."""
+    if not sorted_times:
+        return [0] * len(TIME_BUCKETS_MS)
+    found = np.frombuffer(sorted_times, dtype=np.int64).searchsorted(TIME_BUCKETS_MS, side="right")
+    return [int(n) for n in found]
+
+
 def _stats(moved: int, still_open: int, times: array) -> MoveStats:
-    np.frombuffer(times, dtype=np.int64).sort()  # in place: a sorted copy would double them
+    values = np.frombuffer(times, dtype=np.int64)
+    values.sort()  # in place: a sorted copy would double them
     return MoveStats(
         moved=moved,
         open=still_open,
         p50_ms=percentile(times, 0.5),
         p99_ms=percentile(times, 0.99),
         max_ms=times[-1] if times else None,
+        timed=len(times),
+        total_ms=int(values.sum()),
+        buckets=buckets(times),
     )
 
 

@@ -23,23 +23,27 @@ and still open) over some records is what the batch audit over the same records 
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Iterable
 
 import msgspec
 
 from kraftlake.records.base import Record
+from kraftlake.records.kraft import NO_LEADER, RegisterBroker, UnregisterBroker
 from kraftlake.records.store.time_travel import format_ms
 from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsView
 
 from .audit import Audit
 from .books import AuditConfig, Violation
-from .incidents import _FLAGS, Incident, IncidentTracker
+from .incidents import _FLAGS, TIME_BUCKETS_MS, Incident, IncidentTracker
 from .names import entity_name, incident_where
 
 STATES = _FLAGS
-"""A partition's bad states, as ``Now.partitions`` counts them: no_leader, under_min_isr,
-leader_offline, isr_offline."""
+"""A partition's bad states, as ``Now.states`` counts them: no_leader, under_min_isr,
+leader_offline (its leader on an offline directory, or a fenced broker), isr_offline (an ISR member
+on one)."""
 
 
 class Event(msgspec.Struct, kw_only=True):
@@ -97,19 +101,76 @@ class IncidentEvent(msgspec.Struct, kw_only=True):
     incident: IncidentNote
 
 
-class Now(msgspec.Struct, kw_only=True):
-    """What holds after the last record audited: what an SRE alerts on."""
+class BadPartition(msgspec.Struct, kw_only=True, frozen=True):
+    """A partition in a bad state now, and since when (record time)."""
 
-    partitions: dict[str, int]
-    """State (``STATES``) -> partitions in it now."""
-    bad: dict[str, list[tuple[str, int]]]
-    """State -> (topic, partition) of the partitions in it, sorted (the first few give series)."""
-    offline_dirs: dict[int, int]
-    """Broker -> directories it said failed and did not load online since."""
-    open_incidents: dict[str, int]
-    """Kind -> incidents open."""
+    topic: str
+    topic_id: str
+    partition: int
+    since_ms: int | None
+
+
+class OfflineDir(msgspec.Struct, kw_only=True, frozen=True):
+    """A directory its broker said failed, not back since."""
+
+    broker: int
+    directory: str
+    path: str | None
+
+
+class Histogram(msgspec.Struct, kw_only=True):
+    """Times observed (ms of record time): how many at most each bound of
+    ``incidents.TIME_BUCKETS_MS`` (cumulative), how many in all, their sum."""
+
+    buckets: list[int] = msgspec.field(default_factory=lambda: [0] * len(TIME_BUCKETS_MS))
+    count: int = 0
+    total_ms: int = 0
+
+    def observe(self, ms: int) -> None:
+        for i in range(bisect.bisect_left(TIME_BUCKETS_MS, ms), len(TIME_BUCKETS_MS)):
+            self.buckets[i] += 1
+        self.count += 1
+        self.total_ms += ms
+
+
+class Now(msgspec.Struct, kw_only=True, frozen=True):
+    """What holds after the last record audited, and what was counted since the following audit
+    began: what an SRE alerts on (``replay.prometheus.live_families`` makes it metrics)."""
+
+    last_offset: int
+    records: int
+    """Records audited since the following audit began."""
     last_ms: int | None
-    """Record time of the last record audited."""
+    """Record time of the last record audited that had one."""
+    partitions: int
+    """Partitions in the cluster."""
+    states: dict[str, int]
+    """State (``STATES``) -> partitions in it now."""
+    bad: dict[str, list[BadPartition]]
+    """State -> the ``SHOWN`` partitions longest in it (those whose state began first)."""
+    offline_dirs: list[OfflineDir]
+    """Directories said failed, not back (nor dropped by a new registration of their broker),
+    by broker and directory."""
+    open_incidents: dict[str, int]
+    """Kind -> incidents open now (every kind, 0 included)."""
+    incidents: dict[str, int]
+    """Kind -> incidents opened (every kind, 0 included)."""
+    violations: dict[str, int]
+    """Invariant -> violations opened (confirmed), for every invariant checked so far."""
+    open_violations: dict[str, int]
+    """Invariant -> violations open now."""
+    closed_violations: int
+    time_to_move: dict[str, Histogram]
+    """Role (leadership: moved to a live leader; isr: left the ISR) -> times from the incident's
+    start."""
+    leaderless: int
+    """Leaderships an incident ended with no leader."""
+
+
+SHOWN = 10
+"""Partitions per bad state ``Now.bad`` names (the rest are counted)."""
+
+KINDS = ("dir-failure", "broker-fenced", "controlled-shutdown")
 
 
 def _key(v: Violation) -> tuple[str, str, int]:
@@ -118,14 +179,38 @@ def _key(v: Violation) -> tuple[str, str, int]:
 
 class LiveTracker(IncidentTracker):
     """The incident tracker, keeping besides what the live gauges read: the partitions in each bad
-    state now, the effects ended (for the times to move) and the incidents closed since asked."""
+    state now, the directories offline, the effects ended (times to move) and the incidents
+    closed since asked."""
 
     def __init__(self, view: ControllerView) -> None:
         self.now: list[set[tuple[str, int]]] = [set() for _ in _FLAGS]
-        self.ended: list[tuple[str, int | None, int | None]] = []
-        """(role, leader after, ms to move) of effects ended since drained."""
+        self.moves: dict[str, Histogram] = {"leadership": Histogram(), "isr": Histogram()}
+        self.leaderless = 0
+        self.offline: dict[int, dict[str, None]] = {}
+        """Broker -> directories said failed and not back: loaded online, or left out of a new
+        registration of the broker (a replaced disk has a new id; an unregistered broker none)."""
         self.closed: list[Incident] = []
         super().__init__(view)
+
+    def observe(self, r, offset: int) -> None:
+        super().observe(r, offset)
+        cls = type(r)
+        if cls is RegisterBroker and r.broker_id in self.offline:
+            listed = set(r.log_dirs)
+            for d in [d for d in self.offline[r.broker_id] if d not in listed]:
+                del self.offline[r.broker_id][d]
+        elif cls is UnregisterBroker:
+            self.offline.pop(r.broker_id, None)
+
+    def dir_failed(self, broker: int, d: str, offset: int, ts: int | None, reg_dirs, *, reported: bool) -> None:
+        super().dir_failed(broker, d, offset, ts, reg_dirs, reported=reported)
+        self.offline.setdefault(broker, {})[d] = None
+
+    def loaded(self, broker: int, online, offline, paths, reg_dirs, offset: int, ts: int | None) -> None:
+        super().loaded(broker, online, offline, paths, reg_dirs, offset, ts)
+        dirs = self.offline.get(broker, {})
+        for d in online:
+            dirs.pop(d, None)
 
     def _set_flags(self, part, flags, offset, ts) -> None:
         super()._set_flags(part, flags, offset, ts)
@@ -136,12 +221,30 @@ class LiveTracker(IncidentTracker):
             else:
                 bad.discard(key)
 
+    def _moved(self, role: str, leader: int | None, took: int | None) -> None:
+        """An effect ended (as ``replay.incidents.handling`` counts them): a leadership moved to a
+        live leader or left with none, an ISR membership let go."""
+        if role == "leader":
+            if leader == NO_LEADER:
+                self.leaderless += 1
+                return
+            if leader is None:
+                return  # ended by neither (the topic went)
+        if took is not None:
+            self.moves["leadership" if role == "leader" else "isr"].observe(took)
+
+    def _open_all(self, inc: Incident, opening, directory: str | None):
+        # A fenced broker's incident begins with the changes that took it out, ended already.
+        for e in inc.effects[: len(inc.effects)]:
+            self._moved(e.role, e.new_leader, e.time_to_move_ms)
+        return super()._open_all(inc, opening, directory)
+
     def _end(self, oe, offset, ts, outcome, leader) -> None:
         was = oe.ended
         super()._end(oe, offset, ts, outcome, leader)
         t0 = oe.incident.failed_at_ms
         if not was:
-            self.ended.append((oe.role, leader, None if ts is None or t0 is None else ts - t0))
+            self._moved(oe.role, leader, None if ts is None or t0 is None else ts - t0)
 
     def _closed(self, inc: Incident) -> None:
         super()._closed(inc)
@@ -168,6 +271,10 @@ class LiveAudit:
         """Record times of the first offsets of the books' open states after the last batch."""
         self.closed: list[Violation] = []
         self._incidents_seen = 0
+        self._incident_counts = dict.fromkeys(KINDS, 0)
+        """Kind -> incidents opened."""
+        self._opened_counts: dict[str, int] = {}
+        """Invariant -> violations opened."""
         self._times: dict[int, int | None] = {}
         """Record times of the last batch's offsets (and the record before it)."""
         self.last_ms: int | None = None
@@ -211,6 +318,8 @@ class LiveAudit:
         return self._topics
 
     def _named(self, event: str, at: int, v: Violation, first_ms: int | None) -> Event:
+        if event == "open":
+            self._opened_counts[v.invariant] = self._opened_counts.get(v.invariant, 0) + 1
         topics = self.topics()
         at_ms = self._ms(at)
         return Event(
@@ -256,6 +365,8 @@ class LiveAudit:
         tracker = self.tracker
         fresh = tracker.incidents[self._incidents_seen :]
         self._incidents_seen = len(tracker.incidents)
+        for inc in fresh:
+            self._incident_counts[inc.kind] = self._incident_counts.get(inc.kind, 0) + 1
         opened = [self._incident_event("incident_open", inc, inc.failed_at) for inc in fresh]
         closed = [
             self._incident_event("incident_close", inc, inc.ended_at)
@@ -300,18 +411,50 @@ class LiveAudit:
         """The live state (``Now``)."""
         tracker = self.tracker
         names = self.topics()
-        kinds: dict[str, int] = {}
+        parts = tracker.parts
+        bad: dict[str, list[BadPartition]] = {}
+        for i, (state, keys) in enumerate(zip(STATES, tracker.now, strict=True)):
+
+            def since(key, i=i) -> tuple[int, str, int]:
+                ms = parts[key].since[i]
+                return (ms if ms is not None else 2**63, *key)
+
+            bad[state] = [
+                BadPartition(topic=names.get(t, t), topic_id=t, partition=p, since_ms=parts[(t, p)].since[i])
+                for t, p in heapq.nsmallest(SHOWN, keys, key=since)
+            ]
+        open_kinds = dict.fromkeys(KINDS, 0)
         for inc in (*tracker.open_dirs.values(), *tracker.open_brokers.values()):
-            kinds[inc.kind] = kinds.get(inc.kind, 0) + 1
+            open_kinds[inc.kind] = open_kinds.get(inc.kind, 0) + 1
+        open_now: dict[str, int] = {}
+        for inv, _entity, _first in self._open:
+            open_now[inv] = open_now.get(inv, 0) + 1
         return Now(
-            partitions={state: len(bad) for state, bad in zip(STATES, tracker.now, strict=True)},
-            bad={
-                state: sorted((names.get(t, t), p) for t, p in bad)
-                for state, bad in zip(STATES, tracker.now, strict=True)
-            },
-            offline_dirs={b: len(dirs) for b, dirs in tracker.failed_of.items() if dirs},
-            open_incidents=kinds,
+            last_offset=self.last_offset,
+            records=self.audit.records,
             last_ms=self.last_ms,
+            partitions=len(parts),
+            states={state: len(keys) for state, keys in zip(STATES, tracker.now, strict=True)},
+            bad=bad,
+            offline_dirs=[
+                OfflineDir(broker=b, directory=d, path=tracker.dir_paths.get(d))
+                for b in sorted(tracker.offline)
+                for d in sorted(tracker.offline[b])
+            ],
+            open_incidents=open_kinds,
+            incidents=dict(self._incident_counts),
+            # Every invariant checked so far, 0 included: a counter's first violation is a rise.
+            violations={
+                inv: self._opened_counts.get(inv, 0)
+                for inv, n in self.audit.books.checked.items()
+                if n or inv in self._opened_counts
+            },
+            open_violations=dict(sorted(open_now.items())),
+            closed_violations=len(self.closed),
+            time_to_move={
+                role: msgspec.structs.replace(h, buckets=list(h.buckets)) for role, h in tracker.moves.items()
+            },
+            leaderless=tracker.leaderless,
         )
 
     @property

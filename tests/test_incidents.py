@@ -301,11 +301,16 @@ def test_cli_prometheus_output_parses_and_names_topics(fixture_log):
         for s in fam.samples
     }
     assert samples[("kraftlake_audit_pass", ())] == 1
-    a0 = (("partition", "0"), ("topic", "a"), ("topic_id", "YW6soxYeId5Lgf56lnEg3g"))
-    assert samples[("kraftlake_partition_unavailable_seconds", a0)] == 0.6
-    assert samples[("kraftlake_unavailable_seconds", (("state", "unavailable"),))] == 1.2
-    assert samples[("kraftlake_incidents", (("kind", "dir-failure"),))] == 1
-    assert samples[("kraftlake_time_to_move_seconds", (("quantile", "0.99"), ("role", "leadership")))] == 0.6
+    a0 = (("partition", "0"), ("topic", "a"))
+    assert samples[("kraftlake_partition_unavailable_seconds_total", a0)] == 0.6
+    assert samples[("kraftlake_partition_state_seconds_total", (("state", "unavailable"),))] == 1.2
+    assert samples[("kraftlake_incidents_total", (("kind", "dir-failure"),))] == 1
+    # Both leaderships moved 0.6 s after the failure: in the 1 s bucket, not in the 0.5 s one.
+    lead = (("role", "leadership"),)
+    assert samples[("kraftlake_time_to_move_seconds_count", lead)] == 2
+    assert samples[("kraftlake_time_to_move_seconds_sum", lead)] == 1.2
+    assert samples[("kraftlake_time_to_move_seconds_bucket", (("le", "0.5"), *lead))] == 0
+    assert samples[("kraftlake_time_to_move_seconds_bucket", (("le", "1.0"), *lead))] == 2
 
 
 def test_cli_fails_on_unavailable_seconds(fixture_log):

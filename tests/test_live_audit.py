@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from kraftlake.records import Log, iter_lines
 from kraftlake.records.store.time_travel import format_ms
 from kraftlake.replay.audit import Audit, AuditConfig
-from kraftlake.replay.live_audit import LiveAudit
+from kraftlake.replay.incidents import min_isr
+from kraftlake.replay.live_audit import SHOWN, STATES, LiveAudit
 from kraftlake.statemachine.invariants import BY_ID
 from kraftlake.statemachine.kraft.workload import WorkloadConfig, generate
 from tests.helpers.child import Child
@@ -70,12 +71,18 @@ def check_events(events, said):
             assert e.violation.last_offset is not None and e.at_offset >= e.violation.last_offset
 
 
-def check_incidents(records, events, config=None):
-    """Each incident of the batch report opens once, at its failure, and closes once, at its
-    end, if it ended; each event says its record time (UTC) and what failed in words."""
+def batch_report(records, config=None):
+    """The batch audit's report, and the bad states of the partitions after the last record
+    (its incident tracker's)."""
     a = Audit(config)
     a.feed(records)
-    want = {i.id: i for i in a.report().incidents}
+    return a.report(), [part.flags for part in a.tracker.parts.values()]
+
+
+def check_incidents(records, events, report):
+    """Each incident of the batch report opens once, at its failure, and closes once, at its
+    end, if it ended; each event says its record time (UTC) and what failed in words."""
+    want = {i.id: i for i in report.incidents}
     ts = {r.offset: r.ts_ms for r in records}
     opened = [e for e in events if e.event == "incident_open"]
     closed = [e for e in events if e.event == "incident_close"]
@@ -90,16 +97,48 @@ def check_incidents(records, events, config=None):
             assert e.first_time == format_ms(ts[e.violation.first_offset]) and e.name
 
 
+def check_now(audit, records, report, flags):
+    """What the live gauges read after the last batch (``Now``) is what holds: the partitions
+    with no leader and under min ISR as the controller's view has them, those on offline
+    directories as the batch audit's tracker has them; the counters (incidents, violations,
+    leaderships left leaderless) and the times to move (a histogram) as the batch report's."""
+    now = audit.now()
+    view = audit.audit.view
+    parts = list(view.iter_partitions())
+    assert now.partitions == len(parts) and now.last_offset == records[-1].offset
+    assert now.records == len(records) and now.last_ms == records[-1].ts_ms
+    assert now.states["no_leader"] == sum(p.leader == -1 for p in parts)
+    assert now.states["under_min_isr"] == sum(len(p.isr) < min_isr(view, p.topic_id) for p in parts)
+    for i, state in enumerate(STATES):
+        assert now.states[state] == sum(f[i] for f in flags), state
+        shown = now.bad[state]
+        assert len(shown) == min(now.states[state], SHOWN)
+        since = [p.since_ms for p in shown]
+        assert since == sorted(since)  # the longest in the state first
+    h = report.handling
+    assert {k: n for k, n in now.incidents.items() if n} == h.by_kind
+    assert sum(now.open_incidents.values()) == sum(i.ended_at is None for i in report.incidents)
+    for role, stats in (("leadership", h.leadership), ("isr", h.isr)):
+        got = now.time_to_move[role]
+        assert (got.buckets, got.count, got.total_ms) == (stats.buckets, stats.timed, stats.total_ms), role
+    assert now.leaderless == h.leaderless.partitions
+    by_inv = {i.id: i.violations for i in report.invariants}
+    assert {inv: n for inv, n in now.violations.items() if n} == {k: n for k, n in by_inv.items() if n}
+    assert sum(now.open_violations.values()) == sum(v.last_offset is None for v in report.violations)
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_live_says_what_the_batch_audit_reports_on_every_fixture(path):
     records = fixture(path)
     want = batch_violations(records)
     rng = random.Random(path.stem)
+    report, flags = batch_report(records)
     for sizes in ([1], [len(records)], [rng.randint(1, 40) for _ in range(30)]):
         audit, events = live(records, sizes)
         assert audit.said() == want
         check_events(events, want)
-        check_incidents(records, events)
+        check_incidents(records, events, report)
+        check_now(audit, records, report, flags)
 
 
 def test_the_fixtures_include_violations():
@@ -121,11 +160,13 @@ def test_live_equals_batch_on_simulated_histories_in_random_batches(seed, bug, s
     cfg = WorkloadConfig(brokers=5, dirs_per_broker=3, topics=2, partitions=12, seed=seed, bug=bug)
     records = numbered(r for batch in generate(cfg, records=600) for r in batch)
     config = AuditConfig(grace_records=grace_records, grace_ms=2_000)
-    want = batch_violations(records, config)
+    report, flags = batch_report(records, config)
+    want = report.violations
     audit, events = live(records, sizes, config)
     assert audit.said() == want
     check_events(events, want)
-    check_incidents(records, events, config)
+    check_incidents(records, events, report)
+    check_now(audit, records, report, flags)
 
 
 def test_a_graced_state_opens_only_once_the_grace_ran_out_in_record_time():
@@ -186,3 +227,33 @@ def test_follow_text_says_incidents_and_violations_in_record_order_with_times_an
     assert "at offset 156 (failed 2023-11-14T22:13:22.000Z)" in ended
     opened = next(line for line in lines if " OPEN " in line and " K5 " in line)
     assert " topic-1/0 offsets 74- since 2023-11-14T22:13:24.200Z:" in opened
+
+
+def test_a_failed_directory_is_offline_until_loaded_back_or_left_out_of_a_new_registration():
+    """``Now.offline_dirs`` (the ``kraftlake_offline_dirs`` gauge): a directory its broker said
+    failed stays offline after the controller moved everything off it, until the broker loads
+    it online again, or registers anew without it (a replaced disk has a new id)."""
+    from kraftlake.records.kraft import RegisterBroker
+    from kraftlake.records.observations import LogDirFailed, LogDirsLoaded
+
+    # Kafka's KIP-858 story: broker 101's directory Ot57… fails at offset 23.
+    records = fixture(next(p for p in FIXTURES if p.stem == "jbod-dir-failure"))
+    failed = next(i for i, r in enumerate(records) if type(r) is LogDirFailed)
+    dead, other = "Ot57GypJXW8c7tKGTPwsPg", "8FATlxS8D75deTGo-YggVg"
+    end, ts = len(records), records[-1].ts_ms + 1000
+    register = next(r for r in records if type(r) is RegisterBroker and r.broker_id == 101)
+    afterwards = {
+        "loaded back": LogDirsLoaded(offset=end, ts_ms=ts, broker_id=101, online_dirs=(other, dead)),
+        "registered without it": msgspec.structs.replace(
+            register, offset=end, ts_ms=ts, broker_epoch=301, log_dirs=[other]
+        ),
+        "registered with it": msgspec.structs.replace(register, offset=end, ts_ms=ts, broker_epoch=301),
+    }
+    for what, record in afterwards.items():
+        audit = LiveAudit()
+        audit.feed(records[:failed])
+        assert audit.now().offline_dirs == []
+        audit.feed(records[failed:])
+        assert [(d.broker, d.directory) for d in audit.now().offline_dirs] == [(101, dead)], what
+        audit.feed([record])
+        assert [d.directory for d in audit.now().offline_dirs] == ([dead] if what == "registered with it" else [])

@@ -1,26 +1,30 @@
 """``kraftlake serve --audit``: the following audit (``replay.live_audit``) on a thread of the
-service's own, over the log as it lands (``records.store.follow.Follower``); the violations open now at
-``GET /v1/audits/live`` and as Prometheus gauges on ``/metrics``; each opening and closing logged
-(``audit.violation_open`` / ``audit.violation_close``).
+service's own, over the log as it lands (``records.store.follow.Follower``): the violations open now
+and what holds now (``Now``: partitions without a leader, on offline directories, under min ISR;
+offline directories; open incidents; the last record's time) at ``GET /v1/audits/live``, and as
+metrics on ``/metrics`` (``replay.prometheus.live_families``); each violation's and incident's
+opening and closing logged (``audit.violation_open`` / ``audit.incident_open`` …).
 
 The thread publishes an immutable ``LiveState`` after each batch (one attribute assignment): the
-event loop reads it without a lock and never waits for the audit.
+event loop and the metrics' collector read it without a lock and never wait for the audit.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections.abc import Iterator
 
 import msgspec
-from prometheus_client import CollectorRegistry, Gauge
-from prometheus_client import Counter as PromCounter
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from kraftlake.logging import get_logger
 from kraftlake.records.store.follow import Follower
 from kraftlake.records.store.location import Location
 from kraftlake.replay.books import AuditConfig, Violation
-from kraftlake.replay.live_audit import IncidentEvent, LiveAudit
+from kraftlake.replay.live_audit import IncidentEvent, LiveAudit, Now
+from kraftlake.replay.prometheus import live_families
 
 log = get_logger(__name__)
 
@@ -35,10 +39,13 @@ class LiveState(msgspec.Struct, frozen=True, kw_only=True):
     closed: int
     """Violations closed since the service started."""
     error: str | None = None
+    now: Now | None = None
+    """What holds after the last record audited (None before the first batch)."""
 
 
-class LiveAuditor:
-    """The following audit of the log at ``location`` from offset 0, until ``close``."""
+class LiveAuditor(Collector):
+    """The following audit of the log at ``location`` from offset 0, until ``close``; its metrics
+    collected into ``registry`` at each scrape from the last state published."""
 
     def __init__(
         self, location: Location, config: AuditConfig, registry: CollectorRegistry, *, poll_s: float = 0.02
@@ -49,27 +56,23 @@ class LiveAuditor:
         self.state = LiveState(running=False, last_offset=-1, open=[], closed=0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kraftlake-live-audit", daemon=True)
-        self._open_gauge = Gauge(
-            "kraftlake_audit_open_violations",
-            "Violations open now (the following audit), by invariant and severity.",
-            ["invariant", "severity"],
-            registry=registry,
-        )
-        self._closed = PromCounter(
-            "kraftlake_audit_closed_violations", "Violations closed (the following audit).", registry=registry
-        )
-        self._offset_gauge = Gauge(
-            "kraftlake_audit_last_offset", "The last offset the following audit checked.", registry=registry
-        )
-        self._offset_gauge.set(-1)
-        self._labels: set[tuple[str, str]] = set()
+        self._started = False
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        """The metrics of the last state published (``replay.prometheus.live_families``)."""
+        state = self.state
+        # Up until it stopped on an error (before its first batch too: it is starting).
+        return iter(live_families(state.now, running=state.error is None))
 
     def start(self) -> None:
+        self._started = True
         self._thread.start()
 
     def close(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        self._thread.join(timeout)
+        if self._started:
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         live = LiveAudit(self.config)
@@ -92,22 +95,15 @@ class LiveAuditor:
                         at_offset=e.at_offset,
                         at=e.at_time,
                     )
-                    if e.event == "close":
-                        self._closed.inc()
-                self._publish(live)
-        except Exception as exc:  # the service goes on; /v1/audits/live says why the audit stopped
+                self.state = LiveState(
+                    running=True,
+                    last_offset=live.last_offset,
+                    open=live.open_violations,
+                    closed=len(live.closed),
+                    now=live.now(),
+                )
+        except Exception as exc:  # the service goes on; /v1/audits/live and kraftlake_audit_up say why
             log.exception("audit.live_failed", error=str(exc))
             self.state = msgspec.structs.replace(self.state, running=False, error=str(exc))
             return
         self.state = msgspec.structs.replace(self.state, running=False)
-
-    def _publish(self, live: LiveAudit) -> None:
-        now = live.open_violations
-        self.state = LiveState(running=True, last_offset=live.last_offset, open=now, closed=len(live.closed))
-        counts = Counter((v.invariant, v.severity) for v in now)
-        for labels in self._labels - set(counts):
-            self._open_gauge.labels(*labels).set(0)
-        for labels, n in counts.items():
-            self._open_gauge.labels(*labels).set(n)
-        self._labels |= set(counts)
-        self._offset_gauge.set(live.last_offset)
