@@ -49,9 +49,13 @@ def _text(event) -> bytes:
         verb = "INCIDENT" if event.event == "incident_open" else "ENDED"
         what = f"{inc.kind} {inc.where}"
         if event.event == "incident_open":
-            hit = f"leader of {inc.led} partitions, in the ISR of {inc.in_isr}"
+            hit = f"leader of {_n(inc.led, 'partition')}, in the ISR of {inc.in_isr}"
             return f"{when} {verb:8} {what} at offset {event.at_offset}: {hit}\n".encode()
-        moved = f"of {inc.led} leaderships {inc.moved} moved, {inc.leaderless} left with no leader"
+        moved = (
+            f"{inc.moved} of {_n(inc.led, 'leadership')} moved to a live leader, {inc.leaderless} left with no leader"
+            if inc.led
+            else "it led no partition"
+        )
         return f"{when} {verb:8} {what} at offset {event.at_offset} (failed {inc.failed_time}): {moved}\n".encode()
     v = event.violation
     span = f"{v.first_offset}-{'' if v.last_offset is None else v.last_offset}"
@@ -60,3 +64,7 @@ def _text(event) -> bytes:
         f"{when} {event.event.upper():8} {v.invariant} {v.severity} {event.name or v.entity}"
         f" offsets {span}{since}: {v.message}\n"
     ).encode()
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
