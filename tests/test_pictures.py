@@ -24,7 +24,7 @@ from helpers.pictures import (
     figures,
     fixture_records,
     html_page,
-    shoot_svg,
+    shoot_svgs,
     shutdown_at_end_records,
     simulated_records,
     summary,
@@ -71,13 +71,16 @@ def test_red_is_for_what_is_wrong_and_a_normal_shutdown_is_calm(tmp_path, buggy)
     leaderships not moved yet) has no red; a controller that ignores offline directories has
     red cards, red badges and a red verdict."""
     calm = html_page(shutdown_at_end_records(), tmp_path / "calm.html", "calm")
-    px = screenshot(calm, tmp_path / "calm.png", height=1400)
-    assert mask(px, WRONG).sum() == 0
     assert "open at the end of the log" in calm.read_text() and "still open" not in calm.read_text()
     wrong = html_page(buggy, tmp_path / "wrong.html", "wrong")
-    px = screenshot(wrong, tmp_path / "wrong.png", height=1400)
+    # Side by side, each 1300 pixels wide, in one shot (a browser's start is most of its cost).
+    both = tmp_path / "both.html"
+    frames = "".join(f"<iframe src='{p.resolve().as_uri()}' width=1300 height=1400></iframe>" for p in (calm, wrong))
+    both.write_text(f"<html><body style='margin:0;white-space:nowrap;font-size:0'>{frames}</body></html>")
+    px = screenshot(both, tmp_path / "both.png", width=2600, height=1400)
+    assert mask(px[:, :1300], WRONG).sum() == 0
     # The red left borders of the cards with violations.
-    border = mask(px[:, :60], WRONG)
+    border = mask(px[:, 1300:1360], WRONG)
     assert border.sum(axis=0).max() > 200
 
 
@@ -187,24 +190,30 @@ def test_the_incident_cards_show_what_each_caused_and_overlaps(tmp_path, buggy):
     assert "caused by this incident" in text and "url(#hatch)" in text
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_the_text_report_is_laid_out_for_the_terminals_width(tmp_path, buggy, width):
+def test_the_text_report_is_laid_out_for_the_terminals_width(tmp_path, buggy):
     """At 80 columns each incident and violation is a block of lines, at 200 a table: no line
-    is wider than the terminal, and no time or path is cut."""
-    text, svg = text_report(buggy, width)
-    lines = text.splitlines()
-    assert max(len(line) for line in lines) <= width
-    report = summary(buggy)
-    worst = sorted(report.incidents, key=lambda i: (-sum(i.invariants.values()), -i.unavailable_ms, i.failed_at))[0]
+    is wider than the terminal, and no time or path is cut; both drawn as a terminal shows them
+    (one browser shot of their tops), the FAIL in red."""
     from kraftlake.records.store.time_travel import format_ms
 
-    assert format_ms(worst.failed_at_ms) in text and worst.path in text
+    report = summary(buggy)
+    worst = sorted(report.incidents, key=lambda i: (-sum(i.invariants.values()), -i.unavailable_ms, i.failed_at))[0]
     first = report.violations[0]
-    assert format_ms(first.first_ms) in text and first.name in text
-    assert "The verdict judges the controller; availability judges the cluster" in " ".join(text.split())
-    (tmp_path / "report.svg").write_text(svg)
-    px = png_pixels(shoot_svg(tmp_path / "report.svg", tmp_path / "report.png"))
-    assert mask(px, "#ff5555", 60).sum() + mask(px, WRONG, 40).sum() > 0  # the FAIL and the violations in red
+    svgs = []
+    for width in WIDTHS:
+        text, svg = text_report(buggy, width, report)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert format_ms(worst.failed_at_ms) in text and worst.path in text
+        assert format_ms(first.first_ms) in text and first.name in text
+        assert "The verdict judges the controller; availability judges the cluster" in " ".join(text.split())
+        svgs.append(tmp_path / f"report-{width}.svg")
+        svgs[-1].write_text(svg)
+    spans = shoot_svgs(svgs, tmp_path / "reports.png")
+    px = png_pixels(tmp_path / "reports.png")
+    for width, (left, right) in zip(WIDTHS, spans, strict=True):
+        shown = px[:, left:right]
+        assert (shown < 200).any(axis=-1).sum() > 1000, width  # drawn: the text on its dark background
+        assert mask(shown, "#ff5555", 60).sum() + mask(shown, WRONG, 40).sum() > 0, width
 
 
 def test_the_notebook_figures_are_readable(tmp_path):

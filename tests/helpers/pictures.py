@@ -1,6 +1,7 @@
 """The reports a reviewer looks at, made the same way by the picture tests and by ``make
 examples`` (which keeps them under ``examples/``): the HTML report and its screenshot, the text
-report at 80 and 200 columns (text, and a picture of the terminal), and the notebook's figures.
+report at 80 and 200 columns (text, and a picture of the terminal), the notebook's figures, the
+Prometheus metrics of a report and of the following audit, and ``audit --follow``'s lines.
 
 Histories come from the simulator with a fixed seed (a correct controller, one that ignores
 offline directories) and from Kafka's KIP-858 story in ``fixtures/``, so that every run draws the
@@ -77,14 +78,14 @@ def html_page(records, page: Path, title: str) -> Path:
     return page
 
 
-def text_report(records, width: int) -> tuple[str, str]:
-    """The text report of ``records``' audit on a terminal ``width`` columns wide: (its text,
-    the terminal as SVG)."""
+def text_report(records, width: int, report=None) -> tuple[str, str]:
+    """The text report of ``records``' audit (``report``: their summary, when made already) on a
+    terminal ``width`` columns wide: (its text, the terminal as SVG)."""
     from rich.console import Console
 
     from kraftlake.cli.report_text import render
 
-    report = summary(records)
+    report = report if report is not None else summary(records)
     out = Console(width=width, record=True, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     err = Console(width=width, record=True, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     render(report, out, err)
@@ -136,6 +137,29 @@ def _busiest_partition(report) -> tuple[str, int]:
     return max(sorted(hits), key=lambda k: hits[k])
 
 
+def shoot_svgs(svgs: list[Path], png: Path, height: int = 700) -> list[tuple[int, int]]:
+    """The tops (``height`` pixels) of terminals' SVGs (rich's) side by side in one page, shot
+    once into ``png`` (a browser's start, and a tall page's pixels, are most of a shot's cost):
+    the columns each one spans, left to right."""
+    import re
+
+    from helpers.browser import shoot
+
+    widths = [int(float(re.search(r'viewBox="0 0 ([0-9.]+) ', svg.read_text()).group(1)) + 0.5) for svg in svgs]
+    page = png.with_suffix(".html")
+    imgs = "".join(
+        f"<img src='{svg.resolve().as_uri()}' width={w} style='vertical-align:top'>"
+        for svg, w in zip(svgs, widths, strict=True)
+    )
+    page.write_text(f"<html><body style='margin:0;white-space:nowrap;font-size:0'>{imgs}</body></html>")
+    shoot(page, png, width=sum(widths), height=height)
+    spans, left = [], 0
+    for w in widths:
+        spans.append((left, left + w))
+        left += w
+    return spans
+
+
 def shoot_svg(svg: Path, png: Path) -> Path:
     """A terminal's SVG (rich's) as a PNG at its own size: one pixel per unit of its viewBox."""
     import re
@@ -144,6 +168,25 @@ def shoot_svg(svg: Path, png: Path) -> Path:
 
     w, h = (float(x) for x in re.search(r'viewBox="0 0 ([0-9.]+) ([0-9.]+)"', svg.read_text()).groups())
     return shoot(svg, png, width=int(w + 0.5), height=int(h + 0.5))
+
+
+def prometheus_and_follow(records, directory: Path) -> list[Path]:
+    """What ``--format prometheus`` prints for ``records``, what ``serve --audit``'s /metrics says
+    after them (its audit's part), and ``audit --follow``'s lines as they land in batches of 200."""
+    from kraftlake.cli.audit_follow import _text
+    from kraftlake.replay.live_audit import LiveAudit
+    from kraftlake.replay.prometheus import exposition, live_families, render
+
+    (directory / "prometheus").mkdir(exist_ok=True)
+    report, live = directory / "prometheus" / "report.prom", directory / "prometheus" / "live.prom"
+    report.write_text(render(summary(records)))
+    audit, lines = LiveAudit(), []
+    for i in range(0, len(records), 200):
+        lines += [_text(e).decode() for e in audit.feed(records[i : i + 200])]
+    live.write_bytes(exposition(live_families(audit.now(), running=True)))
+    follow = directory / "follow.txt"
+    follow.write_text("".join(lines))
+    return [report, live, follow]
 
 
 def write_examples(directory: Path) -> list[Path]:
@@ -163,6 +206,7 @@ def write_examples(directory: Path) -> list[Path]:
         (directory / f"report-{width}.svg").write_text(svg)
         written += [directory / f"report-{width}.txt", directory / f"report-{width}.svg"]
         written.append(shoot_svg(directory / f"report-{width}.svg", directory / f"report-{width}.png"))
+    written += prometheus_and_follow(buggy, directory)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -174,6 +218,8 @@ def write_examples(directory: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "tests"))
+    # Run as a script, its own folder comes first on sys.path, where helpers/http.py would hide
+    # the standard library's http: the tests' folder instead, as pytest has it.
+    sys.path[0] = str(ROOT / "tests")
     for path in write_examples(Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "examples")):
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
