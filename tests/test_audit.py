@@ -271,3 +271,31 @@ def test_the_audit_fixtures_are_what_the_simulator_writes(tmp_path):
     ]
     assert runner.invoke(app, args).exit_code == 0
     assert out.read_bytes() == (AUDIT_FIXTURES / "elect-offline-leader.jsonl").read_bytes()
+
+
+def test_counts_a_reader_can_reconcile():
+    """L3-L5 hold every record as it is applied: they count the records audited, as L1 does
+    (not "checked 0"). Where one check finds several violations (K7: one directory removed
+    with several partitions still on it), the text and HTML reports say what a violation is
+    beside what a check is, so that violations above checks add up."""
+    from kraftlake.cli.report_text import render as text
+    from kraftlake.replay.html import render as html
+    from kraftlake.statemachine.invariants import CHECKED, FINDS
+
+    path = Path(__file__).parent.parent / "fixtures" / "kraft" / "audit" / "elect-offline-leader.jsonl"
+    records = [msgspec.structs.replace(r, offset=i) for i, r in enumerate(iter_lines(path.open("rb")))]
+    report = audit(records)
+    by_id = {i.id: i for i in report.invariants}
+    assert [by_id[i].checked for i in ("L1", "L3", "L4", "L5")] == [len(records)] * 4
+    k7 = by_id["K7"]
+    assert k7.violations > k7.checked > 0  # one removal, several partitions left on it
+    import io
+
+    from rich.console import Console
+
+    out = Console(width=400, record=True, file=io.StringIO())  # wide enough that no cell wraps
+    text(report, out, out)
+    said = out.export_text()
+    assert f"{k7.checked:,} {CHECKED['K7']}" in said and f"(a violation: {FINDS['K7']})" in said
+    page = html(report)
+    assert f"<td class=num>{k7.checked:,}</td><td>{CHECKED['K7']}</td>" in page and FINDS["K7"] in page

@@ -306,7 +306,7 @@ ended_effects = st.builds(
 def test_handling_counts_and_nearest_rank_percentiles(lists, spilled):
     import math
 
-    from kraftlake.replay.incidents import handling
+    from kraftlake.replay.incidents import TIME_BUCKETS_MS, handling
 
     incs = [
         Incident(id=f"i{n}", kind="broker-fenced", broker=1, failed_at=0, effects=EffectList(items))
@@ -324,6 +324,9 @@ def test_handling_counts_and_nearest_rank_percentiles(lists, spilled):
         rank = {q: times[max(1, math.ceil(q * len(times))) - 1] if times else None for q in (0.5, 0.99)}
         assert (stats.moved, stats.open) == (len(moved), sum(e.ended_by is None for e in mine))
         assert (stats.p50_ms, stats.p99_ms, stats.max_ms) == (rank[0.5], rank[0.99], times[-1] if times else None)
+        # The histogram Prometheus reads: how many took at most each bound, how many, their sum.
+        assert stats.buckets == [sum(t <= b for t in times) for b in TIME_BUCKETS_MS]
+        assert (stats.timed, stats.total_ms) == (len(times), sum(times))
     ended_leaders = [e for items in lists for e in items if e.role == "leader" and e.ended_by is not None]
     assert got.leaderless.partitions == sum(e.new_leader == -1 for e in ended_leaders)
     assert got.other == sum(e.new_leader is None for e in ended_leaders)

@@ -16,7 +16,7 @@ from kraftlake.records import iter_lines
 from kraftlake.records.kraft import Config, NoOp
 from kraftlake.replay import report_json
 from kraftlake.replay.audit import Audit, AuditConfig
-from kraftlake.replay.incidents import find_incidents, percentile
+from kraftlake.replay.incidents import TIME_BUCKETS_MS, find_incidents, percentile
 from kraftlake.statemachine.kraft.workload import FAULTS, WorkloadConfig, generate
 
 from helpers.tiers import examples
@@ -212,6 +212,14 @@ def test_leaderships_left_without_a_leader_are_counted_apart_with_their_wait():
     assert h.leadership.moved == len(moved)
     assert 0 < h.leaderless.total_ms <= found.availability.no_leader_ms
     assert h.leaderless.max_ms >= h.leaderless.p99_ms >= h.leaderless.p50_ms
+    # Their histogram (Prometheus' kraftlake_leaderless_wait_seconds) agrees with the waits'
+    # nearest-rank median and maximum: at least half are at most the median, all at most the max.
+    waits = h.leaderless
+    assert 0 < waits.timed <= waits.partitions
+    for bound, n in zip(TIME_BUCKETS_MS, waits.buckets, strict=True):
+        half = -(-waits.timed // 2)
+        assert (n >= half) == (bound >= waits.p50_ms), bound
+        assert (n == waits.timed) == (bound >= waits.max_ms), bound
 
 
 def test_a_controller_that_ignores_offline_dirs_leaves_leaders_on_dead_disks():

@@ -64,6 +64,8 @@ def test_the_html_report_draws_the_incident_timeline(tmp_path):
     text = page.read_text()
     # Record times beside offsets, names beside ids: the effects' partitions are a/0 and b/0.
     assert "2023-11-14T22:13:30.000Z</span> · offset 23" in text and ">a/0<" in text and ">b/0<" in text
+    # The card says how long after the failure each step came (reported 0.5 s after it).
+    assert "2023-11-14T22:13:30.500Z</span> · offset 24 <span class=muted>(+0.5 s)</span>" in text
 
 
 def test_red_is_for_what_is_wrong_and_a_normal_shutdown_is_calm(tmp_path, buggy):
