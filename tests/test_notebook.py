@@ -78,6 +78,7 @@ def test_plots_draw(lake):
     assert offline.get_ylabel() == "offline replicas" and offline.get_xlabel() == "record time (UTC)"
 
 
+@pytest.mark.slow  # a notebook kernel executes it: 6 s, make test's
 def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
     """Executed top to bottom with no error and no log lines, its figures drawn, integers shown
     as integers; the committed examples/incident.html (readable without running it) tells the
