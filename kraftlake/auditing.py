@@ -39,7 +39,12 @@ ENGINES = ("auto", "duckdb", "python", "spark")
 
 
 class AuditUsageError(ValueError):
-    """The audit cannot run as asked: options that do not go together, a window outside the log."""
+    """The audit cannot run as asked: options that do not go together, a window outside the log.
+    ``parameter``: the argument at fault, where one is (a door names it in its own words)."""
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class AuditCapacityError(RuntimeError):
@@ -100,36 +105,27 @@ def audit(
     on a violation at least ``fail_on`` severe, or on more than ``fail_on_unavailable_seconds``
     partition-seconds without a usable leader. ``engine``: see the module's docstring."""
     from kraftlake.records import Log
-    from kraftlake.replay.books import AuditConfig
-    from kraftlake.statemachine.invariants import SEVERITIES
 
     if engine not in ENGINES:
-        raise AuditUsageError(f"engine {engine!r}: one of {', '.join(ENGINES)}")
-    if fail_on not in SEVERITIES:
-        raise AuditUsageError(f"fail_on {fail_on!r}: one of {', '.join(SEVERITIES)}")
+        raise AuditUsageError(f"engine {engine!r}: one of {', '.join(ENGINES)}", "engine")
+    config = audit_config(grace_ms, grace_records, fail_on, fail_on_unavailable_seconds)
     if version is not None and timestamp is not None:
-        raise AuditUsageError("give at most one of version, timestamp")
+        raise AuditUsageError("give at most one of version, timestamp", "timestamp")
     if (master is not None or remote is not None) and engine not in ("auto", "spark"):
-        raise AuditUsageError(f"master/remote run the plan on Spark: not with engine {engine!r}")
+        raise AuditUsageError(f"master/remote run the plan on Spark: not with engine {engine!r}", "engine")
     if master is not None and remote is not None:
-        raise AuditUsageError("give at most one of master, remote")
+        raise AuditUsageError("give at most one of master, remote", "remote")
     on_spark = engine == "spark" or master is not None or remote is not None
     progress = progress or Progress()
     opened = log if isinstance(log, Log) else Log.open(log, storage_options=storage_options)
     snap = opened.at(version=version, timestamp=timestamp)
-    first, last = _window(snap, from_offset, to_offset, to_source_offset, from_time, to_time)
+    first, last = window(snap, from_offset, to_offset, to_source_offset, from_time, to_time)
     if first is not None and on_spark:
-        raise AuditUsageError("the plan on Spark audits a log from its start: no from_offset or from_time")
+        raise AuditUsageError(
+            "the plan on Spark audits a log from its start: no from_offset or from_time", "from_offset"
+        )
     if first is not None and engine == "duckdb":
-        raise AuditUsageError("the plan audits a log from its start: engine python for a later start")
-    config = AuditConfig(
-        grace_records=grace_records,
-        grace_ms=grace_ms,
-        fail_on=fail_on,
-        fail_on_unavailable_ms=None
-        if fail_on_unavailable_seconds is None
-        else round(fail_on_unavailable_seconds * 1000),
-    )
+        raise AuditUsageError("the plan audits a log from its start: engine python for a later start", "from_offset")
     if on_spark:
         report = _on_spark(opened, config, master, remote, cores, scratch, version, timestamp, last, progress)
     else:
@@ -138,37 +134,81 @@ def audit(
             report = _on_duckdb(snap, last, config, engine, memory_limit, temp_directory, progress)
         if report is None:
             report = _per_record(opened, snap, first, last, config, progress)
+    if report.incidents is None:  # an engine that leaves them out: one more pass over the records
+        from kraftlake.replay.books import attach_incidents
+        from kraftlake.replay.incidents import find_incidents
+
+        attach_incidents(report, find_incidents(snap.iter_records(None, last), None))
     return report
 
 
-def _window(snap, from_offset, to_offset, to_source_offset, from_time, to_time) -> tuple[int | None, int | None]:
-    """The first and last offsets to audit (None: the log's start, its end)."""
+def audit_config(
+    grace_ms: int = GRACE_MS,
+    grace_records: int | None = None,
+    fail_on: str = "error",
+    fail_on_unavailable_seconds: float | None = None,
+) -> AuditConfig:
+    """The ``AuditConfig`` of ``audit``'s arguments (also what ``audit --follow`` runs with)."""
+    from kraftlake.replay.books import AuditConfig
+    from kraftlake.statemachine.invariants import SEVERITIES
+
+    if fail_on not in SEVERITIES:
+        raise AuditUsageError(f"fail_on {fail_on!r}: one of {', '.join(SEVERITIES)}", "fail_on")
+    for name, value in (("grace_ms", grace_ms), ("grace_records", grace_records)):
+        if value is not None and value < 0:
+            raise AuditUsageError(f"{name} {value} is below 0", name)
+    if fail_on_unavailable_seconds is not None and fail_on_unavailable_seconds < 0:
+        raise AuditUsageError(
+            f"fail_on_unavailable_seconds {fail_on_unavailable_seconds} is below 0", "fail_on_unavailable_seconds"
+        )
+    return AuditConfig(
+        grace_records=grace_records,
+        grace_ms=grace_ms,
+        fail_on=fail_on,
+        fail_on_unavailable_ms=None
+        if fail_on_unavailable_seconds is None
+        else round(fail_on_unavailable_seconds * 1000),
+    )
+
+
+def window(
+    snap,
+    from_offset: int | None = None,
+    to_offset: int | None = None,
+    to_source_offset: int | None = None,
+    from_time: datetime | str | int | None = None,
+    to_time: datetime | str | int | None = None,
+) -> tuple[int | None, int | None]:
+    """The first and last offsets of ``snap`` (a ``LogSnapshot``) to audit (None: the log's
+    start, its end), from offsets, record times or a Kafka source offset."""
     from kraftlake.records.store.time_travel import time_ms
 
     if to_source_offset is not None:
         if to_offset is not None:
-            raise AuditUsageError("give at most one of to_offset, to_source_offset")
+            raise AuditUsageError("give at most one of to_offset, to_source_offset", "to_source_offset")
         to_offset = snap.offset_of_source(to_source_offset)
     try:
         if from_time is not None:
             if from_offset is not None:
-                raise AuditUsageError("give at most one of from_offset, from_time")
+                raise AuditUsageError("give at most one of from_offset, from_time", "from_time")
             found = snap.offset_at_time(time_ms(from_time), first=True)
             from_offset = snap.last_offset + 1 if found is None else found
         if to_time is not None:
             if to_offset is not None:
-                raise AuditUsageError("give at most one of to_offset, to_source_offset, to_time")
+                raise AuditUsageError("give at most one of to_offset, to_source_offset, to_time", "to_time")
             to_offset = snap.offset_at_time(time_ms(to_time))
     except ValueError as exc:
         if isinstance(exc, AuditUsageError):
             raise
         raise AuditUsageError(str(exc)) from None
     if from_offset is not None and from_offset < 0:
-        raise AuditUsageError(f"from_offset {from_offset} is below 0")
+        raise AuditUsageError(f"from_offset {from_offset} is below 0", "from_offset")
     if from_offset is not None and from_offset > snap.last_offset + 1:
-        raise AuditUsageError(f"from_offset {from_offset} is past the end of the log (last offset {snap.last_offset})")
+        raise AuditUsageError(
+            f"from_offset {from_offset} is past the end of the log (last offset {snap.last_offset})", "from_offset"
+        )
     if to_offset is not None and from_offset is not None and to_offset < from_offset - 1:
-        raise AuditUsageError(f"to_offset {to_offset} is below from_offset {from_offset}")
+        raise AuditUsageError(f"to_offset {to_offset} is below from_offset {from_offset}", "to_offset")
     return (from_offset or None), to_offset
 
 
@@ -184,7 +224,7 @@ def _on_duckdb(snap, last, config: AuditConfig, engine: str, memory_limit, temp_
     try:
         duck = DuckEngine(memory_limit=memory_limit, temp_directory=temp_directory)
     except duckdb.Error as exc:  # a limit DuckDB cannot read
-        raise AuditUsageError(f"memory limit {memory_limit!r}: {exc}") from None
+        raise AuditUsageError(f"memory limit {memory_limit!r}: {exc}", "memory_limit") from None
     stages = ["reading the log"]
     with duck:
         try:
@@ -220,14 +260,8 @@ def _per_record(opened, snap, first, last, config: AuditConfig, progress: Progre
     from kraftlake.replay.audit import audit_log
     from kraftlake.replay.books import attach_incidents
     from kraftlake.replay.incidents import find_incidents
-    from kraftlake.replay.state import has_streams, state_at, streams_at
 
-    start = state_at(opened, offset=first - 1) if first else None
-    streams_start = None
-    if first and has_streams(opened, to_offset=first - 1):
-        # Snapshots hold the KRaft view: the S3Stream state before the window is replayed.
-        with progress.records(first, "replaying S3Stream records before the window") as told:
-            streams_start = streams_at(opened, offset=first - 1, progress=told)
+    start, streams_start = start_states(opened, first, progress)
     end = snap.last_offset if last is None else min(last, snap.last_offset)
     with progress.records(end + 1 - (first or 0), "auditing") as told:
         report = audit_log(
@@ -244,6 +278,21 @@ def _per_record(opened, snap, first, last, config: AuditConfig, progress: Progre
     return report
 
 
+def start_states(opened: Log, first: int | None, progress: Progress | None = None) -> tuple[Any, Any]:
+    """The KRaft view and the S3Stream state just before offset ``first`` (None, None: the
+    log's start), where a window that starts later picks up (also ``audit --follow``'s)."""
+    from kraftlake.replay.state import has_streams, state_at, streams_at
+
+    if not first:
+        return None, None
+    streams = None
+    if has_streams(opened, to_offset=first - 1):
+        # Snapshots hold the KRaft view: the S3Stream state before the window is replayed.
+        with (progress or Progress()).records(first, "replaying S3Stream records before the window") as told:
+            streams = streams_at(opened, offset=first - 1, progress=told)
+    return state_at(opened, offset=first - 1), streams
+
+
 def _on_spark(
     opened, config: AuditConfig, master, remote, cores, scratch, version, timestamp, last, progress: Progress
 ):
@@ -254,6 +303,7 @@ def _on_spark(
 
     from kraftlake.spark import read_log, session
     from kraftlake.spark.audit import audit as spark_audit
+    from kraftlake.spark.read import damaged_read
     from kraftlake.spark.session import remote_session
 
     ours = SparkSession.getActiveSession() is None
@@ -267,7 +317,13 @@ def _on_spark(
     try:
         with progress.spark(spark) as step:
             df = read_log(spark, opened, version=version, timestamp=timestamp, to_offset=last)
-            return spark_audit(spark, df, config, step=step, scratch=scratch)
+            try:
+                return spark_audit(spark, df, config, step=step, scratch=scratch)
+            except Exception as exc:  # an executor's read of a damaged file: the error naming it
+                damaged = damaged_read(exc)
+                if damaged is None:
+                    raise
+                raise damaged from None
     finally:
         if ours:
             spark.stop()

@@ -927,30 +927,30 @@ class Lake:
         fail_on_unavailable_seconds: float | None = None,
         from_time: datetime | str | int | None = None,
         to_time: datetime | str | int | None = None,
+        engine: str = "auto",
+        **options: Any,
     ) -> AuditResult:
         """Audit ``[from_offset, to_offset]`` (or the records between ``from_time`` and
-        ``to_time``: record time, ``ts_ms``; ISO text is UTC unless it has an offset)."""
-        from kraftlake.records.store.time_travel import time_ms
-        from kraftlake.replay.audit import AuditConfig, audit_log
-        from kraftlake.replay.state import state_at
+        ``to_time``: record time, ``ts_ms``; ISO text is UTC unless it has an offset):
+        ``kraftlake.audit`` on this log, whose other arguments (``master``, ``memory_limit``...)
+        ``options`` passes on."""
+        from kraftlake.auditing import audit
 
-        snap = self.log.at()
-        if from_time is not None:
-            first = snap.offset_at_time(time_ms(from_time), first=True)
-            from_offset = snap.last_offset + 1 if first is None else first
-        if to_time is not None:
-            to_offset = snap.offset_at_time(time_ms(to_time))
-        start = state_at(self.log, offset=from_offset - 1) if from_offset else None
-        config = AuditConfig(
+        report = audit(
+            self.log,
+            engine=engine,
+            from_offset=from_offset,
+            to_offset=to_offset,
             grace_records=grace_records,
             grace_ms=grace_ms,
             fail_on=fail_on,
-            fail_on_unavailable_ms=None
-            if fail_on_unavailable_seconds is None
-            else round(fail_on_unavailable_seconds * 1000),
+            fail_on_unavailable_seconds=fail_on_unavailable_seconds,
+            from_time=from_time,
+            to_time=to_time,
+            **options,
         )
-        report = audit_log(snap, config=config, from_offset=from_offset, to_offset=to_offset, start=start)
-        return AuditResult(report, snap.record_times)
+        # The rows are timed from the log as it is now: it holds every offset the report names.
+        return AuditResult(report, self.log.at().record_times)
 
     def incidents(self, kind: str | None = None, **audit: Any) -> Incidents:
         """The incidents of the log (of one ``kind``: dir-failure, controlled-shutdown,

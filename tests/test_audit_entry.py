@@ -77,3 +77,34 @@ def test_a_log_with_s3stream_records_goes_per_record_on_auto(tmp_path):
     log = Log.create(tmp_path / "s3")
     log.append(list(iter_lines(fixture.open("rb"))))
     assert kraftlake.audit(log).engine == "python"
+
+
+def test_every_door_gives_the_report_of_kraftlake_audit(log):
+    """The CLI, the HTTP service and the notebook facade are thin callers of ``kraftlake.audit``:
+    with the same arguments, each gives its report (the doors show the bounded summary)."""
+    import json
+
+    from litestar.testing import TestClient
+    from typer.testing import CliRunner
+
+    from kraftlake.cli import app
+    from kraftlake.replay.summary import bounded
+    from kraftlake.service.app import create_app
+
+    def summary(report) -> dict:
+        # Each door's rows carry the record times of the offsets they name, read from the log.
+        return json.loads(report_json.encode(bounded(report, times=log.at().record_times)))
+
+    for engine in ("auto", "python"):
+        expected = summary(kraftlake.audit(log, engine=engine, grace_ms=500, to_offset=2500))
+        assert expected["violations"], "a history whose doors agree on nothing proves nothing"
+        cli = CliRunner().invoke(
+            app,
+            ["audit", str(log.path), "--format", "json", "--engine", engine, "--grace-ms", "500", "--to", "2500"],
+        )
+        assert cli.exit_code == 1 and json.loads(cli.stdout) == expected
+        with TestClient(app=create_app(log.path)) as client:
+            served = client.post("/v1/audits", json={"engine": engine, "grace_ms": 500, "to_offset": 2500})
+        assert served.status_code == 200 and served.json() == expected
+        notebook = kraftlake.open(log.path).audit(engine=engine, grace_ms=500, to_offset=2500)
+        assert summary(notebook.report) == expected

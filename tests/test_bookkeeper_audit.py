@@ -41,7 +41,8 @@ def _report(records):
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
-@pytest.mark.parametrize("seed", [0, 1])
+# The second seed is make test's (unweighted-placement's 32 000 records take 3.5 s a seed).
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_every_bug_is_caught_by_its_invariant(bug, seed):
     # Capped weights are close to uniform: the uniform draws of the bug stand out past 5 sigma only
     # after a few thousand draws.

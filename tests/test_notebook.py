@@ -110,6 +110,7 @@ def test_offsets_are_integers_times_are_aware_and_partitions_two_columns(lake):
     assert str(v.first_time.dtype) == "datetime64[ns, UTC]" and v.first_time.notna().all()
 
 
+@pytest.mark.slow  # a notebook kernel executes it: 6 s, make test's
 def test_the_incident_notebook_tells_one_incident_and_is_rendered(tmp_path):
     """Executed top to bottom with no error and no log lines, its figures drawn, integers shown
     as integers; the committed examples/incident.html (readable without running it) tells the

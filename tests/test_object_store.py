@@ -234,6 +234,7 @@ def test_an_append_after_the_bucket_is_gone(moto_server, s3_bucket):
         log.append(records()[2:4])
 
 
+@pytest.mark.slow  # 14 s of the clients' retries against a dead port: make test's
 def test_endpoint_unreachable(s3_bucket, tmp_path, monkeypatch):
     from helpers.object_store import free_port
 

@@ -1153,12 +1153,12 @@ def test_the_plan_under_a_small_memory_limit_gives_the_python_report(tmp_path, m
     spills.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spills))  # where the engine makes its directory
     refused = runner.invoke(app, [*args, "--memory-limit", "lots"])
-    assert refused.exit_code == 2 and "--memory-limit lots" in refused.output
+    assert refused.exit_code == 2 and "--memory-limit: memory limit 'lots'" in refused.output
     # A limit too small for the work: exit 2 saying which limit held and how to raise it.
     starved = runner.invoke(app, [*args, "--memory-limit", "1MB"])
     assert starved.exit_code == 2, starved.output
     assert "more than DuckDB's memory limit" in starved.output and "raise it with --memory-limit" in starved.output
-    assert "in the step 'reading the log'" in starved.output  # where it ran out: before any audit step
+    assert "in the stage 'reading the log'" in starved.output  # where it ran out: before any audit step
     assert not any(spills.iterdir())  # none left behind
     # --temp-directory: where it spills. A place it can spill to gives the same report and is
     # kept; one it cannot write (a file) ends the plan with exit 2 naming it, not a traceback.

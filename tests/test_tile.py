@@ -161,6 +161,7 @@ def test_tiled_log_reads_back_through_the_cli(tiled):
     assert all(b["first_offset"] == a["last_offset"] + 1 for a, b in zip(commits[1:], commits[2:]))
 
 
+@pytest.mark.slow  # worker processes: make test's
 def test_the_script_with_worker_processes_makes_the_same_log(tiled, tmp_path):
     shard, out, _ = tiled
     done = subprocess.run(

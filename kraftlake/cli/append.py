@@ -11,6 +11,14 @@ import typer
 from kraftlake.cli.console import EXIT_INPUT, STORAGE_OPTION, abort, storage_options, write_bytes
 
 
+def _seq(text: str) -> int:
+    """``--seq`` as the service reads a seq (digits, no sign, no spaces, no ``_``), where
+    ``int()`` would take ``2_2`` or `` 21``."""
+    if not text.isascii() or not text.isdigit() or (len(text) > 1 and text[0] == "0"):
+        raise typer.BadParameter(f"{text!r} is not an integer of 0 or more (digits only)")
+    return int(text)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("append")
     def append(
@@ -21,7 +29,11 @@ def register(app: typer.Typer) -> None:
             None, "--producer", help="Producer id, for exactly-once batches (needs --seq)."
         ),
         seq: int | None = typer.Option(
-            None, "--seq", min=0, help="Batch sequence of the producer; a repeated one lands once."
+            None,
+            "--seq",
+            parser=_seq,
+            metavar="INTEGER",
+            help="Batch sequence of the producer (0 or more); a repeated one lands once.",
         ),
     ) -> None:
         """Append records, one JSON object per line, as one batch.

@@ -133,208 +133,117 @@ def register(app: typer.Typer) -> None:
 
         Checks the catalogue (L1-L5 log, K1-K15 KRaft/JBOD: leader in ISR within replicas, leader and ISR on online dirs, every reported dir failure handled within the grace, KIP-858 completeness, epoch bumps, eligible leader replicas (KIP-966) apart from the ISR, on online dirs, and leaders elected from ISR or ELR; S1-S12 AutoMQ S3Stream: ranges ordered and owned, offsets held by exactly one object, end offsets never back, referenced objects committed, ids never reused, historical WAL duties recoverable, PREPARED objects expired, commits continue the end) in one streaming pass. Violations are intervals: the offset where an entity went wrong, the last offset where it still was (null: still open), and the records that caused and fixed it. Exit 0 pass, 1 fail, 2 unusable input. `--engine python`, `--master` and `kraftlake spark-audit` give the same report (logs with S3Stream or BookKeeper records: by the Python engine).
         """
-        from kraftlake.cli.progress import replay_progress
-        from kraftlake.records import Log
-        from kraftlake.replay.audit import AuditConfig, audit_log
-        from kraftlake.replay.state import has_streams, state_at, streams_at
-
-        opened = Log.open(log, storage_options=storage_options(storage_option))
-        snap = opened.at()
         if fmt is Format.jsonl and not follow:
             abort("--format jsonl is for --follow (a report is text, json, html or prometheus)", EXIT_INPUT)
-        if follow and (engine is Engine.duckdb or master is not None or remote is not None):
-            abort("--follow runs the per-record engine: not with --engine duckdb, --master or --remote", EXIT_INPUT)
-        if follow and fmt not in (Format.text, Format.jsonl):
-            abort("--follow prints text or --format jsonl", EXIT_INPUT)
-        if follow and (to_offset, to_source_offset, to_time, out_file, tables) != (None, None, None, None, None):
-            abort(
-                "--follow runs from --from (or --from-time) on: not with --to, --to-time, --to-source-offset, --out or --tables",
-                EXIT_INPUT,
-            )
-        to_offset = resolve_to(snap, to_offset, to_source_offset)
-        from_offset, to_offset = resolve_times(snap, from_offset, to_offset, from_time, to_time)
-        if from_offset is not None and from_offset > snap.last_offset + 1:
-            abort(f"--from {from_offset} is past the end of the log (last offset {snap.last_offset})", EXIT_INPUT)
-        start = state_at(opened, offset=from_offset - 1) if from_offset else None
-        streams_start = None
-        if from_offset and has_streams(opened, to_offset=from_offset - 1):
-            # Snapshots hold the KRaft view: the S3Stream state before --from is replayed.
-            with replay_progress(from_offset, "replaying S3Stream records before --from") as progress:
-                streams_start = streams_at(opened, offset=from_offset - 1, progress=progress)
-        config = AuditConfig(
-            grace_records=grace_records,
-            grace_ms=grace_ms,
-            fail_on=fail_on.value,
-            fail_on_unavailable_ms=unavailable_ms(fail_on_unavailable),
-        )
         if follow:
-            from kraftlake.cli.audit_follow import follow_audit
-
-            follow_audit(
-                opened, from_offset or 0, config, jsonl=fmt is Format.jsonl, start=start, streams_start=streams_start
-            )
+            _refuse_with_follow(to_offset, to_source_offset, to_time, out_file, tables)
+            _follow(log, storage_option, engine, master, remote, fmt, from_offset, from_time, grace_ms, grace_records)
             return
-        last = snap.last_offset if to_offset is None else min(to_offset, snap.last_offset)
-        if master is not None or remote is not None:
-            if engine is not Engine.auto or from_offset is not None:
-                abort("--master/--remote run the plan on Spark: without --engine or --from", EXIT_INPUT)
-            from kraftlake.cli.spark_audit import on_spark
+        report = run(
+            log,
+            storage_option,
+            engine=engine.value,
+            master=master,
+            remote=remote,
+            from_offset=from_offset,
+            to_offset=to_offset,
+            to_source_offset=to_source_offset,
+            from_time=from_time,
+            to_time=to_time,
+            grace_ms=grace_ms,
+            grace_records=grace_records,
+            fail_on=fail_on.value,
+            fail_on_unavailable_seconds=fail_on_unavailable,
+            memory_limit=memory_limit,
+            temp_directory=temp_directory,
+        )
+        times = record_times(log, storage_option)
+        emit(report, fmt, out_file, title=f"kraftlake audit of {log}", tables=tables, times=times)
 
-            report = on_spark(opened, config, master=master, remote=remote, to_offset=to_offset)
-            emit(
-                report,
-                fmt,
-                out_file,
-                title=f"kraftlake audit of {log}",
-                source=(snap, None, to_offset, None),
-                tables=tables,
-            )
-            return
-        if engine is not Engine.python:
-            report = plan_audit(
-                opened, to_offset, config, engine, from_offset, memory_limit=memory_limit, temp_directory=temp_directory
-            )
-            if report is not None:
-                # The plan attached its incidents (replay.plan.incidents): emit() has none to add.
-                emit(
-                    report,
-                    fmt,
-                    out_file,
-                    title=f"kraftlake audit of {log}",
-                    source=(snap, None, to_offset, None),
-                    tables=tables,
-                )
-                return
-        with replay_progress(last + 1 - (from_offset or 0), "auditing") as progress:
-            report = audit_log(
-                snap,
-                config=config,
-                from_offset=from_offset,
-                to_offset=to_offset,
-                start=start,
-                progress=progress,
-                streams_start=streams_start,
-            )
-        report.engine = "python"
-        emit(
-            report,
-            fmt,
-            out_file,
-            title=f"kraftlake audit of {log}",
-            source=(snap, from_offset, to_offset, start),
-            tables=tables,
+
+OPTION_NAMES = {
+    "from_offset": "--from",
+    "to_offset": "--to",
+    "to_source_offset": "--to-source-offset",
+    "from_time": "--from-time",
+    "to_time": "--to-time",
+    "engine": "--engine",
+    "remote": "--remote",
+    "timestamp": "--timestamp",
+    "version": "--version",
+    "master": "--master",
+    "memory_limit": "--memory-limit",
+    "fail_on": "--fail-on",
+    "grace_ms": "--grace-ms",
+    "grace_records": "--grace-records",
+}
+
+
+def in_options(exc) -> str:
+    """An ``AuditUsageError``'s words with the library's argument names as the CLI's options."""
+    import re
+
+    said = re.sub(r"\b(%s)\b" % "|".join(OPTION_NAMES), lambda m: OPTION_NAMES[m.group(1)], str(exc))
+    option = OPTION_NAMES.get(exc.parameter or "")
+    return said if option is None or option in said else f"{option}: {said}"
+
+
+def run(log: str, storage_option: list[str] | None, **arguments):
+    """``kraftlake.audit`` with the CLI's progress; what it refuses is exit 2 in words naming
+    the option at fault."""
+    from kraftlake.auditing import AuditCapacityError, AuditUsageError, audit
+    from kraftlake.cli.progress import audit_progress
+
+    try:
+        return audit(log, storage_options=storage_options(storage_option), progress=audit_progress(), **arguments)
+    except AuditUsageError as exc:
+        abort(in_options(exc), EXIT_INPUT)
+    except AuditCapacityError as exc:
+        abort(str(exc), EXIT_INPUT)
+
+
+def _refuse_with_follow(*options) -> None:
+    if options != (None,) * len(options):
+        abort(
+            "--follow runs from --from (or --from-time) on: not with --to, --to-time, --to-source-offset, --out or --tables",
+            EXIT_INPUT,
         )
 
 
-def unavailable_ms(seconds: float | None) -> int | None:
-    return None if seconds is None else round(seconds * 1000)
+def _follow(log, storage_option, engine, master, remote, fmt, from_offset, from_time, grace_ms, grace_records) -> None:
+    """``audit --follow``: the per-record engine from the window's start on, as records land."""
+    from kraftlake.auditing import AuditUsageError, audit_config, start_states, window
+    from kraftlake.cli.audit_follow import follow_audit
+    from kraftlake.cli.progress import audit_progress
+    from kraftlake.records import Log
 
-
-def resolve_times(
-    snap, from_offset: int | None, to_offset: int | None, from_time: str | None, to_time: str | None
-) -> tuple[int | None, int | None]:
-    """``--from``/``--to`` from ``--from-time``/``--to-time`` (record time), at most one of each pair."""
-    from kraftlake.records.store.time_travel import time_ms
-
+    if engine is Engine.duckdb or master is not None or remote is not None:
+        abort("--follow runs the per-record engine: not with --engine duckdb, --master or --remote", EXIT_INPUT)
+    if fmt not in (Format.text, Format.jsonl):
+        abort("--follow prints text or --format jsonl", EXIT_INPUT)
+    opened = Log.open(log, storage_options=storage_options(storage_option))
     try:
-        if from_time is not None:
-            if from_offset is not None:
-                abort("give at most one of --from, --from-time", EXIT_INPUT)
-            first = snap.offset_at_time(time_ms(from_time), first=True)
-            from_offset = snap.last_offset + 1 if first is None else first
-        if to_time is not None:
-            if to_offset is not None:
-                abort("give at most one of --to, --to-source-offset, --to-time", EXIT_INPUT)
-            to_offset = snap.offset_at_time(time_ms(to_time))
-    except ValueError as exc:
-        abort(str(exc), EXIT_INPUT)
-    return from_offset, to_offset
+        first, _ = window(opened.at(), from_offset=from_offset, from_time=from_time)
+        config = audit_config(grace_ms, grace_records)
+    except AuditUsageError as exc:
+        abort(in_options(exc), EXIT_INPUT)
+    start, streams_start = start_states(opened, first, audit_progress())
+    follow_audit(opened, first or 0, config, jsonl=fmt is Format.jsonl, start=start, streams_start=streams_start)
 
 
-def plan_audit(
-    opened,
-    to_offset: int | None,
-    config,
-    engine: Engine,
-    from_offset: int | None,
-    *,
-    memory_limit: str | None = None,
-    temp_directory: Path | None = None,
-):
-    """The report of the audit plan on DuckDB, or None when ``--engine auto`` leaves the log to
-    the Python engine (``--from``: the plan audits from the start; S3Stream or BookKeeper
-    records: their checks run per record either way, on the driver). ``memory_limit``: DuckDB's
-    (default ``duck.MEMORY_LIMIT``); ``temp_directory``: where it spills (default its own)."""
-    import duckdb
+def record_times(log: str, storage_option: list[str] | None):
+    """The record times of the log's offsets (``LogSnapshot.record_times``), for ``emit``."""
+    from kraftlake.records import Log
 
-    from kraftlake.cli.progress import step_progress
-    from kraftlake.replay.plan import audit, families
-    from kraftlake.replay.plan.duck import DuckEngine
-
-    if from_offset is not None:
-        if engine is Engine.duckdb:
-            abort("--from needs --engine python: the plan audits a log from its start", EXIT_INPUT)
-        return None
-    snap = opened.at(offset=to_offset)
-    try:
-        duck = DuckEngine(memory_limit=memory_limit, temp_directory=temp_directory)
-    except duckdb.Error as exc:  # a limit DuckDB cannot read
-        abort(f"--memory-limit {memory_limit}: {exc}", EXIT_INPUT)
-    steps = ["reading the log"]
-    with duck:
-        try:
-            duck.read_snapshot(snap)
-            if engine is Engine.auto and {"s3stream", "bookkeeper"} & families(duck):
-                return None
-            with step_progress() as step:
-
-                def tell(name: str) -> None:
-                    steps.append(name)
-                    step(name)
-
-                return audit(duck, config, step=tell)
-        except duckdb.OutOfMemoryException as exc:
-            # Not every operator can spill (DuckDB's own list): say which limit held, in which
-            # step, and how to raise it, rather than a traceback.
-            limit = duck.rows("SELECT current_setting('memory_limit')")[0][0]
-            abort(
-                f"the plan needed more than DuckDB's memory limit ({limit}) in the step {steps[-1]!r};"
-                f" raise it with --memory-limit: {exc}"
-            )
-        except duckdb.IOException as exc:
-            # Spilling beyond the limit writes to the temporary directory: a full or unusable
-            # disk there ends the plan (a 10^8-record log can spill tens of GB).
-            abort(
-                f"the plan could not spill to {duck.spill} in the step {steps[-1]!r}; give it another"
-                f" place with --temp-directory, or more memory with --memory-limit: {exc}"
-            )
+    return Log.open(log, storage_options=storage_options(storage_option)).at().record_times
 
 
-def resolve_to(snap, to_offset: int | None, to_source_offset: int | None) -> int | None:
-    """The last offset to audit, from ``--to`` or ``--to-source-offset`` (at most one)."""
-    if to_source_offset is None:
-        return to_offset
-    if to_offset is not None:
-        abort("give at most one of --to, --to-source-offset", EXIT_INPUT)
-    return snap.offset_of_source(to_source_offset)
-
-
-def emit(report, fmt: Format, out_file: Path | None, *, title: str, source=None, tables: Path | None = None) -> None:
+def emit(report, fmt: Format, out_file: Path | None, *, title: str, tables: Path | None = None, times=None) -> None:
     """Print or write ``report`` in ``fmt``, a summary of bounded size (``replay.summary``);
     with ``tables``, its complete rows there first (``replay.tables``); exit 1 when its verdict
-    is fail. ``source`` (snapshot, from, to, start view): where an engine that left out the
-    incidents gets them."""
-
-    if report.incidents is None and source is not None:
-        from kraftlake.replay.books import attach_incidents
-        from kraftlake.replay.incidents import find_incidents
-
-        snap, lo, hi, start = source
-        attach_incidents(report, find_incidents(snap.iter_records(lo, hi), start))
+    is fail. ``times`` (``record_times``): rows carry the record times of the offsets they name."""
     from kraftlake.replay.summary import bounded
 
-    # Rows carry the record times of the offsets they name, read from the log audited.
-    times = source[0].record_times if source is not None else None
     if tables is not None:
         from kraftlake.replay import tables as report_tables
 

@@ -66,9 +66,13 @@ def register(app: typer.Typer) -> None:
             return
         snap = Log.open(log, storage_options=storage_options(storage_option)).at(version=version, timestamp=timestamp)
         if from_time is not None or to_time is not None:
-            from kraftlake.cli.audit import resolve_times
+            from kraftlake.auditing import AuditUsageError, window
+            from kraftlake.cli.audit import in_options
 
-            from_offset, to_offset = resolve_times(snap, from_offset, to_offset, from_time, to_time)
+            try:
+                from_offset, to_offset = window(snap, from_offset, to_offset, from_time=from_time, to_time=to_time)
+            except AuditUsageError as exc:
+                abort(in_options(exc), EXIT_INPUT)
         records = snap.records(from_offset, to_offset, types or None)
         if fmt is Format.jsonl:
             write_bytes(b"".join(encode_line(r) + b"\n" for r in records))

@@ -167,3 +167,20 @@ def spark_progress(spark) -> Iterator[Callable[[str], None]]:
         finally:
             stop.set()
             thread.join()
+
+
+def audit_progress():
+    """``kraftlake.audit``'s progress hooks drawn as the bars and lines above."""
+    from kraftlake.auditing import Progress
+
+    class Drawn(Progress):
+        def records(self, total, description):
+            return replay_progress(total, description)
+
+        def steps(self):
+            return step_progress()
+
+        def spark(self, spark):
+            return spark_progress(spark)
+
+    return Drawn()

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
@@ -48,7 +48,6 @@ from kraftlake.records.catalog import BY_NAME
 from kraftlake.records.codec import encode_line, encode_lines, invalid_utf8
 from kraftlake.replay import report_json
 from kraftlake.replay.grace import GRACE_MS
-from kraftlake.statemachine.invariants import SEVERITIES
 
 from .append import Answer, Appending, body_timeout, fast_path, internal_error, too_large
 from .auth import auth_middleware
@@ -103,6 +102,7 @@ class AuditRequest(msgspec.Struct, forbid_unknown_fields=True):
     grace_records: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] | None = None
     grace_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)] = GRACE_MS
     fail_on: str = "error"
+    engine: Literal["auto", "duckdb", "python"] = "auto"
 
 
 class BadParameter(Exception):
@@ -388,28 +388,30 @@ def create_app(
         summary="Run the local audit over a range; the report's summary as JSON (bounded lists, ``omitted`` counts)",
     )
     async def audits(request: Request, data: JSONBody[AuditRequest]) -> Response:
-        from kraftlake.replay.audit import AuditConfig, audit_log
-        from kraftlake.replay.state import state_at
+        from kraftlake.auditing import AuditCapacityError, AuditUsageError, audit
         from kraftlake.replay.summary import bounded
 
-        if data.fail_on not in SEVERITIES:
-            raise BadParameter("fail_on", f"{data.fail_on!r} is not one of {', '.join(SEVERITIES)}")
         if data.from_offset is not None and data.to_offset is not None and data.to_offset < data.from_offset:
             raise BadParameter("to_offset", f"{data.to_offset} is below from_offset {data.from_offset}")
 
         def work() -> bytes:
             reader = pool.reader()
-            snap = reader.at()
-            if data.from_offset and data.from_offset > snap.last_offset:
-                raise BadParameter(
-                    "from_offset", f"{data.from_offset} is beyond the log (last offset {snap.last_offset})"
+            try:
+                report = audit(
+                    reader,
+                    engine=data.engine,
+                    from_offset=data.from_offset or None,
+                    to_offset=data.to_offset,
+                    grace_ms=data.grace_ms,
+                    grace_records=data.grace_records,
+                    fail_on=data.fail_on,
                 )
-            start = None
-            if data.from_offset:
-                start = state_at(reader, offset=data.from_offset - 1)
-            cfg = AuditConfig(grace_records=data.grace_records, grace_ms=data.grace_ms, fail_on=data.fail_on)
-            report = audit_log(snap, config=cfg, from_offset=data.from_offset, to_offset=data.to_offset, start=start)
-            return report_json.encode(bounded(report))  # the summary: its size does not grow with the log
+            except AuditUsageError as exc:
+                raise BadParameter(exc.parameter or "body", str(exc)) from None
+            except AuditCapacityError as exc:
+                raise HTTPException(status_code=503, detail=str(exc)) from None
+            # The summary (its size does not grow with the log), rows timed from the log.
+            return report_json.encode(bounded(report, times=reader.at().record_times))
 
         return Response(await pool.run(client_of(request.scope), work), media_type="application/json")
 

@@ -29,9 +29,9 @@ def _as(name: str) -> dict:
 
 
 def test_health_answers_while_audits_hold_every_reader_and_a_client_past_its_share_gets_429(tmp_path, monkeypatch):
-    import kraftlake.replay.audit as audit
+    import kraftlake.auditing as audit
 
-    real = audit.audit_log
+    real = audit.audit
     entered, release = threading.Event(), threading.Event()
 
     def held_audit(*args, **kwargs):
@@ -39,7 +39,7 @@ def test_health_answers_while_audits_hold_every_reader_and_a_client_past_its_sha
         assert release.wait(120), "the test never released the audit"
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "audit_log", held_audit)
+    monkeypatch.setattr(audit, "audit", held_audit)
     limits = Limits(read_workers=1, reads_per_client=1, max_reads=3)
     _, client = served(tmp_path, tokens=_tokens(tmp_path), limits=limits)
     answers: dict[str, int] = {}
@@ -89,9 +89,9 @@ def test_health_answers_while_audits_hold_every_reader_and_a_client_past_its_sha
 
 
 def test_the_service_wide_read_limit(tmp_path, monkeypatch):
-    import kraftlake.replay.audit as audit
+    import kraftlake.auditing as audit
 
-    real = audit.audit_log
+    real = audit.audit
     entered, release = threading.Semaphore(0), threading.Event()
 
     def held_audit(*args, **kwargs):
@@ -99,7 +99,7 @@ def test_the_service_wide_read_limit(tmp_path, monkeypatch):
         assert release.wait(120)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "audit_log", held_audit)
+    monkeypatch.setattr(audit, "audit", held_audit)
     _, client = served(tmp_path, limits=Limits(read_workers=2, reads_per_client=5, max_reads=2))
     codes: list[int] = []
     with client:

@@ -66,9 +66,9 @@ def _tokens(tmp_path):
 
 def test_finding_where_to_resume_waits_for_no_read_and_counts_as_none(tmp_path, monkeypatch):
     """Every read place taken, by a client that also appends: its lookups are answered at once."""
-    import kraftlake.replay.audit as audit
+    import kraftlake.auditing as audit
 
-    real = audit.audit_log
+    real = audit.audit
     entered, release = threading.Event(), threading.Event()
 
     def held_audit(*args, **kwargs):
@@ -76,7 +76,7 @@ def test_finding_where_to_resume_waits_for_no_read_and_counts_as_none(tmp_path, 
         assert release.wait(120), "the test never released the audit"
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "audit_log", held_audit)
+    monkeypatch.setattr(audit, "audit", held_audit)
     limits = Limits(read_workers=1, reads_per_client=1, max_reads=1)
     heavy = {"Authorization": "Bearer t-heavy"}
     _, client = served(tmp_path, tokens=_tokens(tmp_path), limits=limits, commit_process=False)

@@ -148,13 +148,12 @@ def test_a_flipped_bit_is_refused_or_changes_no_answer_on_spark(store, tmp_path,
     """Spark reads the files itself (the digests checked on its executors, page checksums as it
     reads): the plan's report on Spark is the default audit's of the undamaged log, or the read
     is refused."""
-    from kraftlake.cli.spark_audit import on_spark
+    import kraftlake
     from kraftlake.replay import report_json
-    from kraftlake.replay.audit import AuditConfig
 
     path, what = _damaged(store, tmp_path, seed)
     try:
-        report = report_json.to_builtins(on_spark(Log.open(path), AuditConfig()))
+        report = report_json.to_builtins(kraftlake.audit(path, engine="spark"))
     except REFUSED:
         return
     reference = json.loads(store[1].duckdb)
