@@ -406,6 +406,8 @@ class Availability(msgspec.Struct, kw_only=True):
     unavailable_ms: int = 0
     partitions: list[PartitionAvailability] = []
     """Partitions with any time in a bad state, worst (most unavailable) first."""
+    unavailable_partitions: int = 0
+    """Of ``partitions``, those with time unavailable (a bounded report keeps the count)."""
     outages: Sequence[Outage] = []
     """In the order they began (an ``OutageList`` where the audit plan found them)."""
     by_kind: dict[str, int] = {}
@@ -1046,6 +1048,7 @@ class IncidentTracker(IncidentRules):
             isr_offline_ms=sum(a.isr_offline_ms for a in rows),
             unavailable_ms=sum(a.unavailable_ms for a in rows),
             partitions=rows,
+            unavailable_partitions=sum(1 for a in rows if a.unavailable_ms),
             outages=outages,
         )
         topics = {t.id: t.name for t in self.view.topics.values()}

@@ -138,8 +138,7 @@ def report_families(report: AuditReport) -> list[Metric]:
         for kind, ms in a.by_kind.items():
             caused.add_metric([kind], _seconds(ms))
         caused.add_metric(["none"], _seconds(a.outside_incidents_ms))
-        unavailable = [p for p in a.partitions if p.unavailable_ms]
-        omitted = report.omitted.partitions if report.omitted is not None else 0
+        unavailable = [p for p in a.partitions if p.unavailable_ms]  # of a bounded report, the worst
         each = CounterMetricFamily(
             "kraftlake_partition_unavailable_seconds",
             f"Seconds of record time a partition had no leader or its leader on an offline directory:"
@@ -158,14 +157,14 @@ def report_families(report: AuditReport) -> list[Metric]:
             GaugeMetricFamily(
                 "kraftlake_unavailable_partitions",
                 "Partitions that were unavailable at some time.",
-                value=len(unavailable) + omitted,
+                value=a.unavailable_partitions,
             ),
             each,
             GaugeMetricFamily(
                 "kraftlake_partition_unavailable_omitted",
                 "Partitions unavailable at some time without a series of their own in"
                 " kraftlake_partition_unavailable_seconds_total.",
-                value=len(unavailable) + omitted - len(shown),
+                value=a.unavailable_partitions - len(shown),
             ),
         ]
     h = report.handling

@@ -72,10 +72,13 @@ def check_histogram(got: dict, name: str, labels: tuple, times_ms: list[int]) ->
     assert got[(f"{name}_sum", labels)] == pytest.approx(sum(times_ms) / 1000)
 
 
-def test_the_reports_metrics_pass_promtool_with_histograms_and_a_bounded_number_of_series():
+def test_the_reports_metrics_pass_promtool_with_histograms_and_a_bounded_number_of_series(monkeypatch):
     """``--format prometheus`` of a controller that ignores offline directories: more partitions
-    unavailable than get a series (the longest do, the rest are counted); times to move as
-    histograms whose buckets count the effects' own times; the causes add up to the total."""
+    unavailable than get a series (the longest do, the rest are counted, also where the summary
+    itself kept fewer partitions); times to move as histograms whose buckets count the effects'
+    own times; the causes add up to the total."""
+    from kraftlake.replay import summary
+
     records = simulated_records(records=3000)
     report = audited(records)
     text = render(bounded(report, times=times_of(records)))
@@ -101,6 +104,17 @@ def test_the_reports_metrics_pass_promtool_with_histograms_and_a_bounded_number_
     check_histogram(got, "kraftlake_time_to_move_seconds", (("role", "isr"),), moved["isr"])
     incidents = named(got, "kraftlake_incidents_total")
     assert incidents == {(("kind", k),): n for k, n in report.handling.by_kind.items()}
+    # A summary that kept only the 4 worst partitions still counts every unavailable one, and
+    # not those that only had an ISR member offline (a controller keeping one in the ISR).
+    monkeypatch.setattr(summary, "PARTITIONS", 4)
+    records = simulated_records(bug="keep-offline-replica-in-isr", records=2000)
+    report = audited(records)
+    unavailable = [p for p in report.availability.partitions if p.unavailable_ms]
+    assert len(report.availability.partitions) > len(unavailable) > 4
+    got = samples(render(bounded(report, times=times_of(records))))
+    assert got[("kraftlake_unavailable_partitions", ())] == len(unavailable)
+    assert len(named(got, "kraftlake_partition_unavailable_seconds_total")) == 4
+    assert got[("kraftlake_partition_unavailable_omitted", ())] == len(unavailable) - 4
 
 
 def test_the_following_audits_metrics_pass_promtool_and_name_few_partitions(monkeypatch):

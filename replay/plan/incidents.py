@@ -754,6 +754,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
             isr_offline_ms=sum(a.isr_offline_ms for a in partitions),
             unavailable_ms=sum(a.unavailable_ms for a in partitions),
             partitions=partitions,
+            unavailable_partitions=sum(1 for a in partitions if a.unavailable_ms),
             outages=outages,
         ),
         topics=dict(sorted(topics.items())),
