@@ -210,9 +210,9 @@ def test_audits_live_is_404_without_serve_audit(server):
 
 def _held_audit(monkeypatch):
     """Audits that hold their read until released: (entered, release) events."""
-    import kraftlake.replay.audit as audit
+    import kraftlake.auditing as audit
 
-    real = audit.audit_log
+    real = audit.audit
     entered, release = threading.Event(), threading.Event()
 
     def held(*args, **kwargs):
@@ -220,7 +220,7 @@ def _held_audit(monkeypatch):
         assert release.wait(120), "the test never released the audit"
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "audit_log", held)
+    monkeypatch.setattr(audit, "audit", held)
     return entered, release
 
 
