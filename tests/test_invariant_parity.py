@@ -24,7 +24,6 @@ from kraftlake.auditing import audit_config
 from kraftlake.records import (
     BrokerRegistrationChange,
     FeatureLevel,
-    FenceBroker,
     Log,
     NoOp,
     Partition,
@@ -167,7 +166,9 @@ PARTITION_STATES = crafted(
     lambda: _kraft(
         _change(0, isr=(2, 3)),  # K1: leader 1 left the ISR
         _change(1, replicas=(1, 2), isr=(1, 2)),  # K3: replica 3 left without a leader-epoch bump
-        FenceBroker(id=1, epoch=101),  # K4: broker 1 fenced, still leading
+        # K4: broker 1 fenced and its directory gone in one record, still leading: of the two
+        # reasons at once, the worse (fenced) is the one said.
+        BrokerRegistrationChange(broker_id=1, broker_epoch=101, fenced=1, log_dirs=(uid("parity-dir-1b"),)),
     ),
 )
 ELR = crafted(
