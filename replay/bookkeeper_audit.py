@@ -1,7 +1,7 @@
 """The BookKeeper family's part of the audit: replays BookKeeper records into a ``BookiesView`` and
-checks B1-B8 (the catalogue's, ``statemachine.invariants``) where a record can have changed them,
-reporting through the audit's books (``replay.books``); the engine (``replay.audit``) routes records
-to it."""
+checks B1-B10 (the catalogue's, ``statemachine.invariants``) where a record can have changed them,
+reporting through the audit's books (``replay.books``); the engine (``replay.audit``) feeds it
+records (``replay.family.FamilyAudit``)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ PLACEMENT_MIN_DRAWS = 100
 
 
 class BookiesAudit:
+    """B1-B10 over the records of one log, fed in offset order by ``Audit``."""
+
     def __init__(self, books: Books) -> None:
         self.books = books
         self._state = books.state
@@ -48,7 +50,7 @@ class BookiesAudit:
         self.placement = binv.PlacementStats()
         self._placement_judged = False
 
-    def one(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
+    def feed(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
         view, ts, cls = self.view, r.ts_ms, type(r)
         if ts is not None:
             self._overdue(offset, ts)
@@ -137,11 +139,12 @@ class BookiesAudit:
     def _late(self, offset: int, ts: int | None) -> None:
         """B1, the other side: once an audit fell due, the marks come within the grace."""
         view = self.view
-        for b in list(self.audit_open()):
+        for b in list(self._audit_open()):
             if b not in view.audit_due:
                 self._state("B1", f"bookie/{b}", offset, ts, None)
 
-    def audit_open(self) -> list[str]:
+    def _audit_open(self) -> list[str]:
+        """The bookies whose audit fell due and whose ledgers are not all marked (an open B1)."""
         return [e.split("/", 1)[1] for e in self.books.wrong_entities("B1")]
 
     def _decommission(self, r: BookieDecommissionStarted | BookieDecommissioned, offset: int) -> None:

@@ -2,7 +2,7 @@
 the L invariants of KRaft records), checked on exactly the entities a record can have changed.
 
 It replays KRaft records into a ``ControllerView`` and reports through the audit's ``Books``; the
-engine (``replay.audit``) routes the records to it in offset order. The checks themselves are
+engine (``replay.audit``) feeds it the records in offset order (``replay.family.FamilyAudit``). The checks themselves are
 pure functions beside the family (``statemachine/kraft/invariants.py``); this module knows when
 to ask them.
 """
@@ -83,6 +83,19 @@ class KraftAudit:
         self.by_dir: dict[str, set[tuple[str, int]]] = {}
         for p in self.view.iter_partitions():
             self._index(p.key, None, p)
+
+    # -- the family audit (``replay.family.FamilyAudit``) -------------------------------------------
+
+    def feed(self, r: Any, offset: int) -> None:
+        """Check and fold in one KRaft record (or observation) at ``offset``."""
+        cls = type(r)
+        if cls is PartitionChange or cls is Partition:
+            self._partition_record(r, cls, offset)
+        else:
+            self._other_record(r, cls, offset)
+
+    def finish(self) -> None:
+        """Nothing waits for the end: every KRaft check is judged at its record."""
 
     def state_hash(self) -> str:
         return self.view.state_hash()
@@ -328,7 +341,7 @@ class KraftAudit:
                     say("K6", "unhandled", broker=broker, directory=d),
                 )
 
-    def partition_record(self, r: Partition | PartitionChange, cls: type, offset: int) -> None:
+    def _partition_record(self, r: Partition | PartitionChange, cls: type, offset: int) -> None:
         """The hot path (nine records in ten): apply, then re-check only what moved."""
         view = self.view
         parts = view.partitions.get(r.topic_id)
@@ -381,7 +394,7 @@ class KraftAudit:
             return False
         return True
 
-    def other_record(
+    def _other_record(
         self, r: Any, cls: type, offset: int
     ) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
         """Every KRaft record but a partition's: brokers, topics, features, observations."""

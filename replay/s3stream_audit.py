@@ -3,7 +3,8 @@ checks S1-S12 (the catalogue's, ``statemachine.invariants``) on exactly the stre
 objects a record touched.
 
 It reports through the audit's books (``replay.books``): states and graces, instants, intervals,
-evidence, all as for the KRaft invariants; the engine (``replay.audit``) routes records to it. Indexes of its own (which objects
+evidence, all as for the KRaft invariants; the engine (``replay.audit``) feeds it records
+(``replay.family.FamilyAudit``). Indexes of its own (which objects
 hold which stream's offsets, who references an object, PREPARED deadlines) keep every check
 proportional to what a record changed, not to the size of the state.
 """
@@ -16,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from kraftlake.records.base import Record
-from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import (
     KV,
@@ -57,7 +56,9 @@ NO_END = -(1 << 62)
 class StreamsAudit:
     """S1-S12 over the records of one log, fed in offset order by ``Audit``."""
 
-    def __init__(self, books: Books) -> None:
+    def __init__(self, books: Books, view: StreamsView | None = None) -> None:
+        """``view``: the state before the first record fed (``--from``; empty by default). Ids
+        used and removed before it are not known: S8's "used again" sees only what still exists."""
         self.books = books
         self._state = books.state
         self._instant = books.instant
@@ -81,31 +82,29 @@ class StreamsAudit:
         """Stream -> a logical end it has reached (at most its end now: ends only grow while a
         stream exists). A stream-set object's range ending at or below it moves no end, and S12
         has nothing to check: a compaction's hundreds of ranges pass in one array comparison."""
+        if view is not None:
+            self._start_from(view)
 
-    @classmethod
-    def from_view(cls, books: Books, view: StreamsView) -> StreamsAudit:
-        """Audit on from ``view`` (the state before the first record fed: ``--from``). Ids used
-        and removed before it are not known: S8's "used again" sees only what still exists."""
-        a = cls(books)
-        a.view = view
+    def _start_from(self, view: StreamsView) -> None:
+        """Index ``view``, the state before the first record fed, as its records would have."""
+        self.view = view
         for sid in view.streams:
-            a.cover.add_stream(sid)
+            self.cover.add_stream(sid)
         for node_id, node in sorted(view.nodes.items()):
             for object_id in sorted(node.stream_set_objects):
-                a.cover.add_sso(view, node_id, object_id)
-                a.refs.setdefault(object_id, set()).add(f"node/{node_id}")
+                self.cover.add_sso(view, node_id, object_id)
+                self.refs.setdefault(object_id, set()).add(f"node/{node_id}")
             for sid in node.uncommitted:
-                a.duty_nodes.setdefault(sid, set()).add(node_id)
+                self.duty_nodes.setdefault(sid, set()).add(node_id)
         for sid, s in sorted(view.streams.items()):
             for o in s.objects.values():
-                a.cover.add(sid, o.object_id, o.start_offset, o.end_offset)
-                a.refs.setdefault(o.object_id, set()).add(f"stream/{sid}")
-        a.cover.settle()
-        a.cover.changed.clear()  # judged when a record touches them, as before ``--from``
-        a.deadlines = sorted((view.objects[i].timestamp, i) for i in view.prepared_ids)
-        a.seen_streams = set(view.streams)
-        a.seen_objects = set(view.objects)
-        return a
+                self.cover.add(sid, o.object_id, o.start_offset, o.end_offset)
+                self.refs.setdefault(o.object_id, set()).add(f"stream/{sid}")
+        self.cover.settle()
+        self.cover.changed.clear()  # judged when a record touches them, as before ``--from``
+        self.deadlines = sorted((view.objects[i].timestamp, i) for i in view.prepared_ids)
+        self.seen_streams = set(view.streams)
+        self.seen_objects = set(view.objects)
 
     def _stream_states(self, sid: int, offset: int, ts: int | None) -> None:
         s = self.view.streams.get(sid)
@@ -129,9 +128,9 @@ class StreamsAudit:
 
     def finish(self) -> None:
         """The end of the records fed so far (a report is made): judge the batch that ended."""
-        self.flush()
+        self._flush()
 
-    def flush(self) -> None:
+    def _flush(self) -> None:
         """S5, S6 for the streams the batch that just ended touched, as of its last record: those
         whose entries no longer sum as before (``Coverage.changed``), or whose start, end or
         duties moved (``pending``). A stream none of that happened to is as it was."""
@@ -227,13 +226,13 @@ class StreamsAudit:
 
     # -- the records -----------------------------------------------------------------------------
 
-    def one(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
+    def feed(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
         """Check and apply one record of the family (or ``ObjectWritten``, ``FeatureLevel``)."""
         ts = r.ts_ms
         cls = type(r)
         view = self.view
         if ts is None or self.batch is None or ts != self.batch[1]:
-            self.flush()
+            self._flush()
         self.batch = (offset, ts)
         if ts is not None:
             self._overdue(offset, ts)
@@ -468,10 +467,4 @@ class StreamsAudit:
         return self.view.state_hash()
 
 
-def is_streams_record(r: Record) -> bool:
-    return (
-        r.FAMILY == "s3stream" or type(r) is ObjectWritten or (type(r) is FeatureLevel and r.name == "automq.version")
-    )
-
-
-__all__ = ["StreamsAudit", "is_streams_record"]
+__all__ = ["StreamsAudit"]
