@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from kraftlake.records import iter_lines
-from kraftlake.replay.audit import Audit
+from kraftlake.records.catalog import RECORD_TYPES
+from kraftlake.replay import bookkeeper_audit, kraft_audit, s3stream_audit
+from kraftlake.replay.audit import Audit, _family_of
 from kraftlake.replay.bookkeeper_audit import BookiesAudit
 from kraftlake.replay.books import AuditConfig, Books
 from kraftlake.replay.family import FamilyAudit
@@ -50,3 +52,21 @@ def test_a_family_audit_driven_through_the_interface_alone_reports_what_the_engi
     assert family.view.offset == records[-1].offset
     checked = {i.id: i.checked for i in want.invariants}
     assert {k: n for k, n in books.checked.items() if k != "L1"} == {k: n for k, n in checked.items() if k != "L1"}
+
+
+@pytest.mark.parametrize(
+    ("tables", "family"),
+    [
+        ((kraft_audit._CHECKS,), "kraft"),
+        ((s3stream_audit._CHECKS,), "s3stream"),
+        ((bookkeeper_audit._BEFORE, bookkeeper_audit._AFTER), "bookkeeper"),
+    ],
+)
+def test_checks_are_registered_by_record_class_for_records_the_engine_routes_to_them(tables, family):
+    """Each family audit dispatches on one table per step keyed by record class, as the reducers
+    do; a class the engine sends to another family would be a check that never runs."""
+    for table in tables:
+        assert table
+        for cls, check in table.items():
+            assert cls in RECORD_TYPES and _family_of(cls) == family, cls
+            assert callable(check)
