@@ -331,14 +331,9 @@ class StreamsAudit:
         view, ts = self.view, r.ts_ms
         for e in r.end_offsets:
             s = view.streams.get(e.stream_id)
-            # A commit wholly below the start (trimmed away) states an end there: AutoMQ's own.
-            if s is not None and s.start_offset < e.end_offset < s.end_offset:
-                self._instant(
-                    "S4",
-                    f"stream/{e.stream_id}",
-                    offset,
-                    say("S4", "end_moves_back", end=e.end_offset, logical_end=s.end_offset),
-                )
+            bad = None if s is None else sinv.end_never_back(s, e.end_offset)
+            if bad:
+                self._instant("S4", f"stream/{e.stream_id}", offset, bad)
             self.books.checked["S4"] += 1
         apply(view, r)
         for sid in sorted({e.stream_id for e in r.end_offsets}):
