@@ -3,35 +3,51 @@ catalogue after every record, reporting violations as intervals (``replay.books`
 
 The engine owns what every record shares: offsets (L1), metadata transactions (an aborted one is
 audited as NoOps, ``replay.transactions``), graces running out, and the report. Each family's
-audit owns its view and its invariants, behind one interface (``one(record, offset)``,
-``finish()``, ``state_hash()``): KRaft's (``replay.kraft_audit``) from the start, S3Stream's
-(``replay.s3stream_audit``) and BookKeeper's (``replay.bookkeeper_audit``) from the log's first
-record of theirs. A record the reducer refuses (Kafka would have) is an instant violation and is
+audit owns its view and its invariants, behind one interface (``replay.family.FamilyAudit``:
+``feed(record, offset)``, ``finish()``, ``state_hash()``): KRaft's (``replay.kraft_audit``) from
+the start, S3Stream's (``replay.s3stream_audit``) and BookKeeper's (``replay.bookkeeper_audit``)
+from the log's first record of theirs. The engine chooses a record's audit once per record class
+(``_route``). A record the reducer refuses (Kafka would have) is an instant violation and is
 skipped. Memory is bounded by the size of the state, not the length of the history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kraftlake.records.base import Record, gc_paused
-from kraftlake.records.kraft import BeginTransaction, FeatureLevel, Partition, PartitionChange
+from kraftlake.records.kraft import BeginTransaction, FeatureLevel
+from kraftlake.records.observations import ObjectWritten
 from kraftlake.statemachine.invariants import say
 from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.s3stream.view import AUTOMQ_VERSION, StreamsView
 
 from .bookkeeper_audit import BookiesAudit
 from .books import AuditConfig, AuditReport, Books, Violation, assemble_report
+from .family import FamilyAudit
 from .incidents import IncidentTracker
 from .kraft_audit import KraftAudit
-from .s3stream_audit import StreamsAudit, is_streams_record
+from .s3stream_audit import StreamsAudit
 from .transactions import Transactions
 
 if TYPE_CHECKING:  # the store is the caller's: this engine reads the records it is given
     from kraftlake.records.store.log import LogSnapshot
 
 __all__ = ["Audit", "AuditConfig", "AuditReport", "Violation", "audit_log"]
+
+Feed = Callable[[Any, int], None]
+"""``(record, offset)``: a family audit's ``feed`` (or the incident tracker's ``observe``)."""
+
+
+def _family_of(cls: type) -> str:
+    """The family whose audit takes a record of class ``cls``: its records' family; an object's
+    index block (``ObjectWritten``) is read by S3Stream's; everything else (KRaft records, the
+    brokers' observations) by KRaft's."""
+    family = getattr(cls, "FAMILY", "")
+    if family == "bookkeeper" or family == "s3stream":
+        return family
+    return "s3stream" if cls is ObjectWritten else "kraft"
 
 
 class Audit:
@@ -48,13 +64,16 @@ class Audit:
         self.config = config or AuditConfig()
         self.books = Books(self.config)
         self.kraft = KraftAudit(self.books, view)
-        self.streams: StreamsAudit | None = None if streams is None else StreamsAudit.from_view(self.books, streams)
+        self.streams: StreamsAudit | None = None if streams is None else StreamsAudit(self.books, streams)
         self.bookies: BookiesAudit | None = None
+        self._routes: dict[type, tuple[Feed, ...]] = {}
+        """Record class -> who is fed its records, in order (``_route``); filled as classes come."""
         self.transactions: Transactions | None = Transactions()
         """Metadata transactions held until they end; None when the records come published."""
         self.tracker: IncidentTracker | None = IncidentTracker(self.kraft.view)
-        """Incidents and availability, on the KRaft view (None for a subset: the caller runs
-        ``replay.incidents.find_incidents`` over every record)."""
+        """Incidents and availability, on the KRaft view, fed what the KRaft audit is (None for a
+        subset: the caller runs ``replay.incidents.find_incidents`` over every record). Set before
+        the first record is fed."""
         self.subset = False
         """Fed a subset of the log's records (``for_subset``): offsets may have gaps."""
         self.records = 0
@@ -113,39 +132,58 @@ class Audit:
             self.first_offset = offset
         self.records += 1
         cls = type(r)
-        if cls is PartitionChange or cls is Partition:
-            self.kraft.partition_record(r, cls, offset)  # type: ignore[arg-type]  # cls is one of the two
-            if self.tracker is not None:
-                self.tracker.observe(r, offset)
-        elif r.FAMILY == "bookkeeper":
-            if self.bookies is None:
-                self.bookies = BookiesAudit(self.books)
-            self.bookies.one(r, offset)
-            view.offset = offset
-        elif is_streams_record(r):
-            if self.streams is None:
-                self.streams = StreamsAudit(self.books)
-                # automq.version is a KRaft feature: the controller view knows it from before.
-                self.streams.view.automq_version = view.features.get(AUTOMQ_VERSION, 0)
-            self.streams.one(r, offset)
-            if cls is FeatureLevel:  # a KRaft record too
-                self.kraft.other_record(r, cls, offset)
-            else:
-                view.offset = offset
+        if cls is FeatureLevel and r.name == AUTOMQ_VERSION:  # type: ignore[attr-defined]  # cls is FeatureLevel
+            route = self._automq_version()
         else:
-            self.kraft.other_record(r, cls, offset)
-            if self.tracker is not None:
-                self.tracker.observe(r, offset)
+            route = self._routes.get(cls) or self._route(cls)
+        for feed in route:
+            feed(r, offset)
+        # The log's offset, on the view that reports it: a record of another family moves it too.
+        view.offset = offset
         if self.books.holding:
             self.books.promote(offset, r.ts_ms)
+
+    def _route(self, cls: type) -> tuple[Feed, ...]:
+        """Who is fed the records of class ``cls``: their family's audit (started at the first
+        record of its), and for KRaft's the incident tracker after it."""
+        family = _family_of(cls)
+        if family == "bookkeeper":
+            route: tuple[Feed, ...] = (self._bookies().feed,)
+        elif family == "s3stream":
+            route = (self._streams().feed,)
+        else:
+            route = (self.kraft.feed,) if self.tracker is None else (self.kraft.feed, self.tracker.observe)
+        self._routes[cls] = route
+        return route
+
+    def _automq_version(self) -> tuple[Feed, ...]:
+        """A FeatureLevel of ``automq.version``: a KRaft record that S3Stream's view holds too (it
+        starts S3Stream's audit); not an incident tracker's concern."""
+        return (self._streams().feed, self.kraft.feed)
+
+    def _streams(self) -> StreamsAudit:
+        if self.streams is None:
+            self.streams = StreamsAudit(self.books)
+            # automq.version is a KRaft feature: the controller view knows it from before.
+            self.streams.view.automq_version = self.kraft.view.features.get(AUTOMQ_VERSION, 0)
+        return self.streams
+
+    def _bookies(self) -> BookiesAudit:
+        if self.bookies is None:
+            self.bookies = BookiesAudit(self.books)
+        return self.bookies
+
+    @property
+    def families(self) -> list[FamilyAudit]:
+        """The family audits started so far, KRaft's first."""
+        return [f for f in (self.kraft, self.streams, self.bookies) if f is not None]
 
     def report(self) -> AuditReport:
         if self.transactions is not None:  # a transaction still open is not published
             for r in self.transactions.finish():
                 self._one(r)
-        for family in (self.streams, self.bookies):
-            if family is not None:
-                family.finish()
+        for family in self.families:
+            family.finish()
         self.books.checked["L1"] = self.records
         return assemble_report(
             self.config,

@@ -1,13 +1,16 @@
 """The BookKeeper family's part of the audit: replays BookKeeper records into a ``BookiesView`` and
-checks B1-B8 (the catalogue's, ``statemachine.invariants``) where a record can have changed them,
-reporting through the audit's books (``replay.books``); the engine (``replay.audit``) routes records
-to it."""
+checks B1-B10 (the catalogue's, ``statemachine.invariants``) where a record can have changed them,
+reporting through the audit's books (``replay.books``); the engine (``replay.audit``) feeds it
+records (``replay.family.FamilyAudit``), each to the checks of its class, before and after the
+reducer folds it in (``_BEFORE``, ``_AFTER``, as the reducer's ``_APPLY``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kraftlake.records.bookkeeper import (
+    BOOKKEEPER_RECORDS,
     BookieAvailability,
     BookieDecommissioned,
     BookieDecommissionStarted,
@@ -40,6 +43,8 @@ PLACEMENT_MIN_DRAWS = 100
 
 
 class BookiesAudit:
+    """B1-B10 over the records of one log, fed in offset order by ``Audit``."""
+
     def __init__(self, books: Books) -> None:
         self.books = books
         self._state = books.state
@@ -48,66 +53,100 @@ class BookiesAudit:
         self.placement = binv.PlacementStats()
         self._placement_judged = False
 
-    def one(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
-        view, ts, cls = self.view, r.ts_ms, type(r)
+    def feed(self, r: Any, offset: int) -> None:
+        """Check and fold in one BookKeeper record: what its time makes due, the checks of its
+        class on the state it finds (``_BEFORE``), the fold, and those on the state it leaves
+        (``_AFTER``). A record the reducer refuses is an instant violation, skipped."""
+        ts, cls = r.ts_ms, type(r)
         if ts is not None:
             self._overdue(offset, ts)
-        if cls is LedgerUnderReplicated:
-            self._early_marks(r, offset, ts)
-        elif cls is LedgerEnsembleChange:
-            self.books.checked["B2"] += 1
-            bad = binv.repair_problem(view, r)
-            if bad:
-                self._instant("B2", f"ledger/{r.ledger_id}", offset, bad)
-            self._placement_of_change(r, offset)
-        elif cls is LedgerCreated:
-            self.placement.draw(view, r.ensemble[0], view.writable(), offset)
-        elif cls is LedgerEntriesWritten:
-            ledger = view.ledgers.get(r.ledger_id)
-            self.books.checked["B5"] += 1
-            if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:
-                kind = "after_fence" if ledger.fenced else "after_close"
-                bad = say("B5", kind, entry=r.last_add_confirmed, last=ledger.last_entry_id)
-                self._instant("B5", f"ledger/{ledger.ledger_id}", offset, bad)
-        elif cls is LedgerReplicationLock:
-            holder = view.locks.get(r.ledger_id)
-            self.books.checked["B6"] += 1
-            if holder is not None and holder != r.worker:
-                bad = say("B6", "taken", worker=r.worker, holder=holder)
-                self._instant("B6", f"ledger/{r.ledger_id}", offset, bad)
-        elif cls is BookieDecommissionStarted or cls is BookieDecommissioned:
-            self._decommission(r, offset)
-        elif cls is BookieStateChange and r.state is BookieState.DRAINED:
-            self.books.checked["B4"] += 1
-            bad = binv.drained_problem(view, r.bookie_id)
-            if bad:
-                self._instant("B4", f"bookie/{r.bookie_id}", offset, say("B4", "drained", reason=bad))
+        before = _BEFORE.get(cls)
+        if before is not None:
+            before(self, r, offset)
         try:
-            apply(view, r)
+            apply(self.view, r)
         except ReplayError as exc:
             self.books.refused(exc, offset)
-            view.offset = offset
+            self.view.offset = offset
             return
-        if cls is LedgerReplicated:
-            ledger = view.ledgers.get(r.ledger_id)
-            worst = None if ledger is None else binv.min_copies(view, ledger)
-            self.books.checked["B3"] += 1
-            if ledger is not None and worst is not None and worst[1] < ledger.ack_quorum:
-                self._instant(
-                    "B3",
-                    f"ledger/{ledger.ledger_id}",
-                    offset,
-                    say("B3", "below_ack", entry=worst[0], copies=worst[1], ack_quorum=ledger.ack_quorum),
-                )
-        if cls is BookieAvailability:
-            for ledger_id in sorted(view.refs.get(r.bookie_id, ())):
-                self._loss(ledger_id, offset, ts)
-        elif cls in (LedgerEnsembleChange, LedgerEntriesWritten, LedgerClosed, LedgerCreated):
-            self._loss(r.ledger_id, offset, ts)
-        elif hasattr(r, "ledger_id") and r.ledger_id not in view.ledgers:
-            self._loss(r.ledger_id, offset, ts)
-        if cls in (BookieAvailability, LedgerUnderReplicated) or hasattr(r, "ledger_id"):
-            self._late(offset, ts)
+        after = _AFTER.get(cls)
+        if after is not None:
+            after(self, r, offset)
+
+    # -- the checks on the state a record finds (``_BEFORE``) --------------------------------------
+
+    def _repair(self, r: LedgerEnsembleChange, offset: int) -> None:
+        """B2: a repair keeps the ensemble's shape; and its new bookies are placement draws (B7)."""
+        self.books.checked["B2"] += 1
+        bad = binv.repair_problem(self.view, r)
+        if bad:
+            self._instant("B2", f"ledger/{r.ledger_id}", offset, bad)
+        self._placement_of_change(r, offset)
+
+    def _created(self, r: LedgerCreated, offset: int) -> None:
+        """A new ledger's ensemble is a placement draw (B7)."""
+        view = self.view
+        self.placement.draw(view, r.ensemble[0], view.writable(), offset)
+
+    def _written(self, r: LedgerEntriesWritten, offset: int) -> None:
+        """B5: no entry is written to a closed or fenced ledger."""
+        ledger = self.view.ledgers.get(r.ledger_id)
+        self.books.checked["B5"] += 1
+        if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:
+            kind = "after_fence" if ledger.fenced else "after_close"
+            bad = say("B5", kind, entry=r.last_add_confirmed, last=ledger.last_entry_id)
+            self._instant("B5", f"ledger/{ledger.ledger_id}", offset, bad)
+
+    def _locked(self, r: LedgerReplicationLock, offset: int) -> None:
+        """B6: a ledger's replication lock has one holder at a time."""
+        holder = self.view.locks.get(r.ledger_id)
+        self.books.checked["B6"] += 1
+        if holder is not None and holder != r.worker:
+            bad = say("B6", "taken", worker=r.worker, holder=holder)
+            self._instant("B6", f"ledger/{r.ledger_id}", offset, bad)
+
+    def _state_change(self, r: BookieStateChange, offset: int) -> None:
+        """B4: a bookie becomes DRAINED only once nothing names it."""
+        if r.state is not BookieState.DRAINED:
+            return
+        self.books.checked["B4"] += 1
+        bad = binv.drained_problem(self.view, r.bookie_id)
+        if bad:
+            self._instant("B4", f"bookie/{r.bookie_id}", offset, say("B4", "drained", reason=bad))
+
+    # -- the checks on the state a record leaves (``_AFTER``) --------------------------------------
+
+    def _replicated(self, r: LedgerReplicated, offset: int) -> None:
+        """B3: a ledger marked replicated has every entry on at least A bookies."""
+        view = self.view
+        ledger = view.ledgers.get(r.ledger_id)
+        worst = None if ledger is None else binv.min_copies(view, ledger)
+        self.books.checked["B3"] += 1
+        if ledger is not None and worst is not None and worst[1] < ledger.ack_quorum:
+            self._instant(
+                "B3",
+                f"ledger/{ledger.ledger_id}",
+                offset,
+                say("B3", "below_ack", entry=worst[0], copies=worst[1], ack_quorum=ledger.ack_quorum),
+            )
+        self._ledger_touched(r, offset)
+
+    def _availability(self, r: BookieAvailability, offset: int) -> None:
+        """B8 for every ledger naming the bookie that came or went; B1's marks due."""
+        for ledger_id in sorted(self.view.refs.get(r.bookie_id, ())):
+            self._loss(ledger_id, offset, r.ts_ms)
+        self._late(offset, r.ts_ms)
+
+    def _ledger_changed(self, r: Any, offset: int) -> None:
+        """A record that changes a ledger's ensembles or entries: B8 for it; B1's marks due."""
+        self._loss(r.ledger_id, offset, r.ts_ms)
+        self._late(offset, r.ts_ms)
+
+    def _ledger_touched(self, r: Any, offset: int) -> None:
+        """Any other record of a ledger: B8 closes if the ledger is gone; B1's marks due."""
+        if r.ledger_id not in self.view.ledgers:
+            self._loss(r.ledger_id, offset, r.ts_ms)
+        self._late(offset, r.ts_ms)
 
     def _loss(self, ledger_id: int, offset: int, ts: int | None) -> None:
         ledger = self.view.ledgers.get(ledger_id)
@@ -115,9 +154,9 @@ class BookiesAudit:
             "B8", f"ledger/{ledger_id}", offset, ts, None if ledger is None else binv.data_loss(self.view, ledger)
         )
 
-    def _early_marks(self, r: LedgerUnderReplicated, offset: int, ts: int | None) -> None:
+    def _early_marks(self, r: LedgerUnderReplicated, offset: int) -> None:
         """B1, one side: a lost bookie's ledgers are not marked before its audit falls due."""
-        view = self.view
+        view, ts = self.view, r.ts_ms
         self.books.checked["B1"] += 1
         for b in r.missing:
             due = view.audit_due.get(b)
@@ -137,11 +176,12 @@ class BookiesAudit:
     def _late(self, offset: int, ts: int | None) -> None:
         """B1, the other side: once an audit fell due, the marks come within the grace."""
         view = self.view
-        for b in list(self.audit_open()):
+        for b in list(self._audit_open()):
             if b not in view.audit_due:
                 self._state("B1", f"bookie/{b}", offset, ts, None)
 
-    def audit_open(self) -> list[str]:
+    def _audit_open(self) -> list[str]:
+        """The bookies whose audit fell due and whose ledgers are not all marked (an open B1)."""
         return [e.split("/", 1)[1] for e in self.books.wrong_entities("B1")]
 
     def _decommission(self, r: BookieDecommissionStarted | BookieDecommissioned, offset: int) -> None:
@@ -224,5 +264,32 @@ class BookiesAudit:
     def state_hash(self) -> str:
         return self.view.state_hash()
 
+
+Check = Callable[[BookiesAudit, Any, int], None]
+"""``(audit, record, offset)``: the checks of a record of its class, before or after its fold."""
+
+_BEFORE: dict[type, Check] = {
+    LedgerUnderReplicated: BookiesAudit._early_marks,
+    LedgerEnsembleChange: BookiesAudit._repair,
+    LedgerCreated: BookiesAudit._created,
+    LedgerEntriesWritten: BookiesAudit._written,
+    LedgerReplicationLock: BookiesAudit._locked,
+    BookieDecommissionStarted: BookiesAudit._decommission,
+    BookieDecommissioned: BookiesAudit._decommission,
+    BookieStateChange: BookiesAudit._state_change,
+}
+"""Record class -> the checks on the state it finds."""
+
+_AFTER: dict[type, Check] = {
+    # Every record of a ledger (a class with a ``ledger_id``), unless named below.
+    **{cls: BookiesAudit._ledger_touched for cls in BOOKKEEPER_RECORDS if "ledger_id" in cls.__struct_fields__},
+    LedgerCreated: BookiesAudit._ledger_changed,
+    LedgerEnsembleChange: BookiesAudit._ledger_changed,
+    LedgerEntriesWritten: BookiesAudit._ledger_changed,
+    LedgerClosed: BookiesAudit._ledger_changed,
+    LedgerReplicated: BookiesAudit._replicated,
+    BookieAvailability: BookiesAudit._availability,
+}
+"""Record class -> the checks on the state it leaves; every other record has none."""
 
 __all__ = ["BookiesAudit"]

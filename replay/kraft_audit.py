@@ -1,15 +1,16 @@
-"""The KRaft family's part of the audit: the controller's view and KIP-858's invariants (K1-K14,
+"""The KRaft family's part of the audit: the controller's view and KIP-858's invariants (K1-K15,
 the L invariants of KRaft records), checked on exactly the entities a record can have changed.
 
 It replays KRaft records into a ``ControllerView`` and reports through the audit's ``Books``; the
-engine (``replay.audit``) routes the records to it in offset order. The checks themselves are
-pure functions beside the family (``statemachine/kraft/invariants.py``); this module knows when
-to ask them.
+engine (``replay.audit``) feeds it the records in offset order (``replay.family.FamilyAudit``),
+and it hands each to the handler of its class (``_CHECKS``, as the reducer's ``_APPLY``). The
+checks themselves are pure functions beside the family (``statemachine/kraft/invariants.py``);
+this module knows when to ask them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kraftlake.records.base import Record
@@ -53,7 +54,7 @@ def _with_elr(view: ControllerView, topic_name: str) -> list:
 
 
 class KraftAudit:
-    """K1-K14 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
+    """K1-K15 over the KRaft records of one log. ``counts_unassigned`` False: the caller does
     not feed the partition records (the Spark plan counts UNASSIGNED replicas itself and asks K11
     with its counts)."""
 
@@ -83,6 +84,20 @@ class KraftAudit:
         self.by_dir: dict[str, set[tuple[str, int]]] = {}
         for p in self.view.iter_partitions():
             self._index(p.key, None, p)
+
+    # -- the family audit (``replay.family.FamilyAudit``) -------------------------------------------
+
+    def feed(self, r: Any, offset: int) -> None:
+        """Check and fold in one KRaft record (or observation) at ``offset``: its class's
+        handler (``_CHECKS``), else the fold alone."""
+        check = _CHECKS.get(type(r))
+        if check is None:
+            self._apply(r, offset)
+        else:
+            check(self, r, offset)
+
+    def finish(self) -> None:
+        """Nothing waits for the end: every KRaft check is judged at its record."""
 
     def state_hash(self) -> str:
         return self.view.state_hash()
@@ -315,7 +330,7 @@ class KraftAudit:
                 self.failed_unreported.discard((broker, d))
                 self._state("K12", f"dir/{broker}/{d}", offset, ts, None)
 
-    def _observed_offline(self, broker: int, dirs: Iterable[str], offset: int, ts: int) -> None:
+    def _observed_offline(self, broker: int, dirs: Iterable[str], offset: int, ts: int | None) -> None:
         reg = self.view.brokers.get(broker)
         for d in dirs:
             if reg is not None and d in reg.log_dirs and (broker, d) not in self.reported_offline:
@@ -328,8 +343,23 @@ class KraftAudit:
                     say("K6", "unhandled", broker=broker, directory=d),
                 )
 
-    def partition_record(self, r: Partition | PartitionChange, cls: type, offset: int) -> None:
-        """The hot path (nine records in ten): apply, then re-check only what moved."""
+    def _apply(self, r: Record, offset: int) -> bool:
+        """Fold ``r`` in; a record the reducer refuses is an instant violation, skipped."""
+        view = self.view
+        try:
+            apply(view, r)
+        except ReplayError as exc:
+            self.books.refused(exc, offset)
+            view.offset = offset
+            self.refused = offset
+            return False
+        return True
+
+    # -- the records: one handler per class the checks read (``_CHECKS``) --------------------------
+
+    def _on_partition(self, r: Partition | PartitionChange, offset: int) -> None:
+        """Partition, PartitionChange: the hot path (nine records in ten): apply, then re-check
+        only what moved."""
         view = self.view
         parts = view.partitions.get(r.topic_id)
         old = None if parts is None else parts.get(r.partition_id)
@@ -350,7 +380,8 @@ class KraftAudit:
             self._count_unassigned(old, p, offset, ts)
         if old is not None:
             self.books.checked["K3"] += 1
-            if cls is PartitionChange:
+            change = type(r) is PartitionChange
+            if change:
                 # Only a change that keeps the leader epoch can miss a leader-epoch bump.
                 if p.leader_epoch == old.leader_epoch and (p.replicas is not old.replicas or p.isr is not old.isr):
                     bad = kinv.change_bumps_leader_epoch(view, old, p)
@@ -360,7 +391,7 @@ class KraftAudit:
                 bad = kinv.replacement_bumps_epochs(view, old, p)
             if bad:
                 self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad, count=False)
-            if cls is PartitionChange and p.leader != old.leader and kinv.elr_enabled(view):
+            if change and p.leader != old.leader and kinv.elr_enabled(view):
                 bad = kinv.leader_is_eligible(view, old, p)
                 if bad:
                     self.books.instant("K14", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
@@ -369,104 +400,138 @@ class KraftAudit:
         if self.reported_dirs:
             self._recorded_assignments(p, offset, ts)
 
-    def _apply(self, r: Record, offset: int) -> bool:
-        """Fold ``r`` in; a record the reducer refuses is an instant violation, skipped."""
-        view = self.view
-        try:
-            apply(view, r)
-        except ReplayError as exc:
-            self.books.refused(exc, offset)
-            view.offset = offset
-            self.refused = offset
-            return False
-        return True
+    def _on_registration(self, r: RegisterBroker | UnregisterBroker, offset: int) -> None:
+        """RegisterBroker, UnregisterBroker: a broker process comes or goes; every partition it
+        hosts is re-checked."""
+        if self._apply(r, offset):
+            self._broker_lives(r.broker_id, type(r) is RegisterBroker, offset, r.ts_ms)
+            self._broker(r.broker_id, offset, r.ts_ms, "all")
 
-    def other_record(
-        self, r: Any, cls: type, offset: int
-    ) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
-        """Every KRaft record but a partition's: brokers, topics, features, observations."""
-        view = self.view
-        ts = r.ts_ms
-        removed = None
-        if cls is RemoveTopic:
-            gone = list(view.partitions.get(r.topic_id, {}).values())
-            removed = [f"partition/{p.topic_id}/{p.partition_id}" for p in gone]
-            for p in gone:
-                self.suspects.discard((p.topic_id, p.partition_id))
-                self.elr_applies.discard((p.topic_id, p.partition_id))
-                self._index((p.topic_id, p.partition_id), p, None)
-                self._count_unassigned(p, None, offset, ts)
-        elr_before = _with_elr(view, r.topic_name) if cls is ClearElr else None
+    def _on_fencing(self, r: FenceBroker | UnfenceBroker, offset: int) -> None:
+        """FenceBroker, UnfenceBroker: the leaders' side (K4) of the partitions it hosts."""
+        if self._apply(r, offset):
+            self._broker_lives(r.id, False, offset, r.ts_ms)
+            self._broker(r.id, offset, r.ts_ms, "fencing")
+
+    def _on_registration_change(self, r: BrokerRegistrationChange, offset: int) -> None:
+        """A change may fence or unfence the broker and move its directories: K7 for each
+        directory it removes, then the partitions on what moved."""
+        view, broker, ts = self.view, r.broker_id, r.ts_ms
         dirs_before = None
-        if cls is BrokerRegistrationChange and r.log_dirs:
-            reg = view.brokers.get(r.broker_id)
+        if r.log_dirs:
+            reg = view.brokers.get(broker)
             dirs_before = reg.log_dirs if reg is not None else ()
         if not self._apply(r, offset):
             return
-        if cls in (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker):
-            broker = r.id if cls in (FenceBroker, UnfenceBroker) else r.broker_id
-            reg = view.brokers.get(broker)
-            if cls is RegisterBroker or reg is None:
-                self.unfenced_since_registered[broker] = reg is not None and not reg.fenced
-                # A new process (or none): a failure the old one did not report is moot (K12).
-                self._dir_reported(broker, sorted(d for b, d in self.failed_unreported if b == broker), offset, ts)
-            elif not reg.fenced:
-                self.unfenced_since_registered[broker] = True
-            changed_dirs: list[str] = []
-            if dirs_before is not None:
-                now = view.brokers[broker].log_dirs
-                changed_dirs = [d for d in dirs_before if d not in now] + [d for d in now if d not in dirs_before]
-                for d in dirs_before:
-                    if d not in now:
-                        self.books.checked["K7"] += 1
-                        for p, why in kinv.dir_removal_complete(view, broker, d, self.by_dir):
-                            self.books.instant(
-                                "K7", f"partition/{p.topic_id}/{p.partition_id}", offset, why, count=False
-                            )
-            if cls is RegisterBroker or cls is UnregisterBroker:
-                self._broker(broker, offset, ts, "all")
-            else:
-                fencing = cls is not BrokerRegistrationChange or r.fenced != 0
-                if fencing:
-                    self._broker(broker, offset, ts, "fencing")
-                if changed_dirs:
-                    self._broker(broker, offset, ts, "dirs", changed_dirs, k8=not fencing)
-                if not fencing and not changed_dirs:
-                    self._broker(broker, offset, ts, "dirs", ())
-        elif cls is RemoveTopic and removed:
-            for entity in removed:
-                for inv in ("K1", "K4", "K5", "K13", "K15"):
-                    if self.books.is_wrong(inv, entity):  # closed with the topic: not a new state
-                        self._state(inv, entity, offset, ts, None, count=False)
-        elif cls is ClearElr:
-            # Each partition the ClearElr changed has a new state: its ELR empty (K13 and K15
-            # close), an empty ISR judged by the feature in force now (K1).
-            on = kinv.elr_enabled(view)
-            checked = self.books.checked
-            for old in elr_before or ():
-                p = view.partitions[old.topic_id][old.partition_id]
-                entity = f"partition/{p.topic_id}/{p.partition_id}"
-                self.elr_applies.discard((p.topic_id, p.partition_id))
-                # A new state of the partition (its partition epoch moves): one check of each
-                # partition invariant, of K13/K15 where an ELR was judged away with the feature on.
-                for inv in ("K1", "K3", "K4", "K5"):
-                    checked[inv] += 1
-                if on and old.eligible_leader_replicas:
-                    checked["K13"] += 1
-                    checked["K15"] += 1
-                if not p.isr:
-                    pkey = (p.topic_id, p.partition_id)
-                    self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, on), pkey, count=False)
-                for inv in ("K13", "K15"):
-                    if self.books.is_wrong(inv, entity):
-                        self._state(inv, entity, offset, ts, None, count=False)
-        elif cls is AssignReplicasToDirsRequest:
-            self._reported_assignments(r, offset, ts)
-        elif cls is LogDirFailed:
-            self._observed_offline(r.broker_id, (r.directory,), offset, ts)
-            self._dir_failed(r, offset, ts)
-        elif cls is HeartbeatOfflineDirs:
-            self._observed_offline(r.broker_id, r.offline_log_dirs, offset, ts)
-            self._dir_reported(r.broker_id, r.offline_log_dirs, offset, ts)
-        elif cls is UnfenceRequested:
+        self._broker_lives(broker, False, offset, ts)
+        changed_dirs: list[str] = []
+        if dirs_before is not None:
+            now = view.brokers[broker].log_dirs
+            changed_dirs = [d for d in dirs_before if d not in now] + [d for d in now if d not in dirs_before]
+            for d in dirs_before:
+                if d not in now:
+                    self.books.checked["K7"] += 1
+                    for p, why in kinv.dir_removal_complete(view, broker, d, self.by_dir):
+                        self.books.instant("K7", f"partition/{p.topic_id}/{p.partition_id}", offset, why, count=False)
+        fencing = r.fenced != 0
+        if fencing:
+            self._broker(broker, offset, ts, "fencing")
+        if changed_dirs:
+            self._broker(broker, offset, ts, "dirs", changed_dirs, k8=not fencing)
+        if not fencing and not changed_dirs:
+            self._broker(broker, offset, ts, "dirs", ())
+
+    def _broker_lives(self, broker: int, registered: bool, offset: int, ts: int | None) -> None:
+        """After a broker record (``registered``: a RegisterBroker): whether the broker was
+        unfenced since it registered (K10), and the failures a new process (or none) makes moot."""
+        reg = self.view.brokers.get(broker)
+        if registered or reg is None:
+            self.unfenced_since_registered[broker] = reg is not None and not reg.fenced
+            # A new process (or none): a failure the old one did not report is moot (K12).
+            self._dir_reported(broker, sorted(d for b, d in self.failed_unreported if b == broker), offset, ts)
+        elif not reg.fenced:
+            self.unfenced_since_registered[broker] = True
+
+    def _on_remove_topic(self, r: RemoveTopic, offset: int) -> None:
+        """The topic's partitions leave the indexes, and their open states close with them."""
+        ts = r.ts_ms
+        gone = list(self.view.partitions.get(r.topic_id, {}).values())
+        removed = [f"partition/{p.topic_id}/{p.partition_id}" for p in gone]
+        for p in gone:
+            self.suspects.discard((p.topic_id, p.partition_id))
+            self.elr_applies.discard((p.topic_id, p.partition_id))
+            self._index((p.topic_id, p.partition_id), p, None)
+            self._count_unassigned(p, None, offset, ts)
+        if not self._apply(r, offset):
+            return
+        for entity in removed:
+            for inv in ("K1", "K4", "K5", "K13", "K15"):
+                if self.books.is_wrong(inv, entity):  # closed with the topic: not a new state
+                    self._state(inv, entity, offset, ts, None, count=False)
+
+    def _on_clear_elr(self, r: ClearElr, offset: int) -> None:
+        """Each partition the ClearElr changed has a new state: its ELR empty (K13 and K15
+        close), an empty ISR judged by the feature in force now (K1)."""
+        view, ts = self.view, r.ts_ms
+        elr_before = _with_elr(view, r.topic_name)
+        if not self._apply(r, offset):
+            return
+        on = kinv.elr_enabled(view)
+        checked = self.books.checked
+        for old in elr_before:
+            p = view.partitions[old.topic_id][old.partition_id]
+            entity = f"partition/{p.topic_id}/{p.partition_id}"
+            self.elr_applies.discard((p.topic_id, p.partition_id))
+            # A new state of the partition (its partition epoch moves): one check of each
+            # partition invariant, of K13/K15 where an ELR was judged away with the feature on.
+            for inv in ("K1", "K3", "K4", "K5"):
+                checked[inv] += 1
+            if on and old.eligible_leader_replicas:
+                checked["K13"] += 1
+                checked["K15"] += 1
+            if not p.isr:
+                pkey = (p.topic_id, p.partition_id)
+                self._state("K1", entity, offset, ts, kinv.leader_in_isr_in_replicas(p, on), pkey, count=False)
+            for inv in ("K13", "K15"):
+                if self.books.is_wrong(inv, entity):
+                    self._state(inv, entity, offset, ts, None, count=False)
+
+    def _on_assign_replicas_to_dirs(self, r: AssignReplicasToDirsRequest, offset: int) -> None:
+        if self._apply(r, offset):
+            self._reported_assignments(r, offset, r.ts_ms)
+
+    def _on_log_dir_failed(self, r: LogDirFailed, offset: int) -> None:
+        if self._apply(r, offset):
+            self._observed_offline(r.broker_id, (r.directory,), offset, r.ts_ms)
+            self._dir_failed(r, offset, r.ts_ms)
+
+    def _on_heartbeat_offline_dirs(self, r: HeartbeatOfflineDirs, offset: int) -> None:
+        if self._apply(r, offset):
+            self._observed_offline(r.broker_id, r.offline_log_dirs, offset, r.ts_ms)
+            self._dir_reported(r.broker_id, r.offline_log_dirs, offset, r.ts_ms)
+
+    def _on_unfence_requested(self, r: UnfenceRequested, offset: int) -> None:
+        if self._apply(r, offset):
             self._unfence_requested(r, offset)
+
+
+Check = Callable[[KraftAudit, Any, int], None]
+"""``(audit, record, offset)``: checks what a record of its class can change and folds it in."""
+
+_CHECKS: dict[type, Check] = {
+    Partition: KraftAudit._on_partition,
+    PartitionChange: KraftAudit._on_partition,
+    RegisterBroker: KraftAudit._on_registration,
+    UnregisterBroker: KraftAudit._on_registration,
+    FenceBroker: KraftAudit._on_fencing,
+    UnfenceBroker: KraftAudit._on_fencing,
+    BrokerRegistrationChange: KraftAudit._on_registration_change,
+    RemoveTopic: KraftAudit._on_remove_topic,
+    ClearElr: KraftAudit._on_clear_elr,
+    AssignReplicasToDirsRequest: KraftAudit._on_assign_replicas_to_dirs,
+    LogDirFailed: KraftAudit._on_log_dir_failed,
+    HeartbeatOfflineDirs: KraftAudit._on_heartbeat_offline_dirs,
+    UnfenceRequested: KraftAudit._on_unfence_requested,
+}
+"""Record class -> its handler; every other record (features, topics, configs, transactions, the
+brokers' other observations) is folded in with nothing to check."""

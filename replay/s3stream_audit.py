@@ -1,23 +1,24 @@
 """The S3Stream family's part of the audit: replays S3Stream records into a ``StreamsView`` and
-checks S1-S12 (the catalogue's, ``statemachine.invariants``) on exactly the streams, nodes and
+checks S1-S14 (the catalogue's, ``statemachine.invariants``) on exactly the streams, nodes and
 objects a record touched.
 
 It reports through the audit's books (``replay.books``): states and graces, instants, intervals,
-evidence, all as for the KRaft invariants; the engine (``replay.audit``) routes records to it. Indexes of its own (which objects
-hold which stream's offsets, who references an object, PREPARED deadlines) keep every check
-proportional to what a record changed, not to the size of the state.
+evidence, all as for the KRaft invariants; the engine (``replay.audit``) feeds it records
+(``replay.family.FamilyAudit``), each to the handler of its class (``_CHECKS``, as the reducer's
+``_APPLY``). Indexes of its own (which objects hold which stream's offsets, who references an
+object, PREPARED deadlines) keep every check proportional to what a record changed, not to the
+size of the state.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
-from kraftlake.records.base import Record
-from kraftlake.records.kraft import FeatureLevel
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import (
     KV,
@@ -55,9 +56,11 @@ NO_END = -(1 << 62)
 
 
 class StreamsAudit:
-    """S1-S12 over the records of one log, fed in offset order by ``Audit``."""
+    """S1-S14 over the records of one log, fed in offset order by ``Audit``."""
 
-    def __init__(self, books: Books) -> None:
+    def __init__(self, books: Books, view: StreamsView | None = None) -> None:
+        """``view``: the state before the first record fed (``--from``; empty by default). Ids
+        used and removed before it are not known: S8's "used again" sees only what still exists."""
         self.books = books
         self._state = books.state
         self._instant = books.instant
@@ -81,31 +84,29 @@ class StreamsAudit:
         """Stream -> a logical end it has reached (at most its end now: ends only grow while a
         stream exists). A stream-set object's range ending at or below it moves no end, and S12
         has nothing to check: a compaction's hundreds of ranges pass in one array comparison."""
+        if view is not None:
+            self._start_from(view)
 
-    @classmethod
-    def from_view(cls, books: Books, view: StreamsView) -> StreamsAudit:
-        """Audit on from ``view`` (the state before the first record fed: ``--from``). Ids used
-        and removed before it are not known: S8's "used again" sees only what still exists."""
-        a = cls(books)
-        a.view = view
+    def _start_from(self, view: StreamsView) -> None:
+        """Index ``view``, the state before the first record fed, as its records would have."""
+        self.view = view
         for sid in view.streams:
-            a.cover.add_stream(sid)
+            self.cover.add_stream(sid)
         for node_id, node in sorted(view.nodes.items()):
             for object_id in sorted(node.stream_set_objects):
-                a.cover.add_sso(view, node_id, object_id)
-                a.refs.setdefault(object_id, set()).add(f"node/{node_id}")
+                self.cover.add_sso(view, node_id, object_id)
+                self.refs.setdefault(object_id, set()).add(f"node/{node_id}")
             for sid in node.uncommitted:
-                a.duty_nodes.setdefault(sid, set()).add(node_id)
+                self.duty_nodes.setdefault(sid, set()).add(node_id)
         for sid, s in sorted(view.streams.items()):
             for o in s.objects.values():
-                a.cover.add(sid, o.object_id, o.start_offset, o.end_offset)
-                a.refs.setdefault(o.object_id, set()).add(f"stream/{sid}")
-        a.cover.settle()
-        a.cover.changed.clear()  # judged when a record touches them, as before ``--from``
-        a.deadlines = sorted((view.objects[i].timestamp, i) for i in view.prepared_ids)
-        a.seen_streams = set(view.streams)
-        a.seen_objects = set(view.objects)
-        return a
+                self.cover.add(sid, o.object_id, o.start_offset, o.end_offset)
+                self.refs.setdefault(o.object_id, set()).add(f"stream/{sid}")
+        self.cover.settle()
+        self.cover.changed.clear()  # judged when a record touches them, as before ``--from``
+        self.deadlines = sorted((view.objects[i].timestamp, i) for i in view.prepared_ids)
+        self.seen_streams = set(view.streams)
+        self.seen_objects = set(view.objects)
 
     def _stream_states(self, sid: int, offset: int, ts: int | None) -> None:
         s = self.view.streams.get(sid)
@@ -129,9 +130,9 @@ class StreamsAudit:
 
     def finish(self) -> None:
         """The end of the records fed so far (a report is made): judge the batch that ended."""
-        self.flush()
+        self._flush()
 
-    def flush(self) -> None:
+    def _flush(self) -> None:
         """S5, S6 for the streams the batch that just ended touched, as of its last record: those
         whose entries no longer sum as before (``Coverage.changed``), or whose start, end or
         duties moved (``pending``). A stream none of that happened to is as it was."""
@@ -227,136 +228,156 @@ class StreamsAudit:
 
     # -- the records -----------------------------------------------------------------------------
 
-    def one(self, r: Any, offset: int) -> None:  # Any: the fields of its class, read by the chain of `cls is` below
-        """Check and apply one record of the family (or ``ObjectWritten``, ``FeatureLevel``)."""
+    def feed(self, r: Any, offset: int) -> None:
+        """Check and apply one record of the family (or ``ObjectWritten``, ``FeatureLevel``): what
+        every record starts (a batch, deadlines passing), then its class's handler (``_CHECKS``),
+        else the fold alone."""
         ts = r.ts_ms
-        cls = type(r)
-        view = self.view
         if ts is None or self.batch is None or ts != self.batch[1]:
-            self.flush()
+            self._flush()
         self.batch = (offset, ts)
         if ts is not None:
             self._overdue(offset, ts)
-        if cls is S3Stream:
-            created = r.stream_id not in view.streams
-            if created:
-                self._ids("stream", r.stream_id, view.next_stream_id, self.seen_streams, offset)
-            apply(view, r)
-            if created:
-                self.cover.add_stream(r.stream_id)
+        check = _CHECKS.get(type(r))
+        if check is None:  # RemoveKV, NodeWALMetadata, UpdateNextNodeId, FeatureLevel
+            apply(self.view, r)
+        else:
+            check(self, r, offset)
+        self.view.offset = offset
+
+    # -- the records: one handler per class the checks read (``_CHECKS``) --------------------------
+
+    def _on_stream(self, r: S3Stream, offset: int) -> None:
+        view, ts = self.view, r.ts_ms
+        created = r.stream_id not in view.streams
+        if created:
+            self._ids("stream", r.stream_id, view.next_stream_id, self.seen_streams, offset)
+        apply(view, r)
+        if created:
+            self.cover.add_stream(r.stream_id)
+        self._stream_states(r.stream_id, offset, ts)
+        self._coverage(r.stream_id, offset, ts)
+        self._duties_of_stream(r.stream_id, offset, ts)
+
+    def _on_remove_stream(self, r: RemoveS3Stream, offset: int) -> None:
+        ts = r.ts_ms
+        apply(self.view, r)
+        self.end_floor[r.stream_id] = NO_END  # a stream made again under its id starts afresh
+        self._stream_states(r.stream_id, offset, ts)
+        for object_id in self.cover.drop_stream(r.stream_id):
+            self._ref(object_id, f"stream/{r.stream_id}", offset, ts, False)
+        self._duties_of_stream(r.stream_id, offset, ts)
+
+    def _on_range(self, r: Range | RemoveRange, offset: int) -> None:
+        """Range, RemoveRange."""
+        apply(self.view, r)
+        self._stream_states(r.stream_id, offset, r.ts_ms)
+        self._duties_of_stream(r.stream_id, offset, r.ts_ms)
+
+    def _on_stream_object(self, r: S3StreamObject, offset: int) -> None:
+        view, ts = self.view, r.ts_ms
+        self._ids("object", r.object_id, view.next_object_id, None, offset)
+        s = view.streams.get(r.stream_id)
+        if s is not None:
+            bad = sinv.advances_end(s, None, r.start_offset, r.end_offset)
+            if bad:
+                self._instant(
+                    "S12",
+                    f"stream/{r.stream_id}",
+                    offset,
+                    say("S12", "stream_object", object=r.object_id, problem=bad),
+                )
+        apply(view, r)
+        if s is not None:
+            self.cover.add(r.stream_id, r.object_id, r.start_offset, r.end_offset)
+            self._ref(r.object_id, f"stream/{r.stream_id}", offset, ts, True)
             self._stream_states(r.stream_id, offset, ts)
-            self._coverage(r.stream_id, offset, ts)
-            self._duties_of_stream(r.stream_id, offset, ts)
-        elif cls is RemoveS3Stream:
-            apply(view, r)
-            self.end_floor[r.stream_id] = NO_END  # a stream made again under its id starts afresh
-            self._stream_states(r.stream_id, offset, ts)
-            for object_id in self.cover.drop_stream(r.stream_id):
-                self._ref(object_id, f"stream/{r.stream_id}", offset, ts, False)
-            self._duties_of_stream(r.stream_id, offset, ts)
-        elif cls is Range or cls is RemoveRange:
-            apply(view, r)
-            self._stream_states(r.stream_id, offset, ts)
-            self._duties_of_stream(r.stream_id, offset, ts)
-        elif cls is S3StreamObject:
-            self._ids("object", r.object_id, view.next_object_id, None, offset)
-            s = view.streams.get(r.stream_id)
-            if s is not None:
-                bad = sinv.advances_end(s, None, r.start_offset, r.end_offset)
-                if bad:
-                    self._instant(
-                        "S12",
-                        f"stream/{r.stream_id}",
-                        offset,
-                        say("S12", "stream_object", object=r.object_id, problem=bad),
-                    )
-            apply(view, r)
-            if s is not None:
-                self.cover.add(r.stream_id, r.object_id, r.start_offset, r.end_offset)
-                self._ref(r.object_id, f"stream/{r.stream_id}", offset, ts, True)
-                self._stream_states(r.stream_id, offset, ts)
-        elif cls is RemoveS3StreamObject:
-            apply(view, r)
-            if self.cover.remove(r.stream_id, r.object_id):
-                self._ref(r.object_id, f"stream/{r.stream_id}", offset, ts, False)
-                self._stream_states(r.stream_id, offset, ts)
-        elif cls is S3StreamSetObject:
-            self._stream_set_object(r, offset, ts)
-        elif cls is RemoveStreamSetObject:
-            node = view.nodes.get(r.node_id)
-            known = node is not None and r.object_id in node.stream_set_objects
-            apply(view, r)
-            if known:
-                self.cover.drop_sso(r.object_id)  # coverage, at the end of the batch
-                self._ref(r.object_id, f"node/{r.node_id}", offset, ts, False)
-        elif cls is S3Object:
-            self._object(r, offset, ts)
-        elif cls is RemoveS3Object:
-            self._early_delete(r, offset, ts)
-            apply(view, r)
-            self._object_refs(r.object_id, offset, ts)
-            self._state("S11", f"object/{r.object_id}", offset, ts, None)
-        elif cls is AssignedStreamId or cls is AssignedS3ObjectId:
-            kind, new, old = (
-                ("stream", r.assigned_stream_id + 1, view.next_stream_id)
-                if cls is AssignedStreamId
-                else ("object", r.assigned_s3_object_id + 1, view.next_object_id)
-            )
-            if new < old:
-                self._instant("S8", "ids", offset, say("S8", "mark_moves_back", id_kind=kind, old=old, new=new))
-            apply(view, r)
-        elif cls is S3StreamEndOffsets:
-            for e in r.end_offsets:
-                s = view.streams.get(e.stream_id)
-                # A commit wholly below the start (trimmed away) states an end there: AutoMQ's own.
-                if s is not None and s.start_offset < e.end_offset < s.end_offset:
-                    self._instant(
-                        "S4",
-                        f"stream/{e.stream_id}",
-                        offset,
-                        say("S4", "end_moves_back", end=e.end_offset, logical_end=s.end_offset),
-                    )
-                self.books.checked["S4"] += 1
-            apply(view, r)
-            for sid in sorted({e.stream_id for e in r.end_offsets}):
-                self._coverage(sid, offset, ts)
-                s = view.streams.get(sid)
-                if s is not None:  # only the logical end moved: S3 is the state check that reads it
-                    self._state("S3", f"stream/{sid}", offset, ts, sinv.start_within_end(s))
-        elif cls is NodeWALUncommittedOffsets:
-            for e in r.entries:
-                if e.start_offset > e.end_offset:
-                    self._instant(
-                        "S9",
-                        f"duty/{r.node_id}/{e.stream_id}",
-                        offset,
-                        say("S9", "reversed", start=e.start_offset, end=e.end_offset),
-                    )
-            apply(view, r)
-            streams = sorted({e.stream_id for e in r.entries})
-            self._duties(r.node_id, offset, ts, streams)
-            self._index_duties(r.node_id, streams)
-            for sid in streams:
-                self._coverage(sid, offset, ts)
-        elif cls is RemoveNodeWALMetadata:
-            node = view.nodes.get(r.node_id)
-            gone = [] if node is None else sorted(node.stream_set_objects)
-            duties = [] if node is None else sorted(node.uncommitted)
-            apply(view, r)
-            self._duties(r.node_id, offset, ts, duties)
-            self._index_duties(r.node_id, duties)
-            for object_id in gone:
-                self.cover.drop_sso(object_id)
-                self._ref(object_id, f"node/{r.node_id}", offset, ts, False)
-        elif cls is ObjectWritten:
-            apply(view, r)
-            self.cover.index(view, r.object_id)
-        elif cls is KV:
-            self._registrations(r, offset)
-            apply(view, r)
-        else:  # RemoveKV, NodeWALMetadata, UpdateNextNodeId, FeatureLevel
-            apply(view, r)
-        view.offset = offset
+
+    def _on_remove_stream_object(self, r: RemoveS3StreamObject, offset: int) -> None:
+        apply(self.view, r)
+        if self.cover.remove(r.stream_id, r.object_id):
+            self._ref(r.object_id, f"stream/{r.stream_id}", offset, r.ts_ms, False)
+            self._stream_states(r.stream_id, offset, r.ts_ms)
+
+    def _on_remove_stream_set_object(self, r: RemoveStreamSetObject, offset: int) -> None:
+        node = self.view.nodes.get(r.node_id)
+        known = node is not None and r.object_id in node.stream_set_objects
+        apply(self.view, r)
+        if known:
+            self.cover.drop_sso(r.object_id)  # coverage, at the end of the batch
+            self._ref(r.object_id, f"node/{r.node_id}", offset, r.ts_ms, False)
+
+    def _on_remove_object(self, r: RemoveS3Object, offset: int) -> None:
+        ts = r.ts_ms
+        self._early_delete(r, offset, ts)
+        apply(self.view, r)
+        self._object_refs(r.object_id, offset, ts)
+        self._state("S11", f"object/{r.object_id}", offset, ts, None)
+
+    def _on_assigned_stream_id(self, r: AssignedStreamId, offset: int) -> None:
+        self._mark_moves("stream", r.assigned_stream_id + 1, self.view.next_stream_id, offset)
+        apply(self.view, r)
+
+    def _on_assigned_object_id(self, r: AssignedS3ObjectId, offset: int) -> None:
+        self._mark_moves("object", r.assigned_s3_object_id + 1, self.view.next_object_id, offset)
+        apply(self.view, r)
+
+    def _mark_moves(self, kind: str, new: int, old: int, offset: int) -> None:
+        """S8: an id's high-water mark never moves back."""
+        if new < old:
+            self._instant("S8", "ids", offset, say("S8", "mark_moves_back", id_kind=kind, old=old, new=new))
+
+    def _on_end_offsets(self, r: S3StreamEndOffsets, offset: int) -> None:
+        view, ts = self.view, r.ts_ms
+        for e in r.end_offsets:
+            s = view.streams.get(e.stream_id)
+            bad = None if s is None else sinv.end_never_back(s, e.end_offset)
+            if bad:
+                self._instant("S4", f"stream/{e.stream_id}", offset, bad)
+            self.books.checked["S4"] += 1
+        apply(view, r)
+        for sid in sorted({e.stream_id for e in r.end_offsets}):
+            self._coverage(sid, offset, ts)
+            s = view.streams.get(sid)
+            if s is not None:  # only the logical end moved: S3 is the state check that reads it
+                self._state("S3", f"stream/{sid}", offset, ts, sinv.start_within_end(s))
+
+    def _on_uncommitted_offsets(self, r: NodeWALUncommittedOffsets, offset: int) -> None:
+        ts = r.ts_ms
+        for e in r.entries:
+            if e.start_offset > e.end_offset:
+                self._instant(
+                    "S9",
+                    f"duty/{r.node_id}/{e.stream_id}",
+                    offset,
+                    say("S9", "reversed", start=e.start_offset, end=e.end_offset),
+                )
+        apply(self.view, r)
+        streams = sorted({e.stream_id for e in r.entries})
+        self._duties(r.node_id, offset, ts, streams)
+        self._index_duties(r.node_id, streams)
+        for sid in streams:
+            self._coverage(sid, offset, ts)
+
+    def _on_remove_node(self, r: RemoveNodeWALMetadata, offset: int) -> None:
+        ts = r.ts_ms
+        node = self.view.nodes.get(r.node_id)
+        gone = [] if node is None else sorted(node.stream_set_objects)
+        duties = [] if node is None else sorted(node.uncommitted)
+        apply(self.view, r)
+        self._duties(r.node_id, offset, ts, duties)
+        self._index_duties(r.node_id, duties)
+        for object_id in gone:
+            self.cover.drop_sso(object_id)
+            self._ref(object_id, f"node/{r.node_id}", offset, ts, False)
+
+    def _on_object_written(self, r: ObjectWritten, offset: int) -> None:
+        apply(self.view, r)
+        self.cover.index(self.view, r.object_id)
+
+    def _on_kv(self, r: KV, offset: int) -> None:
+        self._registrations(r, offset)
+        apply(self.view, r)
 
     def _registrations(self, r: KV, offset: int) -> None:
         """S14: a node's registration (KV ``__automq_node/<id>``) never goes back to a lower epoch."""
@@ -384,8 +405,8 @@ class StreamsAudit:
                 self._instant("S8", f"{kind}/{ident}", offset, say("S8", "reused", id_kind=kind, id=ident))
             seen.add(ident)
 
-    def _stream_set_object(self, r: S3StreamSetObject, offset: int, ts: int | None) -> None:
-        view = self.view
+    def _on_stream_set_object(self, r: S3StreamSetObject, offset: int) -> None:
+        view, ts = self.view, r.ts_ms
         self._ids("object", r.object_id, view.next_object_id, None, offset)
         node = view.nodes.get(r.node_id)
         columns = None
@@ -425,8 +446,8 @@ class StreamsAudit:
             for sid in moved:
                 self._state("S3", f"stream/{sid}", offset, ts, sinv.start_within_end(view.streams[sid]))
 
-    def _object(self, r: S3Object, offset: int, ts: int | None) -> None:
-        view = self.view
+    def _on_object(self, r: S3Object, offset: int) -> None:
+        view, ts = self.view, r.ts_ms
         before = view.objects.get(r.object_id)
         if r.object_state == ObjectState.PREPARED:
             self._ids("object", r.object_id, view.next_object_id, None, offset)
@@ -468,10 +489,28 @@ class StreamsAudit:
         return self.view.state_hash()
 
 
-def is_streams_record(r: Record) -> bool:
-    return (
-        r.FAMILY == "s3stream" or type(r) is ObjectWritten or (type(r) is FeatureLevel and r.name == "automq.version")
-    )
+Check = Callable[[StreamsAudit, Any, int], None]
+"""``(audit, record, offset)``: checks what a record of its class can change and folds it in."""
 
+_CHECKS: dict[type, Check] = {
+    S3Stream: StreamsAudit._on_stream,
+    RemoveS3Stream: StreamsAudit._on_remove_stream,
+    Range: StreamsAudit._on_range,
+    RemoveRange: StreamsAudit._on_range,
+    S3StreamObject: StreamsAudit._on_stream_object,
+    RemoveS3StreamObject: StreamsAudit._on_remove_stream_object,
+    S3StreamSetObject: StreamsAudit._on_stream_set_object,
+    RemoveStreamSetObject: StreamsAudit._on_remove_stream_set_object,
+    S3Object: StreamsAudit._on_object,
+    RemoveS3Object: StreamsAudit._on_remove_object,
+    AssignedStreamId: StreamsAudit._on_assigned_stream_id,
+    AssignedS3ObjectId: StreamsAudit._on_assigned_object_id,
+    S3StreamEndOffsets: StreamsAudit._on_end_offsets,
+    NodeWALUncommittedOffsets: StreamsAudit._on_uncommitted_offsets,
+    RemoveNodeWALMetadata: StreamsAudit._on_remove_node,
+    ObjectWritten: StreamsAudit._on_object_written,
+    KV: StreamsAudit._on_kv,
+}
+"""Record class -> its handler; every other record is folded in with nothing to check."""
 
-__all__ = ["StreamsAudit", "is_streams_record"]
+__all__ = ["StreamsAudit"]

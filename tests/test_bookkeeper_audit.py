@@ -207,7 +207,7 @@ class Deciders(RuleBasedStateMachine):
     def _run(self, cmd):
         before = self.k.view.state_hash()
         d = decide(self.k.view, cmd)
-        if d.outcome not in (c.OK, c.WAITING, c.REPAIR_FAILED):
+        if d.error_code not in (c.OK, c.WAITING, c.REPAIR_FAILED):
             assert d.records == () and self.k.view.state_hash() == before
         self.k.emit(d.records)
 

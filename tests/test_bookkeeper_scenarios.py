@@ -77,7 +77,7 @@ class Cluster:
 
     def ok(self, cmd) -> c.Decision:
         d = self.do(cmd)
-        assert d.outcome == c.OK, d.reply
+        assert d.error_code == c.OK, d.reply
         return d
 
     def at(self, ms: int) -> None:
@@ -201,7 +201,7 @@ def test_s4_marks_are_sets_and_locks_are_held_by_one_worker():
     assert k.marked(lid) == tuple(sorted((a, b))) and k.view.under_replicated[lid].version == 1
     k.emit([LedgerReplicationLock(ledger_id=lid, worker="w1"), LedgerReplicationLock(ledger_id=lid, worker="w2")])
     assert k.view.locks[lid] == "w1"
-    assert k.do(c.Replicate(worker="w2", now_ms=k.now)).outcome == c.NOTHING_TO_DO
+    assert k.do(c.Replicate(worker="w2", now_ms=k.now)).error_code == c.NOTHING_TO_DO
 
 
 def test_s5_repair_keeps_positions_and_excludes_the_ensemble():
@@ -227,13 +227,13 @@ def test_s5_no_copy_to_read_stays_under_replicated_until_the_bookie_returns():
     k.kill(only)
     k.tick()
     d = k.do(c.Replicate(worker="w1", now_ms=k.now))
-    assert d.outcome == c.REPAIR_FAILED and "no replica" in d.reply.message and k.marked(lid) == (only,)
+    assert d.error_code == c.REPAIR_FAILED and "no replica" in d.reply.message and k.marked(lid) == (only,)
     assert k.view.lost_entries(k.view.ledgers[lid]) == [(0, 4)]
     # The worker keeps the ledger for the backoff (ReplicationWorker.deferLedgerLockReleaseOfFailedLedger:
     # lockReleaseOfFailedLedgerGracePeriod, 300 s, / 2^5 after a first failure).
     assert k.view.locks[lid] == "w1" and k.view.held_until[lid] == k.now + 9375
     k.revive(only)
-    assert k.do(c.Replicate(worker="w2", now_ms=k.now)).outcome == c.NOTHING_TO_DO
+    assert k.do(c.Replicate(worker="w2", now_ms=k.now)).error_code == c.NOTHING_TO_DO
     k.at(9375)
     d = k.ok(c.Replicate(worker="w1", now_ms=k.now))
     assert k.marked(lid) is None and k.view.lost_entries(k.view.ledgers[lid]) == [] and lid not in k.view.locks
@@ -244,13 +244,13 @@ def test_s5_open_ledger_is_fenced_after_the_grace_but_not_before():
     lid = k.ledger(e=3, w=3, a=2, entries=10, close=False)
     k.kill(k.view.ledgers[lid].ensembles[0][0])
     k.tick()
-    assert k.do(c.Replicate(worker="w1", now_ms=k.now)).outcome == c.WAITING
+    assert k.do(c.Replicate(worker="w1", now_ms=k.now)).error_code == c.WAITING
     assert k.view.locks[lid] == "w1" and k.view.ledgers[lid].state == "OPEN"
     k.at(31_000)
     k.ok(c.Replicate(worker="w1", now_ms=k.now))
     ledger = k.view.ledgers[lid]
     assert ledger.state == "CLOSED" and ledger.fenced and ledger.last_entry_id == 9 and k.marked(lid) is None
-    assert k.do(c.WriteEntries(ledger_id=lid)).outcome == c.LEDGER_FENCED
+    assert k.do(c.WriteEntries(ledger_id=lid)).error_code == c.LEDGER_FENCED
 
 
 def test_s6_a_dead_bookie_holding_nothing_still_needs_a_metadata_swap():
@@ -290,13 +290,13 @@ def test_s8_drain_moves_data_off_and_ends_drained_or_failed():
     assert k.view.bookies[victim].availability == "READ_ONLY"
     assert all(k.marked(i) == (victim,) for i in mine)
     assert k.ok(c.CheckDrains()).records == ()  # still referenced
-    while k.do(c.Replicate(worker="w1", now_ms=k.now)).outcome == c.OK:
+    while k.do(c.Replicate(worker="w1", now_ms=k.now)).error_code == c.OK:
         pass
     assert victim not in k.view.refs and k.view.under_replicated == {}
     k.ok(c.CheckDrains())
     assert k.view.bookies[victim].state == "DRAINED"
     d = k.do(c.ChangeBookieState(bookie_id=victim, state=BookieState.ACTIVE))
-    assert d.outcome == c.ILLEGAL_TRANSITION and d.reply.allowed == ()
+    assert d.error_code == c.ILLEGAL_TRANSITION and d.reply.allowed == ()
 
 
 def test_s8_drain_fails_when_a_ledger_cannot_be_repaired_and_the_operator_finishes_it():
@@ -307,10 +307,10 @@ def test_s8_drain_fails_when_a_ledger_cannot_be_repaired_and_the_operator_finish
     k.ok(c.ChangeBookieState(bookie_id=a, state=BookieState.DRAINING))
     k.kill(a)  # and now the draining bookie dies too: no copy left
     d = k.do(c.Replicate(worker="w1", now_ms=k.now))
-    assert d.outcome == c.REPAIR_FAILED
+    assert d.error_code == c.REPAIR_FAILED
     assert k.view.bookies[a].state == "DRAINING_FAILED" and f"ledger {lid}" in k.view.bookies[a].state_reason
     d = k.do(c.ChangeBookieState(bookie_id=a, state=BookieState.DRAINED))
-    assert d.outcome == c.ILLEGAL_TRANSITION and "DRAINING" in d.reply.allowed
+    assert d.error_code == c.ILLEGAL_TRANSITION and "DRAINING" in d.reply.allowed
     k.ok(c.DeleteLedger(ledger_id=lid))  # the operator gives the ledger up
     k.ok(c.ChangeBookieState(bookie_id=a, state=BookieState.DRAINED))
     assert k.view.bookies[a].state == "DRAINED"
@@ -326,7 +326,7 @@ def test_periodic_check_is_skipped_while_a_delayed_audit_waits():
     lid = k.ledger(e=3, w=3, a=2, entries=3)
     b = k.view.ledgers[lid].ensembles[0][0]
     k.kill(b)
-    assert k.do(c.PeriodicCheck(now_ms=k.now)).outcome == c.WAITING and k.marked(lid) is None
+    assert k.do(c.PeriodicCheck(now_ms=k.now)).error_code == c.WAITING and k.marked(lid) is None
     k.at(6000)
     k.tick()
     k.emit([LedgerReplicated(ledger_id=lid)])  # a mark cleared by hand: the periodic check finds it again
@@ -336,8 +336,8 @@ def test_periodic_check_is_skipped_while_a_delayed_audit_waits():
 def test_s9_illegal_transitions_name_the_allowed_ones():
     k = Cluster(3)
     d = k.do(c.ChangeBookieState(bookie_id="b0", state=BookieState.DRAINED))
-    assert d.outcome == c.ILLEGAL_TRANSITION and set(d.reply.allowed) == {"READ_ONLY", "DRAINING"}
-    assert k.do(c.ChangeBookieState(bookie_id="nope", state=BookieState.DRAINING)).outcome == c.NO_SUCH_BOOKIE
+    assert d.error_code == c.ILLEGAL_TRANSITION and set(d.reply.allowed) == {"READ_ONLY", "DRAINING"}
+    assert k.do(c.ChangeBookieState(bookie_id="nope", state=BookieState.DRAINING)).error_code == c.NO_SUCH_BOOKIE
 
 
 def test_image_round_trip_and_hash():

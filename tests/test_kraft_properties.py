@@ -40,7 +40,8 @@ from kraftlake.records.observations import OBSERVATION_RECORDS
 from kraftlake.records.types import uuid_from_bytes
 from kraftlake.statemachine.kraft import Election, PartitionChangeBuilder, PartitionRegistration, merge, replay
 from kraftlake.statemachine.kraft.features import partition_record_version
-from kraftlake.statemachine.kraft.view import partition_image, state_hash_of, streamed_state_hash
+from kraftlake.statemachine.kraft.view import partition_image
+from kraftlake.statemachine.state_hash import state_hash_of, streamed_state_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"

@@ -37,8 +37,10 @@ from kraftlake.records.s3stream import (
     UncommittedOffset,
 )
 from kraftlake.replay.audit import Audit, AuditConfig
+from kraftlake.statemachine.invariants import say
+from kraftlake.statemachine.s3stream import invariants as sinv
 from kraftlake.statemachine.s3stream.bugs import BUGS, CAUGHT_BY
-from kraftlake.statemachine.s3stream.view import StreamsView
+from kraftlake.statemachine.s3stream.view import Stream, StreamsView
 from kraftlake.statemachine.s3stream.workload import WorkloadConfig, generate
 
 from helpers.tiers import examples
@@ -224,6 +226,18 @@ def test_each_invariant_fires_on_its_wrong_state(case, invariant):
         ],
     }[case]
     assert invariant in _found(base + extra, prepared_check_ms=5)
+
+
+@pytest.mark.parametrize(
+    ("end", "moves_back"),
+    [(50, False), (100, False), (101, True), (299, True), (300, False), (400, False)],
+)
+def test_s4_a_committed_end_above_the_start_is_never_below_the_logical_end(end, moves_back):
+    """S4's check beside its definition (``invariants.end_never_back``), on a stream holding
+    [100, 300): an end at or below the start is a trimmed-away commit (AutoMQ's own), one at or
+    above the logical end moves nothing back."""
+    found = sinv.end_never_back(Stream(stream_id=0, start_offset=100, end_offset=300), end)
+    assert found == (say("S4", "end_moves_back", end=end, logical_end=300) if moves_back else None)
 
 
 # -- the coverage index --------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class Ctl:
 
     def do(self, cmd) -> c.Decision:
         d = decide(self.view, cmd)
-        if d.error == c.NONE:
+        if d.error_code == c.NONE:
             for r in d.records:
                 apply(self.view, r)
         else:
@@ -56,11 +56,11 @@ class Ctl:
 
     def ok(self, cmd) -> c.Decision:
         d = self.do(cmd)
-        assert d.error == c.NONE, (cmd, d.reply)
+        assert d.error_code == c.NONE, (cmd, d.reply)
         return d
 
     def err(self, cmd) -> int:
-        return self.do(cmd).error
+        return self.do(cmd).error_code
 
     def stream(self, sid: int) -> Stream:
         return self.view.streams[sid]
@@ -112,25 +112,25 @@ def test_basic_create_open_close():  # testBasicCreateStream, testBasicOpenClose
     )
     assert k.create() == 1 and k.view.next_stream_id == 2
     d = k.open(0, 0, 0)
-    assert (d.error, d.reply.start_offset, d.reply.next_offset) == (c.NONE, 0, 0)
+    assert (d.error_code, d.reply.start_offset, d.reply.next_offset) == (c.NONE, 0, 0)
     assert d.records == (
         S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=StreamState.OPENED),
         Range(stream_id=0, epoch=0, range_index=0, start_offset=0, end_offset=0, node_id=0),
     )
-    assert k.open(1, 0, 0).error == c.NONE
-    assert k.open(0, 1, 0).error == c.STREAM_FENCED
+    assert k.open(1, 0, 0).error_code == c.NONE
+    assert k.open(0, 1, 0).error_code == c.STREAM_FENCED
     d = k.open(1, 0, 0)
-    assert (d.error, d.records) == (c.NONE, ())
-    assert k.open(1, 0, 1).error == c.STREAM_NOT_CLOSED
-    assert k.open(1, 1, 0).error == c.STREAM_FENCED
-    assert k.open(1, 1, 1).error == c.STREAM_NOT_CLOSED
-    assert k.close(1, 1, 0).error == c.STREAM_FENCED
-    assert k.close(1, 0, 1).error == c.STREAM_INNER_ERROR
+    assert (d.error_code, d.records) == (c.NONE, ())
+    assert k.open(1, 0, 1).error_code == c.STREAM_NOT_CLOSED
+    assert k.open(1, 1, 0).error_code == c.STREAM_FENCED
+    assert k.open(1, 1, 1).error_code == c.STREAM_NOT_CLOSED
+    assert k.close(1, 1, 0).error_code == c.STREAM_FENCED
+    assert k.close(1, 0, 1).error_code == c.STREAM_INNER_ERROR
     d = k.close(1, 0, 0)
-    assert d.error == c.NONE and len(d.records) == 1 and d.records[0].stream_state == StreamState.CLOSED
+    assert d.error_code == c.NONE and len(d.records) == 1 and d.records[0].stream_state == StreamState.CLOSED
     d = k.close(1, 0, 0)
-    assert (d.error, d.records) == (c.NONE, ())
-    assert k.open(1, 1, 1).error == c.NONE
+    assert (d.error_code, d.records) == (c.NONE, ())
+    assert k.open(1, 1, 1).error_code == c.NONE
     s = k.stream(1)
     assert s.epoch == 1 and s.owner() == 1 and s.current_range().epoch == 1
 
@@ -139,14 +139,14 @@ def test_commit_stream_set_object_basic():  # testCommitStreamSetObjectBasic
     k = Ctl(objects=1)
     k.create()
     k.open(0, 0, 0)
-    assert k.sso(0, 0, [(0, 0, 100)]).error == c.NONE
+    assert k.sso(0, 0, [(0, 0, 100)]).error_code == c.NONE
     assert k.stream(0).end_offset == 100 and list(k.view.nodes[0].stream_set_objects) == [0]
-    assert k.sso(1, 0, [(0, 100, 200)]).error == c.OBJECT_NOT_EXIST
+    assert k.sso(1, 0, [(0, 100, 200)]).error_code == c.OBJECT_NOT_EXIST
     k.close(0, 0, 0)
     d = k.open(0, 1, 1)
     assert (d.reply.start_offset, d.reply.next_offset) == (0, 100)
     k.ok(c.PrepareObjects(node_id=1, count=6, ttl_ms=60_000, now_ms=NOW))
-    assert k.sso(6, 1, [(0, 100, 300)]).error == c.NONE
+    assert k.sso(6, 1, [(0, 100, 300)]).error_code == c.NONE
     s = k.stream(0)
     assert [(r.range_index, r.start_offset, r.end_offset, r.node_id) for r in s.ranges.values()] == [
         (0, 0, 100, 0),
@@ -163,13 +163,16 @@ def test_commit_wal_compacted():  # testCommitWalCompacted
     k = Ctl(objects=3)
     k.create(), k.create()
     k.open(0, 0, 0), k.open(1, 0, 0)
-    assert k.sso(0, 0, [(0, 0, 100), (1, 0, 200)]).error == c.NONE
-    assert k.sso(1, 0, [(0, 100, 200), (1, 200, 300)]).error == c.NONE
+    assert k.sso(0, 0, [(0, 0, 100), (1, 0, 200)]).error_code == c.NONE
+    assert k.sso(1, 0, [(0, 100, 200), (1, 200, 300)]).error_code == c.NONE
     assert (k.stream(0).end_offset, k.stream(1).end_offset) == (200, 300)
     data_time = k.view.nodes[0].stream_set_objects[0].data_time_in_ms
-    assert k.sso(2, 0, [(0, 0, 200), (1, 0, 300)], compacted=[0, 1, 10], order=0).error == c.COMPACTED_OBJECTS_NOT_FOUND
+    assert (
+        k.sso(2, 0, [(0, 0, 200), (1, 0, 300)], compacted=[0, 1, 10], order=0).error_code
+        == c.COMPACTED_OBJECTS_NOT_FOUND
+    )
     d = k.sso(2, 0, [(0, 0, 200), (1, 0, 300)], compacted=[0, 1], order=0)
-    assert d.error == c.NONE
+    assert d.error_code == c.NONE
     assert [type(r).__name__ for r in d.records] == [
         "S3Object",
         "S3Object",
@@ -199,7 +202,7 @@ def test_compaction_with_deleted_stream_record_order():
     k.close(1, 0, 0)
     k.ok(c.DeleteStream(stream_id=1))
     d = k.sso(2, 0, [(0, 0, 20)], sos=[(3, 1, 0, 20)], compacted=[0, 1])
-    assert d.error == c.NONE
+    assert d.error_code == c.NONE
     assert [(type(r).__name__, getattr(r, "object_id", None), getattr(r, "object_state", None)) for r in d.records] == [
         ("S3Object", 2, ObjectState.COMMITTED),
         ("S3Object", 0, ObjectState.MARK_DESTROYED),
@@ -217,10 +220,10 @@ def test_commit_with_stream_objects_and_stream_object_compaction():
     k = Ctl(objects=6)
     k.create(), k.create()
     k.open(0, 0, 0), k.open(1, 0, 0)
-    assert k.sso(0, 0, [(0, 0, 100)], sos=[(1, 1, 0, 200)]).error == c.NONE
+    assert k.sso(0, 0, [(0, 0, 100)], sos=[(1, 1, 0, 200)]).error_code == c.NONE
     assert (k.stream(0).end_offset, k.stream(1).end_offset, list(k.stream(1).objects)) == (100, 200, [1])
-    assert k.sso(2, 0, [(0, 99, 200)], sos=[(3, 1, 200, 400)]).error == c.OFFSET_NOT_MATCHED
-    assert k.sso(2, 0, [(0, 100, 200)], sos=[(3, 1, 200, 400)], order=1).error == c.NONE
+    assert k.sso(2, 0, [(0, 99, 200)], sos=[(3, 1, 200, 400)]).error_code == c.OFFSET_NOT_MATCHED
+    assert k.sso(2, 0, [(0, 100, 200)], sos=[(3, 1, 200, 400)], order=1).error_code == c.NONE
     d = k.do(
         c.CommitStreamObject(
             node_id=0,
@@ -234,7 +237,7 @@ def test_commit_with_stream_objects_and_stream_object_compaction():
             now_ms=NOW,
         )
     )
-    assert d.error == c.NONE
+    assert d.error_code == c.NONE
     assert [type(r) for r in d.records] == [
         S3Object,
         S3Object,
@@ -260,7 +263,7 @@ def test_commit_with_stream_objects_and_stream_object_compaction():
                 source_object_ids=(10,),
                 now_ms=NOW,
             )
-        ).error
+        ).error_code
         == c.COMPACTED_OBJECTS_NOT_FOUND
     )
 
@@ -281,7 +284,7 @@ def test_commit_stream_object_for_fenced_stream():  # testCommitStreamObjectForF
                 stream_epoch=0,
                 now_ms=NOW,
             )
-        ).error
+        ).error_code
         == c.STREAM_FENCED
     )
 
@@ -290,12 +293,12 @@ def _mock_data0() -> Ctl:
     k = Ctl(objects=5)
     k.create(), k.create()
     k.open(0, 0, 0), k.open(1, 0, 0)
-    assert k.sso(0, 0, [(0, 0, 10)]).error == c.NONE
-    assert k.sso(1, 0, [(0, 10, 20), (1, 0, 10)]).error == c.NONE
-    assert k.sso(-1, 0, sos=[(2, 0, 20, 40)]).error == c.NONE
+    assert k.sso(0, 0, [(0, 0, 10)]).error_code == c.NONE
+    assert k.sso(1, 0, [(0, 10, 20), (1, 0, 10)]).error_code == c.NONE
+    assert k.sso(-1, 0, sos=[(2, 0, 20, 40)]).error_code == c.NONE
     k.close(0, 0, 0)
-    assert k.open(0, 1, 1).error == c.NONE
-    assert k.sso(3, 1, [(0, 40, 70)]).error == c.NONE
+    assert k.open(0, 1, 1).error_code == c.NONE
+    assert k.sso(3, 1, [(0, 40, 70)]).error_code == c.NONE
     return k
 
 
@@ -304,19 +307,19 @@ def test_trim():  # testTrim
     s = k.stream(0)
     assert [(r.range_index, r.start_offset, r.end_offset) for r in s.ranges.values()] == [(0, 0, 40), (1, 40, 40)]
     d = k.trim(0, 1, 1, 60)
-    assert d.error == c.NONE and RemoveRange(stream_id=0, range_index=0) in d.records
+    assert d.error_code == c.NONE and RemoveRange(stream_id=0, range_index=0) in d.records
     assert s.start_offset == 60
     assert [(r.range_index, r.start_offset, r.end_offset, r.node_id) for r in s.ranges.values()] == [(1, 60, 70, 1)]
     assert len(s.objects) == 1
-    assert k.trim(0, 1, 1, 100).error == c.NONE
+    assert k.trim(0, 1, 1, 100).error_code == c.NONE
     assert (s.start_offset, s.end_offset, (s.ranges[1].start_offset, s.ranges[1].end_offset)) == (100, 100, (100, 100))
-    assert k.sso(4, 1, [(0, 70, 100)]).error == c.NONE
+    assert k.sso(4, 1, [(0, 70, 100)]).error_code == c.NONE
     assert (s.start_offset, s.end_offset) == (100, 100)
 
 
 def test_delete():  # testDelete
     k = _mock_data0()
-    assert k.do(c.DeleteStream(stream_id=0)).error == c.STREAM_NOT_CLOSED
+    assert k.do(c.DeleteStream(stream_id=0)).error_code == c.STREAM_NOT_CLOSED
     k.close(0, 1, 1)
     d = k.ok(c.DeleteStream(stream_id=0, now_ms=NOW))
     assert d.records[0] == RemoveS3Stream(stream_id=0)
@@ -341,7 +344,7 @@ def test_current_owner_commit_classification_after_trim():
         ((110, 120), c.NONE, 120),
     ]
     for i, (rng, want, want_end) in enumerate(table):
-        assert k.sso(i, 0, [(0, *rng)]).error == want, rng
+        assert k.sso(i, 0, [(0, *rng)]).error_code == want, rng
         assert k.stream(0).end_offset == want_end, rng
 
 
@@ -350,7 +353,7 @@ def test_trim_beyond_commit():  # testTrimBeyondCommit
     k.create()
     k.open(0, 0, 0)
     k.trim(0, 0, 0, 100)
-    assert k.sso(0, 0, [(0, 0, 10)]).error == c.NONE and k.stream(0).end_offset == 100
+    assert k.sso(0, 0, [(0, 0, 10)]).error_code == c.NONE and k.stream(0).end_offset == 100
 
 
 def _fast_close(k: Ctl, end: int) -> c.Decision:
@@ -364,9 +367,11 @@ def test_v6_fast_close_records_node_wal_responsibility():  # testV6FastCloseReco
     k.create()
     k.open(0, 0, 0)
     apply(k.view, S3StreamEndOffsets(end_offsets=(dict_end(0, 10),)))
-    assert k.close(0, 0, 0, 9).error == c.OFFSET_NOT_MATCHED
+    assert k.close(0, 0, 0, 9).error_code == c.OFFSET_NOT_MATCHED
     d = decide(k.view, c.CloseStream(node_id=0, node_epoch=0, stream_id=0, stream_epoch=0, end_offset=10))
-    assert d.error == c.NONE and [type(r) for r in d.records] == [S3Stream, Range] and d.records[1].end_offset == 10
+    assert (
+        d.error_code == c.NONE and [type(r) for r in d.records] == [S3Stream, Range] and d.records[1].end_offset == 10
+    )
     d = k.close(0, 0, 0, 20)
     assert [type(r) for r in d.records] == [S3Stream, Range, NodeWALUncommittedOffsets]
     assert d.records[2].entries[0].start_offset == 10 and d.records[2].entries[0].end_offset == 20
@@ -386,30 +391,30 @@ def dict_end(sid, end):
 # testOpenRejectsActiveHistoricalEntryForTargetNode
 def test_historical_and_current_owner_commits_are_routed_independently():
     k = Ctl(objects=6)
-    assert _fast_close(k, 100).error == c.NONE
+    assert _fast_close(k, 100).error_code == c.NONE
     assert k.close(0, 0, 0, 100).records == ()  # the same retry
-    assert k.close(0, 0, 0, 101).error == c.OFFSET_NOT_MATCHED
-    assert k.open(0, 0, 0).error == c.STREAM_NOT_CLOSED  # its historical duty is active
-    assert k.open(0, 1, 1).error == c.NONE
+    assert k.close(0, 0, 0, 101).error_code == c.OFFSET_NOT_MATCHED
+    assert k.open(0, 0, 0).error_code == c.STREAM_NOT_CLOSED  # its historical duty is active
+    assert k.open(0, 1, 1).error_code == c.NONE
     s = k.stream(0)
     assert (s.ranges[1].start_offset, s.ranges[1].end_offset) == (100, 100)
-    assert k.close(0, 0, 0, 100).error == c.STREAM_FENCED
-    assert k.sso(0, 0, [(0, 0, 40)]).error == c.NONE
+    assert k.close(0, 0, 0, 100).error_code == c.STREAM_FENCED
+    assert k.sso(0, 0, [(0, 0, 40)]).error_code == c.NONE
     assert s.end_offset == 100 and k.view.nodes[0].uncommitted[0].start_offset == 40
-    assert k.sso(1, 1, [(0, 100, 120)]).error == c.NONE
+    assert k.sso(1, 1, [(0, 100, 120)]).error_code == c.NONE
     assert s.end_offset == 120 and k.view.nodes[0].uncommitted[0].start_offset == 40
-    assert k.sso(2, 0, [(0, 40, 101)]).error == c.OFFSET_NOT_MATCHED
-    assert k.sso(2, 0, [(0, 40, 100)]).error == c.NONE
+    assert k.sso(2, 0, [(0, 40, 101)]).error_code == c.OFFSET_NOT_MATCHED
+    assert k.sso(2, 0, [(0, 40, 100)]).error_code == c.NONE
     assert k.view.nodes[0].uncommitted == {} and s.end_offset == 120
-    assert k.close(0, 1, 1).error == c.NONE
-    assert k.open(0, 0, 2).error == c.NONE  # the duty is done: N0 may own it again
+    assert k.close(0, 1, 1).error_code == c.NONE
+    assert k.open(0, 0, 2).error_code == c.NONE  # the duty is done: N0 may own it again
 
 
 def test_fast_close_needs_v6():
     k = Ctl(version=V0 + 4)  # V4
     k.create()
     k.open(0, 0, 0)
-    assert k.close(0, 0, 0, 10).error == c.UNSUPPORTED_VERSION
+    assert k.close(0, 0, 0, 10).error_code == c.UNSUPPORTED_VERSION
 
 
 def test_get_opening_streams_registration():  # testGetOpeningStreams
@@ -444,14 +449,14 @@ def test_failover_barrier_fences_normal_commit():  # testGetOpeningStreamsFailov
     _fast_close(k, 100)
     k.open(0, 1, 1)
     k.sso(0, 0, [(0, 0, 40)])
-    assert k.trim(0, 1, 1, 60).error == c.NONE
+    assert k.trim(0, 1, 1, 60).error_code == c.NONE
     e = k.view.nodes[0].uncommitted[0]
     assert (e.start_offset, e.end_offset) == (40, 100)
     d = k.ok(c.GetOpeningStreams(node_id=0, node_epoch=0, failover_mode=True))
     assert len(d.records) == 1 and d.records[0].failover_mode
     assert d.reply.streams == (c.OpeningStream(stream_id=0, epoch=0, start_offset=60, end_offset=60),)
-    assert k.sso(1, 0, [(0, 60, 100)]).error == c.NODE_FENCED
-    assert k.sso(1, 0, [(0, 60, 100)], failover=True).error == c.NONE
+    assert k.sso(1, 0, [(0, 60, 100)]).error_code == c.NODE_FENCED
+    assert k.sso(1, 0, [(0, 60, 100)], failover=True).error_code == c.NONE
     assert k.view.active_duty(0, 0) is None
 
 
@@ -469,12 +474,12 @@ def test_prepare_commit_and_expire_objects():
     assert d.reply.first_object_id == 3 and len(d.records) == 6 and k.view.next_object_id == 8
     k.create()
     k.open(0, 0, 0)
-    assert k.sso(9, 0, [(0, 0, 1)]).error == c.OBJECT_NOT_EXIST
-    assert k.sso(0, 0, [(0, 0, 1)]).error == c.NONE
+    assert k.sso(9, 0, [(0, 0, 1)]).error_code == c.OBJECT_NOT_EXIST
+    assert k.sso(0, 0, [(0, 0, 1)]).error_code == c.NONE
     o = k.view.objects[0]
     assert (o.state, o.size, o.timestamp) == (ObjectState.COMMITTED, 100, NOW)
     d = k.sso(0, 0, [(0, 0, 1)])  # a retried commit: idempotent, checked before continuity
-    assert (d.error, d.records) == (c.NONE, ())
+    assert (d.error_code, d.records) == (c.NONE, ())
     assert k.ok(c.CheckObjectLifecycle(now_ms=NOW + 60_000)).records == ()
     d = k.ok(c.CheckObjectLifecycle(now_ms=NOW + 60_001, limit=5))
     assert [(r.object_id, r.object_state, r.timestamp) for r in d.records] == [
@@ -536,7 +541,7 @@ def test_kv():  # KVControlManagerTest
     d = k.ok(c.PutKV(key="k1", value=b"v1"))
     assert len(d.records) == 1 and isinstance(d.records[0], KV)
     d = k.do(c.PutKV(key="k1", value=b"v2"))
-    assert (d.error, d.reply.value) == (c.KEY_EXIST, b"v1")
+    assert (d.error_code, d.reply.value) == (c.KEY_EXIST, b"v1")
     assert len(k.ok(c.PutKV(key="k1", value=b"v2", overwrite=True)).records) == 1
     assert k.err(c.DeleteKV(key="nope")) == c.KEY_NOT_EXIST
     d = k.ok(c.DeleteKV(key="k1"))
@@ -554,5 +559,5 @@ def test_node_locked_by_circuit_breaker():
     k.open(0, 0, 0)
     k.close(0, 0, 0)
     k.ok(c.PutKV(key="__automq_node/0", value=b'{"i":0,"e":0,"w":"","t":{"CIRCUIT_BREAKER":"OPEN"}}'))
-    assert k.open(0, 1, 1).error == c.NODE_LOCKED
-    assert k.open(0, 0, 1).error == c.NONE
+    assert k.open(0, 1, 1).error_code == c.NODE_LOCKED
+    assert k.open(0, 0, 1).error_code == c.NONE

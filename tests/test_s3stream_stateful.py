@@ -31,7 +31,7 @@ class Deciders(RuleBasedStateMachine):
     def _run(self, cmd):
         before = self.k.view.state_hash()
         d = decide(self.k.view, cmd)
-        if d.error:
+        if d.error_code:
             assert d.records == ()
             assert self.k.view.state_hash() == before
         else:
@@ -64,7 +64,7 @@ class Deciders(RuleBasedStateMachine):
     @rule(node=nodes, sid=small, epoch=small, node_epoch=small)
     def open_stream(self, node, sid, epoch, node_epoch):
         d = self._run(c.OpenStream(node_id=node, node_epoch=node_epoch, stream_id=max(sid, 0), stream_epoch=epoch))
-        if d.error == c.NONE and d.records:
+        if d.error_code == c.NONE and d.records:
             self.k.wal[node][max(sid, 0)] = d.reply.next_offset
 
     @rule(node=nodes, sid=small, epoch=small, end=st.one_of(st.just(-1), offsets))
@@ -133,7 +133,7 @@ class Deciders(RuleBasedStateMachine):
     @rule(node=nodes, epoch=st.integers(-1, 5), failover=st.booleans())
     def register(self, node, epoch, failover):
         d = self._run(c.GetOpeningStreams(node_id=node, node_epoch=epoch, failover_mode=failover))
-        if d.error == c.NONE:
+        if d.error_code == c.NONE:
             self.k.epochs[node] = max(self.k.epochs[node], epoch)
 
     @rule(ids=st.lists(st.integers(0, 60), max_size=4))
@@ -152,7 +152,7 @@ class Deciders(RuleBasedStateMachine):
                         now_ms=self.k.now,
                     )
                 )
-                assert d.error in (c.NONE, c.NODE_FENCED) and d.records == ()
+                assert d.error_code in (c.NONE, c.NODE_FENCED) and d.records == ()
 
     @invariant()
     def invariants_hold(self):

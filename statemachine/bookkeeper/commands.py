@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from kraftlake.records.bookkeeper import BookieState
 
-# Outcomes (BookKeeper's exceptions, as codes).
-OK = "OK"
+from .. import decision
+
+# Every family's, named here too (``c.NONE``, ``c.Decision``):
+from ..decision import NONE as NONE
+from ..decision import Decision as Decision
+
+# Error codes: the names of what BookKeeper throws or answers (most of what its lifecycle refuses
+# has no number in BKException.Code); NONE (0), no error, is every family's.
+OK = NONE
+"""No error (BookKeeper's ``BKException.Code.OK`` is 0 too)."""
 NO_SUCH_LEDGER = "NO_SUCH_LEDGER"
 NO_SUCH_BOOKIE = "NO_SUCH_BOOKIE"
 LEDGER_FENCED = "LEDGER_FENCED"
@@ -46,7 +52,7 @@ def lock_hold_ms(failures: int, base: int = LOCK_RELEASE_OF_FAILED_LEDGER_MS) ->
     return base // 32 * 2**n if n < 5 else base
 
 
-class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
+class Command(decision.Command, frozen=True, kw_only=True):
     """Base of the BookKeeper commands."""
 
 
@@ -141,22 +147,14 @@ class ElectAuditor(Command, frozen=True, kw_only=True):
     auditor: str
 
 
-class Reply(msgspec.Struct, frozen=True, kw_only=True):
-    outcome: str = OK
-    message: str | None = None
+class Reply(decision.Reply, frozen=True, kw_only=True):
+    """The BookKeeper deciders' replies: ``error_code`` is ``OK`` or one of the names above."""
+
     ledger_id: int | None = None
     allowed: tuple[str, ...] = ()
     """ILLEGAL_TRANSITION: the states the bookie may move to from where it is."""
 
 
-class Decision(msgspec.Struct, frozen=True, kw_only=True):
-    records: tuple = ()
-    reply: Reply = Reply()
-
-    @property
-    def outcome(self) -> str:
-        return self.reply.outcome
-
-
-def fail(outcome: str, message: str | None = None, **kw: Any) -> Decision:
-    return Decision(reply=Reply(outcome=outcome, message=message, **kw))
+def fail(error_code: str, message: str | None = None, **kw: Any) -> Decision:
+    """A decision that errs: no records, the reply ``error_code``."""
+    return Decision(reply=Reply(error_code=error_code, message=message, **kw))

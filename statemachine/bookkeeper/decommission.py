@@ -40,7 +40,7 @@ def decommission(view: BookiesView, cmd: c.DecommissionBookie, *, refuse_availab
     if cmd.bookie_id in view.decommissioning:
         return c.fail(c.NOTHING_TO_DO, f"bookie {cmd.bookie_id} is being decommissioned")
     audit = trigger_audit(view)
-    if audit.outcome != c.OK:
+    if audit.error_code != c.OK:
         return audit
     started = BookieDecommissionStarted(bookie_id=cmd.bookie_id, delete_cookie=cmd.delete_cookie)
     return c.Decision(records=(started, *audit.records))

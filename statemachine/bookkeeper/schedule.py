@@ -46,7 +46,7 @@ def run(view: BookiesView, cmd: c.RunPeriodicChecks) -> c.Decision:
     due = next_due(view, BOOKIE, cmd.bookie_interval_ms)
     if due is not None and due <= cmd.now_ms:
         check = auditor.periodic(view, c.PeriodicCheck(now_ms=cmd.now_ms))
-        records += [*check.records, AuditorCheckRan(check=AuditorCheck.BOOKIE, completed=check.outcome == c.OK)]
+        records += [*check.records, AuditorCheckRan(check=AuditorCheck.BOOKIE, completed=check.error_code == c.OK)]
     due = next_due(view, ALL_LEDGERS, cmd.all_ledgers_interval_ms)
     if due is not None and due <= cmd.now_ms:
         records.append(AuditorCheckRan(check=AuditorCheck.ALL_LEDGERS, completed=not view.audit_due))

@@ -11,13 +11,14 @@ recovery delay and the audits it owes: lost bookies and when their audit falls d
 
 from __future__ import annotations
 
-import hashlib
 from bisect import bisect_right
 from typing import Any
 
 import msgspec
 
 from kraftlake.records.bookkeeper import Availability, BookieState
+
+from ..state_hash import state_hash_of
 
 OPEN, CLOSED = "OPEN", "CLOSED"
 
@@ -127,9 +128,6 @@ class BookiesImage(msgspec.Struct, frozen=True, kw_only=True):
     check_ctime: tuple[tuple[str, int], ...] = ()
 
 
-_ENCODER = msgspec.json.Encoder(order="deterministic")
-
-
 def ledger_image(x: Ledger) -> LedgerImage:
     return LedgerImage(
         ledger_id=x.ledger_id,
@@ -144,10 +142,6 @@ def ledger_image(x: Ledger) -> LedgerImage:
         fenced=x.fenced,
         lost=dict(sorted(x.lost.items())),
     )
-
-
-def state_hash_of(value: Any) -> str:
-    return hashlib.sha256(_ENCODER.encode(value)).hexdigest()
 
 
 class BookiesView:

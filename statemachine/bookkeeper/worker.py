@@ -80,14 +80,14 @@ def replicate(
     """``release`` False: the faulty worker of ``bugs`` never releases a deferred lock."""
     records: list = release_due(view, cmd.now_ms) if release else []
     if not view.replication_enabled:  # ``getLedgerToRereplicate`` waits; the release timers still fire
-        return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.REPLICATION_DISABLED))
+        return c.Decision(records=tuple(records), reply=c.Reply(error_code=c.REPLICATION_DISABLED))
     released = {r.ledger_id for r in records}
     held = sorted(
         i for i, w in view.locks.items() if w == cmd.worker and i in view.under_replicated and i not in view.held_until
     )
     free = sorted(i for i in view.under_replicated if i not in view.locks or i in released)
     if not held and not free:
-        return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.NOTHING_TO_DO))
+        return c.Decision(records=tuple(records), reply=c.Reply(error_code=c.NOTHING_TO_DO))
     ledger_id = held[0] if held else pick(view, free, cmd.worker)
     ledger, mark = view.ledgers[ledger_id], view.under_replicated[ledger_id]
     if not held:
@@ -105,7 +105,7 @@ def replicate(
     if ledger.state != CLOSED and tail_bad:
         if cmd.now_ms - mark.since_ms < cmd.grace_ms:
             # Keep the lock: the writer may still replace the bookie itself within the grace.
-            return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.WAITING, ledger_id=ledger_id))
+            return c.Decision(records=tuple(records), reply=c.Reply(error_code=c.WAITING, ledger_id=ledger_id))
         if not _can_seal(view, ledger):
             return _failed(
                 view,
@@ -118,7 +118,7 @@ def replicate(
         records.append(LedgerClosed(ledger_id=ledger_id, last_entry_id=lac, length=(lac + 1) * 1024, fenced=True))
     if cmd.read_fails:  # a transient failure: the lock is deferred, a drain is not failed for it
         why = "a bookie's read failed (BKException)"
-        reply = c.Reply(outcome=c.REPAIR_FAILED, ledger_id=ledger_id, message=why)
+        reply = c.Reply(error_code=c.REPAIR_FAILED, ledger_id=ledger_id, message=why)
         return c.Decision(records=tuple(records + [defer]), reply=reply)
     unreadable: list[str] = []
     picks = 0
@@ -188,7 +188,9 @@ def _failed(view: BookiesView, mark: Mark, ledger_id: int, records: list, why: s
             records.append(
                 BookieStateChange(bookie_id=b, state=BookieState.DRAINING_FAILED, reason=f"ledger {ledger_id}: {why}")
             )
-    return c.Decision(records=tuple(records), reply=c.Reply(outcome=c.REPAIR_FAILED, ledger_id=ledger_id, message=why))
+    return c.Decision(
+        records=tuple(records), reply=c.Reply(error_code=c.REPAIR_FAILED, ledger_id=ledger_id, message=why)
+    )
 
 
 def _ranges(entries: list[int]) -> str:

@@ -170,7 +170,7 @@ class Cluster(Simulation):
         if open_:
             lid = self.rng.choice(open_)
             d = self.run(c.WriteEntries(ledger_id=lid, count=self.rng.randint(1, 20)))
-            if d.outcome == c.OK:
+            if d.error_code == c.OK:
                 # Writing fills the disks of the write sets (a little).
                 for b in self.view.ledgers[lid].ensembles[self.view.ledgers[lid].keys()[-1]]:
                     self._consume(b, self.rng.randint(1, 64) << 20)
@@ -272,7 +272,7 @@ class Cluster(Simulation):
         pool = up if mistaken or not down else down
         if pool:
             d = self.run(c.DecommissionBookie(bookie_id=self.rng.choice(pool)))
-            if d.outcome == c.OK:
+            if d.error_code == c.OK:
                 self.add_bookie()
 
     def do_replication(self) -> None:

@@ -17,8 +17,9 @@ import msgspec
 
 from kraftlake.records.kraft import LOST, UNASSIGNED
 
+from ..state_hash import state_hash_of
 from .directory_ids import ONLINE_RESERVED, is_online, sorted_dirs
-from .view import ControllerView, state_hash_of
+from .view import ControllerView
 
 
 class LocalReplica(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,7 +3,8 @@
 A command carries everything a decision needs that is not in the log (a heartbeat's metadata
 offset, a new broker's directories, free-disk weights for placement); time and randomness never
 come from anywhere else. Replies carry Kafka's error codes
-(``org.apache.kafka.common.protocol.Errors``).
+(``org.apache.kafka.common.protocol.Errors``); a command's ``Decision`` is every family's
+(``statemachine.decision``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ import msgspec
 from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, FeatureLevel
 from kraftlake.records.observations import AssignReplicasToDirsRequest
 
-# Kafka error codes used by the deciders.
-NONE = 0
+from .. import decision
+
+# Every family's, named here too (``c.NONE``, ``c.Decision``):
+from ..decision import NONE as NONE
+from ..decision import Decision as Decision
+
+# Kafka error codes used by the deciders (NONE = 0, no error, is every family's).
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 INVALID_TOPIC_EXCEPTION = 17
@@ -44,7 +50,7 @@ INVALID_REGISTRATION = 119
 UNKNOWN_SERVER_ERROR = -1
 
 
-class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
+class Command(decision.Command, frozen=True, kw_only=True):
     """Base of the controller's commands."""
 
 
@@ -190,9 +196,10 @@ class AlterPartition(Command, frozen=True, kw_only=True):
     brokers)."""
 
 
-class Reply(msgspec.Struct, frozen=True, kw_only=True):
+class Reply(decision.Reply, frozen=True, kw_only=True):
+    """Base of the controller's replies: ``error_code`` is Kafka's (``Errors``)."""
+
     error_code: int = NONE
-    message: str | None = None
 
 
 class RegisterBrokerReply(Reply, frozen=True, kw_only=True):
@@ -269,11 +276,3 @@ class ControllerConfig(msgspec.Struct, frozen=True, kw_only=True):
 class ElectUncleanLeaders(Command, frozen=True, kw_only=True):
     """The controller's periodic task (``ReplicationControlManager.maybeElectUncleanLeaders``):
     unclean elections for the leaderless partitions of topics with unclean leader election on."""
-
-
-class Decision(msgspec.Struct, frozen=True, kw_only=True):
-    """What a command decided (Kafka's ControllerResult): the records to append, in order, and the
-    reply to send once they are committed."""
-
-    records: tuple = ()
-    reply: Reply = Reply()

@@ -12,15 +12,14 @@ in, byte-identical image out, in every process.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Iterable
-from itertools import islice
 from typing import Any
 
 import msgspec
 
 from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, ReplicaDirectory
 
+from ..state_hash import state_hash_of, streamed_state_hash
 from .directory_ids import RESERVED_IDS, is_online
 from .features import METADATA_VERSION, MV_3_0_IV1
 
@@ -181,9 +180,6 @@ class ControllerState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     zk_migration_state: int
 
 
-_ENCODER = msgspec.json.Encoder(order="deterministic")
-
-
 def broker_image(b: BrokerRegistration) -> BrokerImage:
     """A broker's canonical form, as ``ControllerView.image()`` lists it."""
     return BrokerImage(
@@ -230,28 +226,6 @@ def partition_hash(p: PartitionRegistration) -> str:
     """sha256 of one partition's canonical form: what engines that replay per entity (Spark)
     compare with the local reducer's."""
     return state_hash_of(partition_image(p))
-
-
-def state_hash_of(image_without_hash: Any) -> str:
-    """sha256 of the canonical JSON encoding (offset excluded: equal states hash equal)."""
-    return hashlib.sha256(_ENCODER.encode(image_without_hash)).hexdigest()
-
-
-def streamed_state_hash(fields: dict[str, Any], key: str, items: Iterable[Any], batch: int = 4096) -> str:
-    """``state_hash_of({**fields, key: tuple(items)})``, the items encoded and hashed a batch at a
-    time: the same bytes are hashed, but the millions of partitions a long history ends with are
-    never held together (the columnar audit reads them from its engine)."""
-    # The canonical encoding sorts a dict's keys: the fields before ``key``, then the items'
-    # array, then the fields after it, each piece spliced without its braces.
-    before = _ENCODER.encode({k: v for k, v in fields.items() if k < key})
-    after = _ENCODER.encode({k: v for k, v in fields.items() if k > key})
-    h = hashlib.sha256(before[:-1] + (b"," if len(before) > 2 else b"") + _ENCODER.encode(key) + b":[")
-    items, sep = iter(items), b""
-    while chunk := list(islice(items, batch)):
-        h.update(sep + _ENCODER.encode(chunk)[1:-1])
-        sep = b","
-    h.update(b"]" + (b"," + after[1:] if len(after) > 2 else b"}"))
-    return h.hexdigest()
 
 
 # -- the mutable view the reducer folds into ------------------------------------------------------

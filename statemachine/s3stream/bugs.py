@@ -34,7 +34,7 @@ def end_offset_regress(view: StreamsView, cmd: c.Command) -> c.Decision:
     """A stream-set compaction also writes the compacted ranges' ends as end offsets (AutoMQ
     #2040: the end moved back when an SSO compaction record was replayed)."""
     d = decide(view, cmd)
-    if d.error or not isinstance(cmd, c.CommitStreamSetObject) or not cmd.compacted_object_ids or not cmd.ranges:
+    if d.error_code or not isinstance(cmd, c.CommitStreamSetObject) or not cmd.compacted_object_ids or not cmd.ranges:
         return d
     ends = tuple(StreamEndOffset(stream_id=r.stream_id, end_offset=r.end_offset) for r in cmd.ranges)
     return msgspec.structs.replace(d, records=(*d.records, S3StreamEndOffsets(end_offsets=ends)))
@@ -51,7 +51,7 @@ def reference_destroyed_object(view: StreamsView, cmd: c.Command) -> c.Decision:
     """A stream-set compaction marks the compacted objects destroyed but leaves them in the node's
     metadata (the RemoveStreamSetObject records are lost)."""
     d = decide(view, cmd)
-    if d.error or not isinstance(cmd, c.CommitStreamSetObject) or not cmd.compacted_object_ids:
+    if d.error_code or not isinstance(cmd, c.CommitStreamSetObject) or not cmd.compacted_object_ids:
         return d
     return msgspec.structs.replace(d, records=tuple(r for r in d.records if not isinstance(r, RemoveStreamSetObject)))
 

@@ -3,7 +3,8 @@
 controller's own periodic work (object lifecycle).
 
 A command carries everything a decision needs that is not in the log: the time (``now_ms``) and
-the node's requests. Errors are AutoMQ's codes (its ``Errors``); an error decides no records.
+the node's requests. Errors are AutoMQ's codes (its ``Errors``); an error decides no records. A
+command's ``Decision`` is every family's (``statemachine.decision``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ import msgspec
 
 from kraftlake.records.s3stream import StreamTag
 
-# AutoMQ error codes (AutoMQ's org.apache.kafka.common.protocol.Errors).
-NONE = 0
+from .. import decision
+
+# Every family's, named here too (``c.NONE``, ``c.Decision``):
+from ..decision import NONE as NONE
+from ..decision import Decision as Decision
+
+# AutoMQ error codes (AutoMQ's org.apache.kafka.common.protocol.Errors; NONE = 0, no error, is
+# every family's).
 UNSUPPORTED_VERSION = 35
 STREAM_EXIST = 501
 STREAM_NOT_EXIST = 502
@@ -43,7 +50,7 @@ DELETE_EPOCH = 2**63 - 1
 HOUR_MS = 3_600_000
 
 
-class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="command", tag=True):
+class Command(decision.Command, frozen=True, kw_only=True):
     """Base of the S3Stream controller's commands."""
 
 
@@ -265,30 +272,21 @@ class StreamInfo(msgspec.Struct, frozen=True, kw_only=True):
     tags: dict[str, str]
 
 
-class Reply(msgspec.Struct, frozen=True, kw_only=True):
-    error: int = NONE
+class Reply(decision.Reply, frozen=True, kw_only=True):
+    """The S3Stream controller's replies: ``error_code`` is AutoMQ's (``Errors``), and the fields
+    its RPCs answer."""
+
+    error_code: int = NONE
     stream_id: int | None = None
     start_offset: int | None = None
     next_offset: int | None = None
     first_object_id: int | None = None
     streams: tuple[OpeningStream, ...] = ()
     value: bytes | None = None
-    message: str | None = None
     nodes: tuple[NodeInfo, ...] = ()
     described: tuple[StreamInfo, ...] = ()
 
 
-class Decision(msgspec.Struct, frozen=True, kw_only=True):
-    """What a command decided (AutoMQ's ControllerResult): records applied atomically, and the
-    reply. An error decides no records."""
-
-    records: tuple = ()
-    reply: Reply = Reply()
-
-    @property
-    def error(self) -> int:
-        return self.reply.error
-
-
-def fail(error: int, message: str | None = None, **reply: Any) -> Decision:
-    return Decision(reply=Reply(error=error, message=message, **reply))
+def fail(error_code: int, message: str | None = None, **reply: Any) -> Decision:
+    """A decision that errs: no records, the reply ``error_code``."""
+    return Decision(reply=Reply(error_code=error_code, message=message, **reply))

@@ -470,6 +470,16 @@ def start_within_end(s: Stream) -> str | None:
     return None
 
 
+def end_never_back(s: Stream, end: int) -> str | None:
+    """S4: an end offset committed for the stream (``S3StreamEndOffsets``) that lies above its
+    start is not below its logical end: the end never moves back (AutoMQ's
+    ``StreamRuntimeMetadata.endOffset`` only moves it forward). A commit wholly below the start
+    (trimmed away) states an end there: AutoMQ's own doing, allowed."""
+    if s.start_offset < end < s.end_offset:
+        return say("S4", "end_moves_back", end=end, logical_end=s.end_offset)
+    return None
+
+
 def epoch_and_state_agree(s: Stream) -> str | None:
     """S10: a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream
     has its current range."""

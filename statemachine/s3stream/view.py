@@ -11,13 +11,14 @@ computed from the data, never stored.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from kraftlake.records.s3stream import ObjectState, StreamRange, StreamRanges, StreamState
+
+from ..state_hash import state_hash_of
 
 INIT_EPOCH = -1
 INIT_RANGE_INDEX = -1
@@ -147,13 +148,6 @@ class StreamsImage(msgspec.Struct, frozen=True, kw_only=True):
     kv: tuple[KVEntry, ...]
     object_index: tuple[ObjectIndexEntry, ...]
     marked_at: tuple[tuple[int, int], ...] = ()
-
-
-_ENCODER = msgspec.json.Encoder(order="deterministic")
-
-
-def state_hash_of(value: Any) -> str:
-    return hashlib.sha256(_ENCODER.encode(value)).hexdigest()
 
 
 def stream_image(s: Stream) -> StreamImage:

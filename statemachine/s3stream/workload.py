@@ -130,7 +130,7 @@ class Cluster(Simulation):
     def new_stream(self) -> None:
         node = self.rng.randrange(self.config.nodes)
         d = self.run(c.CreateStream(node_id=node, node_epoch=self.node_epoch(node)))
-        if d.error:
+        if d.error_code:
             return
         self.stream_ids.append(d.reply.stream_id)
         self.open(d.reply.stream_id, node)
@@ -140,7 +140,7 @@ class Cluster(Simulation):
         d = self.run(
             c.OpenStream(node_id=node, node_epoch=self.node_epoch(node), stream_id=sid, stream_epoch=s.epoch + 1)
         )
-        if d.error:
+        if d.error_code:
             return False
         self.wal[node][sid] = d.reply.next_offset
         return True
@@ -210,7 +210,7 @@ class Cluster(Simulation):
                 ),
             )
         )
-        if d.error:  # the data stays in the WAL, for the next upload
+        if d.error_code:  # the data stays in the WAL, for the next upload
             self.written[node] |= {sid for sid, _, _ in ranges if sid in self.wal[node]}
 
     def compact(self) -> None:
@@ -434,7 +434,7 @@ class Cluster(Simulation):
         if view.streams[sid].state == StreamState.CLOSED and not any(
             view.active_duty(n, sid) for n in sorted(view.nodes)
         ):
-            if self.run(c.DeleteStream(stream_id=sid, now_ms=self.now)).error == c.NONE:
+            if self.run(c.DeleteStream(stream_id=sid, now_ms=self.now)).error_code == c.NONE:
                 self.stream_ids.remove(sid)
             self.new_stream()
 

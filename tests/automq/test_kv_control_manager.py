@@ -20,12 +20,12 @@ def test_testBasicReadWrite():
     d = k.ok(c.PutKV(key="key1", value=b"value1"))
     assert len(d.records) == 1 and d.reply.value == b"value1"
     d = k.do(c.PutKV(key="key1", value=b"value1-1"))
-    assert d.records == () and d.error == c.KEY_EXIST and d.reply.value == b"value1"
+    assert d.records == () and d.error_code == c.KEY_EXIST and d.reply.value == b"value1"
     d = k.ok(c.PutKV(key="key1", value=b"value1-2", overwrite=True))
     assert len(d.records) == 1 and d.reply.value == b"value1-2"
     assert _get(k, "key1") == b"value1-2" and _get(k, "key2") is None
     d = k.do(c.DeleteKV(key="key2"))
-    assert d.records == () and d.error == c.KEY_NOT_EXIST
+    assert d.records == () and d.error_code == c.KEY_NOT_EXIST
     d = k.ok(c.DeleteKV(key="key1"))
     assert len(d.records) == 1 and d.reply.value == b"value1-2" and _get(k, "key1") is None
     assert k.err(c.DeleteKV(key="key1")) == c.KEY_NOT_EXIST
@@ -42,7 +42,7 @@ def test_testNamespacedDelete():
     k = Ctl()
     k.ok(c.PutKV(key="key1", value=b"value", namespace="ns1"))
     miss = k.do(c.DeleteKV(key="key1", namespace="ns2"))
-    assert miss.error == c.KEY_NOT_EXIST and miss.records == ()
+    assert miss.error_code == c.KEY_NOT_EXIST and miss.records == ()
     assert k.ok(c.DeleteKV(key="key1", namespace="ns1")).reply.value == b"value"
     assert _get(k, "key1", "ns1") is None
 

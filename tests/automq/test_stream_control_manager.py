@@ -95,7 +95,7 @@ def test_a_node_whose_index_blocks_are_unknown_is_left_alone():
 
 def _open0(k: Ctl) -> int:
     sid = k.create(0)
-    assert k.open(sid, 0, 0).error == c.NONE
+    assert k.open(sid, 0, 0).error_code == c.NONE
     return sid
 
 
@@ -103,16 +103,16 @@ def test_testV5RejectsFastCloseAndAcceptsLegacyClose():
     k = Ctl(version=V5)
     sid = _open0(k)
     fast = k.close(sid, 0, 0, 10)
-    assert fast.error == c.UNSUPPORTED_VERSION and fast.records == ()
+    assert fast.error_code == c.UNSUPPORTED_VERSION and fast.records == ()
     legacy = k.close(sid, 0, 0)
-    assert legacy.error == c.NONE and [type(r) for r in legacy.records] == [S3Stream]
+    assert legacy.error_code == c.NONE and [type(r) for r in legacy.records] == [S3Stream]
 
 
 def test_testV6AcceptsFastClose():
     k = Ctl(version=V6)
     sid = _open0(k)
     d = k.close(sid, 0, 0, 10)
-    assert d.error == c.NONE and len(d.records) == 3
+    assert d.error_code == c.NONE and len(d.records) == 3
 
 
 def test_testV6FastCloseAtLogicalEndSealsRangeWithoutEntry():
@@ -120,7 +120,7 @@ def test_testV6FastCloseAtLogicalEndSealsRangeWithoutEntry():
     sid = _open0(k)
     apply(k.view, S3StreamEndOffsets(end_offsets=(StreamEndOffset(stream_id=sid, end_offset=10),)))
     d = k.close(sid, 0, 0, 10)
-    assert d.error == c.NONE and len(d.records) == 2
+    assert d.error_code == c.NONE and len(d.records) == 2
     assert not any(isinstance(r, NodeWALUncommittedOffsets) for r in d.records)
     s = k.stream(sid)
     assert s.state == StreamState.CLOSED and s.end_offset == 10 and s.current_range().end_offset == 10
@@ -130,23 +130,23 @@ def test_testV6FastCloseAtLogicalEndSealsRangeWithoutEntry():
 def test_testV6FastCloseRetryIsIdempotentAndFencedAfterReopen():
     k = Ctl()
     sid = _open0(k)
-    assert k.close(sid, 0, 0, 100).error == c.NONE
+    assert k.close(sid, 0, 0, 100).error_code == c.NONE
     retry = k.close(sid, 0, 0, 100)
-    assert retry.error == c.NONE and retry.records == ()
+    assert retry.error_code == c.NONE and retry.records == ()
     conflicting = k.close(sid, 0, 0, 101)
-    assert conflicting.error == c.OFFSET_NOT_MATCHED and conflicting.records == ()
-    assert k.open(sid, 1, 1).error == c.NONE
+    assert conflicting.error_code == c.OFFSET_NOT_MATCHED and conflicting.records == ()
+    assert k.open(sid, 1, 1).error_code == c.NONE
     stale = k.close(sid, 0, 0, 100)
-    assert stale.error == c.STREAM_FENCED and stale.records == ()
+    assert stale.error_code == c.STREAM_FENCED and stale.records == ()
 
 
 def test_testV6FastCloseRetryDoesNotRecreateAdvancedEntry():
     k = Ctl(objects=2)
     sid = _open0(k)
     k.close(sid, 0, 0, 100)
-    assert k.sso(1, 0, ranges=((sid, 0, 40),)).error == c.NONE
+    assert k.sso(1, 0, ranges=((sid, 0, 40),)).error_code == c.NONE
     retry = k.close(sid, 0, 0, 100)
-    assert retry.error == c.NONE and retry.records == ()
+    assert retry.error_code == c.NONE and retry.records == ()
     e = k.view.nodes[0].uncommitted[sid]
     assert (e.start_offset, e.end_offset) == (40, 100)
 
@@ -156,23 +156,23 @@ def test_testOpenRejectsActiveHistoricalEntryForTargetNode():
     sid = _open0(k)
     k.close(sid, 0, 0, 100)
     retry_open = k.open(sid, 0, 0)
-    assert retry_open.error == c.STREAM_NOT_CLOSED and retry_open.records == ()
-    assert k.open(sid, 1, 1).error == c.NONE
-    assert k.close(sid, 1, 1).error == c.NONE
+    assert retry_open.error_code == c.STREAM_NOT_CLOSED and retry_open.records == ()
+    assert k.open(sid, 1, 1).error_code == c.NONE
+    assert k.close(sid, 1, 1).error_code == c.NONE
     normal_open = k.open(sid, 0, 2)
-    assert normal_open.error == c.STREAM_NOT_CLOSED and normal_open.records == ()
+    assert normal_open.error_code == c.STREAM_NOT_CLOSED and normal_open.records == ()
 
 
 def test_testOpenPermitsAndRetainsInactiveHistoricalEntry():
     k = Ctl()
     sid = _open0(k)
     k.close(sid, 0, 0, 100)
-    assert k.open(sid, 1, 1).error == c.NONE
-    assert k.trim(sid, 1, 1, 100).error == c.NONE
-    assert k.close(sid, 1, 1).error == c.NONE
+    assert k.open(sid, 1, 1).error_code == c.NONE
+    assert k.trim(sid, 1, 1, 100).error_code == c.NONE
+    assert k.close(sid, 1, 1).error_code == c.NONE
     inactive = k.view.nodes[0].uncommitted[sid]
     d = k.open(sid, 0, 2)
-    assert d.error == c.NONE and d.reply.next_offset == 100
+    assert d.error_code == c.NONE and d.reply.next_offset == 100
     assert not any(isinstance(r, NodeWALUncommittedOffsets) for r in d.records)
     assert k.view.nodes[0].uncommitted[sid] == inactive
     cur = k.stream(sid).current_range()
@@ -183,9 +183,9 @@ def test_testGetOpeningStreamsIncludesActiveHistoricalResponsibility():
     k = Ctl(objects=2)
     s0, s1 = _open0(k), _open0(k)
     k.close(s0, 0, 0, 100)
-    assert k.open(s0, 1, 1).error == c.NONE
-    assert k.sso(1, 0, ranges=((s0, 0, 40),)).error == c.NONE
-    assert k.trim(s0, 1, 1, 60).error == c.NONE
+    assert k.open(s0, 1, 1).error_code == c.NONE
+    assert k.sso(1, 0, ranges=((s0, 0, 40),)).error_code == c.NONE
+    assert k.trim(s0, 1, 1, 60).error_code == c.NONE
     d = k.ok(c.GetOpeningStreams(node_id=0, node_epoch=0, failover_mode=True))
     streams = {o.stream_id: o for o in d.reply.streams}
     assert len(streams) == 2
@@ -202,7 +202,7 @@ def test_testGetOpeningStreamsRejectsMissingHistoricalRange():
     entry = UncommittedOffset(stream_id=sid, start_offset=0, end_offset=101)
     apply(k.view, NodeWALUncommittedOffsets(node_id=0, entries=(entry,)))
     d = k.do(c.GetOpeningStreams(node_id=0, node_epoch=0, failover_mode=True))
-    assert d.error == c.STREAM_INNER_ERROR and d.reply.streams == () and d.records == ()
+    assert d.error_code == c.STREAM_INNER_ERROR and d.reply.streams == () and d.records == ()
 
 
 def test_testGetOpeningStreamsRejectsAmbiguousHistoricalRange():
@@ -211,21 +211,21 @@ def test_testGetOpeningStreamsRejectsAmbiguousHistoricalRange():
     k.close(sid, 0, 0, 100)
     apply(k.view, Range(stream_id=sid, range_index=1, epoch=1, node_id=0, start_offset=0, end_offset=100))
     d = k.do(c.GetOpeningStreams(node_id=0, node_epoch=0, failover_mode=True))
-    assert d.error == c.STREAM_INNER_ERROR and d.reply.streams == () and d.records == ()
+    assert d.error_code == c.STREAM_INNER_ERROR and d.reply.streams == () and d.records == ()
 
 
 def test_testGetOpeningStreamsFailoverBarrierFencesNormalCommit():
     k = Ctl(objects=4)
     sid = _open0(k)
     k.close(sid, 0, 0, 100)
-    assert k.open(sid, 1, 1).error == c.NONE
-    assert k.sso(1, 0, ranges=((sid, 0, 40),)).error == c.NONE
-    assert k.trim(sid, 1, 1, 60).error == c.NONE
+    assert k.open(sid, 1, 1).error_code == c.NONE
+    assert k.sso(1, 0, ranges=((sid, 0, 40),)).error_code == c.NONE
+    assert k.trim(sid, 1, 1, 60).error_code == c.NONE
     barrier = k.ok(c.GetOpeningStreams(node_id=0, node_epoch=0, failover_mode=True))
     assert len(barrier.records) == 1 and [o.end_offset for o in barrier.reply.streams] == [60]
     normal = k.sso(2, 0, ranges=((sid, 60, 100),))
-    assert normal.error == c.NODE_FENCED and normal.records == ()
-    assert k.sso(3, 0, ranges=((sid, 60, 100),), failover=True).error == c.NONE
+    assert normal.error_code == c.NODE_FENCED and normal.records == ()
+    assert k.sso(3, 0, ranges=((sid, 60, 100),), failover=True).error_code == c.NONE
     assert k.view.active_duty(0, sid) is None and not k.view.opening_streams(0)
 
 
@@ -237,9 +237,9 @@ def test_testCommitStreamSetObject_theSameStreamSetObject():
     second commit, which the stream-set commit answers NONE with no records."""
     k = Ctl(objects=1)
     sid = _open0(k)
-    assert k.sso(0, 0, ranges=((sid, 0, 100),)).error == c.NONE
+    assert k.sso(0, 0, ranges=((sid, 0, 100),)).error_code == c.NONE
     again = k.sso(0, 0, ranges=((sid, 0, 100),))
-    assert again.error == c.NONE and again.records == ()
+    assert again.error_code == c.NONE and again.records == ()
 
 
 def test_testCommitStreamSetObject_theSameStreamObject():
@@ -263,9 +263,9 @@ def test_testCommitStreamSetObject_theSameStreamObject():
             )
         )
 
-    assert commit().error == c.NONE and 0 in k.stream(sid).objects
+    assert commit().error_code == c.NONE and 0 in k.stream(sid).objects
     again = commit()
-    assert again.error == c.NONE and again.records == ()
+    assert again.error_code == c.NONE and again.records == ()
 
 
 def test_testCrossedHistoricalOwnershipIsFailoverOrderIndependent():
@@ -275,14 +275,14 @@ def test_testCrossedHistoricalOwnershipIsFailoverOrderIndependent():
     def recover(order: tuple[int, int]) -> str:
         k = Ctl(objects=4)
         s0, s1 = _open0(k), k.create(1)
-        assert k.open(s1, 1, 0).error == c.NONE
+        assert k.open(s1, 1, 0).error_code == c.NONE
         k.close(s0, 0, 0, 100)
         k.close(s1, 1, 0, 100)
-        assert k.open(s0, 1, 1).error == c.NONE and k.open(s1, 0, 1).error == c.NONE
+        assert k.open(s0, 1, 1).error_code == c.NONE and k.open(s1, 0, 1).error_code == c.NONE
         for node in order:
             mine = s0 if node == 0 else s1
             k.ok(c.GetOpeningStreams(node_id=node, node_epoch=0, failover_mode=True))
-            assert k.sso(2 + node, node, ranges=((mine, 0, 100),), failover=True).error == c.NONE
+            assert k.sso(2 + node, node, ranges=((mine, 0, 100),), failover=True).error_code == c.NONE
         return k.view.state_hash()
 
     assert recover((0, 1)) == recover((1, 0))
@@ -294,22 +294,22 @@ def test_testCrossedHistoricalOwnershipIsFailoverOrderIndependent():
 def test_testCurrentOwnerCommitClassificationAfterTrim():
     k = Ctl(objects=6)
     sid = _open0(k)
-    assert k.trim(sid, 0, 0, 100).error == c.NONE
-    assert k.sso(1, 0, ranges=((sid, 0, 90),)).error == c.NONE and k.stream(sid).end_offset == 100
-    assert k.sso(2, 0, ranges=((sid, 90, 110),)).error == c.NONE and k.stream(sid).end_offset == 110
+    assert k.trim(sid, 0, 0, 100).error_code == c.NONE
+    assert k.sso(1, 0, ranges=((sid, 0, 90),)).error_code == c.NONE and k.stream(sid).end_offset == 100
+    assert k.sso(2, 0, ranges=((sid, 90, 110),)).error_code == c.NONE and k.stream(sid).end_offset == 110
     for obj, (a, b) in ((3, (95, 120)), (4, (120, 130))):
         d = k.sso(obj, 0, ranges=((sid, a, b),))
-        assert d.error == c.OFFSET_NOT_MATCHED and d.records == ()
-    assert k.sso(5, 0, ranges=((sid, 110, 120),)).error == c.NONE and k.stream(sid).end_offset == 120
+        assert d.error_code == c.OFFSET_NOT_MATCHED and d.records == ()
+    assert k.sso(5, 0, ranges=((sid, 110, 120),)).error_code == c.NONE and k.stream(sid).end_offset == 120
 
 
 def test_testCurrentOwnerFailoverCommitStartsAtTrimmedEnd():
     k = Ctl(objects=7)
     sid = _open0(k)
-    assert k.trim(sid, 0, 0, 100).error == c.NONE
+    assert k.trim(sid, 0, 0, 100).error_code == c.NONE
     d = k.ok(c.GetOpeningStreams(node_id=0, node_epoch=0, failover_mode=True))
     assert [o.end_offset for o in d.reply.streams] == [100]
-    assert k.sso(6, 0, ranges=((sid, 100, 120),), failover=True).error == c.NONE
+    assert k.sso(6, 0, ranges=((sid, 100, 120),), failover=True).error_code == c.NONE
     assert k.stream(sid).end_offset == 120
 
 
@@ -321,31 +321,31 @@ def _duty(k: Ctl, node: int, sid: int) -> tuple[int, int] | None:
 def test_testHistoricalCommitCrossesTrimAtInitialWALProgress():
     k = Ctl(objects=16)
     sid = _open0(k)
-    assert k.trim(sid, 0, 0, 40).error == c.NONE
+    assert k.trim(sid, 0, 0, 40).error_code == c.NONE
     k.close(sid, 0, 0, 100)
-    assert k.open(sid, 1, 1).error == c.NONE
+    assert k.open(sid, 1, 1).error_code == c.NONE
     assert _duty(k, 0, sid) == (40, 100)
-    assert k.sso(14, 0, ranges=((sid, 0, 60),)).error == c.NONE and _duty(k, 0, sid) == (60, 100)
-    assert k.sso(15, 0, ranges=((sid, 0, 80),)).error == c.OFFSET_NOT_MATCHED
+    assert k.sso(14, 0, ranges=((sid, 0, 60),)).error_code == c.NONE and _duty(k, 0, sid) == (60, 100)
+    assert k.sso(15, 0, ranges=((sid, 0, 80),)).error_code == c.OFFSET_NOT_MATCHED
 
 
 def test_testHistoricalCommitClassificationAfterTrim():
     k = Ctl(objects=24)
     s0, s1 = _open0(k), _open0(k)
     k.close(s0, 0, 0, 100)
-    assert k.open(s0, 1, 1).error == c.NONE
-    assert k.trim(s0, 1, 1, 40).error == c.NONE
+    assert k.open(s0, 1, 1).error_code == c.NONE
+    assert k.trim(s0, 1, 1, 40).error_code == c.NONE
     k.ok(c.GetOpeningStreams(node_id=0, node_epoch=1))
     fenced = k.sso(20, 0, ranges=((s0, 0, 30),))
-    assert fenced.error == c.NODE_EPOCH_EXPIRED and fenced.records == ()
+    assert fenced.error_code == c.NODE_EPOCH_EXPIRED and fenced.records == ()
     d = k.sso(21, 0, ranges=((s0, 0, 30),), epoch=1)
-    assert d.error == c.NONE and any(isinstance(r, S3StreamSetObject) for r in d.records)
+    assert d.error_code == c.NONE and any(isinstance(r, S3StreamSetObject) for r in d.records)
     assert not any(isinstance(r, S3StreamEndOffsets) for r in d.records)
     assert k.stream(s0).end_offset == 100 and _duty(k, 0, s0) == (0, 100)
-    assert k.sso(22, 0, ranges=((s0, 0, 60),), epoch=1).error == c.NONE
+    assert k.sso(22, 0, ranges=((s0, 0, 60),), epoch=1).error_code == c.NONE
     assert k.stream(s0).end_offset == 100 and _duty(k, 0, s0) == (60, 100)
-    assert k.trim(s0, 1, 1, 100).error == c.NONE
-    assert k.sso(23, 0, ranges=((s1, 0, 10),), epoch=1).error == c.NONE
+    assert k.trim(s0, 1, 1, 100).error_code == c.NONE
+    assert k.sso(23, 0, ranges=((s1, 0, 10),), epoch=1).error_code == c.NONE
     assert _duty(k, 0, s0) is None
 
 
@@ -353,8 +353,8 @@ def test_testTrimDoesNotExpandLaterOwnershipRange():
     k = Ctl()
     sid = _open0(k)
     k.close(sid, 0, 0, 100)
-    assert k.open(sid, 1, 1).error == c.NONE
-    assert k.trim(sid, 1, 1, 40).error == c.NONE
+    assert k.open(sid, 1, 1).error_code == c.NONE
+    assert k.trim(sid, 1, 1, 40).error_code == c.NONE
     ranges = k.stream(sid).ranges
     assert (ranges[0].epoch, ranges[0].start_offset, ranges[0].end_offset, ranges[0].node_id) == (0, 40, 100, 0)
     assert (ranges[1].epoch, ranges[1].start_offset, ranges[1].end_offset, ranges[1].node_id) == (1, 100, 100, 1)
@@ -364,9 +364,9 @@ def test_testDeletedStreamRangeDoesNotFailSharedObject():
     k = Ctl(objects=41)
     s0 = _open0(k)
     k.close(s0, 0, 0, 100)
-    assert k.do(c.DeleteStream(stream_id=s0, stream_epoch=0, now_ms=NOW)).error == c.NONE
+    assert k.do(c.DeleteStream(stream_id=s0, stream_epoch=0, now_ms=NOW)).error_code == c.NONE
     s1 = _open0(k)
-    assert k.sso(40, 0, ranges=((s0, 0, 100), (s1, 0, 20))).error == c.NONE
+    assert k.sso(40, 0, ranges=((s0, 0, 100), (s1, 0, 20))).error_code == c.NONE
     assert _duty(k, 0, s0) is None and k.stream(s1).end_offset == 20
     assert 40 in k.view.nodes[0].stream_set_objects
 
@@ -375,14 +375,14 @@ def test_testCompactionDoesNotAdvanceLogicalState():
     k = Ctl(objects=72)
     sid = _open0(k)
     k.close(sid, 0, 0, 100)
-    assert k.open(sid, 1, 1).error == c.NONE
+    assert k.open(sid, 1, 1).error_code == c.NONE
     other = UncommittedOffset(stream_id=999, start_offset=0, end_offset=50)
     apply(k.view, NodeWALUncommittedOffsets(node_id=0, entries=(other,)))
     # The stream-set object AutoMQ's test replays, its object committed (the test mocks the commit).
     apply(k.view, S3Object(object_id=70, object_size=999, object_state=ObjectState.COMMITTED, timestamp=NOW))
     apply(k.view, S3StreamSetObject(node_id=0, object_id=70, order_id=70, data_time_in_ms=1))
     d = k.sso(71, 0, ranges=((sid, 0, 40),), compacted=(70,))
-    assert d.error == c.NONE
+    assert d.error_code == c.NONE
     assert k.stream(sid).end_offset == 100 and _duty(k, 0, sid) == (0, 100) and _duty(k, 0, 999) == (0, 50)
 
 

@@ -43,10 +43,10 @@ def test_testMultipleBookieFailures():
 def test_testToggleLedgerReplication():
     k = BkCluster()
     lid = k.ledger(("b0:3181", "b1:3181", "b2:3181"))
-    assert k.run(c.SetReplicationEnabled(enabled=False)).outcome == c.OK
+    assert k.run(c.SetReplicationEnabled(enabled=False)).error_code == c.OK
     k.stop("b2:3181")
     k.stop("b1:3181")
-    assert k.audit(1000).outcome == c.REPLICATION_DISABLED and k.marked() == {}
+    assert k.audit(1000).error_code == c.REPLICATION_DISABLED and k.marked() == {}
     k.run(c.SetReplicationEnabled(enabled=True))
     k.audit()
     assert k.marked() == {lid: ("b1:3181", "b2:3181")}
@@ -55,11 +55,11 @@ def test_testToggleLedgerReplication():
 def test_testDuplicateEnDisableAutoRecovery():
     """BookKeeper fails the second disable (NodeExists) and the second enable (NoNode)."""
     k = BkCluster()
-    assert k.run(c.SetReplicationEnabled(enabled=False)).outcome == c.OK
-    assert k.run(c.SetReplicationEnabled(enabled=False)).outcome == c.NOTHING_TO_DO
-    assert k.run(c.SetReplicationEnabled(enabled=True)).outcome == c.OK
+    assert k.run(c.SetReplicationEnabled(enabled=False)).error_code == c.OK
+    assert k.run(c.SetReplicationEnabled(enabled=False)).error_code == c.NOTHING_TO_DO
+    assert k.run(c.SetReplicationEnabled(enabled=True)).error_code == c.OK
     again = k.run(c.SetReplicationEnabled(enabled=True))
-    assert again.outcome == c.NOTHING_TO_DO and again.records == ()
+    assert again.error_code == c.NOTHING_TO_DO and again.records == ()
 
 
 def test_testReadOnlyBookieExclusionFromURLedgersCheck():
@@ -108,7 +108,7 @@ def test_testDelayedAuditWithPeriodicBookieCheck():
     lid = k.ledger(("b0:3181", "b1:3181", "b2:3181"))
     k.stop("b0:3181")
     k.now += 2000
-    assert k.run(c.PeriodicCheck(now_ms=k.now)).outcome == c.WAITING and k.marked() == {}
+    assert k.run(c.PeriodicCheck(now_ms=k.now)).error_code == c.WAITING and k.marked() == {}
     k.audit(3000)
     assert k.marked() == {lid: ("b0:3181",)}
 

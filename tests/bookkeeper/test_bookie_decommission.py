@@ -25,12 +25,12 @@ def test_testDecommissionBookie():
     ledgers = [k.ledger() for _ in range(5)]
     victim = max(k.view.refs, key=lambda b: len(k.view.refs[b]))
     refused = k.run(c.DecommissionBookie(bookie_id=victim))
-    assert refused.outcome == c.ILLEGAL_OP and refused.records == ()
+    assert refused.error_code == c.ILLEGAL_OP and refused.records == ()
     k.set(victim, Availability.READ_ONLY)
-    assert k.run(c.DecommissionBookie(bookie_id=victim)).outcome == c.ILLEGAL_OP
+    assert k.run(c.DecommissionBookie(bookie_id=victim)).error_code == c.ILLEGAL_OP
     k.stop(victim)
     started = k.run(c.DecommissionBookie(bookie_id=victim))
-    assert started.outcome == c.OK and k.view.decommissioning == {victim: True}
+    assert started.error_code == c.OK and k.view.decommissioning == {victim: True}
     k.audit()  # the triggered audit runs at once, the 60 s delay notwithstanding
     assert all(victim in m for m in k.marked().values()) and k.marked()
     _settle(k)
@@ -46,7 +46,7 @@ def test_testDecommissionForLedgersWithMultipleSegmentsAndNotWriteClosed():
     k.set("b1:3181", Availability.WRITABLE)
     k.stop("b0:3181")
     assert len(k.view.ledgers[lid].ensembles) == 2
-    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).outcome == c.OK
+    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).error_code == c.OK
     _settle(k)
     assert "b0:3181" not in k.view.bookies and "b0:3181" not in k.view.refs
 
@@ -55,7 +55,7 @@ def test_testDecommissionForEmptyLedgers():
     k = BkCluster(5)
     ledgers = [k.ledger(("b0:3181", "b1:3181", "b2:3181"), entries=0, close=close) for close in (True, False)]
     k.stop("b0:3181")
-    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).outcome == c.OK
+    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).error_code == c.OK
     _settle(k)
     assert "b0:3181" not in k.view.bookies and all("b0:3181" not in k.ensemble(lid) for lid in ledgers)
 
@@ -65,11 +65,11 @@ def test_decommission_needs_an_auditor_and_replication_and_keeps_the_cookie_when
     k = BkCluster(5, auditor=False)
     k.ledger(("b0:3181", "b1:3181", "b2:3181"))
     k.stop("b0:3181")
-    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).outcome == c.NO_AUDITOR
+    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).error_code == c.NO_AUDITOR
     k.run(c.ElectAuditor(auditor="a"))
     k.run(c.SetReplicationEnabled(enabled=False))
-    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).outcome == c.REPLICATION_DISABLED
+    assert k.run(c.DecommissionBookie(bookie_id="b0:3181")).error_code == c.REPLICATION_DISABLED
     k.run(c.SetReplicationEnabled(enabled=True))
-    assert k.run(c.DecommissionBookie(bookie_id="b0:3181", delete_cookie=False)).outcome == c.OK
+    assert k.run(c.DecommissionBookie(bookie_id="b0:3181", delete_cookie=False)).error_code == c.OK
     _settle(k)
     assert k.view.bookies["b0:3181"].state == BookieState.ACTIVE.value and "b0:3181" not in k.view.decommissioning

@@ -24,7 +24,7 @@ def test_testRWShouldReplicateFragmentsToTargetBookie():
     lid = k.ledger(("b0:3181", "b1:3181", "b2:3181"))
     k.stop("b0:3181")
     _mark(k, lid, "b0:3181")
-    assert _replicate(k).outcome == c.OK
+    assert _replicate(k).error_code == c.OK
     assert k.ensemble(lid) == ("b3:3181", "b1:3181", "b2:3181")
     assert k.marked() == {} and k.view.locks == {}
 
@@ -34,10 +34,10 @@ def test_testRWShouldRetryUntilThereAreEnoughBksAvailableForReplication():
     lid = k.ledger(("b0:3181", "b1:3181", "b2:3181"))
     k.stop("b0:3181")
     _mark(k, lid, "b0:3181")
-    assert _replicate(k).outcome == c.REPAIR_FAILED and k.marked() == {lid: ("b0:3181",)}
+    assert _replicate(k).error_code == c.REPAIR_FAILED and k.marked() == {lid: ("b0:3181",)}
     k.add_bookie("b9:3181", rack="r9")
     k.now += c.LOCK_RELEASE_OF_FAILED_LEDGER_MS  # the deferred release fires
-    assert _replicate(k).outcome == c.OK and "b9:3181" in k.ensemble(lid)
+    assert _replicate(k).error_code == c.OK and "b9:3181" in k.ensemble(lid)
 
 
 def test_test2RWsShouldCompeteForReplicationOf2FragmentsAndCompleteReplication():
@@ -56,7 +56,7 @@ def test_testRWShouldCleanTheLedgerFromUnderReplicationIfLedgerAlreadyDeleted():
     k.stop("b0:3181")
     _mark(k, lid, "b0:3181")
     k.emit([LedgerDeleted(ledger_id=lid)])
-    assert k.marked() == {} and _replicate(k).outcome == c.NOTHING_TO_DO
+    assert k.marked() == {} and _replicate(k).error_code == c.NOTHING_TO_DO
 
 
 def test_testMultipleLedgerReplicationWithReplicationWorker():
@@ -65,7 +65,7 @@ def test_testMultipleLedgerReplicationWithReplicationWorker():
     k.stop("b0:3181")
     for lid in ledgers:
         _mark(k, lid, "b0:3181")
-    outcomes = [_replicate(k).outcome for _ in ledgers]
+    outcomes = [_replicate(k).error_code for _ in ledgers]
     assert outcomes == [c.OK] * 4 and k.marked() == {}
     assert all("b0:3181" not in k.ensemble(lid) for lid in ledgers)
 
@@ -79,9 +79,9 @@ def test_testRWShouldReplicateTheLedgersAfterTimeoutIfLastFragmentIsUR():
     lid = k.ledger(("b0:3181", "b1:3181", "b2:3181"), close=False)
     k.stop("b0:3181")
     _mark(k, lid, "b0:3181")
-    assert _replicate(k).outcome == c.WAITING and k.view.locks == {lid: "rw1"}  # the writer may fix it
+    assert _replicate(k).error_code == c.WAITING and k.view.locks == {lid: "rw1"}  # the writer may fix it
     k.now += c.OPEN_LEDGER_GRACE_MS
-    assert _replicate(k).outcome == c.OK
+    assert _replicate(k).error_code == c.OK
     ledger = k.view.ledgers[lid]
     assert ledger.state == "CLOSED" and ledger.fenced and "b0:3181" not in k.ensemble(lid)
 
@@ -93,7 +93,7 @@ def test_testBookiesNotAvailableScenarioForReplicationWorker():
         k.stop(b)
     _mark(k, lid, "b0:3181", "b1:3181", "b2:3181")
     d = _replicate(k)
-    assert d.outcome == c.REPAIR_FAILED and "no replica" in d.reply.message
+    assert d.error_code == c.REPAIR_FAILED and "no replica" in d.reply.message
     assert k.marked() == {lid: ("b0:3181", "b1:3181", "b2:3181")}
 
 
@@ -129,9 +129,9 @@ def test_testRWShouldReplicateTheLedgersAfterTimeoutIfLastFragmentIsNotUR():
     k = BkCluster(5)
     lid = k.ledger(("b0:3181", "b1:3181", "b2:3181"), close=False)
     k.stop("b0:3181")
-    assert k.run(c.WriteEntries(ledger_id=lid, count=5)).outcome == c.OK  # the writer replaced b0
+    assert k.run(c.WriteEntries(ledger_id=lid, count=5)).error_code == c.OK  # the writer replaced b0
     _mark(k, lid, "b0:3181")
-    assert _replicate(k).outcome == c.OK
+    assert _replicate(k).error_code == c.OK
     assert "b0:3181" not in k.view.refs and k.view.ledgers[lid].state == "OPEN"
 
 
@@ -153,7 +153,7 @@ def test_testReplicateEmptyOpenStateLedger():
     k.stop("b0:3181")
     _mark(k, lid, "b0:3181")
     k.now += c.OPEN_LEDGER_GRACE_MS
-    assert _replicate(k).outcome == c.OK
+    assert _replicate(k).error_code == c.OK
     ledger = k.view.ledgers[lid]
     assert ledger.state == "CLOSED" and ledger.last_entry_id == -1 and k.marked() == {}
 
@@ -172,8 +172,8 @@ def test_a_transient_read_failure_defers_the_lock_and_another_worker_takes_it():
     lid = k.ledger(("b0:3181", "b1:3181", "b2:3181"))
     k.stop("b0:3181")
     _mark(k, lid, "b0:3181")
-    assert _replicate(k, "rw1", read_fails=True).outcome == c.REPAIR_FAILED
+    assert _replicate(k, "rw1", read_fails=True).error_code == c.REPAIR_FAILED
     assert k.view.held_until == {lid: k.now + c.lock_hold_ms(1)}
-    assert _replicate(k, "rw2").outcome == c.NOTHING_TO_DO  # still held
+    assert _replicate(k, "rw2").error_code == c.NOTHING_TO_DO  # still held
     k.now += c.lock_hold_ms(1)
-    assert _replicate(k, "rw2").outcome == c.OK and k.marked() == {}
+    assert _replicate(k, "rw2").error_code == c.OK and k.marked() == {}
