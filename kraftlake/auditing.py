@@ -181,7 +181,7 @@ def window(
 ) -> tuple[int | None, int | None]:
     """The first and last offsets of ``snap`` (a ``LogSnapshot``) to audit (None: the log's
     start, its end), from offsets, record times or a Kafka source offset."""
-    from kraftlake.records.store.time_travel import time_ms
+    from kraftlake.records.times import time_ms
 
     if to_source_offset is not None:
         if to_offset is not None:

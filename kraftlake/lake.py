@@ -609,7 +609,7 @@ class Incident:
         leadership moved (hollow: left with no leader) and a square where the ISR let go."""
         import matplotlib.pyplot as plt
 
-        from kraftlake.records.store.time_travel import format_ms
+        from kraftlake.records.times import format_ms
         from kraftlake.replay.html import COLOURS
         from kraftlake.replay.names import incident_where
 

@@ -94,6 +94,15 @@ class Audit:
         a.subset = True
         return a
 
+    def refused(self, offset: int) -> bool:
+        """Whether the record at ``offset``, just fed, was refused by the reducer (an instant
+        violation; the view unchanged)."""
+        return self.kraft.refused == offset
+
+    def unfenced_since_registered(self, broker: int) -> bool:
+        """Whether ``broker`` was unfenced since it last registered (what K10 reads)."""
+        return self.kraft.unfenced_since_registered.get(broker, False)
+
     @property
     def view(self) -> ControllerView:
         """The KRaft controller's view after the records fed so far."""

@@ -19,7 +19,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from kraftlake.records.store.time_travel import format_ms
+from kraftlake.records.times import format_ms
 from kraftlake.replay.grace import grace_words
 from kraftlake.statemachine.invariants import CHECKED, FINDS
 

@@ -31,7 +31,7 @@ import msgspec
 
 from kraftlake.records.base import Record
 from kraftlake.records.kraft import NO_LEADER, RegisterBroker, UnregisterBroker
-from kraftlake.records.store.time_travel import format_ms
+from kraftlake.records.times import format_ms
 from kraftlake.statemachine.kraft.view import ControllerView
 from kraftlake.statemachine.s3stream.view import StreamsView
 

@@ -44,12 +44,5 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
         """The reply's ``error_code``."""
         return self.reply.error_code
 
-    @property
-    def outcome(self) -> int | str:
-        """``error_code`` under the name the BookKeeper HTTP service reads (``kraftlake/service/
-        bookkeeper.py``, which answers it as ``"outcome"``); for it alone, until it reads
-        ``error_code``."""
-        return self.reply.error_code
-
 
 __all__ = ["NONE", "Command", "Decision", "Reply"]

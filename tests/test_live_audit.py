@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlake.records import Log, iter_lines
-from kraftlake.records.store.time_travel import format_ms
+from kraftlake.records.times import format_ms
 from kraftlake.replay.audit import Audit, AuditConfig
 from kraftlake.replay.incidents import min_isr
 from kraftlake.replay.live_audit import SHOWN, STATES, LiveAudit

@@ -90,7 +90,7 @@ def test_the_filter_finds_incidents_by_broker_directory_topic_and_time(tmp_path,
     """The page's filter shows only the cards and index rows of the incidents asked for (all of
     broker, directory id or path, topic and a time range); it reads its values from the address
     (``#f:broker=…``), so a link finds them."""
-    from kraftlake.records.store.time_travel import format_ms
+    from kraftlake.records.times import format_ms
     from kraftlake.replay.html import anchor
 
     report = summary(buggy, index=INDEX)
@@ -196,7 +196,7 @@ def test_the_text_report_is_laid_out_for_the_terminals_width(tmp_path, buggy):
     """At 80 columns each incident and violation is a block of lines, at 200 a table: no line
     is wider than the terminal, and no time or path is cut; both drawn as a terminal shows them
     (one browser shot of their tops), the FAIL in red."""
-    from kraftlake.records.store.time_travel import format_ms
+    from kraftlake.records.times import format_ms
 
     report = summary(buggy)
     worst = sorted(report.incidents, key=lambda i: (-sum(i.invariants.values()), -i.unavailable_ms, i.failed_at))[0]

@@ -58,13 +58,16 @@ def test_every_bug_on_kafka_41_gives_the_same_report(tmp_path_factory, bug, seed
     """A new Kafka 4.1 cluster (ELR on, every fault, ClearElr from min.insync.replicas changes)
     with each bug the simulator plants: the same report from both engines; the ELR bugs are
     caught by their own invariant."""
-    log = _log(tmp_path_factory, _history(seed, bug, 1500, dirs))
+    records = _history(seed, bug, 1500, dirs)
+    log = _log(tmp_path_factory, records)
     local, remote = _both(_duckdb, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1]))
     _same(local, remote)
     caught = {v.invariant for v in remote.violations}
     if bug == "elr-overlaps-isr":
         assert "K13" in caught
-    if bug == "elect-outside-elr":
+    # The bug acts only on an election with an active replica outside the ISR and the ELR to take
+    # (seeds 1006 and 2470 with one directory offer none): caught where it changed the history.
+    if bug == "elect-outside-elr" and records != _history(seed, None, 1500, dirs):
         assert "K14" in caught
 
 

@@ -111,7 +111,7 @@ def print_table(records: list, console, topics: dict[str, str] | None = None) ->
 
     from kraftlake.records import payload_fields
     from kraftlake.records.base import field_defaults
-    from kraftlake.records.store.time_travel import format_ms
+    from kraftlake.records.times import format_ms
     from kraftlake.replay.names import entity_name
 
     wide = console.width >= WIDE

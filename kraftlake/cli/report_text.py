@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kraftlake.records.store.time_travel import format_ms
+from kraftlake.records.times import format_ms
 from kraftlake.replay.grace import grace_words
 from kraftlake.replay.names import incident_where
 from kraftlake.statemachine.invariants import CHECKED, FINDS

@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
 
 def offset_at_time(opened, at_time: str, *, given: tuple) -> int:
     """The offset ``--at-time`` names (record time), alone among the point-in-time options."""
-    from kraftlake.records.store.time_travel import time_ms
+    from kraftlake.records.times import time_ms
 
     if any(x is not None for x in given):
         abort("give at most one of --offset, --version, --timestamp, --source-offset, --at-time", EXIT_INPUT)

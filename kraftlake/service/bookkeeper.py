@@ -100,9 +100,9 @@ def routes(path, committer) -> list:
         async with change_lock:  # operators' changes are decided one at a time, on the latest view
             view = await asyncio.to_thread(live.current)
             d = decide(view, c.ChangeBookieState(bookie_id=bookie_id, state=target))
-            if d.outcome == c.NO_SUCH_BOOKIE:
+            if d.error_code == c.NO_SUCH_BOOKIE:
                 return Response({"error": d.reply.message}, status_code=404)
-            if d.outcome != c.OK:
+            if d.error_code != c.OK:
                 return Response(
                     {
                         "error": d.reply.message,
@@ -123,10 +123,10 @@ def routes(path, committer) -> list:
         async with change_lock:
             view = await asyncio.to_thread(live.current)
             d = decide(view, c.DecommissionBookie(bookie_id=bookie_id, delete_cookie=data.delete_cookie))
-            if d.outcome == c.NO_SUCH_BOOKIE:
+            if d.error_code == c.NO_SUCH_BOOKIE:
                 return Response({"error": d.reply.message}, status_code=404)
-            if d.outcome != c.OK:
-                return Response({"error": d.reply.message, "outcome": d.outcome}, status_code=409)
+            if d.error_code != c.OK:
+                return Response({"error": d.reply.message, "outcome": d.error_code}, status_code=409)
             result = await committer.append(list(d.records))
             view = await asyncio.to_thread(live.current)
         doc = _bookie_doc(view, view.bookies[bookie_id])

@@ -137,7 +137,7 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
         audit.feed((r,))
         if observe is not None:
             observe(r, view)
-        if audit.kraft.refused == r.offset:
+        if audit.refused(r.offset):
             continue
         if cls is ClearElr:
             plane.clears.append((r.offset, view.topic_ids[r.topic_name] if r.topic_name else None))
@@ -151,7 +151,7 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
             after = view.brokers.get(broker)
             plane.broker_events.append((r.offset, broker))
             if after is not before:
-                live = audit.kraft.unfenced_since_registered.get(broker, False)
+                live = audit.unfenced_since_registered(broker)
                 plane.segments.append(BrokerSegment(broker, r.offset, after, live))
             if cls is BrokerRegistrationChange and before is not None and after is not None:
                 plane.dir_removals += [(r.offset, broker, d) for d in before.log_dirs if d not in after.log_dirs]

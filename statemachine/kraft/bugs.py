@@ -151,7 +151,9 @@ def elect_outside_elr(view, cmd, config):
                     and view.has_online_dir(b, p.directory(b))
                 ]
                 if others:
-                    r = msgspec.structs.replace(r, leader=others[0], isr=(others[0],))
+                    # Clean whatever Kafka would have written: an unclean election (RECOVERING)
+                    # may take any replica, and taking another one is no bug.
+                    r = msgspec.structs.replace(r, leader=others[0], isr=(others[0],), leader_recovery_state=-1)
         out.append(r)
     return _with(d, out)
 
