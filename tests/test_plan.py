@@ -122,6 +122,7 @@ def test_the_plan_and_python_agree_on_simulated_histories(
     _same(*_both(plan, log, AuditConfig(grace_records=grace[0], grace_ms=grace[1])))
 
 
+@pytest.mark.slow  # every bug x hypothesis: make test's; test-fast has test_invariant_parity (every invariant, both engines)
 @pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
 @settings(max_examples=examples(2), deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(2, 3), grace=st.sampled_from([(0, 0), (20, 10**9)]))

@@ -51,6 +51,7 @@ def _log(tmp_path_factory, records) -> Log:
     return log
 
 
+@pytest.mark.slow  # every bug x hypothesis: make test's; test-fast has test_invariant_parity (every invariant, both engines)
 @pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
 @settings(max_examples=examples(2), deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(1, 3), grace=st.sampled_from([(0, 0), (20, 10**9), (5, 100)]))

@@ -94,6 +94,7 @@ def test_every_bug_is_named():
     assert set(CAUGHT_BY) == set(BUGS)
 
 
+@pytest.mark.slow  # every bug on several seeds: make test's
 @pytest.mark.parametrize("bug", [None, *BUGS])
 def test_the_correct_controller_passes_and_every_bug_is_caught_on_every_seed(bug, record_property):
     found = {seed: violated(seed, bug) for seed in SEEDS}
