@@ -26,6 +26,9 @@ from kraftlake.replay import report_json
 
 from helpers.object_store import REGION, Bucket, MotoServer, race_conditional_puts
 
+# Every test here talks to a moto S3 server in another process: make test's, not test-fast's.
+pytestmark = pytest.mark.slow
+
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "kraft" / "jbod-dir-failure.jsonl"
 
 
@@ -234,7 +237,6 @@ def test_an_append_after_the_bucket_is_gone(moto_server, s3_bucket):
         log.append(records()[2:4])
 
 
-@pytest.mark.slow  # 14 s of the clients' retries against a dead port: make test's
 def test_endpoint_unreachable(s3_bucket, tmp_path, monkeypatch):
     from helpers.object_store import free_port
 

@@ -31,6 +31,9 @@ from helpers.pictures import (
     text_report,
 )
 
+# Every test here starts Chromium to take its pictures: make test's, not test-fast's.
+pytestmark = pytest.mark.slow
+
 
 def marker_column(pixels: np.ndarray, colour: str, min_run: int = 25) -> int | None:
     """The x of the longest vertical run of ``colour`` (a marker line), if it is long enough."""
