@@ -19,7 +19,7 @@ from kraftlake.logging import get_logger
 
 from ..errors import MaintenanceConflictError
 from .data_files import ENGINE_VERSION, now_ms, parquet_schema, read_parquet, write_data_file
-from .delta_commit import DataFile, appends_after, commit_json
+from .delta_commit import DataFile, appends_after, commit_json, listed
 from .log_parts import LogParts
 from .snapshot import LogSnapshot, arrow_schema, open_table
 
@@ -224,10 +224,12 @@ class CompactionMixin(LogParts):
         LogSnapshot(dt, location=self.location).verify(pages=True)
         compacted = self._compact(1)
         dt = open_table(self.location)
-        dt.create_checkpoint()
+        # delta-rs lists the log again as it checkpoints, vacuums and cleans up: beside busy
+        # appenders a listing can miss a commit being added (``listed``), so each is retried.
+        listed(dt.create_checkpoint)
         checkpoint_version = dt.version()
         try:
-            vacuumed = self._vacuum(dt, retention_hours)
+            vacuumed = listed(lambda: self._vacuum(dt, retention_hours))
         except CommitFailedError as exc:
             done = "compacted and checkpointed" if compacted is not None else "checkpointed"
             raise MaintenanceConflictError(
@@ -235,7 +237,7 @@ class CompactionMixin(LogParts):
                 f" {VACUUM_RETRIES + 1} times delta-rs tried to commit the vacuum ({exc}). It {done} version"
                 f" {checkpoint_version}; nothing is lost. Run it again when fewer appends run."
             ) from None
-        dt.cleanup_metadata()
+        listed(dt.cleanup_metadata)
         dt = open_table(self.location)
         self._dt = dt
         self._head = dt.version()
