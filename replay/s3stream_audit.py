@@ -1,6 +1,7 @@
 """The S3Stream family's part of the audit: replays S3Stream records into a ``StreamsView`` and
 checks S1-S14 (the catalogue's, ``statemachine.invariants``) on exactly the streams, nodes and
-objects a record touched.
+objects a record touched. What is wrong is each rule's to say (``statemachine.s3stream.invariants``);
+this module decides when to ask, counts the checks, names the entities and keeps the graces.
 
 It reports through the audit's books (``replay.books``): states and graces, instants, intervals,
 evidence, all as for the KRaft invariants; the engine (``replay.audit``) feeds it records
@@ -16,7 +17,6 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 
 from kraftlake.records.observations import ObjectWritten
@@ -39,10 +39,8 @@ from kraftlake.records.s3stream import (
     S3StreamObject,
     S3StreamSetObject,
 )
-from kraftlake.statemachine.invariants import say
 from kraftlake.statemachine.s3stream import invariants as sinv
-from kraftlake.statemachine.s3stream.cluster import node_metadata
-from kraftlake.statemachine.s3stream.nodes import NODE_KEY_PREFIX
+from kraftlake.statemachine.s3stream.nodes import registration_epoch
 from kraftlake.statemachine.s3stream.reducer import apply
 from kraftlake.statemachine.s3stream.view import StreamsView
 
@@ -169,15 +167,13 @@ class StreamsAudit:
         self.books.checked["S6"] += right
         self.pending.clear()
 
-    def _early_delete(self, r: RemoveS3Object, offset: int, ts: int | None) -> None:
-        """S13: a MARK_DESTROYED object is deleted no sooner than the retention after its marking."""
-        marked = self.view.marked_at.get(r.object_id)
-        if marked is None or ts is None:
+    def _early_delete(self, r: RemoveS3Object, offset: int) -> None:
+        """S13 (``invariants.deleted_after_retention``) at the deletion of a marked object."""
+        if r.object_id not in self.view.marked_at or r.ts_ms is None:
             return  # not marked (KEEP_DATA drops the metadata at once), or no time to judge by
         self.books.checked["S13"] += 1
-        retention = self.books.config.object_retention_ms
-        if ts - marked < retention:
-            bad = say("S13", "early", age=ts - marked, retention=retention)
+        bad = sinv.deleted_after_retention(self.view, r, self.books.config.object_retention_ms)
+        if bad:
             self._instant("S13", f"object/{r.object_id}", offset, bad)
 
     def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
@@ -279,14 +275,9 @@ class StreamsAudit:
         self._ids("object", r.object_id, view.next_object_id, None, offset)
         s = view.streams.get(r.stream_id)
         if s is not None:
-            bad = sinv.advances_end(s, None, r.start_offset, r.end_offset)
+            bad = sinv.stream_object_advances_end(s, r)
             if bad:
-                self._instant(
-                    "S12",
-                    f"stream/{r.stream_id}",
-                    offset,
-                    say("S12", "stream_object", object=r.object_id, problem=bad),
-                )
+                self._instant("S12", f"stream/{r.stream_id}", offset, bad)
         apply(view, r)
         if s is not None:
             self.cover.add(r.stream_id, r.object_id, r.start_offset, r.end_offset)
@@ -309,23 +300,17 @@ class StreamsAudit:
 
     def _on_remove_object(self, r: RemoveS3Object, offset: int) -> None:
         ts = r.ts_ms
-        self._early_delete(r, offset, ts)
+        self._early_delete(r, offset)
         apply(self.view, r)
         self._object_refs(r.object_id, offset, ts)
         self._state("S11", f"object/{r.object_id}", offset, ts, None)
 
-    def _on_assigned_stream_id(self, r: AssignedStreamId, offset: int) -> None:
-        self._mark_moves("stream", r.assigned_stream_id + 1, self.view.next_stream_id, offset)
+    def _on_assigned_id(self, r: AssignedStreamId | AssignedS3ObjectId, offset: int) -> None:
+        """AssignedStreamId, AssignedS3ObjectId: S8's high-water mark (``invariants.mark_never_back``)."""
+        bad = sinv.mark_never_back(self.view, r)
+        if bad:
+            self._instant("S8", "ids", offset, bad)
         apply(self.view, r)
-
-    def _on_assigned_object_id(self, r: AssignedS3ObjectId, offset: int) -> None:
-        self._mark_moves("object", r.assigned_s3_object_id + 1, self.view.next_object_id, offset)
-        apply(self.view, r)
-
-    def _mark_moves(self, kind: str, new: int, old: int, offset: int) -> None:
-        """S8: an id's high-water mark never moves back."""
-        if new < old:
-            self._instant("S8", "ids", offset, say("S8", "mark_moves_back", id_kind=kind, old=old, new=new))
 
     def _on_end_offsets(self, r: S3StreamEndOffsets, offset: int) -> None:
         view, ts = self.view, r.ts_ms
@@ -345,13 +330,9 @@ class StreamsAudit:
     def _on_uncommitted_offsets(self, r: NodeWALUncommittedOffsets, offset: int) -> None:
         ts = r.ts_ms
         for e in r.entries:
-            if e.start_offset > e.end_offset:
-                self._instant(
-                    "S9",
-                    f"duty/{r.node_id}/{e.stream_id}",
-                    offset,
-                    say("S9", "reversed", start=e.start_offset, end=e.end_offset),
-                )
+            bad = sinv.duty_entry_forward(e)
+            if bad:
+                self._instant("S9", f"duty/{r.node_id}/{e.stream_id}", offset, bad)
         apply(self.view, r)
         streams = sorted({e.stream_id for e in r.entries})
         self._duties(r.node_id, offset, ts, streams)
@@ -380,29 +361,25 @@ class StreamsAudit:
         apply(self.view, r)
 
     def _registrations(self, r: KV, offset: int) -> None:
-        """S14: a node's registration (KV ``__automq_node/<id>``) never goes back to a lower epoch."""
+        """S14 (``invariants.epoch_never_back``) for each node registration the KV record writes."""
         for e in r.key_values:
-            if e.namespace is not None or not e.key.startswith(NODE_KEY_PREFIX):
+            registration = registration_epoch(e)
+            if registration is None:
                 continue
-            try:
-                node_id = int(e.key[len(NODE_KEY_PREFIX) :])
-                new = int(msgspec.json.decode(e.value).get("e"))
-            except (ValueError, TypeError, AttributeError, msgspec.DecodeError):
-                continue  # not a registration AutoMQ could read either (it logs and skips it)
-            old = node_metadata(self.view, node_id)
+            node_id, epoch = registration
             self.books.checked["S14"] += 1
-            if old is not None and int(old.get("e", -1)) > new:
-                bad = say("S14", "epoch_back", old=old.get("e"), new=new)
+            bad = sinv.epoch_never_back(self.view, node_id, epoch)
+            if bad:
                 self._instant("S14", f"node/{node_id}", offset, bad)
 
     def _ids(self, kind: str, ident: int, high: int, seen: set[int] | None, offset: int) -> None:
-        """S8: an id is below its high-water mark and, for a new stream, never used before."""
+        """S8 (``invariants.id_assigned``) for an id a record uses; ``seen``: the ids of its kind
+        used before, where a new one must not be one of them (streams), kept here."""
         self.books.checked["S8"] += 1
-        if ident >= high:
-            self._instant("S8", f"{kind}/{ident}", offset, say("S8", "unassigned", id_kind=kind, id=ident, next=high))
-        elif seen is not None:
-            if ident in seen:
-                self._instant("S8", f"{kind}/{ident}", offset, say("S8", "reused", id_kind=kind, id=ident))
+        bad = sinv.id_assigned(kind, ident, high, seen)
+        if bad:
+            self._instant("S8", f"{kind}/{ident}", offset, bad)
+        if seen is not None and ident < high:
             seen.add(ident)
 
     def _on_stream_set_object(self, r: S3StreamSetObject, offset: int) -> None:
@@ -424,14 +401,9 @@ class StreamsAudit:
                 if end <= s.end_offset:  # moves no end: nothing for S12 to check
                     self.end_floor[sid] = s.end_offset
                     continue
-                bad = sinv.advances_end(s, (view, r.node_id), start, end)
+                bad = sinv.stream_set_range_advances_end(view, s, r, start, end)
                 if bad:
-                    self._instant(
-                        "S12",
-                        f"stream/{sid}",
-                        offset,
-                        say("S12", "stream_set_object", object=r.object_id, node=r.node_id, problem=bad),
-                    )
+                    self._instant("S12", f"stream/{sid}", offset, bad)
         replaced = node is not None and r.object_id in node.stream_set_objects
         apply(view, r)
         if node is None:
@@ -448,18 +420,11 @@ class StreamsAudit:
 
     def _on_object(self, r: S3Object, offset: int) -> None:
         view, ts = self.view, r.ts_ms
-        before = view.objects.get(r.object_id)
         if r.object_state == ObjectState.PREPARED:
             self._ids("object", r.object_id, view.next_object_id, None, offset)
-            if before is None and r.object_id in self.seen_objects:
-                self._instant("S8", f"object/{r.object_id}", offset, say("S8", "prepared_again", object=r.object_id))
-            elif before is not None and before.state != ObjectState.PREPARED:
-                self._instant(
-                    "S8",
-                    f"object/{r.object_id}",
-                    offset,
-                    say("S8", "back_to_prepared", object=r.object_id, state=ObjectState(before.state).name),
-                )
+            bad = sinv.prepared_once(view, r, self.seen_objects)
+            if bad:
+                self._instant("S8", f"object/{r.object_id}", offset, bad)
             heapq.heappush(self.deadlines, (r.timestamp, r.object_id))
         self.seen_objects.add(r.object_id)
         apply(view, r)
@@ -470,20 +435,13 @@ class StreamsAudit:
 
     def _overdue(self, offset: int, ts: int) -> None:
         """S11: PREPARED objects whose deadline passed more than the check interval ago."""
-        heap = self.deadlines
-        limit = ts - self.books.config.prepared_check_ms
-        while heap and heap[0][0] < limit:
+        heap, interval = self.deadlines, self.books.config.prepared_check_ms
+        while heap and heap[0][0] < ts - interval:
             deadline, object_id = heapq.heappop(heap)
-            o = self.view.objects.get(object_id)
             self.books.checked["S11"] += 1
-            if o is not None and o.state == ObjectState.PREPARED and o.timestamp == deadline:
-                self._state(
-                    "S11",
-                    f"object/{object_id}",
-                    offset,
-                    ts,
-                    say("S11", "overdue", deadline=deadline, interval=self.books.config.prepared_check_ms),
-                )
+            bad = sinv.prepared_in_time(self.view, object_id, deadline, ts, interval)
+            if bad:
+                self._state("S11", f"object/{object_id}", offset, ts, bad)
 
     def state_hash(self) -> str:
         return self.view.state_hash()
@@ -503,8 +461,8 @@ _CHECKS: dict[type, Check] = {
     RemoveStreamSetObject: StreamsAudit._on_remove_stream_set_object,
     S3Object: StreamsAudit._on_object,
     RemoveS3Object: StreamsAudit._on_remove_object,
-    AssignedStreamId: StreamsAudit._on_assigned_stream_id,
-    AssignedS3ObjectId: StreamsAudit._on_assigned_object_id,
+    AssignedStreamId: StreamsAudit._on_assigned_id,
+    AssignedS3ObjectId: StreamsAudit._on_assigned_id,
     S3StreamEndOffsets: StreamsAudit._on_end_offsets,
     NodeWALUncommittedOffsets: StreamsAudit._on_uncommitted_offsets,
     RemoveNodeWALMetadata: StreamsAudit._on_remove_node,

@@ -1,13 +1,15 @@
 """S3Stream invariants: what must hold in a ``StreamsView``. AutoMQ's controller keeps most of it
 without checking it when it replays records (``StreamControlManager``, ``S3ObjectControlManager``)
-and its read path assumes it (``S3StreamsMetadataImage.getObjects``); S11 and S12 are what its
-object lifecycle (``S3ObjectControlManager.checkS3ObjectsLifecycle``) and its commits
-(``StreamControlManager.commitStreamSetObject``) enforce.
+and its read path assumes it (``S3StreamsMetadataImage.getObjects``); S11, S12, S13 and S14 are
+what its object lifecycle (``S3ObjectControlManager.checkS3ObjectsLifecycle``), its commits
+(``StreamControlManager.commitStreamSetObject``) and its node registration
+(``NodeControlManager.register``) enforce.
 
-The checks are pure functions of the view that return a message when an entity is wrong and None
-when it is right. ``replay.s3stream_audit`` decides when to ask them and for how long a wrong state
-may last (the grace: AutoMQ's batches pass through wrong states, a compaction's new object overlaps
-the old ones until they are removed a few records later).
+The checks, S1-S14 each, are pure functions of the view (and the record about to change it) that
+return a message when an entity is wrong and None when it is right. ``replay.s3stream_audit``
+decides when to ask them, counts the checks, names the entities and decides for how long a wrong
+state may last (the grace: AutoMQ's batches pass through wrong states, a compaction's new object
+overlaps the old ones until they are removed a few records later).
 
 ``Coverage`` is the index the checks need and the view does not keep: which objects hold which
 stream's offsets (stream objects, and stream-set objects' ranges, inline or from their index block).
@@ -15,14 +17,27 @@ stream's offsets (stream objects, and stream-set objects' ranges, inline or from
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 import numpy as np
 
-from kraftlake.records.s3stream import ObjectState, StreamRange, StreamRanges, StreamState
+from kraftlake.records.s3stream import (
+    AssignedS3ObjectId,
+    AssignedStreamId,
+    ObjectState,
+    RemoveS3Object,
+    S3Object,
+    S3StreamObject,
+    S3StreamSetObject,
+    StreamRange,
+    StreamRanges,
+    StreamState,
+    UncommittedOffset,
+)
 
 from ..invariants import say
+from .cluster import node_metadata
 from .view import RangeMeta, Stream, StreamsView, UncommittedMeta
 
 Key = tuple  # ("SO", object id) or ("SSO", object id, node id)
@@ -571,6 +586,112 @@ def advances_end(s: Stream, by: tuple[StreamsView, int] | None, start: int, end:
             return say("S12", "gap" if start > e else "overlap", start=start, end=end, logical_end=e)
     elif start > st:
         return say("S12", "gap_at_start", start=start, end=end, stream_start=st)
+    return None
+
+
+def stream_object_advances_end(s: Stream, r: S3StreamObject) -> str | None:
+    """S12 for a stream object of ``s`` (AutoMQ's ``StreamControlManager.commitStreamObject``):
+    the data it holds continues the stream's logical end exactly where it moves it
+    (``advances_end``; a stream object names no node, so whose data it is goes unchecked)."""
+    bad = advances_end(s, None, r.start_offset, r.end_offset)
+    return None if bad is None else say("S12", "stream_object", object=r.object_id, problem=bad)
+
+
+def stream_set_range_advances_end(
+    view: StreamsView, s: Stream, r: S3StreamSetObject, start: int, end: int
+) -> str | None:
+    """S12 for the range [start, end) of ``s`` in a stream-set object (AutoMQ's
+    ``StreamControlManager.commitStreamSetObject``): where it moves the stream's logical end, it
+    comes from the stream's current owner, the stream is OPENED and the data continues the end
+    exactly (``advances_end``)."""
+    bad = advances_end(s, (view, r.node_id), start, end)
+    if bad is None:
+        return None
+    return say("S12", "stream_set_object", object=r.object_id, node=r.node_id, problem=bad)
+
+
+def id_assigned(kind: str, ident: int, next_id: int, used: Collection[int] | None = None) -> str | None:
+    """S8: a stream or object id (``kind``) a record uses is below its high-water mark
+    (``next_id``: AutoMQ's ``nextAssignedStreamId`` or ``nextAssignedObjectId``, which
+    ``StreamControlManager.createStream`` and ``S3ObjectControlManager.prepareObject`` take ids
+    from) and, where ``used`` is given (the ids of the streams made before), not used again."""
+    if ident >= next_id:
+        return say("S8", "unassigned", id_kind=kind, id=ident, next=next_id)
+    if used is not None and ident in used:
+        return say("S8", "reused", id_kind=kind, id=ident)
+    return None
+
+
+def prepared_once(view: StreamsView, r: S3Object, used: Collection[int]) -> str | None:
+    """S8: an object is PREPARED once (``S3ObjectControlManager.prepareObject`` gives each
+    preparation a new id): not again after it was removed (``used``: the object ids seen
+    before), nor back from COMMITTED or MARK_DESTROYED. A record of another state is not judged."""
+    if r.object_state != ObjectState.PREPARED:
+        return None
+    before = view.objects.get(r.object_id)
+    if before is None:
+        return say("S8", "prepared_again", object=r.object_id) if r.object_id in used else None
+    if before.state != ObjectState.PREPARED:
+        return say("S8", "back_to_prepared", object=r.object_id, state=ObjectState(before.state).name)
+    return None
+
+
+def mark_never_back(view: StreamsView, r: AssignedStreamId | AssignedS3ObjectId) -> str | None:
+    """S8: an id's high-water mark never moves back. AutoMQ's ``StreamControlManager.replay
+    (AssignedStreamIdRecord)`` and ``S3ObjectControlManager.replay(AssignedS3ObjectIdRecord)``
+    set it to the id assigned + 1, and the controller assigns only from the mark up."""
+    if isinstance(r, AssignedStreamId):
+        kind, old, new = "stream", view.next_stream_id, r.assigned_stream_id + 1
+    else:
+        kind, old, new = "object", view.next_object_id, r.assigned_s3_object_id + 1
+    if new < old:
+        return say("S8", "mark_moves_back", id_kind=kind, old=old, new=new)
+    return None
+
+
+def duty_entry_forward(e: UncommittedOffset) -> str | None:
+    """S9: an entry of a ``NodeWALUncommittedOffsets`` record does not start above its end.
+    AutoMQ's ``StreamControlManager.replay(NodeWALUncommittedOffsetsRecord)`` upserts a duty
+    whose start is below its end, removes it at start == end, and silently ignores the rest."""
+    if e.start_offset > e.end_offset:
+        return say("S9", "reversed", start=e.start_offset, end=e.end_offset)
+    return None
+
+
+def prepared_in_time(view: StreamsView, object_id: int, deadline: int, now: int, interval: int) -> str | None:
+    """S11: an object PREPARED with ``deadline`` (its ``timestamp``, the expiry
+    ``S3ObjectControlManager.prepareObject`` sets) is committed or gone by ``interval`` (the
+    controller's check interval) after it: ``checkS3ObjectsLifecycle`` marks an expired one
+    destroyed at its next round. Judged at ``now``; an object prepared again since has another
+    deadline, judged on its own."""
+    o = view.objects.get(object_id)
+    if o is None or o.state != ObjectState.PREPARED or o.timestamp != deadline or now - interval <= deadline:
+        return None
+    return say("S11", "overdue", deadline=deadline, interval=interval)
+
+
+def deleted_after_retention(view: StreamsView, r: RemoveS3Object, retention: int) -> str | None:
+    """S13: a MARK_DESTROYED object is deleted no sooner than ``retention`` ms (AutoMQ's
+    ``s3.object.delete.retention.minutes``) after it was marked (``StreamsView.marked_at``):
+    ``S3ObjectControlManager.checkS3ObjectsLifecycle`` deletes it one to two retention periods
+    later. An object never marked (KEEP_DATA drops the metadata at once) or a record without a
+    time is not judged."""
+    marked = view.marked_at.get(r.object_id)
+    if marked is None or r.ts_ms is None:
+        return None
+    age = r.ts_ms - marked
+    if age < retention:
+        return say("S13", "early", age=age, retention=retention)
+    return None
+
+
+def epoch_never_back(view: StreamsView, node_id: int, epoch: int) -> str | None:
+    """S14: a node registers (KV ``__automq_node/<id>``, ``nodes.registration_epoch``) at an
+    epoch not below the one it is registered at: AutoMQ's ``NodeControlManager.register`` answers
+    NODE_EPOCH_EXPIRED to a lower one (``cluster.register``, the decider's side)."""
+    old = node_metadata(view, node_id)
+    if old is not None and int(old.get("e", -1)) > epoch:
+        return say("S14", "epoch_back", old=old.get("e"), new=epoch)
     return None
 
 

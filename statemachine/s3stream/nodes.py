@@ -16,6 +16,18 @@ NODE_KEY_PREFIX = "__automq_node/"
 CIRCUIT_BREAKER = "CIRCUIT_BREAKER"
 
 
+def registration_epoch(e: KeyValue) -> tuple[int, int] | None:
+    """(node id, node epoch) of a KV entry that registers a node: key ``__automq_node/<id>`` in
+    no namespace, its JSON value with the epoch at ``e`` (as ``NodeMetadataCodec`` writes it).
+    None for any other entry, and for one AutoMQ could not read either (it logs and skips it)."""
+    if e.namespace is not None or not e.key.startswith(NODE_KEY_PREFIX):
+        return None
+    try:
+        return int(e.key[len(NODE_KEY_PREFIX) :]), int(msgspec.json.decode(e.value).get("e"))
+    except (ValueError, TypeError, AttributeError, msgspec.DecodeError):
+        return None
+
+
 def is_locked(view: StreamsView, node_id: int) -> bool:
     """A node's registration (KV ``__automq_node/<id>``, JSON) has tag CIRCUIT_BREAKER != CLOSED."""
     raw = view.kv.get(None, {}).get(f"{NODE_KEY_PREFIX}{node_id}")
