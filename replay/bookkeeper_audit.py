@@ -2,7 +2,9 @@
 checks B1-B10 (the catalogue's, ``statemachine.invariants``) where a record can have changed them,
 reporting through the audit's books (``replay.books``); the engine (``replay.audit``) feeds it
 records (``replay.family.FamilyAudit``), each to the checks of its class, before and after the
-reducer folds it in (``_BEFORE``, ``_AFTER``, as the reducer's ``_APPLY``)."""
+reducer folds it in (``_BEFORE``, ``_AFTER``, as the reducer's ``_APPLY``). What is wrong is each
+rule's to say (``statemachine.bookkeeper.invariants``); this module decides when to ask, counts the
+checks, names the entities and keeps the graces."""
 
 from __future__ import annotations
 
@@ -28,8 +30,7 @@ from kraftlake.records.errors import ReplayError
 from kraftlake.statemachine.bookkeeper import invariants as binv
 from kraftlake.statemachine.bookkeeper.ensembles import allowed, neighbours_of
 from kraftlake.statemachine.bookkeeper.reducer import apply
-from kraftlake.statemachine.bookkeeper.view import CLOSED, BookiesView
-from kraftlake.statemachine.invariants import say
+from kraftlake.statemachine.bookkeeper.view import BookiesView
 
 from .books import violation
 
@@ -89,46 +90,36 @@ class BookiesAudit:
         self.placement.draw(view, r.ensemble[0], view.writable(), offset)
 
     def _written(self, r: LedgerEntriesWritten, offset: int) -> None:
-        """B5: no entry is written to a closed or fenced ledger."""
-        ledger = self.view.ledgers.get(r.ledger_id)
+        """B5 (``invariants.written_while_open``)."""
         self.books.checked["B5"] += 1
-        if ledger is not None and ledger.state == CLOSED and r.last_add_confirmed > ledger.last_entry_id:
-            kind = "after_fence" if ledger.fenced else "after_close"
-            bad = say("B5", kind, entry=r.last_add_confirmed, last=ledger.last_entry_id)
-            self._instant("B5", f"ledger/{ledger.ledger_id}", offset, bad)
+        bad = binv.written_while_open(self.view, r)
+        if bad:
+            self._instant("B5", f"ledger/{r.ledger_id}", offset, bad)
 
     def _locked(self, r: LedgerReplicationLock, offset: int) -> None:
-        """B6: a ledger's replication lock has one holder at a time."""
-        holder = self.view.locks.get(r.ledger_id)
+        """B6 (``invariants.lock_has_one_holder``)."""
         self.books.checked["B6"] += 1
-        if holder is not None and holder != r.worker:
-            bad = say("B6", "taken", worker=r.worker, holder=holder)
+        bad = binv.lock_has_one_holder(self.view, r)
+        if bad:
             self._instant("B6", f"ledger/{r.ledger_id}", offset, bad)
 
     def _state_change(self, r: BookieStateChange, offset: int) -> None:
-        """B4: a bookie becomes DRAINED only once nothing names it."""
+        """B4 (``invariants.drained_when_clean``) when a bookie becomes DRAINED."""
         if r.state is not BookieState.DRAINED:
             return
         self.books.checked["B4"] += 1
-        bad = binv.drained_problem(self.view, r.bookie_id)
+        bad = binv.drained_when_clean(self.view, r.bookie_id)
         if bad:
-            self._instant("B4", f"bookie/{r.bookie_id}", offset, say("B4", "drained", reason=bad))
+            self._instant("B4", f"bookie/{r.bookie_id}", offset, bad)
 
     # -- the checks on the state a record leaves (``_AFTER``) --------------------------------------
 
     def _replicated(self, r: LedgerReplicated, offset: int) -> None:
-        """B3: a ledger marked replicated has every entry on at least A bookies."""
-        view = self.view
-        ledger = view.ledgers.get(r.ledger_id)
-        worst = None if ledger is None else binv.min_copies(view, ledger)
+        """B3 (``invariants.replicated_to_ack_quorum``) on the state the mark's removal leaves."""
         self.books.checked["B3"] += 1
-        if ledger is not None and worst is not None and worst[1] < ledger.ack_quorum:
-            self._instant(
-                "B3",
-                f"ledger/{ledger.ledger_id}",
-                offset,
-                say("B3", "below_ack", entry=worst[0], copies=worst[1], ack_quorum=ledger.ack_quorum),
-            )
+        bad = binv.replicated_to_ack_quorum(self.view, r)
+        if bad:
+            self._instant("B3", f"ledger/{r.ledger_id}", offset, bad)
         self._ledger_touched(r, offset)
 
     def _availability(self, r: BookieAvailability, offset: int) -> None:
@@ -155,23 +146,12 @@ class BookiesAudit:
         )
 
     def _early_marks(self, r: LedgerUnderReplicated, offset: int) -> None:
-        """B1, one side: a lost bookie's ledgers are not marked before its audit falls due."""
-        view, ts = self.view, r.ts_ms
+        """B1, one side (``invariants.marked_after_delay``), for each bookie the mark lists."""
         self.books.checked["B1"] += 1
         for b in r.missing:
-            due = view.audit_due.get(b)
-            bookie = view.bookies.get(b)
-            if bookie is not None and bookie.state == BookieState.DRAINING.value:
-                # A drain marks its bookie's ledgers itself (``statemachine.bookkeeper.lifecycle``),
-                # delay or not.
-                continue
-            if due is not None and ts is not None and ts < due:
-                self._instant(
-                    "B1",
-                    f"bookie/{b}",
-                    offset,
-                    say("B1", "early", ledger=r.ledger_id, early=due - ts),
-                )
+            bad = binv.marked_after_delay(self.view, r, b)
+            if bad:
+                self._instant("B1", f"bookie/{b}", offset, bad)
 
     def _late(self, offset: int, ts: int | None) -> None:
         """B1, the other side: once an audit fell due, the marks come within the grace."""
@@ -185,51 +165,35 @@ class BookiesAudit:
         return [e.split("/", 1)[1] for e in self.books.wrong_entities("B1")]
 
     def _decommission(self, r: BookieDecommissionStarted | BookieDecommissioned, offset: int) -> None:
-        """B10: a decommission starts only for a stopped bookie and ends only on a clean one."""
+        """B10 (``invariants.decommission_allowed``) at a decommission's start and end."""
         self.books.checked["B10"] += 1
-        bookie = self.view.bookies.get(r.bookie_id)
-        if bookie is None:
-            return  # the reducer refuses it (L3)
-        if isinstance(r, BookieDecommissionStarted):
-            bad = (
-                None
-                if not self.view.available(r.bookie_id)
-                else say("B10", "available", availability=bookie.availability)
-            )
-        else:
-            why = binv.drained_problem(self.view, r.bookie_id)
-            bad = None if why is None else say("B10", "still_named", reason=why)
+        bad = binv.decommission_allowed(self.view, r)
         if bad:
             self._instant("B10", f"bookie/{r.bookie_id}", offset, bad)
 
     def _held(self, offset: int, ts: int) -> None:
-        """B9: a lock deferred after a failed repair is released once its hold ended (plus the grace)."""
+        """B9 (``invariants.lock_released_after_hold``) once a hold ended more than the grace ago;
+        an open B9 closes when the hold is gone."""
         view, grace = self.view, self.books.config.grace_ms
         self.books.checked["B9"] += len(view.held_until)
         for lid, until in view.held_until.items():
             if ts > until + grace and not self.books.is_wrong("B9", f"ledger/{lid}"):
-                holder = view.locks.get(lid)
-                failures = view.failures.get(f"{holder} {lid}", 0)
-                bad = say("B9", "held_past", holder=holder, until=until, failures=failures)
-                self._state("B9", f"ledger/{lid}", offset, ts, bad)
+                bad = binv.lock_released_after_hold(view, lid, ts)
+                if bad:
+                    self._state("B9", f"ledger/{lid}", offset, ts, bad)
         for e in [e for e in self.books.wrong_entities("B9") if int(e.split("/", 1)[1]) not in view.held_until]:
             self._state("B9", e, offset, ts, None)
 
     def _overdue(self, offset: int, ts: int) -> None:
+        """What time makes due: B9's holds and B1's audits (``invariants.marked_in_time``), each
+        asked once its moment passed more than the grace ago."""
         self._held(offset, ts)
-        if not self.view.replication_enabled:
-            return  # the auditor waits for replication to be enabled (its audits fall due again then)
         grace = self.books.config.grace_ms
         for b, due in sorted(self.view.audit_due.items()):
             if ts > due + grace and not self.books.is_wrong("B1", f"bookie/{b}"):
-                refs = sorted(self.view.refs.get(b, ()))
-                self._state(
-                    "B1",
-                    f"bookie/{b}",
-                    offset,
-                    ts,
-                    say("B1", "late", due=due, ledgers=len(refs)),
-                )
+                bad = binv.marked_in_time(self.view, b, ts)
+                if bad:
+                    self._state("B1", f"bookie/{b}", offset, ts, bad)
 
     def _placement_of_change(self, r: LedgerEnsembleChange, offset: int) -> None:
         ledger = self.view.ledgers.get(r.ledger_id)

@@ -8,6 +8,16 @@ from __future__ import annotations
 
 import msgspec
 
+from kraftlake.records.bookkeeper import (
+    Availability,
+    BookieDecommissioned,
+    BookieDecommissionStarted,
+    BookieState,
+    LedgerEntriesWritten,
+    LedgerReplicated,
+    LedgerReplicationLock,
+    LedgerUnderReplicated,
+)
 from kraftlake.records.s3stream import (
     AssignedS3ObjectId,
     AssignedStreamId,
@@ -20,6 +30,8 @@ from kraftlake.records.s3stream import (
     StreamState,
     UncommittedOffset,
 )
+from kraftlake.statemachine.bookkeeper import invariants as binv
+from kraftlake.statemachine.bookkeeper.view import CLOSED, Bookie, BookiesView, Ledger, Mark
 from kraftlake.statemachine.s3stream import invariants as sinv
 from kraftlake.statemachine.s3stream.nodes import NODE_KEY_PREFIX, registration_epoch
 from kraftlake.statemachine.s3stream.view import ObjectMeta, RangeMeta, Stream, StreamsView
@@ -157,3 +169,118 @@ def test_s14_reads_the_registrations_automq_can_read():
     for value in (b"not json", b"[7]", b'{"i": 3}', b'{"e": "x"}'):
         assert registration_epoch(kv(f"{NODE_KEY_PREFIX}3", value)) is None, value
     assert registration_epoch(kv(f"{NODE_KEY_PREFIX}x", b'{"e": 7}')) is None
+
+
+# -- BookKeeper ----------------------------------------------------------------------------------
+
+
+def _bookies(*lost: str) -> BookiesView:
+    """Bookies b1-b4, ``lost`` ones LOST; ledger 7 (E/W/A 3/2/2, entries 0-3 written) on b1-b3."""
+    view = BookiesView()
+    for b in ("b1", "b2", "b3", "b4"):
+        view.bookies[b] = Bookie(bookie_id=b, availability=Availability.LOST.value if b in lost else "WRITABLE")
+    view.ledgers[7] = Ledger(
+        ledger_id=7,
+        ensemble_size=3,
+        write_quorum=2,
+        ack_quorum=2,
+        ensembles={0: ("b1", "b2", "b3")},
+        last_add_confirmed=3,
+    )
+    for b in ("b1", "b2", "b3"):
+        view.refs[b] = {7}
+    return view
+
+
+def test_b1_a_lost_bookies_ledgers_are_not_marked_before_its_audit_falls_due():
+    view = _bookies("b1")
+    view.audit_due["b1"] = 10_000
+    assert (
+        binv.marked_after_delay(view, LedgerUnderReplicated(ledger_id=7, missing=("b1",), ts_ms=10_000), "b1") is None
+    )
+    assert binv.marked_after_delay(view, LedgerUnderReplicated(ledger_id=7, missing=("b2",), ts_ms=1_000), "b2") is None
+    early = LedgerUnderReplicated(ledger_id=7, missing=("b1",), ts_ms=9_000)
+    assert binv.marked_after_delay(view, early, "b1") == "ledger 7 marked 1000 ms before the recovery delay ends"
+    view.bookies["b1"].state = BookieState.DRAINING.value
+    assert binv.marked_after_delay(view, early, "b1") is None  # its drain marks them
+
+
+def test_b1_a_lost_bookies_ledgers_are_marked_once_its_audit_fell_due():
+    view = _bookies("b1")
+    view.audit_due["b1"] = 10_000
+    assert binv.marked_in_time(view, "b1", 10_000) is None
+    assert binv.marked_in_time(view, "b2", 99_000) is None  # not lost
+    assert (
+        binv.marked_in_time(view, "b1", 10_001)
+        == "lost, its audit fell due at 10000; 1 ledger(s) naming it are not all marked"
+    )
+    view.replication_enabled = False
+    assert binv.marked_in_time(view, "b1", 10_001) is None  # the auditor waits
+
+
+def test_b3_a_ledger_marked_replicated_has_every_entry_on_a_bookies():
+    assert binv.replicated_to_ack_quorum(_bookies(), LedgerReplicated(ledger_id=7)) is None
+    assert binv.replicated_to_ack_quorum(_bookies(), LedgerReplicated(ledger_id=8)) is None  # no such ledger
+    assert (
+        binv.replicated_to_ack_quorum(_bookies("b2"), LedgerReplicated(ledger_id=7))
+        == "marked replicated with entry 0 on 1 bookie(s), below A = 2"
+    )
+
+
+def test_b4_a_bookie_becomes_drained_only_when_nothing_names_it():
+    view = _bookies()
+    assert binv.drained_when_clean(view, "b4") is None
+    assert binv.drained_when_clean(view, "b1") == "DRAINED while ledgers [7] still name it in an ensemble"
+    view.under_replicated[8] = Mark(missing=("b4",), since_ms=0)
+    assert binv.drained_when_clean(view, "b4") == "DRAINED while under-replication marks of ledgers [8] still list it"
+
+
+def test_b5_no_entry_is_written_after_close_or_fence():
+    view = _bookies()
+    view.ledgers[7].state, view.ledgers[7].last_entry_id = CLOSED, 3
+    assert binv.written_while_open(view, LedgerEntriesWritten(ledger_id=7, last_add_confirmed=3)) is None
+    assert (
+        binv.written_while_open(view, LedgerEntriesWritten(ledger_id=7, last_add_confirmed=5))
+        == "entries up to 5 written after the ledger was closed at 3"
+    )
+    view.ledgers[7].fenced = True
+    assert (
+        binv.written_while_open(view, LedgerEntriesWritten(ledger_id=7, last_add_confirmed=5))
+        == "entries up to 5 written after the ledger was fenced at 3"
+    )
+    view.ledgers[7].state = "OPEN"
+    assert binv.written_while_open(view, LedgerEntriesWritten(ledger_id=7, last_add_confirmed=9)) is None
+
+
+def test_b6_a_replication_lock_has_one_holder():
+    view = _bookies()
+    view.locks[7] = "w1"
+    assert binv.lock_has_one_holder(view, LedgerReplicationLock(ledger_id=7, worker="w1")) is None
+    assert binv.lock_has_one_holder(view, LedgerReplicationLock(ledger_id=8, worker="w2")) is None
+    assert (
+        binv.lock_has_one_holder(view, LedgerReplicationLock(ledger_id=7, worker="w2"))
+        == "worker w2 takes the lock w1 holds"
+    )
+
+
+def test_b9_a_lock_held_after_a_failed_repair_is_released_when_its_hold_ends():
+    view = _bookies()
+    view.locks[7], view.held_until[7], view.failures["w1 7"] = "w1", 5_000, 2
+    assert binv.lock_released_after_hold(view, 7, 5_000) is None
+    assert binv.lock_released_after_hold(view, 8, 9_000) is None  # not held
+    assert (
+        binv.lock_released_after_hold(view, 7, 5_001)
+        == "locked by w1 past the end of its hold at 5000 (after 2 failed repair(s))"
+    )
+
+
+def test_b10_a_decommission_starts_on_a_stopped_bookie_and_ends_on_a_clean_one():
+    view = _bookies("b1", "b4")
+    assert binv.decommission_allowed(view, BookieDecommissionStarted(bookie_id="b1")) is None
+    assert binv.decommission_allowed(view, BookieDecommissioned(bookie_id="b4")) is None
+    assert binv.decommission_allowed(view, BookieDecommissioned(bookie_id="b9")) is None  # L3's
+    assert binv.decommission_allowed(view, BookieDecommissionStarted(bookie_id="b2")) == "decommissioned while WRITABLE"
+    assert (
+        binv.decommission_allowed(view, BookieDecommissioned(bookie_id="b1"))
+        == "decommissioned while ledgers [7] still name it in an ensemble"
+    )

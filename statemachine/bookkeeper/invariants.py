@@ -1,18 +1,28 @@
-"""BookKeeper invariants (B1-B8 of the catalogue, ``statemachine.invariants``): pure functions of a
+"""BookKeeper invariants (B1-B10 of the catalogue, ``statemachine.invariants``): pure functions of a
 ``BookiesView`` (and the record about to change it) that return a message when something is wrong,
-None when right. The audit (``replay.bookkeeper_audit``) decides when to ask them."""
+None when right. The audit (``replay.bookkeeper_audit``) decides when to ask them, counts the
+checks, names the entities and decides for how long a wrong state may last (the grace)."""
 
 from __future__ import annotations
 
 import math
 from statistics import NormalDist
 
-from kraftlake.records.bookkeeper import BookieState, LedgerEnsembleChange
+from kraftlake.records.bookkeeper import (
+    BookieDecommissioned,
+    BookieDecommissionStarted,
+    BookieState,
+    LedgerEnsembleChange,
+    LedgerEntriesWritten,
+    LedgerReplicated,
+    LedgerReplicationLock,
+    LedgerUnderReplicated,
+)
 from kraftlake.statemachine import placement
 
 from ..invariants import say
 from .lifecycle import clean
-from .view import BookiesView, Ledger
+from .view import CLOSED, BookiesView, Ledger
 
 
 def repair_problem(view: BookiesView, r: LedgerEnsembleChange) -> str | None:
@@ -51,11 +61,100 @@ def min_copies(view: BookiesView, ledger: Ledger) -> tuple[int, int] | None:
     return worst
 
 
+def replicated_to_ack_quorum(view: BookiesView, r: LedgerReplicated) -> str | None:
+    """B3: a ledger marked replicated (its mark removed: ``r``, already folded in) has every entry
+    on at least A available bookies of its write set (``min_copies``)."""
+    ledger = view.ledgers.get(r.ledger_id)
+    worst = None if ledger is None else min_copies(view, ledger)
+    if ledger is None or worst is None or worst[1] >= ledger.ack_quorum:
+        return None
+    return say("B3", "below_ack", entry=worst[0], copies=worst[1], ack_quorum=ledger.ack_quorum)
+
+
 def drained_problem(view: BookiesView, bookie: str) -> str | None:
     """B4: a bookie reaches DRAINED only when no ensemble names it and no mark lists it (the
     completion test of BookKeeper's ``BookKeeperAdmin.decommissionBookie``, as ``lifecycle`` has
     it)."""
     return clean(view, bookie)
+
+
+def drained_when_clean(view: BookiesView, bookie: str) -> str | None:
+    """B4 as the report words it: a bookie that becomes DRAINED while an ensemble names it or a
+    mark lists it (``drained_problem``)."""
+    reason = drained_problem(view, bookie)
+    return None if reason is None else say("B4", "drained", reason=reason)
+
+
+def marked_after_delay(view: BookiesView, r: LedgerUnderReplicated, bookie: str) -> str | None:
+    """B1, its early side: a lost bookie's ledger is not marked under-replicated for it
+    (``bookie``, one of the record's missing) before its audit falls due (``view.audit_due``:
+    BookKeeper's ``Auditor.submitAuditTask`` waits ``lostBookieRecoveryDelay``). A DRAINING
+    bookie's ledgers are marked by its drain (``lifecycle``), delay or not; a record without a
+    time is not judged."""
+    due = view.audit_due.get(bookie)
+    if due is None or r.ts_ms is None or r.ts_ms >= due:
+        return None
+    b = view.bookies.get(bookie)
+    if b is not None and b.state == BookieState.DRAINING.value:
+        return None
+    return say("B1", "early", ledger=r.ledger_id, early=due - r.ts_ms)
+
+
+def marked_in_time(view: BookiesView, bookie: str, now: int) -> str | None:
+    """B1, its late side: once a lost bookie's audit fell due (``view.audit_due``, before
+    ``now``), the ledgers naming it are marked; the audit's grace is the caller's. While ledger
+    replication is disabled nothing falls due (BookKeeper's auditor waits for it to be enabled,
+    and its audits fall due again then)."""
+    due = view.audit_due.get(bookie)
+    if due is None or now <= due or not view.replication_enabled:
+        return None
+    return say("B1", "late", due=due, ledgers=len(view.refs.get(bookie, ())))
+
+
+def written_while_open(view: BookiesView, r: LedgerEntriesWritten) -> str | None:
+    """B5: no entry is written to a ledger beyond its last entry once it is closed or fenced
+    (BookKeeper's ``LedgerHandle`` refuses adds after close, ``BKLedgerClosedException``; a bookie
+    refuses them to a fenced ledger, ``BookieImpl.addEntry``'s ``LedgerFencedException``)."""
+    ledger = view.ledgers.get(r.ledger_id)
+    if ledger is None or ledger.state != CLOSED or r.last_add_confirmed <= ledger.last_entry_id:
+        return None
+    kind = "after_fence" if ledger.fenced else "after_close"
+    return say("B5", kind, entry=r.last_add_confirmed, last=ledger.last_entry_id)
+
+
+def lock_has_one_holder(view: BookiesView, r: LedgerReplicationLock) -> str | None:
+    """B6: a worker takes a ledger's replication lock only when no other worker holds it (the lock
+    BookKeeper's ``LedgerUnderreplicationManager.getLedgerToRereplicate`` takes)."""
+    holder = view.locks.get(r.ledger_id)
+    if holder is not None and holder != r.worker:
+        return say("B6", "taken", worker=r.worker, holder=holder)
+    return None
+
+
+def lock_released_after_hold(view: BookiesView, ledger_id: int, now: int) -> str | None:
+    """B9: a lock a worker keeps after a failed repair (``view.held_until``) is released when its
+    hold ends, before ``now`` (BookKeeper's ``ReplicationWorker.deferLedgerLockReleaseOfFailedLedger``
+    releases it on a timer); the audit's grace is the caller's."""
+    until = view.held_until.get(ledger_id)
+    if until is None or now <= until:
+        return None
+    holder = view.locks.get(ledger_id)
+    failures = view.failures.get(f"{holder} {ledger_id}", 0)
+    return say("B9", "held_past", holder=holder, until=until, failures=failures)
+
+
+def decommission_allowed(view: BookiesView, r: BookieDecommissionStarted | BookieDecommissioned) -> str | None:
+    """B10: BookKeeper's ``BookKeeperAdmin.decommissionBookie`` starts only on a bookie that is
+    neither writable nor read-only (else ``IllegalOpException``), and ends only once no ensemble
+    names it and no mark lists it (``drained_problem``). An unknown bookie is not judged (the
+    reducer refuses the record: L3)."""
+    bookie = view.bookies.get(r.bookie_id)
+    if bookie is None:
+        return None
+    if isinstance(r, BookieDecommissionStarted):
+        return say("B10", "available", availability=bookie.availability) if view.available(r.bookie_id) else None
+    why = drained_problem(view, r.bookie_id)
+    return None if why is None else say("B10", "still_named", reason=why)
 
 
 def data_loss(view: BookiesView, ledger: Ledger) -> str | None:
@@ -165,7 +264,22 @@ def tail_sigmas(observed: int, expected: float) -> float:
     return z if upper else -z
 
 
-__all__ = ["PlacementStats", "data_loss", "drained_problem", "min_copies", "repair_problem", "tail_sigmas"]
+__all__ = [
+    "PlacementStats",
+    "data_loss",
+    "decommission_allowed",
+    "drained_problem",
+    "drained_when_clean",
+    "lock_has_one_holder",
+    "lock_released_after_hold",
+    "marked_after_delay",
+    "marked_in_time",
+    "min_copies",
+    "repair_problem",
+    "replicated_to_ack_quorum",
+    "tail_sigmas",
+    "written_while_open",
+]
 
 
 def check_view(view: BookiesView) -> list[tuple[str, str, str]]:
@@ -180,9 +294,9 @@ def check_view(view: BookiesView) -> list[tuple[str, str, str]]:
                 out.append(("B2", f"ledger/{lid}", bad))
     for b in sorted(view.bookies):
         if view.bookies[b].state == BookieState.DRAINED.value:
-            reason = drained_problem(view, b)
-            if reason:
-                out.append(("B4", f"bookie/{b}", say("B4", "drained", reason=reason)))
+            drained = drained_when_clean(view, b)
+            if drained:
+                out.append(("B4", f"bookie/{b}", drained))
     for lid in sorted(view.locks):
         if lid not in view.under_replicated:
             out.append(("B6", f"ledger/{lid}", say("B6", "unmarked", holder=view.locks[lid])))
