@@ -318,7 +318,7 @@ class StreamsAudit:
             s = view.streams.get(e.stream_id)
             bad = None if s is None else sinv.end_never_back(s, e.end_offset)
             if bad:
-                self._instant("S4", f"stream/{e.stream_id}", offset, bad)
+                self._instant("S4", f"stream/{e.stream_id}", offset, bad, count=False)
             self.books.checked["S4"] += 1
         apply(view, r)
         for sid in sorted({e.stream_id for e in r.end_offsets}):

@@ -240,6 +240,25 @@ def test_s4_a_committed_end_above_the_start_is_never_below_the_logical_end(end, 
     assert found == (say("S4", "end_moves_back", end=end, logical_end=300) if moves_back else None)
 
 
+def test_s4_counts_each_committed_end_once_whether_it_moves_back_or_not():
+    """``checked`` counts each end an S3StreamEndOffsets record commits once, as the catalogue
+    counts a check (``statemachine.invariants``): an end that moves back is one check and one
+    violation, not two checks."""
+    written = ObjectWritten(node_id=0, object_id=0, ranges=(StreamRange(stream_id=0, start_offset=0, end_offset=10),))
+    records = [
+        V6,
+        NODE0,
+        *_opened(),
+        *_committed(0),
+        written,
+        S3StreamSetObject(node_id=0, object_id=0, order_id=0),
+        *(S3StreamEndOffsets(end_offsets=(StreamEndOffset(stream_id=0, end_offset=e),)) for e in (10, 4)),
+    ]
+    report = _audit([msgspec.structs.replace(r, offset=i, ts_ms=1_000 + i) for i, r in enumerate(records)])
+    [s4] = [i for i in report.invariants if i.id == "S4"]
+    assert (s4.checked, s4.violations) == (2, 1)
+
+
 # -- the coverage index --------------------------------------------------------------------------
 
 _span = st.tuples(st.integers(0, 30), st.integers(0, 30))
