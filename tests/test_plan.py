@@ -1040,6 +1040,17 @@ def test_duckdb_runs_on_every_core_within_its_memory_limit_spilling_to_its_own_d
     assert tmp_path.is_dir()
 
 
+def test_duckdb_draws_no_progress_bar_on_standard_output(capfd):
+    """DuckDB draws a progress bar on standard output for a query past ``progress_bar_time``
+    (two seconds): an audit run as a library call wrote it there, into the caller's output
+    (``kraftlake audit --format json``'s report is written to standard output)."""
+    with DuckEngine() as engine:
+        engine.con.execute("SET progress_bar_time = 0")
+        assert engine.rows("SELECT count(*) FROM range(3000000) r WHERE r.range % 7 = 3") == [(428571,)]
+    out, _err = capfd.readouterr()
+    assert out == ""
+
+
 def test_an_engine_removes_the_spills_of_engines_whose_process_is_gone(tmp_path, monkeypatch):
     """A process killed mid-audit never closes its engine: the next engine removes that spill
     directory (its process id is gone), and leaves those of running processes and directories

@@ -93,6 +93,11 @@ class DuckEngine:
         except duckdb.Error:  # e.g. a memory limit DuckDB cannot read
             self._remove_tmp()
             raise
+        # DuckDB draws its own progress bar on standard output for a query past two seconds (a
+        # session setting, not one of ``connect``'s): a library call writes nothing there
+        # (``kraftlake audit --format json`` writes the report there); progress is the caller's.
+        self.con.execute("SET enable_progress_bar = false")
+        self.con.execute("SET enable_progress_bar_print = false")  # should a query turn the bar on
         self._held: list = []  # Arrow objects DuckDB scans: they must outlive their registration
 
     def read(self, dataset, last_offset: int) -> None:
