@@ -204,6 +204,23 @@ class StructColumns(Sequence[T], Generic[T]):
         for item in items:
             self.append(item)
 
+    def extend_arrow(self, table: pa.Table) -> None:
+        """Append ``table``'s rows: a column per field, by name (nulls for None), strings
+        numbered a distinct value at a time; no Python object per row (``list[int]`` fields
+        are not read from Arrow)."""
+        for name, kind in self._fields:
+            column = table.column(name).combine_chunks()
+            if kind == _INTS:
+                raise TypeError(f"{self.struct.__name__}.{name}: a list field is not read from Arrow")
+            if kind in (_STR, _OPT_STR):
+                encoded = column.cast(pa.string()).dictionary_encode()
+                codes = array("I", [self.strings.code(v) for v in encoded.dictionary.to_pylist()])
+                codes.append(NONE_STR)  # a null's index is past the dictionary's last
+                at = encoded.indices.fill_null(len(codes) - 1)
+                self._cols[name].extend(unwrap(pc.take(wrap(codes), at), "I"))
+            else:
+                self._cols[name].extend(unwrap(column.cast(pa.int64()).fill_null(NONE_INT), "q"))
+
     def extend_rows(self, other: StructColumns[T], rows: pa.Array) -> None:
         """Append ``other``'s rows at the indices ``rows`` (an Arrow integer array), in that order."""
         if not len(rows):

@@ -65,6 +65,44 @@ def test_rows_read_back_and_change_in_place(items, data):
     assert all(held.get(i, f) == getattr(items[i], f) for f in Row.__struct_fields__)
 
 
+class Flat(msgspec.Struct, kw_only=True):
+    name: str
+    note: str | None
+    n: int
+    m: int | None
+
+
+class Flats(StructColumns[Flat]):
+    struct = Flat
+    __slots__ = ()
+
+
+flats = st.builds(Flat, name=texts, note=st.none() | texts, n=big, m=st.none() | big)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(flats, max_size=20), st.lists(flats, max_size=30), st.booleans())
+def test_rows_read_from_arrow_columns_are_the_rows_written(head, more, as_dictionary):
+    """``extend_arrow``: an engine's result (strings plain or dictionary-encoded, as DuckDB
+    gives an ENUM; nulls for None) appended as rows, strings numbered in the list's table."""
+    held = Flats(head)
+    table = pa.table(
+        {
+            "name": pa.array([r.name for r in more], pa.string()),
+            "note": pa.array([r.note for r in more], pa.string()),
+            "n": pa.array([r.n for r in more], pa.int64()),
+            "m": pa.array([r.m for r in more], pa.int64()),
+        }
+    )
+    if as_dictionary:
+        table = table.set_column(0, "name", table.column("name").dictionary_encode())
+    held.extend_arrow(table)
+    assert list(held) == head + more
+    assert held.to_arrow().to_pylist() == [msgspec.structs.asdict(r) for r in head + more]
+    with pytest.raises(TypeError, match="Row.xs: a list field"):
+        Rows().extend_arrow(pa.table({"name": ["a"], "note": [None], "n": [1], "m": [None], "xs": [[1]]}))
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(st.lists(rows, max_size=20), st.lists(rows, min_size=1, max_size=20), st.data())
 def test_rows_taken_across_string_tables_keep_their_strings(head, other, data):

@@ -40,10 +40,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 from array import array
 from collections.abc import Callable, Iterable
-from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,7 +61,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
-from kraftlake.replay.columns import spill
+from kraftlake.replay.columns import spill, unwrap
 from kraftlake.replay.incidents import (
     _SERVING,
     MIN_ISR,
@@ -735,10 +733,10 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
         [("life", "BIGINT"), ("start_", "BIGINT"), ("stop_", "BIGINT"), ("min_isr", "INT")],
     )
     engine.table("inc_known", [(b,) for b in sorted(observer.states)], [("b", "INT")])
-    # By partition and point, a batch at a time: a partition's points are all the pass holds
-    # (at 10^7 records, 1.2 million rows held as tuples took 0.5 GB).
-    changes = engine.iter_rows(f"SELECT * FROM ({availability_changes(d, last)}) c ORDER BY pk, t")
-    partitions, outages, spans = _availability(lives, observer.names, changes, end_ms, replay.steps)
+    # Kept by the engine (spilled beyond its memory limit) and summed and cut there: a long
+    # history of dense failures has millions of change points (6.1 million at 10^7 records).
+    engine.keep("inc_avail", availability_changes(d, last))
+    partitions, outages, spans = _availability(engine, lives, observer.names, end_ms, replay.steps)
     found = [_finished(inc, spans, end_ms) for inc in replay.incidents]
     topics = {t.id: t.name for t in plane.view.topics.values()}
     effect_topics(found, topics)
@@ -948,44 +946,82 @@ def _register_requests(engine, asked: list[tuple[int, int, str | None]]) -> None
     register(engine, "inc_qb", marks, _RANK_KEY, ["q"])
 
 
-def _availability(lives, names, changes, end_ms, steps) -> tuple[list[PartitionAvailability], OutageList, Spans]:
-    """Per partition, from where its flags change (``availability_changes``'s rows, by
-    partition and point), the time in each bad state (those of partitions still there at the
-    end, worst first), the outages (no leader, leader offline) in the order the tracker opens
-    them, and their ``Spans``."""
+def availability_totals(end_ms: int) -> str:
+    """Per partition life (``inc_avail``: ``availability_changes`` kept), whether its topic was
+    removed and the record time it spent with each flag: each change point's flags hold until
+    the next point (or the removal; to ``end_ms`` at the end)."""
+    held = f"CASE WHEN nxt IS NULL THEN {end_ms} ELSE nxt_ms END - t_ms"
+    sums = ", ".join(
+        f"sum(CASE WHEN (code & {bit}) <> 0 THEN {held} ELSE 0 END) AS {name}"
+        for name, bit in (("nl", _NL), ("um", _UM), ("lo", _LO), ("io", _IO))
+    )
+    return f"SELECT pk, max(removed) AS removed, {sums} FROM inc_avail GROUP BY pk"
+
+
+def outage_rows(d: Dialect) -> str:
+    """The outages (no leader, leader offline) of ``inc_avail``'s change points, in the order
+    the tracker's per-record pass opens them per partition (by partition life, then offset):
+    an outage begins at a point whose reason (no leader before leader offline) is not the one
+    before, and lasts until the next point whose reason differs (``last_offset``, ``to_ms``:
+    the offset before it, its time), or the topic's removal (the offset before it, the time of
+    the removal record), or the end (null). With the topic id and partition of the life
+    (``lives``) and each outage's place among the directory failures its record brought
+    (``inc_steps``: the tracker measures the partitions again after each)."""
+    why = f"CASE WHEN (code & {_NL}) <> 0 THEN 'no leader' WHEN (code & {_LO}) <> 0 THEN 'leader offline' END"
+    by_time = "PARTITION BY pk ORDER BY t"
+    return f"""
+    WITH w AS (
+      SELECT pk, t, removed, ldir, t_ms, {why} AS why,
+        last_value(nxt_ms) OVER ({by_time} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS final_ms
+      FROM inc_avail
+    ),
+    c AS (SELECT *, lag(why) OVER ({by_time}) AS was FROM w),
+    ch AS (
+      SELECT *, lead(t) OVER ({by_time}) AS until_, lead(t_ms) OVER ({by_time}) AS until_ms
+      FROM c WHERE NOT (why IS NOT DISTINCT FROM was)
+    )
+    SELECT lv.life_topic AS topic_id,
+      CASE WHEN o.pk - o.life * 4294967296 >= 2147483648 THEN o.pk - o.life * 4294967296 - 4294967296
+        ELSE o.pk - o.life * 4294967296 END AS partition_,
+      o.why, o.t AS first_offset,
+      CASE WHEN o.until_ IS NOT NULL THEN o.until_ - 1 WHEN o.removed IS NOT NULL THEN o.removed - 1 END AS last_offset,
+      o.t_ms AS from_ms,
+      CASE WHEN o.until_ IS NOT NULL THEN o.until_ms WHEN o.removed IS NOT NULL THEN o.final_ms END AS to_ms,
+      coalesce(s.step, 0) AS step
+    FROM (SELECT *, {d.idiv("pk", 4294967296)} AS life FROM ch WHERE why IS NOT NULL) o
+    JOIN lives lv ON lv.life_index = o.life
+    LEFT JOIN inc_steps s ON s.off = o.t AND s.dir = CAST(o.ldir AS STRING)
+    ORDER BY o.pk, o.t
+    """
+
+
+def _availability(engine, lives, names, end_ms, steps) -> tuple[list[PartitionAvailability], OutageList, Spans]:
+    """Per partition, the time in each bad state (those of partitions still there at the end,
+    worst first), the outages (no leader, leader offline) in the order the tracker opens them,
+    and their ``Spans``, from where its flags change (``inc_avail``): summed and cut into
+    outages by the engine, so the driver holds the partitions and the outages' columns, not a
+    Python object per change point (millions in a long history of dense failures)."""
     rows = []
-    outages = OutageList()
-    order = array("q")
-    """Each outage's place among the directory failures its record brought (``steps``)."""
-    names_of = (("no_leader_ms", _NL), ("under_min_isr_ms", _UM), ("leader_offline_ms", _LO), ("isr_offline_ms", _IO))
-    for pk, group in itertools.groupby(changes, key=itemgetter(0)):
-        points = list(group)
+    for pk, removed, *spent in engine.rows(availability_totals(end_ms)):
+        if removed is not None or not any(spent):
+            continue
         topic, p = partition_of(lives, pk)
+        nl, um, lo, io = (int(x) for x in spent)  # a sum may come back wider than an int64
         avail = PartitionAvailability(topic_id=topic, topic=names.get(topic), partition=p)
-        out: int | None = None  # the open outage's row
-        out_why = None
-        removed = points[0][4]
-        for _pk, t, code, nxt, _removed, _leader, ldir, t_ms, nxt_ms in points:
-            to_ms = end_ms if nxt is None else nxt_ms
-            for name, bit in names_of:
-                if code & bit:
-                    setattr(avail, name, getattr(avail, name) + to_ms - t_ms)
-            why = "no leader" if code & _NL else "leader offline" if code & _LO else None
-            if out is not None and why != out_why:
-                outages.set(out, last_offset=t - 1, to_ms=t_ms)
-                out = None
-            if why is not None and out is None:
-                out, out_why = len(outages), why
-                outages.add_row(topic, p, why, t, None, t_ms, None)
-                order.append(steps.get((t, ldir), 0))
-        if out is not None and removed is not None:
-            outages.set(out, last_offset=removed - 1, to_ms=points[-1][8])
-        avail.unavailable_ms = avail.no_leader_ms + avail.leader_offline_ms
-        if removed is None and (
-            avail.no_leader_ms or avail.under_min_isr_ms or avail.leader_offline_ms or avail.isr_offline_ms
-        ):
-            rows.append(avail)
+        avail.no_leader_ms, avail.under_min_isr_ms, avail.leader_offline_ms, avail.isr_offline_ms = nl, um, lo, io
+        avail.unavailable_ms = nl + lo
+        rows.append(avail)
     rows.sort(key=lambda a: (-a.unavailable_ms, -a.isr_offline_ms, a.topic or a.topic_id, a.partition))
+    engine.table(
+        "inc_steps",
+        [(off, dd, n) for (off, dd), n in steps.items()],
+        [("off", "BIGINT"), ("dir", "STRING"), ("step", "BIGINT")],
+    )
+    found = engine.arrow(outage_rows(engine.dialect))
+    outages = OutageList()
+    outages.extend_arrow(found.rename_columns([*found.column_names[:1], "partition", *found.column_names[2:]]))
+    order = unwrap(found.column("step").combine_chunks().cast(pa.int64()), "q")
+    del found
     spans = outages.spans(end_ms)  # before the sort: a partition's rows are together
     outages.sort(order)
     return rows, outages, spans
