@@ -63,7 +63,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
 )
 from kraftlake.records.observations import HeartbeatOfflineDirs, LogDirFailed, LogDirsLoaded
-from kraftlake.replay.columns import NONE_INT, NONE_STR, Strings, StructColumns, unwrap, wrap
+from kraftlake.replay.columns import NONE_INT, NONE_STR, Strings, StructColumns, spill, unwrap, wrap
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.kraft.directory_ids import ONLINE_RESERVED, is_online
 from kraftlake.statemachine.kraft.reducer import apply
@@ -154,6 +154,97 @@ class EffectList(StructColumns[Effect]):
             got[0] += 1
             if took != NONE_INT:
                 got[2].append(took)
+
+
+class EffectSlice(EffectList):
+    """A closed incident's effects: rows ``lo..hi - 1`` of a chunk an ``EffectArena`` holds
+    for many incidents. Read and ended in place as the incident's own ``EffectList`` (the
+    columns are the chunk's, sliced as they are read); no row can be added.
+
+    An incident's own list is nine arrays and a dict, about 1.5 kB however few its effects: a
+    long history of dense failures closes hundreds of thousands of incidents (368 870 at 10^7
+    records), whose lists alone held more than half a GB (bench/RESULTS.md)."""
+
+    __slots__ = ("chunk", "lo", "hi")
+
+    def __init__(self, chunk: EffectList, lo: int, hi: int) -> None:  # no columns of its own
+        self.chunk, self.lo, self.hi, self.strings = chunk, lo, hi, chunk.strings
+
+    @property
+    def _cols(self) -> dict:  # type: ignore[override]  # the chunk's columns, sliced (copies where in memory: read only)
+        lo, hi = self.lo, self.hi
+        return {name: col[lo:hi] for name, col in self.chunk._cols.items()}  # noqa: SLF001 - the chunk is this list's storage
+
+    @property
+    def _ends(self) -> dict:  # type: ignore[override]  # an effect has no list field
+        return {}
+
+    @property
+    def _pages(self) -> list:  # type: ignore[override]  # the chunk's pages of these rows, once it is spilled
+        chunk = self.chunk
+        return [
+            (mapped, start + self.lo * chunk._cols[name].itemsize, start + self.hi * chunk._cols[name].itemsize)  # noqa: SLF001
+            for (name, _kind), (mapped, start, _stop) in zip(chunk._fields, chunk._pages, strict=False)  # noqa: SLF001
+        ]
+
+    @property
+    def spilled(self) -> bool:
+        return self.chunk.spilled
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def _row(self, i: int) -> Effect:
+        return self.chunk._row(self.lo + i)  # noqa: SLF001
+
+    def get(self, i: int, name: str):
+        return self.chunk.get(self.lo + i, name)
+
+    def __iter__(self) -> Iterator[Effect]:
+        return map(self.chunk._row, range(self.lo, self.hi))  # noqa: SLF001
+
+    def set(self, i: int, **values) -> None:
+        self.chunk.set(self.lo + i, **values)
+
+    def end(self, i: int, ended_by: int, outcome: str, leads: bool, new_leader: int | None, took: int | None) -> None:
+        self.chunk.end(self.lo + i, ended_by, outcome, leads, new_leader, took)
+
+    def _closed(self, *values) -> None:
+        raise TypeError("a closed incident's effects take no more rows")
+
+
+# Set after the class: ``StructColumns.__init_subclass__`` gives each subclass its own ``add_row``.
+EffectSlice.add_row = EffectSlice._closed  # noqa: SLF001
+
+
+class EffectArena:
+    """Where closed incidents' effects go (``seal``): appended to one chunk of columns, each
+    incident keeping its rows as an ``EffectSlice``; a chunk of ``rows`` rows is spilled
+    (``columns.spill``, under ``spill_dir``) and a new one begun. ``flush`` spills the last."""
+
+    def __init__(self, strings: Strings, spill_dir=None, rows: int = 1 << 20) -> None:
+        self.strings, self.spill_dir, self.rows = strings, spill_dir, rows
+        self.chunk = EffectList(strings=strings)
+
+    def seal(self, inc: Incident) -> None:
+        """``inc`` closed: its effects (an ``EffectList`` of this arena's strings) into the chunk."""
+        effects = inc.effects
+        if type(effects) is not EffectList or not len(effects) or effects.spilled:
+            return
+        if effects.strings is not self.strings:
+            raise ValueError(f"{inc.id}: its effects number their strings in another table")
+        chunk = self.chunk
+        lo = len(chunk)
+        for name, col in effects._cols.items():  # noqa: SLF001 - one list's columns onto another's, in C
+            chunk._cols[name].extend(col)  # noqa: SLF001
+        inc.effects = EffectSlice(chunk, lo, len(chunk))
+        if len(chunk) >= self.rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if len(self.chunk):
+            spill([self.chunk], self.spill_dir)
+            self.chunk = EffectList(strings=self.strings)
 
 
 def _columns(effects: Sequence[Effect]) -> EffectList:

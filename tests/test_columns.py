@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kraftlake.replay.columns import Strings, StructColumns, spill
 from kraftlake.replay.incidents import (
     Effect,
+    EffectArena,
     EffectList,
     Incident,
     Outage,
@@ -176,6 +177,46 @@ def test_an_effect_ended_reads_as_its_fields_set(items, data):
     expected.set(i, **fields)
     assert list(ended) == list(expected)
     assert ended[i] == msgspec.structs.replace(items[i], **fields)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.lists(effects, max_size=6), min_size=1, max_size=8), st.integers(1, 12), st.data())
+def test_closed_incidents_effects_in_an_arena_read_and_end_as_their_own_list(
+    tmp_path_factory, per_incident, rows, data
+):
+    """``EffectArena.seal``: an incident's effects moved into a chunk shared with others (spilled
+    every ``rows`` rows, and the last on ``flush``) read, slice, convert and end in place as its
+    own ``EffectList`` did; a closed incident's list takes no more rows."""
+    strings = Strings()
+    arena = EffectArena(strings, tmp_path_factory.mktemp("arena"), rows)
+    incs = [
+        Incident(id=f"i{k}", kind="dir-failure", broker=1, failed_at=k, effects=EffectList(items, strings=strings))
+        for k, items in enumerate(per_incident)
+    ]
+    expected = [list(items) for items in per_incident]
+    sealed = data.draw(st.lists(st.sampled_from(range(len(incs))), unique=True))
+    for k in sealed:
+        arena.seal(incs[k])
+    if data.draw(st.booleans()):
+        arena.flush()
+    for k, inc in enumerate(incs):
+        for i in data.draw(st.lists(st.integers(0, max(0, len(expected[k]) - 1)), max_size=2)) if expected[k] else []:
+            ended_by, outcome, took = data.draw(st.integers(0, 100)), data.draw(texts), data.draw(st.none() | big)
+            inc.effects.end(i, ended_by, outcome, True, 3, took)
+            fields = {"ended_by": ended_by, "outcome": outcome, "new_leader": 3}
+            if took is not None:
+                fields["time_to_move_ms"] = took
+            expected[k][i] = msgspec.structs.replace(expected[k][i], **fields)
+    for k, inc in enumerate(incs):
+        assert list(inc.effects) == expected[k] and len(inc.effects) == len(expected[k])
+        assert inc.effects[1:3] == expected[k][1:3]
+        assert inc.effects.to_arrow().to_pylist() == [msgspec.structs.asdict(e) for e in expected[k]]
+        assert effect_pairs(inc.effects) == {(e.topic_id, e.partition) for e in expected[k]}
+        inc.effects.drop_pages()
+        assert list(inc.effects) == expected[k]
+        if k in sealed and expected[k]:
+            with pytest.raises(TypeError, match="no more rows"):
+                inc.effects.add_row(*msgspec.structs.astuple(expected[k][0]))
 
 
 @settings(max_examples=examples(100), deadline=None)

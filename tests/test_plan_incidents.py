@@ -253,9 +253,11 @@ def test_the_plans_incidents_are_the_trackers_on_a_history_of_shards(tmp_path, m
 @pytest.mark.parametrize("rows", [1, 7])
 def test_closed_incidents_effects_spilled_during_the_replay_are_the_trackers(tmp_path, monkeypatch, rows):
     """Effects of incidents that closed are spilled out of memory as the replay goes, once
-    ``SPILL_ROWS`` of them are held (``_Incidents._closed``), not only after the replay; the
-    report is the tracker's all the same."""
+    ``SPILL_ROWS`` of them are held (``_Incidents._closed``: in an ``EffectArena``'s chunk), not
+    only after the replay; the report is the tracker's all the same."""
     from test_incidents import SHARDED, _shards
+
+    from kraftlake.replay import incidents as tracker
 
     monkeypatch.setattr(plan_incidents, "SPILL_ROWS", rows)
     spills = []
@@ -267,6 +269,7 @@ def test_closed_incidents_effects_spilled_during_the_replay_are_the_trackers(tmp
         real(lists, directory)
 
     monkeypatch.setattr(plan_incidents, "spill", counted)
+    monkeypatch.setattr(tracker, "spill", counted)
     log = Log.create(tmp_path / "log")
     log.append(_shards(SHARDED, 3, 2000)[1])
     report = _plan(log, monkeypatch)

@@ -66,6 +66,8 @@ from kraftlake.replay.incidents import (
     _SERVING,
     MIN_ISR,
     Availability,
+    EffectArena,
+    EffectList,
     Incident,
     IncidentRules,
     IncidentsResult,
@@ -90,8 +92,9 @@ log = get_logger(__name__)
 FALLBACK = "records without a time: incidents by the per-record pass"
 """Why a log's incidents came from ``find_incidents`` (logged)."""
 SPILL_ROWS = 1 << 20
-"""Closed incidents' effects held in memory before they are spilled together (a file per field
-for the lot: a long history's tens of millions make a few dozen files, not one per incident)."""
+"""Closed incidents' effects held in memory before they are spilled together (``EffectArena``: a
+file per field for the lot, a long history's tens of millions make a few dozen files, not one
+per incident)."""
 
 _BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
 _DOWN = None
@@ -560,12 +563,9 @@ class _Incidents(IncidentRules):
     ) -> None:
         super().__init__()
         self.lives, self.names = lives, names
-        self.spill_dir = spill_dir
-        """Where closed incidents' effects are spilled (``columns.spill``; None: the system's
-        temporary directory)."""
-        self.closed: list[Incident] = []
-        """Closed incidents whose effects are still in memory, ``closed_rows`` effects in all."""
-        self.closed_rows = 0
+        self.arena = EffectArena(self.strings, spill_dir, SPILL_ROWS)
+        """Closed incidents' effects (``_closed``), spilled under ``spill_dir`` (``columns.spill``;
+        None: the system's temporary directory)."""
         self.found_effects, self.found_departures = found_effects, found_departures
         self.ask_effects: set[tuple[int, int, str | None]] = set()
         self.ask_departures: set[tuple[int, int, int | None]] = set()
@@ -606,15 +606,9 @@ class _Incidents(IncidentRules):
                 self._maybe_close(oe.incident, at, ts)
 
     def _closed(self, inc: Incident) -> None:
-        if not len(inc.effects):
-            return
-        # A closed incident's effects only change in place (``end``) from here: out of memory
-        # once enough are held, not at the replay's end with every incident's.
-        self.closed.append(inc)
-        self.closed_rows += len(inc.effects)
-        if self.closed_rows >= SPILL_ROWS:
-            spill([_columns(i.effects) for i in self.closed], self.spill_dir)
-            self.closed, self.closed_rows = [], 0
+        # A closed incident's effects only change in place (``end``) from here: into the
+        # arena's columns, spilled a chunk at a time, not held to the replay's end.
+        self.arena.seal(inc)
 
     # -- the rules' hooks: partitions from the plan ----------------------------------------------
 
@@ -712,8 +706,11 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     # and the effects (tens of millions at 10^8 records) are spilled out of memory.
     del found_effects, found_departures
     replay.found_effects = replay.found_departures = {}
-    held = [e for e in (_columns(inc.effects) for inc in replay.incidents) if not e.spilled]
-    if sum(map(len, held)) > SPILL_ROWS:  # below it, read in place: a spilled list pays per read
+    held = [e for e in (_columns(inc.effects) for inc in replay.incidents) if type(e) is EffectList and not e.spilled]
+    if (
+        len(replay.arena.chunk) + sum(map(len, held)) > SPILL_ROWS
+    ):  # below it, read in place: a spilled list pays per read
+        replay.arena.flush()
         spill(held, engine.spill)
 
     offline = observer.offline_rows(referenced)
