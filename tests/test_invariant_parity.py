@@ -1,6 +1,9 @@
 """One parity case per invariant of the catalogue, generated from it: for each invariant a history
 that breaks it (``BREAKS``), audited by the per-record engine and by the plan on DuckDB, which
-must both find it broken and agree on its violations and on how many times they checked it.
+must both find it broken and agree on its violations and on how many times they checked it. And
+one count case per S3Stream and BookKeeper invariant: its ``checked`` is the same on the histories
+that break it as on the same histories with its findings ignored (``FURTHER`` adds histories that
+break them along other paths).
 
 An invariant added to the catalogue gets its case at once, failing until ``BREAKS`` has a
 history for it. Histories are the audit fixtures (``fixtures/*/audit``), records made here with
@@ -55,6 +58,9 @@ from kraftlake.records.s3stream import (
     NodeWALUncommittedOffsets,
     ObjectState,
     Range,
+    RemoveNodeWALMetadata,
+    RemoveS3Object,
+    RemoveS3Stream,
     S3Object,
     S3Stream,
     S3StreamEndOffsets,
@@ -65,11 +71,12 @@ from kraftlake.records.s3stream import (
     UncommittedOffset,
 )
 from kraftlake.replay.audit import Audit
-from kraftlake.replay.books import AuditReport
+from kraftlake.replay.books import AuditReport, Books
 from kraftlake.replay.grace import GRACE_MS
 from kraftlake.replay.plan import audit_snapshot
-from kraftlake.statemachine.invariants import CATALOGUE
+from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, S3STREAM
 from kraftlake.statemachine.kraft.features import ELIGIBLE_LEADER_REPLICAS, MV_4_1_IV1
+from kraftlake.statemachine.s3stream import invariants as s3stream_rules
 
 from helpers.kraft import bootstrap, registration, uid
 
@@ -444,3 +451,98 @@ def test_both_engines_find_each_invariant_broken_alike(invariant, reports):
 
 def test_every_history_in_the_table_is_for_an_invariant_of_the_catalogue():
     assert set(BREAKS) <= {i.id for i in CATALOGUE}
+
+
+# -- checked: each check counted once, whether it fires or not -----------------------------------
+
+RULES = {S3STREAM: s3stream_rules}
+"""Family -> the module whose rules word its invariants' findings (each with ``say``)."""
+
+FURTHER = (
+    crafted(
+        "s3stream/ids-misused",
+        lambda: _streams(
+            S3Object(object_id=0, object_size=1, object_state=ObjectState.PREPARED, timestamp=1),  # back to PREPARED
+            RemoveS3Object(object_id=1),
+            S3Object(object_id=1, object_size=1, object_state=ObjectState.PREPARED, timestamp=1),  # prepared again
+            AssignedS3ObjectId(assigned_s3_object_id=0),  # the mark moves back from 2 to 1
+            RemoveS3Stream(stream_id=0),
+            S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=1),  # stream id used again
+        ),
+    ),
+    crafted(
+        "s3stream/duties-reversed-and-gone",
+        lambda: _streams(
+            NodeWALUncommittedOffsets(
+                node_id=1, entries=(UncommittedOffset(stream_id=0, start_offset=9, end_offset=2),)
+            ),
+            NodeWALUncommittedOffsets(  # node 1's duty [0, 10), which no range of node 1 holds
+                node_id=1, entries=(UncommittedOffset(stream_id=0, start_offset=0, end_offset=10),)
+            ),
+            _end(10),
+            RemoveNodeWALMetadata(node_id=1),  # the wrong duty goes with its node
+        ),
+    ),
+    crafted(
+        "s3stream/wrong-streams-removed",
+        lambda: _streams(
+            *_sso(0, 2, 10),
+            _end(10),  # S6: [0, 2) is in no object
+            AssignedStreamId(assigned_stream_id=1),
+            S3Stream(stream_id=1, epoch=-1, range_index=-1, start_offset=0, stream_state=1),  # S10
+            RemoveS3Stream(stream_id=0),
+            RemoveS3Stream(stream_id=1),
+        ),
+    ),
+    crafted(
+        "s3stream/stream-object-gap",
+        lambda: _streams(
+            AssignedS3ObjectId(assigned_s3_object_id=2),
+            S3Object(object_id=2, object_size=1, object_state=ObjectState.COMMITTED, timestamp=1),
+            S3StreamObject(stream_id=0, start_offset=5, end_offset=10, object_id=2),  # S12: [0, 5) left out
+        ),
+    ),
+)
+"""Histories that break S3Stream invariants along paths ``BREAKS``' do not: S8's and S9's other
+rules, wrong states closed with their stream, duty or node, S12 by a stream object."""
+
+_LOCAL: dict[str, AuditReport] = {}
+
+
+def _local(history: History) -> AuditReport:
+    """The per-record engine's report of ``history`` (each history audited once)."""
+    if history.name not in _LOCAL:
+        a = Audit(audit_config(grace_records=history.grace_records, grace_ms=history.grace_ms))
+        a.feed(history.build())
+        _LOCAL[history.name] = a.report()
+    return _LOCAL[history.name]
+
+
+def _findings(report: AuditReport, invariant: str) -> list:
+    """The violations of ``invariant`` with words (a silenced rule's are empty)."""
+    return [v for v in report.violations if v.invariant == invariant and v.message]
+
+
+@pytest.mark.parametrize("invariant", [i.id for i in CATALOGUE if i.family in RULES])
+def test_each_check_counts_once_whether_it_fires_or_not(invariant, monkeypatch):
+    """``checked`` counts evaluations, not findings: on every history here that breaks
+    ``invariant`` it is the same as on that history with ``invariant``'s rules silenced (their
+    findings worded empty: no finding, ``Books.state`` reads an empty one as right)."""
+    family = BY_ID[invariant].family
+    histories = {h.name: h for h in (*BREAKS.values(), *FURTHER) if h.name.startswith(f"{family}/")}
+    broken = {name: _local(h) for name, h in histories.items() if _findings(_local(h), invariant)}
+    assert BREAKS[invariant].name in broken, f"{BREAKS[invariant].name} does not break {invariant}"
+    say = RULES[family].say
+    monkeypatch.setattr(RULES[family], "say", lambda inv, kind, **f: "" if inv == invariant else say(inv, kind, **f))
+    state = Books.state
+    monkeypatch.setattr(
+        Books, "state", lambda self, inv, e, o, ts, m, **kw: state(self, inv, e, o, ts, m or None, **kw)
+    )
+    for name, report in broken.items():
+        a = Audit(audit_config(grace_records=histories[name].grace_records, grace_ms=histories[name].grace_ms))
+        a.feed(histories[name].build())
+        silenced = a.report()
+        assert not _findings(silenced, invariant), f"{invariant} is not silenced on {name}"
+        [before] = [i.checked for i in report.invariants if i.id == invariant]
+        [after] = [i.checked for i in silenced.invariants if i.id == invariant]
+        assert before == after, f"{name}: {invariant} checked {before} times where it fires, {after} where it does not"
