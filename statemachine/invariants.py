@@ -16,8 +16,8 @@ a rule judges more than records), not how often an engine looks at a subject aga
 engine re-checks a partition at its brokers' records; the plan joins its states with intervals;
 neither counts that). A check is one evaluation of the invariant's rule at one record for one
 subject, counted whether it finds the subject right or wrong: a finding is not a second check,
-and a wrong state that closes because its subject went (a stream, reference, duty, object or
-topic removed) is no check. Every record is held to the rules the replay enforces (L3, L4, L5)
+and a wrong state that closes because its subject went (a stream, reference, duty, object,
+ledger or topic removed, a hold or an audit over) is no check. Every record is held to the rules the replay enforces (L3, L4, L5)
 as it is applied: a report counts the records audited for each, as for L1
 (``books.assemble_report`` says it); K2 counts the partition records.
 ``CHECKED`` and ``FINDS`` say it in a few words, for a report's reader.
@@ -389,6 +389,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "early": "ledger {ledger} marked {early} ms before the recovery delay ends",
             "late": "lost, its audit fell due at {due}; {ledgers} ledger(s) naming it are not all marked",
         },
+        counts="each bookie a LedgerUnderReplicated record lists (marked not before its audit falls due), and each bookie whose audit is due, at each record with a time (marked within the grace after); what was wrong of an audit no longer due closes, no check",
     ),
     Invariant(
         "B2",
@@ -402,6 +403,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "replacement_in_ensemble": "position {position}: {was} replaced by {now}, already in the ensemble {ensemble}",
             "malformed": "ensemble at {key} is {ensemble}, E is {ensemble_size}",
         },
+        counts="each LedgerEnsembleChange record",
     ),
     Invariant(
         "B3",
@@ -409,6 +411,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a ledger marked replicated has every entry on at least A available bookies of its write set (fewer is what BookKeeper's AuditorReplicasCheckTask counts as less than AQ replicas of an entry)",
         messages={"below_ack": "marked replicated with entry {entry} on {copies} bookie(s), below A = {ack_quorum}"},
+        counts="each LedgerReplicated record",
     ),
     Invariant(
         "B4",
@@ -416,6 +419,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a bookie becomes DRAINED only when no ensemble names it and no under-replication mark lists it (the completion test of BookKeeper's BookKeeperAdmin.decommissionBookie)",
         messages={"drained": "DRAINED while {reason}"},
+        counts="each BookieStateChange to DRAINED",
     ),
     Invariant(
         "B5",
@@ -426,6 +430,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "after_close": "entries up to {entry} written after the ledger was closed at {last}",
             "after_fence": "entries up to {entry} written after the ledger was fenced at {last}",
         },
+        counts="each LedgerEntriesWritten record",
     ),
     Invariant(
         "B6",
@@ -436,6 +441,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "taken": "worker {worker} takes the lock {holder} holds",
             "unmarked": "locked by {holder} without a mark",
         },
+        counts="each LedgerReplicationLock record",
     ),
     Invariant(
         "B7",
@@ -445,6 +451,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "skewed": "chosen {observed} times in {draws} draws; the capped weights expect {expected} ({z} sigma, tolerance {sigmas})"
         },
+        counts="each placement draw (a new ensemble's first bookie, each replacement), judged together at the end",
     ),
     Invariant(
         "B8",
@@ -454,6 +461,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "lost": "entries {entries} have no available replica (E/W/A {ensemble_size}/{write_quorum}/{ack_quorum})"
         },
+        counts="each ledger there is, at each record that changes its ensembles or entries (LedgerCreated, LedgerEnsembleChange, LedgerEntriesWritten, LedgerClosed) and at each BookieAvailability of a bookie it names; what was wrong of a ledger deleted closes with it, no check",
     ),
     # -- issue 35 (AutoMQ's and BookKeeper's own behaviours): B9, B10, S13, S14 ---------------------
     Invariant(
@@ -464,6 +472,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "held_past": "locked by {holder} past the end of its hold at {until} (after {failures} failed repair(s))"
         },
+        counts="each hold (a lock a worker keeps after a failed repair), at each record with a time while it lasts; what was wrong of a hold gone closes with it, no check",
     ),
     Invariant(
         "B10",
@@ -474,6 +483,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "available": "decommissioned while {availability}",
             "still_named": "decommissioned while {reason}",
         },
+        counts="each BookieDecommissionStarted and BookieDecommissioned record",
     ),
     Invariant(
         "S13",
@@ -544,6 +554,16 @@ CHECKED = {
     "S12": "data moving an end",
     "S13": "deletions",
     "S14": "registrations",
+    "B1": "marks and due audits",
+    "B2": "ensemble changes",
+    "B3": "ledgers marked replicated",
+    "B4": "bookies drained",
+    "B5": "writes",
+    "B6": "locks taken",
+    "B7": "placement draws",
+    "B8": "ledger states",
+    "B9": "holds",
+    "B10": "decommission steps",
 }
 """What a report's ``checked`` counts of each invariant, in a few words (``counts`` says it
 whole); "checks" where not said. L3-L5 hold every record as it is applied: they count records."""

@@ -45,6 +45,7 @@ from kraftlake.records.bookkeeper import (
     LedgerEntriesWritten,
     LedgerReplicated,
     LedgerReplicationLock,
+    LedgerReplicationUnlock,
     LedgerUnderReplicated,
 )
 from kraftlake.records.kraft import EndTransaction, ReplicaDirectory
@@ -74,7 +75,8 @@ from kraftlake.replay.audit import Audit
 from kraftlake.replay.books import AuditReport, Books
 from kraftlake.replay.grace import GRACE_MS
 from kraftlake.replay.plan import audit_snapshot
-from kraftlake.statemachine.invariants import BY_ID, CATALOGUE, S3STREAM
+from kraftlake.statemachine.bookkeeper import invariants as bookkeeper_rules
+from kraftlake.statemachine.invariants import BOOKKEEPER, BY_ID, CATALOGUE, S3STREAM
 from kraftlake.statemachine.kraft.features import ELIGIBLE_LEADER_REPLICAS, MV_4_1_IV1
 from kraftlake.statemachine.s3stream import invariants as s3stream_rules
 
@@ -455,7 +457,7 @@ def test_every_history_in_the_table_is_for_an_invariant_of_the_catalogue():
 
 # -- checked: each check counted once, whether it fires or not -----------------------------------
 
-RULES = {S3STREAM: s3stream_rules}
+RULES = {S3STREAM: s3stream_rules, BOOKKEEPER: bookkeeper_rules}
 """Family -> the module whose rules word its invariants' findings (each with ``say``)."""
 
 FURTHER = (
@@ -502,9 +504,22 @@ FURTHER = (
             S3StreamObject(stream_id=0, start_offset=5, end_offset=10, object_id=2),  # S12: [0, 5) left out
         ),
     ),
+    crafted(
+        "bookkeeper/hold-released-late",
+        lambda: _bookies(
+            BookieAvailability(bookie_id=BOOKIES[0], availability=Availability.LOST),
+            LedgerUnderReplicated(ledger_id=0, missing=(BOOKIES[0],)),
+            LedgerReplicationLock(ledger_id=0, worker="w1"),
+            LedgerReplicationLock(ledger_id=0, worker="w1", failures=1, held_until_ms=T0),  # B9: held past T0
+            BookieInfo(bookie_id=BOOKIES[1], free_bytes=1 << 30, total_bytes=1 << 31),
+            LedgerReplicationUnlock(ledger_id=0, worker="w1"),
+            BookieInfo(bookie_id=BOOKIES[1], free_bytes=1 << 30, total_bytes=1 << 31),  # B9 closes
+        ),
+    ),
 )
-"""Histories that break S3Stream invariants along paths ``BREAKS``' do not: S8's and S9's other
-rules, wrong states closed with their stream, duty or node, S12 by a stream object."""
+"""Histories that break invariants along paths ``BREAKS``' do not: S8's and S9's other rules,
+wrong states closed with their stream, duty or node, S12 by a stream object, B9 closed when the
+hold goes."""
 
 _LOCAL: dict[str, AuditReport] = {}
 
