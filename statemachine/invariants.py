@@ -119,6 +119,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "assignment_length": "`assignment` has {entries} entries for {count} replicas {replicas}",
             "assignment_order": "`assignment` entry {index} is broker {broker}, replica {index} is {replica}",
         },
+        counts="each published Partition or PartitionChange record, held to its replicas as it is applied: refused or not",
     ),
     Invariant(
         "K3",

@@ -48,7 +48,7 @@ from kraftlake.records.bookkeeper import (
     LedgerReplicationUnlock,
     LedgerUnderReplicated,
 )
-from kraftlake.records.kraft import EndTransaction, ReplicaDirectory
+from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction, ReplicaDirectory
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import (
     KV,
@@ -449,6 +449,19 @@ def test_both_engines_find_each_invariant_broken_alike(invariant, reports):
     assert plan_checked == checked, (
         f"the plan checked {invariant} {plan_checked} times, the per-record engine {checked}"
     )
+
+
+def test_k2_counts_every_published_partition_record_on_both_engines(reports):
+    """K2 holds every partition record to its replicas as it is applied (the catalogue's
+    ``counts``): both engines count each published one, refused or not, none of an aborted
+    transaction."""
+    aborted = crafted(
+        "kraft/aborted-change", lambda: _kraft(BeginTransaction(), _change(0, isr=(1, 2)), AbortTransaction())
+    )
+    for history, unpublished in ((REFUSED, 0), (aborted, 1)):
+        local, plan = reports(history)
+        published = sum(type(r) in (Partition, PartitionChange) for r in history.build()) - unpublished
+        assert _of(local, "K2")[1] == _of(plan, "K2")[1] == published, history.name
 
 
 def test_every_history_in_the_table_is_for_an_invariant_of_the_catalogue():
