@@ -217,9 +217,12 @@ class Books:
 
     def refused(self, exc: ReplayError, offset: int) -> None:
         """A record a family's reducer refused: an instant violation of the invariant its rule
-        maps to. The caller moves its view past the record, unchanged."""
+        maps to, not a check of it (each rule's records are counted whether refused or not:
+        ``assemble_report`` for L1-L5, the KRaft audit for K2). The caller moves its view past
+        the record, unchanged."""
         inv = REPLAY_RULE_TO_INVARIANT.get(exc.rule, "L5")
-        self.instant(inv, exc.entity or "log", offset, say(inv, "refused", rule=exc.rule, message=exc.message))
+        message = say(inv, "refused", rule=exc.rule, message=exc.message)
+        self.instant(inv, exc.entity or "log", offset, message, count=False)
 
     def is_wrong(self, inv: str, entity: str) -> bool:
         return (inv, entity) in self._wrong

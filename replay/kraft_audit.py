@@ -363,6 +363,7 @@ class KraftAudit:
         view = self.view
         parts = view.partitions.get(r.topic_id)
         old = None if parts is None else parts.get(r.partition_id)
+        self.books.checked["K2"] += 1  # held to its replicas as it is applied, refused or not
         if not self._apply(r, offset):
             return
         p = parts[r.partition_id]  # type: ignore[index]  # applied: its topic holds it
@@ -392,11 +393,10 @@ class KraftAudit:
             if bad:
                 self.books.instant("K3", f"partition/{p.topic_id}/{p.partition_id}", offset, bad, count=False)
             if change and p.leader != old.leader and kinv.elr_enabled(view):
+                self.books.checked["K14"] += 1
                 bad = kinv.leader_is_eligible(view, old, p)
                 if bad:
-                    self.books.instant("K14", f"partition/{p.topic_id}/{p.partition_id}", offset, bad)
-                else:
-                    self.books.checked["K14"] += 1
+                    self.books.instant("K14", f"partition/{p.topic_id}/{p.partition_id}", offset, bad, count=False)
         if self.reported_dirs:
             self._recorded_assignments(p, offset, ts)
 

@@ -109,11 +109,11 @@ class StreamsAudit:
     def _stream_states(self, sid: int, offset: int, ts: int | None) -> None:
         s = self.view.streams.get(sid)
         entity = f"stream/{sid}"
-        if s is None:
+        if s is None:  # what was wrong of it closes with it: no check (nothing left to judge)
             self.pending.discard(sid)
             for inv in (*STREAM_STATE_INVARIANTS, *COVERAGE_INVARIANTS):
                 if self.books.is_wrong(inv, entity):
-                    self._state(inv, entity, offset, ts, None)
+                    self._state(inv, entity, offset, ts, None, count=False)
             return
         self._state("S1", entity, offset, ts, sinv.ranges_ordered(s))
         self._state("S2", entity, offset, ts, sinv.current_range_is_last(s))
@@ -174,7 +174,7 @@ class StreamsAudit:
         self.books.checked["S13"] += 1
         bad = sinv.deleted_after_retention(self.view, r, self.books.config.object_retention_ms)
         if bad:
-            self._instant("S13", f"object/{r.object_id}", offset, bad)
+            self._instant("S13", f"object/{r.object_id}", offset, bad, count=False)
 
     def _object_refs(self, object_id: int, offset: int, ts: int | None) -> None:
         """S7 for every entity referencing ``object_id``."""
@@ -186,24 +186,29 @@ class StreamsAudit:
         if add:
             refs.add(entity)
             self._state("S7", f"{entity}/object/{object_id}", offset, ts, sinv.object_committed(self.view, object_id))
-        else:
+        else:  # the reference goes: what was wrong of it closes, no check
             refs.discard(entity)
             if not refs:
                 del self.refs[object_id]
-            self._state("S7", f"{entity}/object/{object_id}", offset, ts, None)
+            self._state("S7", f"{entity}/object/{object_id}", offset, ts, None, count=False)
 
     def _duties(self, node_id: int, offset: int, ts: int | None, streams: list[int] | None = None) -> None:
-        """S9 for the node's historical duties (all, or those of ``streams``)."""
+        """S9 for the node's historical duties (all, or those of ``streams``): one check of each
+        duty there is; one gone closes what was wrong of it, no check."""
         node = self.view.nodes.get(node_id)
         entries = {} if node is None else node.uncommitted
+        wrong = self.books.is_wrong
         for sid in sorted(entries) if streams is None else streams:
             e = entries.get(sid)
             entity = f"duty/{node_id}/{sid}"
-            msg = None if e is None else sinv.duty_matches_range(self.view, node_id, e)
-            if msg is not None or self.books.is_wrong("S9", entity):
-                self._state("S9", entity, offset, ts, msg)
-            elif e is not None:
-                self.books.checked["S9"] += 1
+            if e is None:
+                if wrong("S9", entity):
+                    self._state("S9", entity, offset, ts, None, count=False)
+                continue
+            self.books.checked["S9"] += 1
+            msg = sinv.duty_matches_range(self.view, node_id, e)
+            if msg is not None or wrong("S9", entity):
+                self._state("S9", entity, offset, ts, msg, count=False)
 
     def _duties_of_stream(self, sid: int, offset: int, ts: int | None) -> None:
         for node_id in sorted(self.duty_nodes.get(sid, ())):
@@ -274,10 +279,11 @@ class StreamsAudit:
         view, ts = self.view, r.ts_ms
         self._ids("object", r.object_id, view.next_object_id, None, offset)
         s = view.streams.get(r.stream_id)
-        if s is not None:
+        if s is not None and r.end_offset > s.end_offset:  # data that moves the end: S12's to check
+            self.books.checked["S12"] += 1
             bad = sinv.stream_object_advances_end(s, r)
             if bad:
-                self._instant("S12", f"stream/{r.stream_id}", offset, bad)
+                self._instant("S12", f"stream/{r.stream_id}", offset, bad, count=False)
         apply(view, r)
         if s is not None:
             self.cover.add(r.stream_id, r.object_id, r.start_offset, r.end_offset)
@@ -303,13 +309,14 @@ class StreamsAudit:
         self._early_delete(r, offset)
         apply(self.view, r)
         self._object_refs(r.object_id, offset, ts)
-        self._state("S11", f"object/{r.object_id}", offset, ts, None)
+        self._state("S11", f"object/{r.object_id}", offset, ts, None, count=False)  # gone: no check
 
     def _on_assigned_id(self, r: AssignedStreamId | AssignedS3ObjectId, offset: int) -> None:
         """AssignedStreamId, AssignedS3ObjectId: S8's high-water mark (``invariants.mark_never_back``)."""
+        self.books.checked["S8"] += 1
         bad = sinv.mark_never_back(self.view, r)
         if bad:
-            self._instant("S8", "ids", offset, bad)
+            self._instant("S8", "ids", offset, bad, count=False)
         apply(self.view, r)
 
     def _on_end_offsets(self, r: S3StreamEndOffsets, offset: int) -> None:
@@ -329,10 +336,11 @@ class StreamsAudit:
 
     def _on_uncommitted_offsets(self, r: NodeWALUncommittedOffsets, offset: int) -> None:
         ts = r.ts_ms
+        self.books.checked["S9"] += len(r.entries)  # each entry's direction, then the duties it leaves
         for e in r.entries:
             bad = sinv.duty_entry_forward(e)
             if bad:
-                self._instant("S9", f"duty/{r.node_id}/{e.stream_id}", offset, bad)
+                self._instant("S9", f"duty/{r.node_id}/{e.stream_id}", offset, bad, count=False)
         apply(self.view, r)
         streams = sorted({e.stream_id for e in r.entries})
         self._duties(r.node_id, offset, ts, streams)
@@ -370,7 +378,7 @@ class StreamsAudit:
             self.books.checked["S14"] += 1
             bad = sinv.epoch_never_back(self.view, node_id, epoch)
             if bad:
-                self._instant("S14", f"node/{node_id}", offset, bad)
+                self._instant("S14", f"node/{node_id}", offset, bad, count=False)
 
     def _ids(self, kind: str, ident: int, high: int, seen: set[int] | None, offset: int) -> None:
         """S8 (``invariants.id_assigned``) for an id a record uses; ``seen``: the ids of its kind
@@ -378,7 +386,7 @@ class StreamsAudit:
         self.books.checked["S8"] += 1
         bad = sinv.id_assigned(kind, ident, high, seen)
         if bad:
-            self._instant("S8", f"{kind}/{ident}", offset, bad)
+            self._instant("S8", f"{kind}/{ident}", offset, bad, count=False)
         if seen is not None and ident < high:
             seen.add(ident)
 
@@ -401,9 +409,10 @@ class StreamsAudit:
                 if end <= s.end_offset:  # moves no end: nothing for S12 to check
                     self.end_floor[sid] = s.end_offset
                     continue
+                self.books.checked["S12"] += 1
                 bad = sinv.stream_set_range_advances_end(view, s, r, start, end)
                 if bad:
-                    self._instant("S12", f"stream/{sid}", offset, bad)
+                    self._instant("S12", f"stream/{sid}", offset, bad, count=False)
         replaced = node is not None and r.object_id in node.stream_set_objects
         apply(view, r)
         if node is None:
@@ -421,15 +430,15 @@ class StreamsAudit:
     def _on_object(self, r: S3Object, offset: int) -> None:
         view, ts = self.view, r.ts_ms
         if r.object_state == ObjectState.PREPARED:
-            self._ids("object", r.object_id, view.next_object_id, None, offset)
+            self._ids("object", r.object_id, view.next_object_id, None, offset)  # the id's one check
             bad = sinv.prepared_once(view, r, self.seen_objects)
             if bad:
-                self._instant("S8", f"object/{r.object_id}", offset, bad)
+                self._instant("S8", f"object/{r.object_id}", offset, bad, count=False)
             heapq.heappush(self.deadlines, (r.timestamp, r.object_id))
         self.seen_objects.add(r.object_id)
         apply(view, r)
-        if r.object_state != ObjectState.PREPARED:
-            self._state("S11", f"object/{r.object_id}", offset, ts, None)
+        if r.object_state != ObjectState.PREPARED:  # no longer PREPARED: closes, no check
+            self._state("S11", f"object/{r.object_id}", offset, ts, None, count=False)
         if r.object_id in self.refs:
             self._object_refs(r.object_id, offset, ts)
 
@@ -441,7 +450,7 @@ class StreamsAudit:
             self.books.checked["S11"] += 1
             bad = sinv.prepared_in_time(self.view, object_id, deadline, ts, interval)
             if bad:
-                self._state("S11", f"object/{object_id}", offset, ts, bad)
+                self._state("S11", f"object/{object_id}", offset, ts, bad, count=False)
 
     def state_hash(self) -> str:
         return self.view.state_hash()

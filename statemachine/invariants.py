@@ -14,9 +14,12 @@ A report's ``checked`` says how many times each invariant was asked, on every en
 subjects it judges, each counted once, at the record that brings it (``counts`` names them where
 a rule judges more than records), not how often an engine looks at a subject again (the Python
 engine re-checks a partition at its brokers' records; the plan joins its states with intervals;
-neither counts that). Every record is held to the rules the replay enforces (L3, L4, L5) as it
-is applied: a report counts the records audited for each, as for L1 (the engines count the
-records refused, ``books.assemble_report`` says it); K2 counts the partition records.
+neither counts that). A check is one evaluation of the invariant's rule at one record for one
+subject, counted whether it finds the subject right or wrong: a finding is not a second check,
+and a wrong state that closes because its subject went (a stream, reference, duty, object,
+ledger or topic removed, a hold or an audit over) is no check. Every record is held to the rules the replay enforces (L3, L4, L5)
+as it is applied: a report counts the records audited for each, as for L1
+(``books.assemble_report`` says it); K2 counts the partition records.
 ``CHECKED`` and ``FINDS`` say it in a few words, for a report's reader.
 """
 
@@ -116,6 +119,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "assignment_length": "`assignment` has {entries} entries for {count} replicas {replicas}",
             "assignment_order": "`assignment` entry {index} is broker {broker}, replica {index} is {replica}",
         },
+        counts="each published Partition or PartitionChange record, held to its replicas as it is applied: refused or not",
     ),
     Invariant(
         "K3",
@@ -265,6 +269,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "out_of_order": "range {range} starts at {start}, before range {previous} ({previous_start})",
             "gap": "offsets [{start}, {end}) between ranges {previous} and {range} are in no stream object",
         },
+        counts="each stream there is, at each record that changes its ranges, epoch, state or stream objects (S3Stream, Range, RemoveRange, S3StreamObject, RemoveS3StreamObject); what was wrong of a stream removed closes with it, no check",
     ),
     Invariant(
         "S2",
@@ -276,6 +281,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "not_last": "current range index {index} is not the last range {last}",
             "epoch_not_above": "range {range} has epoch {epoch}, not above range {previous}'s {previous_epoch}",
         },
+        counts="as S1",
     ),
     Invariant(
         "S3",
@@ -287,6 +293,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "start_above_end": "start offset {start} is above the logical end {end}",
             "range_below_start": "range {range} ends at {end}, below the start offset {start}",
         },
+        counts="as S1, and each stream there is at each record that moves its logical end (S3StreamEndOffsets, a stream-set object's inline ranges)",
     ),
     Invariant(
         "S4",
@@ -294,6 +301,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a committed end offset above the stream's start is never below its logical end: the end never moves back (AutoMQ's StreamRuntimeMetadata.endOffset only moves it forward)",
         messages={"end_moves_back": "end offset {end} is below the logical end {logical_end}"},
+        counts="each end an S3StreamEndOffsets record commits",
     ),
     Invariant(
         "S5",
@@ -306,6 +314,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "stream_object": "stream object {object}",
             "stream_set_object": "stream-set object {object} of node {node}",
         },
+        counts="each stream there is whose objects, duties, start or end a batch (a run of records with one time) changed, once, at the batch's end; what was wrong of a stream removed closes with it, no check",
     ),
     Invariant(
         "S6",
@@ -314,6 +323,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "every offset of a stream in [start, logical end) is held by an object, or by a node's active historical WAL duty (AutoMQ's read path, S3StreamsMetadataImage.getObjects, assumes it)",
         graced=True,
         messages={"gap": "offsets [{start}, {end}) are in no object"},
+        counts="as S5",
     ),
     Invariant(
         "S7",
@@ -322,6 +332,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         "every object a stream or node references is COMMITTED (AutoMQ commits it, S3ObjectControlManager.commitObject, in the result that references it)",
         graced=True,
         messages={"gone": "object {object} is gone", "not_committed": "object {object} is {state}"},
+        counts="each reference (a stream's stream object, a node's stream-set object) at each record that adds it or changes its object; what was wrong of a reference dropped closes with it, no check",
     ),
     Invariant(
         "S8",
@@ -335,6 +346,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "back_to_prepared": "object {object} goes back to PREPARED from {state}",
             "mark_moves_back": "the {id_kind} id high-water mark moves back from {old} to {new}",
         },
+        counts="each id a record uses (a stream made, a stream object, a stream-set object, an object PREPARED: below its mark, a stream's not used before, an object prepared once) and each high-water mark a record assigns",
     ),
     Invariant(
         "S9",
@@ -346,6 +358,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "unmatched": "duty [{start}, {end}) matches {count} sealed range(s) of node {node}",
             "reversed": "entry [{start}, {end}) has its start above its end (ignored)",
         },
+        counts="each entry a NodeWALUncommittedOffsets record carries (its start not above its end), and each active duty at each record that changes it, its node's ranges or its stream; what was wrong of a duty gone closes with it, no check",
     ),
     Invariant(
         "S10",
@@ -358,6 +371,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "opened_unopened": "OPENED at epoch -1",
             "no_current_range": "OPENED without its current range {index}",
         },
+        counts="as S1",
     ),
     Invariant(
         "S11",
@@ -365,6 +379,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "no PREPARED object outlives its deadline by more than the check interval",
         messages={"overdue": "PREPARED past its deadline {deadline} by more than {interval} ms"},
+        counts="each deadline of a PREPARED object, once the check interval past it has passed (at the first record after); what was wrong of an object no longer PREPARED closes, no check",
     ),
     Invariant(
         "B1",
@@ -375,6 +390,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "early": "ledger {ledger} marked {early} ms before the recovery delay ends",
             "late": "lost, its audit fell due at {due}; {ledgers} ledger(s) naming it are not all marked",
         },
+        counts="each bookie a LedgerUnderReplicated record lists (marked not before its audit falls due), and each bookie whose audit is due, at each record with a time (marked within the grace after); what was wrong of an audit no longer due closes, no check",
     ),
     Invariant(
         "B2",
@@ -388,6 +404,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "replacement_in_ensemble": "position {position}: {was} replaced by {now}, already in the ensemble {ensemble}",
             "malformed": "ensemble at {key} is {ensemble}, E is {ensemble_size}",
         },
+        counts="each LedgerEnsembleChange record",
     ),
     Invariant(
         "B3",
@@ -395,6 +412,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a ledger marked replicated has every entry on at least A available bookies of its write set (fewer is what BookKeeper's AuditorReplicasCheckTask counts as less than AQ replicas of an entry)",
         messages={"below_ack": "marked replicated with entry {entry} on {copies} bookie(s), below A = {ack_quorum}"},
+        counts="each LedgerReplicated record",
     ),
     Invariant(
         "B4",
@@ -402,6 +420,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a bookie becomes DRAINED only when no ensemble names it and no under-replication mark lists it (the completion test of BookKeeper's BookKeeperAdmin.decommissionBookie)",
         messages={"drained": "DRAINED while {reason}"},
+        counts="each BookieStateChange to DRAINED",
     ),
     Invariant(
         "B5",
@@ -412,6 +431,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "after_close": "entries up to {entry} written after the ledger was closed at {last}",
             "after_fence": "entries up to {entry} written after the ledger was fenced at {last}",
         },
+        counts="each LedgerEntriesWritten record",
     ),
     Invariant(
         "B6",
@@ -422,6 +442,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "taken": "worker {worker} takes the lock {holder} holds",
             "unmarked": "locked by {holder} without a mark",
         },
+        counts="each LedgerReplicationLock record",
     ),
     Invariant(
         "B7",
@@ -431,6 +452,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "skewed": "chosen {observed} times in {draws} draws; the capped weights expect {expected} ({z} sigma, tolerance {sigmas})"
         },
+        counts="each placement draw (a new ensemble's first bookie, each replacement), judged together at the end",
     ),
     Invariant(
         "B8",
@@ -440,6 +462,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "lost": "entries {entries} have no available replica (E/W/A {ensemble_size}/{write_quorum}/{ack_quorum})"
         },
+        counts="each ledger there is, at each record that changes its ensembles or entries (LedgerCreated, LedgerEnsembleChange, LedgerEntriesWritten, LedgerClosed) and at each BookieAvailability of a bookie it names; what was wrong of a ledger deleted closes with it, no check",
     ),
     # -- issue 35 (AutoMQ's and BookKeeper's own behaviours): B9, B10, S13, S14 ---------------------
     Invariant(
@@ -450,6 +473,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         messages={
             "held_past": "locked by {holder} past the end of its hold at {until} (after {failures} failed repair(s))"
         },
+        counts="each hold (a lock a worker keeps after a failed repair), at each record with a time while it lasts; what was wrong of a hold gone closes with it, no check",
     ),
     Invariant(
         "B10",
@@ -460,6 +484,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "available": "decommissioned while {availability}",
             "still_named": "decommissioned while {reason}",
         },
+        counts="each BookieDecommissionStarted and BookieDecommissioned record",
     ),
     Invariant(
         "S13",
@@ -467,6 +492,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a MARK_DESTROYED object is deleted no sooner than the object retention after it was marked (AutoMQ's S3ObjectControlManager deletes after one to two retention periods, s3.object.delete.retention.minutes)",
         messages={"early": "deleted {age} ms after it was marked destroyed, before the retention of {retention} ms"},
+        counts="each RemoveS3Object of a MARK_DESTROYED object, at a record with a time",
     ),
     Invariant(
         "S14",
@@ -474,6 +500,7 @@ CATALOGUE: tuple[Invariant, ...] = (
         ERROR,
         "a node's registration never goes back to a lower node epoch (AutoMQ's NodeControlManager.register answers NODE_EPOCH_EXPIRED)",
         messages={"epoch_back": "registered at epoch {new}, below its epoch {old}"},
+        counts="each node registration a KV record writes",
     ),
     Invariant(
         "S12",
@@ -489,6 +516,7 @@ CATALOGUE: tuple[Invariant, ...] = (
             "stream_object": "stream object {object}: {problem}",
             "stream_set_object": "stream-set object {object} of node {node}: {problem}",
         },
+        counts="each stream object, and each range of a stream-set object, that moves the logical end of a stream there is",
     ),
 )
 BY_ID = {i.id: i for i in CATALOGUE}
@@ -513,6 +541,30 @@ CHECKED = {
     "K13": "partition states with an ELR",
     "K14": "leader moves",
     "K15": "partition states with an ELR",
+    "S1": "stream states",
+    "S2": "stream states",
+    "S3": "stream states and ends",
+    "S4": "committed ends",
+    "S5": "stream coverages",
+    "S6": "stream coverages",
+    "S7": "references",
+    "S8": "ids used and marks",
+    "S9": "entries and duties",
+    "S10": "stream states",
+    "S11": "PREPARED deadlines",
+    "S12": "data moving an end",
+    "S13": "deletions",
+    "S14": "registrations",
+    "B1": "marks and due audits",
+    "B2": "ensemble changes",
+    "B3": "ledgers marked replicated",
+    "B4": "bookies drained",
+    "B5": "writes",
+    "B6": "locks taken",
+    "B7": "placement draws",
+    "B8": "ledger states",
+    "B9": "holds",
+    "B10": "decommission steps",
 }
 """What a report's ``checked`` counts of each invariant, in a few words (``counts`` says it
 whole); "checks" where not said. L3-L5 hold every record as it is applied: they count records."""
@@ -522,6 +574,7 @@ FINDS = {
     "K3": "wrong epochs: one change can get both epochs wrong",
     "K6": "directories left registered: each is checked when reported and when handled",
     "K12": "failures left unreported: each is checked when it fails and when reported",
+    "S8": "ids misused: the id a PREPARED object uses can be both beyond its mark and prepared again",
 }
 """Where one check can find several violations, or one subject is checked more than once: what
 a violation is, so that a reader can hold ``violations`` against ``checked``."""

@@ -1,6 +1,9 @@
 """One parity case per invariant of the catalogue, generated from it: for each invariant a history
 that breaks it (``BREAKS``), audited by the per-record engine and by the plan on DuckDB, which
-must both find it broken and agree on its violations and on how many times they checked it.
+must both find it broken and agree on its violations and on how many times they checked it. And
+one count case per invariant a family's rules word (KRaft, S3Stream, BookKeeper): its ``checked``
+is the same on the histories that break it as on the same histories with its rules silenced
+(``FURTHER`` adds histories that break them along other paths).
 
 An invariant added to the catalogue gets its case at once, failing until ``BREAKS`` has a
 history for it. Histories are the audit fixtures (``fixtures/*/audit``), records made here with
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import msgspec
@@ -42,9 +46,10 @@ from kraftlake.records.bookkeeper import (
     LedgerEntriesWritten,
     LedgerReplicated,
     LedgerReplicationLock,
+    LedgerReplicationUnlock,
     LedgerUnderReplicated,
 )
-from kraftlake.records.kraft import EndTransaction, ReplicaDirectory
+from kraftlake.records.kraft import AbortTransaction, BeginTransaction, EndTransaction, ReplicaDirectory
 from kraftlake.records.observations import ObjectWritten
 from kraftlake.records.s3stream import (
     KV,
@@ -55,6 +60,9 @@ from kraftlake.records.s3stream import (
     NodeWALUncommittedOffsets,
     ObjectState,
     Range,
+    RemoveNodeWALMetadata,
+    RemoveS3Object,
+    RemoveS3Stream,
     S3Object,
     S3Stream,
     S3StreamEndOffsets,
@@ -64,12 +72,23 @@ from kraftlake.records.s3stream import (
     StreamRange,
     UncommittedOffset,
 )
+from kraftlake.replay import kraft_audit
 from kraftlake.replay.audit import Audit
-from kraftlake.replay.books import AuditReport
+from kraftlake.replay.books import AuditReport, Books
 from kraftlake.replay.grace import GRACE_MS
 from kraftlake.replay.plan import audit_snapshot
-from kraftlake.statemachine.invariants import CATALOGUE
+from kraftlake.statemachine.bookkeeper import invariants as bookkeeper_rules
+from kraftlake.statemachine.invariants import (
+    BOOKKEEPER,
+    BY_ID,
+    CATALOGUE,
+    KRAFT,
+    REPLAY_RULE_TO_INVARIANT,
+    S3STREAM,
+)
+from kraftlake.statemachine.kraft import invariants as kraft_rules
 from kraftlake.statemachine.kraft.features import ELIGIBLE_LEADER_REPLICAS, MV_4_1_IV1
+from kraftlake.statemachine.s3stream import invariants as s3stream_rules
 
 from helpers.kraft import bootstrap, registration, uid
 
@@ -442,5 +461,129 @@ def test_both_engines_find_each_invariant_broken_alike(invariant, reports):
     )
 
 
+def test_k2_counts_every_published_partition_record_on_both_engines(reports):
+    """K2 holds every partition record to its replicas as it is applied (the catalogue's
+    ``counts``): both engines count each published one, refused or not, none of an aborted
+    transaction."""
+    aborted = crafted(
+        "kraft/aborted-change", lambda: _kraft(BeginTransaction(), _change(0, isr=(1, 2)), AbortTransaction())
+    )
+    for history, unpublished in ((REFUSED, 0), (aborted, 1)):
+        local, plan = reports(history)
+        published = sum(type(r) in (Partition, PartitionChange) for r in history.build()) - unpublished
+        assert _of(local, "K2")[1] == _of(plan, "K2")[1] == published, history.name
+
+
 def test_every_history_in_the_table_is_for_an_invariant_of_the_catalogue():
     assert set(BREAKS) <= {i.id for i in CATALOGUE}
+
+
+# -- checked: each check counted once, whether it fires or not -----------------------------------
+
+RULES = {KRAFT: (kraft_rules, kraft_audit), S3STREAM: (s3stream_rules,), BOOKKEEPER: (bookkeeper_rules,)}
+"""Family -> the modules that word its invariants' findings (each with ``say``)."""
+REFUSALS = set(REPLAY_RULE_TO_INVARIANT.values())
+"""Invariants whose findings are records the reducer refuses: they count records, found or not
+(K2: ``test_k2_counts_every_published_partition_record_on_both_engines``)."""
+
+FURTHER = (
+    crafted(
+        "s3stream/ids-misused",
+        lambda: _streams(
+            S3Object(object_id=0, object_size=1, object_state=ObjectState.PREPARED, timestamp=1),  # back to PREPARED
+            RemoveS3Object(object_id=1),
+            S3Object(object_id=1, object_size=1, object_state=ObjectState.PREPARED, timestamp=1),  # prepared again
+            AssignedS3ObjectId(assigned_s3_object_id=0),  # the mark moves back from 2 to 1
+            RemoveS3Stream(stream_id=0),
+            S3Stream(stream_id=0, epoch=0, range_index=0, start_offset=0, stream_state=1),  # stream id used again
+        ),
+    ),
+    crafted(
+        "s3stream/duties-reversed-and-gone",
+        lambda: _streams(
+            NodeWALUncommittedOffsets(
+                node_id=1, entries=(UncommittedOffset(stream_id=0, start_offset=9, end_offset=2),)
+            ),
+            NodeWALUncommittedOffsets(  # node 1's duty [0, 10), which no range of node 1 holds
+                node_id=1, entries=(UncommittedOffset(stream_id=0, start_offset=0, end_offset=10),)
+            ),
+            _end(10),
+            RemoveNodeWALMetadata(node_id=1),  # the wrong duty goes with its node
+        ),
+    ),
+    crafted(
+        "s3stream/wrong-streams-removed",
+        lambda: _streams(
+            *_sso(0, 2, 10),
+            _end(10),  # S6: [0, 2) is in no object
+            AssignedStreamId(assigned_stream_id=1),
+            S3Stream(stream_id=1, epoch=-1, range_index=-1, start_offset=0, stream_state=1),  # S10
+            RemoveS3Stream(stream_id=0),
+            RemoveS3Stream(stream_id=1),
+        ),
+    ),
+    crafted(
+        "s3stream/stream-object-gap",
+        lambda: _streams(
+            AssignedS3ObjectId(assigned_s3_object_id=2),
+            S3Object(object_id=2, object_size=1, object_state=ObjectState.COMMITTED, timestamp=1),
+            S3StreamObject(stream_id=0, start_offset=5, end_offset=10, object_id=2),  # S12: [0, 5) left out
+        ),
+    ),
+    crafted(
+        "bookkeeper/hold-released-late",
+        lambda: _bookies(
+            BookieAvailability(bookie_id=BOOKIES[0], availability=Availability.LOST),
+            LedgerUnderReplicated(ledger_id=0, missing=(BOOKIES[0],)),
+            LedgerReplicationLock(ledger_id=0, worker="w1"),
+            LedgerReplicationLock(ledger_id=0, worker="w1", failures=1, held_until_ms=T0),  # B9: held past T0
+            BookieInfo(bookie_id=BOOKIES[1], free_bytes=1 << 30, total_bytes=1 << 31),
+            LedgerReplicationUnlock(ledger_id=0, worker="w1"),
+            BookieInfo(bookie_id=BOOKIES[1], free_bytes=1 << 30, total_bytes=1 << 31),  # B9 closes
+        ),
+    ),
+)
+"""Histories that break invariants along paths ``BREAKS``' do not: S8's and S9's other rules,
+wrong states closed with their stream, duty or node, S12 by a stream object, B9 closed when the
+hold goes."""
+
+
+def _per_record(history: History) -> AuditReport:
+    a = Audit(audit_config(grace_records=history.grace_records, grace_ms=history.grace_ms))
+    a.feed(history.build())
+    return a.report()
+
+
+_local = cache(_per_record)
+"""The per-record engine's report of ``history``, each history audited once."""
+
+
+def _findings(report: AuditReport, invariant: str) -> list:
+    """The violations of ``invariant`` with words (a silenced rule's are empty)."""
+    return [v for v in report.violations if v.invariant == invariant and v.message]
+
+
+@pytest.mark.parametrize("invariant", [i.id for i in CATALOGUE if i.family in RULES and i.id not in REFUSALS])
+def test_each_check_counts_once_whether_it_fires_or_not(invariant, monkeypatch):
+    """``checked`` counts evaluations, not findings: on every history here that breaks
+    ``invariant`` it is the same as on that history with ``invariant``'s rules silenced (their
+    findings worded empty: no finding, ``Books.state`` reads an empty one as right)."""
+    family = BY_ID[invariant].family
+    histories = [h for h in dict.fromkeys((*BREAKS.values(), *FURTHER)) if h.name.startswith(f"{family}/")]
+    broken = [h for h in histories if h.foreign is None and _findings(_local(h), invariant)]
+    assert BREAKS[invariant] in broken, f"{BREAKS[invariant].name} does not break {invariant}"
+    for module in RULES[family]:
+        say = module.say
+        monkeypatch.setattr(
+            module, "say", lambda inv, kind, say=say, **f: "" if inv == invariant else say(inv, kind, **f)
+        )
+    state = Books.state
+    monkeypatch.setattr(
+        Books, "state", lambda self, inv, e, o, ts, m, **kw: state(self, inv, e, o, ts, m or None, **kw)
+    )
+    for history in broken:
+        report, silenced, name = _local(history), _per_record(history), history.name
+        assert not _findings(silenced, invariant), f"{invariant} is not silenced on {name}"
+        [before] = [i.checked for i in report.invariants if i.id == invariant]
+        [after] = [i.checked for i in silenced.invariants if i.id == invariant]
+        assert before == after, f"{name}: {invariant} checked {before} times where it fires, {after} where it does not"

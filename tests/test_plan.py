@@ -552,7 +552,7 @@ def test_k9_names_a_reported_directory_no_record_knows(plan, tmp_path):
 
 def test_checked_counts_what_the_catalogue_says_a_check_is(plan, tmp_path):
     """``checked`` per the catalogue's ``counts``, computed here from the records themselves: a
-    partition state per partition record (K1, K4, K5), a change per record of an existing
+    partition state per partition record (K1, K4, K5; and K2), a change per record of an existing
     partition (K3), a request per UnfenceRequested (K11), a removal per directory taken from a
     broker (K7), a report per replica directory an accepted request names (K9); not the Python
     engine's re-checks of a partition at its brokers' records."""
@@ -577,10 +577,11 @@ def test_checked_counts_what_the_catalogue_says_a_check_is(plan, tmp_path):
     _same(local, remote)
     assert not any(v.invariant in ("L3", "L4", "L5", "K2") for v in local.violations)  # every record applies
     view, seen = ControllerView(), set()
-    expected = dict.fromkeys(("K1", "K3", "K7", "K9", "K11"), 0)
+    expected = dict.fromkeys(("K1", "K2", "K3", "K7", "K9", "K11"), 0)
     for r in log.at().records():
         if isinstance(r, (Partition, PartitionChange)):
             expected["K1"] += 1
+            expected["K2"] += 1  # each held to its replicas as it is applied
             expected["K3"] += (r.topic_id, r.partition_id) in seen
             seen.add((r.topic_id, r.partition_id))
         elif isinstance(r, UnfenceRequested):

@@ -191,16 +191,15 @@ def broker_checks(
 
 def report_of(config, found, plane, n, first, last, state_hash, counts) -> AuditReport:
     # ``checked`` as the catalogue defines it (``counts``), as the Python engine counts it: the
-    # driver's counts (it runs that engine on the control plane), the partition states and
-    # changes, the brokers' UNASSIGNED crossings and the partition records refused, from the plan.
+    # driver's counts (it runs that engine on the control plane), the partition records (K2),
+    # states and changes, and the brokers' UNASSIGNED crossings, from the plan.
     checked = dict(plane.checked)
+    checked["K2"] = counts["records"]
     for inv in ("K1", "K4", "K5"):
         checked[inv] = counts["rows"]
     checked["K3"] = counts["changes"]
     for inv in ("K8", "K10"):
         checked[inv] += counts["crossings"]
-    for v in counts["refused"]:
-        checked[v.invariant] += 1
     checked.update(counts["plan"])  # K9, K13-K15: counted in SQL
     checked["L1"] = n
     return assemble_report(

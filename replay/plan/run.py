@@ -171,6 +171,10 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     # Aborted (or unfinished) metadata transactions are audited as NoOps: their partition
     # records are no state (``replay.transactions``).
     skip = plane.unpublished + ([] if plane.unfinished is None else [(plane.unfinished, end)])
+    # K2's checks (``checked``): the published partition records. Where no transaction is left
+    # unpublished the filter is false and the engine answers without reading the log.
+    unpublished = f"{ty} IN ('Partition', 'PartitionChange') AND NOT ({sql.published(d, skip)})"
+    ((partition_records,),) = engine.rows(f"SELECT {n - control} - count(*) FROM log WHERE {unpublished}")
     tell("forward-filling partition states")
     if plane.clears:
         # KIP-966 (plan.elr): a state per partition each ClearElr changes joins the records.
@@ -292,7 +296,13 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
     # K8/K10 judge a broker at its own records (the driver counted those) and where its
     # UNASSIGNED count leaves or returns to zero: ``crossings``, the counts' rows at other offsets.
-    tally = {"rows": rows, "changes": changes, "crossings": crossings, "refused": refused, "plan": sql_checked}
+    tally = {
+        "records": partition_records,
+        "rows": rows,
+        "changes": changes,
+        "crossings": crossings,
+        "plan": sql_checked,
+    }
     report = report_of(config, found, plane, n, first, last, state_hash, tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
     tell("incidents and availability")
