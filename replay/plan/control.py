@@ -23,6 +23,7 @@ grown each stream-set object to hundreds of ranges).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -50,6 +51,18 @@ log = get_logger(__name__)
 _BROKER_RECORDS = (RegisterBroker, UnregisterBroker, BrokerRegistrationChange, FenceBroker, UnfenceBroker)
 
 
+class Registered(NamedTuple):
+    """What the plan reads of a broker's registration (``BrokerRegistration``): kept per segment,
+    its directories shared with the broker's segment before where they did not change. A whole
+    registration per segment (with the directories it dropped since it registered, its
+    endpoints and features) held 27 MB per 10^6 records of a dense-failure history."""
+
+    epoch: int
+    fenced: bool
+    in_controlled_shutdown: bool
+    log_dirs: tuple[str, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerSegment:
     """Broker ``broker``'s registration from ``start`` (the record that set it) until the next
@@ -57,7 +70,7 @@ class BrokerSegment:
 
     broker: int
     start: int
-    registration: BrokerRegistration | None
+    registration: Registered | None
     unfenced_since_registered: bool = False
     """Whether the broker was unfenced since its RegisterBroker (K10's "live")."""
 
@@ -66,7 +79,7 @@ class BrokerSegment:
 class ControlPlane:
     view: ControllerView
     """The state after the last record, without partitions."""
-    violations: list[Violation]
+    violations: Sequence[Violation]
     """The partial audit's: L1 excluded; graced invariants (K6) not yet held to the grace."""
     checked: dict[str, int]
     segments: list[BrokerSegment] = field(default_factory=list)
@@ -97,6 +110,15 @@ class ControlPlane:
     """(offset, topic id; None = every topic) of each ClearElr the reducer applied."""
 
 
+def _registered(reg: BrokerRegistration | None, dirs_of: dict[int, tuple[str, ...]]) -> Registered | None:
+    if reg is None:
+        return None
+    dirs = dirs_of.get(reg.id)
+    if dirs != reg.log_dirs:
+        dirs = dirs_of[reg.id] = reg.log_dirs
+    return Registered(reg.epoch, reg.fenced, reg.in_controlled_shutdown, dirs)
+
+
 class Reports(NamedTuple):
     """The AssignReplicasToDirsRequests between two other control records, as the control plane
     reads them: where the last one is. A record that names the control record before it (a
@@ -118,6 +140,8 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
     view = audit.view
     plane = ControlPlane(view=view, violations=[], checked={})
     lives: dict[str, int] = {}
+    dirs_of: dict[int, tuple[str, ...]] = {}
+    """Broker -> the directories of its last segment (``_registered``)."""
     r: Any  # a record of any type, dispatched on its class below (or a ``Reports``)
     for r in published(records, transactions):
         cls = type(r)
@@ -152,7 +176,7 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
             plane.broker_events.append((r.offset, broker))
             if after is not before:
                 live = audit.unfenced_since_registered(broker)
-                plane.segments.append(BrokerSegment(broker, r.offset, after, live))
+                plane.segments.append(BrokerSegment(broker, r.offset, _registered(after, dirs_of), live))
             if cls is BrokerRegistrationChange and before is not None and after is not None:
                 plane.dir_removals += [(r.offset, broker, d) for d in before.log_dirs if d not in after.log_dirs]
         if topics_before is not None:
@@ -167,6 +191,8 @@ def replay_control_plane(records, config: AuditConfig, observe=None) -> ControlP
     plane.unfinished = transactions.unfinished
     plane.streams_state_hash = report.streams_state_hash
     plane.bookies_state_hash = report.bookies_state_hash
-    plane.violations = list(report.violations)
+    # As the report's columns (a ``ViolationList``): as Structs, a dense-failure history's graced
+    # candidates held 21 MB per 10^6 records until the grace was applied.
+    plane.violations = report.violations
     plane.checked = {i.id: i.checked for i in report.invariants}
     return plane

@@ -11,13 +11,14 @@ after a grace for the states Kafka passes through legitimately.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from kraftlake.records.kraft import LRS_RECOVERING, NO_LEADER
 
 from ..invariants import say
 from .directory_ids import is_online
 from .features import MV_3_2_IV0, MV_3_6_IV0
-from .view import BrokerRegistration, ControllerView, PartitionRegistration
+from .view import ControllerView, PartitionRegistration
 
 
 def elr_enabled(view: ControllerView) -> bool:
@@ -91,7 +92,17 @@ def offline_members_message(inv: str, members: Iterable[tuple[int, str]]) -> str
     return say(inv, "offline_members", members=", ".join(say(inv, "member", broker=b, directory=d) for b, d in members))
 
 
-def k10_live(reg: BrokerRegistration | None, unfenced_since_registered: bool) -> bool:
+class Registration(Protocol):
+    """What K10 reads of a broker's registration (a ``BrokerRegistration``, or the plan's
+    ``Registered``)."""
+
+    @property
+    def fenced(self) -> bool: ...
+    @property
+    def in_controlled_shutdown(self) -> bool: ...
+
+
+def k10_live(reg: Registration | None, unfenced_since_registered: bool) -> bool:
     """K10's "live": registered, not shutting down, and either serving or starting (fenced but
     never unfenced since it registered); a broker fenced after serving is down."""
     return reg is not None and not reg.in_controlled_shutdown and (not reg.fenced or not unfenced_since_registered)
