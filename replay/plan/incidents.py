@@ -857,6 +857,27 @@ def _by_request(table, keys: list) -> dict:
     return {key: _Rows(table, lo, hi) for key, (lo, hi) in zip(keys, bounds, strict=True)}
 
 
+class _Pieces:
+    """One request's rows as ``_Streamed`` read them: slices ``lo..hi - 1`` of batches' columns
+    (Python lists), in order."""
+
+    __slots__ = ("pieces", "width")
+
+    def __init__(self, pieces: list[tuple[list[list], int, int]], width: int) -> None:
+        self.pieces, self.width = pieces, width
+
+    def columns(self) -> tuple[list, ...]:
+        """The rows' columns after the first (the request's number), as Python lists."""
+        if len(self.pieces) == 1:
+            columns, lo, hi = self.pieces[0]
+            return tuple(c[lo:hi] for c in columns)
+        out: tuple[list, ...] = tuple([] for _ in range(self.width))
+        for columns, lo, hi in self.pieces:
+            for into, c in zip(out, columns, strict=True):
+                into.extend(c[lo:hi])
+        return out
+
+
 class _Streamed:
     """Requests' rows read from the engine's batches (their first column the request's number,
     sorted) as the replay asks for them: ``get(key)`` as a dict's, a request's rows given once.
@@ -876,12 +897,12 @@ class _Streamed:
         self.start = reader
         self.reader: pa.RecordBatchReader | None = None
         self.pieces: dict[int, list] = {}
-        """Request -> its rows read so far (slices of batches)."""
+        """Request -> its rows read so far (``_Pieces``: slices of batches' columns)."""
         self.complete = 0
         """The requests below this number have all their rows read."""
         self.given: set[int] = set()
 
-    def get(self, key) -> _Rows | None:
+    def get(self, key) -> _Pieces | None:
         req = self.number.get(key)
         if req is None:
             return None
@@ -896,8 +917,7 @@ class _Streamed:
             self.reader = self.start()
         while req >= self.complete:
             self._read()
-        rows = pa.Table.from_batches(self.pieces.pop(req, ()), schema=self.reader.schema)
-        return _Rows(rows, 0, rows.num_rows)
+        return _Pieces(self.pieces.pop(req, []), len(self.reader.schema) - 1)
 
     def close(self) -> None:
         """Let go of the rows not read: DuckDB runs no other statement on the connection while a
@@ -917,10 +937,14 @@ class _Streamed:
         if not batch.num_rows:
             return
         runs = pc.run_end_encode(batch.column(0))
+        # A batch's columns as Python lists at once, each request's rows slices of them: per
+        # request, Arrow's slicing and conversion cost more than the replay's own work (a
+        # history of dense failures asks for hundreds of thousands of requests' rows).
+        columns = [batch.column(i).to_pylist() for i in range(1, batch.num_columns)]
         lo = 0
         for req, hi in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
             if req >= self.dropped:
-                self.pieces.setdefault(req, []).append(batch.slice(lo, hi - lo))
+                self.pieces.setdefault(req, []).append((columns, lo, hi))
             lo = hi
         # The last request of the batch may go on in the next one.
         self.complete = max(self.complete, req)
