@@ -56,11 +56,11 @@ class BookiesAudit:
 
     def feed(self, r: Any, offset: int) -> None:
         """Check and fold in one BookKeeper record: what its time makes due, the checks of its
-        class on the state it finds (``_BEFORE``), the fold, and those on the state it leaves
-        (``_AFTER``). A record the reducer refuses is an instant violation, skipped."""
+        class on the state it finds (``_BEFORE``), the fold, those on the state it leaves
+        (``_AFTER``), and the audits its time found late settled on that state (``_found_late``).
+        A record the reducer refuses is an instant violation, skipped."""
         ts, cls = r.ts_ms, type(r)
-        if ts is not None:
-            self._overdue(offset, ts)
+        late = self._overdue(offset, ts) if ts is not None else []
         before = _BEFORE.get(cls)
         if before is not None:
             before(self, r, offset)
@@ -69,10 +69,11 @@ class BookiesAudit:
         except ReplayError as exc:
             self.books.refused(exc, offset)
             self.view.offset = offset
-            return
-        after = _AFTER.get(cls)
-        if after is not None:
-            after(self, r, offset)
+        else:
+            after = _AFTER.get(cls)
+            if after is not None:
+                after(self, r, offset)
+        self._found_late(late, offset, ts)
 
     # -- the checks on the state a record finds (``_BEFORE``) --------------------------------------
 
@@ -188,18 +189,33 @@ class BookiesAudit:
         for e in [e for e in self.books.wrong_entities("B9") if int(e.split("/", 1)[1]) not in view.held_until]:
             self._state("B9", e, offset, ts, None, count=False)
 
-    def _overdue(self, offset: int, ts: int) -> None:
-        """What time makes due: B9's holds and B1's audits (``invariants.marked_in_time``), each
-        asked once its moment passed more than the grace ago; as B9's holds, one check of each
-        audit due at each record with a time."""
+    def _overdue(self, offset: int, ts: int) -> list[tuple[str, str]]:
+        """What time makes due, on the state the record finds: B9's holds, and B1's audits
+        (``invariants.marked_in_time``) returned as (bookie, message) for ``_found_late`` to
+        settle once the record is applied; each asked once its moment passed more than the grace
+        ago; as B9's holds, one check of each audit due at each record with a time."""
         self._held(offset, ts)
         grace = self.books.config.grace_ms
         self.books.checked["B1"] += len(self.view.audit_due)
+        late = []
         for b, due in sorted(self.view.audit_due.items()):
             if ts > due + grace and not self.books.is_wrong("B1", f"bookie/{b}"):
                 bad = binv.marked_in_time(self.view, b, ts)
                 if bad:
-                    self._state("B1", f"bookie/{b}", offset, ts, bad, count=False)
+                    late.append((b, bad))
+        return late
+
+    def _found_late(self, late: list[tuple[str, str]], offset: int, ts: int | None) -> None:
+        """B1's late side as the record at ``offset`` found it (``_overdue``), settled on the state
+        it leaves: an audit still due is wrong from this record on (``_late`` closes it at the
+        record that ends it); one this record ended (its own mark, the bookie back) ended late, at
+        its time: an instant at it. Settled after the record's checks, so that one record never
+        both opens and closes the same wrong state (an interval ending before it begins)."""
+        for b, bad in late:
+            if b in self.view.audit_due:
+                self._state("B1", f"bookie/{b}", offset, ts, bad, count=False)
+            else:
+                self._instant("B1", f"bookie/{b}", offset, bad, count=False)
 
     def _placement_of_change(self, r: LedgerEnsembleChange, offset: int) -> None:
         ledger = self.view.ledgers.get(r.ledger_id)

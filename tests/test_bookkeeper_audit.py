@@ -19,8 +19,19 @@ from typer.testing import CliRunner
 
 from kraftlake.cli.app import app
 from kraftlake.records import iter_lines
-from kraftlake.records.bookkeeper import Availability, BookieAvailability, BookieState, BookieStateChange
+from kraftlake.records.bookkeeper import (
+    Availability,
+    BookieAvailability,
+    BookieRegistered,
+    BookieState,
+    BookieStateChange,
+    LedgerClosed,
+    LedgerCreated,
+    LedgerEntriesWritten,
+    LedgerUnderReplicated,
+)
 from kraftlake.replay.audit import Audit
+from kraftlake.replay.books import AuditConfig
 from kraftlake.statemachine.bookkeeper import commands as c
 from kraftlake.statemachine.bookkeeper import replay
 from kraftlake.statemachine.bookkeeper.bugs import BUGS, CAUGHT_BY
@@ -127,6 +138,48 @@ def test_a_refused_record_is_an_l3_violation_and_the_audit_goes_on():
     assert (
         report.bookies_state_hash == replay([records[0], records[3]]).state_hash() != replay(records[:1]).state_hash()
     )
+
+
+def _late_marks(*marks_at: int) -> list:
+    """Bookies b0-b2, ledgers 0 and 1 on all three, b0 lost at 1 000 ms (no recovery delay: its
+    audit falls due at once); then one mark for ledger i at ``marks_at[i]`` ms."""
+    bookies = ("b0", "b1", "b2")
+    records: list = []
+    for b in bookies:
+        records += [BookieRegistered(bookie_id=b), BookieAvailability(bookie_id=b, availability=Availability.WRITABLE)]
+    for lid in (0, 1):
+        records += [
+            LedgerCreated(ledger_id=lid, ensemble_size=3, write_quorum=2, ack_quorum=2, ensemble=bookies),
+            LedgerEntriesWritten(ledger_id=lid, last_add_confirmed=5),
+            LedgerClosed(ledger_id=lid, last_entry_id=5),
+        ]
+    records = [msgspec.structs.replace(r, ts_ms=500) for r in records]
+    records.append(BookieAvailability(bookie_id="b0", availability=Availability.LOST, ts_ms=1000))
+    records += [LedgerUnderReplicated(ledger_id=i, missing=("b0",), ts_ms=t) for i, t in enumerate(marks_at)]
+    return [msgspec.structs.replace(r, offset=i) for i, r in enumerate(records)]
+
+
+@pytest.mark.parametrize(
+    ("marks_at", "intervals"),
+    [
+        # Both marks within the grace (1 000 ms) after the audit fell due: in time.
+        ((1500, 2000), []),
+        # The first mark comes late and the second with it: the wait was found over by the
+        # record that ended it, an instant at that record (it was a mark the audit owed earlier).
+        ((1500, 2500), [(14, 14, [14])]),
+        # The first mark finds the audit late and leaves ledger 1 unmarked: wrong from it until
+        # the second mark, which ends it.
+        ((2500, 3000), [(13, 13, [13, 14])]),
+    ],
+)
+def test_b1_late_is_never_an_interval_that_ends_before_it_begins(marks_at, intervals):
+    """B1's late side is judged on the state a record finds at its time, before the record is
+    applied: a record that finds the audit overdue and ends the wait itself (by the mark it
+    brings) is an instant at it, not a state closed at the offset before it was opened."""
+    a = Audit(AuditConfig(grace_ms=1000))
+    a.feed(_late_marks(*marks_at))
+    found = [(v.first_offset, v.last_offset, list(v.evidence)) for v in a.report().violations if v.invariant == "B1"]
+    assert found == intervals
 
 
 def test_drain_stories():

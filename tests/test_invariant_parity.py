@@ -3,7 +3,8 @@ that breaks it (``BREAKS``), audited by the per-record engine and by the plan on
 must both find it broken and agree on its violations and on how many times they checked it. And
 one count case per invariant a family's rules word (KRaft, S3Stream, BookKeeper): its ``checked``
 is the same on the histories that break it as on the same histories with its rules silenced
-(``FURTHER`` adds histories that break them along other paths).
+(``FURTHER`` adds histories that break them along other paths). And on all of these and every
+audit fixture, both engines' reports say nothing that ends before it begins (``WINDOWS``).
 
 An invariant added to the catalogue gets its case at once, failing until ``BREAKS`` has a
 history for it. Histories are the audit fixtures (``fixtures/*/audit``), records made here with
@@ -587,3 +588,59 @@ def test_each_check_counts_once_whether_it_fires_or_not(invariant, monkeypatch):
         [before] = [i.checked for i in report.invariants if i.id == invariant]
         [after] = [i.checked for i in silenced.invariants if i.id == invariant]
         assert before == after, f"{name}: {invariant} checked {before} times where it fires, {after} where it does not"
+
+
+# -- intervals: nothing a report says ends before it begins --------------------------------------
+
+_CRAFTED = {h.name: h for h in (*BREAKS.values(), *FURTHER)}
+WINDOWS = [
+    *_CRAFTED.values(),
+    # The other audit fixtures, 0.25 s each on both engines (those in BREAKS the parity cases
+    # audit anyway): make test's, not test-fast's.
+    *(
+        pytest.param(h, marks=pytest.mark.slow)
+        for p in sorted(FIXTURES.glob("*/audit/*.jsonl"))
+        if (h := fixture(p.parent.parent.name, p.stem)).name not in _CRAFTED
+    ),
+]
+"""Every history here and every audit fixture (as tests/test_plan.py enumerates them), once each."""
+
+
+def _backwards(report: AuditReport) -> list[str]:
+    """What ``report`` places outside its window or ends before it begins: violations (first
+    offset among the audited records, last at or after it), incidents (ended at or after they
+    failed), their effects (ended by a record at or after the one that caused them) and outages
+    (the last record after which the partition was still down at or after the first: one a
+    record both opens and closes was down after no record, not an outage)."""
+    lo, hi = report.first_offset, report.last_offset
+    assert lo is not None and hi is not None
+    bad = [
+        f"{v.invariant} {v.entity} [{v.first_offset}, {v.last_offset}]"
+        for v in report.violations
+        if not lo <= v.first_offset <= hi or (v.last_offset is not None and not v.first_offset <= v.last_offset <= hi)
+    ]
+    for inc in report.incidents or ():
+        if not lo <= inc.failed_at <= hi or (inc.ended_at is not None and inc.ended_at < inc.failed_at):
+            bad.append(f"incident {inc.id} [{inc.failed_at}, {inc.ended_at}]")
+        bad += [
+            f"incident {inc.id}'s effect on {e.topic_id}/{e.partition} [{e.caused_by}, {e.ended_by}]"
+            for e in inc.effects
+            if e.ended_by is not None and e.ended_by < e.caused_by
+        ]
+    if report.availability is not None:
+        bad += [
+            f"outage of {o.topic_id}/{o.partition} [{o.first_offset}, {o.last_offset}]"
+            for o in report.availability.outages
+            if not lo <= o.first_offset <= hi or (o.last_offset is not None and o.last_offset < o.first_offset)
+        ]
+    return bad
+
+
+@pytest.mark.parametrize("history", WINDOWS, ids=lambda h: h.name)
+def test_nothing_a_report_says_ends_before_it_begins(history, reports):
+    """Every violation, incident, effect and outage of both engines' reports lies in the audited
+    window and ends (where it ended) at or after it began, whichever invariant, family or engine."""
+    local, plan = reports(history)
+    assert local.incidents is not None and plan.incidents is not None
+    for engine, report in (("per-record", local), ("plan", plan)):
+        assert not _backwards(report), f"{history.name} on the {engine} engine: {_backwards(report)}"
