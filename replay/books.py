@@ -178,7 +178,9 @@ class Books:
         self.config = config
         self.hold_graces = hold_graces
         self.checked: dict[str, int] = dict.fromkeys(BY_ID, 0)
-        self.closed: list[Violation] = []
+        self.closed = ViolationList()
+        """As columns: a dense-failure history's control plane alone closes hundreds of
+        thousands (the plan's driver audits it), as Structs a few hundred bytes each."""
         self._wrong: dict[tuple[str, str], _Wrong] = {}
         self._in_grace: deque[_Wrong] = deque()
         """Wrong states not confirmed yet, oldest first: their grace runs out in this order."""
@@ -187,7 +189,7 @@ class Books:
         """A violation that begins and ends at ``offset`` (no grace). ``count`` False: the caller
         counted the check itself (``checked``, as the catalogue defines it per invariant)."""
         self.checked[inv] += count
-        self.closed.append(violation(inv, entity, offset, offset, message, [offset]))
+        self.closed.add(inv, entity, offset, offset, message, (offset,))
 
     def state(
         self, inv: str, entity: str, offset: int, ts: int | None, message: str | None, *, count: bool = True
@@ -253,11 +255,14 @@ class Books:
             else:
                 break
 
-    def violations(self) -> list[Violation]:
+    def violations(self) -> ViolationList:
         """Every violation so far, the confirmed open ones included, in report order."""
-        found = list(self.closed)
-        found += [w.interval(inv, e, None, None) for (inv, e), w in self._wrong.items() if w.confirmed]
-        found.sort(key=lambda v: (v.first_offset, v.invariant, v.entity))
+        found = ViolationList()
+        found.extend(self.closed)
+        for (inv, e), w in self._wrong.items():
+            if w.confirmed:
+                found.append(w.interval(inv, e, None, None))
+        found.sort()
         return found
 
 
