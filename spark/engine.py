@@ -62,6 +62,11 @@ class SparkEngine:
         concern: Spark picks a join's strategy at run time from measured sizes."""
         self._scratch.keep(self.spark.sql(sql), name).createOrReplaceTempView(name)
 
+    def drop(self, *names: str) -> None:
+        """Forget kept relations no statement reads any more (their scratch goes with ``close``)."""
+        for name in names:
+            self.spark.catalog.dropTempView(name)
+
     def rows(self, sql: str) -> list[tuple]:
         return [tuple(r) for r in self.spark.sql(sql).collect()]
 

@@ -200,6 +200,13 @@ class DuckEngine:
         finally:
             self.con.execute("RESET disabled_optimizers")
 
+    def drop(self, *names: str) -> None:
+        """Let go of kept tables (``keep``, ``table``) no statement reads any more: their
+        buffers go back to DuckDB's pool for the statements after them (below its memory limit,
+        not added to it)."""
+        for name in names:
+            self.con.execute(f"DROP TABLE IF EXISTS {name}")
+
     def rows(self, sql: str) -> list[tuple]:
         return self.con.execute(sql).fetchall()
 

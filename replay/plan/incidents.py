@@ -706,6 +706,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     # and the effects (tens of millions at 10^8 records) are spilled out of memory.
     del found_effects, found_departures
     replay.found_effects = replay.found_departures = {}
+    engine.drop("inc_eff", "inc_effects", "inc_qi", "inc_qb", "inc_qb_keys", "inc_dep")
     held = [e for e in (_columns(inc.effects) for inc in replay.incidents) if type(e) is EffectList and not e.spilled]
     if (
         len(replay.arena.chunk) + sum(map(len, held)) > SPILL_ROWS
@@ -734,6 +735,7 @@ def incidents(engine, plane, observer: Observer, *, first, last, referenced: dic
     # history of dense failures has millions of change points (6.1 million at 10^7 records).
     engine.keep("inc_avail", availability_changes(d, last))
     partitions, outages, spans = _availability(engine, lives, observer.names, end_ms, replay.steps)
+    engine.drop("inc_avail", "inc_steps", "inc_off", "inc_ob", "inc_ob_keys", "inc_min_isr", "inc_known")
     found = [_finished(inc, spans, end_ms) for inc in replay.incidents]
     topics = {t.id: t.name for t in plane.view.topics.values()}
     effect_topics(found, topics)

@@ -65,6 +65,12 @@ ENGINE_PARTS = (
 )
 """What ran where, for the report (``AuditReport.engine``)."""
 
+AFTER_INVARIANTS = (
+    "bad", "bad_ranks", "bad_ranks_keys", "known", "bad_overlaps", "k4k5", "removals", "events", "reg_epochs",
+    "accepted", "cands", "elr_states", "k15",
+)  # fmt: skip
+"""The tables the invariants' statements keep, dropped before the incidents' (``audit``)."""
+
 REPORT = "AssignReplicasToDirsRequest"
 
 LIVES = [("life_index", "BIGINT"), ("life_topic", "STRING"), ("life", "BIGINT"), ("removed", "BIGINT")]
@@ -305,6 +311,9 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     }
     report = report_of(config, found, plane, n, first, last, state_hash, tally)
     report.engine = f"{engine.name}: {ENGINE_PARTS}"
+    # The invariants' tables are read no more: the incidents' statements (the audit's peak on a
+    # history of dense failures) run in the memory they held.
+    engine.drop(*AFTER_INVARIANTS)
     tell("incidents and availability")
     attach_incidents(
         report, incidents_sql.incidents(engine, plane, observer, first=first, last=last, referenced=referenced)
