@@ -20,10 +20,12 @@ from kraftlake.records.bookkeeper import (
     BookieStateChange,
     LedgerClosed,
     LedgerCreated,
+    LedgerDeleted,
     LedgerEnsembleChange,
     LedgerEntriesWritten,
     LedgerReplicated,
     LedgerReplicationLock,
+    LedgerReplicationUnlock,
     LedgerUnderReplicated,
 )
 from kraftlake.records.errors import ReplayError
@@ -55,10 +57,11 @@ class BookiesAudit:
         self._placement_judged = False
 
     def feed(self, r: Any, offset: int) -> None:
-        """Check and fold in one BookKeeper record: what its time makes due, the checks of its
-        class on the state it finds (``_BEFORE``), the fold, those on the state it leaves
-        (``_AFTER``), and the audits its time found late settled on that state (``_found_late``).
-        A record the reducer refuses is an instant violation, skipped."""
+        """Check and fold in one BookKeeper record: what its time makes due (``_overdue``), the
+        checks of its class on the state it finds (``_BEFORE``), the fold, those on the state it
+        leaves (``_AFTER``), the waits its fold ended (``_ENDS``), and what its time found late
+        settled on that state (``_found_late``). A record the reducer refuses is an instant
+        violation, skipped."""
         ts, cls = r.ts_ms, type(r)
         late = self._overdue(offset, ts) if ts is not None else []
         before = _BEFORE.get(cls)
@@ -73,6 +76,8 @@ class BookiesAudit:
             after = _AFTER.get(cls)
             if after is not None:
                 after(self, r, offset)
+            for ended in _ENDS.get(cls, ()):
+                ended(self, r, offset)
         self._found_late(late, offset, ts)
 
     # -- the checks on the state a record finds (``_BEFORE``) --------------------------------------
@@ -175,47 +180,59 @@ class BookiesAudit:
         if bad:
             self._instant("B10", f"bookie/{r.bookie_id}", offset, bad, count=False)
 
-    def _held(self, offset: int, ts: int) -> None:
-        """B9 (``invariants.lock_released_after_hold``) once a hold ended more than the grace ago:
-        one check of each hold at each record with a time; an open B9 closes when the hold is
-        gone, no check."""
-        view, grace = self.view, self.books.config.grace_ms
-        self.books.checked["B9"] += len(view.held_until)
+    def _overdue(self, offset: int, ts: int) -> list[tuple[str, str, str]]:
+        """What time makes due, on the state the record finds: B9's holds
+        (``invariants.lock_released_after_hold``) and B1's audits (``invariants.marked_in_time``),
+        each asked once its moment passed more than the grace ago, returned as (invariant, entity,
+        message) for ``_found_late`` to settle once the record is applied. One check of each hold
+        and of each audit due at each record with a time."""
+        view, books, grace = self.view, self.books, self.books.config.grace_ms
+        books.checked["B9"] += len(view.held_until)
+        books.checked["B1"] += len(view.audit_due)
+        late = []
         for lid, until in view.held_until.items():
-            if ts > until + grace and not self.books.is_wrong("B9", f"ledger/{lid}"):
+            if ts > until + grace and not books.is_wrong("B9", f"ledger/{lid}"):
                 bad = binv.lock_released_after_hold(view, lid, ts)
                 if bad:
-                    self._state("B9", f"ledger/{lid}", offset, ts, bad, count=False)
-        for e in [e for e in self.books.wrong_entities("B9") if int(e.split("/", 1)[1]) not in view.held_until]:
-            self._state("B9", e, offset, ts, None, count=False)
-
-    def _overdue(self, offset: int, ts: int) -> list[tuple[str, str]]:
-        """What time makes due, on the state the record finds: B9's holds, and B1's audits
-        (``invariants.marked_in_time``) returned as (bookie, message) for ``_found_late`` to
-        settle once the record is applied; each asked once its moment passed more than the grace
-        ago; as B9's holds, one check of each audit due at each record with a time."""
-        self._held(offset, ts)
-        grace = self.books.config.grace_ms
-        self.books.checked["B1"] += len(self.view.audit_due)
-        late = []
-        for b, due in sorted(self.view.audit_due.items()):
-            if ts > due + grace and not self.books.is_wrong("B1", f"bookie/{b}"):
-                bad = binv.marked_in_time(self.view, b, ts)
+                    late.append(("B9", f"ledger/{lid}", bad))
+        for b, due in sorted(view.audit_due.items()):
+            if ts > due + grace and not books.is_wrong("B1", f"bookie/{b}"):
+                bad = binv.marked_in_time(view, b, ts)
                 if bad:
-                    late.append((b, bad))
+                    late.append(("B1", f"bookie/{b}", bad))
         return late
 
-    def _found_late(self, late: list[tuple[str, str]], offset: int, ts: int | None) -> None:
-        """B1's late side as the record at ``offset`` found it (``_overdue``), settled on the state
-        it leaves: an audit still due is wrong from this record on (``_late`` closes it at the
-        record that ends it); one this record ended (its own mark, the bookie back) ended late, at
-        its time: an instant at it. Settled after the record's checks, so that one record never
-        both opens and closes the same wrong state (an interval ending before it begins)."""
-        for b, bad in late:
-            if b in self.view.audit_due:
-                self._state("B1", f"bookie/{b}", offset, ts, bad, count=False)
+    def _found_late(self, late: list[tuple[str, str, str]], offset: int, ts: int | None) -> None:
+        """What the record at ``offset`` found late (``_overdue``), settled on the state it leaves:
+        a wait still running (an audit still due, a hold still kept) is wrong from this record on
+        (``_ENDS`` closes it at the record that ends it); one this record ended (its own mark, the
+        bookie back, the unlock) ended late, at its time: an instant at it. Settled after the
+        record's checks, so that one record never both opens and closes the same wrong state (an
+        interval ending before it begins)."""
+        for inv, entity, bad in late:
+            if self._waiting(inv, entity):
+                self._state(inv, entity, offset, ts, bad, count=False)
             else:
-                self._instant("B1", f"bookie/{b}", offset, bad, count=False)
+                self._instant(inv, entity, offset, bad, count=False)
+
+    def _waiting(self, inv: str, entity: str) -> bool:
+        """Whether the wait B1 or B9 times is still running for ``entity``: the bookie's audit
+        still due, the ledger's hold still kept."""
+        key = entity.split("/", 1)[1]
+        if inv == "B9":
+            return int(key) in self.view.held_until
+        return key in self.view.audit_due
+
+    # -- the waits a record's fold can end (``_ENDS``) ----------------------------------------------
+
+    def _hold_ended(self, r: Any, offset: int) -> None:
+        """B9 closes for each ledger whose hold is gone (its lock released, the ledger deleted),
+        no check (``_overdue`` counts them): the record that released it fixed it."""
+        self._wait_ended("B9", offset, r.ts_ms)
+
+    def _wait_ended(self, inv: str, offset: int, ts: int | None) -> None:
+        for e in [e for e in self.books.wrong_entities(inv) if not self._waiting(inv, e)]:
+            self._state(inv, e, offset, ts, None, count=False)
 
     def _placement_of_change(self, r: LedgerEnsembleChange, offset: int) -> None:
         ledger = self.view.ledgers.get(r.ledger_id)
@@ -277,5 +294,12 @@ _AFTER: dict[type, Check] = {
     BookieAvailability: BookiesAudit._availability,
 }
 """Record class -> the checks on the state it leaves; every other record has none."""
+
+_ENDS: dict[type, tuple[Check, ...]] = {
+    LedgerReplicationUnlock: (BookiesAudit._hold_ended,),
+    LedgerDeleted: (BookiesAudit._hold_ended,),
+}
+"""Record class -> the waits its fold can end (as the reducer has it: a hold, ``view.held_until``),
+closed at it; no other record ends one."""
 
 __all__ = ["BookiesAudit"]
