@@ -22,6 +22,7 @@ from kraftlake.records import iter_lines
 from kraftlake.records.bookkeeper import (
     Availability,
     BookieAvailability,
+    BookieDecommissioned,
     BookieInfo,
     BookieRegistered,
     BookieState,
@@ -33,13 +34,17 @@ from kraftlake.records.bookkeeper import (
     LedgerReplicationUnlock,
     LedgerUnderReplicated,
 )
+from kraftlake.records.errors import ReplayError
 from kraftlake.replay.audit import Audit
+from kraftlake.replay.bookkeeper_audit import _ENDS, BookiesAudit
 from kraftlake.replay.books import AuditConfig
 from kraftlake.statemachine.bookkeeper import commands as c
 from kraftlake.statemachine.bookkeeper import replay
 from kraftlake.statemachine.bookkeeper.bugs import BUGS, CAUGHT_BY
 from kraftlake.statemachine.bookkeeper.decider import decide
 from kraftlake.statemachine.bookkeeper.invariants import check_view, tail_sigmas
+from kraftlake.statemachine.bookkeeper.reducer import apply
+from kraftlake.statemachine.bookkeeper.view import BookiesView
 from kraftlake.statemachine.bookkeeper.workload import Cluster, WorkloadConfig, generate
 
 from helpers.tiers import examples
@@ -239,6 +244,46 @@ def test_b9_closes_at_the_unlock(tail, intervals):
     is wrong from the record that finds its hold past the grace until the record that releases
     the lock: last = the record before the unlock, evidence names the unlock."""
     assert _intervals(_held_lock() + tail, "B9") == intervals
+
+
+@pytest.mark.parametrize("delete_cookie", [True, False])
+def test_b1_closes_at_the_decommission_that_forgets_the_bookie(delete_cookie):
+    """A late audit of b0 (found late at 13) ends when b0's decommission deletes its cookie (14):
+    the view owes no audit of it from then on. A later ledger record does not close it instead;
+    without the cookie's deletion the audit is still owed, and B1 stays open."""
+    records = _late_marks(2500)  # ledger 0 marked late, ledger 1 never: wrong from 13
+    records += [
+        BookieDecommissioned(bookie_id="b0", delete_cookie=delete_cookie, ts_ms=2600, offset=14),
+        LedgerEntriesWritten(ledger_id=1, last_add_confirmed=5, ts_ms=2700, offset=15),
+    ]
+    assert _intervals(records, "B1") == ([(13, 13, [13, 14])] if delete_cookie else [(13, None, [13])])
+
+
+def test_every_record_that_ends_a_wait_closes_it():
+    """The audit closes B1 and B9 at the records of the classes ``_ENDS`` lists: in the
+    simulator's histories (correct and with each bug), every record whose fold drops a bookie's
+    due audit or a ledger's hold is of a class listed for that wait."""
+    ends: dict[str, set[type]] = {"audit": set(), "hold": set()}
+    for bug in [None, *sorted(BUGS)]:
+        for seed in (0, 1):
+            view = BookiesView()
+            for r in (r for b in generate(WorkloadConfig(seed=seed, bug=bug), records=1500) for r in b):
+                due, held = set(view.audit_due), set(view.held_until)
+                try:
+                    apply(view, r)
+                except ReplayError:
+                    continue
+                if due - set(view.audit_due):
+                    ends["audit"].add(type(r))
+                if held - set(view.held_until):
+                    ends["hold"].add(type(r))
+    listed = {
+        wait: {cls for cls, checks in _ENDS.items() if ended in checks}
+        for wait, ended in (("audit", BookiesAudit._audit_ended), ("hold", BookiesAudit._hold_ended))
+    }
+    assert ends["audit"] >= {LedgerUnderReplicated, BookieAvailability}, ends  # the histories end both waits
+    assert ends["hold"] >= {LedgerReplicationUnlock}, ends
+    assert ends["audit"] <= listed["audit"] and ends["hold"] <= listed["hold"], (ends, listed)
 
 
 def test_drain_stories():
