@@ -22,21 +22,29 @@ from kraftlake.records import iter_lines
 from kraftlake.records.bookkeeper import (
     Availability,
     BookieAvailability,
+    BookieDecommissioned,
+    BookieInfo,
     BookieRegistered,
     BookieState,
     BookieStateChange,
     LedgerClosed,
     LedgerCreated,
     LedgerEntriesWritten,
+    LedgerReplicationLock,
+    LedgerReplicationUnlock,
     LedgerUnderReplicated,
 )
+from kraftlake.records.errors import ReplayError
 from kraftlake.replay.audit import Audit
+from kraftlake.replay.bookkeeper_audit import _ENDS, BookiesAudit
 from kraftlake.replay.books import AuditConfig
 from kraftlake.statemachine.bookkeeper import commands as c
 from kraftlake.statemachine.bookkeeper import replay
 from kraftlake.statemachine.bookkeeper.bugs import BUGS, CAUGHT_BY
 from kraftlake.statemachine.bookkeeper.decider import decide
 from kraftlake.statemachine.bookkeeper.invariants import check_view, tail_sigmas
+from kraftlake.statemachine.bookkeeper.reducer import apply
+from kraftlake.statemachine.bookkeeper.view import BookiesView
 from kraftlake.statemachine.bookkeeper.workload import Cluster, WorkloadConfig, generate
 
 from helpers.tiers import examples
@@ -180,6 +188,102 @@ def test_b1_late_is_never_an_interval_that_ends_before_it_begins(marks_at, inter
     a.feed(_late_marks(*marks_at))
     found = [(v.first_offset, v.last_offset, list(v.evidence)) for v in a.report().violations if v.invariant == "B1"]
     assert found == intervals
+
+
+def _intervals(records: list, invariant: str) -> list:
+    """(first, last, evidence) of each ``invariant`` violation of ``records`` (offsets numbered
+    in order), audited with a grace of 1 000 ms."""
+    a = Audit(AuditConfig(grace_ms=1000))
+    a.feed([msgspec.structs.replace(r, offset=i) for i, r in enumerate(records)])
+    return [
+        (v.first_offset, v.last_offset, list(v.evidence)) for v in a.report().violations if v.invariant == invariant
+    ]
+
+
+def _held_lock() -> list:
+    """Bookies b0-b2 and ledger 0 on them at 500 ms; then (offset 9) worker w1 keeps the ledger's
+    lock after a failed repair, its hold ending at 1 000 ms."""
+    bookies = ("b0", "b1", "b2")
+    records: list = []
+    for b in bookies:
+        records += [BookieRegistered(bookie_id=b), BookieAvailability(bookie_id=b, availability=Availability.WRITABLE)]
+    records += [
+        LedgerCreated(ledger_id=0, ensemble_size=3, write_quorum=2, ack_quorum=2, ensemble=bookies),
+        LedgerEntriesWritten(ledger_id=0, last_add_confirmed=5),
+        LedgerClosed(ledger_id=0, last_entry_id=5),
+        LedgerReplicationLock(ledger_id=0, worker="w1", failures=1, held_until_ms=1000),
+    ]
+    return [msgspec.structs.replace(r, ts_ms=500) for r in records]
+
+
+def _tick(ts: int | None) -> BookieInfo:
+    return BookieInfo(bookie_id="b1", free_bytes=1, total_bytes=2, ts_ms=ts)
+
+
+def _unlock(ts: int | None) -> LedgerReplicationUnlock:
+    return LedgerReplicationUnlock(ledger_id=0, worker="w1", ts_ms=ts)
+
+
+@pytest.mark.parametrize(
+    ("tail", "intervals"),
+    [
+        # Released within the grace (1 000 ms) after the hold ended: in time.
+        ([_tick(1800), _unlock(1900), _tick(4000)], []),
+        # Found held past the grace at 10; the unlock at 11 ends it, the last timed record.
+        ([_tick(2500), _unlock(3000)], [(10, 10, [10, 11])]),
+        # ... and a record after the unlock does not stretch it.
+        ([_tick(2500), _unlock(3000), _tick(4000)], [(10, 10, [10, 11])]),
+        # An unlock without a time ends it all the same.
+        ([_tick(2500), _unlock(None), _tick(4000)], [(10, 10, [10, 11])]),
+        # The unlock that finds the hold past the grace ends it itself: an instant at it.
+        ([_unlock(2500), _tick(4000)], [(10, 10, [10])]),
+    ],
+)
+def test_b9_closes_at_the_unlock(tail, intervals):
+    """B9 (a lock kept after a failed repair, ``ReplicationWorker.deferLedgerLockReleaseOfFailedLedger``)
+    is wrong from the record that finds its hold past the grace until the record that releases
+    the lock: last = the record before the unlock, evidence names the unlock."""
+    assert _intervals(_held_lock() + tail, "B9") == intervals
+
+
+@pytest.mark.parametrize("delete_cookie", [True, False])
+def test_b1_closes_at_the_decommission_that_forgets_the_bookie(delete_cookie):
+    """A late audit of b0 (found late at 13) ends when b0's decommission deletes its cookie (14):
+    the view owes no audit of it from then on. A later ledger record does not close it instead;
+    without the cookie's deletion the audit is still owed, and B1 stays open."""
+    records = _late_marks(2500)  # ledger 0 marked late, ledger 1 never: wrong from 13
+    records += [
+        BookieDecommissioned(bookie_id="b0", delete_cookie=delete_cookie, ts_ms=2600, offset=14),
+        LedgerEntriesWritten(ledger_id=1, last_add_confirmed=5, ts_ms=2700, offset=15),
+    ]
+    assert _intervals(records, "B1") == ([(13, 13, [13, 14])] if delete_cookie else [(13, None, [13])])
+
+
+def test_every_record_that_ends_a_wait_closes_it():
+    """The audit closes B1 and B9 at the records of the classes ``_ENDS`` lists: in the
+    simulator's histories (correct and with each bug), every record whose fold drops a bookie's
+    due audit or a ledger's hold is of a class listed for that wait."""
+    ends: dict[str, set[type]] = {"audit": set(), "hold": set()}
+    for bug in [None, *sorted(BUGS)]:
+        for seed in (0, 1):
+            view = BookiesView()
+            for r in (r for b in generate(WorkloadConfig(seed=seed, bug=bug), records=1500) for r in b):
+                due, held = set(view.audit_due), set(view.held_until)
+                try:
+                    apply(view, r)
+                except ReplayError:
+                    continue
+                if due - set(view.audit_due):
+                    ends["audit"].add(type(r))
+                if held - set(view.held_until):
+                    ends["hold"].add(type(r))
+    listed = {
+        wait: {cls for cls, checks in _ENDS.items() if ended in checks}
+        for wait, ended in (("audit", BookiesAudit._audit_ended), ("hold", BookiesAudit._hold_ended))
+    }
+    assert ends["audit"] >= {LedgerUnderReplicated, BookieAvailability}, ends  # the histories end both waits
+    assert ends["hold"] >= {LedgerReplicationUnlock}, ends
+    assert ends["audit"] <= listed["audit"] and ends["hold"] <= listed["hold"], (ends, listed)
 
 
 def test_drain_stories():
