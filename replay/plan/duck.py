@@ -96,8 +96,13 @@ class DuckEngine:
         # DuckDB draws its own progress bar on standard output for a query past two seconds (a
         # session setting, not one of ``connect``'s): a library call writes nothing there
         # (``kraftlake audit --format json`` writes the report there); progress is the caller's.
-        self.con.execute("SET enable_progress_bar = false")
-        self.con.execute("SET enable_progress_bar_print = false")  # should a query turn the bar on
+        try:
+            self.con.execute("SET enable_progress_bar = false")
+            self.con.execute("SET enable_progress_bar_print = false")  # should a query turn it on
+        except duckdb.Error as exc:
+            # In a Jupyter kernel DuckDB draws the bar as a widget, not on standard output, and
+            # refuses any change to its settings without ipywidgets: left as it is there.
+            log.debug("duckdb.progress_bar_settings_kept", reason=str(exc))
         self._held: list = []  # Arrow objects DuckDB scans: they must outlive their registration
 
     def read(self, dataset, last_offset: int) -> None:
