@@ -93,7 +93,9 @@ def s3_bucket(moto_server, monkeypatch):
     return bucket
 
 
-@pytest.fixture(params=["local", "s3", "s3-delta-rs"])
+# s3-delta-rs in make test, not make test-fast: the inner loop keeps a local log and S3 with
+# kraftlake's own commit (the suite's budget, bench/RESULTS.md).
+@pytest.fixture(params=["local", "s3", pytest.param("s3-delta-rs", marks=pytest.mark.slow)])
 def table_uri(request, tmp_path, monkeypatch):
     """Where a test's log goes: a local path, or ``s3://`` on moto's server, its commit files
     made by kraftlake's conditional put (``s3``) or by delta-rs's commit (``s3-delta-rs``: the

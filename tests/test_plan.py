@@ -145,7 +145,7 @@ reassignments, preferred and unclean ElectLeaders."""
 @pytest.mark.parametrize(
     "bug, caught_by", [(None, None), ("keep-offline-replica-in-isr", "K5"), ("no-leader-epoch-bump", "K3")]
 )
-@pytest.mark.parametrize("mv", [17, 21])
+@pytest.mark.parametrize("mv", [pytest.param(17, marks=pytest.mark.slow), 21])  # 17: make test's
 def test_the_plan_and_python_agree_on_the_operators_operations(plan, tmp_path, mv, bug, caught_by):
     """Topics deleted (and new ones created), partitions added, reassignments cancelled and
     leaders elected on top of the default faults: both engines give the same report; the correct
@@ -723,6 +723,9 @@ FAMILY_FIXTURES = sorted(
 )
 
 
+# make test's: the plan runs the per-record audit on these families' records (``plan.control``);
+# test_invariant_parity's cases compare both engines on each of their invariants in make test-fast.
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", FAMILY_FIXTURES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_the_plan_gives_the_python_report_on_every_s3stream_and_bookkeeper_fixture(plan, tmp_path, fixture):
     log = Log.create(tmp_path / "log")

@@ -128,6 +128,8 @@ def test_the_plans_incidents_are_the_trackers_on_simulated_histories(
     _same(log, _plan(log))
 
 
+# make test's: make test-fast compares the incidents on every KRaft fixture and on a history of shards.
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", [None, *BUGS, *BROKER_BUGS])
 @settings(max_examples=examples(1), deadline=None)
 @given(seed=st.integers(0, 10_000), dirs=st.integers(2, 3))
