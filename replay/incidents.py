@@ -179,14 +179,6 @@ class EffectSlice(EffectList):
     def _ends(self) -> dict:  # type: ignore[override]  # an effect has no list field
         return {}
 
-    @property
-    def _pages(self) -> list:  # type: ignore[override]  # the chunk's pages of these rows, once it is spilled
-        chunk = self.chunk
-        return [
-            (mapped, start + self.lo * chunk._cols[name].itemsize, start + self.hi * chunk._cols[name].itemsize)  # noqa: SLF001
-            for (name, _kind), (mapped, start, _stop) in zip(chunk._fields, chunk._pages, strict=False)  # noqa: SLF001
-        ]
-
     def drop_pages(self) -> None:
         """The chunk's pages let go once its last rows were read: a pass over the incidents in
         order lets go of each chunk as it leaves it, at a few calls per chunk (a call per
