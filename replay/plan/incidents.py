@@ -1005,7 +1005,7 @@ def outage_rows(d: Dialect) -> str:
     )
     SELECT lv.life_topic AS topic_id,
       CASE WHEN o.pk - o.life * 4294967296 >= 2147483648 THEN o.pk - o.life * 4294967296 - 4294967296
-        ELSE o.pk - o.life * 4294967296 END AS partition_,
+        ELSE o.pk - o.life * 4294967296 END AS {d.q("partition")},
       o.why, o.t AS first_offset,
       CASE WHEN o.until_ IS NOT NULL THEN o.until_ - 1 WHEN o.removed IS NOT NULL THEN o.removed - 1 END AS last_offset,
       o.t_ms AS from_ms,
@@ -1042,7 +1042,7 @@ def _availability(engine, lives, names, end_ms, steps) -> tuple[list[PartitionAv
     )
     found = engine.arrow(outage_rows(engine.dialect))
     outages = OutageList()
-    outages.extend_arrow(found.rename_columns([*found.column_names[:1], "partition", *found.column_names[2:]]))
+    outages.extend_arrow(found)
     order = unwrap(found.column("step").combine_chunks().cast(pa.int64()), "q")
     del found
     spans = outages.spans(end_ms)  # before the sort: a partition's rows are together
