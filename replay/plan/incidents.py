@@ -404,8 +404,9 @@ def effects(d: Dialect) -> str:
     marks AS (
       -- Per (partition, broker), its effects and its break points in one order, latest first:
       -- an effect's end is the nearest break of its kind after its state (also when the broker
-      -- comes back later), the least break offset among the rows before it. At one offset the
-      -- effects come before the breaks: a break at an effect's own state is not after it.
+      -- comes back later), the last break offset among the rows before it (the least of them:
+      -- the order is latest first). At one offset the effects come before the breaks: a break
+      -- at an effect's own state is not after it.
       SELECT pk, b, off, 0 AS eff, CAST(NULL AS BIGINT) AS req, CAST(NULL AS STRING) AS mode,
         CAST(NULL AS BOOLEAN) AS is_l, CAST(NULL AS BOOLEAN) AS is_i,
         CASE WHEN bl THEN off END AS l, CASE WHEN bld THEN off END AS ld,
@@ -414,10 +415,13 @@ def effects(d: Dialect) -> str:
       UNION ALL
       SELECT pk, b, off, 1 AS eff, req, mode, is_l, is_i, NULL, NULL, NULL, NULL FROM eff
     ),
+    -- A forward fill, not a running min: DuckDB's min over a growing frame walks a segment tree
+    -- of the whole (partition, broker), 4x the CPU on a few thousand rows each (bench/RESULTS.md).
+    -- An effect row has no break of its own, so its frame may end at itself.
     nearest AS (
-      SELECT *, {", ".join(f"min({k}) OVER w AS n_{k}" for k in ("l", "ld", "i", "id"))}
+      SELECT *, {", ".join(f"{d.last(k)} OVER w AS n_{k}" for k in ("l", "ld", "i", "id"))}
       FROM marks
-      WINDOW w AS (PARTITION BY pk, b ORDER BY off DESC, eff DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+      WINDOW w AS (PARTITION BY pk, b ORDER BY off DESC, eff DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
     ),
     ranked AS (
       SELECT req, pk, b, mode, is_l, is_i,
