@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kraftlake.records.kraft import LRS_RECOVERING
+from kraftlake.statemachine.sql_dialect import Dialect
 
-from .dialect import Dialect
 from .sql import change_points
 
 ROWS = (

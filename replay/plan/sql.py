@@ -1,7 +1,7 @@
 """The audit's partition side as SQL: named queries over the log (a relation ``log`` with the log
 table's columns) and the small tables the driver registers (``lives``, ``bad``, ``removals``,
-``events``, ``reg_epochs``), each a function of the dialect (``plan.dialect``) returning one
-statement. The same text runs on DuckDB and on Spark SQL.
+``events``, ``reg_epochs``), each a function of the dialect (``statemachine.sql_dialect``)
+returning one statement. The same text runs on DuckDB and on Spark SQL.
 
 What each query computes is what Kafka's replay and the local audit compute per record:
 
@@ -27,8 +27,8 @@ catalogue's own ``say`` (``plan.run``), so that no template is written twice.
 from __future__ import annotations
 
 from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
+from kraftlake.statemachine.sql_dialect import Dialect
 
-from .dialect import Dialect
 from .ranks import lookup
 
 PARTITION_TYPES = ("Partition", "PartitionChange")
