@@ -15,7 +15,7 @@ from the driver's rows have no estimate at all and were never broadcast statical
 from __future__ import annotations
 
 from kraftlake.logging import get_logger
-from kraftlake.replay.plan.dialect import SPARK
+from kraftlake.statemachine.sql_dialect import SPARK
 
 from .scratch import Scratch
 

@@ -49,8 +49,8 @@ def test_say_fills_a_template_with_words():
 def test_the_plans_kinds_of_wrong_state_are_the_catalogues():
     """The plan's queries name the kind of each wrong state (K1, K3) for the driver to word with
     ``say``: each kind they can return is a message of that invariant in the catalogue."""
-    from kraftlake.replay.plan import sql
-    from kraftlake.replay.plan.dialect import DUCKDB, SPARK
+    from kraftlake.statemachine.kraft import invariants_sql as sql
+    from kraftlake.statemachine.sql_dialect import DUCKDB, SPARK
 
     for d in (DUCKDB, SPARK):
         assert set(sql.k1_kinds(d)) == set(BY_ID["K1"].messages)

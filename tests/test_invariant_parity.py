@@ -14,6 +14,7 @@ audited once (the ``reports`` fixture), so that the module stays a few seconds l
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -78,6 +79,8 @@ from kraftlake.replay.audit import Audit
 from kraftlake.replay.books import AuditReport, Books
 from kraftlake.replay.grace import GRACE_MS
 from kraftlake.replay.plan import audit_snapshot
+from kraftlake.replay.plan import run as plan_run
+from kraftlake.replay.plan.duck import DuckEngine
 from kraftlake.statemachine.bookkeeper import invariants as bookkeeper_rules
 from kraftlake.statemachine.invariants import (
     BOOKKEEPER,
@@ -89,6 +92,7 @@ from kraftlake.statemachine.invariants import (
 )
 from kraftlake.statemachine.kraft import invariants as kraft_rules
 from kraftlake.statemachine.kraft.features import ELIGIBLE_LEADER_REPLICAS, MV_4_1_IV1
+from kraftlake.statemachine.kraft.invariants_sql import RELATIONAL, RELATIONS, STAGES, STATE_COLUMNS
 from kraftlake.statemachine.s3stream import invariants as s3stream_rules
 
 from helpers.kraft import bootstrap, registration, uid
@@ -644,3 +648,86 @@ def test_nothing_a_report_says_ends_before_it_begins(history, reports):
     assert local.incidents is not None and plan.incidents is not None
     for engine, report in (("per-record", local), ("plan", plan)):
         assert not _backwards(report), f"{history.name} on the {engine} engine: {_backwards(report)}"
+
+
+# -- the relational invariants: one case each, generated from their registry ------------------------
+
+_KRAFT = [
+    h
+    for h in {h.name: h for h in (*BREAKS.values(), *FURTHER)}.values()
+    if h.name.startswith("kraft/") and not h.foreign
+]
+RELATIONAL_CASES = [
+    *(pytest.param(inv, h, id=f"{inv}-{h.name}") for inv in RELATIONAL for h in _KRAFT),
+    # Every KRaft audit fixture besides (those in BREAKS are audited by the cases above): make
+    # test's, not test-fast's, as ``WINDOWS``' fixtures.
+    *(
+        pytest.param(inv, h, id=f"{inv}-{h.name}", marks=pytest.mark.slow)
+        for p in sorted((FIXTURES / "kraft" / "audit").glob("*.jsonl"))
+        if (h := fixture("kraft", p.stem)).name not in _CRAFTED
+        for inv in RELATIONAL
+    ),
+]
+"""(relational invariant, KRaft history): each invariant of ``invariants_sql.RELATIONAL`` on
+every KRaft history here and every KRaft audit fixture."""
+
+
+@pytest.mark.parametrize(("invariant", "history"), RELATIONAL_CASES)
+def test_each_relational_invariant_agrees_with_its_per_record_rule(invariant, history, reports):
+    """The plan runs each relational invariant from its unit (``invariants_sql.RELATIONAL``: its
+    statements and its wording) and finds what the per-record rule finds, with the same count of
+    checks, on every KRaft history that exercises it (and nothing where none does)."""
+    local, plan = reports(history)
+    assert plan.engine.startswith("duckdb"), plan.engine
+    assert _of(plan, invariant) == _of(local, invariant), f"{invariant} on {history.name}"
+
+
+def test_the_registry_holds_every_kraft_invariant_the_partition_records_decide():
+    """Every KRaft invariant is relational (its SQL in the registry) but those the driver decides
+    from the control plane (K6, K12) and K2, a refusal (``sql.refusals``): the plan names no
+    invariant's statement of its own."""
+    kraft = {i.id for i in CATALOGUE if i.family == KRAFT}
+    assert set(RELATIONAL) == kraft - {"K2", "K6", "K12"}
+    assert list(RELATIONAL) == sorted(RELATIONAL, key=lambda i: STAGES.index(RELATIONAL[i].stage))
+    assert {name for r in RELATIONAL.values() for name, _ in r.keeps} <= set(plan_run.AFTER_INVARIANTS)
+
+
+@pytest.mark.parametrize("invariant", [i for i, r in RELATIONAL.items() if r.found is not None])
+def test_the_plan_words_each_relational_invariant_with_its_units_found(invariant, monkeypatch, tmp_path):
+    """The plan reads an invariant's rows through its registry entry: an entry whose ``found``
+    words nothing leaves the plan's violations of it without words, and no other's."""
+    history = BREAKS[invariant]
+    entry = RELATIONAL[invariant]
+    assert entry.found is not None
+    found = entry.found
+    silenced = dataclasses.replace(entry, found=lambda *row: found(*row)._replace(message=""))
+    monkeypatch.setitem(RELATIONAL, invariant, silenced)
+    log = Log.create(tmp_path / "log")
+    log.append(history.build())
+    plan = kraftlake.audit(log, engine="duckdb", grace_records=history.grace_records, grace_ms=history.grace_ms)
+    mine = [v for v in plan.violations if v.invariant == invariant]
+    assert mine and not any(v.message for v in mine), f"{invariant}'s words are not its entry's"
+    assert all(v.message for v in plan.violations if v.invariant != invariant)
+
+
+def test_the_relations_the_invariants_read_are_as_their_contract_says(monkeypatch, tmp_path):
+    """Each relation of ``invariants_sql.RELATIONS`` has the columns it lists (read in the plan
+    just before the invariants' tables are dropped), on a history where each one is made."""
+    seen: dict[str, list[str]] = {}
+    drop = DuckEngine.drop
+
+    def read_then_drop(self, *names):
+        for r in RELATIONS:
+            if r.name not in seen:
+                seen[r.name] = [c for (c, *_rest) in self.rows(f"DESCRIBE SELECT * FROM {r.name}")]
+        return drop(self, *names)
+
+    monkeypatch.setattr(DuckEngine, "drop", read_then_drop)
+    log = Log.create(tmp_path / "log")
+    log.append(ELR.build())
+    kraftlake.audit(log, engine="duckdb", grace_records=ELR.grace_records, grace_ms=ELR.grace_ms)
+    assert set(seen) == {r.name for r in RELATIONS}
+    assert {r.name: [c for c in r.columns if c not in seen[r.name]] for r in RELATIONS} == {
+        r.name: [] for r in RELATIONS
+    }
+    assert [c for c in seen["timeline"] if c in STATE_COLUMNS] == list(STATE_COLUMNS)

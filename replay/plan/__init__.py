@@ -1,7 +1,7 @@
 """The columnar audit plan, written once as SQL (``sql``, ``elr``, ``incidents``) in the subset
-DuckDB and Spark SQL share (``dialect``), run by an engine (``duck``: DuckDB in this process, the
-default; ``kraftlake.spark.engine``: Spark, for clusters), with the driver's side (``control``,
-``driver``, ``run``) shared by both. It lives beside the per-record engine (``replay.audit``), which
+DuckDB and Spark SQL share (``statemachine.sql_dialect``), run by an engine (``duck``: DuckDB in
+this process, the default; ``kraftlake.spark.engine``: Spark, for clusters), with the driver's
+side (``control``, ``driver``, ``run``) shared by both. It lives beside the per-record engine (``replay.audit``), which
 it is held to; ``spark/`` keeps only what Spark alone needs."""
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ import pyarrow as pa
 
 from kraftlake.logging import get_logger
 from kraftlake.records.store import digests
-
-from .dialect import DIR_TYPE, DUCKDB
+from kraftlake.statemachine.sql_dialect import DIR_TYPE, DUCKDB
 
 log = get_logger(__name__)
 

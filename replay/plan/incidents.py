@@ -81,8 +81,8 @@ from kraftlake.replay.incidents import (
     handling,
     min_isr,
 )
+from kraftlake.statemachine.sql_dialect import Dialect
 
-from .dialect import Dialect
 from .driver import Offline, offline_runs, partition_of
 from .ranks import lookup, register
 from .sql import in_partition_order

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 
-from .dialect import Dialect
+from kraftlake.statemachine.sql_dialect import Dialect
 
 PER_BUCKET = 8
 """The offsets a key's bucket holds on average (``rank_rows``)."""

@@ -4,12 +4,15 @@
 The control plane (brokers, topics, features, transactions, observations, and S3Stream and
 BookKeeper records) is replayed on the driver by the local audit (``replay.plan.control``), read from
 the engine a range of offsets at a time. The partition records (nine in ten of a KRaft history)
-are audited by the plan's SQL (``plan.sql``), joined with what the driver registers: topic
-lifetimes, the intervals where brokers and directories are bad, directory removals, broker
-events, the brokers' registration epochs. The engine returns kinds and fields of the
-few wrong rows; they are worded here with the catalogue's ``say``.
+are audited by the plan's SQL (``plan.sql``: the partition states and what every invariant
+shares) and by each relational invariant's own statements, beside its rule
+(``statemachine.kraft.invariants_sql.RELATIONAL``, run a stage at a time by ``_Stage``), joined
+with what the driver registers: topic lifetimes, the intervals where brokers and directories are
+bad, directory removals, broker events, the brokers' registration epochs. The engine returns
+kinds and fields of the few wrong rows; each invariant's entry words them (its ``found``, with
+the rule's message functions and the catalogue's ``say``).
 
-Graced invariants (K4, K5, K6, K8, K9, K10, K12) are held to the grace in SQL, where the
+Graced invariants (K4, K5, K6, K8, K9, K10, K12, K15) are held to the grace in SQL, where the
 records' times are (``sql.held``, the rule ``AuditConfig.past_grace`` states): a wrong state
 from offset f, fixed at offset x (or still open at the end), counts when the record before x is
 more than ``grace_ms`` ms of record time after f.
@@ -28,14 +31,8 @@ from kraftlake.replay.books import AuditConfig, AuditReport, Violation, attach_i
 from kraftlake.replay.columns import spill
 from kraftlake.replay.violations import ViolationList
 from kraftlake.statemachine.invariants import BY_ID, REPLAY_RULE_TO_INVARIANT, say
-from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_2_IV0, MV_3_6_IV0
-from kraftlake.statemachine.kraft.invariants import (
-    K4_RANKS,
-    k1_message,
-    k3_message,
-    k4_message,
-    offline_members_message,
-)
+from kraftlake.statemachine.kraft.features import MV_3_0_IV1, MV_3_6_IV0
+from kraftlake.statemachine.kraft.invariants_sql import RELATIONAL, Counts, Facts, Relational, Rows, Runs
 from kraftlake.statemachine.kraft.view import PartitionRegistration
 
 from . import elr as elr_sql
@@ -46,7 +43,6 @@ from .driver import (
     bad_intervals,
     broker_checks,
     driver_dirs,
-    interval,
     partition_entity,
     partition_of,
     report_of,
@@ -65,11 +61,14 @@ ENGINE_PARTS = (
 )
 """What ran where, for the report (``AuditReport.engine``)."""
 
-AFTER_INVARIANTS = (
-    "bad", "bad_ranks", "bad_ranks_keys", "known", "bad_overlaps", "k4k5", "removals", "events", "reg_epochs",
-    "accepted", "cands", "elr_states", "k15",
+PLAN_TABLES = (
+    "bad", "bad_ranks", "bad_ranks_keys", "known", "bad_overlaps", "removals", "events", "reg_epochs", "cands",
 )  # fmt: skip
-"""The tables the invariants' statements keep, dropped before the incidents' (``audit``)."""
+"""The tables the plan registers or keeps for the invariants (but the timeline's)."""
+
+AFTER_INVARIANTS = PLAN_TABLES + tuple(dict.fromkeys(name for r in RELATIONAL.values() for name, _ in r.keeps))
+"""The tables the invariants' statements keep, and the plan's for them, dropped before the
+incidents' (``audit``)."""
 
 REPORT = "AssignReplicasToDirsRequest"
 
@@ -148,6 +147,64 @@ def _with_payload(islands_sql: str, source: str, columns: str) -> str:
     )
 
 
+class _Stage:
+    """Runs the relational invariants (``invariants_sql.RELATIONAL``) of a stage of the plan: each
+    keeps its relations (once each), counts its checks (a statement shared by two invariants
+    runs once) and words its wrong rows with its ``found``; a graced invariant's rows (the
+    catalogue's ``graced``) are held to the grace (``held``: ``sql.held``)."""
+
+    def __init__(self, engine, facts: Facts, held: Callable[[str], str], lives, found: ViolationList, checked):
+        self.engine, self.facts, self.held, self.lives, self.found, self.checked = (
+            engine, facts, held, lives, found, checked,
+        )  # fmt: skip
+        self.kept: set[str] = set()
+        self.counted: dict[str, int] = {}
+
+    def run(self, stage: str) -> None:
+        engine, d, facts = self.engine, self.engine.dialect, self.facts
+        for rule in RELATIONAL.values():
+            if rule.stage != stage or rule.found is None:
+                continue
+            for name, statement in rule.keeps:
+                if name not in self.kept:
+                    engine.keep(name, statement(d, facts))
+                    self.kept.add(name)
+            if rule.guard is not None and not engine.rows(rule.guard):
+                continue
+            if rule.checked is not None:
+                count = rule.checked(d, facts)
+                if count not in self.counted:
+                    ((self.counted[count],),) = engine.rows(count)
+                self.checked[rule.invariant] = int(self.counted[count])
+            self._found(rule, d)
+
+    def _found(self, rule: Relational, d) -> None:
+        inv, select, graced = rule.invariant, rule.select, BY_ID[rule.invariant].graced
+        if isinstance(select, Runs):
+            runs = sql.islands(d, select.source(d, self.facts), select.wrong)
+            source = _with_payload(runs, select.payload_from, select.payload)
+            statement = self.held(source) if graced else f"SELECT * FROM {source}"
+        else:
+            assert isinstance(select, Rows), select
+            statement = select.statement(d, self.facts)
+            if graced:
+                statement = self.held(f"({statement}) {inv.lower()}")
+        point = isinstance(select, Rows) and select.point
+        assert rule.found is not None
+        engine = self.engine
+        for row in engine.rows(statement):
+            f = rule.found(*row)
+            if f.broker is None:
+                entity = partition_entity(self.lives, f.pk)
+            else:
+                topic, p = partition_of(self.lives, f.pk)
+                entity = f"replica/{topic}/{p}/{f.broker}"
+            if point:
+                self.found.add(inv, entity, f.first, f.first, f.message, (f.first,))
+            else:
+                self.found.add_interval(inv, entity, f.first, f.message, f.fixed_by)
+
+
 def audit(engine, config: AuditConfig | None = None, *, step: Callable[[str], None] | None = None) -> AuditReport:
     """Audit the log ``engine`` reads (its relation ``log``) with the plan."""
     # The rows the engines return, the candidates and the violations are millions of Python
@@ -200,19 +257,14 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
         found.extend(_l1(engine, d))
     refused = [_refused(*r) for r in engine.rows(sql.refusals(d))] if engine.rows(sql.ANY_REFUSED) else []
     found.extend(refused)
-    tell("K1: leader in ISR in replicas")
-    wrong_k1 = (
-        f"(SELECT pk, off, end_ FROM timeline WHERE k1 IS NOT NULL AND NOT {elr_sql.k1_exempt(plane.elr_levels)}) s0"
-    )
-    k1 = _with_payload(sql.islands(d, wrong_k1, "TRUE"), "timeline", "s.k1, s.isr, s.replicas, s.leader")
-    for pk, f, fixed, kind, isr, replicas, leader in engine.rows(f"SELECT * FROM {k1}"):
-        found.add_interval("K1", partition_entity(lives, pk), f, k1_message(kind, isr, replicas, leader), fixed)
-    tell("K3: epochs")
-    for pk, off, *fields in engine.rows(
-        "SELECT pk, off, k3, old_replicas, replicas, old_isr, isr, old_leader, leader, leader_epoch,"
-        " partition_epoch, old_partition_epoch FROM timeline WHERE k3 IS NOT NULL"
-    ):
-        found.add("K3", partition_entity(lives, pk), off, off, k3_message(*fields), (off,))
+    # Each relational invariant's statements are its own (``invariants_sql.RELATIONAL``), run at
+    # the stage where the relations they read exist.
+    facts = Facts(plane.elr_levels, plane.mv_levels, sql.published(d, skip))
+    held = lambda source: sql.held(d, source, end, config)  # noqa: E731
+    sql_checked: dict[str, int] = {}
+    stage = _Stage(engine, facts, held, lives, found, sql_checked)
+    tell("K1: leader in ISR in replicas")  # and K3, one statement more on the same states
+    stage.run("timeline")
 
     tell("K4/K5, K7: leaders and ISR on online brokers and directories, directory removals")
     broker_bad, dir_bad, known = bad_intervals(plane, referenced)
@@ -235,33 +287,23 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     engine.table("known", [(b,) for b in known], [("b", "INT")])
     # Every join of the overlaps has its small side (rank tables, intervals) on the right.
     engine.keep("bad_overlaps", sql.overlaps(d, end), sides_as_written=True)
-    engine.keep("k4k5", sql.k4_k5_states(d))
-    held = lambda source: sql.held(d, source, end, config)  # noqa: E731
-    k4 = _with_payload(sql.islands(d, "k4k5", "k4_rank IS NOT NULL"), "k4k5", "s.k4_rank, s.k4_broker, s.k4_dir")
-    for pk, f, fixed, rank, broker, dd, _hi in engine.rows(held(k4)):
-        found.add_interval("K4", partition_entity(lives, pk), f, k4_message(K4_RANKS[rank], broker, dd), fixed)
-    k5 = _with_payload(sql.islands(d, "k4k5", "k5_brokers IS NOT NULL"), "k4k5", "s.k5_brokers, s.k5_dirs")
-    for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k5)):
-        found.add_interval(
-            "K5", partition_entity(lives, pk), f, offline_members_message("K5", zip(brokers, dirs)), fixed
-        )
+    stage.run("bad_overlaps")
     if plane.dir_removals:
         engine.table("removals", plane.dir_removals, [("at_", "BIGINT"), ("bad_broker", "INT"), ("bad_dir", "DIR")])
-        for pk, at, broker, dd, role in engine.rows(sql.k7_hits()):
-            words = say("K7", "leads" if role == 0 else "in_isr", broker=broker, directory=dd)
-            found.add("K7", partition_entity(lives, pk), at, at, words, (at,))
+        stage.run("removals")
 
-    sql_checked: dict[str, int] = {}
     if any(on for _off, on in plane.elr_levels):
         tell("K13-K15: eligible leader replicas")
-        found.extend(_elr(engine, d, plane, lives, held, sql_checked))
+        stage.run("elr")
 
     tell("K8-K11: UNASSIGNED replicas, reported directories, requests to serve")
     events = sorted(plane.broker_events + [(o_, b) for o_, b, _ in plane.unfence_requests])
     engine.table("events", events, [("off", "BIGINT"), ("broker", "INT")])
+    # K8, K10 and K11 share one statement, judged by the driver in one pass (``broker_checks``).
     # Read as they come, in the order the checks take them: held whole, the counts would be the
     # driver's largest list (two rows per K8/K10 interval).
-    counts = engine.iter_rows(f"SELECT * FROM ({sql.unassigned_counts(d)}) c ORDER BY off, broker, after")
+    [unassigned] = {r.select for r in RELATIONAL.values() if r.stage == "events" and isinstance(r.select, Counts)}
+    counts = engine.iter_rows(f"SELECT * FROM ({unassigned.statement(d, facts)}) c ORDER BY off, broker, after")
     k8_k10, crossings = broker_checks(plane, counts, set(events), found)
     candidates.extend(k8_k10)
     del k8_k10
@@ -272,14 +314,7 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     epochs = [(s.start, s.broker, None if s.registration is None else s.registration.epoch) for s in plane.segments]
     engine.table("reg_epochs", epochs, [("off", "BIGINT"), ("broker", "INT"), ("epoch", "BIGINT")])
     del epochs
-    engine.keep("accepted", sql.accepted(d, skip))
-    if engine.rows("SELECT 1 FROM accepted LIMIT 1"):
-        ((k9_checked,),) = engine.rows(sql.k9_checked(d))
-        sql_checked["K9"] = int(k9_checked)
-        for pk, broker, f, reported, recorded, fixed, _hi in engine.rows(held(f"({sql.k9_runs(d)}) k9")):
-            words = say("K9", "unrecorded", broker=broker, reported=reported, recorded=recorded)
-            topic, p = partition_of(lives, pk)
-            found.add_interval("K9", f"replica/{topic}/{p}/{broker}", f, words, fixed)
+    stage.run("accepted")
 
     tell("holding graced states to the grace")
     engine.arrow_table("cands", candidates.interval_columns())
@@ -343,36 +378,6 @@ def _registrations(lives, rows: Iterable[tuple]) -> Iterator[PartitionRegistrati
         held = reg
     if held is not None:
         yield held
-
-
-def _elr(engine, d, plane, lives, held, checked: dict[str, int]) -> list[Violation]:
-    """K13, K14 and K15 (``plan.elr``) of a log that turns KIP-966 on; ``checked`` gets their
-    counts (the catalogue's ``counts``)."""
-    found = []
-    engine.keep("elr_states", elr_sql.states(d, plane.elr_levels, plane.mv_levels, MV_3_0_IV1, MV_3_2_IV0))
-    ((judged,),) = engine.rows(elr_sql.judged_count(d))
-    ((elections,),) = engine.rows(elr_sql.elections_count(plane.elr_levels))
-    checked.update(K13=judged, K15=judged, K14=elections)
-    wrong = "(SELECT pk, off, end_ FROM elr_states WHERE k13 IS NOT NULL) s13"
-    k13 = _with_payload(sql.islands(d, wrong, "TRUE"), "elr_states", "s.k13, s.elr, s.replicas, s.isr")
-    for pk, f, fixed, kind, elr_, replicas, isr in engine.rows(f"SELECT * FROM {k13}"):
-        if kind == "elr_outside_replicas":
-            words = say("K13", kind, elr=elr_, outside=[b for b in elr_ if b not in replicas], replicas=replicas)
-        else:
-            words = say("K13", kind, elr=elr_, isr=isr, both=[b for b in elr_ if b in isr])
-        found.append(interval("K13", partition_entity(lives, pk), f, words, fixed))
-    for pk, off, leader, isr, old_elr in engine.rows(
-        "SELECT pk, off, leader, old_isr, old_elr FROM elr_states WHERE k14"
-    ):
-        words = say("K14", "not_eligible", leader=leader, isr=isr, elr=old_elr or [])
-        found.append(violation("K14", partition_entity(lives, pk), off, off, words, [off]))
-    engine.keep("k15", elr_sql.k15_states(d))
-    k15 = _with_payload(sql.islands(d, "k15", "k15_brokers IS NOT NULL"), "k15", "s.k15_brokers, s.k15_dirs")
-    for pk, f, fixed, brokers, dirs, _hi in engine.rows(held(k15)):
-        found.append(
-            interval("K15", partition_entity(lives, pk), f, offline_members_message("K15", zip(brokers, dirs)), fixed)
-        )
-    return found
 
 
 def build_timeline(

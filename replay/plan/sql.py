@@ -1,41 +1,43 @@
-"""The audit's partition side as SQL: named queries over the log (a relation ``log`` with the log
-table's columns) and the small tables the driver registers (``lives``, ``bad``, ``removals``,
-``events``, ``reg_epochs``), each a function of the dialect (``plan.dialect``) returning one
-statement. The same text runs on DuckDB and on Spark SQL.
+"""The audit's partition side as SQL, the machinery every invariant shares: named queries over the
+log (a relation ``log`` with the log table's columns) and the small tables the driver registers
+(``lives``, ``bad``, ``removals``, ``events``, ``reg_epochs``), each a function of the dialect
+(``statemachine.sql_dialect``) returning one statement. The same text runs on DuckDB and on
+Spark SQL. Each invariant's own statements are beside its rule
+(``statemachine.kraft.invariants_sql``), reading the relations made here.
 
 What each query computes is what Kafka's replay and the local audit compute per record:
 
 - ``partition_rows``, ``fills``, ``timeline``: every partition's state after each of its
   records (``statemachine.kraft.partitions.merge`` as forward fills per partition lifetime),
   the records the reducer refuses (``fills.refused``), and per state what the invariants read:
-  K1's and K3's kind of wrongness, the state before, UNASSIGNED replicas. One window pass
-  (``fills``) states nearly every partition; the few it cannot (``unclean``: registered twice,
-  a refused change, directories folded per replica where a change sets replicas without naming
-  them) take the general form (``judged``, ``states``).
-- ``members``, ``overlaps``, ``k4_k5_points``: leaders and ISR members joined with the
-  intervals where their broker or directory is bad (ranked lookups, no range join), and where
-  K4/K5's answer can change.
+  K1's and K3's kind of wrongness (their conditions are the invariants': ``k1_kinds``,
+  ``k3_kinds``), the state before, UNASSIGNED replicas. One window pass (``fills``) states
+  nearly every partition; the few it cannot (``unclean``: registered twice, a refused change,
+  directories folded per replica where a change sets replicas without naming them) take the
+  general form (``judged``, ``states``).
+- ``members``, ``overlaps``: leaders and ISR members joined with the intervals where their
+  broker or directory is bad (ranked lookups, no range join): ``bad_overlaps``, which K4, K5
+  and K7 read.
 - ``islands``: runs of wrong states (gaps and islands), any invariant.
-- ``k7_hits``, ``unassigned_counts``, ``accepted``, ``k9_runs``, ``held``: K7 at directory
-  removals, the UNASSIGNED count per broker (K8, K10, K11), the reports the controller
-  accepts and K9's until recorded, the grace.
+- ``held``: the grace, one mechanism for every graced invariant.
+- ``final_states``, ``refusals``: the registrations at the end (the state hash), the refused
+  records (L3, K2).
 
 Queries return kinds and fields, not words: the driver words the few rows it collects with the
-catalogue's own ``say`` (``plan.run``), so that no template is written twice.
+invariants' own message functions (``plan.run``), so that no template is written twice.
 """
 
 from __future__ import annotations
 
 from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
+from kraftlake.statemachine.kraft.invariants_sql import NO_DIR, k1_kinds, k3_kinds
+from kraftlake.statemachine.sql_dialect import Dialect
 
-from .dialect import Dialect
 from .ranks import lookup
 
 PARTITION_TYPES = ("Partition", "PartitionChange")
 ANY_DIR = "*"
 """A bad interval of a whole broker (unregistered, fenced): never a directory id."""
-NO_DIR = ""
-"""K9's mark of a state where the broker is no replica: never a directory id."""
 RESERVED_DIRS = (MIGRATING, UNASSIGNED, LOST, ANY_DIR, NO_DIR)
 """The directory ids and marks the plan names itself (``directories``)."""
 
@@ -215,29 +217,6 @@ def _mv(levels: list[tuple[int, int]], base: int, column: str = "off") -> str:
         return str(base)
     whens = " ".join(f"WHEN {column} > {o} THEN {lv}" for o, lv in reversed(levels))
     return f"CASE {whens} ELSE {base} END"
-
-
-def k1_kinds(d: Dialect) -> dict[str, str]:
-    """K1's kinds of wrongness (the catalogue's message kinds), each with its condition on a
-    state, the first that holds naming it."""
-    return {
-        "empty_isr": f"{d.size('isr')} = 0",
-        "isr_outside_replicas": d.outside("isr", "replicas"),
-        "leader_outside_isr": f"leader <> -1 AND NOT {d.contains('isr', 'leader')}",
-    }
-
-
-def k3_kinds(d: Dialect, mv_3_6: int) -> dict[str, str]:
-    """K3's, on a state and the one before it (``mv``: the metadata.version in force): a change
-    that removes a replica (or, before 3.6-IV0, shrinks the ISR) without a leader-epoch bump; a
-    PartitionRecord rewriting a partition whose epochs do not move."""
-    same_le = "leader_epoch = old_leader_epoch"
-    return {
-        "replicas_left": f"NOT is_record AND {same_le} AND {d.outside('old_replicas', 'replicas')}",
-        "isr_shrunk": f"NOT is_record AND {same_le} AND mv < {mv_3_6} AND {d.outside('old_isr', 'isr')}",
-        "partition_epoch_stuck": "is_record AND partition_epoch <= old_partition_epoch",
-        "leader_epoch_stuck": "is_record AND leader <> old_leader AND leader_epoch <= old_leader_epoch",
-    }
 
 
 def _case(kinds: dict[str, str]) -> str:
@@ -454,215 +433,6 @@ def overlaps(d: Dialect, last: int) -> str:
     UNION ALL SELECT pk, off, end_, 'L' AS role, 0 AS pos, leader AS broker, {leader_dir} AS dir,
       'unregistered' AS reason, off AS s, end_ AS e
     FROM timeline t WHERE leader <> -1 AND NOT EXISTS (SELECT 1 FROM known k WHERE k.b = t.leader)
-    """
-
-
-def change_points(overlaps: str) -> str:
-    """Where an answer over ``overlaps`` (pk, off, end_ of a state; s, e of an overlap inside
-    it) can change: each state's start and its overlaps' edges inside it (pk, t, state, row_end)."""
-    return f"""
-      SELECT DISTINCT pk, t, state, row_end FROM (
-        SELECT pk, off AS t, off AS state, end_ AS row_end FROM {overlaps}
-        UNION ALL SELECT pk, s AS t, off AS state, end_ AS row_end FROM {overlaps}
-        UNION ALL SELECT pk, e AS t, off AS state, end_ AS row_end FROM {overlaps}
-          WHERE e IS NOT NULL AND (end_ IS NULL OR e < end_)
-      ) x"""
-
-
-def k4_k5_states(d: Dialect) -> str:
-    """K4's and K5's answer at each point where it can change (each state with a bad overlap,
-    and the overlaps' edges inside it): the leader's worst reason (``k4_rank``: 0 unregistered,
-    1 fenced, 2 offline directory; null = right) and the ISR members on offline directories
-    (``k5_brokers``/``k5_dirs`` in ISR order; null = none). A state with no overlap is right and
-    left out (``islands`` reads the gap as right)."""
-    rank = "CASE WHEN reason = 'unregistered' THEN 0 WHEN reason = 'fenced' THEN 1 ELSE 2 END"
-    return f"""
-    WITH pts AS ({change_points("bad_overlaps")}),
-    cover AS (
-      SELECT p.pk, p.t, p.row_end, o.role, o.pos, o.broker, o.dir, o.reason
-      FROM pts p LEFT JOIN bad_overlaps o
-        ON p.pk = o.pk AND p.state = o.off AND o.s <= p.t AND (o.e IS NULL OR p.t < o.e)
-    ),
-    agg AS (
-      SELECT pk, t, row_end,
-        min(CASE WHEN role = 'L' THEN {rank} END) AS k4_rank,
-        min(CASE WHEN role = 'L' THEN broker END) AS k4_broker,
-        max(CASE WHEN role = 'L' THEN dir END) AS k4_dir,
-        {d.ordered_list("broker", "pos", "role = 'I'")} AS k5_brokers,
-        {d.ordered_list("dir", "pos", "role = 'I'")} AS k5_dirs
-      FROM cover GROUP BY pk, t, row_end
-    )
-    SELECT pk, t AS off, least(lead(t) OVER (PARTITION BY pk ORDER BY t), row_end) AS end_,
-      k4_rank, k4_broker, k4_dir, k5_brokers, k5_dirs
-    FROM agg
-    """
-
-
-def k7_hits() -> str:
-    """K7: members on an offline directory at a change that takes it from their broker
-    (``removals``: at_, bad_broker, bad_dir); role 0 leads, 1 in the ISR only."""
-    return """
-    SELECT o.pk, r.at_, o.broker, o.dir, min(CASE WHEN o.role = 'L' THEN 0 ELSE 1 END) AS role
-    FROM bad_overlaps o JOIN removals r
-      ON o.reason = 'offline' AND o.broker = r.bad_broker AND o.dir = r.bad_dir AND o.off < r.at_
-      AND (o.end_ IS NULL OR r.at_ < o.end_)
-    GROUP BY o.pk, r.at_, o.broker, o.dir
-    """
-
-
-def unassigned_counts(d: Dialect) -> str:
-    """(off, broker, after): a broker's number of UNASSIGNED replicas where K8 is checked: where
-    it goes from zero to some or back, and at each of the broker's records (``events``: off,
-    broker), from the gains and losses of each partition's states and its topic's removal."""
-    gained = d.distinct(d.filter("u", lambda v: f"NOT {d.contains('old_u', v)}"))
-    lost = d.distinct(d.filter("old_u", lambda v: f"NOT {d.contains('u', v)}"))
-    return f"""
-    WITH t AS (SELECT off, end_, removed, u, old_u FROM timeline WHERE u IS NOT NULL),
-    steps AS (
-      SELECT off, {d.explode(gained, "broker")}, 1 AS step FROM t
-      UNION ALL SELECT off, {d.explode(lost, "broker")}, -1 AS step FROM t
-      UNION ALL SELECT removed AS off, {d.explode(d.distinct("u"), "broker")}, -1 AS step FROM t
-        WHERE removed IS NOT NULL AND end_ = removed
-    ),
-    grouped AS (
-      SELECT broker, off, sum(step) AS step, FALSE AS event FROM steps GROUP BY broker, off
-      UNION ALL SELECT broker, off, 0 AS step, TRUE AS event FROM events
-    ),
-    counted AS (
-      SELECT *, sum(step) OVER (PARTITION BY broker ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-        AS after
-      FROM grouped
-    )
-    SELECT off, broker, after FROM counted WHERE event OR ((after = 0) <> (after - step = 0))
-    """
-
-
-def accepted(d: Dialect, skip: list[tuple[int, int]]) -> str:
-    """(off): the published AssignReplicasToDirsRequests the controller accepts, those from a
-    broker registered, at the request, with the epoch it gives (``reg_epochs``: each broker's
-    registration epoch from the record that set it, null where it is not registered), as the
-    local audit tells them. Each request takes the last of its broker's records before it."""
-    o, t = d.q("offset"), d.q("type")
-    req = d.q("assign_replicas_to_dirs_request")
-    since = "(PARTITION BY broker ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-    return f"""
-    WITH ev AS (
-      SELECT off, broker, off AS seg, CAST(NULL AS BIGINT) AS asked FROM reg_epochs
-      UNION ALL
-      SELECT {o} AS off, {req}.broker_id AS broker, CAST(NULL AS BIGINT) AS seg, {req}.broker_epoch AS asked
-      FROM log WHERE {t} = 'AssignReplicasToDirsRequest' AND {published(d, skip)}
-    ),
-    f AS (SELECT off, broker, asked, {d.last("seg")} OVER {since} AS seg FROM ev)
-    SELECT f.off FROM f JOIN reg_epochs r ON r.broker = f.broker AND r.off = f.seg
-    WHERE f.asked IS NOT NULL AND r.epoch = f.asked
-    """
-
-
-def k9_checked(d: Dialect) -> str:
-    """How many replica directories the accepted AssignReplicasToDirs requests report: K9's
-    ``checked`` (the catalogue's ``counts``), read from the requests the driver does not decode."""
-    req = d.q("assign_replicas_to_dirs_request")
-    return f"""
-    WITH r0 AS (
-      SELECT {d.posexplode(f"{req}.directories", "dpos", "dd")}
-      FROM log l JOIN accepted a ON l.{d.q("offset")} = a.off
-      WHERE l.{d.q("type")} = 'AssignReplicasToDirsRequest'
-    ),
-    r1 AS (SELECT {d.posexplode("dd.topics", "tpos", "tp")} FROM r0)
-    SELECT coalesce(sum({d.size("tp.partitions")}), 0) FROM r1
-    """
-
-
-def k9_runs(d: Dialect) -> str:
-    """K9's candidate intervals: a replica directory its broker reported (and the controller
-    accepted: ``accepted``) that the partition does not record, until a state records it or
-    drops the replica. A report that disagrees with the partition where it is made is
-    effective; it holds until the first state that records the reported directory or drops the
-    replica, or the next effective report (which continues the same wrong interval). Rows:
-    pk, broker, first_offset, reported, recorded, fixed_by. Only the replicas some accepted
-    report names are followed (the others cannot be wrong). A reported directory is of the
-    plan's directory type (``reported_dirs`` puts every one in the dictionary, known to the
-    plan or not), returned as a string: the windows then carry a small integer, not a string
-    of 22 characters (faster, and within less memory: bench/RESULTS.md)."""
-    req = d.q("assign_replicas_to_dirs_request")
-    report = "reported IS NOT NULL"
-    upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-    before = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-    dir_of = f"CASE WHEN {d.contains('replicas', 'st0.broker')} THEN {d.at('dirs', d.position('replicas', 'st0.broker'))} END"
-    dir_of_old = (
-        f"CASE WHEN {d.contains('old_replicas', 'st0.broker')}"
-        f" THEN {d.at('old_dirs', d.position('old_replicas', 'st0.broker'))} END"
-    )
-    none = d.dir(NO_DIR)
-    return f"""
-    WITH r0 AS (
-      SELECT l.{d.q("offset")} AS at_, {req}.broker_id AS broker, {d.posexplode(f"{req}.directories", "dpos", "dd")}
-      FROM log l JOIN accepted a ON l.{d.q("offset")} = a.off
-      WHERE l.{d.q("type")} = 'AssignReplicasToDirsRequest'
-    ),
-    r1 AS (SELECT at_, broker, dpos, dd.id AS reported, {d.posexplode("dd.topics", "tpos", "tp")} FROM r0),
-    r2 AS (
-      SELECT at_, broker, reported, tp.topic_id AS topic_id, dpos * 1000000 + tpos * 1000 AS pos0,
-        {d.posexplode("tp.partitions", "ppos", "pid")}
-      FROM r1
-    ),
-    asks AS (
-      SELECT r2.at_, r2.broker, CAST(r2.reported AS {d.dir_type}) AS reported, r2.pos0 + r2.ppos AS seq,
-        l.life_index * 4294967296 + (CAST(r2.pid AS BIGINT) & 4294967295) AS pk
-      FROM r2 JOIN lives l
-        ON r2.topic_id = l.life_topic AND r2.at_ > l.life AND (l.removed IS NULL OR r2.at_ < l.removed)
-    ),
-    asked AS (SELECT DISTINCT pk, broker FROM asks),
-    st0 AS (
-      SELECT pk, off, replicas, dirs, old_replicas, old_dirs,
-        {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
-      FROM timeline WHERE moved AND pk IN (SELECT pk FROM asked)
-    ),
-    -- A state that leaves the replica's directory as the state before did changes nothing here:
-    -- it neither records a reported directory first nor drops the replica.
-    st AS (
-      SELECT st0.pk, st0.off, st0.broker, {dir_of} AS dir
-      FROM st0 JOIN asked a ON st0.pk = a.pk AND st0.broker = a.broker
-      WHERE NOT ({dir_of} IS NOT DISTINCT FROM {dir_of_old})
-    ),
-    both_ AS (
-      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS STRING) AS reported
-      FROM st
-      UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS {d.dir_type}) AS dir, reported
-      FROM asks
-    ),
-    t0 AS (
-      SELECT *, NULLIF({d.last(f"CASE WHEN NOT ({report}) THEN coalesce(dir, {none}) END")} OVER {before}, {none})
-        AS recorded
-      FROM both_
-    ),
-    t1 AS (SELECT * FROM t0 WHERE NOT ({report}) OR (recorded IS NOT NULL AND recorded <> reported)),
-    t2 AS (
-      SELECT *, sum(CASE WHEN {report} THEN 1 ELSE 0 END) OVER {upto} AS segment,
-        {d.last("reported")} OVER {upto} AS waits_for
-      FROM t1
-    ),
-    segs AS (
-      SELECT pk, broker, segment,
-        max(CASE WHEN {report} THEN pos END) AS at_,
-        max(reported) AS reported, max(CASE WHEN {report} THEN recorded END) AS recorded,
-        min(CASE WHEN NOT ({report}) AND (dir IS NULL OR dir = waits_for) THEN pos END) AS fix
-      FROM t2 WHERE segment > 0 GROUP BY pk, broker, segment
-    ),
-    e AS (
-      SELECT *, sum(CASE WHEN prev_fix IS NOT NULL THEN 1 ELSE 0 END)
-          OVER (PARTITION BY pk, broker ORDER BY segment ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
-      FROM (SELECT *, lag(fix) OVER (PARTITION BY pk, broker ORDER BY segment) AS prev_fix FROM segs) x
-    ),
-    firsts AS (
-      SELECT pk, broker, island, min(segment) AS first_segment, max(segment) AS last_segment
-      FROM e GROUP BY pk, broker, island
-    )
-    SELECT f.pk, f.broker, a.at_ AS first_offset, CAST(a.reported AS STRING) AS reported, a.recorded,
-      z.fix AS fixed_by
-    FROM firsts f
-      JOIN e a ON a.pk = f.pk AND a.broker = f.broker AND a.segment = f.first_segment
-      JOIN e z ON z.pk = f.pk AND z.broker = f.broker AND z.segment = f.last_segment
     """
 
 

@@ -3,7 +3,8 @@
 have changed. Their ids, definitions and words are the catalogue's (``statemachine.invariants``).
 
 Each check is a pure function of the view (after the record) and returns a message when the
-entity is wrong, None when it is right. The audit engine (``replay.audit``) turns the answers
+entity is wrong, None when it is right. The relational ones have their SQL beside them, in
+``invariants_sql`` (one statement per invariant, the plan's registry of them). The audit engine (``replay.audit``) turns the answers
 into intervals: a violation begins where an entity went wrong and ends where it was fixed,
 after a grace for the states Kafka passes through legitimately.
 """
@@ -41,7 +42,7 @@ def leader_in_isr_in_replicas(p: PartitionRegistration, elr: bool = False) -> st
 
 
 # -- the words of each wrong state, from what it is: both engines word with these (the SQL plan's
-# queries return the kind and the fields, ``replay.plan.run``) -----------------------------------
+# statements return the kind and the fields, ``invariants_sql``) ---------------------------------
 
 
 def k1_message(kind: str, isr: Sequence[int], replicas: Sequence[int], leader: int) -> str:
@@ -92,6 +93,18 @@ def offline_members_message(inv: str, members: Iterable[tuple[int, str]]) -> str
     return say(inv, "offline_members", members=", ".join(say(inv, "member", broker=b, directory=d) for b, d in members))
 
 
+def k13_message(kind: str, elr: Sequence[int], replicas: Sequence[int], isr: Sequence[int]) -> str:
+    """K13's words for an ELR of ``kind`` (elr_outside_replicas, elr_in_isr)."""
+    if kind == "elr_outside_replicas":
+        return say("K13", kind, elr=elr, outside=[b for b in elr if b not in replicas], replicas=replicas)
+    return say("K13", kind, elr=elr, isr=isr, both=[b for b in elr if b in isr])
+
+
+def k14_message(leader: int, isr: Sequence[int], elr: Sequence[int]) -> str:
+    """K14's words for a ``leader`` elected from neither the ``isr`` nor the ``elr`` before."""
+    return say("K14", "not_eligible", leader=leader, isr=isr, elr=elr)
+
+
 class Registration(Protocol):
     """What K10 reads of a broker's registration (a ``BrokerRegistration``, or the plan's
     ``Registered``)."""
@@ -122,12 +135,10 @@ def elr_is_sound(p: PartitionRegistration) -> str | None:
     elr = p.eligible_leader_replicas
     if not elr:
         return None
-    outside = [b for b in elr if b not in p.replicas]
-    if outside:
-        return say("K13", "elr_outside_replicas", elr=elr, outside=outside, replicas=p.replicas)
-    both = [b for b in elr if b in p.isr]
-    if both:
-        return say("K13", "elr_in_isr", elr=elr, isr=p.isr, both=both)
+    if any(b not in p.replicas for b in elr):
+        return k13_message("elr_outside_replicas", elr, p.replicas, p.isr)
+    if any(b in p.isr for b in elr):
+        return k13_message("elr_in_isr", elr, p.replicas, p.isr)
     return None
 
 
@@ -158,7 +169,7 @@ def leader_is_eligible(view: ControllerView, old: PartitionRegistration, new: Pa
         # Unclean (also the last known leader's election): the ISR forced to the leader, which
         # recovers (a partition already RECOVERING stays so).
         return None
-    return say("K14", "not_eligible", leader=leader, isr=old.isr, elr=old.eligible_leader_replicas)
+    return k14_message(leader, old.isr, old.eligible_leader_replicas)
 
 
 def leader_is_healthy(view: ControllerView, p: PartitionRegistration) -> str | None:

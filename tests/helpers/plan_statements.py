@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import kraftlake.replay.plan as plan_package
+from kraftlake.statemachine.kraft.invariants_sql import RELATIONAL
 
 METHODS = frozenset(
     {"rows", "iter_rows", "arrow", "arrow_batches", "keep", "view", "table", "arrow_table", "directories"}
@@ -39,13 +40,23 @@ def _calls(path: Path):
             yield node
 
 
-def statement_sites() -> dict[tuple[str, int], str]:
+REGISTRY = "invariants_sql.RELATIONAL"
+"""The site of each relational invariant's statements: the plan runs them all from the same few
+calls (``run._Stage``), so each entry of the registry that words its rows is a site of its own
+(``(REGISTRY, invariant)``), run where a call runs while the stage holds that entry (``rule``)."""
+
+
+def statement_sites() -> dict[tuple[str, int | str], str]:
     """Each call of an engine's statement method in the plan's source: (file name, first line)
-    -> the call's text (its first line), for messages."""
+    -> the call's text (its first line), for messages; and each relational invariant's entry
+    (``REGISTRY``)."""
     return {
-        (path.name, node.lineno): ast.unparse(node).splitlines()[0][:100]
-        for path in plan_files()
-        for node in _calls(path)
+        **{
+            (path.name, node.lineno): ast.unparse(node).splitlines()[0][:100]
+            for path in plan_files()
+            for node in _calls(path)
+        },
+        **{(REGISTRY, inv): f"{inv}'s statements" for inv, r in RELATIONAL.items() if r.found is not None},
     }
 
 
@@ -60,7 +71,7 @@ class Recording:
     def __init__(self, engine) -> None:
         self._engine = engine
         self._ranges = _ranges()
-        self.ran: set[tuple[str, int]] = set()
+        self.ran: set[tuple[str, int | str]] = set()
 
     def __getattr__(self, name: str):
         target = getattr(self._engine, name)
@@ -74,6 +85,9 @@ class Recording:
             spans = [s for s in self._ranges.get(file, ()) if s[0] <= line <= s[1]]
             if spans:
                 self.ran.add((file, max(spans)[0]))
+            rule = frame.f_locals.get("rule")
+            if rule is not None and getattr(rule, "invariant", None) in RELATIONAL:
+                self.ran.add((REGISTRY, rule.invariant))
             return target(*args, **kwargs)
 
         return recorded

@@ -1,4 +1,7 @@
-"""The few spellings in which DuckDB's SQL and Spark SQL differ, for the plan's SQL (``plan.sql``).
+"""The few spellings in which DuckDB's SQL and Spark SQL differ, for the audit plan's SQL
+(``replay.plan.sql``) and the invariants' own (``statemachine.kraft.invariants_sql``): pure string
+spelling, the standard library only, so that a family's rules spell their SQL beside their
+per-record checks without importing the engines above them.
 
 The plan is written once, in the SQL both engines share (windows with a WINDOW clause, joins,
 CASE, aggregates, ``IS NOT DISTINCT FROM``), and calls these for what each spells its own way:
@@ -13,8 +16,8 @@ dropped (a warning, then a wrong forward fill), and ``array_except`` as a nest o
 the checks it would take to trust a transpiler's output, and each engine's SQL can be read as is.
 
 Directory ids (22-character strings) are a DuckDB ENUM (``DIR_TYPE``) in the plan: a dictionary
-of the directories the plan meets, built first (``plan.run.build_timeline``), so that windows,
-joins and arrays carry small integers (the window of the partition timeline costs a third less,
+of the directories the plan meets, built first (``replay.plan.run.build_timeline``), so that
+windows, joins and arrays carry small integers (the window of the partition timeline costs a third less,
 bench/RESULTS.md), compared, collected and returned as the same strings. Spark keeps strings:
 there the spellings below (``dir``, ``as_dirs``, ``dir_type``) are the plain ones.
 """
