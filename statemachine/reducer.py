@@ -5,7 +5,7 @@ The strictness rule, the same in every family: a reducer refuses exactly the rec
 models would not have taken, raising ``ReplayError`` (``refusal``) with an ``R-REPLAY-*`` rule and
 the record's offset, type and entity, before it changes the view; it never skips such a record
 silently, and ignores only what that system ignores. A caller that goes on past a refusal (the
-audits, which report it under the invariant ``replay.invariants.REPLAY_RULE_TO_INVARIANT`` names)
+audits, which report it under the invariant ``statemachine.invariants.REPLAY_RULE_TO_INVARIANT`` names)
 moves the view to the record's offset and leaves it otherwise as it was. Offsets must increase in
 every family (R-REPLAY-ORDER, checked here); what else is refused is the modelled system's, and is
 written in each family's reducer.

@@ -55,3 +55,66 @@ def test_the_plans_kinds_of_wrong_state_are_the_catalogues():
     for d in (DUCKDB, SPARK):
         assert set(sql.k1_kinds(d)) == set(BY_ID["K1"].messages)
         assert set(sql.k3_kinds(d, 14)) == set(BY_ID["K3"].messages)
+
+
+CATALOGUE_ORDER = (
+    *("L1", "L3", "L4", "L5"),
+    *("K1", "K2", "K3", "K4", "K5", "K6", "K7", "K9", "K8", "K10", "K11", "K12", "K13", "K14", "K15"),
+    *("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11"),
+    *("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10"),
+    *("S13", "S14", "S12"),
+)
+"""The catalogue's ids as issue 56 found them (commit d72e420): reports list invariants in this
+order, so moving the entries beside their rules must not change it."""
+
+FAMILY_MODULES = {
+    LOG: ("kraftlake.statemachine.invariants", "LOG_INVARIANTS"),
+    KRAFT: ("kraftlake.statemachine.kraft.catalogue", "INVARIANTS"),
+    S3STREAM: ("kraftlake.statemachine.s3stream.catalogue", "INVARIANTS"),
+    BOOKKEEPER: ("kraftlake.statemachine.bookkeeper.catalogue", "INVARIANTS"),
+}
+"""Where each family's entries are defined: beside its rules, in its own package (the log's own,
+which every family's replay enforces, in the catalogue's module)."""
+
+
+def test_each_entry_is_defined_in_its_familys_package_and_the_order_is_unchanged():
+    import importlib
+    import inspect
+
+    assert tuple(i.id for i in CATALOGUE) == CATALOGUE_ORDER
+    sources = {}
+    for family, (name, attribute) in FAMILY_MODULES.items():
+        module = importlib.import_module(name)
+        sources[family] = inspect.getsource(module)
+        # The catalogue holds the objects the family's module defines, in the catalogue's order.
+        defined = sorted(getattr(module, attribute), key=lambda i: CATALOGUE_ORDER.index(i.id))
+        assert [id(i) for i in defined] == [id(i) for i in CATALOGUE if i.family == family], name
+    for i in CATALOGUE:
+        written = {family for family, source in sources.items() if f'Invariant(\n        "{i.id}",' in source}
+        assert written == {i.family}, i.id
+
+
+def test_the_words_for_a_reader_are_each_entrys_own():
+    """``CHECKED`` and ``FINDS`` are read off the entries, one definition each."""
+    from kraftlake.statemachine.invariants import CHECKED, FINDS
+
+    assert CHECKED == {i.id: i.checks for i in CATALOGUE} and all(CHECKED.values())
+    assert FINDS == {i.id: i.finds for i in CATALOGUE if i.finds}
+    assert set(FINDS) == {"K3", "K6", "K7", "K12", "S8"}
+
+
+def test_say_loads_the_catalogue_when_a_rule_is_imported_alone():
+    """A program that imports only a family's rules (not ``statemachine.invariants``) still
+    words a violation of any family: ``say`` assembles the catalogue on its first call."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from kraftlake.statemachine.kraft.invariants import say\n"
+        "assert 'kraftlake.statemachine.invariants' not in sys.modules\n"
+        "print(say('B4', 'drained', reason='x'), say('L1', 'gap', offset=3, last=1), sep='|')"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "DRAINED while x|offset 3 follows 1"

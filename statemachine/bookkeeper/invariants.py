@@ -1,4 +1,4 @@
-"""BookKeeper invariants (B1-B10 of the catalogue, ``statemachine.invariants``): pure functions of a
+"""BookKeeper invariants (B1-B10, their entries beside them in ``catalogue``): pure functions of a
 ``BookiesView`` (and the record about to change it) that return a message when something is wrong,
 None when right. The audit (``replay.bookkeeper_audit``) decides when to ask them, counts the
 checks, names the entities and decides for how long a wrong state may last (the grace)."""
@@ -20,7 +20,7 @@ from kraftlake.records.bookkeeper import (
 )
 from kraftlake.statemachine import placement
 
-from ..invariants import say
+from ..invariant import say
 from .lifecycle import clean
 from .view import CLOSED, BookiesView, Ledger
 

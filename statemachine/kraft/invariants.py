@@ -1,6 +1,7 @@
 """KRaft/JBOD invariants: what Kafka's controller (``ReplicationControlManager``,
 ``PartitionChangeBuilder``) keeps true of its view, checked on exactly the entities a record can
-have changed. Their ids, definitions and words are the catalogue's (``statemachine.invariants``).
+have changed. Their ids, definitions and words are their entries beside them (``catalogue``),
+which ``statemachine.invariants`` assembles into the catalogue.
 
 Each check is a pure function of the view (after the record) and returns a message when the
 entity is wrong, None when it is right. The relational ones have their SQL beside them, in
@@ -16,7 +17,7 @@ from typing import Protocol
 
 from kraftlake.records.kraft import LRS_RECOVERING, NO_LEADER
 
-from ..invariants import say
+from ..invariant import say
 from .directory_ids import is_online
 from .features import MV_3_2_IV0, MV_3_6_IV0
 from .view import ControllerView, PartitionRegistration

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from kraftlake.records.kraft import LRS_RECOVERING
 
-from ..invariants import say
+from ..invariant import say
 from ..sql_dialect import Dialect
 from .features import MV_3_0_IV1, MV_3_2_IV0
 from .invariants import K4_RANKS, k1_message, k3_message, k4_message, k13_message, k14_message, offline_members_message

@@ -26,7 +26,7 @@ from kraftlake.records.kraft import (
     ReplicaDirectory,
 )
 
-from ..invariants import say
+from ..invariant import say
 from .features import MV_3_2_IV0, MV_3_6_IV0, directories_supported, partition_record_version
 from .reassignment import PartitionReassignmentReplicas
 from .view import PartitionRegistration

@@ -57,7 +57,7 @@ from kraftlake.records.kraft import (
     UnregisterBroker,
     ZkMigrationState,
 )
-from kraftlake.statemachine.invariants import say
+from kraftlake.statemachine.invariant import say
 from kraftlake.statemachine.reducer import Handler, Reducer, refusal
 
 from .directory_ids import sorted_dirs

@@ -5,7 +5,7 @@ what its object lifecycle (``S3ObjectControlManager.checkS3ObjectsLifecycle``), 
 (``StreamControlManager.commitStreamSetObject``) and its node registration
 (``NodeControlManager.register``) enforce.
 
-The checks, S1-S14 each, are pure functions of the view (and the record about to change it) that
+The checks, S1-S14 each (their entries beside them, in ``catalogue``), are pure functions of the view (and the record about to change it) that
 return a message when an entity is wrong and None when it is right. ``replay.s3stream_audit``
 decides when to ask them, counts the checks, names the entities and decides for how long a wrong
 state may last (the grace: AutoMQ's batches pass through wrong states, a compaction's new object
@@ -36,7 +36,7 @@ from kraftlake.records.s3stream import (
     UncommittedOffset,
 )
 
-from ..invariants import say
+from ..invariant import say
 from .cluster import node_metadata
 from .view import RangeMeta, Stream, StreamsView, UncommittedMeta
 

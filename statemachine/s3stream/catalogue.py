@@ -1,0 +1,183 @@
+"""The S3Stream invariants' entries in the catalogue (S1-S14): id, severity, definition, grace,
+message templates and what a check is. Their per-record rules are beside them
+(``invariants.py``); ``statemachine.invariants`` assembles the catalogue from every family's
+entries.
+"""
+
+from __future__ import annotations
+
+from ..invariant import ERROR, S3STREAM, Invariant
+
+INVARIANTS: tuple[Invariant, ...] = (
+    Invariant(
+        "S1",
+        S3STREAM,
+        ERROR,
+        "a stream's range starts do not decrease with the range index; a gap between remaining ranges is held by stream objects (AutoMQ's openStream removes only ranges stream objects hold: StreamRuntimeMetadata.checkRemovableRanges)",
+        graced=True,
+        messages={
+            "out_of_order": "range {range} starts at {start}, before range {previous} ({previous_start})",
+            "gap": "offsets [{start}, {end}) between ranges {previous} and {range} are in no stream object",
+        },
+        counts="each stream there is, at each record that changes its ranges, epoch, state or stream objects (S3Stream, Range, RemoveRange, S3StreamObject, RemoveS3StreamObject); what was wrong of a stream removed closes with it, no check",
+        checks="stream states",
+    ),
+    Invariant(
+        "S2",
+        S3STREAM,
+        ERROR,
+        "a stream's current range is its last, and range epochs increase with the index (AutoMQ's StreamControlManager.openStream adds a range only for a higher epoch)",
+        graced=True,
+        messages={
+            "not_last": "current range index {index} is not the last range {last}",
+            "epoch_not_above": "range {range} has epoch {epoch}, not above range {previous}'s {previous_epoch}",
+        },
+        counts="as S1",
+        checks="stream states",
+    ),
+    Invariant(
+        "S3",
+        S3STREAM,
+        ERROR,
+        "a stream's start is not above its logical end, and no range but the current one lies below the start (as AutoMQ's StreamControlManager.trimStream keeps them)",
+        graced=True,
+        messages={
+            "start_above_end": "start offset {start} is above the logical end {end}",
+            "range_below_start": "range {range} ends at {end}, below the start offset {start}",
+        },
+        counts="as S1, and each stream there is at each record that moves its logical end (S3StreamEndOffsets, a stream-set object's inline ranges)",
+        checks="stream states and ends",
+    ),
+    Invariant(
+        "S4",
+        S3STREAM,
+        ERROR,
+        "a committed end offset above the stream's start is never below its logical end: the end never moves back (AutoMQ's StreamRuntimeMetadata.endOffset only moves it forward)",
+        messages={"end_moves_back": "end offset {end} is below the logical end {logical_end}"},
+        counts="each end an S3StreamEndOffsets record commits",
+        checks="committed ends",
+    ),
+    Invariant(
+        "S5",
+        S3STREAM,
+        ERROR,
+        "no two objects (stream objects, stream-set objects' ranges) hold the same offset of a stream (AutoMQ's read path, S3StreamsMetadataImage.getObjects, assumes it)",
+        graced=True,
+        messages={
+            "overlap": "offsets [{start}, {end}) are held by {first} and {second}",
+            "stream_object": "stream object {object}",
+            "stream_set_object": "stream-set object {object} of node {node}",
+        },
+        counts="each stream there is whose objects, duties, start or end a batch (a run of records with one time) changed, once, at the batch's end; what was wrong of a stream removed closes with it, no check",
+        checks="stream coverages",
+    ),
+    Invariant(
+        "S6",
+        S3STREAM,
+        ERROR,
+        "every offset of a stream in [start, logical end) is held by an object, or by a node's active historical WAL duty (AutoMQ's read path, S3StreamsMetadataImage.getObjects, assumes it)",
+        graced=True,
+        messages={"gap": "offsets [{start}, {end}) are in no object"},
+        counts="as S5",
+        checks="stream coverages",
+    ),
+    Invariant(
+        "S7",
+        S3STREAM,
+        ERROR,
+        "every object a stream or node references is COMMITTED (AutoMQ commits it, S3ObjectControlManager.commitObject, in the result that references it)",
+        graced=True,
+        messages={"gone": "object {object} is gone", "not_committed": "object {object} is {state}"},
+        counts="each reference (a stream's stream object, a node's stream-set object) at each record that adds it or changes its object; what was wrong of a reference dropped closes with it, no check",
+        checks="references",
+    ),
+    Invariant(
+        "S8",
+        S3STREAM,
+        ERROR,
+        "stream and object ids are below their assigned high-water marks and never used again (AutoMQ's nextAssignedStreamId, nextAssignedObjectId)",
+        messages={
+            "unassigned": "{id_kind} id {id} was never assigned (next is {next})",
+            "reused": "{id_kind} id {id} is used again",
+            "prepared_again": "object id {object} is prepared again",
+            "back_to_prepared": "object {object} goes back to PREPARED from {state}",
+            "mark_moves_back": "the {id_kind} id high-water mark moves back from {old} to {new}",
+        },
+        counts="each id a record uses (a stream made, a stream object, a stream-set object, an object PREPARED: below its mark, a stream's not used before, an object prepared once) and each high-water mark a record assigns",
+        checks="ids used and marks",
+        finds="ids misused: the id a PREPARED object uses can be both beyond its mark and prepared again",
+    ),
+    Invariant(
+        "S9",
+        S3STREAM,
+        ERROR,
+        "an active historical WAL duty matches exactly one sealed range of its node (else AutoMQ's StreamControlManager.getOpeningStreams fails)",
+        graced=True,
+        messages={
+            "unmatched": "duty [{start}, {end}) matches {count} sealed range(s) of node {node}",
+            "reversed": "entry [{start}, {end}) has its start above its end (ignored)",
+        },
+        counts="each entry a NodeWALUncommittedOffsets record carries (its start not above its end), and each active duty at each record that changes it, its node's ranges or its stream; what was wrong of a duty gone closes with it, no check",
+        checks="entries and duties",
+    ),
+    Invariant(
+        "S10",
+        S3STREAM,
+        ERROR,
+        "a stream never opened (epoch -1) has no range and is CLOSED; an OPENED stream has its current range (as AutoMQ's StreamControlManager.createStream and openStream make them)",
+        graced=True,
+        messages={
+            "ranges_unopened": "epoch -1 but {count} range(s)",
+            "opened_unopened": "OPENED at epoch -1",
+            "no_current_range": "OPENED without its current range {index}",
+        },
+        counts="as S1",
+        checks="stream states",
+    ),
+    Invariant(
+        "S11",
+        S3STREAM,
+        ERROR,
+        "no PREPARED object outlives its deadline by more than the check interval",
+        messages={"overdue": "PREPARED past its deadline {deadline} by more than {interval} ms"},
+        counts="each deadline of a PREPARED object, once the check interval past it has passed (at the first record after); what was wrong of an object no longer PREPARED closes, no check",
+        checks="PREPARED deadlines",
+    ),
+    Invariant(
+        "S12",
+        S3STREAM,
+        ERROR,
+        "data that moves a stream's logical end comes from the current owner of an OPENED stream and continues the end exactly",
+        messages={
+            "not_owner": "node {node} moves the logical end {logical_end} -> {end} but node {owner} owns the stream",
+            "closed": "moves the logical end {logical_end} -> {end} of a CLOSED stream",
+            "gap": "[{start}, {end}) leaves a gap at the logical end {logical_end}",
+            "overlap": "[{start}, {end}) leaves an overlap at the logical end {logical_end}",
+            "gap_at_start": "[{start}, {end}) leaves a gap at the start {stream_start} (the stream is trimmed to its end)",
+            "stream_object": "stream object {object}: {problem}",
+            "stream_set_object": "stream-set object {object} of node {node}: {problem}",
+        },
+        counts="each stream object, and each range of a stream-set object, that moves the logical end of a stream there is",
+        checks="data moving an end",
+    ),
+    # -- issue 35 (AutoMQ's and BookKeeper's own behaviours) ----------------------------------
+    Invariant(
+        "S13",
+        S3STREAM,
+        ERROR,
+        "a MARK_DESTROYED object is deleted no sooner than the object retention after it was marked (AutoMQ's S3ObjectControlManager deletes after one to two retention periods, s3.object.delete.retention.minutes)",
+        messages={"early": "deleted {age} ms after it was marked destroyed, before the retention of {retention} ms"},
+        counts="each RemoveS3Object of a MARK_DESTROYED object, at a record with a time",
+        checks="deletions",
+    ),
+    Invariant(
+        "S14",
+        S3STREAM,
+        ERROR,
+        "a node's registration never goes back to a lower node epoch (AutoMQ's NodeControlManager.register answers NODE_EPOCH_EXPIRED)",
+        messages={"epoch_back": "registered at epoch {new}, below its epoch {old}"},
+        counts="each node registration a KV record writes",
+        checks="registrations",
+    ),
+)
+"""By number; reports list the catalogue in ``statemachine.invariants.ORDER``."""
