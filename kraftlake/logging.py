@@ -27,7 +27,7 @@ class _CurrentStderr:
 
 
 def _stderr_logger(*_args: object) -> structlog.PrintLogger:
-    return structlog.PrintLogger(file=_CurrentStderr())  # type: ignore[arg-type]
+    return structlog.PrintLogger(file=_CurrentStderr())  # type: ignore[arg-type]  # a TextIO in all PrintLogger uses: write, flush
 
 
 def _processors(json: bool) -> list[structlog.typing.Processor]:
@@ -74,4 +74,4 @@ class _LibraryLogger:
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     """The logger library modules use (``log = get_logger(__name__)``)."""
-    return _LibraryLogger(name)  # type: ignore[return-value]
+    return _LibraryLogger(name)  # type: ignore[return-value]  # a proxy forwarding every method to the bound logger

@@ -57,7 +57,7 @@ def has_delta_connector(spark) -> bool:
 @lru_cache(maxsize=8)
 def _has_class(_app: str, spark, name: str) -> bool:
     try:
-        spark.sparkContext._jvm.java.lang.Class.forName(name)  # type: ignore[union-attr]
+        spark.sparkContext._jvm.java.lang.Class.forName(name)  # type: ignore[union-attr]  # py4j's gateway: untyped, set on a live context
         return True
     except Exception:  # py4j wraps ClassNotFoundException
         return False

@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
             lambda: uuid_from_bytes(secrets.token_bytes(16)),
             cluster_id=cluster_id,
             node_id=node_id,
-        )  # type: ignore[arg-type]
+        )  # type: ignore[arg-type]  # ``found`` is typed object: what plan_format takes (a read or UNREADABLE)
         if isinstance(plan, startup.Refused):
             abort(plan.reason, EXIT_INPUT)
         from rich.table import Table

@@ -114,7 +114,7 @@ def undecodable(exc: Exception, body: bytes, *, json: bool, **where: Any) -> Ans
 
 def _record_error(exc: RecordError) -> Answer:
     """400 naming a batch's bad record: its index (its line is its index + 1), type and field."""
-    return _problem(400, str(exc), index=exc.line - 1, type=exc.record_type, field=exc.field)  # type: ignore[operator]
+    return _problem(400, str(exc), index=exc.line - 1, type=exc.record_type, field=exc.field)  # type: ignore[operator]  # a RecordError of a batch always has its line
 
 
 def _duplicate(exc: RecordError) -> Answer:

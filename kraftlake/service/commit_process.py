@@ -53,7 +53,7 @@ class StoreError(LogError):
 
 
 class _Group(msgspec.Struct, array_like=True):
-    batches: list[tuple[str | None, int | None, list[AnyRecord]]]  # type: ignore[valid-type]
+    batches: list[tuple[str | None, int | None, list[AnyRecord]]]  # type: ignore[valid-type]  # AnyRecord is a runtime-built Union msgspec decodes
 
 
 class _Done(msgspec.Struct, array_like=True):

@@ -122,7 +122,7 @@ class GroupCommitter:
             raise Closed("the service is shutting down")
         key = (producer, seq) if producer is not None else None
         if key is not None and key in self._inflight:
-            return self._inflight[key]  # type: ignore[index]
+            return self._inflight[key]  # type: ignore[index]  # key is not None here: the producer's batch
         if self._queued_records and self._queued_records + len(records) > self.config.max_queued_records:
             backlog = self._queued_records / max(1, self.config.max_records)
             raise Overloaded(max(0.05, backlog * self._commit_ms / 1000))
@@ -130,7 +130,7 @@ class GroupCommitter:
         self._queue.append(req)
         self._queued_records += len(records)
         if key is not None:
-            self._inflight[key] = req  # type: ignore[index]
+            self._inflight[key] = req  # type: ignore[index]  # key is not None here: the producer's batch
         self.metrics.append_requests.inc()
         self._cv.notify()
         return req
@@ -242,8 +242,8 @@ class GroupCommitter:
         with self._cv:
             for r in group:
                 b = r.batch
-                if b.producer is not None and self._inflight.get((b.producer, b.seq)) is r:  # type: ignore[arg-type]
-                    del self._inflight[(b.producer, b.seq)]  # type: ignore[arg-type]
+                if b.producer is not None and self._inflight.get((b.producer, b.seq)) is r:  # type: ignore[arg-type]  # seq is set whenever producer is
+                    del self._inflight[(b.producer, b.seq)]  # type: ignore[arg-type]  # seq is set whenever producer is
         by_loop: dict[asyncio.AbstractEventLoop, list] = {}
         for r, outcome in zip(group, outcomes):
             if r.future is not None:

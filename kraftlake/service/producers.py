@@ -106,7 +106,7 @@ class Lookups:
             else:
                 self._log.refresh()
             self._fresh_for = asked
-        return self._log.producer_seq(producer)  # type: ignore[union-attr]
+        return self._log.producer_seq(producer)  # type: ignore[union-attr]  # opened just above when None
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

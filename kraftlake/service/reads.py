@@ -120,7 +120,7 @@ class ReadPool:
             made = await self.call(start)
             done = object()
             while (chunk := await self.call(next, made, done)) is not done:
-                yield chunk  # type: ignore[misc]
+                yield chunk  # type: ignore[misc]  # ``done`` is the sentinel: every other value is bytes
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -134,4 +134,4 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
         async for chunk in rest:
             yield chunk
     finally:
-        await rest.aclose()  # type: ignore[attr-defined]
+        await rest.aclose()  # type: ignore[attr-defined]  # an async generator's, not AsyncIterator's

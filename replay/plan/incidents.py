@@ -934,7 +934,7 @@ class _Streamed:
 
     def _read(self) -> None:
         try:
-            batch = self.reader.read_next_batch()  # type: ignore[union-attr]
+            batch = self.reader.read_next_batch()  # type: ignore[union-attr]  # None only once closed; read while open
         except StopIteration:
             batch = None
         if batch is None:
