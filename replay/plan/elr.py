@@ -13,6 +13,7 @@ K13, K14 and K15's own statements (the ELR per state, K15's offline members) and
 
 from __future__ import annotations
 
+from kraftlake.statemachine.kraft.invariants_sql import BEFORE
 from kraftlake.statemachine.sql_dialect import Dialect
 
 ROWS = (
@@ -38,8 +39,6 @@ ROWS = (
     "pk",
 )
 """The columns of ``plan.sql.partition_rows``, in its order."""
-
-_BEFORE = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
 
 
 def with_clears(d: Dialect) -> str:
@@ -79,7 +78,7 @@ def with_clears(d: Dialect) -> str:
       FROM c
     ),
     f AS (
-      SELECT *, {d.last("set_elr")} OVER {_BEFORE} AS elr, {d.last("set_lkelr")} OVER {_BEFORE} AS lkelr
+      SELECT *, {d.last("set_elr")} OVER {BEFORE} AS elr, {d.last("set_lkelr")} OVER {BEFORE} AS lkelr
       FROM u
     )
     SELECT {", ".join(ROWS)} FROM partition_records

@@ -30,7 +30,7 @@ invariants' own message functions (``plan.run``), so that no template is written
 from __future__ import annotations
 
 from kraftlake.records.kraft import LOST, MIGRATING, UNASSIGNED
-from kraftlake.statemachine.kraft.invariants_sql import NO_DIR, k1_kinds, k3_kinds
+from kraftlake.statemachine.kraft.invariants_sql import BEFORE, NO_DIR, k1_kinds, k3_kinds, level_at
 from kraftlake.statemachine.sql_dialect import Dialect
 
 from .ranks import lookup
@@ -137,7 +137,7 @@ def _explicit_dirs(d: Dialect) -> str:
         WHEN is_record THEN {d.repeat(d.dir(MIGRATING), d.size("set_replicas"))} END"""
 
 
-_BEFORE = "before AS (PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+_BEFORE = f"before AS {BEFORE}"
 
 
 def fills(d: Dialect, levels: list[tuple[int, int]], mv_base: int, mv_3_6: int) -> str:
@@ -209,14 +209,6 @@ def judged(d: Dialect) -> str:
 OTHER_FIELDS = ("set_removing", "set_adding", "set_lrs", "set_elr", "set_lkelr")
 """The registration's fields no invariant reads: each record's own value (null = unchanged),
 folded for the final states only (``final_states``)."""
-
-
-def _mv(levels: list[tuple[int, int]], base: int, column: str = "off") -> str:
-    """The metadata.version in force before each row, from the driver's (offset, level) changes."""
-    if not levels:
-        return str(base)
-    whens = " ".join(f"WHEN {column} > {o} THEN {lv}" for o, lv in reversed(levels))
-    return f"CASE {whens} ELSE {base} END"
 
 
 def _case(kinds: dict[str, str]) -> str:
@@ -332,7 +324,7 @@ def derived(d: Dialect, source: str, levels: list[tuple[int, int]], mv_base: int
       CASE WHEN {touched} THEN {u_of("replicas", "dirs")} END AS u,
       CASE WHEN {touched} THEN coalesce({u_of("old_replicas", "old_dirs")}, {ints}) END AS old_u,
       old_replicas IS NOT NULL AS changed
-    FROM (SELECT *, {_mv(levels, mv_base)} AS mv FROM {source}) t3
+    FROM (SELECT *, {level_at(levels, mv_base)} AS mv FROM {source}) t3
     """
 
 

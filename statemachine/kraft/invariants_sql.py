@@ -134,8 +134,11 @@ Builder = Callable[[Dialect, Facts], str]
 NO_DIR = ""
 """K9's mark of a state where the broker is no replica: never a directory id."""
 
-_BEFORE = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-_UPTO = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+BEFORE = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+"""A partition's rows before this one (a forward fill over it is the state before); the plan's
+statements use it too (``replay.plan.sql``)."""
+UPTO = "(PARTITION BY pk ORDER BY off ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+"""A partition's rows up to this one (a forward fill over it is the state after)."""
 
 
 def level_at(changes: Sequence[tuple[int, object]], base: object, column: str = "off") -> str:
@@ -440,9 +443,9 @@ def elr_states(
     ),
     s AS (
       SELECT pk, off, end_, is_record, leader, isr, replicas, dirs, old_leader, old_isr, old_replicas,
-        {d.last("set_elr")} OVER {_UPTO} AS elr,
-        {d.last("set_elr")} OVER {_BEFORE} AS old_elr,
-        {d.last("set_lrs")} OVER {_UPTO} AS lrs,
+        {d.last("set_elr")} OVER {UPTO} AS elr,
+        {d.last("set_elr")} OVER {BEFORE} AS old_elr,
+        {d.last("set_lrs")} OVER {UPTO} AS lrs,
         {on} AS on_
       FROM tr
     )
