@@ -487,12 +487,22 @@ def availability_changes(d: Dialect, last: int) -> str:
     (``inc_off``: broker, dir, start_, stop_, numbered per key ``idx``; ranked by ``inc_ob``)
     and topics' (``inc_min_isr``: life, start_, stop_, min_isr) intervals: evaluated at each
     state and at each edge of such an interval inside it. A member's offline intervals are those
-    ranked from the last stop at most its start to the last start before its end. A member on a
-    broker the driver never saw (not in ``inc_known``) is offline throughout: an anti join, where
-    a list of every broker in the text cost each row a comparison per broker."""
+    ranked from the last stop at most its start to the last start before its end
+    (``ranks.lookup``), under its directory alone: a directory's intervals hold every span its
+    broker is down (``Observer.offline_rows``: a down broker's directories are all offline), so
+    the broker's own (``*``) add no point where a flag changes, and are looked up only for a
+    directory without intervals of its own (one the driver cut none for, or never offline: then
+    neither was the broker). Looking up both was twice the probes of the statement's costliest
+    part. A member on a broker the driver never saw (not in ``inc_known``) is offline throughout:
+    an anti join, where a list of every broker in the text cost each row a comparison per
+    broker."""
     o = d.q("offset")
+    probe = f"""(SELECT m.*, CASE WHEN k.b IS NULL THEN '{_ANY}' ELSE m.dir END AS probe
+      FROM inc_members m LEFT JOIN inc_ob_keys k ON k.b = m.b AND k.dir = m.dir)"""
+    end = f"coalesce(m.end_, {last + 1}) - 1"
+    ranked = lookup(d, "inc_ob", probe, "m", "{r}.b = m.b AND {r}.dir = m.probe", "m.off", end, ["sp"], ["st"])
     return f"""
-    WITH c AS ({_ranked(d, "inc_ob", last, ["sp"], ["st"])}),
+    WITH c AS (SELECT * FROM {ranked}),
     hits AS (
       SELECT pk, off, end_, b, probe, is_l, is_i, {d.explode(d.seq("sp_lo", "st_hi - 1"), "idx")}
       FROM c WHERE st_hi > sp_lo
