@@ -152,6 +152,11 @@ class Dialect:
         """``value`` of the row with the greatest ``by`` (``value`` never null here)."""
         return f"arg_max({value}, {by})" if self.duck else f"max_by({value}, {by})"
 
+    def min_by(self, value: str, by: str) -> str:
+        """``value`` of the row with the least ``by`` (``value`` never null here: DuckDB's
+        ``arg_min`` skips a null one, Spark's ``min_by`` does not)."""
+        return f"arg_min({value}, {by})" if self.duck else f"min_by({value}, {by})"
+
 
 DUCKDB = Dialect("duckdb")
 SPARK = Dialect("spark")

@@ -368,7 +368,7 @@ def k9_runs(d: Dialect) -> str:
       WHERE NOT ({dir_of} IS NOT DISTINCT FROM {dir_of_old})
     ),
     both_ AS (
-      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS STRING) AS reported
+      SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS {d.dir_type}) AS reported
       FROM st
       UNION ALL SELECT pk, broker, at_ AS pos, CAST(seq AS BIGINT) AS seq, CAST(NULL AS {d.dir_type}) AS dir, reported
       FROM asks
@@ -391,20 +391,18 @@ def k9_runs(d: Dialect) -> str:
         min(CASE WHEN NOT ({report}) AND (dir IS NULL OR dir = waits_for) THEN pos END) AS fix
       FROM t2 WHERE segment > 0 GROUP BY pk, broker, segment
     ),
+    -- A segment with a fix ends its island: the island of a segment is the number of fixed
+    -- segments before it, and only an island's last segment has a fix.
     e AS (
-      SELECT *, sum(CASE WHEN prev_fix IS NOT NULL THEN 1 ELSE 0 END)
-          OVER (PARTITION BY pk, broker ORDER BY segment ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS island
-      FROM (SELECT *, lag(fix) OVER (PARTITION BY pk, broker ORDER BY segment) AS prev_fix FROM segs) x
-    ),
-    firsts AS (
-      SELECT pk, broker, island, min(segment) AS first_segment, max(segment) AS last_segment
-      FROM e GROUP BY pk, broker, island
+      SELECT *, sum(CASE WHEN fix IS NOT NULL THEN 1 ELSE 0 END)
+          OVER (PARTITION BY pk, broker ORDER BY segment ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+        - CASE WHEN fix IS NOT NULL THEN 1 ELSE 0 END AS island
+      FROM segs
     )
-    SELECT f.pk, f.broker, a.at_ AS first_offset, CAST(a.reported AS STRING) AS reported, a.recorded,
-      z.fix AS fixed_by
-    FROM firsts f
-      JOIN e a ON a.pk = f.pk AND a.broker = f.broker AND a.segment = f.first_segment
-      JOIN e z ON z.pk = f.pk AND z.broker = f.broker AND z.segment = f.last_segment
+    SELECT pk, broker, {d.min_by("at_", "segment")} AS first_offset,
+      CAST({d.min_by("reported", "segment")} AS STRING) AS reported, {d.min_by("recorded", "segment")} AS recorded,
+      max(fix) AS fixed_by
+    FROM e GROUP BY pk, broker, island
     """
 
 
