@@ -330,11 +330,13 @@ def k9_runs(d: Dialect) -> str:
     report = "reported IS NOT NULL"
     upto = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
     before = "(PARTITION BY pk, broker ORDER BY pos, seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-    dir_of = f"CASE WHEN {d.contains('replicas', 'st0.broker')} THEN {d.at('dirs', d.position('replicas', 'st0.broker'))} END"
-    dir_of_old = (
-        f"CASE WHEN {d.contains('old_replicas', 'st0.broker')}"
-        f" THEN {d.at('old_dirs', d.position('old_replicas', 'st0.broker'))} END"
-    )
+
+    def dir_in(replicas: str, dirs: str, b: str) -> str:
+        return f"CASE WHEN {d.contains(replicas, b)} THEN {d.at(dirs, d.position(replicas, b))} END"
+
+    def moves(b: str) -> str:
+        return f"NOT ({dir_in('replicas', 'dirs', b)} IS NOT DISTINCT FROM {dir_in('old_replicas', 'old_dirs', b)})"
+
     none = d.dir(NO_DIR)
     return f"""
     WITH r0 AS (
@@ -355,17 +357,17 @@ def k9_runs(d: Dialect) -> str:
         ON r2.topic_id = l.life_topic AND r2.at_ > l.life AND (l.removed IS NULL OR r2.at_ < l.removed)
     ),
     asked AS (SELECT DISTINCT pk, broker FROM asks),
+    -- A state that leaves the replica's directory as the state before did changes nothing here:
+    -- it neither records a reported directory first nor drops the replica (left out before the
+    -- explode: a state moves one or two of its replicas, rarely all).
     st0 AS (
-      SELECT pk, off, replicas, dirs, old_replicas, old_dirs,
-        {d.explode(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), "broker")}
+      SELECT pk, off, replicas, dirs,
+        {d.explode(d.filter(d.union("replicas", f"coalesce(left_, {d.empty('INT')})"), moves), "broker")}
       FROM timeline WHERE moved AND pk IN (SELECT pk FROM asked)
     ),
-    -- A state that leaves the replica's directory as the state before did changes nothing here:
-    -- it neither records a reported directory first nor drops the replica.
     st AS (
-      SELECT st0.pk, st0.off, st0.broker, {dir_of} AS dir
+      SELECT st0.pk, st0.off, st0.broker, {dir_in("replicas", "dirs", "st0.broker")} AS dir
       FROM st0 JOIN asked a ON st0.pk = a.pk AND st0.broker = a.broker
-      WHERE NOT ({dir_of} IS NOT DISTINCT FROM {dir_of_old})
     ),
     both_ AS (
       SELECT pk, broker, off AS pos, CAST(-1 AS BIGINT) AS seq, dir, CAST(NULL AS {d.dir_type}) AS reported
