@@ -70,10 +70,14 @@ class SparkEngine:
     def rows(self, sql: str) -> list[tuple]:
         return [tuple(r) for r in self.spark.sql(sql).collect()]
 
-    def iter_rows(self, sql: str):
-        """``rows``, collected at once (``toLocalIterator`` would run a job per partition of the
-        result: hundreds after a shuffle)."""
-        return iter(self.rows(sql))
+    def iter_rows(self, sql: str, batch: int = 10_000):
+        """``rows`` a batch at a time, collected at once as Arrow columns and made tuples a batch
+        at a time. ``toLocalIterator`` would run a job per partition of the result (hundreds
+        after a shuffle); ``collect`` holds a pyspark ``Row`` per row, and the final states of a
+        history's partitions (with their lists) as Rows took the driver to 2 GB at 10^7 records
+        (bench/RESULTS.md)."""
+        for part in self.arrow(sql).to_batches(batch):
+            yield from zip(*(column.to_pylist() for column in part.columns), strict=True)
 
     def arrow(self, sql: str):
         return self.spark.sql(sql).toArrow()

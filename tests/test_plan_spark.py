@@ -74,3 +74,18 @@ def test_the_engine_keeps_the_sessions_thresholds(spark, tables):
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+def test_iter_rows_gives_rows_tuples_in_order_a_batch_at_a_time(spark):
+    # The driver reads the plan's long results (the final states, the UNASSIGNED counts) through
+    # ``iter_rows``: the same tuples as ``rows``, in the statement's order, lists and nulls as
+    # Python's, across batches.
+    sql = (
+        "SELECT id AS k, CASE WHEN id % 3 = 0 THEN NULL ELSE concat('d', id) END AS dir,"
+        " array(id, id + 1) AS replicas FROM range(7) ORDER BY k DESC"
+    )
+    with SparkEngine(spark) as engine:
+        rows = engine.rows(sql)
+        got = list(engine.iter_rows(sql, batch=3))
+    assert got == rows
+    assert got[0] == (6, None, [6, 7]) and got[-1] == (0, None, [0, 1]) and got[1] == (5, "d5", [5, 6])
