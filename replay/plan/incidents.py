@@ -334,13 +334,17 @@ def members(d: Dialect) -> str:
     """
 
 
-def _ranked(d: Dialect, table: str, last: int, lo_lists: list[str], hi_lists: list[str]) -> str:
-    """``inc_members``, each under its directory and ``*`` (its whole broker: ``probe``, the key
-    of ``table``), with the rank of each state's start among ``table``'s offsets of each list of
-    ``lo_lists`` (``x_lo``: at most ``off``) and of its last offset among each of ``hi_lists``
-    (``x_hi``: at most ``end_ - 1``) (``ranks.lookup``), keys without offsets left out."""
+def _ranked(
+    d: Dialect, table: str, last: int, lo_lists: list[str], hi_lists: list[str], probe: str | None = None
+) -> str:
+    """``inc_members``, each under its directory and ``*`` (its whole broker), or as ``probe``
+    gives them (a relation of ``inc_members``' columns and ``probe``, the key of ``table``),
+    with the rank of each state's start among ``table``'s offsets of each list of ``lo_lists``
+    (``x_lo``: at most ``off``) and of its last offset among each of ``hi_lists`` (``x_hi``: at
+    most ``end_ - 1``) (``ranks.lookup``), keys without offsets left out."""
     end = f"coalesce(m.end_, {last + 1}) - 1"
-    probe = f"""(SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM inc_members)"""
+    if probe is None:
+        probe = f"""(SELECT *, {d.explode(d.array("dir", "'*'"), "probe")} FROM inc_members)"""
     on = "{r}.b = m.b AND {r}.dir = m.probe"
     return f"SELECT * FROM {lookup(d, table, probe, 'm', on, 'm.off', end, lo_lists, hi_lists)}"
 
@@ -510,10 +514,8 @@ def availability_changes(d: Dialect, last: int) -> str:
     o = d.q("offset")
     probe = f"""(SELECT m.*, CASE WHEN k.b IS NULL THEN '{_ANY}' ELSE m.dir END AS probe
       FROM inc_members m LEFT JOIN inc_ob_keys k ON k.b = m.b AND k.dir = m.dir)"""
-    end = f"coalesce(m.end_, {last + 1}) - 1"
-    ranked = lookup(d, "inc_ob", probe, "m", "{r}.b = m.b AND {r}.dir = m.probe", "m.off", end, ["sp"], ["st"])
     return f"""
-    WITH c AS (SELECT * FROM {ranked}),
+    WITH c AS ({_ranked(d, "inc_ob", last, ["sp"], ["st"], probe)}),
     hits AS (
       SELECT pk, off, end_, b, probe, is_l, is_i, {d.explode(d.seq("sp_lo", "st_hi - 1"), "idx")}
       FROM c WHERE st_hi > sp_lo
