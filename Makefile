@@ -2,6 +2,11 @@
 # installs what it needs; nothing else has to be installed by hand (Java is checked, and installed
 # from Debian's packages when run as root).
 
+# Python writes its bytecode caches, whatever the environment says: the suite starts hundreds of
+# interpreters (pytest's workers, the CLI's and the service's processes), and without them each
+# compiles kraftlake again and pytest rewrites every test module's asserts again (5 s a worker).
+unexport PYTHONDONTWRITEBYTECODE
+
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
