@@ -272,6 +272,19 @@ def _droppable_nulls(cls: type[Record]) -> frozenset[str]:
     return frozenset(out)
 
 
+def values_end_to_end(arr: pa.Array) -> pa.Buffer:
+    """The values of a binary or string array (none null) end to end, as its values buffer holds
+    them: no copy, no Python object per value."""
+    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    offsets = arr.buffers()[1]
+    bounds = pa.Array.from_buffers(
+        pa.int64() if large else pa.int32(), len(arr) + 1, [None, offsets], offset=arr.offset
+    )
+    start, end = bounds[0].as_py(), bounds[len(arr)].as_py()
+    values = arr.buffers()[2]
+    return pa.py_buffer(b"") if values is None else values.slice(start, end - start)
+
+
 _ENCODER = msgspec.msgpack.Encoder()
 _LIST_DECODER = msgspec.msgpack.Decoder(list[AnyRecord])
 
@@ -287,12 +300,7 @@ def _decode_blobs(column: pa.ChunkedArray) -> list[Record] | None:
         return []
     # One copy of the blobs, behind the header, chunk by chunk (a fat history holds hundreds of
     # megabytes of them: combining chunks, then bytes, then header + bytes copied them thrice).
-    spans = []
-    for arr in column.chunks:
-        if len(arr):
-            bounds = pa.Array.from_buffers(pa.int32(), len(arr) + 1, [None, arr.buffers()[1]], offset=arr.offset)
-            start, end = bounds[0].as_py(), bounds[len(arr)].as_py()
-            spans.append(arr.buffers()[2].slice(start, end - start))
+    spans = [values_end_to_end(arr) for arr in column.chunks if len(arr)]
     message = b"".join([b"\xdd" + n.to_bytes(4, "big"), *(memoryview(s) for s in spans)])
     with trusted(), gc_paused():
         try:

@@ -63,6 +63,22 @@ class Dialect:
     def transform(self, a: str, expr: Callable[[str], str]) -> str:
         return f"list_transform({a}, lambda v: {expr('v')})" if self.duck else f"transform({a}, v -> {expr('v')})"
 
+    def transform_at(self, a: str, expr: Callable[[str, str], str]) -> str:
+        """``transform`` with the element's 0-based index: ``expr(v, i)``."""
+        if self.duck:
+            return f"list_transform({a}, lambda v, i: {expr('v', '(i - 1)')})"
+        return f"transform({a}, (v, i) -> {expr('v', 'i')})"
+
+    def struct(self, *fields: tuple[str, str]) -> str:
+        """A struct of (name, value) ``fields``, in that order."""
+        if self.duck:
+            return "{" + ", ".join(f"'{name}': {value}" for name, value in fields) + "}"
+        return "named_struct(" + ", ".join(f"'{name}', {value}" for name, value in fields) + ")"
+
+    def to_json(self, x: str) -> str:
+        """``x`` as compact JSON text: a struct's fields in their order, null ones written null."""
+        return f"to_json({x})" if self.duck else f"to_json({x}, map('ignoreNullFields', 'false'))"
+
     def outside(self, a: str, b: str) -> str:
         """Whether ``a`` has an element that is not in ``b`` (not true where either is null):
         a set function of each engine's, not a filter with a lambda (several times faster on

@@ -1105,7 +1105,7 @@ def test_the_violations_are_sorted_into_files_before_the_state_hash(tmp_path, mo
     from kraftlake.statemachine.kraft.view import ControllerView
 
     steps = []
-    sort, state_hash = ViolationList.sort, ControllerView.state_hash
+    sort, state_hash, encoded = ViolationList.sort, ControllerView.state_hash, ControllerView.state_hash_encoded
 
     def sorted_(self, *, spill_to=False):
         sort(self, spill_to=spill_to)
@@ -1115,8 +1115,13 @@ def test_the_violations_are_sorted_into_files_before_the_state_hash(tmp_path, mo
         steps.append(("hash",))
         return state_hash(self, partitions)
 
+    def hashed_encoded(self, partitions):
+        steps.append(("hash",))
+        return encoded(self, partitions)
+
     monkeypatch.setattr(ViolationList, "sort", sorted_)
     monkeypatch.setattr(ControllerView, "state_hash", hashed)
+    monkeypatch.setattr(ControllerView, "state_hash_encoded", hashed_encoded)
     log = _k6_k8_k9_log(tmp_path)
     local = Audit(AuditConfig(grace_records=0, grace_ms=0))
     local.feed(log.at().records())

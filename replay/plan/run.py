@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from kraftlake.logging import get_logger
+from kraftlake.records.arrow import values_end_to_end
 from kraftlake.records.base import gc_paused
 from kraftlake.replay.books import AuditConfig, AuditReport, Violation, attach_incidents, violation
 from kraftlake.replay.columns import spill
@@ -331,9 +332,7 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     view = plane.view
     if any(view.partitions.values()):  # the driver replays topics (each an empty dict), never partitions
         raise AssertionError("the control plane's view holds partitions")
-    # Hashed in (topic id, partition id) order as the engine returns them, a batch at a time:
-    # the registrations (one per partition, 10^7 in 10^8 records) are never all held.
-    state_hash = view.state_hash(_registrations(lives, engine.iter_rows(sql.final_states_ordered(d))))
+    state_hash = _state_hash(engine, view, lives, referenced)
     ((rows, changes),) = engine.rows("SELECT count(*), count(CASE WHEN changed THEN 1 END) FROM timeline")
     # K8/K10 judge a broker at its own records (the driver counted those) and where its
     # UNASSIGNED count leaves or returns to zero: ``crossings``, the counts' rows at other offsets.
@@ -361,6 +360,33 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
         seconds=round(time.perf_counter() - started, 2),
     )
     return report
+
+
+def _state_hash(engine, view, lives, referenced: dict[int, set[str]]) -> str:
+    """The controller view's state hash, its partitions' from the engine's final states, hashed in
+    (topic id, partition id) order as the engine returns them, a batch at a time: the partitions
+    (10^7 in 10^8 records) are never all held. The engine writes each partition's canonical form
+    (``sql.final_images``) and the driver hashes the column's bytes as they come; where it cannot
+    (an id JSON would escape, a topic id registered twice), the driver encodes the rows."""
+    d = engine.dialect
+    topics = [topic for topic, *_ in lives]
+    ids = [*topics, *sql.RESERVED_DIRS, *(dd for dirs in referenced.values() for dd in dirs)]
+    if len(set(topics)) == len(topics) and all(sql.json_plain(x) for x in ids if x is not None):
+        return view.state_hash_encoded(_images(engine.arrow_batches(sql.final_images(d))))
+    return view.state_hash(_registrations(lives, engine.iter_rows(sql.final_states_ordered(d))))
+
+
+def _images(batches) -> Iterator[pa.Buffer]:
+    """``final_images``'s column end to end, without the first row's leading comma."""
+    first = True
+    for batch in batches:
+        column = batch.column(0)
+        if column.null_count:  # a null's bytes would be left out of the hash, unseen
+            raise AssertionError("the engine wrote no image of a final partition state")
+        if len(column):
+            values = values_end_to_end(column)
+            yield values.slice(1) if first else values
+            first = False
 
 
 def _registrations(lives, rows: Iterable[tuple]) -> Iterator[PartitionRegistration]:

@@ -481,16 +481,64 @@ def in_partition_order(d: Dialect, pk: str) -> tuple[str, str]:
     """(the join with ``lives`` as ``l``, the ORDER BY terms) that sort rows of partition ``pk``
     as the view's image lists partitions: topic id, then partition id (signed, ``pk``'s low 32
     bits)."""
-    life = d.idiv(pk, 1 << 32)
-    low = f"({pk} - {life} * {1 << 32})"
-    partition = f"CASE WHEN {low} >= {1 << 31} THEN {low} - {1 << 32} ELSE {low} END"
-    return f"JOIN lives l ON l.life_index = {life}", f"l.life_topic, {partition}"
+    return f"JOIN lives l ON l.life_index = {d.idiv(pk, 1 << 32)}", f"l.life_topic, {partition_id(d, pk)}"
+
+
+def partition_id(d: Dialect, pk: str) -> str:
+    """The partition id of partition key ``pk``: its low 32 bits, signed."""
+    low = f"({pk} - {d.idiv(pk, 1 << 32)} * {1 << 32})"
+    return f"CASE WHEN {low} >= {1 << 31} THEN {low} - {1 << 32} ELSE {low} END"
 
 
 def final_states_ordered(d: Dialect) -> str:
     """``final_states`` in the view's partition order (``in_partition_order``), then lifetime."""
     join, order = in_partition_order(d, "f.pk")
     return f"SELECT f.* FROM ({final_states(d)}) f {join} WHERE f.pk >= 0 ORDER BY {order}, f.pk"
+
+
+def final_images(d: Dialect, source: str | None = None) -> str:
+    """The final states (``final_states_ordered``) as the state hash encodes them: one string a
+    partition, a comma then its ``partition_image`` in ``state_hash.CANONICAL``'s JSON (each
+    engine's own ``to_json``: compact, fields in the order written, nulls kept), so that the
+    column's bytes end to end are what the hash reads (``ControllerView.state_hash_encoded``).
+
+    Only for a log whose topic ids and directory ids are JSON strings as they stand (no quote,
+    backslash or control character: ``json_plain``) and whose topics each had one life (one row a
+    partition): the driver checks both and otherwise encodes ``final_states_ordered``'s rows.
+    ``source``: a query of ``final_states``'s columns, instead of it."""
+    join, order = in_partition_order(d, "f.pk")
+    # ``PartitionRegistration.assignment``: replicas and directories zipped, as long as the shorter.
+    assignment = d.transform_at(
+        d.filter_at("f.replicas", lambda _v, i: f"{i} < {d.size('f.dirs')}"),
+        lambda v, i: d.struct(("broker", v), ("directory", f"CAST({d.at('f.dirs', f'{i} + 1')} AS STRING)")),
+    )
+    image = d.to_json(
+        d.struct(
+            ("topic_id", "l.life_topic"),
+            ("partition", partition_id(d, "f.pk")),
+            ("replicas", "f.replicas"),
+            ("isr", "f.isr"),
+            ("leader", "f.leader"),
+            ("leader_epoch", "f.leader_epoch"),
+            ("partition_epoch", "f.partition_epoch"),
+            ("leader_recovery_state", "f.set_lrs"),
+            ("assignment", assignment),
+            ("removing_replicas", "f.set_removing"),
+            ("adding_replicas", "f.set_adding"),
+            ("eligible_leader_replicas", "f.set_elr"),
+            ("last_known_elr", "f.set_lkelr"),
+        )  # fmt: skip
+    )
+    return f"""
+    SELECT ',' || {image} AS image FROM ({source or final_states(d)}) f {join}
+    WHERE f.pk >= 0 ORDER BY {order}
+    """
+
+
+def json_plain(text: str) -> bool:
+    """Whether ``text`` is a JSON string's content as it stands: printable ASCII, no quote or
+    backslash (topic and directory ids are base64url; ``final_images`` writes them as they are)."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
 ANY_REFUSED = "SELECT 1 FROM fills WHERE refused IS NOT NULL LIMIT 1"

@@ -19,7 +19,7 @@ import msgspec
 
 from kraftlake.records.kraft import BrokerEndpoint, BrokerFeature, ReplicaDirectory
 
-from ..state_hash import state_hash_of, streamed_state_hash
+from ..state_hash import spliced_state_hash, state_hash_of, streamed_state_hash
 from .directory_ids import RESERVED_IDS, is_online
 from .features import METADATA_VERSION, MV_3_0_IV1
 
@@ -386,6 +386,13 @@ class ControllerView:
         if partitions is None:
             return state_hash_of(self._image_fields())
         return streamed_state_hash(self._image_fields(partitions=False), "partitions", map(partition_image, partitions))
+
+    def state_hash_encoded(self, partitions: Iterable[Any]) -> str:
+        """``state_hash`` with the view's partitions given already encoded: ``partitions`` (pieces
+        of bytes) end to end are their canonical forms (``partition_image``, encoded as
+        ``state_hash.CANONICAL`` does) in (topic id, partition id) order, a comma between two
+        (``state_hash.spliced_state_hash``)."""
+        return spliced_state_hash(self._image_fields(partitions=False), "partitions", partitions)
 
     def state(self) -> ControllerState:
         """The view's data, sorted (what a snapshot stores). Refused inside a transaction: the
