@@ -527,7 +527,7 @@ def final_images(d: Dialect, source: str | None = None) -> str:
             ("adding_replicas", "f.set_adding"),
             ("eligible_leader_replicas", "f.set_elr"),
             ("last_known_elr", "f.set_lkelr"),
-        )  # fmt: skip
+        )
     )
     return f"""
     SELECT ',' || {image} AS image FROM ({source or final_states(d)}) f {join}
