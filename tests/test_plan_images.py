@@ -1,9 +1,10 @@
 """The plan's state hash: the engine writes each final partition's canonical form
 (``sql.final_images``) and the driver hashes the column's bytes as they come. Those bytes are
-``state_hash.CANONICAL``'s encoding of ``partition_image`` for any registration (negative ids,
-nulls, a directory list shorter or longer than the replicas, empty lists), in the view's
-partition order; and a log whose ids JSON would escape, or whose topic id was registered twice,
-is hashed by the driver's own encoding, to the same hash."""
+``state_hash.CANONICAL``'s encoding of ``partition_image`` for the registrations the driver's
+rows path makes (negative ids, nulls, a directory list shorter or longer than the replicas, empty
+lists), in the view's partition order, and hash as that path does. Only ids JSON writes as they
+stand take this path. (A topic id registered twice takes the rows path: ``test_plan``'s
+``test_a_topic_recreated_under_its_id_is_a_new_partition_history`` and Spark's smoke log.)"""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlake.replay.plan import sql
+from kraftlake.replay.plan.driver import partition_of
 from kraftlake.replay.plan.duck import DuckEngine
-from kraftlake.replay.plan.run import LIVES, _images
-from kraftlake.statemachine.kraft.view import ControllerView, PartitionRegistration, partition_image
+from kraftlake.replay.plan.run import LIVES, _images, _registrations
+from kraftlake.statemachine.kraft.view import ControllerView, partition_image
 from kraftlake.statemachine.state_hash import CANONICAL
 
 from helpers.tiers import examples
@@ -50,16 +52,6 @@ def finals(draw):
     return [(t, 0, None) for t in topics], rows
 
 
-def _registration(lives, row) -> PartitionRegistration:
-    """What the driver makes of a final state's row (``run._registrations``)."""
-    pk, replicas, dirs, isr, leader, le, pe, removing, adding, lrs, elr, lkelr = row
-    low = pk & 0xFFFFFFFF
-    return PartitionRegistration(
-        lives[pk >> 32][0], low - (1 << 32) if low >= 1 << 31 else low, tuple(replicas), tuple(dirs), tuple(isr),
-        tuple(removing), tuple(adding), leader, lrs, le, pe, tuple(elr), tuple(lkelr),
-    )  # fmt: skip
-
-
 def _engine_images(lives, rows) -> bytes:
     """``final_images`` of ``rows`` on DuckDB, read three rows a batch, end to end."""
     with DuckEngine(threads=1) as engine:
@@ -74,7 +66,8 @@ def _engine_images(lives, rows) -> bytes:
 @given(finals())
 def test_the_engines_images_are_the_canonical_encoding_in_the_views_order(given_finals):
     lives, rows = given_finals
-    regs = sorted((_registration(lives, r) for r in rows), key=lambda p: (p.topic_id, p.partition_id))
+    # The rows path the images replace: the driver's registrations, in the view's order.
+    regs = list(_registrations(lives, sorted(rows, key=lambda row: partition_of(lives, row[0]))))
     want = b",".join(CANONICAL.encode(partition_image(p)) for p in regs)
     assert _engine_images(lives, rows) == want
     view = ControllerView()
