@@ -131,8 +131,12 @@ _NOT_MULTI = (("K8", False), ("K10", False))
 
 
 def broker_checks(
-    plane: ControlPlane, counts: Iterable[tuple[int, int, int]], events: set[tuple[int, int]], found: ViolationList
-) -> tuple[ViolationList, int]:
+    plane: ControlPlane,
+    counts: Iterable[tuple[int, int, int]],
+    events: set[tuple[int, int]],
+    found: ViolationList,
+    candidates: ViolationList,
+) -> int:
     """K8, K10 and K11 in one pass over the brokers' UNASSIGNED counts (``sql.unassigned_counts``,
     in (offset, broker, count) order, read as they come) merged with the broker segments and the
     requests to be unfenced. Returns K8 (a warning) and K10 as candidate intervals, for the grace
@@ -140,7 +144,12 @@ def broker_checks(
     checked where the local audit checks them: each broker record it applied, each count crossing
     zero), and how many counts are such crossings rather than at a broker's own record
     (``events``). K11, at each request to be unfenced the driver kept, goes to ``found``: the
-    broker's count and registration in force there, or its own count of mismatches."""
+    broker's count and registration in force there, or its own count of mismatches.
+
+    K8 and K10 go to ``candidates`` (the caller's, beside its other graced ones), in the order
+    they close, then those still open: a long history's are tens of millions of rows, and
+    copied from a list of their own they doubled the audit's peak at 10^8 records
+    (bench/RESULTS.md)."""
     # (offset, broker, kind): at one offset a broker's record, then its count, then its request.
     segments = sorted(((s.start, s.broker, 0, s) for s in plane.segments), key=itemgetter(0, 1))
     requests = sorted((o, b, 2, counted) for o, b, counted in plane.unfence_requests)
@@ -150,7 +159,6 @@ def broker_checks(
     open_: dict[tuple[str, int], tuple[int, str]] = {}
     said: dict[tuple[str, int, int], str] = {}
     entities: dict[int, str] = {}  # one string per broker, shared by its many intervals
-    candidates = ViolationList()
     crossings = 0
     x: Any  # a segment (kind 0), a count (1) or a request's own mismatches (2)
     for offset, b, kind, x in merged:
@@ -186,7 +194,7 @@ def broker_checks(
                 candidates.add_interval(inv, entity, opened[0], opened[1], offset)
     for (inv, b), (f, m) in open_.items():
         candidates.add_interval(inv, entities.get(b) or f"broker/{b}", f, m, None)
-    return candidates, crossings
+    return crossings
 
 
 def report_of(config, found, plane, n, first, last, state_hash, counts) -> AuditReport:

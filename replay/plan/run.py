@@ -305,9 +305,7 @@ def _audit(engine, config: AuditConfig | None, step: Callable[[str], None] | Non
     # driver's largest list (two rows per K8/K10 interval).
     [unassigned] = {r.select for r in RELATIONAL.values() if r.stage == "events" and isinstance(r.select, Counts)}
     counts = engine.iter_rows(f"SELECT * FROM ({unassigned.statement(d, facts)}) c ORDER BY off, broker, after")
-    k8_k10, crossings = broker_checks(plane, counts, set(events), found)
-    candidates.extend(k8_k10)
-    del k8_k10
+    crossings = broker_checks(plane, counts, set(events), found, candidates)
     # Only read from here on (the grace's intervals, the rows held beyond it): out of memory
     # while K9 and the grace run (two per replica a broker leaves UNASSIGNED: tens of millions
     # in a long history, bench/RESULTS.md).
