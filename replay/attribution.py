@@ -79,17 +79,25 @@ class _Outages:
             else pa.array([], pa.uint64())
         )
         self.rows = order.to_numpy(zero_copy_only=False).astype(np.int64)
-        sorted_firsts = pc.take(firsts, order).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
-        self.firsts = sorted_firsts.tolist()
+        # Arrays, not Python lists: a long history has millions of outages, and a Python int
+        # and a topic id's string per outage held a gigabyte at 10^8 records (bench/RESULTS.md).
+        self.firsts = pc.take(firsts, order).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
+        """The first offsets in partition order (``rows``' order)."""
         self.first_offsets = pc.fill_null(firsts, -1).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
         self.ranges: dict[tuple[str, int], tuple[int, int]] = {}
         if n:
             t, p = pc.take(topics, order), pc.take(parts, order)
             changed = pc.or_(pc.not_equal(t[1:], t[:-1]), pc.not_equal(p[1:], p[:-1]))
             starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
-            names, numbers = t.to_pylist(), p.to_pylist()
-            for lo, hi in zip(starts, starts[1:], strict=False):
-                self.ranges[(names[lo], numbers[lo])] = (lo, hi)
+            heads = pa.array(starts[:-1], pa.int64())
+            names, numbers = pc.take(t, heads).to_pylist(), pc.take(p, heads).to_pylist()
+            for lo, hi, name, number in zip(starts, starts[1:], names, numbers, strict=False):
+                self.ranges[(name, number)] = (lo, hi)
+
+    def _after(self, lo: int, hi: int, offset: int) -> int:
+        """The place in ``firsts[lo:hi]`` after the last first offset at most ``offset``
+        (``bisect_right``)."""
+        return lo + int(np.searchsorted(self.firsts[lo:hi], offset, side="right"))
 
     def firsts_of(self, row: int) -> int:
         """The first offset of the outage ``row``."""
@@ -108,7 +116,7 @@ class _Outages:
             return []
         lo, hi = got
         firsts, rows = self.firsts, self.rows
-        k = max(lo, bisect.bisect_right(firsts, lo_offset, lo, hi) - 1)
+        k = max(lo, self._after(lo, hi, lo_offset) - 1)
         out = []
         while k < hi and (hi_offset is None or firsts[k] <= hi_offset):
             row = int(rows[k])
@@ -123,7 +131,7 @@ class _Outages:
         if got is None:
             return None
         lo, hi = got
-        k = bisect.bisect_right(self.firsts, offset, lo, hi) - 1
+        k = self._after(lo, hi, offset) - 1
         if k < lo:
             return None
         row = int(self.rows[k])

@@ -439,8 +439,17 @@ class OutageList(StructColumns[Outage]):
         t, p = pc.take(topics, order), pc.take(parts, order)
         changed = pc.or_(pc.not_equal(t[1:], t[:-1]), pc.not_equal(p[1:], p[:-1]))
         starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
-        table, topic_codes, partitions = self.strings.table, t.to_pylist(), p.to_pylist()
-        ranges = {(table[topic_codes[lo]], partitions[lo]): (lo, hi) for lo, hi in itertools.pairwise(starts)}
+        # Each partition's first row read as Python values, not every outage's (millions).
+        heads = pa.array(starts[:-1], pa.int64())
+        table, topic_codes, partitions = (
+            self.strings.table,
+            pc.take(t, heads).to_pylist(),
+            pc.take(p, heads).to_pylist(),
+        )
+        ranges = {
+            (table[code], part): (lo, hi)
+            for (lo, hi), code, part in zip(itertools.pairwise(starts), topic_codes, partitions, strict=True)
+        }
         return Spans(froms, tos, ranges)
 
     def sort(self, steps: array) -> None:
