@@ -40,6 +40,11 @@ process's peak from 2 962 MB to 2 346 MB, the same report, for 3% more CPU (benc
 session 4)."""
 
 
+ALLOCATOR_FLUSH: dict[str, str | bool] = {"allocator_background_threads": True, "allocator_flush_threshold": "16MB"}
+"""DuckDB's allocator purges freed pages in background threads and flushes a thread's cache past
+16 MB (DuckDB's default: at 128 MB, and purged only as it allocates again)."""
+
+
 def cores() -> int:
     """The cores this process may run on (its CPU affinity, where the platform says it)."""
     try:
@@ -87,6 +92,11 @@ class DuckEngine:
         # Rows come out of windows and joins in no particular order; the driver sorts what it
         # collects, so DuckDB need not keep insertion order (less memory, more parallelism).
         config["preserve_insertion_order"] = False
+        # What a statement freed goes back to the kernel as it ends, not at the connection's
+        # close: DuckDB's allocator keeps freed pages (its threads' caches up to 128 MB each,
+        # dirty pages until a purge) outside its own memory account, and the driver's tables
+        # and rows sat beside them (ALLOCATOR_FLUSH, bench/RESULTS.md).
+        config.update(ALLOCATOR_FLUSH)
         try:
             self.con = duckdb.connect(config=config)
         except duckdb.Error:  # e.g. a memory limit DuckDB cannot read
