@@ -38,6 +38,7 @@ from .incidents import (
     buckets,
     effect_pairs,
     handling,
+    partition_runs,
     percentile,
 )
 
@@ -79,24 +80,17 @@ class _Outages:
             else pa.array([], pa.uint64())
         )
         self.rows = order.to_numpy(zero_copy_only=False).astype(np.int64)
-        # Arrays, not Python lists: a long history has millions of outages, and a Python int
-        # and a topic id's string per outage held a gigabyte at 10^8 records (bench/RESULTS.md).
-        # An ``array`` bisects as fast as a list (numpy's searchsorted per call cost 0.3 CPU-s
-        # more on S1 at 10^6).
+        # An array, not a list of Python ints (millions of outages in a long history), and one
+        # that bisects as fast as the list did (numpy's searchsorted per call cost 0.3 CPU-s
+        # more on S1 at 10^6, bench/RESULTS.md).
         self.firsts = array("q")
         """The first offsets (never null) in partition order (``rows``' order)."""
         if n:
             self.firsts.frombytes(pc.take(firsts, order).to_numpy(zero_copy_only=False).astype(np.int64).tobytes())
         self.first_offsets = pc.fill_null(firsts, -1).to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
-        self.ranges: dict[tuple[str, int], tuple[int, int]] = {}
-        if n:
-            t, p = pc.take(topics, order), pc.take(parts, order)
-            changed = pc.or_(pc.not_equal(t[1:], t[:-1]), pc.not_equal(p[1:], p[:-1]))
-            starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
-            heads = pa.array(starts[:-1], pa.int64())
-            names, numbers = pc.take(t, heads).to_pylist(), pc.take(p, heads).to_pylist()
-            for lo, hi, name, number in zip(starts, starts[1:], names, numbers, strict=False):
-                self.ranges[(name, number)] = (lo, hi)
+        self.ranges: dict[tuple[str, int], tuple[int, int]] = {
+            (topic, p): span for topic, p, span in partition_runs(pc.take(topics, order), pc.take(parts, order))
+        }
 
     def firsts_of(self, row: int) -> int:
         """The first offset of the outage ``row``."""

@@ -436,19 +436,10 @@ class OutageList(StructColumns[Outage]):
         to = wrap(self._cols["to_ms"])
         froms = unwrap(pc.take(wrap(self._cols["from_ms"]), order), "q")
         tos = unwrap(pc.take(pc.if_else(pc.equal(to, NONE_INT), pa.scalar(end_ms, pa.int64()), to), order), "q")
-        t, p = pc.take(topics, order), pc.take(parts, order)
-        changed = pc.or_(pc.not_equal(t[1:], t[:-1]), pc.not_equal(p[1:], p[:-1]))
-        starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
-        # Each partition's first row read as Python values, not every outage's (millions).
-        heads = pa.array(starts[:-1], pa.int64())
-        table, topic_codes, partitions = (
-            self.strings.table,
-            pc.take(t, heads).to_pylist(),
-            pc.take(p, heads).to_pylist(),
-        )
+        table = self.strings.table
         ranges = {
-            (table[code], part): (lo, hi)
-            for (lo, hi), code, part in zip(itertools.pairwise(starts), topic_codes, partitions, strict=True)
+            (table[code], part): span
+            for code, part, span in partition_runs(pc.take(topics, order), pc.take(parts, order))
         }
         return Spans(froms, tos, ranges)
 
@@ -476,6 +467,27 @@ class Spans:
         self, froms: Sequence[int | None], tos: Sequence[int | None], ranges: dict[tuple[str, int], tuple[int, int]]
     ) -> None:
         self.froms, self.tos, self.ranges = froms, tos, ranges
+
+
+def partition_runs(topics, parts) -> list[tuple[object, int, tuple[int, int]]]:
+    """(topic, partition, (lo, hi)) of each partition's rows ``lo..hi - 1`` in rows sorted by
+    (topic, partition) (Arrow arrays, ``topics`` ids or their codes), read as Python values at
+    each partition's first row only: a long history has millions of outages, and a Python value
+    per outage held a gigabyte at 10^8 records (bench/RESULTS.md)."""
+    n = len(topics)
+    if not n:
+        return []
+    changed = pc.or_(pc.not_equal(topics[1:], topics[:-1]), pc.not_equal(parts[1:], parts[:-1]))
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
+    heads = pa.array(starts[:-1], pa.int64())
+    return list(
+        zip(
+            pc.take(topics, heads).to_pylist(),
+            pc.take(parts, heads).to_pylist(),
+            itertools.pairwise(starts),
+            strict=True,
+        )
+    )
 
 
 def outage_spans(outages: Iterable[Outage]) -> Spans:

@@ -139,17 +139,16 @@ def broker_checks(
 ) -> int:
     """K8, K10 and K11 in one pass over the brokers' UNASSIGNED counts (``sql.unassigned_counts``,
     in (offset, broker, count) order, read as they come) merged with the broker segments and the
-    requests to be unfenced. Returns K8 (a warning) and K10 as candidate intervals, for the grace
-    (a multi-directory broker unfenced, K8, or live, K10, while any of its replicas is UNASSIGNED,
-    checked where the local audit checks them: each broker record it applied, each count crossing
-    zero), and how many counts are such crossings rather than at a broker's own record
-    (``events``). K11, at each request to be unfenced the driver kept, goes to ``found``: the
+    requests to be unfenced. Adds K8 (a warning) and K10 to ``candidates`` as intervals, for the
+    grace (a multi-directory broker unfenced, K8, or live, K10, while any of its replicas is
+    UNASSIGNED, checked where the local audit checks them: each broker record it applied, each
+    count crossing zero), and returns how many counts are such crossings rather than at a
+    broker's own record (``events``). K11, at each request to be unfenced the driver kept, goes to ``found``: the
     broker's count and registration in force there, or its own count of mismatches.
 
-    K8 and K10 go to ``candidates`` (the caller's, beside its other graced ones), in the order
-    they close, then those still open: a long history's are tens of millions of rows, and
-    copied from a list of their own they doubled the audit's peak at 10^8 records
-    (bench/RESULTS.md)."""
+    The intervals are added in the order they close, then those still open, after the caller's
+    other graced ones: a long history's are tens of millions of rows, and copied from a list of
+    their own they doubled the audit's peak at 10^8 records (bench/RESULTS.md)."""
     # (offset, broker, kind): at one offset a broker's record, then its count, then its request.
     segments = sorted(((s.start, s.broker, 0, s) for s in plane.segments), key=itemgetter(0, 1))
     requests = sorted((o, b, 2, counted) for o, b, counted in plane.unfence_requests)
