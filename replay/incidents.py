@@ -469,7 +469,7 @@ class Spans:
         self.froms, self.tos, self.ranges = froms, tos, ranges
 
 
-def partition_runs(topics, parts) -> list[tuple[object, int, tuple[int, int]]]:
+def partition_runs(topics, parts) -> list[tuple[Any, int, tuple[int, int]]]:
     """(topic, partition, (lo, hi)) of each partition's rows ``lo..hi - 1`` in rows sorted by
     (topic, partition) (Arrow arrays, ``topics`` ids or their codes), read as Python values at
     each partition's first row only: a long history has millions of outages, and a Python value
